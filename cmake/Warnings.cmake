@@ -1,0 +1,17 @@
+# gpusched_warnings: an interface target every gpusched target links PRIVATE.
+add_library(gpusched_warnings INTERFACE)
+target_compile_options(gpusched_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor
+    -Wimplicit-fallthrough>)
+if(GPUSCHED_WERROR)
+  target_compile_options(gpusched_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+endif()
+
+# gpusched_add_test(name SOURCES ... LIBS ...): a GoogleTest binary registered with ctest.
+function(gpusched_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main
+                        gpusched_warnings)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,63 @@
+#pragma once
+// Clock: the only source of time for gpusched libraries. `core` and `dispatch` take a
+// `Clock&` and never read the system clock, so the server (RealClock), the simulator and
+// every test (FakeClock) run the very same decision code.
+//
+// Units: TimeMs is milliseconds since an arbitrary epoch (the Unix epoch for RealClock).
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace gpusched {
+
+using TimeMs = int64_t;
+using DurationMs = int64_t;
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Current time in ms. Thread-safe.
+  virtual TimeMs NowMs() const = 0;
+  // Current time in ns, for latency measurements. Thread-safe.
+  virtual int64_t NowNs() const = 0;
+  // Blocks the calling thread for `d` ms of this clock's time. Thread-safe.
+  virtual void SleepMs(DurationMs d) = 0;
+};
+
+// Wall-clock time (system_clock for NowMs, steady_clock for NowNs and sleeping).
+class RealClock final : public Clock {
+ public:
+  TimeMs NowMs() const override;
+  int64_t NowNs() const override;
+  void SleepMs(DurationMs d) override;
+};
+
+// Manually advanced time for tests and the simulator. SleepMs blocks until another thread
+// advances the clock past the wake-up time, or, in auto-advance mode, advances the clock
+// itself (useful for single-threaded tests of retry loops).
+// Thread-safe.
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(TimeMs start_ms = 0, bool auto_advance_on_sleep = false)
+      : now_ns_(start_ms * 1'000'000), auto_advance_(auto_advance_on_sleep) {}
+
+  TimeMs NowMs() const override { return now_ns_.load() / 1'000'000; }
+  int64_t NowNs() const override { return now_ns_.load(); }
+  void SleepMs(DurationMs d) override;
+
+  void AdvanceMs(DurationMs d);
+  void SetMs(TimeMs t);  // REQUIRES: t >= NowMs()
+  // Number of threads currently blocked in SleepMs (lets tests wait for a quiescent state).
+  int sleepers() const;
+
+ private:
+  std::atomic<int64_t> now_ns_;
+  const bool auto_advance_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int sleepers_ = 0;
+};
+
+}  // namespace gpusched

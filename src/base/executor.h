@@ -1,0 +1,57 @@
+#pragma once
+// Executor: how a caller lends threads to `core` and `dispatch`, which start none of their
+// own. ParallelFor(n, fn) calls fn(i) for every i in [0, n) and returns when all are done.
+//
+// InlineExecutor runs everything on the calling thread. ThreadPool keeps `workers` threads.
+// Thread-safety: ParallelFor may be called from one thread at a time per ThreadPool.
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gpusched {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual size_t concurrency() const = 0;
+  virtual void ParallelFor(size_t n, const std::function<void(size_t)>& fn) = 0;
+};
+
+class InlineExecutor final : public Executor {
+ public:
+  size_t concurrency() const override { return 1; }
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn) override {
+    for (size_t i = 0; i < n; ++i) fn(i);
+  }
+};
+
+class ThreadPool final : public Executor {
+ public:
+  // REQUIRES: workers >= 1. The calling thread also works, so `workers - 1` threads start.
+  explicit ThreadPool(size_t workers);
+  ~ThreadPool() override;
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t concurrency() const override { return threads_.size() + 1; }
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn) override;
+
+ private:
+  void WorkerLoop();
+  bool RunOne();  // takes and runs one index of the current job; false when none is left
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::vector<std::thread> threads_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t next_ = 0, total_ = 0, finished_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace gpusched

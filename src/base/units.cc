@@ -1,0 +1,111 @@
+#include "base/units.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace gpusched {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Splits "1.5GiB" into the number 1.5 and the suffix "gib" (lower-cased, trimmed).
+bool SplitNumber(std::string_view text, double* number, std::string* suffix) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' ||
+                             (i == 0 && (text[i] == '-' || text[i] == '+')))) {
+    ++i;
+  }
+  if (i == 0) return false;
+  std::string num(text.substr(0, i));
+  char* end = nullptr;
+  *number = std::strtod(num.c_str(), &end);
+  if (end != num.c_str() + num.size() || !std::isfinite(*number)) return false;
+  *suffix = Lower(text.substr(i));
+  while (!suffix->empty() && suffix->front() == ' ') suffix->erase(0, 1);
+  return true;
+}
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+}  // namespace
+
+StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field) {
+  double number = 0;
+  std::string suffix;
+  if (!SplitNumber(text, &number, &suffix)) {
+    return InvalidArgument(std::string(field) + ": " + Quote(text) +
+                           " is not a size (use e.g. 512MiB or 80GiB)");
+  }
+  double scale = 0;
+  if (suffix.empty() || suffix == "mib" || suffix == "m" || suffix == "mi") scale = 1;
+  else if (suffix == "gib" || suffix == "g" || suffix == "gi") scale = 1024;
+  else if (suffix == "tib" || suffix == "t" || suffix == "ti") scale = 1024.0 * 1024;
+  else {
+    return InvalidArgument(std::string(field) + ": unknown size unit " + Quote(suffix) + " in " +
+                           Quote(text) + " (use MiB, GiB or TiB)");
+  }
+  if (number < 0) {
+    return InvalidArgument(std::string(field) + ": must be >= 0, got " + Quote(text));
+  }
+  const double mib = number * scale;
+  if (mib > 1e12) {
+    return InvalidArgument(std::string(field) + ": " + Quote(text) + " is too large");
+  }
+  return static_cast<MiB>(std::llround(mib));
+}
+
+StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field) {
+  double number = 0;
+  std::string suffix;
+  if (!SplitNumber(text, &number, &suffix)) {
+    return InvalidArgument(std::string(field) + ": " + Quote(text) +
+                           " is not a duration (use e.g. 30s, 5m or 2h)");
+  }
+  double scale = 0;
+  if (suffix == "ms") scale = 1;
+  else if (suffix.empty() || suffix == "s") scale = 1000;
+  else if (suffix == "m" || suffix == "min") scale = 60'000;
+  else if (suffix == "h") scale = 3'600'000;
+  else if (suffix == "d") scale = 86'400'000;
+  else {
+    return InvalidArgument(std::string(field) + ": unknown duration unit " + Quote(suffix) +
+                           " in " + Quote(text) + " (use ms, s, m or h)");
+  }
+  const double ms = number * scale;
+  if (ms < 0) return InvalidArgument(std::string(field) + ": must be >= 0, got " + Quote(text));
+  if (ms > 1e15) return InvalidArgument(std::string(field) + ": " + Quote(text) + " is too large");
+  return static_cast<int64_t>(std::llround(ms));
+}
+
+std::string FormatSizeMiB(MiB mib) {
+  char buf[64];
+  if (mib >= 1024 && mib % 1024 == 0) {
+    std::snprintf(buf, sizeof buf, "%lldGiB", static_cast<long long>(mib / 1024));
+  } else if (mib >= 1024) {
+    std::snprintf(buf, sizeof buf, "%.1fGiB", static_cast<double>(mib) / 1024);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldMiB", static_cast<long long>(mib));
+  }
+  return buf;
+}
+
+std::string FormatDurationMs(int64_t ms) {
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  int64_t s = ms / 1000;
+  std::string out;
+  if (s >= 3600) { out += std::to_string(s / 3600) + "h"; s %= 3600; }
+  if (s >= 60) { out += std::to_string(s / 60) + "m"; s %= 60; }
+  if (s > 0 || out.empty()) out += std::to_string(s) + "s";
+  return out;
+}
+
+}  // namespace gpusched

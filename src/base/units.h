@@ -1,0 +1,29 @@
+#pragma once
+// Parsing and printing of the sizes and durations users type: "80GiB", "512MiB", "1.5GiB";
+// "30s", "5m", "2h", "250ms". Sizes are MiB internally, durations ms.
+//
+// Errors name the field the text came from, e.g. `gpu_mem: "12XB" is not a size ...`.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace gpusched {
+
+using MiB = int64_t;
+
+// Accepts an integer or decimal followed by MiB, GiB or TiB (also M/G/T, case-insensitive).
+// A bare number is MiB. Negative values are rejected. `field` names the value in errors.
+StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field);
+
+// Accepts a number followed by ms, s, m or h. A bare number is seconds.
+StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field);
+
+// "80GiB", "1.5GiB", "512MiB".
+std::string FormatSizeMiB(MiB mib);
+// "1h30m", "45s", "250ms".
+std::string FormatDurationMs(int64_t ms);
+
+}  // namespace gpusched

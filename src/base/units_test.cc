@@ -1,0 +1,50 @@
+#include "base/units.h"
+
+#include <gtest/gtest.h>
+
+namespace gpusched {
+namespace {
+
+TEST(Units, ParsesSizes) {
+  EXPECT_EQ(*ParseSizeMiB("80GiB", "gpus"), 80 * 1024);
+  EXPECT_EQ(*ParseSizeMiB("512MiB", "x"), 512);
+  EXPECT_EQ(*ParseSizeMiB("1.5g", "x"), 1536);
+  EXPECT_EQ(*ParseSizeMiB("300", "x"), 300);
+  EXPECT_EQ(*ParseSizeMiB("1TiB", "x"), 1024 * 1024);
+}
+
+TEST(Units, SizeErrorsNameFieldAndValue) {
+  auto neg = ParseSizeMiB("-5GiB", "gpu_mem");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().message(), "gpu_mem: must be >= 0, got \"-5GiB\"");
+  auto unit = ParseSizeMiB("12XB", "mem");
+  ASSERT_FALSE(unit.ok());
+  EXPECT_NE(unit.status().message().find("mem: unknown size unit \"xb\""), std::string::npos);
+  EXPECT_FALSE(ParseSizeMiB("", "mem").ok());
+  EXPECT_FALSE(ParseSizeMiB("GiB", "mem").ok());
+  EXPECT_FALSE(ParseSizeMiB("1e30GiB", "mem").ok());
+}
+
+TEST(Units, ParsesDurations) {
+  EXPECT_EQ(*ParseDurationMs("30s", "d"), 30'000);
+  EXPECT_EQ(*ParseDurationMs("5m", "d"), 300'000);
+  EXPECT_EQ(*ParseDurationMs("2h", "d"), 7'200'000);
+  EXPECT_EQ(*ParseDurationMs("250ms", "d"), 250);
+  EXPECT_EQ(*ParseDurationMs("0.5h", "d"), 1'800'000);
+  EXPECT_EQ(*ParseDurationMs("10", "d"), 10'000);
+  auto bad = ParseDurationMs("5 weeks", "duration");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("duration:"), std::string::npos);
+}
+
+TEST(Units, Formats) {
+  EXPECT_EQ(FormatSizeMiB(80 * 1024), "80GiB");
+  EXPECT_EQ(FormatSizeMiB(1536), "1.5GiB");
+  EXPECT_EQ(FormatSizeMiB(500), "500MiB");
+  EXPECT_EQ(FormatDurationMs(5'400'000), "1h30m");
+  EXPECT_EQ(FormatDurationMs(45'000), "45s");
+  EXPECT_EQ(FormatDurationMs(250), "250ms");
+}
+
+}  // namespace
+}  // namespace gpusched

@@ -1,0 +1,25 @@
+#include "dispatch/chunks/config.h"
+
+namespace gpusched::chunks {
+
+Status ChunkConfig::Validate() const {
+  if (chunk_bytes <= 0) {
+    return InvalidArgument("chunk_bytes: must be > 0, got " + std::to_string(chunk_bytes));
+  }
+  if (streams_per_gpu <= 0) {
+    return InvalidArgument("streams_per_gpu: must be > 0, got " + std::to_string(streams_per_gpu));
+  }
+  return Status::Ok();
+}
+
+const char* MoveCheckName(MoveCheck m) {
+  return m == MoveCheck::kWaitIfShort ? "wait-if-short" : "literal";
+}
+const char* NoFitActionName(NoFitAction a) {
+  return a == NoFitAction::kWait ? "wait" : "cpu-fallback";
+}
+const char* CacheRankName(CacheRank r) {
+  return r == CacheRank::kLowestUsageRate ? "lowest-usage-rate" : "most-free-memory";
+}
+
+}  // namespace gpusched::chunks

@@ -1,0 +1,57 @@
+#pragma once
+// ChunkConfig: every [choice] of PATENTS.md section 3 (CN110955526B) as an explicit option,
+// with the default named there. Passed by value into the chunk scheduler; never read globally.
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace gpusched::chunks {
+
+inline constexpr int64_t kMiB = int64_t{1} << 20;
+inline constexpr int64_t kGiB = int64_t{1} << 30;
+
+// CN110955526B step (10-6): a cached chunk whose GPU has no free stream goes to the GPU h with
+// the most free streams. The claim checks neither h's streams nor its memory.
+enum class MoveCheck {
+  kWaitIfShort,  // default: WAIT when h has no free stream or not enough free memory
+  kLiteral,      // go to h anyway (its work queues behind a busy stream)
+};
+
+// CN110955526B steps (10-8)/(10-9): the claim "ends" when no GPU has a free stream with enough
+// memory, leaving the subtask unexecuted.
+enum class NoFitAction {
+  kWait,         // default: requeue until a stream or memory is released
+  kCpuFallback,  // run the kernel on the host CPU (the JVM fallback of a Spark executor)
+};
+
+// CN110955526B step (9): the claim names no formula for choosing the cache GPU.
+enum class CacheRank {
+  kLowestUsageRate,  // default: argmin (used/total, -free, id) among GPUs with enough memory
+  kMostFreeMemory,   // argmax free memory, ties by lowest id
+};
+
+// CN110955526B step (7): how a task's buffer is cut into chunks.
+enum class ChunkSplit {
+  kFixedSize,       // default: chunks of `chunk_bytes` (the last one shorter)
+  kEqualPerStream,  // GPUs x streams equal chunks
+};
+
+struct ChunkConfig {
+  int64_t chunk_bytes = 64 * kMiB;  // CHUNK, default 64 MiB
+  int streams_per_gpu = 4;          // streams per GPU, default 4
+  MoveCheck move_check = MoveCheck::kWaitIfShort;
+  NoFitAction no_fit = NoFitAction::kWait;
+  CacheRank cache_rank = CacheRank::kLowestUsageRate;
+  ChunkSplit split = ChunkSplit::kFixedSize;
+
+  // Names the first bad field and its value, e.g. "chunk_bytes: must be > 0, got 0".
+  Status Validate() const;
+};
+
+const char* MoveCheckName(MoveCheck m);
+const char* NoFitActionName(NoFitAction a);
+const char* CacheRankName(CacheRank r);
+
+}  // namespace gpusched::chunks

@@ -9,6 +9,9 @@ Status ChunkConfig::Validate() const {
   if (streams_per_gpu <= 0) {
     return InvalidArgument("streams_per_gpu: must be > 0, got " + std::to_string(streams_per_gpu));
   }
+  if (idle_wait_ms < 0) {
+    return InvalidArgument("idle_wait_ms: must be >= 0, got " + std::to_string(idle_wait_ms));
+  }
   return Status::Ok();
 }
 

@@ -16,7 +16,7 @@ inline constexpr int64_t kGiB = int64_t{1} << 30;
 // the most free streams. The claim checks neither h's streams nor its memory.
 enum class MoveCheck {
   kWaitIfShort,  // default: WAIT when h has no free stream or not enough free memory
-  kLiteral,      // go to h anyway (its work queues behind a busy stream)
+  kLiteral,      // go to h unchecked; the move then waits at h for a stream and memory
 };
 
 // CN110955526B steps (10-8)/(10-9): the claim "ends" when no GPU has a free stream with enough
@@ -45,6 +45,10 @@ struct ChunkConfig {
   NoFitAction no_fit = NoFitAction::kWait;
   CacheRank cache_rank = CacheRank::kLowestUsageRate;
   ChunkSplit split = ChunkSplit::kFixedSize;
+  // Not in the claims: how long a waiting subtask may wait while none of this scheduler's own
+  // work is in flight (only other users of the GPUs could then release anything) before Run()
+  // fails with ResourceExhausted. Measured on the injected Clock, retried every 1 ms.
+  int64_t idle_wait_ms = 10'000;
 
   // Names the first bad field and its value, e.g. "chunk_bytes: must be > 0, got 0".
   Status Validate() const;

@@ -48,6 +48,9 @@ struct Kernel {
   // Reduce only: bytes of one partial (and of the stage's result) for these params.
   std::function<int64_t(const KernelParams&)> result_bytes;
   std::function<void(const ChunkIo&, const KernelParams&)> run;
+  // Optional: enqueues the kernel on a native (CUDA) stream, for devices whose buffers the CPU
+  // cannot read. A kernel without it runs only on the simulated devices and the CPU.
+  std::function<void(const ChunkIo&, const KernelParams&, void* native_stream)> native_run;
   // Reduce only: acc <- acc (+) partial, both `bytes` long. Must be associative and
   // commutative, so the result does not depend on which chunk finishes first.
   std::function<void(std::byte* acc, const std::byte* partial, int64_t bytes)> combine;

@@ -13,7 +13,6 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
 #ifdef GPUSCHED_HAVE_CORE
   gpusched::cli::RegisterBenchCore(*bench);
-  gpusched::cli::RegisterDemo(app);
 #endif
 #ifdef GPUSCHED_HAVE_DISPATCH
   gpusched::cli::RegisterBenchDispatch(*bench);

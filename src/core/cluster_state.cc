@@ -1,0 +1,207 @@
+#include "core/cluster_state.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace gpusched::core {
+
+int ClusterState::InternModel(const std::string& model) {
+  auto [it, inserted] = model_ids_.emplace(model, static_cast<int>(models_.size()));
+  if (inserted) models_.push_back(model);
+  return it->second;
+}
+
+int ClusterState::ModelId(const std::string& model) const {
+  auto it = model_ids_.find(model);
+  return it == model_ids_.end() ? -1 : it->second;
+}
+
+std::optional<size_t> ClusterState::Find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
+  if (spec.name.empty()) return InvalidArgument("node.name: must be set");
+  if (spec.capacity.cpu_milli < 0 || spec.capacity.mem_mib < 0) {
+    return InvalidArgument("node " + spec.name + ": capacity must be >= 0");
+  }
+  for (size_t i = 0; i < spec.gpus.size(); ++i) {
+    if (spec.gpus[i].total_mib <= 0) {
+      return InvalidArgument("node " + spec.name + ": gpus[" + std::to_string(i) +
+                             "].total_mib must be > 0, got " +
+                             std::to_string(spec.gpus[i].total_mib));
+    }
+  }
+  auto existing = Find(spec.name);
+  size_t index;
+  if (existing) {
+    index = *existing;
+    NodeState& n = nodes_[index];
+    if (spec.gpus.size() < n.gpus.size()) {
+      for (size_t g = spec.gpus.size(); g < n.gpus.size(); ++g) {
+        if (n.gpus[g].allocated_mib > 0) {
+          return FailedPrecondition("node " + spec.name + ": gpu " + std::to_string(g) +
+                                    " disappeared while it holds reservations");
+        }
+      }
+    }
+    for (size_t g = 0; g < std::min(spec.gpus.size(), n.gpus.size()); ++g) {
+      if (spec.gpus[g].total_mib < n.gpus[g].allocated_mib) {
+        return FailedPrecondition("node " + spec.name + ": gpu " + std::to_string(g) +
+                                  " shrank below its reservations");
+      }
+    }
+  } else {
+    index = nodes_.size();
+    nodes_.emplace_back();
+    summaries_.emplace_back();
+    by_name_[spec.name] = index;
+  }
+  NodeState& n = nodes_[index];
+  n.name = spec.name;
+  n.address = spec.address;
+  n.capacity = spec.capacity;
+  n.labels = spec.labels;
+  n.taints = spec.taints;
+  std::vector<GpuState> gpus(spec.gpus.size());
+  n.gpu_total_mib = 0;
+  n.max_gpu_total_mib = 0;
+  for (size_t g = 0; g < spec.gpus.size(); ++g) {
+    gpus[g].index = static_cast<int>(g);
+    gpus[g].model_id = InternModel(spec.gpus[g].model);
+    gpus[g].total_mib = spec.gpus[g].total_mib;
+    if (g < n.gpus.size()) {
+      gpus[g].allocated_mib = n.gpus[g].allocated_mib;
+      gpus[g].tasks = n.gpus[g].tasks;
+    }
+    n.gpu_total_mib += gpus[g].total_mib;
+    n.max_gpu_total_mib = std::max(n.max_gpu_total_mib, gpus[g].total_mib);
+  }
+  n.gpus = std::move(gpus);
+  n.inv_cpu = n.capacity.cpu_milli > 0 ? 1.0 / static_cast<double>(n.capacity.cpu_milli) : 0;
+  n.inv_mem = n.capacity.mem_mib > 0 ? 1.0 / static_cast<double>(n.capacity.mem_mib) : 0;
+  n.inv_gpu_mem = n.gpu_total_mib > 0 ? 1.0 / static_cast<double>(n.gpu_total_mib) : 0;
+  n.available = true;
+  n.last_heartbeat_ms = now_ms;
+  if (!existing) RankNewName(index);
+  Summarize(index);
+  return index;
+}
+
+// Inserts the new node's name into the name order: O(nodes) per registration.
+void ClusterState::RankNewName(size_t index) {
+  uint32_t rank = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (i == index) continue;
+    if (nodes_[i].name < nodes_[index].name) {
+      ++rank;
+    } else {
+      ++nodes_[i].name_rank;
+      ++summaries_[i].name_rank;
+    }
+  }
+  nodes_[index].name_rank = rank;
+}
+
+void ClusterState::Summarize(size_t index) {
+  const NodeState& n = nodes_[index];
+  NodeSummary& s = summaries_[index];
+  s.reachable = n.reachable;
+  s.available = n.available;
+  s.unschedulable = n.cordoned || n.draining;
+  s.schedulable = n.reachable && n.available && !s.unschedulable;
+  s.has_taints = !n.taints.empty();
+  s.has_labels = !n.labels.empty();
+  s.gpu_count = static_cast<int32_t>(n.gpus.size());
+  s.model_id = n.gpus.empty() ? -1 : n.gpus[0].model_id;
+  s.whole_free_gpus = 0;
+  s.max_gpu_free_mib = 0;
+  for (const GpuState& g : n.gpus) {
+    if (g.model_id != s.model_id) s.model_id = -1;
+    if (g.tasks == 0 && g.allocated_mib == 0) ++s.whole_free_gpus;
+    s.max_gpu_free_mib = std::max(s.max_gpu_free_mib, g.accounted_free());
+  }
+  s.running_tasks = n.running_tasks;
+  s.name_rank = n.name_rank;
+  s.cpu_alloc = n.allocated.cpu_milli;
+  s.mem_alloc = n.allocated.mem_mib;
+  s.cpu_free = n.capacity.cpu_milli - n.allocated.cpu_milli;
+  s.mem_free = n.capacity.mem_mib - n.allocated.mem_mib;
+  s.gpu_alloc_mib = n.gpu_allocated_mib;
+  s.gpu_total_mib = n.gpu_total_mib;
+  s.max_gpu_total_mib = n.max_gpu_total_mib;
+  s.inv_cpu = n.inv_cpu;
+  s.inv_mem = n.inv_mem;
+  s.inv_gpu_mem = n.inv_gpu_mem;
+}
+
+void ClusterState::Reserve(const Placement& p) {
+  NodeState& n = nodes_[p.node_index];
+  n.allocated += p.resources;
+  for (size_t i = 0; i < p.gpus.size(); ++i) {
+    GpuState& gpu = n.gpus[static_cast<size_t>(p.gpus[i])];
+    gpu.allocated_mib += p.gpu_mem_mib[i];
+    gpu.tasks += 1;
+    n.gpu_allocated_mib += p.gpu_mem_mib[i];
+    GS_CHECK(gpu.allocated_mib <= gpu.total_mib);
+  }
+  n.running_tasks += 1;
+  Summarize(p.node_index);
+}
+
+void ClusterState::Release(const Placement& p) {
+  NodeState& n = nodes_[p.node_index];
+  n.allocated -= p.resources;
+  for (size_t i = 0; i < p.gpus.size(); ++i) {
+    GpuState& gpu = n.gpus[static_cast<size_t>(p.gpus[i])];
+    gpu.allocated_mib -= p.gpu_mem_mib[i];
+    gpu.tasks -= 1;
+    n.gpu_allocated_mib -= p.gpu_mem_mib[i];
+    GS_CHECK(gpu.allocated_mib >= 0 && gpu.tasks >= 0);
+  }
+  n.running_tasks -= 1;
+  GS_CHECK(n.running_tasks >= 0 && n.allocated.cpu_milli >= 0 && n.allocated.mem_mib >= 0);
+  Summarize(p.node_index);
+}
+
+ClusterState::Extremes ClusterState::ComputeExtremes(int model_id) const {
+  Extremes e;
+  for (const NodeState& n : nodes_) {
+    int64_t count = 0;
+    for (const GpuState& g : n.gpus) {
+      if (model_id >= 0 && g.model_id != model_id) continue;
+      ++count;
+      e.max_gpu_mib = std::max(e.max_gpu_mib, g.total_mib);
+    }
+    e.max_gpus = std::max(e.max_gpus, count);
+    e.max_capacity.cpu_milli = std::max(e.max_capacity.cpu_milli, n.capacity.cpu_milli);
+    e.max_capacity.mem_mib = std::max(e.max_capacity.mem_mib, n.capacity.mem_mib);
+  }
+  return e;
+}
+
+Status ClusterState::CheckInvariants() const {
+  for (const NodeState& n : nodes_) {
+    if (n.allocated.cpu_milli < 0 || n.allocated.cpu_milli > n.capacity.cpu_milli) {
+      return Internal("node " + n.name + ": cpu over-committed");
+    }
+    if (n.allocated.mem_mib < 0 || n.allocated.mem_mib > n.capacity.mem_mib) {
+      return Internal("node " + n.name + ": memory over-committed");
+    }
+    MiB sum = 0;
+    for (const GpuState& g : n.gpus) {
+      if (g.allocated_mib < 0 || g.allocated_mib > g.total_mib) {
+        return Internal("node " + n.name + " gpu " + std::to_string(g.index) +
+                        ": GPU memory over-committed");
+      }
+      sum += g.allocated_mib;
+    }
+    if (sum != n.gpu_allocated_mib) return Internal("node " + n.name + ": GPU sum mismatch");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpusched::core

@@ -1,0 +1,73 @@
+#pragma once
+// CN109992422A's cluster state table: every node with its CPU, RAM and per-GPU memory
+// accounting, liveness flags and labels. Reservations are applied at once, so the very next
+// decision sees them before any heartbeat (CN109992422A test 6).
+//
+// Nodes are stored densely (index = registration order) for fast filtering; names are unique.
+// Invariant: for every node and GPU, 0 <= allocated <= total (checked on every change).
+// Thread-safety: none; const methods may be called concurrently when no thread mutates.
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "core/node.h"
+#include "core/task.h"
+
+namespace gpusched::core {
+
+class ClusterState {
+ public:
+  // Registers a new node or updates the capacity of a known one (an agent that restarted).
+  // A capacity update that would fall below what is reserved is an error.
+  StatusOr<size_t> Upsert(const NodeSpec& spec, TimeMs now_ms);
+
+  std::optional<size_t> Find(const std::string& name) const;
+  const NodeState& node(size_t index) const { return nodes_[index]; }
+  const NodeSummary& summary(size_t index) const { return summaries_[index]; }
+  const std::vector<NodeSummary>& summaries() const { return summaries_; }
+  // Applies `fn` to the node's flags or heartbeat data and refreshes its summary.
+  // REQUIRES: fn changes neither capacity nor reservations (use Upsert / Reserve / Release).
+  template <typename Fn>
+  void Update(size_t index, Fn&& fn) {
+    fn(nodes_[index]);
+    Summarize(index);
+  }
+  const std::vector<NodeState>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+
+  // Interned GPU model names; -1 if no node has this model.
+  int ModelId(const std::string& model) const;
+  const std::string& ModelName(int id) const { return models_[id]; }
+  const std::vector<std::string>& models() const { return models_; }
+
+  // Applies / undoes a placement. REQUIRES: the placement fits (Reserve) / was reserved.
+  void Reserve(const Placement& p);
+  void Release(const Placement& p);
+
+  // Largest values over all nodes, for the "could never fit" admission check.
+  struct Extremes {
+    int64_t max_gpus = 0;
+    MiB max_gpu_mib = 0;
+    Resources max_capacity;
+  };
+  Extremes ComputeExtremes(int model_id) const;
+
+  // Verifies the accounting invariants; returns the first violation.
+  Status CheckInvariants() const;
+
+ private:
+  int InternModel(const std::string& model);
+  void RankNewName(size_t index);
+  void Summarize(size_t index);
+
+  std::vector<NodeState> nodes_;
+  std::vector<NodeSummary> summaries_;
+  std::unordered_map<std::string, size_t> by_name_;
+  std::vector<std::string> models_;
+  std::unordered_map<std::string, int> model_ids_;
+};
+
+}  // namespace gpusched::core

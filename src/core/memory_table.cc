@@ -1,0 +1,71 @@
+#include "core/memory_table.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpusched::core {
+
+Status GpuMemoryTable::AddRow(const MemoryRow& row) {
+  if (row.profile.model.empty()) return InvalidArgument("memory_table.rows.model: must be set");
+  if (row.profile.batch < 1) {
+    return InvalidArgument("memory_table.rows.batch: must be >= 1, got " +
+                           std::to_string(row.profile.batch));
+  }
+  if (row.profile.height < 0 || row.profile.width < 0) {
+    return InvalidArgument("memory_table.rows.height/width: must be >= 0");
+  }
+  if (row.mib <= 0) {
+    return InvalidArgument("memory_table.rows.mib: must be > 0, got " + std::to_string(row.mib));
+  }
+  rows_[row.profile] = row.mib;
+  return Status::Ok();
+}
+
+Status GpuMemoryTable::AddFormula(const MemoryFormula& f) {
+  if (f.model.empty()) return InvalidArgument("memory_table.formulas.model: must be set");
+  if (f.base_mib < 0 || f.per_image_mib < 0) {
+    return InvalidArgument("memory_table.formulas." + f.model + ": base and per_image must be >= 0");
+  }
+  if (f.ref_height <= 0 || f.ref_width <= 0) {
+    return InvalidArgument("memory_table.formulas." + f.model + ": reference size must be > 0");
+  }
+  formulas_[f.model] = f;
+  return Status::Ok();
+}
+
+StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const {
+  if (auto it = learned_.find(p);
+      it != learned_.end() && it->second.observations >= options_.min_observations) {
+    const double mib = std::ceil(static_cast<double>(it->second.max_peak) *
+                                 (1.0 + options_.learned_headroom));
+    return MemoryEstimate{static_cast<MiB>(mib), "learned"};
+  }
+  if (auto it = rows_.find(p); it != rows_.end()) return MemoryEstimate{it->second, "table"};
+  auto f = formulas_.find(p.model);
+  if (f == formulas_.end()) {
+    return InvalidArgument("profile.model: unknown model \"" + p.model +
+                           "\" (no row or formula in the GPU-memory table; give gpu_mem instead)");
+  }
+  const double h = p.height > 0 ? p.height : f->second.ref_height;
+  const double w = p.width > 0 ? p.width : f->second.ref_width;
+  const double scale = (h * w) / (static_cast<double>(f->second.ref_height) * f->second.ref_width);
+  const double mib = f->second.base_mib +
+                     f->second.per_image_mib * static_cast<double>(std::max<int64_t>(p.batch, 1)) *
+                         scale;
+  return MemoryEstimate{static_cast<MiB>(std::ceil(mib)), "formula"};
+}
+
+void GpuMemoryTable::Observe(const MemoryProfile& profile, MiB peak_mib) {
+  if (peak_mib <= 0) return;
+  Learned& l = learned_[profile];
+  l.max_peak = std::max(l.max_peak, peak_mib);
+  ++l.observations;
+}
+
+std::vector<MemoryRow> GpuMemoryTable::rows() const {
+  std::vector<MemoryRow> out;
+  for (const auto& [p, mib] : rows_) out.push_back({p, mib});
+  return out;
+}
+
+}  // namespace gpusched::core

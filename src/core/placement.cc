@@ -1,0 +1,165 @@
+#include "core/placement.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gpusched::core {
+
+std::string DescribeReport(const PlacementReport& report) {
+  char buf[96];
+  if (!report.chosen_node.empty()) {
+    std::string out = "placed on " + report.chosen_node;
+    std::snprintf(buf, sizeof buf, " (score %.1f", report.score);
+    out += buf;
+    for (size_t i = 0; i < report.breakdown.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s%s %.1f", i == 0 ? ": " : ", ",
+                    report.breakdown[i].name.c_str(), report.breakdown[i].value);
+      out += buf;
+    }
+    return out + ")";
+  }
+  std::string out = std::to_string(report.feasible_nodes) + "/" +
+                    std::to_string(report.total_nodes) + " nodes fit";
+  // Largest counts first, ties in pipeline order.
+  std::vector<int> order;
+  for (int f = 0; f < kNumFilters; ++f) {
+    if (report.rejected[f] > 0) order.push_back(f);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return report.rejected[a] > report.rejected[b]; });
+  for (size_t i = 0; i < order.size(); ++i) {
+    out += (i == 0 ? ": " : ", ") + std::to_string(report.rejected[order[i]]) + " " +
+           FilterReason(order[i]);
+  }
+  return out;
+}
+
+Placer::Candidate Placer::Rank(const NodeSummary& n, size_t index,
+                               const PlacementRequest& r) const {
+  Candidate c;
+  c.index = index;
+  if (options_.node_order == NodeOrder::kLoadBalance) {
+    c.primary = n.running_tasks;
+    c.secondary = static_cast<double>(n.gpu_alloc_mib) * n.inv_gpu_mem;
+    return c;
+  }
+  c.primary = -WeightedScoreFast(options_.weights, n, r);
+  return c;
+}
+
+bool Placer::Better(const ClusterState& cluster, const Candidate& a, const Candidate& b) const {
+  if (b.index == SIZE_MAX) return a.index != SIZE_MAX;
+  if (a.index == SIZE_MAX) return false;
+  if (a.primary != b.primary) return a.primary < b.primary;
+  if (a.secondary != b.secondary) return a.secondary < b.secondary;
+  return cluster.summary(a.index).name_rank < cluster.summary(b.index).name_rank;
+}
+
+void Placer::ScanChunk(const ClusterState& cluster, const PlacementRequest& r, size_t begin,
+                       size_t end, ChunkResult* out) const {
+  const auto& nodes = cluster.nodes();
+  const auto& summaries = cluster.summaries();
+  for (size_t i = begin; i < end; ++i) {
+    const int rejected_by = FirstRejectingFilterFast(summaries[i], nodes[i], r, options_.filter);
+    if (rejected_by != kNumFilters) {
+      ++out->rejected[rejected_by];
+      continue;
+    }
+    ++out->feasible;
+    const Candidate c = Rank(summaries[i], i, r);
+    if (Better(cluster, c, out->best)) out->best = c;
+  }
+}
+
+PlacementResult Placer::Place(const ClusterState& cluster, const PlacementRequest& r) const {
+  PlacementResult result;
+  const size_t n = cluster.size();
+  result.report.total_nodes = static_cast<int64_t>(n);
+
+  Candidate best;
+  if (executor_ != nullptr && executor_->concurrency() > 1 && n > options_.parallel_threshold) {
+    const size_t chunks = std::max<size_t>(1, options_.parallel_chunks);
+    const size_t per_chunk = (n + chunks - 1) / chunks;
+    std::vector<ChunkResult> parts(chunks);
+    executor_->ParallelFor(chunks, [&](size_t c) {
+      const size_t begin = std::min(n, c * per_chunk);
+      ScanChunk(cluster, r, begin, std::min(n, begin + per_chunk), &parts[c]);
+    });
+    for (const ChunkResult& part : parts) {
+      for (int f = 0; f < kNumFilters; ++f) result.report.rejected[f] += part.rejected[f];
+      result.report.feasible_nodes += part.feasible;
+      if (Better(cluster, part.best, best)) best = part.best;
+    }
+    result.report.chunks_used = chunks;
+  } else {
+    ChunkResult all;
+    ScanChunk(cluster, r, 0, n, &all);
+    result.report.rejected = all.rejected;
+    result.report.feasible_nodes = all.feasible;
+    best = all.best;
+  }
+  if (best.index == SIZE_MAX) return result;
+
+  const NodeState& node = cluster.node(best.index);
+  result.placed = true;
+  Placement& p = result.placement;
+  p.node_index = best.index;
+  p.node = node.name;
+  p.gpus = PickGpus(node, r);
+  for (int g : p.gpus) {
+    p.gpu_mem_mib.push_back(r.exclusive ? node.gpus[static_cast<size_t>(g)].total_mib
+                                        : r.gpu_mem_mib);
+  }
+  p.resources = r.resources;
+  p.exclusive = r.exclusive;
+
+  result.report.chosen_node = node.name;
+  if (options_.node_order == NodeOrder::kWeightedScore) {
+    result.report.score = -best.primary;
+    for (int s = 0; s < kNumScorers; ++s) {
+      if (options_.weights.weight[s] == 0) continue;
+      result.report.breakdown.push_back(
+          {ScorerName(s), ScorerValue(s, node, r), options_.weights.weight[s]});
+    }
+  } else {
+    result.report.breakdown.push_back({"RunningTasks", best.primary, 1});
+    result.report.breakdown.push_back({"MeanGpuOccupancy", best.secondary * 100, 1});
+  }
+  return result;
+}
+
+std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest& r) const {
+  struct Key {
+    double occupancy;  // (used + req) / total
+    MiB leftover;      // free - req
+    int index;
+  };
+  std::vector<Key> fits;
+  fits.reserve(node.gpus.size());
+  for (const GpuState& g : node.gpus) {
+    if (!GpuFits(g, r, options_.filter)) continue;
+    const MiB req = r.exclusive ? g.total_mib : r.gpu_mem_mib;
+    const MiB free = EffectiveFree(g, options_.filter);
+    fits.push_back({static_cast<double>(g.allocated_mib + req) / static_cast<double>(g.total_mib),
+                    free - req, g.index});
+  }
+  const bool spread = options_.gpu_order == GpuOrder::kSpread;
+  std::sort(fits.begin(), fits.end(), [spread](const Key& a, const Key& b) {
+    if (spread) {
+      if (a.occupancy != b.occupancy) return a.occupancy < b.occupancy;
+      if (a.leftover != b.leftover) return a.leftover < b.leftover;
+    } else {
+      if (a.leftover != b.leftover) return a.leftover < b.leftover;
+      if (a.occupancy != b.occupancy) return a.occupancy > b.occupancy;
+    }
+    return a.index < b.index;
+  });
+  std::vector<int> out;
+  for (size_t i = 0; i < fits.size() && static_cast<int64_t>(out.size()) < r.gpus; ++i) {
+    out.push_back(fits[i].index);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace gpusched::core

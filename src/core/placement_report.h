@@ -1,0 +1,33 @@
+#pragma once
+// What one placement attempt found: per-filter rejection counts and, when a node was chosen,
+// its score breakdown. Kept with each task so `why` can answer from the last decision.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/filters.h"
+
+namespace gpusched::core {
+
+struct ScorePart {
+  std::string name;
+  double value = 0;
+  double weight = 0;
+};
+
+struct PlacementReport {
+  int64_t total_nodes = 0;
+  int64_t feasible_nodes = 0;
+  FilterCounts rejected{};
+  size_t chunks_used = 1;  // 1 = sequential
+  std::string chosen_node;
+  double score = 0;
+  std::vector<ScorePart> breakdown;  // of the chosen node
+};
+
+// "0/120 nodes fit: 80 insufficient GPU memory, 40 unreachable" or
+// "placed on node-7 (score 81.2: LeastAllocated 75.0, BalancedAllocation 87.4)".
+std::string DescribeReport(const PlacementReport& report);
+
+}  // namespace gpusched::core

@@ -1,0 +1,614 @@
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+#include <tuple>
+
+#include "base/check.h"
+#include "core/task_validation.h"
+
+namespace gpusched::core {
+
+const char* TaskStateName(TaskState s) {
+  switch (s) {
+    case TaskState::kPending: return "pending";
+    case TaskState::kAssigned: return "assigned";
+    case TaskState::kRunning: return "running";
+    case TaskState::kSucceeded: return "succeeded";
+    case TaskState::kFailed: return "failed";
+    case TaskState::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+namespace {
+// A GPU model no node has: matches nothing (the task waits for such a node to join).
+constexpr int kUnknownModel = INT_MAX;
+}  // namespace
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig config, Clock& clock,
+                                                       Executor* executor) {
+  GS_RETURN_IF_ERROR(config.Validate());
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(config), clock, executor));
+}
+
+Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
+    : config_(std::move(config)),
+      clock_(clock),
+      placer_(config_.placement, executor),
+      memory_table_(config_.memory_table) {
+  const TimeMs now = clock_.NowMs();
+  next_pass_ms_ = now + config_.t1_ms;
+  next_fq_flush_ms_ = now + config_.t2_ms;
+}
+
+Task* Scheduler::Find(TaskId id) {
+  if (!id.valid() || id.value() > tasks_.size()) return nullptr;
+  return &tasks_[id.value() - 1];
+}
+
+const Task* Scheduler::GetTask(TaskId id) const {
+  if (!id.valid() || id.value() > tasks_.size()) return nullptr;
+  return &tasks_[id.value() - 1];
+}
+
+std::vector<const Task*> Scheduler::Tasks() const {
+  std::vector<const Task*> out;
+  out.reserve(tasks_.size());
+  for (const Task& t : tasks_) out.push_back(&t);
+  return out;
+}
+
+// ---------------------------------------------------------------- admission
+
+Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
+  GS_RETURN_IF_ERROR(ValidateTaskSpec(spec));
+  if (spec.gpus == 0 && spec.gpu_mem_mib > 0) spec.gpus = 1;  // "--gpu-mem 6GiB": one share
+  task.exclusive = false;
+  if (spec.gpus == 0) {
+    task.gpu_mem_need_mib = 0;
+    task.mem_source = "none";
+  } else if (spec.gpu_mem_mib > 0) {
+    task.gpu_mem_need_mib = spec.gpu_mem_mib;  // an explicit value always wins
+    task.mem_source = "explicit";
+  } else if (spec.profile) {
+    GS_ASSIGN_OR_RETURN(MemoryEstimate est, memory_table_.Estimate(*spec.profile));
+    task.gpu_mem_need_mib = est.mib;
+    task.mem_source = est.source;
+  } else {
+    task.exclusive = true;
+    task.mem_source = "whole-gpu";
+  }
+  if (!spec.gpu_model.empty() && cluster_.size() > 0 && cluster_.ModelId(spec.gpu_model) < 0 &&
+      !spec.keep_pending_if_infeasible) {
+    std::string known;
+    for (const std::string& m : cluster_.models()) known += (known.empty() ? "" : ", ") + m;
+    return InvalidArgument("gpu_model: unknown GPU model \"" + spec.gpu_model +
+                           "\" (the cluster has: " + known +
+                           "; set keep_pending to wait for such a node)");
+  }
+  return CheckFeasible(spec, task);
+}
+
+Status Scheduler::CheckFeasible(const TaskSpec& spec, const Task& task) const {
+  if (!config_.reject_infeasible || spec.keep_pending_if_infeasible || cluster_.size() == 0) {
+    return Status::Ok();
+  }
+  const int model = spec.gpu_model.empty() ? -1 : cluster_.ModelId(spec.gpu_model);
+  auto it = extremes_cache_.find(model);
+  if (it == extremes_cache_.end()) {
+    it = extremes_cache_.emplace(model, cluster_.ComputeExtremes(model)).first;
+  }
+  const ClusterState::Extremes& e = it->second;
+  const std::string hint = " (set keep_pending to wait for a bigger node)";
+  if (spec.gpus > e.max_gpus) {
+    return ResourceExhausted("gpus: " + std::to_string(spec.gpus) +
+                             " requested but the largest node has " + std::to_string(e.max_gpus) +
+                             (model >= 0 ? " GPUs of model " + spec.gpu_model : " GPUs") + hint);
+  }
+  if (!task.exclusive && task.gpu_mem_need_mib > e.max_gpu_mib) {
+    return ResourceExhausted("gpu_mem: " + FormatSizeMiB(task.gpu_mem_need_mib) +
+                             " per GPU requested but the largest GPU has " +
+                             FormatSizeMiB(e.max_gpu_mib) + hint);
+  }
+  if (spec.resources.cpu_milli > e.max_capacity.cpu_milli) {
+    return ResourceExhausted("cpu: " + std::to_string(spec.resources.cpu_milli) +
+                             "m requested but the largest node has " +
+                             std::to_string(e.max_capacity.cpu_milli) + "m" + hint);
+  }
+  if (spec.resources.mem_mib > e.max_capacity.mem_mib) {
+    return ResourceExhausted("mem: " + FormatSizeMiB(spec.resources.mem_mib) +
+                             " requested but the largest node has " +
+                             FormatSizeMiB(e.max_capacity.mem_mib) + hint);
+  }
+  return Status::Ok();
+}
+
+StatusOr<TaskId> Scheduler::Submit(TaskSpec spec) {
+  Task task;
+  GS_RETURN_IF_ERROR(ValidateAndResolve(spec, task));
+
+  // CN115981827A claims 4-6: score the task from CPU, GPU memory, RAM and duration.
+  MiB gpu_total = spec.gpus * task.gpu_mem_need_mib;
+  if (task.exclusive) {
+    const int model = spec.gpu_model.empty() ? -1 : cluster_.ModelId(spec.gpu_model);
+    const MiB largest = cluster_.ComputeExtremes(model).max_gpu_mib;
+    gpu_total = spec.gpus * (largest > 0 ? largest : INT32_MAX);
+  }
+  const TaskScore score =
+      ScoreTask(config_.scoring, spec.resources.cpu_milli, gpu_total, spec.resources.mem_mib,
+                spec.duration_ms.value_or(config_.default_duration_ms));
+
+  const TimeMs now = clock_.NowMs();
+  task.id = TaskId(tasks_.size() + 1);
+  task.spec = std::move(spec);
+  task.st = score.st;
+  task.base_pt = task.pt = score.pt;
+  task.seq = next_seq_++;
+  task.submitted_ms = now;
+  task.claim = ClaimStatus::kWaiting;  // claim 7: status 2 on arrival
+  tasks_.push_back(std::move(task));
+  Task& t = tasks_.back();
+  SetState(t, TaskState::kPending, "submitted");
+  PushMain(t);
+  return t.id;
+}
+
+// ---------------------------------------------------------------- state helpers
+
+void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
+  t.state = state;
+  t.reason = reason;
+  t.history.push_back({clock_.NowMs(), state, reason});
+  changed_.insert(t.id);
+}
+
+void Scheduler::PushMain(Task& t) {
+  t.queue = QueueMembership::kMain;
+  t.claim = ClaimStatus::kWaiting;
+  main_queue_.Push({t.pt, t.seq, t.id});
+  pass_requested_ = true;
+}
+
+void Scheduler::RemoveFromQueues(Task& t) {
+  if (t.queue == QueueMembership::kMain) main_queue_.Erase({t.pt, t.seq, t.id});
+  if (t.queue == QueueMembership::kFailure) failure_queue_.Erase(t.id);
+  t.queue = QueueMembership::kNone;
+}
+
+void Scheduler::Commit(Task& t, const Placement& p) {
+  RemoveFromQueues(t);
+  cluster_.Reserve(p);  // visible to the very next decision (CN109992422A test 6)
+  tasks_on_node_.resize(cluster_.size());
+  tasks_on_node_[p.node_index].insert(t.id);
+  active_.insert(t.id);
+  t.placement = p;
+  t.claim = ClaimStatus::kScheduled;  // claim 7: status 0
+  ++t.attempts;
+  const TimeMs now = clock_.NowMs();
+  t.assigned_ms = now;
+  t.last_heartbeat_ms = now;
+  SetState(t, TaskState::kAssigned, "assigned to " + p.node);
+  Action a;
+  a.kind = Action::Kind::kAssign;
+  a.task = t.id;
+  a.node = p.node;
+  a.attempt = t.attempts;
+  a.gpus = p.gpus;
+  a.gpu_mem_mib = p.gpu_mem_mib;
+  actions_.push_back(std::move(a));
+  ++stats_.placed;
+}
+
+void Scheduler::ReleasePlacement(Task& t) {
+  if (!t.placement) return;
+  cluster_.Release(*t.placement);
+  tasks_on_node_[t.placement->node_index].erase(t.id);
+  active_.erase(t.id);
+  t.placement.reset();
+  pass_requested_ = true;  // capacity was freed
+}
+
+void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report) {
+  ++t.placement_failures;
+  t.last_report_summary = DescribeReport(report);
+  t.last_report = report;
+  changed_.insert(t.id);
+  if (t.placement_failures >= config_.max_placement_failures) {
+    RemoveFromQueues(t);
+    t.claim = ClaimStatus::kFailed;
+    SetState(t, TaskState::kFailed,
+             "gave up after " + std::to_string(t.placement_failures) +
+                 " passes without a fitting node: " + t.last_report_summary);
+    return;
+  }
+  t.reason = t.last_report_summary;
+  if (config_.capacity_wait == CapacityWait::kFailureQueue) {
+    // CN115981827A claim 3: scheduling failed -> status 1 -> FQ until the next t2.
+    RemoveFromQueues(t);
+    t.claim = ClaimStatus::kFailed;
+    t.queue = QueueMembership::kFailure;
+    failure_queue_.Push(t.id);
+  }
+}
+
+// CN115981827A claim 3: an execution failure counts against FAIL_MAX; the task goes to FQ
+// while fail_cnt <= FAIL_MAX, else it is given up with its reason (never silently lost).
+void Scheduler::FailExecution(Task& t, const std::string& reason) {
+  ReleasePlacement(t);
+  RemoveFromQueues(t);
+  ++t.fail_cnt;
+  ++stats_.execution_failures;
+  t.claim = ClaimStatus::kFailed;
+  const int64_t limit = t.spec.max_retries.value_or(config_.fail_max);
+  if (t.fail_cnt > limit) {
+    t.finished_ms = clock_.NowMs();
+    SetState(t, TaskState::kFailed,
+             reason + " (failed " + std::to_string(t.fail_cnt) + " times, limit " +
+                 std::to_string(limit) + " retries)");
+    return;
+  }
+  SetState(t, TaskState::kPending, reason + "; retry " + std::to_string(t.fail_cnt) + "/" +
+                                       std::to_string(limit) + " after the next t2");
+  t.queue = QueueMembership::kFailure;
+  failure_queue_.Push(t.id);
+}
+
+// Back to Q at its current priority without counting a failure (drain, lost assignment).
+void Scheduler::Requeue(Task& t, const std::string& reason) {
+  ReleasePlacement(t);
+  RemoveFromQueues(t);
+  SetState(t, TaskState::kPending, reason);
+  PushMain(t);
+}
+
+// ---------------------------------------------------------------- passes
+
+PlacementRequest Scheduler::MakeRequest(const Task& t) const {
+  PlacementRequest r;
+  r.gpus = t.spec.gpus;
+  r.gpu_mem_mib = t.gpu_mem_need_mib;
+  r.exclusive = t.exclusive;
+  if (!t.spec.gpu_model.empty()) {
+    const int id = cluster_.ModelId(t.spec.gpu_model);
+    r.model_id = id >= 0 ? id : kUnknownModel;
+  }
+  r.resources = t.spec.resources;
+  r.node_selector = &t.spec.node_selector;
+  r.tolerations = &t.spec.tolerations;
+  return r;
+}
+
+size_t Scheduler::Schedule() {
+  ++stats_.passes;
+  pass_requested_ = false;
+  next_pass_ms_ = clock_.NowMs() + config_.t1_ms;
+  // Within one pass capacity only shrinks, so a request shape that found no node cannot find
+  // one later in the same pass: remember it and skip the scan (same result, same report).
+  using Shape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
+  std::map<Shape, PlacementReport> failed_shapes;
+  size_t placed = 0;
+  // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order; a task that
+  // fails is not retried in the same pass.
+  for (const QueueKey& key : main_queue_.Snapshot()) {
+    Task& t = *Find(key.id);
+    const PlacementRequest r = MakeRequest(t);
+    const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
+                       t.spec.tolerations.empty();
+    const Shape shape{r.gpus, r.gpu_mem_mib, r.exclusive, r.model_id, r.resources.cpu_milli,
+                      r.resources.mem_mib};
+    ++stats_.decisions;
+    if (plain) {
+      if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
+        OnCapacityWait(t, it->second);
+        if (config_.head_of_line_blocking) break;
+        continue;
+      }
+    }
+    PlacementResult result = placer_.Place(cluster_, r);
+    if (result.placed) {
+      t.last_report = std::move(result.report);
+      t.last_report_summary = DescribeReport(t.last_report);
+      Commit(t, result.placement);
+      ++placed;
+      continue;
+    }
+    if (plain) failed_shapes.emplace(shape, result.report);
+    OnCapacityWait(t, result.report);
+    if (config_.head_of_line_blocking) break;
+  }
+  return placed;
+}
+
+void Scheduler::FlushFailureQueue() {
+  // CN115981827A claims 3, 8: every t2, each FQ task is demoted (Pt + 1, capped) and returns
+  // to Q, keeping its first-submission order inside the band.
+  for (TaskId id : failure_queue_.Drain()) {
+    Task& t = *Find(id);
+    t.queue = QueueMembership::kNone;
+    t.pt = std::min(t.pt + 1, config_.max_priority_value);
+    changed_.insert(id);
+    PushMain(t);
+  }
+}
+
+size_t Scheduler::Tick() {
+  const TimeMs now = clock_.NowMs();
+  CheckNodeLiveness(now);
+  CheckTaskLiveness(now);
+  if (now >= next_fq_flush_ms_) {
+    FlushFailureQueue();
+    next_fq_flush_ms_ = now + config_.t2_ms;
+  }
+  if (pass_requested_ || now >= next_pass_ms_) return Schedule();
+  return 0;
+}
+
+// ---------------------------------------------------------------- liveness
+
+// CN109992422A claims 5-6: a server silent for more than T_srv is unavailable; its tasks are
+// failed (execution failures) and re-queued; their resources are released.
+void Scheduler::CheckNodeLiveness(TimeMs now) {
+  for (size_t i = 0; i < cluster_.size(); ++i) {
+    const NodeState& n = cluster_.node(i);
+    if (!n.available || now - n.last_heartbeat_ms <= config_.node_timeout_ms) continue;
+    cluster_.Update(i, [](NodeState& m) { m.available = false; });
+    ++stats_.nodes_lost;
+    const std::string reason = "node " + n.name + " lost: no heartbeat for " +
+                               FormatDurationMs(now - n.last_heartbeat_ms);
+    if (i >= tasks_on_node_.size()) continue;
+    const std::vector<TaskId> victims(tasks_on_node_[i].begin(), tasks_on_node_[i].end());
+    for (TaskId id : victims) FailExecution(*Find(id), reason);
+  }
+}
+
+// CN109992422A claims 7-8: a task silent for more than T_task has its resources reclaimed.
+void Scheduler::CheckTaskLiveness(TimeMs now) {
+  std::vector<TaskId> silent;
+  for (TaskId id : active_) {
+    const Task& t = *Find(id);
+    if (now - t.last_heartbeat_ms > config_.task_timeout_ms) silent.push_back(id);
+  }
+  for (TaskId id : silent) {
+    Task& t = *Find(id);
+    const NodeState& n = cluster_.node(t.placement->node_index);
+    if (!n.available) continue;  // the node rule handles it
+    const std::string reason =
+        "task heartbeat lost for " + FormatDurationMs(now - t.last_heartbeat_ms) + " on " + n.name;
+    actions_.push_back({Action::Kind::kKill, id, n.name, t.attempts, {}, {}, reason});
+    ++stats_.tasks_reclaimed;
+    FailExecution(t, reason);
+  }
+}
+
+// ---------------------------------------------------------------- node events
+
+Status Scheduler::RegisterNode(const NodeSpec& spec) {
+  GS_ASSIGN_OR_RETURN(size_t index, cluster_.Upsert(spec, clock_.NowMs()));
+  tasks_on_node_.resize(cluster_.size());
+  (void)index;
+  extremes_cache_.clear();
+  pass_requested_ = true;
+  return Status::Ok();
+}
+
+Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
+  auto index = cluster_.Find(hb.node);
+  if (!index) return NotFound("node " + hb.node + ": not registered");
+  const NodeState& n = cluster_.node(*index);
+  if (!hb.gpu_free_mib.empty() && hb.gpu_free_mib.size() != n.gpus.size()) {
+    return InvalidArgument("gpu_free_mib: " + std::to_string(hb.gpu_free_mib.size()) +
+                           " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
+  }
+  if (!n.available) pass_requested_ = true;  // a node that comes back is eligible again
+  const TimeMs now = clock_.NowMs();
+  cluster_.Update(*index, [&](NodeState& m) {
+    m.available = true;
+    m.last_heartbeat_ms = now;
+    for (size_t g = 0; g < hb.gpu_free_mib.size(); ++g) {
+      m.gpus[g].reported_free_mib = hb.gpu_free_mib[g];
+    }
+  });
+  // Reconcile: what the agent runs but the scheduler did not (or no longer) place there.
+  for (const auto& [id, attempt] : hb.running) {
+    const Task* t = GetTask(id);
+    const bool ours = t != nullptr && IsActive(*t) && t->placement &&
+                      t->placement->node_index == *index && t->attempts == attempt;
+    if (!ours) {
+      actions_.push_back({Action::Kind::kKill, id, n.name, attempt, {}, {},
+                          "not assigned to this node (reconciled after reconnect)"});
+    }
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
+  auto index = cluster_.Find(node);
+  if (!index) return NotFound("node " + node + ": not registered");
+  if (cluster_.node(*index).reachable != reachable) pass_requested_ = true;
+  cluster_.Update(*index, [&](NodeState& m) { m.reachable = reachable; });
+  return Status::Ok();
+}
+
+Status Scheduler::Cordon(const std::string& node, bool cordoned) {
+  auto index = cluster_.Find(node);
+  if (!index) return NotFound("node " + node + ": not registered");
+  cluster_.Update(*index, [&](NodeState& m) {
+    m.cordoned = cordoned;
+    if (!cordoned) m.draining = false;
+  });
+  pass_requested_ = true;
+  return Status::Ok();
+}
+
+Status Scheduler::Drain(const std::string& node) {
+  auto index = cluster_.Find(node);
+  if (!index) return NotFound("node " + node + ": not registered");
+  cluster_.Update(*index, [](NodeState& m) {
+    m.cordoned = true;
+    m.draining = true;
+  });
+  const std::vector<TaskId> tasks(tasks_on_node_[*index].begin(), tasks_on_node_[*index].end());
+  for (TaskId id : tasks) {
+    Task& t = *Find(id);
+    actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, "node draining"});
+    Requeue(t, "node " + node + " drained");
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- task events
+
+Status Scheduler::CheckAttempt(const Task* t, TaskId id, int64_t attempt) const {
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (!IsActive(*t) || t->attempts != attempt) {
+    return FailedPrecondition("task " + id.ToString() + " attempt " + std::to_string(attempt) +
+                              ": not the current assignment (task is " +
+                              TaskStateName(t->state) + ", attempt " +
+                              std::to_string(t->attempts) + ")");
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  t->last_heartbeat_ms = clock_.NowMs();
+  if (t->state == TaskState::kAssigned) {
+    SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  t->last_heartbeat_ms = clock_.NowMs();  // CN109992422A claim 7
+  return Status::Ok();
+}
+
+Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
+                               const std::string& reason) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  if (peak_gpu_mem_mib > 0 && t->spec.profile) {
+    memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
+  }
+  t->exit_code = exit_code;
+  if (exit_code == 0) {
+    ReleasePlacement(*t);
+    t->finished_ms = clock_.NowMs();
+    SetState(*t, TaskState::kSucceeded, reason.empty() ? "exited 0" : reason);
+    return Status::Ok();
+  }
+  FailExecution(*t, reason.empty() ? "exited with code " + std::to_string(exit_code) : reason);
+  return Status::Ok();
+}
+
+Status Scheduler::Cancel(TaskId id, const std::string& reason) {
+  Task* t = Find(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (IsTerminal(t->state)) {
+    return FailedPrecondition("task " + id.ToString() + " is already " +
+                              TaskStateName(t->state));
+  }
+  if (IsActive(*t)) {
+    actions_.push_back(
+        {Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  }
+  ReleasePlacement(*t);
+  RemoveFromQueues(*t);
+  t->finished_ms = clock_.NowMs();
+  SetState(*t, TaskState::kCancelled, reason);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- outputs and queries
+
+std::vector<Action> Scheduler::TakeActions() {
+  std::vector<Action> out;
+  out.swap(actions_);
+  return out;
+}
+
+std::vector<TaskId> Scheduler::TakeChangedTasks() {
+  std::vector<TaskId> out(changed_.begin(), changed_.end());
+  changed_.clear();
+  return out;
+}
+
+StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
+  const Task* t = GetTask(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  Explanation e;
+  e.id = id;
+  e.state = t->state;
+  e.claim = t->claim;
+  e.st = t->st;
+  e.pt = t->pt;
+  e.fail_cnt = t->fail_cnt;
+  e.placement_failures = t->placement_failures;
+  e.attempts = t->attempts;
+  e.queue = t->queue == QueueMembership::kMain      ? "Q"
+            : t->queue == QueueMembership::kFailure ? "FQ"
+                                                    : "";
+  e.last_report = t->last_report;
+  switch (t->state) {
+    case TaskState::kPending:
+      e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
+                                                 : t->last_report_summary;
+      if (t->fail_cnt > 0) e.summary = t->reason + "; last pass: " + e.summary;
+      break;
+    case TaskState::kAssigned:
+    case TaskState::kRunning:
+      e.summary = t->last_report_summary;
+      break;
+    default:
+      e.summary = t->reason;
+  }
+  return e;
+}
+
+Status Scheduler::CheckInvariants() const {
+  GS_RETURN_IF_ERROR(cluster_.CheckInvariants());
+  // Recompute every reservation from the tasks and compare with the state table.
+  std::vector<Resources> res(cluster_.size());
+  std::vector<std::vector<MiB>> gpu(cluster_.size());
+  for (size_t i = 0; i < cluster_.size(); ++i) gpu[i].assign(cluster_.node(i).gpus.size(), 0);
+  size_t in_main = 0, in_failure = 0;
+  for (const Task& t : tasks_) {
+    const std::string who = "task " + t.id.ToString() + ": ";
+    if (IsActive(t) != t.placement.has_value()) return Internal(who + "placement/state mismatch");
+    if (IsActive(t) != (active_.count(t.id) > 0)) return Internal(who + "active set mismatch");
+    if (t.state == TaskState::kPending && t.queue == QueueMembership::kNone) {
+      return Internal(who + "pending but in no queue");
+    }
+    if (t.state != TaskState::kPending && t.queue != QueueMembership::kNone) {
+      return Internal(who + "not pending but queued");
+    }
+    in_main += t.queue == QueueMembership::kMain;
+    in_failure += t.queue == QueueMembership::kFailure;
+    if (!t.placement) continue;
+    const Placement& p = *t.placement;
+    res[p.node_index] += p.resources;
+    for (size_t k = 0; k < p.gpus.size(); ++k) gpu[p.node_index][p.gpus[k]] += p.gpu_mem_mib[k];
+    if (std::set<int>(p.gpus.begin(), p.gpus.end()).size() != p.gpus.size()) {
+      return Internal(who + "the same GPU twice");
+    }
+  }
+  if (in_main != main_queue_.size() || in_failure != failure_queue_.size()) {
+    return Internal("queue sizes do not match task records");
+  }
+  for (size_t i = 0; i < cluster_.size(); ++i) {
+    const NodeState& n = cluster_.node(i);
+    if (!(res[i] == n.allocated)) return Internal("node " + n.name + ": CPU/RAM accounting drift");
+    for (size_t g = 0; g < n.gpus.size(); ++g) {
+      if (gpu[i][g] != n.gpus[g].allocated_mib) {
+        return Internal("node " + n.name + ": GPU " + std::to_string(g) + " accounting drift");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpusched::core

@@ -1,0 +1,176 @@
+#pragma once
+// Scheduler: the cluster scheduler's decision core, driven by events and returning decisions.
+// The server (real clock, gRPC, store) and the simulator (simulated clock) both drive this
+// one object, so they make the very same decisions.
+//
+//   events in:  Submit, Cancel, RegisterNode, NodeHeartbeat, SetNodeReachable, Cordon, Drain,
+//               TaskStarted, TaskHeartbeat, TaskFinished, Tick (time passes)
+//   out:        Actions (assign a task to a node's GPUs, kill a task), changed task ids
+//   queries:    GetTask, Tasks, Explain, cluster(), queue sizes, stats
+//
+// CN115981827A: scoring and Pt at admission (claims 4-6), Q in (Pt, first-submission) order
+// (claim 2), FQ with t2 demotion and FAIL_MAX (claims 3, 8), pre-filtering (claim 9).
+// CN109992422A: GPU-memory table (claim 1), shared GPUs (claim 2), placement principles
+// (claims 3-4), server and task heartbeats and reclaim (claims 5-8).
+//
+// Thread-safety: none. The caller serialises all calls (the server holds one mutex).
+// No I/O, no threads of its own (an Executor may be lent for parallel filtering), and time
+// only from the Clock it is given.
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/executor.h"
+#include "base/ids.h"
+#include "base/status.h"
+#include "core/cluster_state.h"
+#include "core/memory_table.h"
+#include "core/placement.h"
+#include "core/scheduler_config.h"
+#include "core/task.h"
+#include "core/task_queues.h"
+
+namespace gpusched::core {
+
+struct Action {
+  enum class Kind { kAssign, kKill };
+  Kind kind = Kind::kAssign;
+  TaskId task;
+  std::string node;
+  int64_t attempt = 0;
+  std::vector<int> gpus;          // kAssign: device indices on the node
+  std::vector<MiB> gpu_mem_mib;   // kAssign: memory share on each
+  std::string reason;             // kKill: why
+};
+
+// What an agent reports every heartbeat.
+struct NodeHeartbeat {
+  std::string node;
+  // Free memory per GPU as the device reports it (NVML), -1 where unknown.
+  std::vector<MiB> gpu_free_mib;
+  // (task, attempt) pairs the agent is running right now.
+  std::vector<std::pair<TaskId, int64_t>> running;
+};
+
+struct Explanation {
+  TaskId id;
+  TaskState state = TaskState::kPending;
+  ClaimStatus claim = ClaimStatus::kWaiting;
+  int st = 0, pt = 0;
+  int64_t fail_cnt = 0, placement_failures = 0, attempts = 0;
+  std::string queue;     // "Q", "FQ" or ""
+  std::string summary;   // one line: where it runs or why it waits / failed
+  PlacementReport last_report;
+};
+
+struct SchedulerStats {
+  int64_t passes = 0;
+  int64_t decisions = 0;          // placement attempts (placed or not)
+  int64_t placed = 0;
+  int64_t execution_failures = 0;
+  int64_t nodes_lost = 0;
+  int64_t tasks_reclaimed = 0;
+};
+
+class Scheduler {
+ public:
+  // Validates the configuration. `executor` may be null (sequential filtering).
+  static StatusOr<std::unique_ptr<Scheduler>> Create(SchedulerConfig config, Clock& clock,
+                                                     Executor* executor = nullptr);
+
+  // ---- events ----
+  // Validates, estimates GPU memory, scores, enqueues. The spec is unchanged on error and the
+  // scheduler's state is untouched.
+  StatusOr<TaskId> Submit(TaskSpec spec);
+  Status Cancel(TaskId id, const std::string& reason = "cancelled by user");
+  Status RegisterNode(const NodeSpec& spec);
+  Status HandleNodeHeartbeat(const NodeHeartbeat& hb);
+  Status SetNodeReachable(const std::string& node, bool reachable);
+  Status Cordon(const std::string& node, bool cordoned);
+  // Cordons the node and sends its tasks back to Q (not counted as failures).
+  Status Drain(const std::string& node);
+  // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
+  Status TaskStarted(TaskId id, int64_t attempt);
+  Status TaskHeartbeat(TaskId id, int64_t attempt);
+  // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
+  Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
+                      const std::string& reason = "");
+  // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
+  // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.
+  size_t Tick();
+  // One dispatch pass over a snapshot of Q, now. Returns the number of tasks placed.
+  size_t Schedule();
+
+  // ---- outputs ----
+  std::vector<Action> TakeActions();
+  // Ids whose record changed since the last call, ascending (what the store must write).
+  std::vector<TaskId> TakeChangedTasks();
+
+  // ---- queries ----
+  // The pointer stays valid for the scheduler's lifetime.
+  const Task* GetTask(TaskId id) const;
+  std::vector<const Task*> Tasks() const;  // ascending id
+  StatusOr<Explanation> Explain(TaskId id) const;
+  const ClusterState& cluster() const { return cluster_; }
+  GpuMemoryTable& memory_table() { return memory_table_; }
+  const SchedulerConfig& config() const { return config_; }
+  size_t main_queue_size() const { return main_queue_.size(); }
+  size_t failure_queue_size() const { return failure_queue_.size(); }
+  const SchedulerStats& stats() const { return stats_; }
+  // Accounting invariants: no over-commit, reservations equal the sum of placements, every
+  // live task in exactly one place. For tests and debug builds.
+  Status CheckInvariants() const;
+
+ private:
+  Scheduler(SchedulerConfig config, Clock& clock, Executor* executor);
+
+  Task* Find(TaskId id);
+  Status ValidateAndResolve(TaskSpec& spec, Task& task) const;
+  Status CheckFeasible(const TaskSpec& spec, const Task& task) const;
+  PlacementRequest MakeRequest(const Task& t) const;
+  void SetState(Task& t, TaskState state, const std::string& reason);
+  void PushMain(Task& t);
+  void RemoveFromQueues(Task& t);
+  void Commit(Task& t, const Placement& p);
+  void ReleasePlacement(Task& t);
+  void OnCapacityWait(Task& t, const PlacementReport& report);
+  void FailExecution(Task& t, const std::string& reason);
+  void Requeue(Task& t, const std::string& reason);
+  void CheckNodeLiveness(TimeMs now);
+  void CheckTaskLiveness(TimeMs now);
+  void FlushFailureQueue();
+  bool IsActive(const Task& t) const {
+    return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
+  }
+  Status CheckAttempt(const Task* t, TaskId id, int64_t attempt) const;
+
+  SchedulerConfig config_;
+  Clock& clock_;
+  Placer placer_;
+  ClusterState cluster_;
+  GpuMemoryTable memory_table_;
+  MainQueue main_queue_;
+  FailureQueue failure_queue_;
+
+  std::deque<Task> tasks_;  // tasks_[id - 1]; deque keeps pointers stable
+  std::vector<std::set<TaskId>> tasks_on_node_;  // by node index: assigned or running
+  std::set<TaskId> active_;                      // assigned or running
+  std::set<TaskId> changed_;
+  std::vector<Action> actions_;
+  mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
+
+  uint64_t next_seq_ = 1;
+  TimeMs next_pass_ms_ = 0;
+  TimeMs next_fq_flush_ms_ = 0;
+  bool pass_requested_ = false;
+  SchedulerStats stats_;
+};
+
+}  // namespace gpusched::core

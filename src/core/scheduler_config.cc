@@ -1,0 +1,35 @@
+#include "core/scheduler_config.h"
+
+#include <string>
+
+namespace gpusched::core {
+
+Status SchedulerConfig::Validate() const {
+  GS_RETURN_IF_ERROR(scoring.Validate());
+  auto positive = [](const char* field, int64_t v) {
+    return v > 0 ? Status::Ok()
+                 : InvalidArgument(std::string(field) + ": must be > 0, got " + std::to_string(v));
+  };
+  GS_RETURN_IF_ERROR(positive("t1", t1_ms));
+  GS_RETURN_IF_ERROR(positive("t2", t2_ms));
+  GS_RETURN_IF_ERROR(positive("node_timeout", node_timeout_ms));
+  GS_RETURN_IF_ERROR(positive("task_timeout", task_timeout_ms));
+  GS_RETURN_IF_ERROR(positive("default_duration", default_duration_ms));
+  GS_RETURN_IF_ERROR(positive("max_placement_failures", max_placement_failures));
+  if (fail_max < 0) {
+    return InvalidArgument("fail_max: must be >= 0, got " + std::to_string(fail_max));
+  }
+  if (max_priority_value < 1) {
+    return InvalidArgument("max_priority_value: must be >= 1, got " +
+                           std::to_string(max_priority_value));
+  }
+  if (placement.parallel_chunks < 1) return InvalidArgument("parallel_chunks: must be >= 1");
+  for (int s = 0; s < kNumScorers; ++s) {
+    if (placement.weights.weight[s] < 0) {
+      return InvalidArgument(std::string("weights.") + ScorerName(s) + ": must be >= 0");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpusched::core

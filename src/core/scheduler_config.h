@@ -1,0 +1,57 @@
+#pragma once
+// Every option of the cluster scheduler in one explicit struct ([choice] points of
+// PATENTS.md sections 2, 4 and 6, with the defaults named there). Validate() names the field.
+
+#include <cstdint>
+#include <limits>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "core/memory_table.h"
+#include "core/placement.h"
+#include "core/scoring.h"
+
+namespace gpusched::core {
+
+// What happens to a task no node fits in a pass.
+enum class CapacityWait {
+  // PATENTS.md section 6 default: it goes to FQ (placement_failures++), is demoted and
+  // re-queued at the next t2, as CN115981827A claim 3 says.
+  kFailureQueue,
+  // It stays in Q at its priority and is retried in the next pass (a pass runs on every
+  // release, so it starts as soon as capacity frees). Used by `gpusched dev` and the
+  // simulator's baselines.
+  kStayQueued,
+};
+
+struct SchedulerConfig {
+  ScoringTable scoring = ScoringTable::Claim5Default();
+  PlacementOptions placement;
+  GpuMemoryTable::Options memory_table;
+
+  DurationMs t1_ms = 5'000;       // CN115981827A: pass period (passes also run on events)
+  DurationMs t2_ms = 30'000;      // CN115981827A: FQ -> Q period, with demotion
+  int64_t fail_max = 3;           // CN115981827A claim 3: FAIL_MAX execution failures
+  // Passes without a fitting node before a task is given up; default unlimited
+  // (PATENTS.md section 6). Set to fail_max for the literal claim.
+  int64_t max_placement_failures = std::numeric_limits<int64_t>::max();
+  int max_priority_value = 5 + 3;  // demotion cap: lowest band, 5 + FAIL_MAX
+  CapacityWait capacity_wait = CapacityWait::kFailureQueue;
+  // Strict FIFO semantics: a pass stops at the first task that does not fit.
+  bool head_of_line_blocking = false;
+  // Within a pass, skip the node scan for a request shape that already found no node (capacity
+  // only shrinks during a pass, so the result is the same). Off only to measure raw scans.
+  bool memoize_failed_shapes = true;
+  // Expected duration of a task that gives none, for its score.
+  DurationMs default_duration_ms = 3'600'000;
+
+  DurationMs node_timeout_ms = 10'000;  // CN109992422A T_srv (heartbeats every 2 s)
+  DurationMs task_timeout_ms = 30'000;  // CN109992422A T_task (task heartbeats every 5 s)
+
+  // Reject at submission what no registered node could ever fit (PATENTS.md section 6).
+  bool reject_infeasible = true;
+
+  Status Validate() const;
+};
+
+}  // namespace gpusched::core

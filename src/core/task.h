@@ -1,0 +1,121 @@
+#pragma once
+// The task model: what a user asks for (TaskSpec), where it was placed (Placement) and
+// everything the scheduler tracks about it (Task).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/units.h"
+#include "core/node.h"
+#include "core/placement_report.h"
+#include "core/resources.h"
+
+namespace gpusched::core {
+
+// The inputs of the GPU-memory table (CN109992422A claim 1): what the task is, so its GPU
+// memory can be estimated when the user gives no number.
+struct MemoryProfile {
+  std::string task_type;  // e.g. "classify"
+  std::string model;      // e.g. "resnet50"
+  int64_t batch = 1;
+  int64_t height = 0;     // input size in pixels; 0 = the model's reference size
+  int64_t width = 0;
+  auto operator<=>(const MemoryProfile&) const = default;
+};
+
+struct TaskSpec {
+  std::string name;
+  // Number of GPUs. 0 with gpu_mem_mib > 0 means one shared GPU.
+  int64_t gpus = 0;
+  // GPU memory per GPU. 0 with gpus > 0 means whole GPUs, held exclusively.
+  MiB gpu_mem_mib = 0;
+  // Used to estimate gpu_mem_mib from the memory table when gpu_mem_mib is 0 and gpus > 0.
+  std::optional<MemoryProfile> profile;
+  std::string gpu_model;  // required GPU model, empty = any
+  Resources resources;    // CPU and RAM
+  // Expected run time, for the CN115981827A score; absent = SchedulerConfig::default_duration.
+  std::optional<DurationMs> duration_ms;
+  // Execution failures tolerated before the task is given up; absent = FAIL_MAX.
+  std::optional<int64_t> max_retries;
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  // Accept even when no current node could ever fit it (nodes may join later).
+  bool keep_pending_if_infeasible = false;
+  // Carried for the agent; the core does not interpret them.
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+};
+
+// Rich lifecycle state.
+enum class TaskState {
+  kPending,    // in Q or FQ
+  kAssigned,   // reserved on a node, assignment sent, not yet reported started
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+};
+const char* TaskStateName(TaskState s);
+inline bool IsTerminal(TaskState s) {
+  return s == TaskState::kSucceeded || s == TaskState::kFailed || s == TaskState::kCancelled;
+}
+
+// CN115981827A claims 1, 3, 7: 2 = waiting to be scheduled, 0 = scheduled successfully,
+// 1 = scheduling or execution failed.
+enum class ClaimStatus : int { kScheduled = 0, kFailed = 1, kWaiting = 2 };
+
+enum class QueueMembership { kNone, kMain, kFailure };
+
+struct Placement {
+  size_t node_index = 0;
+  std::string node;
+  std::vector<int> gpus;          // device indices on that node, ascending
+  std::vector<MiB> gpu_mem_mib;   // reserved on each of them (same order as gpus)
+  Resources resources;
+  bool exclusive = false;
+};
+
+struct Transition {
+  TimeMs at_ms = 0;
+  TaskState state = TaskState::kPending;
+  std::string reason;
+};
+
+struct Task {
+  TaskId id;
+  TaskSpec spec;
+  // Resolved GPU memory need per GPU (explicit value, table estimate, or whole GPU).
+  MiB gpu_mem_need_mib = 0;
+  bool exclusive = false;
+  std::string mem_source;  // "explicit", "table", "learned", "formula", "whole-gpu", "none"
+
+  int st = 0;       // CN115981827A score St in [4, 20]
+  int base_pt = 0;  // Pt at admission
+  int pt = 0;       // current Pt, grows by demotion
+  uint64_t seq = 0; // first-submission order; ties inside one Pt band
+
+  TaskState state = TaskState::kPending;
+  ClaimStatus claim = ClaimStatus::kWaiting;
+  QueueMembership queue = QueueMembership::kNone;
+  int64_t fail_cnt = 0;            // execution failures (CN115981827A claim 3)
+  int64_t placement_failures = 0;  // passes in which no node fitted (PATENTS.md section 6)
+  int64_t attempts = 0;            // times assigned to a node
+
+  std::optional<Placement> placement;
+  TimeMs submitted_ms = 0;
+  TimeMs assigned_ms = 0;
+  TimeMs last_heartbeat_ms = 0;
+  TimeMs finished_ms = 0;
+  std::optional<int> exit_code;
+  std::string reason;  // why it is pending, failed or cancelled
+  PlacementReport last_report;      // of the last placement attempt
+  std::string last_report_summary;  // DescribeReport(last_report)
+  std::vector<Transition> history;
+};
+
+}  // namespace gpusched::core

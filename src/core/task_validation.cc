@@ -1,0 +1,66 @@
+#include "core/task_validation.h"
+
+#include <string>
+
+namespace gpusched::core {
+namespace {
+
+Status Range(const char* field, int64_t value, int64_t lo, int64_t hi, const std::string& shown) {
+  if (value < lo) {
+    return InvalidArgument(std::string(field) + ": must be >= " + std::to_string(lo) + ", got " +
+                           shown);
+  }
+  if (value > hi) {
+    return InvalidArgument(std::string(field) + ": " + shown + " is larger than the limit " +
+                           std::to_string(hi));
+  }
+  return Status::Ok();
+}
+
+std::string Mib(MiB v) { return std::to_string(v) + "MiB"; }
+
+}  // namespace
+
+Status ValidateTaskSpec(const TaskSpec& s) {
+  if (s.name.size() > kMaxNameLength) {
+    return InvalidArgument("name: longer than " + std::to_string(kMaxNameLength) + " characters");
+  }
+  for (char c : s.name) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      return InvalidArgument("name: contains a control character");
+    }
+  }
+  GS_RETURN_IF_ERROR(Range("gpus", s.gpus, 0, kMaxGpusPerTask, std::to_string(s.gpus)));
+  GS_RETURN_IF_ERROR(Range("gpu_mem", s.gpu_mem_mib, 0, kMaxGpuMemMib, Mib(s.gpu_mem_mib)));
+  GS_RETURN_IF_ERROR(Range("cpu", s.resources.cpu_milli, 0, kMaxCpuMilli,
+                           std::to_string(s.resources.cpu_milli) + "m"));
+  GS_RETURN_IF_ERROR(Range("mem", s.resources.mem_mib, 0, kMaxMemMib, Mib(s.resources.mem_mib)));
+  if (s.duration_ms) {
+    GS_RETURN_IF_ERROR(
+        Range("duration", *s.duration_ms, 1, kMaxDurationMs, std::to_string(*s.duration_ms) + "ms"));
+  }
+  if (s.max_retries) {
+    GS_RETURN_IF_ERROR(
+        Range("retries", *s.max_retries, 0, kMaxRetries, std::to_string(*s.max_retries)));
+  }
+  if (s.profile) {
+    if (s.profile->model.empty()) return InvalidArgument("profile.model: must be set");
+    GS_RETURN_IF_ERROR(Range("profile.batch", s.profile->batch, 1, 1'000'000,
+                             std::to_string(s.profile->batch)));
+    GS_RETURN_IF_ERROR(Range("profile.height", s.profile->height, 0, 1'000'000,
+                             std::to_string(s.profile->height)));
+    GS_RETURN_IF_ERROR(Range("profile.width", s.profile->width, 0, 1'000'000,
+                             std::to_string(s.profile->width)));
+  }
+  for (const auto& [key, value] : s.node_selector) {
+    if (key.empty()) return InvalidArgument("node_selector: empty label key");
+  }
+  for (const Toleration& t : s.tolerations) {
+    if (t.key.empty() && !t.exists) {
+      return InvalidArgument("tolerations: an empty key needs operator Exists");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpusched::core

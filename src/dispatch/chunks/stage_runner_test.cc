@@ -1,0 +1,220 @@
+// CN110955526B steps (1)-(4), (11): jobs as DAGs of stages, run with a barrier between stages,
+// and correctness on real data against a plain CPU loop.
+
+#include "dispatch/chunks/stage_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "dispatch/sim_device.h"
+
+namespace gpusched::chunks {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+// Under ASan+UBSan (Debug) the 1 GiB job would take minutes; the same job runs on 64 MiB.
+constexpr int64_t kBigJobBytes = 64 * kMiB;
+#else
+constexpr int64_t kBigJobBytes = kGiB;
+#endif
+
+uint32_t Value(uint64_t i) {  // cheap deterministic data (a splitmix-style hash)
+  uint64_t z = i * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  return static_cast<uint32_t>(z ^ (z >> 31));
+}
+
+class StageRunnerTest : public ::testing::Test {
+ protected:
+  void MakeGpus(int n, MiB memory_mib, ChunkConfig config) {
+    std::vector<dispatch::Device*> raw;
+    for (int i = 0; i < n; ++i) {
+      devices_.push_back(std::make_unique<dispatch::SimDevice>(
+          dispatch::SimDeviceOptions{i, "", memory_mib, 4}, clock_));
+      raw.push_back(devices_.back().get());
+    }
+    scheduler_ = std::make_unique<ChunkScheduler>(raw, config, clock_);
+    runner_ = std::make_unique<StageRunner>(*scheduler_, *kernels_, pool_);
+  }
+
+  FakeClock clock_{0, true};
+  ThreadPool pool_{8};
+  std::unique_ptr<KernelRegistry> kernels_ = KernelRegistry::WithBuiltins();
+  std::vector<std::unique_ptr<dispatch::SimDevice>> devices_;
+  std::unique_ptr<ChunkScheduler> scheduler_;
+  std::unique_ptr<StageRunner> runner_;
+};
+
+TEST_F(StageRunnerTest, CN110955526B_Step11_ThreeStagesRunInOrderWithBarrier) {
+  ChunkConfig config;
+  config.chunk_bytes = 4096;
+  MakeGpus(3, 64, config);
+  std::vector<uint32_t> a(64 * 1024);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint32_t>(i);
+  std::vector<std::pair<SchedulerEvent::Kind, int>> events;
+  scheduler_->SetObserver([&](const SchedulerEvent& e) { events.push_back({e.kind, e.stage}); });
+  JobSpec job;
+  job.buffers = {{"a", {a.data(), static_cast<int64_t>(a.size() * 4)}}};
+  // Declared out of order: the DAG, not the list, decides.
+  job.stages = {{"sum", "sum_u32", {}, {"c"}, "total", {}},
+                {"add", "vadd_u32", {}, {"b", "a"}, "c", {}},
+                {"triple", "scale_u32", {3.0}, {"a"}, "b", {}, 4}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->stage_order, (std::vector<std::string>{"triple", "add", "sum"}));
+  // No subtask of a later stage is placed before every subtask of the earlier one completed.
+  const std::vector<int> stage_rank{2, 1, 0};  // stage index -> position in the run
+  int done_rank = -1;
+  for (auto [kind, stage] : events) {
+    if (kind == SchedulerEvent::Kind::kPlaced) {
+      EXPECT_GE(stage_rank[stage], done_rank);
+    }
+    if (kind == SchedulerEvent::Kind::kCompleted) done_rank = std::max(done_rank, stage_rank[stage]);
+  }
+  EXPECT_EQ(events.size(), 3u * 2u * 64u);  // 64 chunks per stage, placed + completed
+  uint64_t expected = 0;
+  for (uint32_t v : a) expected += static_cast<uint32_t>(4 * v);
+  uint64_t total = 0;
+  std::memcpy(&total, result->outputs.at("total").data, 8);
+  EXPECT_EQ(total, expected);
+}
+
+TEST_F(StageRunnerTest, CN110955526B_MultiStage1GiBOn4GpusMatchesCpuLoop) {
+  MakeGpus(4, 2048, ChunkConfig{});  // default 64 MiB chunks, 4 streams per GPU
+  const int64_t n = kBigJobBytes / 4;
+  std::unique_ptr<uint32_t[]> a(new uint32_t[n]);
+  for (int64_t i = 0; i < n; ++i) a[i] = Value(static_cast<uint64_t>(i));
+  std::vector<uint32_t> hist_out(64 * 2);  // 64 bins of uint64, the caller's destination
+  JobSpec job;
+  job.buffers = {{"a", {a.get(), kBigJobBytes}, /*cache=*/true},
+                 {"scaled", {}, /*cache=*/true},
+                 {"hist", {hist_out.data(), 64 * 8}}};
+  KernelParams bins;
+  bins.bins = 64;
+  job.stages = {{"scale", "scale_u32", {5.0}, {"a"}, "scaled", {}, 4},
+                {"sum", "sum_u32", {}, {"scaled"}, "total", {}, 4},
+                {"histogram", "histogram_u32", bins, {"scaled"}, "hist", {}, 4}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+
+  // The plain CPU loop.
+  uint64_t sum = 0;
+  std::vector<uint64_t> hist(64, 0);
+  const auto* gathered = static_cast<const uint32_t*>(result->outputs.at("scaled").data);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t scaled = a[i] * 5u;
+    mismatches += gathered[i] != scaled;
+    sum += scaled;
+    ++hist[(uint64_t{scaled} * 64) >> 32];
+  }
+  EXPECT_EQ(mismatches, 0);
+  uint64_t total = 0;
+  std::memcpy(&total, result->outputs.at("total").data, 8);
+  EXPECT_EQ(total, sum);
+  std::vector<uint64_t> got(64);
+  std::memcpy(got.data(), hist_out.data(), 64 * 8);
+  EXPECT_EQ(got, hist);
+  // Locality: "a" was copied once (step 9); "scaled" stayed where it was computed, so the two
+  // reduce stages copied nothing.
+  EXPECT_EQ(result->stats.cached, kBigJobBytes / (64 * kMiB) + (kBigJobBytes % (64 * kMiB) ? 1 : 0));
+  EXPECT_EQ(result->stats.bytes_h2d, kBigJobBytes);
+  EXPECT_GT(result->stats.cache_hits, 0);
+  for (auto& d : devices_) EXPECT_EQ(d->used_bytes(), 0u);  // the job's caches are freed
+}
+
+TEST_F(StageRunnerTest, UserKernelAndEmptyInput) {
+  MakeGpus(1, 64, ChunkConfig{});
+  Kernel count_odd;
+  count_odd.name = "count_odd";
+  count_odd.kind = KernelKind::kReduce;
+  count_odd.result_bytes = [](const KernelParams&) { return int64_t{8}; };
+  count_odd.run = [](const ChunkIo& io, const KernelParams&) {
+    uint64_t c = 0;
+    for (int64_t i = 0; i < io.in_bytes / 4; ++i) {
+      uint32_t v;
+      std::memcpy(&v, io.in0 + i * 4, 4);
+      c += v & 1;
+    }
+    std::memcpy(io.out, &c, 8);
+  };
+  count_odd.combine = [](std::byte* acc, const std::byte* p, int64_t) {
+    uint64_t x, y;
+    std::memcpy(&x, acc, 8);
+    std::memcpy(&y, p, 8);
+    x += y;
+    std::memcpy(acc, &x, 8);
+  };
+  ASSERT_TRUE(kernels_->Register(count_odd).ok());
+  EXPECT_EQ(kernels_->Register(count_odd).code(), StatusCode::kAlreadyExists);
+  std::vector<uint32_t> v{1, 2, 3, 5, 8};
+  JobSpec job;
+  job.buffers = {{"v", {v.data(), 20}}, {"none", {nullptr, 0}}};
+  job.stages = {{"odd", "count_odd", {}, {"v"}, "n", {}}, {"zero", "sum_u32", {}, {"none"}, "z", {}}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  uint64_t odd = 0, zero = 1;
+  std::memcpy(&odd, result->outputs.at("n").data, 8);
+  std::memcpy(&zero, result->outputs.at("z").data, 8);
+  EXPECT_EQ(odd, 3u);
+  EXPECT_EQ(zero, 0u);
+}
+
+TEST(ChunkJob, BadJobsNameTheProblem) {
+  auto kernels = KernelRegistry::WithBuiltins();
+  uint32_t data[4] = {};
+  auto plan = [&](JobSpec job) { return PlanJob(job, *kernels).status().message(); };
+  JobSpec base;
+  base.buffers = {{"a", {data, 16}}};
+  JobSpec j = base;
+  j.stages = {{"s", "fft", {}, {"a"}, "o", {}}};
+  EXPECT_EQ(plan(j), "stage s: kernel: unknown kernel \"fft\"");
+  j.stages = {{"x", "scale_u32", {}, {"y"}, "x_out", {}}, {"y", "scale_u32", {}, {"x_out"}, "y", {}}};
+  EXPECT_EQ(plan(j), "stages: the dependency graph has a cycle through x, y");
+  j.stages = {{"s", "scale_u32", {}, {"a"}, "o", {"t"}}, {"t", "scale_u32", {}, {"a"}, "p", {"s"}}};
+  EXPECT_EQ(plan(j), "stages: the dependency graph has a cycle through s, t");
+  j = base;
+  j.buffers.push_back({"b", {nullptr, 8}});
+  j.stages = {{"s", "vadd_u32", {}, {"a", "b"}, "o", {}}};
+  EXPECT_EQ(plan(j), "buffers[b].data: null for an input of 8 bytes");
+  j = base;
+  j.stages = {{"s", "vadd_u32", {}, {"a"}, "o", {}}};
+  EXPECT_EQ(plan(j), "stage s: inputs: kernel vadd_u32 takes 2, got 1");
+  j.stages = {{"s", "scale_u32", {}, {"a"}, "o", {}, 0}};
+  EXPECT_EQ(plan(j), "stage s: tasks: must be > 0, got 0");
+  j.stages = {{"s", "scale_u32", {}, {"a"}, "o", {}}, {"t", "scale_u32", {}, {"a"}, "o", {}}};
+  EXPECT_EQ(plan(j), "stage t: output \"o\" is already written by stage s");
+  KernelParams zero_bins;
+  zero_bins.bins = 0;
+  j.stages = {{"h", "histogram_u32", zero_bins, {"a"}, "o", {}}};
+  EXPECT_EQ(plan(j), "params.bins: must be in [1, 16777216], got 0");
+}
+
+TEST(ChunkKernels, BuiltinsComputeOnSmallArrays) {
+  auto kernels = KernelRegistry::WithBuiltins();
+  EXPECT_EQ(kernels->Names(), (std::vector<std::string>{"histogram_u32", "scale_f32", "scale_u32",
+                                                       "sum_u32", "vadd_f32", "vadd_u32"}));
+  float x[3] = {1.5f, -2.0f, 4.0f}, y[3] = {0.5f, 1.0f, 1.0f}, out[3];
+  ChunkIo io{reinterpret_cast<const std::byte*>(x), reinterpret_cast<const std::byte*>(y), 12,
+             reinterpret_cast<std::byte*>(out), 12};
+  (*kernels->Find("vadd_f32"))->run(io, {});
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[1], -1.0f);
+  (*kernels->Find("scale_f32"))->run(io, {0.5});
+  EXPECT_EQ(out[2], 2.0f);
+  uint32_t v[4] = {0, 0x40000000u, 0x80000000u, 0xFFFFFFFFu};
+  uint64_t h[4] = {};
+  ChunkIo hio{reinterpret_cast<const std::byte*>(v), nullptr, 16, reinterpret_cast<std::byte*>(h), 32};
+  KernelParams four;
+  four.bins = 4;
+  (*kernels->Find("histogram_u32"))->run(hio, four);
+  EXPECT_EQ(h[0], 1u);
+  EXPECT_EQ(h[1], 1u);
+  EXPECT_EQ(h[2], 1u);
+  EXPECT_EQ(h[3], 1u);
+}
+
+}  // namespace
+}  // namespace gpusched::chunks

@@ -1,0 +1,104 @@
+#pragma once
+// SimDevice: a simulated GPU that really computes. Device memory is host memory this object
+// allocates and accounts against `memory_mib`; copies are memcpy; kernels are C++ callables run
+// by one worker thread per stream, so work on different streams really runs concurrently and
+// work on one stream runs in order. Worker threads start lazily, on a stream's first work.
+//
+// Modelled GPU time: a kernel that stands for GPU compute calls ComputeMs(ms). The device is
+// processor-shared: with k kernels inside ComputeMs at once, each progresses at 1/k speed, so
+// co-running work finishes later, as on a real GPU that runs kernels of several streams at once.
+// ComputeMs advances only with the injected Clock (RealClock in benchmarks, FakeClock in tests).
+//
+// Thread-safety: all methods are thread-safe. The destructor waits for enqueued work.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "dispatch/device.h"
+
+namespace gpusched::dispatch {
+
+struct SimDeviceOptions {
+  int index = 0;
+  std::string name;   // empty: "sim<index>"
+  MiB memory_mib = 16 * 1024;
+  int streams = 4;    // REQUIRES: >= 1
+};
+
+class SimDevice final : public Device {
+ public:
+  // `clock` must outlive the device.
+  SimDevice(const SimDeviceOptions& options, Clock& clock);
+  ~SimDevice() override;
+  SimDevice(const SimDevice&) = delete;
+  SimDevice& operator=(const SimDevice&) = delete;
+
+  int index() const override { return options_.index; }
+  std::string name() const override { return name_; }
+
+  StatusOr<void*> Allocate(size_t bytes) override;
+  Status Free(void* ptr) override;
+  size_t total_bytes() const override { return total_bytes_; }
+  size_t used_bytes() const override;
+
+  int stream_count() const override { return options_.streams; }
+  int free_streams() const override;
+  StatusOr<StreamId> AcquireStream() override;
+  Status ReleaseStream(StreamId stream) override;
+
+  Status CopyToDevice(StreamId stream, void* device_dst, const void* host_src,
+                      size_t bytes) override;
+  Status CopyToHost(StreamId stream, void* host_dst, const void* device_src,
+                    size_t bytes) override;
+  Status Launch(StreamId stream, Kernel kernel) override;
+  Status Synchronize(StreamId stream) override;
+  Status SynchronizeAll() override;
+
+  // Occupies this device for `ms` of exclusive compute time, shared equally with every other
+  // kernel inside ComputeMs at the same time (processor sharing). Call it from a kernel.
+  void ComputeMs(double ms);
+  // Kernels inside ComputeMs right now.
+  int active_compute() const;
+  // Clock steps taken inside ComputeMs so far, by all kernels. Lets a test that drives a
+  // FakeClock wait until every kernel has seen its last advance.
+  uint64_t compute_steps() const;
+
+ private:
+  struct Stream {
+    std::deque<std::function<void()>> queue;
+    int pending = 0;  // enqueued and not yet finished
+    bool acquired = false;
+    std::thread worker;
+  };
+
+  Status Enqueue(StreamId stream, std::function<void()> op);
+  void WorkerLoop(StreamId stream);
+  bool IsDeviceRange(const void* ptr, size_t bytes) const;  // REQUIRES: mu_ held
+
+  const SimDeviceOptions options_;
+  const std::string name_;
+  const size_t total_bytes_;
+  Clock& clock_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // a worker has something to do, or stop_
+  std::condition_variable idle_cv_;  // some stream's pending reached 0
+  std::vector<Stream> streams_;
+  std::unordered_map<const void*, size_t> allocations_;
+  size_t used_bytes_ = 0;
+  bool stop_ = false;
+
+  mutable std::mutex compute_mu_;
+  int active_compute_ = 0;
+  uint64_t compute_steps_ = 0;
+};
+
+}  // namespace gpusched::dispatch

@@ -1,1 +1,287 @@
+// CN115981827A: priority queue Q, failure queue FQ, pre-filtering and node choice
+// (PATENTS.md section 4 tests 2-8, and the product decisions of section 6).
+
 #include <gtest/gtest.h>
+
+#include "base/executor.h"
+#include "base/rng.h"
+#include "core/testing/scheduler_fixture.h"
+
+namespace gpusched::core {
+namespace {
+
+using testing::kGiB;
+using testing::MakeNode;
+using testing::SchedulerTest;
+using testing::SharedTask;
+
+constexpr int64_t kHour = 3'600'000;
+
+TaskSpec WithPt(int pt) {
+  TaskSpec t;
+  t.gpus = 1;
+  switch (pt) {
+    case 1: t.gpu_mem_mib = 8 * kGiB; t.resources = {16'000, 16 * kGiB}; t.duration_ms = 48 * kHour; break;
+    case 3: t.gpu_mem_mib = 2 * kGiB; t.resources = {4'000, 4 * kGiB}; t.duration_ms = 8 * kHour; break;
+    case 5: t.gpu_mem_mib = 500; t.resources = {1'000, 1 * kGiB}; t.duration_ms = kHour / 2; break;
+  }
+  return t;
+}
+
+class CN115981827ATest : public SchedulerTest {};
+
+TEST_F(CN115981827ATest, Claim2_QueueServedInPtThenSubmissionOrder) {
+  AddNode(MakeNode("n1", 8, 80 * kGiB));
+  const TaskId a = Submit(WithPt(3)), b = Submit(WithPt(1)), c = Submit(WithPt(5)),
+               d = Submit(WithPt(3));
+  EXPECT_EQ(T(a).pt, 3);
+  EXPECT_EQ(T(b).pt, 1);
+  EXPECT_EQ(T(c).pt, 5);
+  EXPECT_EQ(sched_->Schedule(), 4u);
+  std::vector<TaskId> order;
+  for (const Action& x : sched_->TakeActions()) order.push_back(x.task);
+  EXPECT_EQ(order, (std::vector<TaskId>{b, a, d, c}));
+}
+
+TEST_F(CN115981827ATest, Claim3_FailureQueueDemotesAndGivesUpAfterFailMax) {
+  SchedulerConfig config;
+  config.fail_max = 2;
+  Init(config);
+  AddNode(MakeNode("n1", 1, 80 * kGiB));
+  const TaskId id = Submit(WithPt(3));
+  const DurationMs t2 = sched_->config().t2_ms;
+  for (int failure = 1; failure <= 3; ++failure) {
+    ASSERT_EQ(sched_->Tick(), 1u) << "attempt " << failure;
+    auto actions = StartAssigned();
+    ASSERT_EQ(actions.size(), 1u);
+    ASSERT_TRUE(sched_->TaskFinished(id, actions[0].attempt, 1, 0).ok());
+    EXPECT_EQ(T(id).fail_cnt, failure);
+    EXPECT_EQ(T(id).claim, ClaimStatus::kFailed);
+    if (failure == 3) break;
+    // fail_cnt <= FAIL_MAX: parked in FQ until the next t2, then Pt + 1 and back in Q.
+    EXPECT_EQ(T(id).queue, QueueMembership::kFailure);
+    EXPECT_EQ(sched_->failure_queue_size(), 1u);
+    EXPECT_EQ(sched_->Tick(), 0u);
+    const int pt_before = T(id).pt;
+    AdvanceAlive(t2 - 1000);
+    EXPECT_EQ(T(id).queue, QueueMembership::kFailure) << "left FQ before t2";
+    clock_.AdvanceMs(1000);
+    Heartbeat("n1");
+    ASSERT_EQ(sched_->Tick(), 1u);  // FQ -> Q (demoted), placed in the same tick's pass
+    EXPECT_EQ(T(id).pt, pt_before + 1);
+    sched_->Cancel(TaskId(999)).ok();  // unknown id: no effect
+    // Undo the placement made by this tick so the loop's own Tick() places it again.
+    auto replay = sched_->TakeActions();
+    ASSERT_EQ(replay.size(), 1u);
+    ASSERT_TRUE(sched_->Drain("n1").ok());
+    ASSERT_TRUE(sched_->Cordon("n1", false).ok());
+    sched_->TakeActions();
+  }
+  // fail_cnt = 3 > FAIL_MAX = 2: dropped, in neither queue, status 1, reason kept.
+  EXPECT_EQ(T(id).state, TaskState::kFailed);
+  EXPECT_EQ(T(id).queue, QueueMembership::kNone);
+  EXPECT_EQ(sched_->main_queue_size(), 0u);
+  EXPECT_EQ(sched_->failure_queue_size(), 0u);
+  EXPECT_EQ(T(id).claim, ClaimStatus::kFailed);
+  EXPECT_NE(T(id).reason.find("exited with code 1"), std::string::npos) << T(id).reason;
+  ExpectInvariants();
+}
+
+TEST_F(CN115981827ATest, Claim9_UnreachableNodeIsNeverChosen) {
+  AddNode(MakeNode("big", 8, 80 * kGiB));
+  AddNode(MakeNode("small", 1, 16 * kGiB));
+  ASSERT_TRUE(sched_->SetNodeReachable("big", false).ok());
+  const TaskId id = Submit(SharedTask(4 * kGiB));
+  sched_->Schedule();
+  ASSERT_TRUE(T(id).placement.has_value());
+  EXPECT_EQ(T(id).placement->node, "small");
+  EXPECT_EQ(T(id).last_report.rejected[kFilterReachable], 1);
+}
+
+TEST_F(CN115981827ATest, Claim1_NodeWithoutEnoughGpuMemoryIsFilteredOut) {
+  AddNode(MakeNode("a", 1, 8 * kGiB));
+  AddNode(MakeNode("b", 1, 40 * kGiB));
+  const TaskId id = Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(id).placement->node, "b");
+  EXPECT_EQ(T(id).last_report.feasible_nodes, 1);
+  EXPECT_EQ(T(id).last_report.rejected[kFilterGpuMemory], 1);
+}
+
+TEST_F(CN115981827ATest, Claim1_UntoleratedTaintFilteredThenHighestScoreWins) {
+  NodeSpec tainted = MakeNode("a-tainted", 8, 80 * kGiB);
+  tainted.taints.push_back({"dedicated", "infer", TaintEffect::kNoSchedule});
+  AddNode(tainted);
+  AddNode(MakeNode("b-busy", 8, 80 * kGiB));
+  AddNode(MakeNode("c-idle", 8, 80 * kGiB));
+  // Load b-busy so c-idle scores higher under LeastAllocated.
+  TaskSpec filler = SharedTask(60 * kGiB);
+  filler.node_selector = {};
+  const TaskId f = Submit(filler);
+  sched_->Schedule();
+  ASSERT_TRUE(T(f).placement.has_value());
+  const std::string loaded = T(f).placement->node;
+  EXPECT_NE(loaded, "a-tainted");
+  const TaskId id = Submit(SharedTask(4 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(id).last_report.rejected[kFilterTaintToleration], 1);
+  EXPECT_NE(T(id).placement->node, loaded);
+  EXPECT_NE(T(id).placement->node, "a-tainted");
+  // With a matching toleration the tainted node is allowed again.
+  TaskSpec tolerant = SharedTask(4 * kGiB);
+  tolerant.tolerations.push_back({"dedicated", "infer", false, true, TaintEffect::kNoSchedule});
+  const TaskId t2 = Submit(tolerant);
+  sched_->Schedule();
+  EXPECT_EQ(T(t2).last_report.rejected[kFilterTaintToleration], 0);
+}
+
+TEST_F(CN115981827ATest, Claim9_ParallelFilterAboveNparGivesIdenticalResult) {
+  ThreadPool pool(4);
+  Rng rng(7);
+  std::printf("seed 7\n");
+  for (int nodes : {100, 101, 333}) {
+    // Two schedulers over the same cluster: one sequential, one with a pool.
+    FakeClock clock(0);
+    auto seq = Scheduler::Create({}, clock);
+    auto par = Scheduler::Create({}, clock, &pool);
+    ASSERT_TRUE(seq.ok() && par.ok());
+    for (int i = 0; i < nodes; ++i) {
+      NodeSpec n = MakeNode("n" + std::to_string(i), 8, 80 * kGiB);
+      if (rng.Bernoulli(0.2)) n.taints.push_back({"k", "v", TaintEffect::kNoSchedule});
+      ASSERT_TRUE((*seq)->RegisterNode(n).ok());
+      ASSERT_TRUE((*par)->RegisterNode(n).ok());
+    }
+    for (int i = 0; i < 300; ++i) {
+      TaskSpec t = SharedTask(rng.UniformInt(1, 80) * kGiB);
+      if (rng.Bernoulli(0.3)) t = testing::WholeGpuTask(static_cast<int>(rng.UniformInt(1, 8)));
+      ASSERT_TRUE((*seq)->Submit(t).ok());
+      ASSERT_TRUE((*par)->Submit(t).ok());
+    }
+    (*seq)->Schedule();
+    (*par)->Schedule();
+    for (uint64_t id = 1; id <= 300; ++id) {
+      const Task* a = (*seq)->GetTask(TaskId(id));
+      const Task* b = (*par)->GetTask(TaskId(id));
+      ASSERT_EQ(a->placement.has_value(), b->placement.has_value()) << "task " << id;
+      if (a->placement) {
+        EXPECT_EQ(a->placement->node, b->placement->node);
+        EXPECT_EQ(a->placement->gpus, b->placement->gpus);
+      }
+      EXPECT_EQ(a->last_report.rejected, b->last_report.rejected);
+      EXPECT_EQ(a->last_report.feasible_nodes, b->last_report.feasible_nodes);
+      if (id == 1) {
+        // |M| = 100 runs sequentially; above N_par in W = 16 chunks.
+        EXPECT_EQ(b->last_report.chunks_used, nodes > 100 ? 16u : 1u);
+      }
+    }
+  }
+}
+
+TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToZeroOnSuccess) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(kGiB));
+  EXPECT_EQ(T(id).claim, ClaimStatus::kWaiting);
+  sched_->Schedule();
+  EXPECT_EQ(T(id).claim, ClaimStatus::kScheduled);
+}
+
+TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToOneOnFailure) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  const TaskId blocked = Submit(SharedTask(12 * kGiB));
+  EXPECT_EQ(T(blocked).claim, ClaimStatus::kWaiting);
+  sched_->Schedule();
+  EXPECT_EQ(T(id).claim, ClaimStatus::kScheduled);
+  EXPECT_EQ(T(blocked).claim, ClaimStatus::kFailed);
+}
+
+// PATENTS.md section 6: waiting for capacity goes through FQ but is not an execution failure.
+TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresNotFailCnt) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId big = Submit(SharedTask(12 * kGiB));
+  const TaskId waits = Submit(SharedTask(12 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(waits).queue, QueueMembership::kFailure);
+  EXPECT_EQ(T(waits).placement_failures, 1);
+  EXPECT_EQ(T(waits).fail_cnt, 0);
+  StartAssigned();
+  ASSERT_TRUE(sched_->TaskFinished(big, 1, 0, 0).ok());
+  AdvanceAlive(sched_->config().t2_ms - 1000);
+  EXPECT_EQ(T(waits).state, TaskState::kPending);  // parked in FQ until t2
+  AdvanceAlive(1000);
+  EXPECT_EQ(sched_->Tick(), 1u);
+  EXPECT_EQ(T(waits).state, TaskState::kAssigned);
+  EXPECT_EQ(T(waits).fail_cnt, 0);
+}
+
+TEST_F(CN115981827ATest, Section6_LiteralPlacementLimitGivesUpWithReason) {
+  SchedulerConfig config;
+  config.max_placement_failures = 2;
+  Init(config);
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  Submit(SharedTask(12 * kGiB));
+  const TaskId waits = Submit(SharedTask(12 * kGiB));
+  sched_->Schedule();
+  AdvanceAlive(config.t2_ms);
+  sched_->Tick();
+  EXPECT_EQ(T(waits).state, TaskState::kFailed);
+  EXPECT_EQ(T(waits).placement_failures, 2);
+  EXPECT_NE(T(waits).reason.find("insufficient GPU memory"), std::string::npos) << T(waits).reason;
+  ExpectInvariants();
+}
+
+TEST_F(CN115981827ATest, Section6_DemotionIsCappedAndKeepsSubmissionOrderInBand) {
+  SchedulerConfig config;
+  config.max_priority_value = 6;
+  Init(config);
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId holder = Submit(SharedTask(16 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const TaskId first = Submit(WithPt(5));
+  sched_->Tick();  // no room: FQ
+  for (int i = 0; i < 3; ++i) {
+    AdvanceAlive(config.t2_ms);
+    sched_->Tick();
+  }
+  EXPECT_EQ(T(first).pt, 6);  // 5 + three demotions, capped at 6
+  const TaskId later = Submit(WithPt(5));
+  sched_->Tick();
+  AdvanceAlive(config.t2_ms);
+  sched_->Tick();
+  EXPECT_EQ(T(later).pt, 6);
+  ASSERT_TRUE(sched_->TaskFinished(holder, 1, 0, 0).ok());
+  AdvanceAlive(config.t2_ms);
+  ASSERT_GE(sched_->Tick(), 1u);
+  // Both are in band 6; the earlier submission goes first although it was demoted longer.
+  auto actions = sched_->TakeActions();
+  ASSERT_FALSE(actions.empty());
+  EXPECT_EQ(actions[0].task, first);
+}
+
+TEST_F(CN115981827ATest, Section6_EventDrivenPassDoesNotWaitForT1) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(kGiB));
+  EXPECT_EQ(sched_->Tick(), 1u);  // same instant: the submission asked for a pass
+  EXPECT_EQ(T(id).state, TaskState::kAssigned);
+  EXPECT_EQ(sched_->Tick(), 0u);  // nothing changed, t1 not elapsed: no pass
+  EXPECT_EQ(sched_->stats().passes, 1);
+}
+
+TEST_F(CN115981827ATest, Section6_StayQueuedStartsAsSoonAsCapacityFrees) {
+  SchedulerConfig config;
+  config.capacity_wait = CapacityWait::kStayQueued;
+  Init(config);
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId a = Submit(SharedTask(12 * kGiB));
+  const TaskId b = Submit(SharedTask(12 * kGiB));
+  sched_->Tick();
+  EXPECT_EQ(T(b).queue, QueueMembership::kMain);
+  StartAssigned();
+  ASSERT_TRUE(sched_->TaskFinished(a, 1, 0, 0).ok());
+  EXPECT_EQ(sched_->Tick(), 1u);  // no t2 wait
+  EXPECT_EQ(T(b).state, TaskState::kAssigned);
+}
+
+}  // namespace
+}  // namespace gpusched::core

@@ -36,9 +36,8 @@ Status GpuMemoryTable::AddFormula(const MemoryFormula& f) {
 StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const {
   if (auto it = learned_.find(p);
       it != learned_.end() && it->second.observations >= options_.min_observations) {
-    const double mib = std::ceil(static_cast<double>(it->second.max_peak) *
-                                 (1.0 + options_.learned_headroom));
-    return MemoryEstimate{static_cast<MiB>(mib), "learned"};
+    const MiB peak = it->second.max_peak;
+    return MemoryEstimate{peak + (peak * options_.learned_headroom_percent + 99) / 100, "learned"};
   }
   if (auto it = rows_.find(p); it != rows_.end()) return MemoryEstimate{it->second, "table"};
   auto f = formulas_.find(p.model);

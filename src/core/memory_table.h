@@ -42,7 +42,7 @@ struct MemoryEstimate {
 class GpuMemoryTable {
  public:
   struct Options {
-    double learned_headroom = 0.10;  // estimate = peak * (1 + headroom)
+    int64_t learned_headroom_percent = 10;  // estimate = peak + headroom, rounded up
     int min_observations = 1;       // peaks needed before the learned value is used
   };
   GpuMemoryTable() = default;

@@ -163,15 +163,21 @@ void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
   changed_.insert(t.id);
 }
 
+// The key is a function of fields that do not change while the task is in Q (Pt, seq and
+// the attained service of past runs), so the same key finds it again.
+QueueKey Scheduler::KeyOf(const Task& t) const {
+  return MakeQueueKey(config_.queue_order, t, t.attained_ms);
+}
+
 void Scheduler::PushMain(Task& t) {
   t.queue = QueueMembership::kMain;
   t.claim = ClaimStatus::kWaiting;
-  main_queue_.Push({t.pt, t.seq, t.id});
+  main_queue_.Push(KeyOf(t));
   pass_requested_ = true;
 }
 
 void Scheduler::RemoveFromQueues(Task& t) {
-  if (t.queue == QueueMembership::kMain) main_queue_.Erase({t.pt, t.seq, t.id});
+  if (t.queue == QueueMembership::kMain) main_queue_.Erase(KeyOf(t));
   if (t.queue == QueueMembership::kFailure) failure_queue_.Erase(t.id);
   t.queue = QueueMembership::kNone;
 }
@@ -202,6 +208,7 @@ void Scheduler::Commit(Task& t, const Placement& p) {
 
 void Scheduler::ReleasePlacement(Task& t) {
   if (!t.placement) return;
+  t.attained_ms += std::max<DurationMs>(0, clock_.NowMs() - t.assigned_ms);
   cluster_.Release(*t.placement);
   tasks_on_node_[t.placement->node_index].erase(t.id);
   active_.erase(t.id);
@@ -505,6 +512,20 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
   return Status::Ok();
 }
 
+Status Scheduler::Preempt(TaskId id, const std::string& reason) {
+  Task* t = Find(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (!IsActive(*t)) {
+    return FailedPrecondition("task " + id.ToString() + " is " + TaskStateName(t->state) +
+                              ": only an assigned or running task can be preempted");
+  }
+  actions_.push_back({Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  ++t->preemptions;
+  ++stats_.preemptions;
+  Requeue(*t, reason);  // releases (attained service kept) and returns it to Q by its order
+  return Status::Ok();
+}
+
 Status Scheduler::Cancel(TaskId id, const std::string& reason) {
   Task* t = Find(id);
   if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
@@ -520,6 +541,61 @@ Status Scheduler::Cancel(TaskId id, const std::string& reason) {
   RemoveFromQueues(*t);
   t->finished_ms = clock_.NowMs();
   SetState(*t, TaskState::kCancelled, reason);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- restart
+
+// The stored placement names its node; node indices are those of this process.
+std::optional<Placement> Scheduler::RebindPlacement(const Placement& p) const {
+  auto index = cluster_.Find(p.node);
+  if (!index || p.gpus.size() != p.gpu_mem_mib.size()) return std::nullopt;
+  const NodeState& n = cluster_.node(*index);
+  Resources after = n.allocated;
+  after += p.resources;
+  if (after.cpu_milli > n.capacity.cpu_milli || after.mem_mib > n.capacity.mem_mib) {
+    return std::nullopt;
+  }
+  for (size_t k = 0; k < p.gpus.size(); ++k) {
+    const int g = p.gpus[k];
+    if (g < 0 || static_cast<size_t>(g) >= n.gpus.size() || p.gpu_mem_mib[k] < 0 ||
+        n.gpus[static_cast<size_t>(g)].allocated_mib + p.gpu_mem_mib[k] >
+            n.gpus[static_cast<size_t>(g)].total_mib) {
+      return std::nullopt;
+    }
+  }
+  Placement out = p;
+  out.node_index = *index;
+  return out;
+}
+
+Status Scheduler::Restore(const Task& task) {
+  if (task.id.value() != tasks_.size() + 1) {
+    return InvalidArgument("id: restored task " + task.id.ToString() + " out of order (expected " +
+                           std::to_string(tasks_.size() + 1) + ")");
+  }
+  tasks_.push_back(task);
+  Task& t = tasks_.back();
+  t.queue = QueueMembership::kNone;
+  next_seq_ = std::max(next_seq_, t.seq + 1);
+  const std::optional<Placement> stored = t.placement;
+  t.placement.reset();
+  if (t.state == TaskState::kPending) {
+    PushMain(t);
+  } else if (IsActive(t)) {
+    std::optional<Placement> p = stored ? RebindPlacement(*stored) : std::nullopt;
+    if (!p) {
+      SetState(t, TaskState::kPending, "requeued after restart: its placement could not be restored");
+      PushMain(t);
+      return Status::Ok();
+    }
+    cluster_.Reserve(*p);
+    tasks_on_node_.resize(cluster_.size());
+    tasks_on_node_[p->node_index].insert(t.id);
+    active_.insert(t.id);
+    t.placement = std::move(p);
+    t.last_heartbeat_ms = clock_.NowMs();
+  }
   return Status::Ok();
 }
 

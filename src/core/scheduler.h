@@ -77,6 +77,7 @@ struct SchedulerStats {
   int64_t execution_failures = 0;
   int64_t nodes_lost = 0;
   int64_t tasks_reclaimed = 0;
+  int64_t preemptions = 0;
 };
 
 class Scheduler {
@@ -102,6 +103,22 @@ class Scheduler {
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
                       const std::string& reason = "");
+
+  // ---- restart ----
+  // Re-admits a task read back from a store after a restart, keeping its id, score, Pt, seq,
+  // counters and state, so an acknowledged task is never lost (DESIGN.md "State").
+  // REQUIRES: ids arrive in ascending order with no gaps (the first is 1), before any Submit;
+  // nodes the tasks ran on are registered first.
+  // Pending tasks go back to Q. Assigned or running tasks get their placement reserved again
+  // on the node of the same name, with a fresh task heartbeat, so they keep running while the
+  // agent reconnects (an agent that does not is handled by the normal liveness rules). When
+  // the node is unknown or the placement no longer fits, the task is requeued without counting
+  // a failure. Terminal tasks are kept as they are.
+  Status Restore(const Task& task);
+  // Suspends an assigned or running task: a kill action is sent, its resources are released,
+  // and it returns to Q (not counted as a failure) keeping its attained service, to be
+  // resumed by a later pass. For the preemptive orders (core/preemption.h).
+  Status Preempt(TaskId id, const std::string& reason = "preempted");
   // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
   // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.
   size_t Tick();
@@ -123,6 +140,8 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   size_t main_queue_size() const { return main_queue_.size(); }
   size_t failure_queue_size() const { return failure_queue_.size(); }
+  // When the next Tick() moves FQ back to Q (a simulator schedules its tick then).
+  TimeMs next_failure_flush_ms() const { return next_fq_flush_ms_; }
   const SchedulerStats& stats() const { return stats_; }
   // Accounting invariants: no over-commit, reservations equal the sum of placements, every
   // live task in exactly one place. For tests and debug builds.
@@ -135,6 +154,7 @@ class Scheduler {
   Status ValidateAndResolve(TaskSpec& spec, Task& task) const;
   Status CheckFeasible(const TaskSpec& spec, const Task& task) const;
   PlacementRequest MakeRequest(const Task& t) const;
+  QueueKey KeyOf(const Task& t) const;
   void SetState(Task& t, TaskState state, const std::string& reason);
   void PushMain(Task& t);
   void RemoveFromQueues(Task& t);
@@ -150,6 +170,7 @@ class Scheduler {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
   }
   Status CheckAttempt(const Task* t, TaskId id, int64_t attempt) const;
+  std::optional<Placement> RebindPlacement(const Placement& p) const;
 
   SchedulerConfig config_;
   Clock& clock_;

@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "core/memory_table.h"
 #include "core/placement.h"
+#include "core/queue_order.h"
 #include "core/scoring.h"
 
 namespace gpusched::core {
@@ -37,6 +38,8 @@ struct SchedulerConfig {
   int64_t max_placement_failures = std::numeric_limits<int64_t>::max();
   int max_priority_value = 5 + 3;  // demotion cap: lowest band, 5 + FAIL_MAX
   CapacityWait capacity_wait = CapacityWait::kFailureQueue;
+  // The order Q is served in; the default is CN115981827A claim 2 (Pt, first submission).
+  QueueOrderOptions queue_order;
   // Strict FIFO semantics: a pass stops at the first task that does not fit.
   bool head_of_line_blocking = false;
   // Within a pass, skip the node scan for a request shape that already found no node (capacity

@@ -105,6 +105,10 @@ struct Task {
   int64_t fail_cnt = 0;            // execution failures (CN115981827A claim 3)
   int64_t placement_failures = 0;  // passes in which no node fitted (PATENTS.md section 6)
   int64_t attempts = 0;            // times assigned to a node
+  int64_t preemptions = 0;         // times suspended by Scheduler::Preempt
+  // Service received: time from assignment to release, summed over every finished, failed
+  // or suspended run (the current run is not included; see core/queue_order.h AttainedMs).
+  DurationMs attained_ms = 0;
 
   std::optional<Placement> placement;
   TimeMs submitted_ms = 0;

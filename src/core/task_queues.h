@@ -5,6 +5,7 @@
 // Both hold task ids only; the Task records live in the Scheduler.
 // Thread-safety: none (the Scheduler is single-threaded).
 
+#include <compare>
 #include <cstdint>
 #include <set>
 #include <unordered_map>
@@ -18,7 +19,17 @@ struct QueueKey {
   int pt = 0;
   uint64_t seq = 0;
   TaskId id;
-  auto operator<=>(const QueueKey&) const = default;
+  // The rank of a baseline QueueOrder (core/queue_order.h), compared before everything else.
+  // It is 0 under the default order, so Q is served in (Pt, seq) as CN115981827A claim 2 says.
+  int64_t rank = 0;
+
+  std::strong_ordering operator<=>(const QueueKey& o) const {
+    if (auto c = rank <=> o.rank; c != 0) return c;
+    if (auto c = pt <=> o.pt; c != 0) return c;
+    if (auto c = seq <=> o.seq; c != 0) return c;
+    return id <=> o.id;
+  }
+  bool operator==(const QueueKey&) const = default;
 };
 
 class MainQueue {

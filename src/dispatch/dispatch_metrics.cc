@@ -1,0 +1,74 @@
+#include "dispatch/dispatch_metrics.h"
+
+#include <algorithm>
+
+namespace gpusched::dispatch {
+
+MetricsRecorder::MetricsRecorder(std::vector<std::string> service_names, int gpu_count,
+                                 int64_t start_ns)
+    : start_ns_(start_ns), services_(service_names.size()), gpus_(gpu_count) {
+  for (size_t i = 0; i < service_names.size(); ++i) services_[i].m.name = service_names[i];
+  for (Gpu& g : gpus_) g.last_ns = start_ns;
+}
+
+void MetricsRecorder::Account(Gpu& g, int64_t now_ns) {
+  const int64_t dt = now_ns - g.last_ns;
+  if (g.running > 0) g.busy_ns += dt;
+  g.lease_ns += dt * g.running;
+  g.last_ns = now_ns;
+}
+
+void MetricsRecorder::OnGrant(int service, int gpu, bool direct, int64_t now_ns) {
+  if (direct) services_[service].m.direct_grabs++;
+  Gpu& g = gpus_[gpu];
+  Account(g, now_ns);
+  g.running++;
+  g.started++;
+}
+
+void MetricsRecorder::OnComplete(int service, int gpu, double queue_ms, double run_ms,
+                                 int64_t now_ns) {
+  Service& s = services_[service];
+  s.m.completed++;
+  s.queue_sum += queue_ms;
+  s.run_sum += run_ms;
+  s.m.queue_ms_max = std::max(s.m.queue_ms_max, queue_ms);
+  s.m.run_ms_max = std::max(s.m.run_ms_max, run_ms);
+  Gpu& g = gpus_[gpu];
+  Account(g, now_ns);
+  g.running--;
+}
+
+DispatchMetrics MetricsRecorder::Snapshot(int64_t now_ns, const std::vector<double>& costs_ms) const {
+  DispatchMetrics out;
+  const int64_t elapsed_ns = now_ns - start_ns_;
+  out.elapsed_ms = static_cast<double>(elapsed_ns) / 1e6;
+  for (size_t i = 0; i < services_.size(); ++i) {
+    ServiceMetrics m = services_[i].m;
+    if (m.completed > 0) {
+      m.queue_ms_mean = services_[i].queue_sum / static_cast<double>(m.completed);
+      m.run_ms_mean = services_[i].run_sum / static_cast<double>(m.completed);
+    }
+    m.cost_time_ms = costs_ms[i];
+    out.services.push_back(std::move(m));
+  }
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    Gpu g = gpus_[i];
+    const int64_t dt = now_ns - g.last_ns;  // account the open interval without mutating
+    if (g.running > 0) g.busy_ns += dt;
+    g.lease_ns += dt * g.running;
+    GpuMetrics m;
+    m.gpu = static_cast<int>(i);
+    m.running = g.running;
+    m.started = g.started;
+    m.busy_ms = static_cast<double>(g.busy_ns) / 1e6;
+    if (elapsed_ns > 0) {
+      m.occupancy = static_cast<double>(g.busy_ns) / static_cast<double>(elapsed_ns);
+      m.mean_running = static_cast<double>(g.lease_ns) / static_cast<double>(elapsed_ns);
+    }
+    out.gpus.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace gpusched::dispatch

@@ -1,0 +1,67 @@
+#pragma once
+// Metrics of a dispatcher: per-service queueing delay and run time, per-GPU occupancy.
+// MetricsRecorder accumulates them; it is not thread-safe (the dispatcher calls it under its
+// lock). Snapshot() returns plain values readable from C++ and, through the C ABI, from C.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpusched::dispatch {
+
+struct ServiceMetrics {
+  std::string name;
+  uint64_t completed = 0;
+  uint64_t give_ups = 0;      // rounds that ended in GIVE_UP (claim 2 retries)
+  uint64_t direct_grabs = 0;  // grants after the wait budget was spent (claim 3)
+  double queue_ms_mean = 0;   // arrival -> GPU granted
+  double queue_ms_max = 0;
+  double run_ms_mean = 0;     // GPU granted -> Complete
+  double run_ms_max = 0;
+  double cost_time_ms = 0;    // the current learned cost (claim 6)
+};
+
+struct GpuMetrics {
+  int gpu = 0;
+  int running = 0;           // leases granted and not yet completed
+  uint64_t started = 0;      // leases granted so far
+  double busy_ms = 0;        // time with at least one lease running
+  double occupancy = 0;      // busy_ms / time since the dispatcher was created
+  double mean_running = 0;   // time-averaged number of running leases
+};
+
+struct DispatchMetrics {
+  double elapsed_ms = 0;
+  std::vector<ServiceMetrics> services;
+  std::vector<GpuMetrics> gpus;
+};
+
+class MetricsRecorder {
+ public:
+  MetricsRecorder(std::vector<std::string> service_names, int gpu_count, int64_t start_ns);
+
+  void OnGiveUp(int service) { services_[service].m.give_ups++; }
+  void OnGrant(int service, int gpu, bool direct, int64_t now_ns);
+  void OnComplete(int service, int gpu, double queue_ms, double run_ms, int64_t now_ns);
+  // `costs_ms[i]` is service i's current cost estimate.
+  DispatchMetrics Snapshot(int64_t now_ns, const std::vector<double>& costs_ms) const;
+
+ private:
+  struct Service {
+    ServiceMetrics m;
+    double queue_sum = 0, run_sum = 0;
+  };
+  struct Gpu {
+    int running = 0;
+    uint64_t started = 0;
+    int64_t busy_ns = 0, lease_ns = 0;  // lease_ns integrates `running` over time
+    int64_t last_ns = 0;                // last change of `running`
+  };
+  void Account(Gpu& g, int64_t now_ns);
+
+  int64_t start_ns_;
+  std::vector<Service> services_;
+  std::vector<Gpu> gpus_;
+};
+
+}  // namespace gpusched::dispatch

@@ -1,0 +1,112 @@
+#include "dispatch/realtime_config.h"
+
+#include <charconv>
+#include <set>
+
+namespace gpusched::dispatch {
+namespace {
+
+std::string Field(const ServiceConfig& s, const char* field) {
+  return "services[" + s.name + "]." + field;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+}  // namespace
+
+Status ValidateConfig(const DispatcherConfig& config) {
+  if (config.gpu_count < 1) {
+    return InvalidArgument("gpu_count: must be >= 1, got " + std::to_string(config.gpu_count));
+  }
+  if (config.services.empty()) return InvalidArgument("services: at least one is required");
+  if (config.learning == CostLearning::kEma && !(config.ema_alpha > 0 && config.ema_alpha <= 1)) {
+    return InvalidArgument("ema_alpha: must be in (0, 1], got " +
+                           std::to_string(config.ema_alpha));
+  }
+  std::set<std::string> names;
+  for (const ServiceConfig& s : config.services) {
+    if (s.name.empty()) return InvalidArgument("services[].name: must not be empty");
+    if (!names.insert(s.name).second) {
+      return InvalidArgument("services[].name: duplicate \"" + s.name + "\"");
+    }
+    if (s.cost_time <= 0) {
+      return InvalidArgument(Field(s, "cost_time") + ": must be > 0, got " +
+                             std::to_string(s.cost_time));
+    }
+    if (s.wait_time < 0) {
+      return InvalidArgument(Field(s, "wait_time") + ": must be >= 0, got " +
+                             std::to_string(s.wait_time));
+    }
+    // CN113051059B claim 7: the wait budget is shorter than the task's cost.
+    if (s.wait_time >= s.cost_time) {
+      return InvalidArgument(Field(s, "wait_time") + ": must be < cost_time (" +
+                             std::to_string(s.cost_time) + "), got " +
+                             std::to_string(s.wait_time));
+    }
+    if (s.try_time <= 0) {
+      return InvalidArgument(Field(s, "try_time") + ": must be > 0, got " +
+                             std::to_string(s.try_time));
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::map<std::string, DurationMs>> ParseCostTable(std::string_view text) {
+  std::map<std::string, DurationMs> table;
+  int line_no = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    ++line_no;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    line = Trim(line);
+    if (line.empty()) continue;
+    const size_t sep = line.find_first_of("= \t");
+    const std::string where = "cost table line " + std::to_string(line_no);
+    if (sep == std::string_view::npos) {
+      return InvalidArgument(where + ": expected `service cost_ms`, got \"" + std::string(line) +
+                             "\"");
+    }
+    const std::string name(Trim(line.substr(0, sep)));
+    const std::string_view value = Trim(line.substr(sep + 1));
+    DurationMs cost = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), cost);
+    if (ec != std::errc() || end != value.data() + value.size() || cost <= 0) {
+      return InvalidArgument(where + ": cost of \"" + name + "\" must be a positive integer ms, got \"" +
+                             std::string(value) + "\"");
+    }
+    table[name] = cost;
+  }
+  return table;
+}
+
+Status ApplyCostTable(const std::map<std::string, DurationMs>& table, DispatcherConfig& config) {
+  for (const auto& [name, cost] : table) {
+    bool found = false;
+    for (ServiceConfig& s : config.services) {
+      if (s.name == name) {
+        s.cost_time = cost;
+        found = true;
+      }
+    }
+    if (!found) return NotFound("cost table: no service named \"" + name + "\"");
+  }
+  return Status::Ok();
+}
+
+const char* ScanOrderName(ScanOrder s) {
+  return s == ScanOrder::kIndex ? "index" : "earliest-finish";
+}
+
+}  // namespace gpusched::dispatch

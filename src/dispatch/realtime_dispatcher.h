@@ -1,0 +1,144 @@
+#pragma once
+// RealtimeDispatcher: the multi-GPU real-time task lock of CN113051059B (PATENTS.md section 1).
+//
+// Each GPU has one signal mark {lock owner, fin_time}. A request of service s scans the GPUs and
+// grabs one that is idle or whose remaining busy time is at least s.cost_time (claim 1); if none
+// qualifies it sleeps try_time and tries again while its wait budget lasts (claim 2); once the
+// budget is spent it grabs directly (claim 3). A grab sets lock = request, fin_time = now + cost
+// (claim 4). When the work finishes, the mark is reset (claim 5) and cost_time learns the
+// observed run time (claim 6). Configs with wait_time >= cost_time are rejected (claim 7).
+//
+// Thread-safety: safe for any number of threads. All marks live under one mutex, so every
+// check-and-set is atomic (claim 8 scenario: no torn fin_time/owner). Waiting happens outside
+// the lock, on the injected Clock, so FakeClock drives every test.
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "dispatch/cost_model.h"
+#include "dispatch/decision.h"
+#include "dispatch/dispatch_metrics.h"
+#include "dispatch/dispatch_policy.h"
+#include "dispatch/realtime_config.h"
+#include "dispatch/work_pool.h"
+
+namespace gpusched::dispatch {
+
+// One GPU's signal mark. owner == 0: no lock.
+struct SignalMark {
+  uint64_t owner = 0;
+  TimeMs fin_time = 0;
+};
+
+// One round of one request, reported to DispatcherConfig::on_decision.
+struct DecisionEvent {
+  int service = 0;
+  uint64_t ticket = 0;
+  TimeMs now = 0;
+  DurationMs wait_left = 0;
+  Decision decision = Decision::kGiveUp;
+  int gpu = -1;  // the GPU granted; -1 on give-up
+};
+
+// fn(gpu)'s result wrapped: Status for void functions, StatusOr<R> otherwise.
+template <typename R>
+using RunResult = std::conditional_t<std::is_void_v<R>, Status, StatusOr<R>>;
+
+class RealtimeDispatcher final : public DispatchPolicy {
+ public:
+  // Validates `config` (ValidateConfig). `clock` must outlive the dispatcher; `pool`, when
+  // given, runs the requests of Submit and must outlive it too.
+  static StatusOr<std::unique_ptr<RealtimeDispatcher>> Create(DispatcherConfig config,
+                                                              Clock& clock,
+                                                              WorkPool* pool = nullptr);
+
+  std::string_view name() const override { return "patent"; }
+  int gpu_count() const override { return config_.gpu_count; }
+  StatusOr<int> ServiceIndex(std::string_view name) const override;
+
+  // One round of claims 1, 3 and 4 with remaining wait budget `wait_left`: a lease, or nothing
+  // (GIVE_UP on every GPU). Never blocks on the clock.
+  std::optional<Lease> TryAcquire(int service, DurationMs wait_left);
+  // The full request of claim 2: rounds every try_time until granted.
+  StatusOr<Lease> Acquire(int service) override;
+  // Claims 5 and 6: resets the mark (owner-checked or literal) and learns the run time.
+  void Complete(const Lease& lease) override;
+
+  // Acquires a GPU for `service`, calls fn(gpu) on this thread, completes, and returns fn's
+  // result. NotFound for an unknown service.
+  template <typename Fn>
+  auto Run(std::string_view service, Fn&& fn) -> RunResult<std::invoke_result_t<Fn&, int>>;
+  // Like Run, on a thread of the pool given to Create. Without a pool the future holds
+  // FailedPrecondition.
+  template <typename Fn>
+  auto Submit(std::string_view service, Fn fn)
+      -> std::future<RunResult<std::invoke_result_t<Fn&, int>>>;
+
+  SignalMark mark(int gpu) const;
+  DurationMs cost_time(int service) const;
+  DispatchMetrics Metrics() const;
+  const DispatcherConfig& config() const { return config_; }
+
+ private:
+  RealtimeDispatcher(DispatcherConfig config, Clock& clock, WorkPool* pool);
+  // REQUIRES: mu_ held. The GPU chosen by claim 1 (or claim 3 when wait_left <= 0), or -1.
+  int PickLocked(int service, DurationMs wait_left, TimeMs now, Decision& decision) const;
+  std::vector<double> CostsLocked() const;
+
+  const DispatcherConfig config_;
+  Clock& clock_;
+  WorkPool* const pool_;
+  std::atomic<uint64_t> next_ticket_{1};
+
+  mutable std::mutex mu_;
+  std::vector<SignalMark> marks_;
+  CostModel costs_;
+  MetricsRecorder metrics_;
+};
+
+template <typename Fn>
+auto RealtimeDispatcher::Run(std::string_view service, Fn&& fn)
+    -> RunResult<std::invoke_result_t<Fn&, int>> {
+  using R = std::invoke_result_t<Fn&, int>;
+  StatusOr<int> index = ServiceIndex(service);
+  if (!index.ok()) return index.status();
+  StatusOr<Lease> lease = Acquire(*index);
+  if (!lease.ok()) return lease.status();
+  // Complete even if fn throws, so a GPU's mark never stays locked by a dead request.
+  struct Completer {
+    RealtimeDispatcher* d;
+    const Lease& l;
+    ~Completer() { d->Complete(l); }
+  } completer{this, *lease};
+  if constexpr (std::is_void_v<R>) {
+    fn(lease->gpu);
+    return Status::Ok();
+  } else {
+    return StatusOr<R>(fn(lease->gpu));
+  }
+}
+
+template <typename Fn>
+auto RealtimeDispatcher::Submit(std::string_view service, Fn fn)
+    -> std::future<RunResult<std::invoke_result_t<Fn&, int>>> {
+  using Result = RunResult<std::invoke_result_t<Fn&, int>>;
+  auto promise = std::make_shared<std::promise<Result>>();
+  std::future<Result> future = promise->get_future();
+  if (pool_ == nullptr) {
+    promise->set_value(FailedPrecondition("Submit: no WorkPool was given to Create"));
+    return future;
+  }
+  pool_->Post([this, promise, name = std::string(service), fn = std::move(fn)]() mutable {
+    promise->set_value(Run(name, fn));
+  });
+  return future;
+}
+
+}  // namespace gpusched::dispatch

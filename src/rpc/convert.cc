@@ -1,0 +1,242 @@
+#include "rpc/convert.h"
+
+#include "core/filters.h"
+
+namespace gpusched::rpc {
+namespace {
+
+StatusOr<core::TaintEffect> EffectFromName(const std::string& s, const std::string& field) {
+  if (s == "NoSchedule") return core::TaintEffect::kNoSchedule;
+  if (s == "PreferNoSchedule") return core::TaintEffect::kPreferNoSchedule;
+  if (s == "NoExecute") return core::TaintEffect::kNoExecute;
+  return InvalidArgument(field + ": unknown effect \"" + s +
+                         "\" (use NoSchedule, PreferNoSchedule or NoExecute)");
+}
+
+const char* EffectName(core::TaintEffect e) {
+  switch (e) {
+    case core::TaintEffect::kNoSchedule: return "NoSchedule";
+    case core::TaintEffect::kPreferNoSchedule: return "PreferNoSchedule";
+    case core::TaintEffect::kNoExecute: return "NoExecute";
+  }
+  return "NoSchedule";
+}
+
+}  // namespace
+
+StatusOr<core::TaskState> TaskStateFromName(const std::string& name, const std::string& field) {
+  for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kAssigned,
+                            core::TaskState::kRunning, core::TaskState::kSucceeded,
+                            core::TaskState::kFailed, core::TaskState::kCancelled}) {
+    if (name == core::TaskStateName(s)) return s;
+  }
+  return InvalidArgument(field + ": unknown state \"" + name +
+                         "\" (use pending, assigned, running, succeeded, failed or cancelled)");
+}
+
+StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
+  core::TaskSpec s;
+  s.name = p.name();
+  s.gpus = p.gpus();
+  s.gpu_mem_mib = p.gpu_mem_mib();
+  s.resources.cpu_milli = p.cpu_milli();
+  s.resources.mem_mib = p.mem_mib();
+  if (p.has_duration_ms()) s.duration_ms = p.duration_ms();
+  if (p.has_max_retries()) s.max_retries = p.max_retries();
+  if (p.command_size() == 0) return InvalidArgument("command: must not be empty");
+  for (int i = 0; i < p.command_size(); ++i) {
+    if (p.command(i).find('\0') != std::string::npos) {
+      return InvalidArgument("command[" + std::to_string(i) + "]: contains a NUL byte");
+    }
+    s.command.push_back(p.command(i));
+  }
+  if (p.command(0).empty()) return InvalidArgument("command[0]: must not be empty");
+  for (const auto& [k, v] : p.env()) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+        v.find('\0') != std::string::npos) {
+      return InvalidArgument("env: invalid variable name \"" + k + "\"");
+    }
+    s.env[k] = v;
+  }
+  s.gpu_model = p.gpu_model();
+  for (const auto& [k, v] : p.node_selector()) s.node_selector[k] = v;
+  for (int i = 0; i < p.tolerations_size(); ++i) {
+    const v1::Toleration& t = p.tolerations(i);
+    core::Toleration out{t.key(), t.value(), t.exists(), !t.effect().empty(),
+                         core::TaintEffect::kNoSchedule};
+    if (out.has_effect) {
+      GS_ASSIGN_OR_RETURN(out.effect,
+                          EffectFromName(t.effect(), "tolerations[" + std::to_string(i) + "]"));
+    }
+    s.tolerations.push_back(out);
+  }
+  s.keep_pending_if_infeasible = p.keep_pending();
+  if (p.has_profile()) {
+    const v1::MemoryProfile& m = p.profile();
+    s.profile = core::MemoryProfile{m.task_type(), m.model(), m.batch(), m.height(), m.width()};
+  }
+  return s;
+}
+
+void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
+  p->set_name(s.name);
+  p->set_gpus(s.gpus);
+  p->set_gpu_mem_mib(s.gpu_mem_mib);
+  p->set_cpu_milli(s.resources.cpu_milli);
+  p->set_mem_mib(s.resources.mem_mib);
+  if (s.duration_ms) p->set_duration_ms(*s.duration_ms);
+  if (s.max_retries) p->set_max_retries(*s.max_retries);
+  for (const std::string& c : s.command) p->add_command(c);
+  for (const auto& [k, v] : s.env) (*p->mutable_env())[k] = v;
+  p->set_gpu_model(s.gpu_model);
+  for (const auto& [k, v] : s.node_selector) (*p->mutable_node_selector())[k] = v;
+  for (const core::Toleration& t : s.tolerations) {
+    v1::Toleration* o = p->add_tolerations();
+    o->set_key(t.key);
+    o->set_value(t.value);
+    o->set_exists(t.exists);
+    if (t.has_effect) o->set_effect(EffectName(t.effect));
+  }
+  p->set_keep_pending(s.keep_pending_if_infeasible);
+  if (s.profile) {
+    v1::MemoryProfile* m = p->mutable_profile();
+    m->set_task_type(s.profile->task_type);
+    m->set_model(s.profile->model);
+    m->set_batch(s.profile->batch);
+    m->set_height(s.profile->height);
+    m->set_width(s.profile->width);
+  }
+}
+
+void TaskToProto(const core::Task& t, const LastPlacement* last, bool with_history,
+                 v1::Task* p) {
+  p->set_id(t.id.value());
+  p->set_name(t.spec.name);
+  p->set_state(core::TaskStateName(t.state));
+  if (t.placement) {
+    p->set_node(t.placement->node);
+    for (int g : t.placement->gpus) p->add_gpus(g);
+    for (MiB m : t.placement->gpu_mem_mib) p->add_gpu_mem_mib(m);
+  } else if (last != nullptr) {
+    p->set_node(last->node);
+    for (int g : last->gpus) p->add_gpus(g);
+    for (MiB m : last->gpu_mem_mib) p->add_gpu_mem_mib(m);
+  }
+  if (t.exit_code) p->set_exit_code(*t.exit_code);
+  p->set_attempts(t.attempts);
+  p->set_fail_cnt(t.fail_cnt);
+  p->set_placement_failures(t.placement_failures);
+  p->set_reason(t.reason);
+  p->set_st(t.st);
+  p->set_pt(t.pt);
+  p->set_gpu_mem_need_mib(t.gpu_mem_need_mib);
+  p->set_mem_source(t.mem_source);
+  p->set_submitted_ms(t.submitted_ms);
+  p->set_assigned_ms(t.assigned_ms);
+  p->set_finished_ms(t.finished_ms);
+  for (auto it = t.history.rbegin(); it != t.history.rend(); ++it) {
+    if (it->state == core::TaskState::kAssigned) break;  // the current attempt only
+    if (it->state == core::TaskState::kRunning) {
+      p->set_started_ms(it->at_ms);
+      break;
+    }
+  }
+  TaskSpecToProto(t.spec, p->mutable_spec());
+  if (!with_history) return;
+  for (const core::Transition& h : t.history) {
+    v1::Transition* o = p->add_history();
+    o->set_at_ms(h.at_ms);
+    o->set_state(core::TaskStateName(h.state));
+    o->set_reason(h.reason);
+  }
+}
+
+StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p) {
+  core::NodeSpec s;
+  if (p.name().empty()) return InvalidArgument("register.name: must not be empty");
+  s.name = p.name();
+  s.address = p.address();
+  s.capacity = {p.cpu_milli(), p.mem_mib()};
+  for (int i = 0; i < p.gpus_size(); ++i) {
+    const v1::Gpu& g = p.gpus(i);
+    if (g.total_mib() <= 0) {
+      return InvalidArgument("register.gpus[" + std::to_string(i) + "].total_mib: must be > 0, got " +
+                             std::to_string(g.total_mib()));
+    }
+    s.gpus.push_back({g.model(), g.total_mib()});
+  }
+  for (const auto& [k, v] : p.labels()) s.labels[k] = v;
+  return s;
+}
+
+void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p) {
+  p->set_name(s.name);
+  p->set_address(s.address);
+  p->set_cpu_milli(s.capacity.cpu_milli);
+  p->set_mem_mib(s.capacity.mem_mib);
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    v1::Gpu* g = p->add_gpus();
+    g->set_index(static_cast<int32_t>(i));
+    g->set_model(s.gpus[i].model);
+    g->set_total_mib(s.gpus[i].total_mib);
+  }
+  for (const auto& [k, v] : s.labels) (*p->mutable_labels())[k] = v;
+}
+
+void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bool connected,
+                 v1::Node* p) {
+  p->set_name(n.name);
+  p->set_address(n.address);
+  p->set_reachable(n.reachable);
+  p->set_available(n.available);
+  p->set_cordoned(n.cordoned);
+  p->set_draining(n.draining);
+  p->set_connected(connected);
+  p->set_cpu_milli(n.capacity.cpu_milli);
+  p->set_mem_mib(n.capacity.mem_mib);
+  p->set_cpu_allocated_milli(n.allocated.cpu_milli);
+  p->set_mem_allocated_mib(n.allocated.mem_mib);
+  p->set_running_tasks(n.running_tasks);
+  p->set_last_heartbeat_ms(n.last_heartbeat_ms);
+  for (const core::GpuState& g : n.gpus) {
+    v1::Gpu* o = p->add_gpus();
+    o->set_index(g.index);
+    o->set_model(cluster.ModelName(g.model_id));
+    o->set_total_mib(g.total_mib);
+    o->set_allocated_mib(g.allocated_mib);
+    o->set_reported_free_mib(g.reported_free_mib);
+    o->set_tasks(g.tasks);
+  }
+  for (const auto& [k, v] : n.labels) (*p->mutable_labels())[k] = v;
+}
+
+void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p) {
+  p->set_id(e.id.value());
+  p->set_state(core::TaskStateName(e.state));
+  p->set_claim_status(static_cast<int32_t>(e.claim));
+  p->set_st(e.st);
+  p->set_pt(e.pt);
+  p->set_fail_cnt(e.fail_cnt);
+  p->set_placement_failures(e.placement_failures);
+  p->set_attempts(e.attempts);
+  p->set_queue(e.queue);
+  p->set_summary(e.summary);
+  const core::PlacementReport& r = e.last_report;
+  p->set_total_nodes(r.total_nodes);
+  p->set_feasible_nodes(r.feasible_nodes);
+  for (int f = 0; f < core::kNumFilters; ++f) {
+    if (r.rejected[static_cast<size_t>(f)] > 0) {
+      (*p->mutable_rejected())[core::FilterName(f)] = r.rejected[static_cast<size_t>(f)];
+    }
+  }
+  p->set_chosen_node(r.chosen_node);
+  p->set_score(r.score);
+  for (const core::ScorePart& s : r.breakdown) {
+    v1::ScorePart* o = p->add_breakdown();
+    o->set_name(s.name);
+    o->set_value(s.value);
+    o->set_weight(s.weight);
+  }
+}
+
+}  // namespace gpusched::rpc

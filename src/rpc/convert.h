@@ -1,0 +1,44 @@
+#pragma once
+// Conversions between gpusched.v1 protobuf messages and core types. The only place that
+// knows both; core never sees protobuf. Conversions from the wire validate what core would
+// not (enum strings, list shapes) and name the field in errors.
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "core/cluster_state.h"
+#include "core/scheduler.h"
+#include "core/task.h"
+#include "gpusched/v1/gpusched.pb.h"
+
+namespace gpusched::rpc {
+
+namespace v1 = ::gpusched::v1;
+
+// Where a task ran last: core drops the placement when a task ends; the server keeps this so
+// `ls` and `logs` can still name the node and GPUs of a finished task.
+struct LastPlacement {
+  std::string node;
+  std::vector<int> gpus;
+  std::vector<MiB> gpu_mem_mib;
+  int64_t attempt = 0;
+};
+
+StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p);
+void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p);
+
+// `last` may be null. `with_history` adds the state transitions (show, not ls).
+void TaskToProto(const core::Task& t, const LastPlacement* last, bool with_history, v1::Task* p);
+
+StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p);
+void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p);
+void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bool connected,
+                 v1::Node* p);
+
+void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p);
+
+// "pending", ... -> TaskState; InvalidArgument naming `field` for anything else.
+StatusOr<core::TaskState> TaskStateFromName(const std::string& name, const std::string& field);
+
+}  // namespace gpusched::rpc

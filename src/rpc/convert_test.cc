@@ -1,0 +1,82 @@
+#include "rpc/convert.h"
+
+#include <gtest/gtest.h>
+
+#include "rpc/grpc_status.h"
+
+namespace gpusched::rpc {
+namespace {
+
+v1::TaskSpec Valid() {
+  v1::TaskSpec p;
+  p.set_name("train");
+  p.set_gpus(2);
+  p.set_gpu_mem_mib(6144);
+  p.set_cpu_milli(2000);
+  p.set_max_retries(1);
+  p.add_command("python");
+  p.add_command("train.py");
+  (*p.mutable_env())["A"] = "1";
+  v1::Toleration* t = p.add_tolerations();
+  t->set_key("gpu");
+  t->set_exists(true);
+  t->set_effect("NoSchedule");
+  return p;
+}
+
+TEST(ConvertTest, TaskSpecRoundTrips) {
+  auto s = TaskSpecFromProto(Valid());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->gpus, 2);
+  EXPECT_EQ(s->gpu_mem_mib, 6144);
+  EXPECT_EQ(s->resources.cpu_milli, 2000);
+  EXPECT_EQ(s->max_retries, 1);
+  EXPECT_FALSE(s->duration_ms.has_value());
+  EXPECT_EQ(s->command, (std::vector<std::string>{"python", "train.py"}));
+  ASSERT_EQ(s->tolerations.size(), 1u);
+  EXPECT_TRUE(s->tolerations[0].has_effect);
+  v1::TaskSpec back;
+  TaskSpecToProto(*s, &back);
+  EXPECT_EQ(back.SerializeAsString(), Valid().SerializeAsString());
+}
+
+TEST(ConvertTest, BadFieldsAreNamed) {
+  v1::TaskSpec p = Valid();
+  p.clear_command();
+  EXPECT_NE(TaskSpecFromProto(p).status().message().find("command"), std::string::npos);
+  p = Valid();
+  p.mutable_tolerations(0)->set_effect("Sometimes");
+  auto s = TaskSpecFromProto(p);
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("tolerations[0]"), std::string::npos);
+  p = Valid();
+  (*p.mutable_env())["A=B"] = "x";
+  EXPECT_NE(TaskSpecFromProto(p).status().message().find("env"), std::string::npos);
+  EXPECT_EQ(TaskStateFromName("done", "state").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*TaskStateFromName("running", "state"), core::TaskState::kRunning);
+}
+
+TEST(ConvertTest, FinishedTaskKeepsItsLastPlacement) {
+  core::Task t;
+  t.id = TaskId(7);
+  t.state = core::TaskState::kSucceeded;
+  t.exit_code = 0;
+  LastPlacement last{"n1", {3, 5}, {1024, 1024}, 2};
+  v1::Task p;
+  TaskToProto(t, &last, false, &p);
+  EXPECT_EQ(p.node(), "n1");
+  EXPECT_EQ(p.gpus_size(), 2);
+  EXPECT_EQ(p.gpus(1), 5);
+  EXPECT_TRUE(p.has_exit_code());
+  EXPECT_EQ(p.state(), "succeeded");
+}
+
+TEST(ConvertTest, StatusCodesSurviveTheWire) {
+  for (Status s : {InvalidArgument("x"), NotFound("y"), FailedPrecondition("z"),
+                   ResourceExhausted("w"), Unavailable("u")}) {
+    EXPECT_EQ(FromGrpc(ToGrpc(s)), s);
+  }
+}
+
+}  // namespace
+}  // namespace gpusched::rpc

@@ -1,1 +1,182 @@
+// CN109992422A: GPU-memory placement, shared GPUs, preset principles, heartbeats and reclaim
+// (PATENTS.md section 2 tests 2-6).
+
 #include <gtest/gtest.h>
+
+#include "core/testing/scheduler_fixture.h"
+
+namespace gpusched::core {
+namespace {
+
+using testing::kGiB;
+using testing::MakeNode;
+using testing::SchedulerTest;
+using testing::SharedTask;
+using testing::WholeGpuTask;
+
+class CN109992422ATest : public SchedulerTest {
+ protected:
+  void UseLoadBalance() {
+    SchedulerConfig config;
+    config.placement.node_order = NodeOrder::kLoadBalance;
+    config.capacity_wait = CapacityWait::kStayQueued;
+    Init(config);
+  }
+};
+
+// PATENTS.md section 2 test 2, with the loads built by pinned tasks: S1 runs 3 tasks and S2
+// runs 2 (so that S2's two GPUs can sit at 50 % and 20 %); S2's GPU0 is 40 GiB and its GPU1
+// 10 GiB, so that GPU1 can lack memory while GPU0 has it.
+TEST_F(CN109992422ATest, Claim4_LeastLoadedServerThenLeastOccupiedGpu) {
+  UseLoadBalance();
+  NodeSpec s1 = MakeNode("S1", 2, 40 * kGiB);
+  s1.labels = {{"name", "S1"}};
+  NodeSpec s2 = MakeNode("S2", 2, 40 * kGiB);
+  s2.gpus[1].total_mib = 10 * kGiB;
+  s2.labels = {{"name", "S2"}};
+  AddNode(s1);
+  AddNode(s2);
+  auto pinned = [&](const std::string& node, MiB mib) {
+    TaskSpec t = SharedTask(mib);
+    t.node_selector = {{"name", node}};
+    const TaskId id = Submit(t);
+    sched_->Schedule();
+    EXPECT_EQ(T(id).placement->node, node);
+    return id;
+  };
+  for (int i = 0; i < 3; ++i) pinned("S1", kGiB);
+  const TaskId half = pinned("S2", 20 * kGiB);  // GPU0: 20/40 = 50 %
+  EXPECT_EQ(T(half).placement->gpus, std::vector<int>{0});
+  const TaskId fifth = pinned("S2", 2 * kGiB);   // (20+2)/40 = 55 % vs 2/10 = 20 % -> GPU1
+  EXPECT_EQ(T(fifth).placement->gpus, std::vector<int>{1});
+
+  // S1 runs 3, S2 runs 2 -> S2; inside S2, GPU1 (20 %) before GPU0 (50 %).
+  const TaskId next = Submit(SharedTask(kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(next).placement->node, "S2");
+  EXPECT_EQ(T(next).placement->gpus, std::vector<int>{1});
+
+  // S1 gets a 4th task; S2 runs 3. A 12 GiB task: GPU1 has 7 GiB free -> GPU0.
+  pinned("S1", kGiB);
+  const TaskId big = Submit(SharedTask(12 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(big).placement->node, "S2");
+  EXPECT_EQ(T(big).placement->gpus, std::vector<int>{0});
+  EXPECT_EQ(T(big).last_report.breakdown[0].name, "RunningTasks");
+  ExpectInvariants();
+}
+
+TEST_F(CN109992422ATest, Claim3_GpuWithoutMemoryFallsBackToTheOther) {
+  AddNode(MakeNode("S", 2, 10 * kGiB));
+  // GPU0 at 50 %, GPU1 at 80 %.
+  const TaskId a = Submit(SharedTask(5 * kGiB));
+  sched_->Schedule();
+  ASSERT_EQ(T(a).placement->gpus, std::vector<int>{0});
+  const TaskId b = Submit(SharedTask(8 * kGiB));
+  sched_->Schedule();
+  ASSERT_EQ(T(b).placement->gpus, std::vector<int>{1});
+  // 4 GiB: GPU1 (2 free) lacks the memory -> GPU0.
+  const TaskId c = Submit(SharedTask(4 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(c).placement->gpus, std::vector<int>{0});
+}
+
+TEST_F(CN109992422ATest, Claim2_TwoTasksShareOneGpuAndTheThirdWaits) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId a = Submit(SharedTask(6 * kGiB));
+  const TaskId b = Submit(SharedTask(6 * kGiB));
+  const TaskId c = Submit(SharedTask(6 * kGiB));
+  EXPECT_EQ(sched_->Schedule(), 2u);
+  EXPECT_EQ(T(a).placement->gpus, std::vector<int>{0});
+  EXPECT_EQ(T(b).placement->gpus, std::vector<int>{0});
+  EXPECT_EQ(T(c).state, TaskState::kPending);
+  EXPECT_EQ(sched_->cluster().node(0).gpus[0].allocated_mib, 12 * kGiB);
+  EXPECT_EQ(sched_->cluster().node(0).gpus[0].tasks, 2);
+  EXPECT_NE(T(c).last_report_summary.find("1 insufficient GPU memory"), std::string::npos);
+}
+
+TEST_F(CN109992422ATest, Claim2_WholeGpuTasksAreExclusiveAndMultiGpuGetsDistinctGpus) {
+  AddNode(MakeNode("n1", 4, 16 * kGiB));
+  const TaskId shared = Submit(SharedTask(kGiB));
+  sched_->Schedule();
+  const TaskId whole = Submit(WholeGpuTask(3));
+  sched_->Schedule();
+  ASSERT_TRUE(T(whole).placement.has_value());
+  const auto& g = T(whole).placement->gpus;
+  EXPECT_EQ(g.size(), 3u);
+  for (int gpu : g) EXPECT_NE(gpu, T(shared).placement->gpus[0]);  // never a shared GPU
+  EXPECT_EQ(T(whole).placement->gpu_mem_mib, (std::vector<MiB>{16 * kGiB, 16 * kGiB, 16 * kGiB}));
+  // Every GPU is now taken or full: another whole GPU waits, a small share still fits GPU0.
+  const TaskId more = Submit(WholeGpuTask(1));
+  const TaskId small = Submit(SharedTask(kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(more).state, TaskState::kPending);
+  EXPECT_EQ(T(small).placement->gpus, T(shared).placement->gpus);
+  ExpectInvariants();
+}
+
+TEST_F(CN109992422ATest, Claim5_SilentServerGetsNoTasksUntilItsNextHeartbeat) {
+  AddNode(MakeNode("quiet", 1, 80 * kGiB));
+  AddNode(MakeNode("loud", 1, 16 * kGiB));
+  silent_node_.insert("quiet");
+  AdvanceAlive(sched_->config().node_timeout_ms + 1000);
+  sched_->Tick();
+  EXPECT_FALSE(sched_->cluster().node(0).available);
+  const TaskId a = Submit(SharedTask(kGiB));
+  sched_->Tick();
+  EXPECT_EQ(T(a).placement->node, "loud");
+  EXPECT_EQ(T(a).last_report.rejected[kFilterAvailable], 1);
+  // Claim 6 + [choice]: a server that sends a heartbeat again becomes available again.
+  Heartbeat("quiet");
+  const TaskId b = Submit(SharedTask(20 * kGiB));  // only "quiet" can fit it
+  sched_->Tick();
+  ASSERT_TRUE(T(b).placement.has_value());
+  EXPECT_EQ(T(b).placement->node, "quiet");
+}
+
+TEST_F(CN109992422ATest, Claim8_SilentTaskIsReclaimedAndThePendingTaskPlaced) {
+  SchedulerConfig config;
+  config.capacity_wait = CapacityWait::kStayQueued;
+  Init(config);
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  const TaskId silent = Submit(SharedTask(12 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const TaskId waiting = Submit(SharedTask(12 * kGiB));
+  sched_->Tick();
+  EXPECT_EQ(T(waiting).state, TaskState::kPending);
+  silent_task_.insert(silent);
+  AdvanceAlive(config.task_timeout_ms + 1000);
+  sched_->Tick();
+  // The silent task's memory is reclaimed, a kill is sent, and the waiting task is placed.
+  EXPECT_EQ(T(silent).state, TaskState::kPending);
+  EXPECT_EQ(T(silent).fail_cnt, 1);
+  bool recorded = false;
+  for (const Transition& tr : T(silent).history) {
+    recorded |= tr.reason.find("task heartbeat lost") != std::string::npos;
+  }
+  EXPECT_TRUE(recorded) << "the reclaim reason is in the task's history";
+  auto actions = sched_->TakeActions();
+  bool killed = false, assigned = false;
+  for (const Action& a : actions) {
+    killed |= a.kind == Action::Kind::kKill && a.task == silent;
+    assigned |= a.kind == Action::Kind::kAssign && a.task == waiting;
+  }
+  EXPECT_TRUE(killed);
+  EXPECT_TRUE(assigned);
+  EXPECT_EQ(sched_->stats().tasks_reclaimed, 1);
+  ExpectInvariants();
+}
+
+TEST_F(CN109992422ATest, Claim2_ReservationVisibleToTheNextRequestBeforeAnyHeartbeat) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  AddNode(MakeNode("n2", 1, 16 * kGiB));
+  const TaskId a = Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();
+  const TaskId b = Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();  // no heartbeat in between
+  EXPECT_NE(T(a).placement->node, T(b).placement->node);
+}
+
+}  // namespace
+}  // namespace gpusched::core

@@ -1,1 +1,64 @@
+// `why`: explanations built from the last decision's per-filter counts and score breakdown.
+
 #include <gtest/gtest.h>
+
+#include "core/testing/scheduler_fixture.h"
+
+namespace gpusched::core {
+namespace {
+
+using testing::kGiB;
+using testing::MakeNode;
+using testing::SchedulerTest;
+using testing::SharedTask;
+
+TEST_F(SchedulerTest, ExplainCountsEveryRejectionByFilter) {
+  for (int i = 0; i < 80; ++i) AddNode(MakeNode("small-" + std::to_string(i), 1, 8 * kGiB));
+  for (int i = 0; i < 40; ++i) {
+    const std::string name = "far-" + std::to_string(i);
+    AddNode(MakeNode(name, 8, 80 * kGiB));
+    ASSERT_TRUE(sched_->SetNodeReachable(name, false).ok());
+  }
+  const TaskId id = Submit(SharedTask(20 * kGiB));
+  sched_->Schedule();
+  auto e = sched_->Explain(id);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->summary, "0/120 nodes fit: 80 insufficient GPU memory, 40 unreachable");
+  EXPECT_EQ(e->queue, "FQ");
+  EXPECT_EQ(e->placement_failures, 1);
+  EXPECT_EQ(e->claim, ClaimStatus::kFailed);
+}
+
+TEST_F(SchedulerTest, ExplainOfAPlacedTaskGivesTheScoreBreakdown) {
+  AddNode(MakeNode("a", 2, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Schedule();
+  auto e = sched_->Explain(id);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->state, TaskState::kAssigned);
+  ASSERT_EQ(e->last_report.breakdown.size(), 2u);
+  EXPECT_EQ(e->last_report.breakdown[0].name, "LeastAllocated");
+  EXPECT_EQ(e->last_report.breakdown[1].name, "BalancedAllocation");
+  // CPU 0/64 cores, RAM 0/512 GiB, GPU memory 8/32 GiB: LeastAllocated = (100+100+75)/3.
+  EXPECT_NEAR(e->last_report.breakdown[0].value, 91.67, 0.01);
+  EXPECT_EQ(e->summary.rfind("placed on a (score ", 0), 0u) << e->summary;
+}
+
+TEST_F(SchedulerTest, ExplainOfFailedAndUnknownTasks) {
+  SchedulerConfig config;
+  config.fail_max = 0;
+  Init(config);
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(kGiB));
+  sched_->Schedule();
+  StartAssigned();
+  ASSERT_TRUE(sched_->TaskFinished(id, 1, 3, 0).ok());
+  auto e = sched_->Explain(id);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->state, TaskState::kFailed);
+  EXPECT_EQ(e->summary, "exited with code 3 (failed 1 times, limit 0 retries)");
+  EXPECT_EQ(sched_->Explain(TaskId(77)).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpusched::core

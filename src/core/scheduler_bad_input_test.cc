@@ -1,1 +1,135 @@
+// Bad input at the front door: each error names the field and the value, and the
+// scheduler's state is unchanged.
+
 #include <gtest/gtest.h>
+
+#include "core/testing/scheduler_fixture.h"
+
+namespace gpusched::core {
+namespace {
+
+using testing::kGiB;
+using testing::MakeNode;
+using testing::SchedulerTest;
+using testing::SharedTask;
+
+class BadInputTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerTest::SetUp();
+    AddNode(MakeNode("n1", 8, 80 * kGiB, "H100"));
+    accepted_ = Submit(SharedTask(kGiB, "accepted"));
+    sched_->Schedule();
+    sched_->TakeActions();
+    sched_->TakeChangedTasks();
+  }
+
+  // Submits `spec`, expects `code` with `fragment` in the message, and no state change.
+  void ExpectRejected(const TaskSpec& spec, StatusCode code, const std::string& fragment) {
+    const size_t tasks = sched_->Tasks().size();
+    const size_t q = sched_->main_queue_size(), fq = sched_->failure_queue_size();
+    const MiB allocated = sched_->cluster().node(0).gpu_allocated_mib;
+    auto result = sched_->Submit(spec);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), code) << result.status().ToString();
+    EXPECT_NE(result.status().message().find(fragment), std::string::npos)
+        << "message: " << result.status().message() << "\nexpected: " << fragment;
+    EXPECT_EQ(sched_->Tasks().size(), tasks);
+    EXPECT_EQ(sched_->main_queue_size(), q);
+    EXPECT_EQ(sched_->failure_queue_size(), fq);
+    EXPECT_EQ(sched_->cluster().node(0).gpu_allocated_mib, allocated);
+    EXPECT_TRUE(sched_->TakeChangedTasks().empty());
+    EXPECT_EQ(T(accepted_).state, TaskState::kAssigned);
+    ExpectInvariants();
+  }
+
+  TaskId accepted_;
+};
+
+TEST_F(BadInputTest, NegativeGpuMemory) {
+  ExpectRejected(SharedTask(-5), StatusCode::kInvalidArgument, "gpu_mem: must be >= 0, got -5MiB");
+}
+
+TEST_F(BadInputTest, NegativeCpuAndMemory) {
+  TaskSpec t = SharedTask(kGiB);
+  t.resources.cpu_milli = -1;
+  ExpectRejected(t, StatusCode::kInvalidArgument, "cpu: must be >= 0, got -1m");
+  t.resources = {0, -2};
+  ExpectRejected(t, StatusCode::kInvalidArgument, "mem: must be >= 0, got -2MiB");
+}
+
+TEST_F(BadInputTest, ZeroOrNegativeDuration) {
+  TaskSpec t = SharedTask(kGiB);
+  t.duration_ms = 0;
+  ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be >= 1, got 0ms");
+  t.duration_ms = -60'000;
+  ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be >= 1, got -60000ms");
+}
+
+TEST_F(BadInputTest, UnknownGpuModel) {
+  TaskSpec t = SharedTask(kGiB);
+  t.gpu_model = "TPUv9";
+  ExpectRejected(t, StatusCode::kInvalidArgument,
+                 "gpu_model: unknown GPU model \"TPUv9\" (the cluster has: H100");
+}
+
+TEST_F(BadInputTest, MoreGpusThanAnyNodeHas) {
+  ExpectRejected(testing::WholeGpuTask(9), StatusCode::kResourceExhausted,
+                 "gpus: 9 requested but the largest node has 8 GPUs");
+}
+
+TEST_F(BadInputTest, MoreGpuMemoryThanAnyGpuHas) {
+  ExpectRejected(SharedTask(81 * kGiB), StatusCode::kResourceExhausted,
+                 "gpu_mem: 81GiB per GPU requested but the largest GPU has 80GiB");
+}
+
+TEST_F(BadInputTest, AbsurdSizes) {
+  ExpectRejected(SharedTask(int64_t{1} << 50), StatusCode::kInvalidArgument, "gpu_mem: ");
+  ExpectRejected(testing::WholeGpuTask(100'000), StatusCode::kInvalidArgument,
+                 "gpus: 100000 is larger than the limit 4096");
+}
+
+TEST_F(BadInputTest, KeepPendingAcceptsWhatNoNodeFitsYet) {
+  TaskSpec t = testing::WholeGpuTask(16);
+  t.keep_pending_if_infeasible = true;
+  const TaskId id = Submit(t);
+  sched_->Schedule();
+  EXPECT_EQ(T(id).state, TaskState::kPending);
+  EXPECT_NE(T(id).reason.find("too few GPUs"), std::string::npos) << T(id).reason;
+  // A big node joins: it runs.
+  AddNode(MakeNode("big", 16, 80 * kGiB, "H100"));
+  clock_.AdvanceMs(sched_->config().t2_ms);
+  Heartbeat("n1");
+  Heartbeat("big");
+  sched_->Tick();
+  EXPECT_EQ(T(id).state, TaskState::kAssigned);
+}
+
+TEST_F(BadInputTest, BadNodeRegistrationAndHeartbeat) {
+  NodeSpec n = MakeNode("broken", 2, 16 * kGiB);
+  n.gpus[1].total_mib = -1;
+  Status s = sched_->RegisterNode(n);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("gpus[1].total_mib must be > 0, got -1"), std::string::npos);
+  EXPECT_FALSE(sched_->cluster().Find("broken").has_value());
+  EXPECT_EQ(sched_->HandleNodeHeartbeat({"ghost", {}, {}}).code(), StatusCode::kNotFound);
+  Status wrong = sched_->HandleNodeHeartbeat({"n1", {1, 2, 3}, {}});
+  EXPECT_NE(wrong.message().find("gpu_free_mib: 3 values for a node with 8 GPUs"),
+            std::string::npos);
+}
+
+TEST(SchedulerConfig, InvalidConfigNamesTheField) {
+  FakeClock clock(0);
+  SchedulerConfig config;
+  config.t2_ms = 0;
+  auto s = Scheduler::Create(config, clock);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "t2: must be > 0, got 0");
+  config = {};
+  config.fail_max = -1;
+  EXPECT_NE(Scheduler::Create(config, clock).status().message().find("fail_max"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::core

@@ -1,1 +1,154 @@
+// Liveness and lifecycle rules around CN109992422A claims 5-8: lost nodes, returning nodes,
+// drains, cancels and stale agent reports.
+
 #include <gtest/gtest.h>
+
+#include "core/testing/scheduler_fixture.h"
+
+namespace gpusched::core {
+namespace {
+
+using testing::kGiB;
+using testing::MakeNode;
+using testing::SchedulerTest;
+using testing::SharedTask;
+
+class LivenessTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerConfig config;
+    config.capacity_wait = CapacityWait::kStayQueued;
+    Init(config);
+  }
+};
+
+TEST_F(LivenessTest, CN109992422A_Claim6_LostNodeFailsItsTasksIntoFQAndTheyRunElsewhere) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  AddNode(MakeNode("b", 1, 16 * kGiB));
+  silent_node_.insert("a");
+  AdvanceAlive(sched_->config().node_timeout_ms + 1000);
+  sched_->Tick();
+  EXPECT_FALSE(sched_->cluster().node(0).available);
+  EXPECT_EQ(T(id).fail_cnt, 1);
+  EXPECT_EQ(T(id).queue, QueueMembership::kFailure);
+  EXPECT_EQ(sched_->cluster().node(0).gpus[0].allocated_mib, 0);  // resources released
+  AdvanceAlive(sched_->config().t2_ms);
+  sched_->Tick();
+  ASSERT_TRUE(T(id).placement.has_value());
+  EXPECT_EQ(T(id).placement->node, "b");
+  EXPECT_EQ(T(id).attempts, 2);
+  ExpectInvariants();
+}
+
+TEST_F(LivenessTest, ReturningNodeIsToldToKillWhatWasGivenUp) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  AddNode(MakeNode("b", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const std::string first = T(id).placement->node;
+  silent_node_.insert(first);
+  AdvanceAlive(sched_->config().node_timeout_ms + 1000);
+  sched_->Tick();
+  sched_->TakeActions();
+  // The node comes back still running attempt 1, which the scheduler gave up.
+  ASSERT_TRUE(sched_->HandleNodeHeartbeat({first, {}, {{id, 1}}}).ok());
+  auto actions = sched_->TakeActions();
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].kind, Action::Kind::kKill);
+  EXPECT_EQ(actions[0].task, id);
+  EXPECT_EQ(actions[0].attempt, 1);
+  EXPECT_TRUE(sched_->cluster().node(*sched_->cluster().Find(first)).available);
+}
+
+TEST_F(LivenessTest, HeartbeatListingTheCurrentAttemptIsKept) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  ASSERT_TRUE(sched_->HandleNodeHeartbeat({"a", {16 * kGiB - 100}, {{id, 1}}}).ok());
+  EXPECT_TRUE(sched_->TakeActions().empty());
+  EXPECT_EQ(sched_->cluster().node(0).gpus[0].reported_free_mib, 16 * kGiB - 100);
+}
+
+TEST_F(LivenessTest, StaleAttemptReportsChangeNothing) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  Status s = sched_->TaskFinished(id, 7, 0, 0);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(T(id).state, TaskState::kRunning);
+  EXPECT_EQ(sched_->TaskHeartbeat(TaskId(42), 1).code(), StatusCode::kNotFound);
+}
+
+TEST_F(LivenessTest, DrainSendsTasksBackWithoutCountingFailures) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  AddNode(MakeNode("b", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const std::string first = T(id).placement->node;
+  ASSERT_TRUE(sched_->Drain(first).ok());
+  auto actions = sched_->TakeActions();
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].kind, Action::Kind::kKill);
+  sched_->Tick();
+  EXPECT_NE(T(id).placement->node, first);
+  EXPECT_EQ(T(id).fail_cnt, 0);
+  const TaskId later = Submit(SharedTask(kGiB));
+  sched_->Tick();
+  EXPECT_NE(T(later).placement->node, first);  // cordoned
+  EXPECT_EQ(T(later).last_report.rejected[kFilterSchedulable], 1);
+  ASSERT_TRUE(sched_->Cordon(first, false).ok());
+  EXPECT_FALSE(sched_->cluster().node(*sched_->cluster().Find(first)).draining);
+  ExpectInvariants();
+}
+
+TEST_F(LivenessTest, CancelReleasesAndKillsAndIsFinal) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  const TaskId running = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const TaskId pending = Submit(SharedTask(12 * kGiB));
+  sched_->Tick();
+  ASSERT_TRUE(sched_->Cancel(running).ok());
+  auto actions = sched_->TakeActions();
+  ASSERT_FALSE(actions.empty());
+  EXPECT_EQ(actions[0].kind, Action::Kind::kKill);
+  EXPECT_EQ(T(running).state, TaskState::kCancelled);
+  ASSERT_TRUE(sched_->Cancel(pending).ok());
+  EXPECT_EQ(T(pending).state, TaskState::kCancelled);
+  EXPECT_EQ(sched_->main_queue_size(), 0u);
+  EXPECT_EQ(sched_->Cancel(pending).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sched_->cluster().node(0).gpus[0].allocated_mib, 0);
+  ExpectInvariants();
+}
+
+TEST_F(LivenessTest, SuccessReleasesAndTeachesTheMemoryTable) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  ASSERT_TRUE(sched_->memory_table().AddRow({{"classify", "resnet50", 32, 224, 224}, 5000}).ok());
+  TaskSpec spec;
+  spec.gpus = 1;
+  spec.profile = MemoryProfile{"classify", "resnet50", 32, 224, 224};
+  const TaskId id = Submit(spec);
+  EXPECT_EQ(T(id).gpu_mem_need_mib, 5000);
+  EXPECT_EQ(T(id).mem_source, "table");
+  sched_->Tick();
+  StartAssigned();
+  ASSERT_TRUE(sched_->TaskFinished(id, 1, 0, 6000).ok());
+  EXPECT_EQ(T(id).state, TaskState::kSucceeded);
+  EXPECT_EQ(T(id).exit_code, 0);
+  const TaskId again = Submit(spec);
+  EXPECT_EQ(T(again).gpu_mem_need_mib, 6600);
+  EXPECT_EQ(T(again).mem_source, "learned");
+  // An explicit value always wins over the table.
+  spec.gpu_mem_mib = 1234;
+  EXPECT_EQ(T(Submit(spec)).gpu_mem_need_mib, 1234);
+}
+
+}  // namespace
+}  // namespace gpusched::core

@@ -76,15 +76,15 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_TRUE(sched_->HandleNodeHeartbeat({node, {}, {}}).ok());
   }
 
-  // Advances time in 1 s steps; every live node and every active task sends its heartbeat
-  // at each step, so nothing times out unless the test wants it to.
+  // Advances time in 1 s steps; every node and every active task not marked silent sends its
+  // heartbeat at each step, so nothing times out unless the test wants it to.
   void AdvanceAlive(DurationMs ms) {
     for (DurationMs done = 0; done < ms;) {
       const DurationMs step = std::min<DurationMs>(1000, ms - done);
       clock_.AdvanceMs(step);
       done += step;
       for (const NodeState& n : sched_->cluster().nodes()) {
-        if (n.available && !silent_node_.count(n.name)) Heartbeat(n.name);
+        if (!silent_node_.count(n.name)) Heartbeat(n.name);
       }
       for (const Task* t : sched_->Tasks()) {
         if (t->state == TaskState::kAssigned || t->state == TaskState::kRunning) {

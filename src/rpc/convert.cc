@@ -108,7 +108,7 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
   }
 }
 
-void TaskToProto(const core::Task& t, const LastPlacement* last, bool with_history,
+void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
                  v1::Task* p) {
   p->set_id(t.id.value());
   p->set_name(t.spec.name);

@@ -16,20 +16,14 @@ namespace gpusched::rpc {
 
 namespace v1 = ::gpusched::v1;
 
-// Where a task ran last: core drops the placement when a task ends; the server keeps this so
-// `ls` and `logs` can still name the node and GPUs of a finished task.
-struct LastPlacement {
-  std::string node;
-  std::vector<int> gpus;
-  std::vector<MiB> gpu_mem_mib;
-  int64_t attempt = 0;
-};
-
 StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p);
 void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p);
 
-// `last` may be null. `with_history` adds the state transitions (show, not ls).
-void TaskToProto(const core::Task& t, const LastPlacement* last, bool with_history, v1::Task* p);
+// `last`: where the task ran last (core drops the placement when a task ends; the server keeps
+// it so `ls` can still name the node and GPUs of a finished task); may be null.
+// `with_history` adds the state transitions (show, not ls).
+void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
+                 v1::Task* p);
 
 StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p);
 void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p);

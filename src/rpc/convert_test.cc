@@ -61,7 +61,10 @@ TEST(ConvertTest, FinishedTaskKeepsItsLastPlacement) {
   t.id = TaskId(7);
   t.state = core::TaskState::kSucceeded;
   t.exit_code = 0;
-  LastPlacement last{"n1", {3, 5}, {1024, 1024}, 2};
+  core::Placement last;
+  last.node = "n1";
+  last.gpus = {3, 5};
+  last.gpu_mem_mib = {1024, 1024};
   v1::Task p;
   TaskToProto(t, &last, false, &p);
   EXPECT_EQ(p.node(), "n1");

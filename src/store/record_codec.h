@@ -1,0 +1,19 @@
+#pragma once
+// JSON encoding of the records the SQLite store keeps. Versioned ("v": 1) so a later format
+// can still read old rows; decoding errors are DataLoss naming the field.
+
+#include <string>
+
+#include "base/status.h"
+#include "store/state_store.h"
+
+namespace gpusched::store {
+
+std::string EncodeTask(const TaskRecord& record);
+StatusOr<TaskRecord> DecodeTask(const std::string& text);
+std::string EncodeNode(const NodeRecord& record);
+StatusOr<NodeRecord> DecodeNode(const std::string& text);
+std::string EncodeProfile(const core::MemoryProfile& profile);
+StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text);
+
+}  // namespace gpusched::store

@@ -1,0 +1,55 @@
+#pragma once
+// The open-loop load generator behind `gpusched bench dispatch`: Poisson arrivals of two
+// services with lognormal service times, run for real on SimDevices (processor-shared compute)
+// through any DispatchPolicy, on a real clock. Open loop: requests arrive on schedule whether
+// or not earlier ones finished, and latency counts from the scheduled arrival.
+//
+// A benchmark, not a test: its numbers depend on the machine and are never asserted.
+
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/rng.h"
+#include "dispatch/dispatch_policy.h"
+#include "dispatch/realtime_config.h"
+#include "dispatch/sim_device.h"
+
+namespace gpusched::dispatch {
+
+struct BenchService {
+  std::string name;
+  double mean_ms;  // mean service time on an otherwise idle GPU
+  double sigma;    // lognormal shape
+  double share;    // fraction of requests
+};
+
+struct OpenLoopConfig {
+  int gpus = 8;
+  double load = 0.8;  // offered GPU time / available GPU time
+  int requests = 2000;
+  int streams_per_gpu = 64;
+  int worker_threads = 256;  // requests that may be in flight (waiting or running) at once
+  std::vector<BenchService> services = {{"small", 6, 0.6, 0.5}, {"large", 18, 0.6, 0.5}};
+};
+
+struct OpenLoopResult {
+  std::string policy;
+  double load = 0;
+  double p50_ms = 0, p99_ms = 0, p999_ms = 0, mean_ms = 0;
+  double throughput_per_s = 0;
+};
+
+// The ServiceConfigs the policies get: cost_time = the service's mean (an offline table),
+// wait_time = cost/2, try_time = max(1, cost/10), the proportions of PATENTS.md's example.
+std::vector<ServiceConfig> BenchServiceConfigs(const OpenLoopConfig& config);
+
+// Runs `config.requests` requests through `policy` on `devices` (one per GPU).
+OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devices,
+                           const OpenLoopConfig& config, Clock& clock, Rng& rng);
+
+// The dispatcher's own cost: ns per TryAcquire + Complete pair on `gpus` GPUs, `threads`
+// threads hammering one RealtimeDispatcher with the given clock.
+double MeasureDecisionOverheadNs(Clock& clock, int gpus, int threads, int decisions_per_thread);
+
+}  // namespace gpusched::dispatch

@@ -7,11 +7,16 @@ if(GPUSCHED_WERROR)
   target_compile_options(gpusched_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
 endif()
 
-# gpusched_add_test(name SOURCES ... LIBS ...): a GoogleTest binary registered with ctest.
+# gpusched_add_test(name SOURCES ... LIBS ... [LABELS ...]): a GoogleTest binary registered
+# with ctest. LABELS (e.g. concurrency, run by ./run tsan) apply to every test of the binary.
 function(gpusched_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main
                         gpusched_warnings)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  if(ARG_LABELS)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()

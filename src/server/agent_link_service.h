@@ -1,0 +1,21 @@
+#pragma once
+// AgentLinkService: the server end of gpusched.v1.AgentLink. One call per agent: the first
+// message must register the node; then heartbeats and task status flow in while assignments,
+// kills and acks flow out through an AgentConnection. When the stream ends the node becomes
+// unreachable; its tasks are failed over by the liveness rules if it does not come back.
+
+#include "gpusched/v1/gpusched.grpc.pb.h"
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+
+class AgentLinkService final : public v1::AgentLink::Service {
+ public:
+  explicit AgentLinkService(ControlPlane& cp) : cp_(cp) {}
+  grpc::Status Connect(grpc::ServerContext* ctx, AgentConnection::Stream* stream) override;
+
+ private:
+  ControlPlane& cp_;
+};
+
+}  // namespace gpusched::server

@@ -1,0 +1,169 @@
+#include "server/api_service.h"
+
+#include <chrono>
+#include <set>
+
+#include "rpc/channel.h"
+#include "rpc/convert.h"
+#include "rpc/grpc_status.h"
+
+namespace gpusched::server {
+namespace {
+
+constexpr int64_t kMaxLogChunk = 1 << 20;
+
+grpc::Status RequireId(uint64_t id) {
+  if (id == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "id: must be a task id >= 1"};
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ApiService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
+                                v1::SubmitResponse* resp) {
+  auto spec = rpc::TaskSpecFromProto(req->spec());
+  if (!spec.ok()) return rpc::ToGrpc(spec.status());
+  auto id = cp_.Submit(std::move(spec).value());
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  resp->set_id(id->value());
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::GetTask(grpc::ServerContext*, const v1::GetTaskRequest* req,
+                                 v1::Task* resp) {
+  if (auto s = RequireId(req->id()); !s.ok()) return s;
+  auto t = cp_.GetTask(req->id(), true);
+  if (!t.ok()) return rpc::ToGrpc(t.status());
+  *resp = std::move(t).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ListTasks(grpc::ServerContext*, const v1::ListTasksRequest* req,
+                                   v1::ListTasksResponse* resp) {
+  std::optional<core::TaskState> state;
+  if (!req->state().empty()) {
+    auto s = rpc::TaskStateFromName(req->state(), "state");
+    if (!s.ok()) return rpc::ToGrpc(s.status());
+    state = *s;
+  }
+  for (v1::Task& t : cp_.ListTasks(state)) *resp->add_tasks() = std::move(t);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Cancel(grpc::ServerContext*, const v1::CancelRequest* req,
+                                v1::CancelResponse* resp) {
+  if (auto s = RequireId(req->id()); !s.ok()) return s;
+  auto t = cp_.Cancel(req->id());
+  if (!t.ok()) return rpc::ToGrpc(t.status());
+  *resp->mutable_task() = std::move(t).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
+                               grpc::ServerWriter<v1::Task>* writer) {
+  const std::set<uint64_t> wanted(req->ids().begin(), req->ids().end());
+  auto send = [&](uint64_t id) {
+    auto t = cp_.GetTask(id, false);
+    return !t.ok() || writer->Write(*t);
+  };
+  std::vector<uint64_t> ids;
+  bool everything = false;
+  uint64_t version = cp_.WaitForChanges(UINT64_MAX - 1, 0, ids, everything);
+  if (wanted.empty()) {
+    for (const v1::Task& t : cp_.ListTasks(std::nullopt)) {
+      if (!writer->Write(t)) return grpc::Status::OK;
+    }
+  } else {
+    for (uint64_t id : wanted) {
+      auto t = cp_.GetTask(id, false);
+      if (!t.ok()) return rpc::ToGrpc(t.status());
+      if (!writer->Write(*t)) return grpc::Status::OK;
+    }
+  }
+  while (!ctx->IsCancelled()) {
+    ids.clear();
+    version = cp_.WaitForChanges(version, 500, ids, everything);
+    if (everything) {
+      for (const v1::Task& t : cp_.ListTasks(std::nullopt)) {
+        if ((wanted.empty() || wanted.count(t.id())) && !writer->Write(t)) return grpc::Status::OK;
+      }
+      continue;
+    }
+    for (uint64_t id : ids) {
+      if ((wanted.empty() || wanted.count(id)) && !send(id)) return grpc::Status::OK;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Why(grpc::ServerContext*, const v1::WhyRequest* req,
+                             v1::WhyResponse* resp) {
+  if (auto s = RequireId(req->id()); !s.ok()) return s;
+  auto w = cp_.Why(req->id());
+  if (!w.ok()) return rpc::ToGrpc(w.status());
+  *resp = std::move(w).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+                                   v1::ListNodesResponse* resp) {
+  for (v1::Node& n : cp_.ListNodes()) *resp->add_nodes() = std::move(n);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Cordon(grpc::ServerContext*, const v1::CordonRequest* req,
+                                v1::NodeResponse* resp) {
+  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  auto n = cp_.Cordon(req->node(), req->cordon());
+  if (!n.ok()) return rpc::ToGrpc(n.status());
+  *resp->mutable_node() = std::move(n).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::Drain(grpc::ServerContext*, const v1::DrainRequest* req,
+                               v1::NodeResponse* resp) {
+  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  auto n = cp_.Drain(req->node());
+  if (!n.ok()) return rpc::ToGrpc(n.status());
+  *resp->mutable_node() = std::move(n).value();
+  return grpc::Status::OK;
+}
+
+std::shared_ptr<v1::Agent::Stub> ApiService::AgentStub(const std::string& address) {
+  std::lock_guard<std::mutex> lock(stubs_mu_);
+  auto& stub = stubs_[address];
+  if (!stub) stub = v1::Agent::NewStub(rpc::MakeChannel(address));
+  return stub;
+}
+
+// The log lives on the agent that ran the task's latest attempt; the server reads it there.
+grpc::Status ApiService::Logs(grpc::ServerContext*, const v1::LogsRequest* req,
+                              v1::LogsResponse* resp) {
+  if (auto s = RequireId(req->id()); !s.ok()) return s;
+  if (req->offset() < 0) return {grpc::StatusCode::INVALID_ARGUMENT, "offset: must be >= 0"};
+  auto src = cp_.LogSourceOf(req->id());
+  if (!src.ok()) return rpc::ToGrpc(src.status());
+  resp->set_task_done(src->done);
+  resp->set_attempt(src->attempt);
+  resp->set_next_offset(req->offset());
+  if (src->address.empty()) return grpc::Status::OK;  // not started yet
+  v1::ReadLogRequest r;
+  r.set_id(req->id());
+  r.set_attempt(src->attempt);
+  r.set_offset(req->offset());
+  r.set_max_bytes(req->max_bytes() > 0 ? std::min(req->max_bytes(), kMaxLogChunk) : kMaxLogChunk);
+  v1::ReadLogResponse out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Status s = AgentStub(src->address)->ReadLog(&ctx, r, &out);
+  if (!s.ok()) {
+    return {grpc::StatusCode::UNAVAILABLE,
+            "log of task " + std::to_string(req->id()) + " is on " + src->address +
+                ", which did not answer: " + s.error_message()};
+  }
+  resp->set_data(out.data());
+  resp->set_next_offset(out.next_offset());
+  return grpc::Status::OK;
+}
+
+}  // namespace gpusched::server

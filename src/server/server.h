@@ -1,0 +1,40 @@
+#pragma once
+// Server: `gpusched server` as an object, so `gpusched dev`, the demo and the end-to-end
+// benchmark run the very same server in-process. It wires the store (SQLite in the data
+// directory), the ControlPlane and its scheduling loop, the gRPC API and agent link, the probe
+// daemon and the HTTP endpoint (/metrics, /healthz).
+//
+// Thread-safety: Start, Shutdown and Wait from one thread; the rest runs on its own threads.
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "server/server_config.h"
+
+namespace gpusched::server {
+
+class Server {
+ public:
+  static StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // "127.0.0.1:40123": the gRPC address actually bound (port 0 in the config picks one).
+  const std::string& address() const;
+  // The HTTP port bound, 0 if none.
+  int http_port() const;
+  // Stops serving; in-flight streams are cancelled. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown (from another thread or a signal handler's helper).
+  void Wait();
+
+  struct Impl;  // opaque: gRPC, HTTP and store types stay out of this header
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpusched::server

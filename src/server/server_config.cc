@@ -1,0 +1,115 @@
+#include "server/server_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <map>
+
+#include "base/units.h"
+
+namespace gpusched::server {
+
+core::SchedulerConfig ServerConfig::DefaultSchedulerConfig() {
+  core::SchedulerConfig c;
+  c.capacity_wait = core::CapacityWait::kStayQueued;
+  return c;
+}
+
+Status ServerConfig::Validate() const {
+  GS_RETURN_IF_ERROR(scheduler.Validate());
+  for (auto [name, v] : {std::pair{"node_heartbeat", node_heartbeat_ms},
+                         {"task_heartbeat", task_heartbeat_ms},
+                         {"probe_interval", probe_interval_ms},
+                         {"probe_timeout", probe_timeout_ms},
+                         {"loop_tick", loop_tick_ms}}) {
+    if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
+  }
+  if (kill_grace_ms < 0) return InvalidArgument("kill_grace: must be >= 0");
+  if (node_heartbeat_ms >= scheduler.node_timeout_ms) {
+    return InvalidArgument("node_heartbeat: " + FormatDurationMs(node_heartbeat_ms) +
+                           " must be shorter than node_timeout " +
+                           FormatDurationMs(scheduler.node_timeout_ms));
+  }
+  if (task_heartbeat_ms >= scheduler.task_timeout_ms) {
+    return InvalidArgument("task_heartbeat: " + FormatDurationMs(task_heartbeat_ms) +
+                           " must be shorter than task_timeout " +
+                           FormatDurationMs(scheduler.task_timeout_ms));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+using Setter = std::function<Status(const std::string& value, const std::string& field)>;
+
+Setter Duration(DurationMs& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    GS_ASSIGN_OR_RETURN(out, ParseDurationMs(v, f));
+    return Status::Ok();
+  };
+}
+
+Setter Integer(int64_t& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    try {
+      size_t used = 0;
+      out = std::stoll(v, &used);
+      if (used == v.size()) return Status::Ok();
+    } catch (const std::exception&) {  // stoll: not a number or out of range
+    }
+    return InvalidArgument(f + ": \"" + v + "\" is not an integer");
+  };
+}
+
+}  // namespace
+
+Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
+  core::SchedulerConfig& s = c.scheduler;
+  const std::map<std::string, Setter> keys = {
+      {"t1", Duration(s.t1_ms)},
+      {"t2", Duration(s.t2_ms)},
+      {"fail_max", Integer(s.fail_max)},
+      {"node_timeout", Duration(s.node_timeout_ms)},
+      {"task_timeout", Duration(s.task_timeout_ms)},
+      {"node_heartbeat", Duration(c.node_heartbeat_ms)},
+      {"task_heartbeat", Duration(c.task_heartbeat_ms)},
+      {"probe_interval", Duration(c.probe_interval_ms)},
+      {"probe_timeout", Duration(c.probe_timeout_ms)},
+      {"kill_grace", Duration(c.kill_grace_ms)},
+      {"loop_tick", Duration(c.loop_tick_ms)},
+      {"capacity_wait",
+       [&s](const std::string& v, const std::string& f) -> Status {
+         if (v == "stay_queued") {
+           s.capacity_wait = core::CapacityWait::kStayQueued;
+         } else if (v == "failure_queue") {
+           s.capacity_wait = core::CapacityWait::kFailureQueue;
+         } else {
+           return InvalidArgument(f + ": \"" + v + "\" (use stay_queued or failure_queue)");
+         }
+         return Status::Ok();
+       }},
+  };
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("config " + path + ": " + e.what());
+  }
+  if (root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) return InvalidArgument("config " + path + ": expected a mapping of options");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    auto it = keys.find(key);
+    if (it == keys.end()) {
+      return InvalidArgument("config " + path + ": unknown key \"" + key + "\"");
+    }
+    if (!kv.second.IsScalar()) {
+      return InvalidArgument("config " + path + ": " + key + ": expected a single value");
+    }
+    GS_RETURN_IF_ERROR(it->second(kv.second.as<std::string>(), "config " + path + ": " + key));
+  }
+  s.max_priority_value = 5 + static_cast<int>(s.fail_max);
+  return c.Validate();
+}
+
+}  // namespace gpusched::server

@@ -1,0 +1,47 @@
+#pragma once
+// ServerConfig: every option of `gpusched server` in one explicit struct, filled from flags
+// and an optional YAML file (--config). Unknown keys and bad values are errors naming them.
+//
+// Example file:
+//   t1: 5s                 # CN115981827A pass period (passes also run on every event)
+//   t2: 30s                # CN115981827A FQ -> Q period
+//   fail_max: 3            # CN115981827A FAIL_MAX
+//   node_timeout: 10s      # CN109992422A T_srv
+//   task_timeout: 30s      # CN109992422A T_task
+//   node_heartbeat: 2s     # what agents are told to send
+//   task_heartbeat: 5s
+//   probe_interval: 10s    # CN115981827A claim 9 probe daemon
+//   probe_timeout: 1s
+//   kill_grace: 10s        # SIGTERM -> SIGKILL on agents
+//   capacity_wait: stay_queued   # or failure_queue (PATENTS.md section 6)
+
+#include <string>
+
+#include "base/status.h"
+#include "core/scheduler_config.h"
+
+namespace gpusched::server {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:7070";  // gRPC
+  std::string http;                       // "" = no HTTP endpoint
+  std::string data_dir;                   // "" = in-memory store (tests, benchmarks)
+  core::SchedulerConfig scheduler = DefaultSchedulerConfig();
+  DurationMs node_heartbeat_ms = 2'000;
+  DurationMs task_heartbeat_ms = 5'000;
+  DurationMs probe_interval_ms = 10'000;
+  DurationMs probe_timeout_ms = 1'000;
+  DurationMs kill_grace_ms = 10'000;
+  // Largest pause of the scheduling loop between events (liveness checks run this often).
+  DurationMs loop_tick_ms = 100;
+  bool fsync_every_commit = false;
+
+  // The server waits in Q for capacity (a task starts as soon as capacity frees).
+  static core::SchedulerConfig DefaultSchedulerConfig();
+  Status Validate() const;
+};
+
+// Applies the keys of a YAML file to `config`. Errors name the file and the key.
+Status ApplyConfigFile(const std::string& path, ServerConfig& config);
+
+}  // namespace gpusched::server

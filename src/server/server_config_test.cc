@@ -1,0 +1,63 @@
+#include "server/server_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpusched::server {
+namespace {
+
+std::string WriteFile(const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("gpusched_cfg_" + std::to_string(getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ServerConfigTest, DefaultsWaitInQueueForCapacity) {
+  ServerConfig c;
+  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kStayQueued);
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(ServerConfigTest, FileSetsEveryTiming) {
+  ServerConfig c;
+  const std::string path = WriteFile(
+      "t1: 1s\nt2: 300ms\nfail_max: 2\nnode_timeout: 1500ms\ntask_timeout: 2s\n"
+      "node_heartbeat: 200ms\ntask_heartbeat: 250ms\nprobe_interval: 500ms\n"
+      "capacity_wait: failure_queue\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.t1_ms, 1000);
+  EXPECT_EQ(c.scheduler.t2_ms, 300);
+  EXPECT_EQ(c.scheduler.fail_max, 2);
+  EXPECT_EQ(c.scheduler.max_priority_value, 7);
+  EXPECT_EQ(c.scheduler.node_timeout_ms, 1500);
+  EXPECT_EQ(c.node_heartbeat_ms, 200);
+  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kFailureQueue);
+  std::filesystem::remove(path);
+}
+
+TEST(ServerConfigTest, BadFilesNameTheKey) {
+  for (const auto& [text, needle] :
+       std::vector<std::pair<std::string, std::string>>{{"t1: soon\n", "t1"},
+                                                        {"color: blue\n", "unknown key \"color\""},
+                                                        {"fail_max: x\n", "fail_max"},
+                                                        {"node_heartbeat: 20s\n", "node_heartbeat"},
+                                                        {"t1: [1, 2]\n", "t1"},
+                                                        {"- a\n- b\n", "mapping"},
+                                                        {"t1: : :\n", "config"}}) {
+    ServerConfig c;
+    const std::string path = WriteFile(text);
+    Status s = ApplyConfigFile(path, c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    std::filesystem::remove(path);
+  }
+}
+
+}  // namespace
+}  // namespace gpusched::server

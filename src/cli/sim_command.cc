@@ -1,0 +1,152 @@
+// `gpusched sim`: replay a trace (or a synthetic workload) through core::Scheduler on a
+// simulated clock and report JCT, waiting time, makespan, utilisation and fragmentation
+// (DESIGN.md "The command line" and "Simulator"; the semantics are in src/sim/README.md).
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "base/clock.h"
+#include "base/rng.h"
+#include "cli/commands.h"
+#include "sim/cluster_spec.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/synthetic.h"
+#include "sim/trace.h"
+
+namespace gpusched::cli {
+namespace {
+
+struct SimFlags {
+  std::string trace, format = "csv", cluster, nodes, policy = "gpusched", placement = "gpusched";
+  std::string out;
+  bool json = false, skip_bad_lines = false, allocation_replay = false, no_progress = false;
+  int64_t synthetic_jobs = 0;
+  double arrivals_per_hour = 30;
+  std::optional<uint64_t> seed;
+  std::vector<double> las_thresholds_gpu_h;
+};
+
+[[noreturn]] void Fail(const std::string& message, int code) {
+  std::cerr << "gpusched sim: " << message << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+template <typename T>
+T OrFail(StatusOr<T> v, int code = kExitUsage) {
+  if (!v.ok()) Fail(v.status().message(), code);
+  return std::move(v).value();
+}
+
+// A one-line progress bar on stderr, only when stderr is a terminal.
+std::function<void(size_t, size_t)> ProgressBar(bool enabled) {
+  if (!enabled || isatty(STDERR_FILENO) == 0) return {};
+  return [](size_t done, size_t total) {
+    const int width = 40;
+    const int filled = total == 0 ? width : static_cast<int>(width * done / total);
+    std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu jobs", std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(),
+                 total == 0 ? 100 : static_cast<int>(100 * done / total), done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+}
+
+void RunSim(const SimFlags& f) {
+  sim::RunInfo info;
+  sim::Trace trace;
+  if (f.synthetic_jobs > 0) {
+    Rng rng(f.seed.value_or(Rng::FreshSeed()));
+    std::cerr << "gpusched sim: synthetic workload, " << f.synthetic_jobs << " jobs, seed "
+              << rng.seed() << "\n";
+    trace = sim::GenerateSyntheticTrace({f.synthetic_jobs, f.arrivals_per_hour}, rng);
+    info.synthetic = true;
+    info.seed = rng.seed();
+    info.trace = "synthetic";
+    info.format = "synthetic";
+  } else {
+    if (f.trace.empty()) Fail("--trace FILE is required (or --synthetic N)", kExitUsage);
+    const sim::TraceFormat format = OrFail(sim::ParseTraceFormat(f.format));
+    trace = OrFail(sim::LoadTrace(f.trace, format, {f.skip_bad_lines}));
+    info.trace = f.trace;
+    info.format = f.format;
+    info.skipped_lines = trace.skipped_lines;
+    if (trace.skipped_lines > 0) {
+      std::cerr << "gpusched sim: skipped " << trace.skipped_lines
+                << " bad lines; the first: " << trace.first_skipped_error << "\n";
+    }
+  }
+  std::vector<core::NodeSpec> nodes;
+  if (!f.nodes.empty()) {
+    nodes = OrFail(sim::LoadNodeList(f.nodes));
+    info.cluster = f.nodes;
+  } else {
+    info.cluster = f.cluster.empty() ? "100x8" : f.cluster;
+    nodes = OrFail(sim::ParseClusterSpec(info.cluster));
+  }
+  sim::SimOptions options;
+  options.policy = OrFail(sim::ParsePolicy(f.policy));
+  options.placement = OrFail(sim::ParsePlacementPolicy(f.placement));
+  for (double h : f.las_thresholds_gpu_h) {
+    options.las_thresholds_gpu_ms.push_back(static_cast<int64_t>(h * 3'600'000.0));
+  }
+  options.allocation_replay = f.allocation_replay;
+  options.progress = ProgressBar(!f.no_progress);
+  info.policy = f.policy;
+  info.placement = f.placement;
+
+  // The real clock times the replay itself, for the report only; the replay runs on its own
+  // simulated clock.
+  RealClock wall;
+  const int64_t started_ns = wall.NowNs();
+  const sim::SimResult result = OrFail(sim::RunSimulation(trace, nodes, options));
+  info.wall_s = static_cast<double>(wall.NowNs() - started_ns) / 1e9;
+
+  if (f.json) {
+    sim::WriteJson(std::cout, result, info);
+  } else {
+    sim::WriteSummaryTable(std::cout, result, info);
+  }
+  if (!f.out.empty()) {
+    std::string warning;
+    Status s = sim::WriteOutputs(f.out, result, info, &warning);
+    if (!s.ok()) Fail(s.message(), kExitFailure);
+    if (!warning.empty()) std::cerr << "gpusched sim: " << warning << "\n";
+  }
+}
+
+}  // namespace
+
+void RegisterSim(CLI::App& app) {
+  auto* cmd = app.add_subcommand("sim", "Replay a GPU cluster trace through the scheduler core");
+  auto f = std::make_shared<SimFlags>();
+  cmd->add_option("--trace", f->trace, "Trace file");
+  cmd->add_option("--format", f->format, "csv | philly | philly-rfold | alibaba")
+      ->capture_default_str();
+  cmd->add_option("--cluster", f->cluster, "Uniform cluster NxG[xMEM] (default 100x8)");
+  cmd->add_option("--nodes", f->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+      ->excludes("--cluster");
+  cmd->add_option("--policy", f->policy, "gpusched | fifo | fifo-backfill | sjf | srtf | las")
+      ->capture_default_str();
+  cmd->add_option("--placement", f->placement, "Node/GPU choice: gpusched | best-fit | worst-fit")
+      ->capture_default_str();
+  cmd->add_option("--out", f->out, "Directory for summary.json, CSV files and PNG plots");
+  cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
+  cmd->add_flag("--skip-bad-lines", f->skip_bad_lines, "Skip and count unparsable trace lines");
+  cmd->add_flag("--allocation-replay", f->allocation_replay,
+                "FGD (ATC'23) experiment: pods arrive, none leaves; allocation rate and "
+                "unallocated GPUs");
+  cmd->add_option("--las-thresholds", f->las_thresholds_gpu_h,
+                  "LAS queue thresholds in GPU-hours, ascending (default 1 10)");
+  cmd->add_option("--synthetic", f->synthetic_jobs, "Generate N Philly-like jobs instead of --trace");
+  cmd->add_option("--arrivals-per-hour", f->arrivals_per_hour, "Synthetic arrival rate")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed of the synthetic workload (printed)");
+  cmd->add_flag("--no-progress", f->no_progress, "No progress bar");
+  cmd->callback([f] { RunSim(*f); });
+}
+
+}  // namespace gpusched::cli

@@ -1,0 +1,130 @@
+// Every policy on tiny traces whose JCTs were computed by hand (the derivations are in
+// README.md, "Hand-computed scenarios"), through the production core::Scheduler.
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/cluster_spec.h"
+#include "sim/simulator.h"
+
+namespace gpusched::sim {
+namespace {
+
+const std::string kData = GPUSCHED_SIM_TESTDATA;
+
+SimResult Simulate(const std::string& file, TraceFormat format, const std::string& cluster,
+                   SimOptions options) {
+  auto trace = LoadTrace(kData + "/" + file, format);
+  EXPECT_TRUE(trace.ok()) << trace.status().ToString();
+  auto nodes = ParseClusterSpec(cluster);
+  EXPECT_TRUE(nodes.ok());
+  auto r = RunSimulation(*trace, *nodes, options);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return *r;
+}
+
+// JCT in seconds by job id.
+std::map<std::string, double> Jcts(const SimResult& r) {
+  std::map<std::string, double> out;
+  for (const JobRecord& j : r.jobs) {
+    EXPECT_EQ(j.outcome, JobOutcome::kFinished) << j.id;
+    out[j.id] = static_cast<double>(j.finish_ms - j.submit_ms) / 1000.0;
+  }
+  return out;
+}
+
+SimOptions With(Policy p, std::vector<int64_t> las_thresholds_gpu_ms = {}) {
+  SimOptions o;
+  o.policy = p;
+  o.las_thresholds_gpu_ms = std::move(las_thresholds_gpu_ms);
+  return o;
+}
+
+SimResult Nonpreemptive(Policy p) {
+  return Simulate("tiny_nonpreemptive.csv", TraceFormat::kCsv, "1x4", With(p));
+}
+
+using JctMap = std::map<std::string, double>;
+
+// J0 2 GPUs at 0 s for 100 s, J1 4 at 10 for 30, J2 1 at 20 for 20, J3 2 at 30 for 10,
+// J4 2 at 35 for 5, on 4 GPUs.
+TEST(PoliciesTest, FifoBlocksBehindTheWideJob) {
+  const SimResult r = Nonpreemptive(Policy::kFifo);
+  EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 120}, {"J2", 130}, {"J3", 110}, {"J4", 110}}));
+  EXPECT_DOUBLE_EQ(r.summary.avg_jct_s, 114);
+  EXPECT_DOUBLE_EQ(r.summary.avg_wait_s, 81);
+  EXPECT_DOUBLE_EQ(r.summary.makespan_s, 150);
+  EXPECT_DOUBLE_EQ(r.summary.p50_jct_s, 110);
+  EXPECT_DOUBLE_EQ(r.summary.p99_jct_s, 130);
+}
+
+TEST(PoliciesTest, FifoBackfillSkipsWhatDoesNotFit) {
+  const SimResult r = Nonpreemptive(Policy::kFifoBackfill);
+  EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 120}, {"J2", 20}, {"J3", 20}, {"J4", 20}}));
+  EXPECT_DOUBLE_EQ(r.summary.avg_jct_s, 56);
+  EXPECT_DOUBLE_EQ(r.summary.makespan_s, 130);
+}
+
+TEST(PoliciesTest, SjfStartsTheShortestFirst) {
+  const SimResult r = Nonpreemptive(Policy::kSjf);
+  EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 120}, {"J2", 20}, {"J3", 25}, {"J4", 10}}));
+  EXPECT_DOUBLE_EQ(r.summary.avg_jct_s, 55);
+}
+
+// All five tasks score St 16, Pt 4 (no CPU or RAM: 5 + 5; 32 GiB GPUs: 1; <= 1 h: 5). A task
+// that does not fit goes to FQ and comes back demoted at the t2 flushes (30, 60, 90, 120 s).
+TEST(PoliciesTest, GpuschedParksMisfitsInTheFailureQueueUntilT2) {
+  const SimResult r = Nonpreemptive(Policy::kGpusched);
+  EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 140}, {"J2", 20}, {"J3", 40}, {"J4", 60}}));
+  EXPECT_DOUBLE_EQ(r.summary.avg_jct_s, 72);
+  EXPECT_DOUBLE_EQ(r.summary.makespan_s, 150);
+}
+
+// P0 4 GPUs at 0 s for 100 s, P1 2 at 10 for 20, P2 2 at 20 for 50, on 4 GPUs.
+TEST(PoliciesTest, SrtfPreemptsTheLongestRemaining) {
+  const SimResult r =
+      Simulate("tiny_preemptive.csv", TraceFormat::kCsv, "1x4", With(Policy::kSrtf));
+  EXPECT_EQ(Jcts(r), (JctMap{{"P0", 160}, {"P1", 20}, {"P2", 50}}));
+  EXPECT_EQ(r.summary.preemptions, 1);
+  EXPECT_DOUBLE_EQ(r.summary.makespan_s, 160);
+}
+
+// One threshold at 40 GPU-seconds: P0 drops to queue 1 at 10 s, P2 at 40 s (20 s x 2 GPUs);
+// inside queue 1 P0 (earlier) goes first and preempts P2.
+TEST(PoliciesTest, LasDemotesAtTheThresholdAndServesFifoInsideAQueue) {
+  const SimResult r = Simulate("tiny_preemptive.csv", TraceFormat::kCsv, "1x4",
+                               With(Policy::kLas, {40'000}));
+  EXPECT_EQ(Jcts(r), (JctMap{{"P0", 130}, {"P1", 20}, {"P2", 140}}));
+  EXPECT_EQ(r.summary.preemptions, 2);
+}
+
+TEST(PoliciesTest, NonPreemptivePoliciesNeverPreempt) {
+  for (Policy p : {Policy::kFifo, Policy::kFifoBackfill, Policy::kSjf, Policy::kGpusched}) {
+    const SimResult r =
+        Simulate("tiny_preemptive.csv", TraceFormat::kCsv, "1x4", With(p));
+    EXPECT_EQ(r.summary.preemptions, 0) << PolicyName(p);
+    EXPECT_EQ(r.summary.jobs, 3) << PolicyName(p);
+  }
+}
+
+// Utilisation of fifo-backfill on 4 GPUs over [0, 130]: busy GPU-seconds 2x100 + 4x30 +
+// 1x20 + 2x10 + 2x5 = 370 -> 370 / 520.
+TEST(PoliciesTest, UtilisationIsBusyGpuTimeOverCapacity) {
+  const SimResult r = Nonpreemptive(Policy::kFifoBackfill);
+  EXPECT_NEAR(r.summary.gpu_utilization, 370.0 / 520.0, 1e-12);
+  EXPECT_NEAR(r.summary.gpu_mem_utilization, 370.0 / 520.0, 1e-12);  // whole GPUs
+}
+
+// A job wider than every node is refused by the core at submission and reported.
+TEST(PoliciesTest, JobsNoNodeCanFitAreRejected) {
+  const SimResult r = Simulate("tiny_nonpreemptive.csv", TraceFormat::kCsv, "2x2",
+                               With(Policy::kFifoBackfill));
+  EXPECT_EQ(r.summary.rejected, 1);
+  EXPECT_EQ(r.jobs[1].outcome, JobOutcome::kRejected);
+  EXPECT_NE(r.jobs[1].reason.find("gpus: 4 requested but the largest node has 2"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::sim

@@ -1,0 +1,85 @@
+#include "sim/policy.h"
+
+#include <limits>
+
+namespace gpusched::sim {
+
+std::vector<Policy> AllPolicies() {
+  return {Policy::kGpusched, Policy::kFifo, Policy::kFifoBackfill,
+          Policy::kSjf,      Policy::kSrtf, Policy::kLas};
+}
+
+const char* PolicyName(Policy p) {
+  switch (p) {
+    case Policy::kGpusched: return "gpusched";
+    case Policy::kFifo: return "fifo";
+    case Policy::kFifoBackfill: return "fifo-backfill";
+    case Policy::kSjf: return "sjf";
+    case Policy::kSrtf: return "srtf";
+    case Policy::kLas: return "las";
+  }
+  return "unknown";
+}
+
+StatusOr<Policy> ParsePolicy(std::string_view name) {
+  for (Policy p : AllPolicies()) {
+    if (name == PolicyName(p)) return p;
+  }
+  return InvalidArgument("policy: \"" + std::string(name) +
+                         "\" is not one of gpusched, fifo, fifo-backfill, sjf, srtf, las");
+}
+
+const char* PlacementPolicyName(PlacementPolicy p) {
+  switch (p) {
+    case PlacementPolicy::kGpusched: return "gpusched";
+    case PlacementPolicy::kBestFit: return "best-fit";
+    case PlacementPolicy::kWorstFit: return "worst-fit";
+  }
+  return "unknown";
+}
+
+StatusOr<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
+  for (PlacementPolicy p :
+       {PlacementPolicy::kGpusched, PlacementPolicy::kBestFit, PlacementPolicy::kWorstFit}) {
+    if (name == PlacementPolicyName(p)) return p;
+  }
+  return InvalidArgument("placement: \"" + std::string(name) +
+                         "\" is not one of gpusched, best-fit, worst-fit");
+}
+
+bool IsPreemptive(Policy p) { return p == Policy::kSrtf || p == Policy::kLas; }
+
+core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placement,
+                                          const std::vector<int64_t>& las_thresholds_gpu_ms) {
+  core::SchedulerConfig c;
+  const int64_t never = std::numeric_limits<int64_t>::max() / 4;
+  c.node_timeout_ms = never;
+  c.task_timeout_ms = never;
+  if (policy != Policy::kGpusched) c.capacity_wait = core::CapacityWait::kStayQueued;
+  switch (policy) {
+    case Policy::kGpusched: break;
+    case Policy::kFifo:
+      c.queue_order.order = core::QueueOrder::kSubmission;
+      c.head_of_line_blocking = true;
+      break;
+    case Policy::kFifoBackfill: c.queue_order.order = core::QueueOrder::kSubmission; break;
+    case Policy::kSjf: c.queue_order.order = core::QueueOrder::kShortestDuration; break;
+    case Policy::kSrtf: c.queue_order.order = core::QueueOrder::kShortestRemaining; break;
+    case Policy::kLas: c.queue_order.order = core::QueueOrder::kLeastAttained; break;
+  }
+  if (!las_thresholds_gpu_ms.empty()) c.queue_order.las_thresholds_gpu_ms = las_thresholds_gpu_ms;
+  switch (placement) {
+    case PlacementPolicy::kGpusched: break;
+    case PlacementPolicy::kBestFit:
+      c.placement.weights.weight = {0, 0, 0, 1};  // GpuBestFit only
+      c.placement.gpu_order = core::GpuOrder::kBestFit;
+      break;
+    case PlacementPolicy::kWorstFit:
+      c.placement.weights.weight = {1, 0, 0, 0};  // LeastAllocated only
+      c.placement.gpu_order = core::GpuOrder::kSpread;
+      break;
+  }
+  return c;
+}
+
+}  // namespace gpusched::sim

@@ -1,0 +1,55 @@
+#pragma once
+// The policies `gpusched sim` compares, each as a core::SchedulerConfig, so every one of them
+// runs through the production core::Scheduler. Exact semantics:
+//
+//   gpusched       the production defaults: Q in (Pt, first submission) (CN115981827A claim 2),
+//                  a task no node fits goes to FQ and returns demoted every t2 (claim 3,
+//                  PATENTS.md section 6), GPUs picked by CN109992422A claims 3-4.
+//   fifo           strict FIFO by submission, non-preemptive, head-of-line blocking: a pass
+//                  stops at the first task that does not fit.
+//   fifo-backfill  submission order, non-preemptive; a task that does not fit is skipped and
+//                  later tasks may start.
+//   sjf            shortest true duration first (oracle), non-preemptive, a misfit is skipped.
+//   srtf           shortest remaining true time first (oracle), preemptive, re-decided at
+//                  every arrival and completion, greedy in that order (core/preemption.h), no
+//                  preemption overhead.
+//   las            discretized least attained service on GPU-time (thresholds configurable),
+//                  FIFO inside a queue, preemptive like srtf, also re-decided when a running
+//                  task crosses a threshold.
+// Every baseline waits in Q for capacity (CapacityWait::kStayQueued) and passes run on every
+// event. All policies see the trace's true duration as the task's stated duration (it feeds
+// the CN115981827A score of the gpusched policy).
+//
+// Node and GPU choice (independent of the order, for the FGD comparison):
+//   gpusched   the production placement (weighted LeastAllocated + BalancedAllocation,
+//              GPUs by CN109992422A's principles)
+//   best-fit   the node whose GPU memory is the fullest after placement, the GPU with the
+//              least memory left over
+//   worst-fit  the node with the most free resources (LeastAllocated), GPUs spread
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "core/scheduler_config.h"
+
+namespace gpusched::sim {
+
+enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas };
+enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit };
+
+StatusOr<Policy> ParsePolicy(std::string_view name);
+const char* PolicyName(Policy p);
+std::vector<Policy> AllPolicies();
+StatusOr<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
+const char* PlacementPolicyName(PlacementPolicy p);
+
+bool IsPreemptive(Policy p);
+
+// The scheduler configuration of a policy. Liveness timeouts are disabled: the simulator sends
+// no heartbeats, so no node or task may time out. `las_thresholds_gpu_ms` empty = the default.
+core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placement,
+                                          const std::vector<int64_t>& las_thresholds_gpu_ms);
+
+}  // namespace gpusched::sim

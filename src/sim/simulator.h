@@ -1,0 +1,75 @@
+#pragma once
+// The trace-driven simulator: replays a Trace on a cluster through the production
+// core::Scheduler on a simulated clock (FakeClock), the way the server drives it:
+//
+//   arrival     -> Scheduler::Submit (a refusal is recorded as a rejected job)
+//   completion  -> Scheduler::TaskFinished(exit 0)
+//   every instant at which something happened -> Scheduler::Tick (runs the pass the events
+//                  asked for); each kAssign action is started at once (TaskStarted) and its
+//                  completion scheduled after the remaining true duration.
+//   FQ flushes  -> a Tick event at Scheduler::next_failure_flush_ms while FQ is not empty.
+//   preemptive policies -> before the Tick, core::SelectPreemptionVictims and
+//                  Scheduler::Preempt for each victim (at arrivals, completions and LAS
+//                  threshold crossings).
+// Trace arrivals come first at equal times (they hold the lowest sequence numbers); then
+// events in the order they were scheduled. Nothing reads the real clock.
+//
+// The allocation replay (FGD, ATC'23 "Beware of Fragmentation"): pods arrive in trace order
+// and none leaves; each is placed by one pass or, when no node fits, cancelled and counted as
+// unallocated. It measures the GPU allocation rate and the unallocated GPUs.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "base/status.h"
+#include "core/node.h"
+#include "core/scheduler.h"
+#include "sim/metrics.h"
+#include "sim/policy.h"
+#include "sim/trace.h"
+
+namespace gpusched::sim {
+
+struct SimOptions {
+  Policy policy = Policy::kGpusched;
+  PlacementPolicy placement = PlacementPolicy::kGpusched;
+  std::vector<int64_t> las_thresholds_gpu_ms;  // empty = the core's default
+  bool allocation_replay = false;              // the FGD experiment instead of a JCT replay
+  // Called now and then with (jobs arrived, jobs in the trace); may be empty.
+  std::function<void(size_t, size_t)> progress;
+};
+
+// One point of the allocation replay, after each arrival.
+struct AllocationPoint {
+  double arrived_gpus = 0;      // GPUs requested by the pods arrived so far (shares included)
+  double allocated_gpus = 0;    // GPUs reserved for them
+};
+
+struct AllocationResult {
+  double total_gpus = 0;
+  double arrived_gpus = 0, allocated_gpus = 0;
+  double allocation_rate = 0;    // allocated / total GPUs
+  double unallocated_gpus = 0;   // arrived - allocated: requests no node could take
+  std::vector<AllocationPoint> curve;
+};
+
+struct SimResult {
+  std::vector<JobRecord> jobs;        // in trace order
+  std::vector<UsageSample> usage;     // at every change of the cluster
+  Summary summary;
+  core::SchedulerStats stats;
+  int64_t events = 0;
+  int64_t total_gpus = 0;
+  MiB total_gpu_mib = 0;
+  AllocationResult allocation;        // allocation replay only
+};
+
+StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::NodeSpec>& nodes,
+                                  const SimOptions& options);
+
+// The TaskSpec a trace job is submitted as. A share of one GPU (gpu_milli < 1000) becomes
+// gpu_milli/1000 of the cluster's smallest GPU memory; whole GPUs are exclusive.
+core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib);
+
+}  // namespace gpusched::sim

@@ -1,0 +1,327 @@
+#include "agent/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "agent/gpu_discovery.h"
+#include "agent/log_service.h"
+#include "agent/process_runner.h"
+#include "base/clock.h"
+#include "gpusched/v1/gpusched.grpc.pb.h"
+#include "rpc/channel.h"
+
+namespace gpusched::agent {
+
+namespace v1 = ::gpusched::v1;
+using Key = std::pair<uint64_t, int64_t>;
+
+struct Agent::Impl {
+  AgentConfig config;
+  RealClock clock;
+  std::unique_ptr<GpuDiscovery> gpus;
+  std::string log_dir;
+  std::string address;
+  std::unique_ptr<LogService> log_service;
+  std::unique_ptr<grpc::Server> log_server;
+  std::unique_ptr<v1::AgentLink::Stub> stub;
+  std::unique_ptr<ProcessRunner> runner;
+
+  std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
+  std::mutex mu;  // guards everything below
+  std::condition_variable cv;
+  bool stop = false;
+  bool down = false;
+  grpc::ClientContext* ctx = nullptr;
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream = nullptr;
+  std::map<Key, v1::TaskStatus> unacked;  // finished, not yet acknowledged by the server
+  std::mutex write_mu;                    // one writer on the stream at a time
+  std::thread link_thread, heartbeat_thread;
+
+  void Send(const v1::AgentMessage& m) {
+    std::lock_guard<std::mutex> lock(write_mu);
+    if (stream != nullptr) stream->Write(m);
+  }
+  void Log(const std::string& line) {
+    if (!config.quiet) std::cerr << "gpusched agent " << config.name << ": " << line << "\n";
+  }
+  v1::AgentMessage Register() const;
+  void LinkLoop();
+  void HeartbeatLoop();
+  void Handle(const v1::ServerMessage& m);
+  void OnAssign(const v1::Assign& a);
+  void OnExit(const ProcessExit& e);
+  void Report(v1::TaskStatus st);
+};
+
+v1::AgentMessage Agent::Impl::Register() const {
+  v1::AgentMessage m;
+  v1::RegisterNode* r = m.mutable_register_();
+  r->set_name(config.name);
+  r->set_address(address);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  r->set_cpu_milli(std::max(1L, cpus) * 1000);
+  r->set_mem_mib(static_cast<int64_t>(pages) * page / (1 << 20));
+  for (size_t i = 0; i < gpus->gpus().size(); ++i) {
+    v1::Gpu* g = r->add_gpus();
+    g->set_index(static_cast<int32_t>(i));
+    g->set_model(gpus->gpus()[i].model);
+    g->set_total_mib(gpus->gpus()[i].total_mib);
+  }
+  for (const auto& [k, v] : config.labels) (*r->mutable_labels())[k] = v;
+  r->set_simulated(gpus->simulated());
+  return m;
+}
+
+void Agent::Impl::LinkLoop() {
+  DurationMs backoff = 100;
+  for (;;) {
+    grpc::ClientContext context;
+    auto s = stub->Connect(&context);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stop) return;
+      ctx = &context;
+      std::lock_guard<std::mutex> wlock(write_mu);
+      stream = s.get();
+    }
+    bool connected = s->Write(Register());
+    if (connected) {
+      std::vector<v1::TaskStatus> resend;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto& [key, st] : unacked) resend.push_back(st);
+      }
+      for (const v1::TaskStatus& st : resend) {
+        v1::AgentMessage m;
+        *m.mutable_status() = st;
+        Send(m);
+      }
+      v1::ServerMessage msg;
+      while (s->Read(&msg)) {
+        if (msg.has_registered()) {
+          Log("connected to " + config.server);
+          backoff = 100;
+        }
+        Handle(msg);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> wlock(write_mu);
+      stream = nullptr;
+      ctx = nullptr;
+    }
+    grpc::Status st = s->Finish();
+    std::unique_lock<std::mutex> lock(mu);
+    if (stop) return;
+    if (connected) Log("link to " + config.server + " lost: " + st.error_message());
+    cv.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stop; });
+    if (stop) return;
+    backoff = std::min<DurationMs>(backoff * 2, 1000);
+  }
+}
+
+void Agent::Impl::HeartbeatLoop() {
+  TimeMs next_node = 0, next_task = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      const DurationMs period = std::min(node_hb_ms.load(), task_hb_ms.load());
+      if (cv.wait_for(lock, std::chrono::milliseconds(std::max<DurationMs>(period / 2, 5)),
+                      [&] { return stop; })) {
+        return;
+      }
+    }
+    const TimeMs now = clock.NowMs();
+    const auto running = runner->Running();
+    if (now >= next_node) {
+      // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory.
+      v1::AgentMessage m;
+      v1::NodeHeartbeat* hb = m.mutable_heartbeat();
+      for (MiB f : gpus->FreeMib()) hb->add_gpu_free_mib(f);
+      for (const auto& [id, attempt] : running) {
+        v1::TaskRef* r = hb->add_running();
+        r->set_id(id);
+        r->set_attempt(attempt);
+      }
+      Send(m);
+      next_node = now + node_hb_ms.load();
+    }
+    if (now >= next_task && !running.empty()) {
+      // CN109992422A claim 7: task heartbeats, batched per node.
+      v1::AgentMessage m;
+      for (const auto& [id, attempt] : running) {
+        v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
+        r->set_id(id);
+        r->set_attempt(attempt);
+      }
+      Send(m);
+      next_task = now + task_hb_ms.load();
+    }
+  }
+}
+
+void Agent::Impl::Handle(const v1::ServerMessage& m) {
+  if (m.has_registered()) {
+    node_hb_ms = std::max<int64_t>(m.registered().node_heartbeat_ms(), 10);
+    task_hb_ms = std::max<int64_t>(m.registered().task_heartbeat_ms(), 10);
+    kill_grace_ms = std::max<int64_t>(m.registered().kill_grace_ms(), 0);
+    cv.notify_all();
+  } else if (m.has_assign()) {
+    OnAssign(m.assign());
+  } else if (m.has_kill()) {
+    runner->Kill(m.kill().id(), m.kill().attempt(), kill_grace_ms.load(), m.kill().reason());
+  } else if (m.has_ack()) {
+    std::lock_guard<std::mutex> lock(mu);
+    unacked.erase({m.ack().id(), m.ack().attempt()});
+  }
+}
+
+void Agent::Impl::OnAssign(const v1::Assign& a) {
+  for (const auto& key : runner->Running()) {
+    if (key == Key{a.id(), a.attempt()}) return;  // a repeated assignment
+  }
+  LaunchSpec spec;
+  spec.id = a.id();
+  spec.attempt = a.attempt();
+  spec.command.assign(a.command().begin(), a.command().end());
+  spec.log_path = LogPath(log_dir, a.id(), a.attempt());
+  for (const auto& [k, v] : a.env()) spec.env[k] = v;
+  std::string visible, mem;
+  for (int i = 0; i < a.gpus_size(); ++i) {
+    visible += (i ? "," : "") + std::to_string(a.gpus(i));
+    if (i < a.gpu_mem_mib_size()) mem += (i ? "," : "") + std::to_string(a.gpu_mem_mib(i));
+  }
+  // Exactly the task's GPUs, numbered as NVML numbers them.
+  spec.env["CUDA_VISIBLE_DEVICES"] = visible;
+  spec.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  spec.env["GPUSCHED_GPU_MEM_MIB"] = mem;
+  spec.env["GPUSCHED_TASK_ID"] = std::to_string(a.id());
+  spec.env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
+  spec.env["GPUSCHED_NODE"] = config.name;
+  if (gpus->simulated()) spec.env["GPUSCHED_PEAK_MIB_FILE"] = spec.log_path + ".peak";
+  v1::TaskStatus st;
+  st.set_id(a.id());
+  st.set_attempt(a.attempt());
+  Status s = runner->Launch(spec);
+  if (s.ok()) {
+    st.set_kind(v1::TaskStatus::STARTED);
+    v1::AgentMessage m;
+    *m.mutable_status() = st;
+    Send(m);
+    return;
+  }
+  st.set_kind(v1::TaskStatus::FINISHED);
+  st.set_exit_code(127);
+  st.set_reason("launch failed: " + s.message());
+  Report(st);
+}
+
+// With simulated GPUs nothing can observe device memory, so a task may state its own peak
+// (in MiB) in $GPUSCHED_PEAK_MIB_FILE; the memory table then learns from it as from NVML.
+void Agent::Impl::OnExit(const ProcessExit& e) {
+  v1::TaskStatus st;
+  st.set_id(e.id);
+  st.set_attempt(e.attempt);
+  st.set_kind(v1::TaskStatus::FINISHED);
+  st.set_exit_code(e.exit_code);
+  st.set_reason(e.reason);
+  const std::string peak_file = LogPath(log_dir, e.id, e.attempt) + ".peak";
+  std::ifstream in(peak_file);
+  int64_t peak = 0;
+  if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
+  std::error_code ec;
+  std::filesystem::remove(peak_file, ec);
+  Report(st);
+}
+
+void Agent::Impl::Report(v1::TaskStatus st) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    unacked[{st.id(), st.attempt()}] = st;
+  }
+  v1::AgentMessage m;
+  *m.mutable_status() = std::move(st);
+  Send(m);
+}
+
+// ---------------------------------------------------------------- Agent
+
+StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  if (impl->config.name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    impl->config.name = host;
+  }
+  if (!config.simulate) {
+    auto nvml = OpenNvml();
+    if (nvml.ok() && !(*nvml)->gpus().empty()) impl->gpus = std::move(nvml).value();
+  }
+  if (!impl->gpus) {
+    GS_ASSIGN_OR_RETURN(std::vector<GpuInfo> sim, ParseGpuList(config.gpus));
+    impl->gpus = MakeSimulatedGpus(std::move(sim));
+  }
+  impl->log_dir = config.data_dir.empty()
+                      ? (std::filesystem::temp_directory_path() /
+                         ("gpusched-agent-" + impl->config.name + "-" + std::to_string(getpid())))
+                            .string()
+                      : config.data_dir + "/logs";
+  std::error_code ec;
+  std::filesystem::create_directories(impl->log_dir, ec);
+  if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
+
+  impl->log_service = std::make_unique<LogService>(impl->log_dir);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(impl->log_service.get());
+  impl->log_server = builder.BuildAndStart();
+  if (!impl->log_server || port == 0) {
+    return Unavailable("listen: cannot listen on " + config.listen);
+  }
+  impl->address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
+  Impl* raw = impl.get();
+  impl->runner = std::make_unique<ProcessRunner>(
+      impl->clock, [raw](const ProcessExit& e) { raw->OnExit(e); });
+  impl->stub = v1::AgentLink::NewStub(rpc::MakeChannel(config.server));
+  impl->link_thread = std::thread([raw] { raw->LinkLoop(); });
+  impl->heartbeat_thread = std::thread([raw] { raw->HeartbeatLoop(); });
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() { Shutdown(); }
+const std::string& Agent::name() const { return impl_->config.name; }
+const std::string& Agent::address() const { return impl_->address; }
+
+void Agent::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->down) return;
+    impl_->down = impl_->stop = true;
+    if (impl_->ctx != nullptr) impl_->ctx->TryCancel();
+  }
+  impl_->cv.notify_all();
+  impl_->link_thread.join();
+  impl_->heartbeat_thread.join();
+  impl_->runner.reset();  // kills what still runs
+  impl_->log_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+}
+
+void Agent::Wait() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->down; });
+}
+
+}  // namespace gpusched::agent

@@ -1,0 +1,38 @@
+#pragma once
+// GPU discovery: what GPUs this node has and how much memory is free on each. NVML (loaded
+// with dlopen, so the agent runs on machines without a driver) when libnvidia-ml.so.1 is
+// present; otherwise simulated GPUs described on the command line ("8x80GiB").
+//
+// Thread-safety: FreeMib may be called from any thread.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/units.h"
+
+namespace gpusched::agent {
+
+struct GpuInfo {
+  std::string model;
+  MiB total_mib = 0;
+};
+
+class GpuDiscovery {
+ public:
+  virtual ~GpuDiscovery() = default;
+  virtual const std::vector<GpuInfo>& gpus() const = 0;
+  // Free memory per GPU as the device reports it; -1 where unknown (simulated GPUs).
+  virtual std::vector<MiB> FreeMib() = 0;
+  virtual bool simulated() const = 0;
+};
+
+// "8x80GiB", "2x16GiB", "4x24576" (MiB), "0" (no GPUs); model "SIM-<size>".
+StatusOr<std::vector<GpuInfo>> ParseGpuList(const std::string& text);
+
+std::unique_ptr<GpuDiscovery> MakeSimulatedGpus(std::vector<GpuInfo> gpus);
+// NVML, or NotFound when no driver library is present (the caller falls back).
+StatusOr<std::unique_ptr<GpuDiscovery>> OpenNvml();
+
+}  // namespace gpusched::agent

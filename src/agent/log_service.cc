@@ -1,0 +1,28 @@
+#include "agent/log_service.h"
+
+#include <fstream>
+
+namespace gpusched::agent {
+
+std::string LogPath(const std::string& log_dir, uint64_t id, int64_t attempt) {
+  return log_dir + "/task-" + std::to_string(id) + "-" + std::to_string(attempt) + ".log";
+}
+
+grpc::Status LogService::ReadLog(grpc::ServerContext*, const ::gpusched::v1::ReadLogRequest* req,
+                                 ::gpusched::v1::ReadLogResponse* resp) {
+  if (req->offset() < 0 || req->max_bytes() < 0 || req->max_bytes() > (64 << 20)) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "offset/max_bytes: out of range"};
+  }
+  std::ifstream in(LogPath(log_dir_, req->id(), req->attempt()), std::ios::binary);
+  resp->set_next_offset(req->offset());
+  if (!in) return grpc::Status::OK;  // not written yet: an empty read
+  in.seekg(req->offset());
+  std::string data(static_cast<size_t>(req->max_bytes() > 0 ? req->max_bytes() : 1 << 20), '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(in.gcount()));
+  resp->set_next_offset(req->offset() + static_cast<int64_t>(data.size()));
+  resp->set_data(std::move(data));
+  return grpc::Status::OK;
+}
+
+}  // namespace gpusched::agent

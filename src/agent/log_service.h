@@ -1,0 +1,24 @@
+#pragma once
+// LogService: the gpusched.v1.Agent service each agent serves on its --listen address. The
+// server reads task logs through it for `gpusched logs`.
+
+#include <string>
+
+#include "gpusched/v1/gpusched.grpc.pb.h"
+
+namespace gpusched::agent {
+
+// Where the log of one attempt lives under `log_dir`.
+std::string LogPath(const std::string& log_dir, uint64_t id, int64_t attempt);
+
+class LogService final : public ::gpusched::v1::Agent::Service {
+ public:
+  explicit LogService(std::string log_dir) : log_dir_(std::move(log_dir)) {}
+  grpc::Status ReadLog(grpc::ServerContext*, const ::gpusched::v1::ReadLogRequest* req,
+                       ::gpusched::v1::ReadLogResponse* resp) override;
+
+ private:
+  const std::string log_dir_;
+};
+
+}  // namespace gpusched::agent

@@ -12,6 +12,7 @@ const char* JobOutcomeName(JobOutcome o) {
     case JobOutcome::kRejected: return "rejected";
     case JobOutcome::kUnfinished: return "unfinished";
     case JobOutcome::kUnallocated: return "unallocated";
+    case JobOutcome::kAllocated: return "allocated";
   }
   return "unknown";
 }
@@ -70,6 +71,7 @@ Summary Summarize(const std::vector<JobRecord>& jobs, const std::vector<UsageSam
       case JobOutcome::kRejected: ++s.rejected; continue;
       case JobOutcome::kUnfinished: ++s.unfinished; continue;
       case JobOutcome::kUnallocated: ++s.unallocated; continue;
+      case JobOutcome::kAllocated: ++s.jobs; continue;
     }
     ++s.jobs;
     last_finish = std::max(last_finish, j.finish_ms);

@@ -30,6 +30,7 @@ enum class JobOutcome {
   kRejected,     // the core refused it at submission (no node could ever fit it)
   kUnfinished,   // still queued or running when the events ran out (not expected)
   kUnallocated,  // allocation replay (FGD): no node fitted it on arrival
+  kAllocated,    // allocation replay (FGD): placed on arrival (it never finishes there)
 };
 const char* JobOutcomeName(JobOutcome o);
 
@@ -57,7 +58,7 @@ struct UsageSample {
 };
 
 struct Summary {
-  int64_t jobs = 0;  // finished
+  int64_t jobs = 0;  // finished (allocation replay: placed)
   int64_t rejected = 0, unfinished = 0, unallocated = 0;
   double avg_jct_s = 0, p50_jct_s = 0, p99_jct_s = 0;
   double avg_wait_s = 0, p50_wait_s = 0, p99_wait_s = 0;

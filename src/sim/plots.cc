@@ -1,6 +1,8 @@
 // WriteOutputs (sim/report.h): the files and the gnuplot plots.
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -45,8 +47,9 @@ std::string Quote(const std::filesystem::path& p) {
 
 std::string PlotScript(const std::filesystem::path& dir, const SimResult& r,
                        const RunInfo& info) {
-  const std::string title = info.policy + " on " + info.cluster;
-  std::string gp = "set terminal pngcairo size 960,540\nset datafile separator ','\n"
+  const std::string title =
+      info.policy + " on " + std::filesystem::path(info.cluster).filename().string();
+  std::string gp = "set terminal pngcairo noenhanced size 960,540\nset datafile separator ','\n"
                    "set key autotitle columnhead\nset grid\n";
   if (!r.allocation.curve.empty()) {
     gp += "set output " + Quote(dir / "allocation.png") + "\n";

@@ -81,7 +81,7 @@ void WriteSummaryTable(std::ostream& out, const SimResult& r, const RunInfo& inf
       << r.total_gpus << " GPUs), policy " << info.policy << ", placement " << info.placement
       << "\n";
   if (info.synthetic) row("seed", std::to_string(info.seed));
-  row("jobs finished", std::to_string(s.jobs));
+  row(r.allocation.curve.empty() ? "jobs finished" : "pods placed", std::to_string(s.jobs));
   if (s.rejected > 0) row("rejected (never fit)", std::to_string(s.rejected));
   if (s.unfinished > 0) row("unfinished", std::to_string(s.unfinished));
   if (info.skipped_lines > 0) row("skipped lines", std::to_string(info.skipped_lines));

@@ -232,7 +232,7 @@ SimResult Run::AllocationReplay() {
       const core::Task& t = *sched_.GetTask(tasks_[i]);
       if (t.placement) {
         r.start_ms = clock_.NowMs();
-        r.outcome = JobOutcome::kFinished;  // placed; it never leaves in this experiment
+        r.outcome = JobOutcome::kAllocated;
         a.allocated_gpus += r.gpu_share;
       } else {
         r.outcome = JobOutcome::kUnallocated;

@@ -1,5 +1,6 @@
 #include "bench/core_bench.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -66,22 +67,36 @@ CoreBenchResult RunCoreBench(const CoreBenchConfig& c) {
   CoreBenchResult r;
   r.config = c;
   FakeClock clock(0);
-  {
-    auto s = MakeCluster(c, clock, /*memo=*/true);
-    SubmitWorkload(*s, c);
-    r.seconds = TimePass(*s, &r.decisions, &r.placed);
-    GS_CHECK(s->CheckInvariants().ok());
+  // Each measurement is one pass over a fresh cluster; the best of `repetitions` is reported,
+  // as usual for benchmarks on a shared machine (noise only ever makes a run slower).
+  double best = 0, best_uncached = 0;
+  for (int rep = 0; rep < c.repetitions; ++rep) {
+    {
+      auto s = MakeCluster(c, clock, /*memo=*/true);
+      SubmitWorkload(*s, c);
+      int64_t decisions = 0, placed = 0;
+      const double seconds = TimePass(*s, &decisions, &placed);
+      GS_CHECK(s->CheckInvariants().ok());
+      GS_CHECK(rep == 0 || placed == r.placed);  // deterministic: same input, same decisions
+      r.decisions = decisions;
+      r.placed = placed;
+      if (rep == 0 || seconds < r.seconds) r.seconds = seconds;
+      best = std::max(best, decisions / seconds);
+    }
+    {
+      auto s = MakeCluster(c, clock, /*memo=*/false);
+      SubmitWorkload(*s, c);
+      int64_t decisions = 0, placed = 0;
+      const double seconds = TimePass(*s, &decisions, &placed);
+      GS_CHECK(placed == r.placed);  // the memo must not change a single decision
+      if (decisions / seconds > best_uncached) {
+        best_uncached = decisions / seconds;
+        r.ns_per_node_scan = seconds * 1e9 / (static_cast<double>(decisions) * c.nodes);
+      }
+    }
   }
-  r.decisions_per_s = r.decisions / r.seconds;
-  {
-    auto s = MakeCluster(c, clock, /*memo=*/false);
-    SubmitWorkload(*s, c);
-    int64_t decisions = 0, placed = 0;
-    const double seconds = TimePass(*s, &decisions, &placed);
-    GS_CHECK(placed == r.placed);  // the memo must not change a single decision
-    r.uncached_decisions_per_s = decisions / seconds;
-    r.ns_per_node_scan = seconds * 1e9 / (static_cast<double>(decisions) * c.nodes);
-  }
+  r.decisions_per_s = best;
+  r.uncached_decisions_per_s = best_uncached;
   return r;
 }
 

@@ -13,6 +13,7 @@ struct CoreBenchConfig {
   int64_t gpus_per_node = 8;
   int64_t pending = 10'000;
   uint64_t seed = 42;
+  int repetitions = 3;  // best of
 };
 
 struct CoreBenchResult {

@@ -91,18 +91,21 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
   return index;
 }
 
-// Inserts the new node's name into the name order: O(nodes) per registration.
+// Inserts the new node's name into the name order: a binary search, then every later rank
+// moves up by one (integer work only, O(nodes) per registration).
 void ClusterState::RankNewName(size_t index) {
-  uint32_t rank = 0;
+  const std::string& name = nodes_[index].name;
+  auto pos = std::lower_bound(
+      name_order_.begin(), name_order_.end(), name,
+      [&](size_t i, const std::string& n) { return nodes_[i].name < n; });
+  const auto rank = static_cast<uint32_t>(pos - name_order_.begin());
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (i == index) continue;
-    if (nodes_[i].name < nodes_[index].name) {
-      ++rank;
-    } else {
+    if (i != index && nodes_[i].name_rank >= rank) {
       ++nodes_[i].name_rank;
       ++summaries_[i].name_rank;
     }
   }
+  name_order_.insert(pos, index);
   nodes_[index].name_rank = rank;
 }
 

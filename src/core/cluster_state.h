@@ -65,6 +65,7 @@ class ClusterState {
 
   std::vector<NodeState> nodes_;
   std::vector<NodeSummary> summaries_;
+  std::vector<size_t> name_order_;  // node indices in name order
   std::unordered_map<std::string, size_t> by_name_;
   std::vector<std::string> models_;
   std::unordered_map<std::string, int> model_ids_;

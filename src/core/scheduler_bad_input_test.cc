@@ -73,12 +73,12 @@ TEST_F(BadInputTest, UnknownGpuModel) {
                  "gpu_model: unknown GPU model \"TPUv9\" (the cluster has: H100");
 }
 
-TEST_F(BadInputTest, MoreGpusThanAnyNodeHas) {
+TEST_F(BadInputTest, CN115981827A_Section6_MoreGpusThanAnyNodeHasIsRejected) {
   ExpectRejected(testing::WholeGpuTask(9), StatusCode::kResourceExhausted,
                  "gpus: 9 requested but the largest node has 8 GPUs");
 }
 
-TEST_F(BadInputTest, MoreGpuMemoryThanAnyGpuHas) {
+TEST_F(BadInputTest, CN115981827A_Section6_MoreGpuMemoryThanAnyGpuHasIsRejected) {
   ExpectRejected(SharedTask(81 * kGiB), StatusCode::kResourceExhausted,
                  "gpu_mem: 81GiB per GPU requested but the largest GPU has 80GiB");
 }
@@ -89,7 +89,7 @@ TEST_F(BadInputTest, AbsurdSizes) {
                  "gpus: 100000 is larger than the limit 4096");
 }
 
-TEST_F(BadInputTest, KeepPendingAcceptsWhatNoNodeFitsYet) {
+TEST_F(BadInputTest, CN115981827A_Section6_KeepPendingAcceptsWhatNoNodeFitsYet) {
   TaskSpec t = testing::WholeGpuTask(16);
   t.keep_pending_if_infeasible = true;
   const TaskId id = Submit(t);

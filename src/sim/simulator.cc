@@ -86,6 +86,7 @@ bool Run::Submit(size_t i) {
   job_of_[*id] = i;
   live_.insert(i);
   redecide_ = true;
+  changed_ = true;  // the queue grew: sample it
   return true;
 }
 
@@ -157,21 +158,24 @@ void Run::StartAssigned() {
 void Run::Sample() {
   UsageSample s;
   s.at_ms = clock_.NowMs();
-  for (const core::NodeState& n : sched_.cluster().nodes()) {
-    int64_t busy = 0, free_gpus = 0;
-    MiB frag_mib = 0;
-    for (const core::GpuState& g : n.gpus) {
-      if (g.allocated_mib > 0 || g.tasks > 0) {
-        ++busy;
-        frag_mib += g.total_mib - g.allocated_mib;
-      } else {
-        ++free_gpus;
+  const core::ClusterState& cluster = sched_.cluster();
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    const core::NodeSummary& n = cluster.summary(i);
+    const int64_t free_gpus = n.whole_free_gpus, busy = n.gpu_count - free_gpus;
+    s.busy_gpus += busy;
+    s.reserved_gpu_mib += n.gpu_alloc_mib;
+    if (busy == 0) continue;
+    s.fragmented_free_gpus += free_gpus;
+    // Free memory on busy GPUs = all free memory minus that of the wholly free GPUs.
+    MiB free_on_idle = 0;
+    if (n.gpu_total_mib == n.gpu_count * n.max_gpu_total_mib) {  // GPUs of one size
+      free_on_idle = free_gpus * n.max_gpu_total_mib;
+    } else {
+      for (const core::GpuState& g : cluster.node(i).gpus) {
+        if (g.tasks == 0 && g.allocated_mib == 0) free_on_idle += g.total_mib;
       }
     }
-    s.busy_gpus += busy;
-    s.reserved_gpu_mib += n.gpu_allocated_mib;
-    if (busy > 0) s.fragmented_free_gpus += free_gpus;
-    s.fragmented_free_mib += frag_mib;
+    s.fragmented_free_mib += n.gpu_total_mib - n.gpu_alloc_mib - free_on_idle;
   }
   s.queued = static_cast<int64_t>(sched_.main_queue_size() + sched_.failure_queue_size());
   if (!result_.usage.empty() && result_.usage.back().at_ms == s.at_ms) {

@@ -1,5 +1,7 @@
 /* gpusched_c.h: the C ABI of gpusched's node-level library (libgpusched_c.so), for C programs,
- * Python (ctypes, see python/gpusched) and the JVM (JNA).
+ * Python (ctypes, see python/gpusched) and the JVM (JNA). It declares the real-time dispatcher
+ * and simulated devices here, and the chunk scheduler through gpusched_chunks_c.h, so one
+ * header and one library cover the whole ABI.
  *
  * Conventions: functions return 0 on success and a positive gpusched status code on failure
  * (1 invalid argument, 2 not found, ... as StatusCode); gpusched_last_error() then describes
@@ -11,6 +13,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gpusched_chunks_c.h" /* CN110955526B chunk scheduler: gpusched_chunks_* */
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,7 +7,7 @@
 
 #include "base/clock.h"
 #include "base/executor.h"
-#include "dispatch/chunks/gpusched_chunks_c.h"
+#include "dispatch/c_api/gpusched_chunks_c.h"
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
 

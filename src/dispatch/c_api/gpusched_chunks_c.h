@@ -8,7 +8,8 @@
  *
  * Every function returning int returns 0 on success or a gpusched StatusCode (1 invalid
  * argument, 2 not found, ...); gpusched_chunks_last_error() then describes the error of the
- * calling thread's last failed call. A runtime may be used from one thread at a time. */
+ * calling thread's last failed call. A runtime may be used from one thread at a time.
+ * Included by gpusched_c.h; both are plain C (the c_abi test compiles them as C11). */
 #ifndef GPUSCHED_CHUNKS_C_H_
 #define GPUSCHED_CHUNKS_C_H_
 
@@ -66,7 +67,7 @@ int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name);
 const char* gpusched_chunks_last_error(void);
 
 #ifdef __cplusplus
-}  // extern "C"
+} /* extern "C" */
 #endif
 
-#endif  // GPUSCHED_CHUNKS_C_H_
+#endif /* GPUSCHED_CHUNKS_C_H_ */

@@ -16,6 +16,14 @@ void RegisterBenchChunks(CLI::App& bench);
 void RegisterSim(CLI::App& app);
 // `gpusched demo`: the README's main job.
 void RegisterDemo(CLI::App& app);
+// Client commands: submit, ls, show, logs, cancel, why (task_commands.cc).
+void RegisterTaskCommands(CLI::App& app);
+// nodes, cordon, uncordon, drain (node_commands.cc).
+void RegisterNodeCommands(CLI::App& app);
+// server, agent, dev (daemon_commands.cc).
+void RegisterDaemons(CLI::App& app);
+// `gpusched bench e2e`: the control plane end to end on loopback.
+void RegisterBenchE2e(CLI::App& bench);
 
 // Exit codes scripts can rely on.
 inline constexpr int kExitOk = 0;

@@ -23,9 +23,18 @@ int main(int argc, char** argv) {
 #ifdef GPUSCHED_HAVE_SIM
   gpusched::cli::RegisterSim(app);
 #endif
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  gpusched::cli::RegisterTaskCommands(app);
+  gpusched::cli::RegisterNodeCommands(app);
+  gpusched::cli::RegisterDaemons(app);
+  gpusched::cli::RegisterDemo(app);
+  gpusched::cli::RegisterBenchE2e(*bench);
+#endif
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {  // a command ended with its own exit code
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : gpusched::cli::kExitUsage;
   }

@@ -1,0 +1,69 @@
+#include "cli/e2e_driver.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "rpc/channel.h"
+#include "rpc/convert.h"
+#include "rpc/grpc_status.h"
+
+namespace gpusched::cli {
+
+E2eDriver::E2eDriver(const std::string& address)
+    : channel_(rpc::MakeChannel(address)), stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
+
+StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec) {
+  ::gpusched::v1::SubmitRequest req;
+  rpc::TaskSpecToProto(spec, req.mutable_spec());
+  ::gpusched::v1::SubmitResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->Submit(&ctx, req, &resp)));
+  return resp.id();
+}
+
+StatusOr<std::vector<::gpusched::v1::Task>> E2eDriver::List(const std::string& state) {
+  ::gpusched::v1::ListTasksRequest req;
+  req.set_state(state);
+  ::gpusched::v1::ListTasksResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
+  return std::vector<::gpusched::v1::Task>(resp.tasks().begin(), resp.tasks().end());
+}
+
+StatusOr<std::map<std::string, int64_t>> E2eDriver::CountByState() {
+  GS_ASSIGN_OR_RETURN(std::vector<::gpusched::v1::Task> tasks, List());
+  std::map<std::string, int64_t> out;
+  for (const auto& t : tasks) ++out[t.state()];
+  return out;
+}
+
+Status E2eDriver::WaitForNodes(int n, int64_t timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    ::gpusched::v1::ListNodesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    int connected = 0;
+    if (stub_->ListNodes(&ctx, {}, &resp).ok()) {
+      for (const auto& node : resp.nodes()) connected += node.connected() && node.available();
+    }
+    if (connected >= n) return Status::Ok();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Unavailable("only " + std::to_string(connected) + " of " + std::to_string(n) +
+                         " agents connected");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll period
+  }
+}
+
+double Quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  return v[i];
+}
+
+}  // namespace gpusched::cli

@@ -1,0 +1,34 @@
+#pragma once
+// Helpers the demo and `bench e2e` share: submit tasks to a LocalCluster over gRPC and poll
+// their records.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "core/task.h"
+#include "gpusched/v1/gpusched.grpc.pb.h"
+
+namespace gpusched::cli {
+
+class E2eDriver {
+ public:
+  explicit E2eDriver(const std::string& address);
+  StatusOr<uint64_t> Submit(const core::TaskSpec& spec);
+  StatusOr<std::vector<::gpusched::v1::Task>> List(const std::string& state = "");
+  // Counts of tasks by state, e.g. {"running": 3, ...}.
+  StatusOr<std::map<std::string, int64_t>> CountByState();
+  // Polls until `n` agents are connected, or Unavailable after `timeout_ms`.
+  Status WaitForNodes(int n, int64_t timeout_ms);
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<::gpusched::v1::Scheduler::Stub> stub_;
+};
+
+// Value at quantile q (0..1) of `v` (sorted in place); 0 for an empty vector.
+double Quantile(std::vector<double>& v, double q);
+
+}  // namespace gpusched::cli

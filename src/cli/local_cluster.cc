@@ -1,0 +1,52 @@
+#include "cli/local_cluster.h"
+
+#include <csignal>
+
+namespace gpusched::cli {
+
+StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
+  if (o.agents < 0 || o.agents > 256) {
+    return InvalidArgument("--agents: " + std::to_string(o.agents) + " must be 0..256");
+  }
+  auto c = std::unique_ptr<LocalCluster>(new LocalCluster);
+  GS_ASSIGN_OR_RETURN(c->server_, server::Server::Start(o.server));
+  for (int i = 1; i <= o.agents; ++i) {
+    agent::AgentConfig a;
+    a.server = c->server_->address();
+    a.name = "dev-" + std::to_string(i);
+    a.gpus = o.gpus;
+    a.simulate = true;
+    a.quiet = o.quiet_agents;
+    if (!o.server.data_dir.empty()) a.data_dir = o.server.data_dir + "/" + a.name;
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<agent::Agent> ag, agent::Agent::Start(a));
+    c->agents_.push_back(std::move(ag));
+  }
+  return c;
+}
+
+LocalCluster::~LocalCluster() { Shutdown(); }
+
+void LocalCluster::Shutdown() {
+  for (auto& a : agents_) a->Shutdown();
+  if (server_) server_->Shutdown();
+}
+
+void BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForStopSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+}  // namespace gpusched::cli

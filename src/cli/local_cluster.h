@@ -1,0 +1,40 @@
+#pragma once
+// LocalCluster: a server and N agents with simulated GPUs in this process, on loopback
+// (`gpusched dev`, the demo and `bench e2e`). Task processes are real.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "base/status.h"
+#include "server/server.h"
+
+namespace gpusched::cli {
+
+struct LocalClusterOptions {
+  server::ServerConfig server;
+  int agents = 2;
+  std::string gpus = "8x80GiB";
+  bool quiet_agents = false;
+};
+
+class LocalCluster {
+ public:
+  static StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);
+  ~LocalCluster();
+  const std::string& address() const { return server_->address(); }
+  int http_port() const { return server_->http_port(); }
+  void Shutdown();
+
+ private:
+  std::unique_ptr<server::Server> server_;
+  std::vector<std::unique_ptr<agent::Agent>> agents_;
+};
+
+// Blocks SIGINT and SIGTERM in the calling thread (call before starting threads, so they
+// inherit the mask) and returns once one arrives.
+void BlockStopSignals();
+int WaitForStopSignal();
+
+}  // namespace gpusched::cli

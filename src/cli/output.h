@@ -1,0 +1,24 @@
+#pragma once
+// How the client commands print: aligned tables for people, JSON (--json) for scripts.
+// `ls --json` keys are part of the command-line contract (DESIGN.md).
+
+#include <nlohmann/json.hpp>
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "gpusched/v1/gpusched.pb.h"
+
+namespace gpusched::cli {
+
+// id, name, state, node, gpus, exit_code (null if none), attempts, reason, and more.
+nlohmann::json TaskJson(const ::gpusched::v1::Task& t);
+nlohmann::json NodeJson(const ::gpusched::v1::Node& n);
+// Columns padded to the widest cell; the first row is the header.
+void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
+std::string JoinInts(const google::protobuf::RepeatedField<int32_t>& v);
+// "12.5s ago"-style age of a Unix-ms timestamp relative to `now_ms`; "-" for 0.
+std::string Age(int64_t at_ms, int64_t now_ms);
+
+}  // namespace gpusched::cli

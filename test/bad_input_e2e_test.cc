@@ -1,0 +1,100 @@
+// Bad input on every interface gets a clear error and a trustworthy exit code, and the server
+// keeps serving: CLI flags, YAML specs, raw gRPC fields, garbage bytes on the port.
+
+#include "cluster_fixture.h"
+#include "gpusched/v1/gpusched.grpc.pb.h"
+#include "rpc/channel.h"
+
+namespace gpusched::testing {
+namespace {
+
+TEST_F(ClusterTest, BadCliFlagsAndSpecsAreUsageErrors) {
+  StartAgent("n1", "1x16GiB");
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string needle;
+  };
+  WriteFile(path("typo.yaml"), "name: x\ngpus: 1\ngpu_memory: 6GiB\ncommand: [\"true\"]\n");
+  const std::vector<Case> cases = {
+      {{"submit", "--gpu-mem", "12XB", "--", "true"}, 2, "--gpu-mem"},
+      {{"submit", "--gpus", "-1", "--", "true"}, 2, "--gpus"},
+      {{"submit", "--gpus", "1"}, 2, "command"},
+      {{"submit", "--duration", "soon", "--", "true"}, 2, "--duration"},
+      {{"submit", "--gpus", "9", "--", "true"}, 2, "gpus"},  // no node has 9 GPUs
+      {{"submit", "-f", path("typo.yaml")}, 2, "gpu_memory"},
+      {{"submit", "-f", path("missing.yaml")}, 2, "missing.yaml"},
+      {{"show", "abc"}, 2, "id"},
+      {{"show", "999"}, 1, "999"},
+      {{"ls", "--state", "done"}, 2, "state"},
+      {{"logs", "0"}, 2, "id"},
+      {{"cordon", "nope"}, 1, "nope"},
+      {{"frobnicate"}, 2, ""},
+  };
+  for (const Case& c : cases) {
+    CliResult r = Run(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "") << ": "
+                              << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(Tasks().empty());  // nothing bad was accepted
+}
+
+TEST_F(ClusterTest, UnreachableServerIsExitCodeThree) {
+  CliResult r = Cli({"ls", "--server", "127.0.0.1:" + std::to_string(FreePort())});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("cannot reach the server"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterTest, BadGrpcFieldsAreInvalidArgument) {
+  auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
+  auto submit = [&](const v1::TaskSpec& spec) {
+    grpc::ClientContext ctx;
+    v1::SubmitRequest req;
+    *req.mutable_spec() = spec;
+    v1::SubmitResponse resp;
+    return stub->Submit(&ctx, req, &resp);
+  };
+  v1::TaskSpec s;
+  EXPECT_EQ(submit(s).error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // no command
+  s.add_command("true");
+  s.set_gpus(-3);
+  grpc::Status st = submit(s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("gpus"), std::string::npos) << st.error_message();
+  s.set_gpus(0);
+  s.add_tolerations()->set_effect("Sometimes");
+  EXPECT_EQ(submit(s).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext ctx;
+  v1::GetTaskRequest get;
+  v1::Task t;
+  EXPECT_EQ(stub->GetTask(&ctx, get, &t).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // An agent stream that does not start with register is refused.
+  auto link = v1::AgentLink::NewStub(rpc::MakeChannel(server()));
+  grpc::ClientContext lctx;
+  auto stream = link->Connect(&lctx);
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  stream->Write(hb);
+  stream->WritesDone();
+  v1::ServerMessage ignored;
+  while (stream->Read(&ignored)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Run({"ls"}).code, 0);
+}
+
+TEST_F(ClusterTest, GarbageBytesOnThePortDoNotStopTheServer) {
+  std::string junk;
+  for (int i = 0; i < 4096; ++i) junk += static_cast<char>((i * 131 + 7) % 256);
+  for (int i = 0; i < 5; ++i) SendGarbage(port_, junk);
+  SendGarbage(port_, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  SendGarbage(http_port_, junk);
+  EXPECT_EQ(Run({"ls"}).code, 0);
+  EXPECT_EQ(HttpGet(http_port_, "/healthz"), "ok\n");
+  StartAgent("n1", "1x16GiB");
+  EXPECT_TRUE(WaitState(Submit({"--gpus", "1", "--", "true"}), "succeeded"));
+}
+
+}  // namespace
+}  // namespace gpusched::testing

@@ -1,0 +1,105 @@
+#pragma once
+// A fixture with a real `gpusched server` (SQLite in a fresh data directory, short timings
+// from a config file) and helpers to start agents and run CLI commands against it.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "harness.h"
+
+namespace gpusched::testing {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+// Generous: the tests run on a loaded 2-core machine, also under ASan.
+inline constexpr std::chrono::milliseconds kDeadline = 90s;
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpusched_e2e_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    WriteFile(path("server.yaml"),
+              "t1: 500ms\nt2: 300ms\nfail_max: 2\nnode_timeout: 2s\ntask_timeout: 4s\n"
+              "node_heartbeat: 200ms\ntask_heartbeat: 300ms\nprobe_interval: 1s\n"
+              "kill_grace: 1s\n");
+    port_ = FreePort();
+    http_port_ = FreePort();
+    StartServer();
+  }
+  void TearDown() override {
+    agents_.clear();
+    server_.Kill(SIGTERM);
+    if (HasFailure()) std::cerr << "server log:\n" << ReadFile(path("server.log")) << "\n";
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  void StartServer() {
+    server_ = Proc({"server", "--listen", server(), "--http",
+                    "127.0.0.1:" + std::to_string(http_port_), "--data-dir", path("data"),
+                    "--config", path("server.yaml")},
+                   path("server.log"));
+    ASSERT_TRUE(PollUntil([&] { return Run({"nodes"}).code == 0; }, kDeadline))
+        << ReadFile(path("server.log"));
+  }
+  void StartAgent(const std::string& name, const std::string& gpus) {
+    agents_[name] = std::make_unique<Proc>(
+        std::vector<std::string>{"agent", "--server", server(), "--name", name, "--gpus", gpus,
+                                 "--simulate", "--data-dir", path(name)},
+        path(name + ".log"));
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          for (const Json& n : Json::parse(Run({"nodes", "--json"}).out)) {
+            if (n["name"] == name && n["connected"] == true && n["available"] == true) return true;
+          }
+          return false;
+        },
+        kDeadline))
+        << ReadFile(path(name + ".log"));
+  }
+
+  CliResult Run(std::vector<std::string> args) {
+    args.insert(args.begin() + 1, {"--server", server()});
+    return Cli(args);
+  }
+  uint64_t Submit(std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    CliResult r = Run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? std::stoull(r.out) : 0;
+  }
+  Json Task(uint64_t id) {
+    CliResult r = Run({"show", std::to_string(id), "--json"});
+    return r.code == 0 ? Json::parse(r.out) : Json::object();
+  }
+  std::map<uint64_t, Json> Tasks() {
+    std::map<uint64_t, Json> out;
+    CliResult r = Run({"ls", "--json"});
+    if (r.code != 0) return out;
+    for (const Json& t : Json::parse(r.out)) out[t["id"].get<uint64_t>()] = t;
+    return out;
+  }
+  bool WaitState(uint64_t id, const std::string& state) {
+    return PollUntil([&] { return Task(id).value("state", "") == state; }, kDeadline);
+  }
+
+  std::filesystem::path dir_;
+  int port_ = 0, http_port_ = 0;
+  Proc server_;
+  std::map<std::string, std::unique_ptr<Proc>> agents_;
+};
+
+}  // namespace gpusched::testing

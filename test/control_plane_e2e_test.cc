@@ -1,0 +1,180 @@
+// The control plane end to end: real server, agents and CLI processes on loopback.
+
+#include <set>
+#include <sstream>
+
+#include "cluster_fixture.h"
+
+namespace gpusched::testing {
+namespace {
+
+TEST_F(ClusterTest, TasksRunAndReportTheirExitCodes) {
+  StartAgent("n1", "2x16GiB");
+  const uint64_t ok = Submit({"--gpus", "1", "--name", "hello", "--", "sh", "-c", "echo hi"});
+  const uint64_t bad = Submit({"--gpus", "1", "--retries", "0", "--", "sh", "-c", "exit 3"});
+  ASSERT_TRUE(WaitState(ok, "succeeded"));
+  ASSERT_TRUE(WaitState(bad, "failed"));
+  const auto tasks = Tasks();
+  const Json& a = tasks.at(ok);
+  EXPECT_EQ(a["exit_code"], 0);
+  EXPECT_EQ(a["node"], "n1");
+  EXPECT_EQ(a["name"], "hello");
+  EXPECT_EQ(a["attempts"], 1);
+  EXPECT_EQ(a["gpus"].size(), 1u);
+  EXPECT_EQ(tasks.at(bad)["exit_code"], 3);
+  EXPECT_NE(tasks.at(bad)["reason"].get<std::string>().find("code 3"), std::string::npos);
+  CliResult logs = Run({"logs", std::to_string(ok)});
+  EXPECT_EQ(logs.code, 0);
+  EXPECT_EQ(logs.out, "hi\n");
+  CliResult ls = Run({"ls", "--state", "failed"});
+  EXPECT_EQ(ls.code, 0);
+  EXPECT_NE(ls.out.find("failed"), std::string::npos);
+  EXPECT_EQ(ls.out.find("succeeded"), std::string::npos);
+}
+
+TEST_F(ClusterTest, ConcurrentOneGpuTasksSeeDistinctDevices) {
+  StartAgent("n1", "2x16GiB");
+  const std::string script = "echo $CUDA_VISIBLE_DEVICES; sleep 2";
+  const uint64_t a = Submit({"--gpus", "1", "--", "sh", "-c", script});
+  const uint64_t b = Submit({"--gpus", "1", "--", "sh", "-c", script});
+  // Both run at the same time on the one node.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto t = Tasks();
+        return t[a]["state"] == "running" && t[b]["state"] == "running";
+      },
+      kDeadline));
+  ASSERT_TRUE(WaitState(a, "succeeded"));
+  ASSERT_TRUE(WaitState(b, "succeeded"));
+  const std::string da = Run({"logs", std::to_string(a)}).out;
+  const std::string db = Run({"logs", std::to_string(b)}).out;
+  EXPECT_TRUE(da == "0\n" || da == "1\n") << da;
+  EXPECT_TRUE(db == "0\n" || db == "1\n") << db;
+  EXPECT_NE(da, db);
+}
+
+TEST_F(ClusterTest, TwoSixGibTasksShareASixteenGibGpuWhileAThirdWaits) {
+  StartAgent("n1", "1x16GiB");
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(Submit({"--gpu-mem", "6GiB", "--", "sh", "-c",
+                          "echo mem=$GPUSCHED_GPU_MEM_MIB gpu=$CUDA_VISIBLE_DEVICES; sleep 2"}));
+  }
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto t = Tasks();
+        return t[ids[0]]["state"] == "running" && t[ids[1]]["state"] == "running";
+      },
+      kDeadline));
+  EXPECT_EQ(Task(ids[2])["state"], "pending");
+  CliResult why = Run({"why", std::to_string(ids[2])});
+  EXPECT_EQ(why.code, 0);
+  EXPECT_NE(why.out.find("GPU memory"), std::string::npos) << why.out;
+  for (uint64_t id : ids) ASSERT_TRUE(WaitState(id, "succeeded"));
+  EXPECT_EQ(Run({"logs", std::to_string(ids[0])}).out, "mem=6144 gpu=0\n");
+  // The third started only after one of the first two finished.
+  const Json third = Task(ids[2]);
+  EXPECT_GE(third["started_ms"].get<int64_t>(),
+            std::min(Task(ids[0])["finished_ms"].get<int64_t>(),
+                     Task(ids[1])["finished_ms"].get<int64_t>()));
+}
+
+TEST_F(ClusterTest, AlwaysFailingTaskIsRetriedFailMaxTimesWithDemotionThenFails) {
+  StartAgent("n1", "1x16GiB");
+  const uint64_t id = Submit({"--gpu-mem", "1GiB", "--", "sh", "-c", "exit 5"});
+  const int64_t pt0 = Task(id)["pt"].get<int64_t>();
+  ASSERT_TRUE(WaitState(id, "failed"));
+  const Json t = Task(id);
+  EXPECT_EQ(t["attempts"], 3);  // the first run and FAIL_MAX = 2 retries
+  EXPECT_EQ(t["fail_cnt"], 3);
+  EXPECT_EQ(t["exit_code"], 5);
+  EXPECT_GT(t["pt"].get<int64_t>(), pt0);  // demoted on each return from FQ
+  EXPECT_NE(t["reason"].get<std::string>().find("failed 3 times"), std::string::npos)
+      << t["reason"];
+  int retries = 0;
+  for (const Json& h : t["history"]) {
+    retries += h["reason"].get<std::string>().find("retry") != std::string::npos;
+  }
+  EXPECT_EQ(retries, 2);
+}
+
+TEST_F(ClusterTest, AgentKilledMidTaskItsTaskRunsAgainOnAnotherAgent) {
+  StartAgent("a", "1x16GiB");
+  const uint64_t id = Submit({"--gpus", "1", "--", "sh", "-c", "sleep 2; echo done on $GPUSCHED_NODE"});
+  ASSERT_TRUE(WaitState(id, "running"));
+  ASSERT_EQ(Task(id)["node"], "a");
+  StartAgent("b", "1x16GiB");
+  const auto killed = std::chrono::steady_clock::now();
+  agents_["a"]->Kill(SIGKILL);
+  ASSERT_TRUE(PollUntil([&] { return Task(id)["node"] == "b"; }, kDeadline));
+  // Reassigned within the heartbeat timeout (2 s) plus scheduling slack on a loaded machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 15s);
+  ASSERT_TRUE(WaitState(id, "succeeded"));
+  const Json t = Task(id);
+  EXPECT_EQ(t["attempts"], 2);
+  EXPECT_EQ(Run({"logs", std::to_string(id)}).out, "done on b\n");
+  const std::string nodes = Run({"nodes"}).out;
+  EXPECT_NE(nodes.find("disconnected"), std::string::npos) << nodes;
+}
+
+TEST_F(ClusterTest, ServerKilledNineRestartsWithoutLosingOrRepeatingTasks) {
+  StartAgent("n1", "4x16GiB");
+  const std::string done = path("completed.txt");
+  std::set<uint64_t> acked;
+  const std::string script = "sleep 0.3; echo $GPUSCHED_TASK_ID >> " + done;
+  for (int i = 0; i < 12; ++i) acked.insert(Submit({"--gpus", "1", "--", "sh", "-c", script}));
+  ASSERT_TRUE(PollUntil([&] { return !ReadFile(done).empty(); }, kDeadline));
+  server_.Kill(SIGKILL);
+  StartServer();
+  for (int i = 0; i < 4; ++i) acked.insert(Submit({"--gpus", "1", "--", "sh", "-c", script}));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto t = Tasks();
+        if (t.size() != acked.size()) return false;
+        for (auto& [id, task] : t) {
+          if (task["state"] != "succeeded") return false;
+        }
+        return true;
+      },
+      kDeadline))
+      << Run({"ls"}).out;
+  std::multiset<uint64_t> completions;
+  std::istringstream in(ReadFile(done));
+  for (uint64_t id; in >> id;) completions.insert(id);
+  for (uint64_t id : acked) EXPECT_EQ(completions.count(id), 1u) << "task " << id;
+  EXPECT_EQ(completions.size(), acked.size());
+}
+
+TEST_F(ClusterTest, MetricsAndHealthz) {
+  StartAgent("n1", "2x16GiB");
+  ASSERT_TRUE(WaitState(Submit({"--gpu-mem", "2GiB", "--", "true"}), "succeeded"));
+  EXPECT_EQ(HttpGet(http_port_, "/healthz"), "ok\n");
+  const std::string m = HttpGet(http_port_, "/metrics");
+  for (const char* needle :
+       {"gpusched_queue_depth{queue=\"Q\"} 0", "gpusched_decision_latency_seconds_bucket",
+        "gpusched_node_gpu_memory_mib{node=\"n1\",gpu=\"1\",kind=\"total\"} 16384",
+        "gpusched_tasks{state=\"succeeded\"} 1", "# TYPE gpusched_decisions_total counter"}) {
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << "\n" << m;
+  }
+}
+
+TEST_F(ClusterTest, CordonDrainAndCancel) {
+  StartAgent("n1", "1x16GiB");
+  EXPECT_EQ(Run({"cordon", "n1"}).code, 0);
+  const uint64_t id = Submit({"--gpus", "1", "--", "sleep", "30"});
+  ASSERT_TRUE(PollUntil([&] { return !Task(id)["reason"].get<std::string>().empty() &&
+                                     Task(id)["state"] == "pending"; }, kDeadline));
+  EXPECT_NE(Run({"why", std::to_string(id)}).out.find("0/1"), std::string::npos);
+  EXPECT_EQ(Run({"uncordon", "n1"}).code, 0);
+  ASSERT_TRUE(WaitState(id, "running"));
+  EXPECT_EQ(Run({"drain", "n1"}).code, 0);
+  ASSERT_TRUE(WaitState(id, "pending"));
+  CliResult c = Run({"cancel", std::to_string(id)});
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(Task(id)["state"], "cancelled");
+  EXPECT_EQ(Run({"cancel", std::to_string(id)}).code, 1);  // already cancelled
+  EXPECT_EQ(Run({"drain", "nope"}).code, 1);
+}
+
+}  // namespace
+}  // namespace gpusched::testing

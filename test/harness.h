@@ -1,0 +1,49 @@
+#pragma once
+// Test harness for the integration tests: free loopback ports, the real `gpusched` binary as
+// child processes (server, agents) and as a CLI, and polling with deadlines.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gpusched::testing {
+
+int FreePort();
+
+// A background `gpusched` process (server or agent) with output in `log_path`.
+class Proc {
+ public:
+  Proc() = default;
+  Proc(std::vector<std::string> args, std::string log_path);
+  ~Proc();
+  Proc(Proc&& o) noexcept;
+  Proc& operator=(Proc&& o) noexcept;
+  void Kill(int sig);  // signal, then wait for the exit
+  bool alive() const { return pid_ > 0; }
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+CliResult Cli(const std::vector<std::string>& args);
+
+// Calls `fn` every 50 ms until it returns true or `timeout` passes.
+bool PollUntil(const std::function<bool()>& fn, std::chrono::milliseconds timeout);
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& text);
+// GET http://127.0.0.1:port/path; the body, or "" on error.
+std::string HttpGet(int port, const std::string& path);
+// Writes raw bytes to 127.0.0.1:port and closes.
+void SendGarbage(int port, const std::string& bytes);
+
+}  // namespace gpusched::testing

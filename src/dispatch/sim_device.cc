@@ -2,10 +2,40 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <string>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace gpusched::dispatch {
+namespace {
+
+// Blocks of at least this size are 2 MiB aligned and advised as huge-page candidates: one
+// fault then maps 2 MiB instead of 4 KiB, which is most of the cost of touching fresh memory.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void* AllocateHostBlock(size_t bytes) {
+  if (bytes < kHugePage) return ::operator new(bytes, std::nothrow);
+  void* ptr = ::operator new(bytes, std::align_val_t{kHugePage}, std::nothrow);
+#if defined(MADV_HUGEPAGE)
+  if (ptr != nullptr) (void)madvise(ptr, bytes, MADV_HUGEPAGE);  // a hint; failure is harmless
+#endif
+  return ptr;
+}
+
+// REQUIRES: `ptr` came from AllocateHostBlock(bytes).
+void FreeHostBlock(void* ptr, size_t bytes) {
+  if (bytes < kHugePage) {
+    ::operator delete(ptr);
+  } else {
+    ::operator delete(ptr, std::align_val_t{kHugePage});
+  }
+}
+
+}  // namespace
 
 SimDevice::SimDevice(const SimDeviceOptions& options, Clock& clock)
     : options_(options),
@@ -19,11 +49,12 @@ SimDevice::~SimDevice() {
     std::unique_lock lock(mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
+  for (auto& s : streams_) s.work_cv.notify_all();
   for (auto& s : streams_) {
     if (s.worker.joinable()) s.worker.join();
   }
-  for (auto& [ptr, bytes] : allocations_) ::operator delete(const_cast<void*>(ptr));
+  for (auto& [ptr, bytes] : allocations_) FreeHostBlock(const_cast<void*>(ptr), bytes);
+  for (auto& [bytes, ptr] : kept_blocks_) FreeHostBlock(ptr, bytes);
 }
 
 StatusOr<void*> SimDevice::Allocate(size_t bytes) {
@@ -33,11 +64,28 @@ StatusOr<void*> SimDevice::Allocate(size_t bytes) {
     return ResourceExhausted(name_ + ": cannot allocate " + std::to_string(bytes) +
                              " bytes, " + std::to_string(total_bytes_ - used_bytes_) + " free");
   }
-  void* ptr = ::operator new(bytes, std::nothrow);
+  void* ptr = TakeHostBlock(bytes);
   if (ptr == nullptr) return ResourceExhausted(name_ + ": host memory exhausted");
   allocations_.emplace(ptr, bytes);
   used_bytes_ += bytes;
   return ptr;
+}
+
+void* SimDevice::TakeHostBlock(size_t bytes) {
+  if (auto it = kept_blocks_.find(bytes); it != kept_blocks_.end()) {
+    void* ptr = it->second;
+    kept_blocks_.erase(it);
+    kept_bytes_ -= bytes;
+    return ptr;
+  }
+  // Evict the largest kept blocks first: they free the most room per eviction.
+  while (kept_bytes_ > 0 && used_bytes_ + kept_bytes_ + bytes > total_bytes_) {
+    auto last = std::prev(kept_blocks_.end());
+    kept_bytes_ -= last->first;
+    FreeHostBlock(last->second, last->first);
+    kept_blocks_.erase(last);
+  }
+  return AllocateHostBlock(bytes);
 }
 
 Status SimDevice::Free(void* ptr) {
@@ -45,8 +93,9 @@ Status SimDevice::Free(void* ptr) {
   auto it = allocations_.find(ptr);
   if (it == allocations_.end()) return NotFound(name_ + ": not a live allocation");
   used_bytes_ -= it->second;
+  kept_blocks_.emplace(it->second, ptr);  // kept for the next allocation of this size
+  kept_bytes_ += it->second;
   allocations_.erase(it);
-  ::operator delete(ptr);
   return Status::Ok();
 }
 
@@ -131,22 +180,34 @@ Status SimDevice::Enqueue(StreamId stream, std::function<void()> op) {
   s.queue.push_back(std::move(op));
   ++s.pending;
   if (!s.worker.joinable()) s.worker = std::thread([this, stream] { WorkerLoop(stream); });
-  work_cv_.notify_all();
+  s.work_cv.notify_one();
   return Status::Ok();
+}
+
+void SimDevice::RunFront(Stream& s, std::unique_lock<std::mutex>& lock) {
+  std::function<void()> op = std::move(s.queue.front());
+  s.queue.pop_front();
+  s.running = true;
+  lock.unlock();
+  op();
+  lock.lock();
+  s.running = false;
+  --s.pending;
+  // A synchronizer may be waiting for pending == 0, or for the chance to run the next op.
+  s.idle_cv.notify_all();
 }
 
 void SimDevice::WorkerLoop(StreamId stream) {
   std::unique_lock lock(mu_);
   Stream& s = streams_[stream];
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !s.queue.empty(); });
-    if (s.queue.empty()) return;  // stop_ and drained
-    std::function<void()> op = std::move(s.queue.front());
-    s.queue.pop_front();
-    lock.unlock();
-    op();
-    lock.lock();
-    if (--s.pending == 0) idle_cv_.notify_all();
+    // While a synchronizer runs this stream's ops it keeps going until the queue is empty, so
+    // the worker only needs waking by Enqueue and by stop_.
+    s.work_cv.wait(lock, [&] {
+      return (stop_ && s.queue.empty()) || (!s.queue.empty() && !s.running);
+    });
+    if (s.queue.empty()) return;  // stopped and drained
+    RunFront(s, lock);
   }
 }
 
@@ -155,18 +216,19 @@ Status SimDevice::Synchronize(StreamId stream) {
   if (stream < 0 || stream >= static_cast<int>(streams_.size())) {
     return InvalidArgument("stream: " + std::to_string(stream) + " does not exist on " + name_);
   }
-  idle_cv_.wait(lock, [&] { return streams_[stream].pending == 0; });
+  Stream& s = streams_[stream];
+  while (s.pending > 0) {
+    if (!s.queue.empty() && !s.running) {
+      RunFront(s, lock);  // help: the worker is idle or not yet awake; order is kept
+    } else {
+      s.idle_cv.wait(lock);
+    }
+  }
   return Status::Ok();
 }
 
 Status SimDevice::SynchronizeAll() {
-  std::unique_lock lock(mu_);
-  idle_cv_.wait(lock, [&] {
-    for (const auto& s : streams_) {
-      if (s.pending != 0) return false;
-    }
-    return true;
-  });
+  for (int i = 0; i < static_cast<int>(streams_.size()); ++i) GS_RETURN_IF_ERROR(Synchronize(i));
   return Status::Ok();
 }
 

@@ -4,6 +4,15 @@
 // by one worker thread per stream, so work on different streams really runs concurrently and
 // work on one stream runs in order. Worker threads start lazily, on a stream's first work.
 //
+// Two things keep the simulation's own costs out of what it measures:
+// - Freed blocks keep their host memory for the next allocation of the same size (like CUDA's
+//   caching allocators), so a chunk pipeline does not fault in fresh pages for every chunk;
+//   first-touch page faults cost more than the memcpy itself. used_bytes() still counts live
+//   allocations only, and the host memory held (live + kept) never exceeds `memory_mib`.
+// - Synchronize(stream) runs the stream's queued work on the calling thread when the worker is
+//   not already running an op of that stream, so the common enqueue-then-wait pattern costs no
+//   thread hand-off. Work still runs in stream order, one op at a time per stream.
+//
 // Modelled GPU time: a kernel that stands for GPU compute calls ComputeMs(ms). The device is
 // processor-shared: with k kernels inside ComputeMs at once, each progresses at 1/k speed, so
 // co-running work finishes later, as on a real GPU that runs kernels of several streams at once.
@@ -14,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,14 +84,23 @@ class SimDevice final : public Device {
  private:
   struct Stream {
     std::deque<std::function<void()>> queue;
-    int pending = 0;  // enqueued and not yet finished
+    int pending = 0;     // enqueued and not yet finished
+    bool running = false;  // an op of this stream is executing (on the worker or a syncer)
     bool acquired = false;
     std::thread worker;
+    // Per stream, so a hand-off wakes only the threads that care about this stream.
+    std::condition_variable work_cv;  // the worker has something to run, or stop_
+    std::condition_variable idle_cv;  // pending reached 0, or running became false
   };
 
   Status Enqueue(StreamId stream, std::function<void()> op);
   void WorkerLoop(StreamId stream);
+  // Pops and runs the front op of `s`. REQUIRES: lock holds mu_, !s.queue.empty(), !s.running.
+  void RunFront(Stream& s, std::unique_lock<std::mutex>& lock);
   bool IsDeviceRange(const void* ptr, size_t bytes) const;  // REQUIRES: mu_ held
+  // Host memory for a block of `bytes`: a kept block of that size, or a new one (first evicting
+  // kept blocks so live + kept stays within the capacity). REQUIRES: mu_ held.
+  void* TakeHostBlock(size_t bytes);
 
   const SimDeviceOptions options_;
   const std::string name_;
@@ -89,11 +108,11 @@ class SimDevice final : public Device {
   Clock& clock_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // a worker has something to do, or stop_
-  std::condition_variable idle_cv_;  // some stream's pending reached 0
   std::vector<Stream> streams_;
   std::unordered_map<const void*, size_t> allocations_;
   size_t used_bytes_ = 0;
+  std::multimap<size_t, void*> kept_blocks_;  // freed blocks by size, pages already faulted in
+  size_t kept_bytes_ = 0;
   bool stop_ = false;
 
   mutable std::mutex compute_mu_;

@@ -106,7 +106,16 @@ Status ControlPlane::Flush() {
       const core::Task* t = sched_->GetTask(a.task);
       if (t != nullptr && t->placement) last_placement_[a.task] = *t->placement;
     }
-    const std::vector<TaskId> changed = sched_->TakeChangedTasks();
+    std::vector<TaskId> changed = sched_->TakeChangedTasks();
+    std::erase_if(changed, [&](TaskId id) {
+      const core::Task& t = *sched_->GetTask(id);
+      const std::array<int64_t, 5> print{static_cast<int64_t>(t.state), t.attempts, t.fail_cnt,
+                                         t.pt, static_cast<int64_t>(t.history.size())};
+      auto [it, fresh] = persisted_.try_emplace(id, print);
+      if (!fresh && it->second == print) return true;
+      it->second = print;
+      return false;
+    });
     if (!changed.empty()) {
       std::vector<store::TaskRecord> records;
       records.reserve(changed.size());

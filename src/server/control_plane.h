@@ -7,6 +7,7 @@
 //
 // Thread-safety: every public method is safe to call from any thread (one mutex).
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -96,6 +97,11 @@ class ControlPlane {
   std::condition_variable changes_cv_;
   std::unique_ptr<core::Scheduler> sched_;
   std::unordered_map<TaskId, core::Placement> last_placement_;
+  // What was last written per task (state, attempts, fail_cnt, Pt, history length). A pass
+  // marks every waiting task changed (its placement_failures and reason move), which would
+  // rewrite the whole queue on every pass; those records are written again only when this
+  // fingerprint changes, so a restart may show a waiting task's previous reason.
+  std::unordered_map<TaskId, std::array<int64_t, 5>> persisted_;
   std::map<std::string, std::shared_ptr<AgentConnection>> connections_;
   std::map<std::string, bool> probe_ok_;
   uint64_t version_ = 0;

@@ -21,7 +21,7 @@ namespace gpusched::cli {
 namespace {
 
 struct DemoTask {
-  const char* name;
+  std::string name;
   int64_t gpus;
   MiB gpu_mem_mib;
   std::vector<std::string> command;
@@ -32,11 +32,11 @@ std::vector<DemoTask> Workload() {
   const std::string show = "echo \"$GPUSCHED_NODE gpus=$CUDA_VISIBLE_DEVICES mem=$GPUSCHED_GPU_MEM_MIB\"";
   std::vector<DemoTask> w;
   for (int i = 1; i <= 4; ++i) {  // whole GPUs: exclusive
-    w.push_back({("train-" + std::to_string(i)).c_str(), 2, 0,
+    w.push_back({"train-" + std::to_string(i), 2, 0,
                  {"sh", "-c", show + "; sleep 2"}, std::nullopt});
   }
   for (int i = 1; i <= 6; ++i) {  // 6 GiB shares: two per 16 GiB GPU
-    w.push_back({("infer-" + std::to_string(i)).c_str(), 1, 6 * 1024,
+    w.push_back({"infer-" + std::to_string(i), 1, 6 * 1024,
                  {"sh", "-c", show + "; sleep 1"}, std::nullopt});
   }
   w.push_back({"flaky", 1, 2 * 1024, {"sh", "-c", "echo failing on purpose >&2; exit 3"}, 2});

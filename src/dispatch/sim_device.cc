@@ -1,10 +1,12 @@
 #include "dispatch/sim_device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <new>
 #include <string>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -37,11 +39,12 @@ void FreeHostBlock(void* ptr, size_t bytes) {
 
 }  // namespace
 
-SimDevice::SimDevice(const SimDeviceOptions& options, Clock& clock)
+SimDevice::SimDevice(const SimDeviceOptions& options, Clock& clock, WaitNs wait_ns)
     : options_(options),
       name_(options.name.empty() ? "sim" + std::to_string(options.index) : options.name),
       total_bytes_(static_cast<size_t>(options.memory_mib) << 20),
       clock_(clock),
+      wait_ns_(std::move(wait_ns)),
       streams_(static_cast<size_t>(options.streams < 1 ? 1 : options.streams)) {}
 
 SimDevice::~SimDevice() {
@@ -233,18 +236,26 @@ Status SimDevice::SynchronizeAll() {
 }
 
 void SimDevice::ComputeMs(double ms) {
+  int sharers;
   {
     std::lock_guard lock(compute_mu_);
-    ++active_compute_;
+    sharers = ++active_compute_;
   }
   // Progress by the clock's actual elapsed time divided by the number of co-running kernels,
   // re-read every step, so arrivals and departures change everybody's speed (processor sharing).
   double left_ms = ms;
   int64_t prev_ns = clock_.NowNs();
   while (left_ms > 0) {
-    clock_.SleepMs(1);
+    // At the current sharing, the work left takes left_ms * sharers of clock time. A step
+    // shorter than 1 ms is the kernel's last (unless someone joins meanwhile): wait it out
+    // exactly when the device can, so the kernel does not finish up to 1 ms late.
+    const double step_ms = left_ms * sharers;
+    if (step_ms < 1.0 && wait_ns_) {
+      wait_ns_(std::max<int64_t>(1, static_cast<int64_t>(step_ms * 1e6)));
+    } else {
+      clock_.SleepMs(1);
+    }
     const int64_t now_ns = clock_.NowNs();
-    int sharers;
     {
       std::lock_guard lock(compute_mu_);
       sharers = active_compute_;

@@ -16,13 +16,15 @@
 // Modelled GPU time: a kernel that stands for GPU compute calls ComputeMs(ms). The device is
 // processor-shared: with k kernels inside ComputeMs at once, each progresses at 1/k speed, so
 // co-running work finishes later, as on a real GPU that runs kernels of several streams at once.
-// ComputeMs advances only with the injected Clock (RealClock in benchmarks, FakeClock in tests).
+// ComputeMs advances only with the injected Clock (RealClock in benchmarks, FakeClock in tests),
+// in 1 ms steps, and the last step with the constructor's `wait_ns` when given.
 //
 // Thread-safety: all methods are thread-safe. The destructor waits for enqueued work.
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,8 +47,15 @@ struct SimDeviceOptions {
 
 class SimDevice final : public Device {
  public:
+  // How ComputeMs waits out the last fraction of a ms of a kernel: called with
+  // 0 < ns < 1'000'000, it must return after about `ns` of the clock's time. Clock sleeps whole
+  // ms, so without one a kernel ends on the next ms step after its work is done (up to 1 ms
+  // late, plus the sleep's slack). Benchmarks on a RealClock pass a ns-precise real wait; tests
+  // on a FakeClock pass none (their time moves in whole ms anyway).
+  using WaitNs = std::function<void(int64_t ns)>;
+
   // `clock` must outlive the device.
-  SimDevice(const SimDeviceOptions& options, Clock& clock);
+  SimDevice(const SimDeviceOptions& options, Clock& clock, WaitNs wait_ns = {});
   ~SimDevice() override;
   SimDevice(const SimDevice&) = delete;
   SimDevice& operator=(const SimDevice&) = delete;
@@ -106,6 +115,7 @@ class SimDevice final : public Device {
   const std::string name_;
   const size_t total_bytes_;
   Clock& clock_;
+  const WaitNs wait_ns_;
 
   mutable std::mutex mu_;
   std::vector<Stream> streams_;

@@ -113,6 +113,22 @@ TEST(SimDeviceTest, SynchronizeRunsQueuedWorkInOrder) {
   ASSERT_TRUE(dev.Free(d).ok());
 }
 
+// Clock sleeps whole ms; the last fraction of a kernel goes to wait_ns when the device has one,
+// with the exact remainder, instead of a whole SleepMs(1) that would end the kernel late.
+TEST(SimDeviceTest, LastFractionOfAKernelUsesWaitNs) {
+  FakeClock clock(0, /*auto_advance_on_sleep=*/true);
+  std::vector<int64_t> waits;  // only the stream's worker or the synchronizer calls it, in turn
+  SimDevice dev({.index = 0, .name = "", .memory_mib = 64, .streams = 1}, clock,
+                [&](int64_t ns) {
+                  waits.push_back(ns);
+                  clock.AdvanceMs(1);  // FakeClock moves in ms: more than the kernel asked for
+                });
+  ASSERT_TRUE(dev.Launch(0, [&](const KernelContext&) { dev.ComputeMs(2.25); }).ok());
+  ASSERT_TRUE(dev.SynchronizeAll().ok());
+  EXPECT_EQ(waits, (std::vector<int64_t>{250'000}));  // after two whole-ms SleepMs steps
+  EXPECT_EQ(dev.compute_steps(), 3u);
+}
+
 // A 10 ms kernel alone takes 10 ms of clock time; two of them on two streams share the device
 // and each takes 20 ms, give or take the step in which the other one leaves.
 TEST(SimDeviceTest, ConcurrentComputeIsProcessorShared) {

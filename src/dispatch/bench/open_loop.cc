@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -45,13 +46,13 @@ double Percentile(std::vector<double>& sorted, double q) {
 
 // One request: a GPU from the policy, a stream on it, the compute, release both.
 void Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Request& r,
-           Clock& clock) {
+           RealClock& clock) {
   StatusOr<Lease> lease = policy.Acquire(r.service);
   if (!lease.ok()) return;
   SimDevice& dev = *devices[lease->gpu];
   StatusOr<StreamId> stream = dev.AcquireStream();
-  while (!stream.ok()) {  // every stream busy: the request queues on the GPU
-    clock.SleepMs(1);
+  while (!stream.ok()) {  // every stream busy: the request queues on the GPU (polls every 50 µs)
+    PreciseWaitUntilNs(clock, clock.NowNs() + 50'000);
     stream = dev.AcquireStream();
   }
   (void)dev.Launch(*stream, [&dev, ms = r.work_ms](const KernelContext&) { dev.ComputeMs(ms); });
@@ -61,6 +62,27 @@ void Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Reque
 }
 
 }  // namespace
+
+void PreciseWaitUntilNs(const RealClock& clock, int64_t deadline_ns) {
+  constexpr int64_t kSpinNs = 100'000;  // more than a sleep's usual overshoot
+  for (int64_t left = deadline_ns - clock.NowNs(); left > 0; left = deadline_ns - clock.NowNs()) {
+    if (left > kSpinNs) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(left - kSpinNs));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+std::vector<std::unique_ptr<SimDevice>> MakeBenchDevices(int gpus, int streams, RealClock& clock) {
+  std::vector<std::unique_ptr<SimDevice>> devices;
+  for (int g = 0; g < gpus; ++g) {
+    devices.push_back(std::make_unique<SimDevice>(
+        SimDeviceOptions{.index = g, .name = "", .memory_mib = 1024, .streams = streams}, clock,
+        [&clock](int64_t ns) { PreciseWaitUntilNs(clock, clock.NowNs() + ns); }));
+  }
+  return devices;
+}
 
 std::vector<ServiceConfig> BenchServiceConfigs(const OpenLoopConfig& config) {
   std::vector<ServiceConfig> out;
@@ -72,7 +94,7 @@ std::vector<ServiceConfig> BenchServiceConfigs(const OpenLoopConfig& config) {
 }
 
 OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devices,
-                           const OpenLoopConfig& config, Clock& clock, Rng& rng) {
+                           const OpenLoopConfig& config, RealClock& clock, Rng& rng) {
   const std::vector<Request> requests = MakeRequests(config, rng);
   std::vector<double> latency_ms(requests.size());
   std::atomic<int> done{0};
@@ -80,22 +102,18 @@ OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devic
   const int64_t start_ns = clock.NowNs();
   {
     WorkPool pool(static_cast<size_t>(config.worker_threads));
-    // Clock::SleepMs has ms resolution: release every request whose arrival has passed, then
-    // sleep 1 ms. Latency counts from the scheduled arrival, so this lateness is charged.
-    size_t next = 0;
-    while (next < requests.size()) {
-      const int64_t now = clock.NowNs() - start_ns;
-      for (; next < requests.size() && requests[next].arrival_ns <= now; ++next) {
-        pool.Post([&, i = next] {
-          Serve(policy, devices, requests[i], clock);
-          const int64_t end = clock.NowNs();
-          latency_ms[i] = static_cast<double>(end - start_ns - requests[i].arrival_ns) / 1e6;
-          int64_t prev = last_done_ns.load();
-          while (prev < end && !last_done_ns.compare_exchange_weak(prev, end)) {}
-          done.fetch_add(1);
-        });
-      }
-      if (next < requests.size()) clock.SleepMs(1);
+    // Each request is released at its arrival time, to within a few µs. Latency counts from
+    // the scheduled arrival, so any lateness (a busy machine) is still charged.
+    for (size_t next = 0; next < requests.size(); ++next) {
+      PreciseWaitUntilNs(clock, start_ns + requests[next].arrival_ns);
+      pool.Post([&, i = next] {
+        Serve(policy, devices, requests[i], clock);
+        const int64_t end = clock.NowNs();
+        latency_ms[i] = static_cast<double>(end - start_ns - requests[i].arrival_ns) / 1e6;
+        int64_t prev = last_done_ns.load();
+        while (prev < end && !last_done_ns.compare_exchange_weak(prev, end)) {}
+        done.fetch_add(1);
+      });
     }
   }  // the pool drains and joins here
   OpenLoopResult r;

@@ -6,6 +6,8 @@
 //
 // A benchmark, not a test: its numbers depend on the machine and are never asserted.
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,13 +42,24 @@ struct OpenLoopResult {
   double throughput_per_s = 0;
 };
 
+// A wait of `ns` on the real clock, precise to a few µs: it sleeps until ~100 µs before the
+// deadline, then spins. Clock::SleepMs has whole-ms steps and a plain sleep overshoots by
+// 50-100 µs, which would add about a ms to every latency, as much as policies differ by.
+void PreciseWaitUntilNs(const RealClock& clock, int64_t deadline_ns);
+
+// `gpus` simulated GPUs for the bench: `streams` streams each, and kernels that end exactly
+// when their processor-shared work is done (SimDevice's wait_ns is a precise real wait).
+std::vector<std::unique_ptr<SimDevice>> MakeBenchDevices(int gpus, int streams, RealClock& clock);
+
 // The ServiceConfigs the policies get: cost_time = the service's mean (an offline table),
 // wait_time = cost/2, try_time = max(1, cost/10), the proportions of PATENTS.md's example.
 std::vector<ServiceConfig> BenchServiceConfigs(const OpenLoopConfig& config);
 
-// Runs `config.requests` requests through `policy` on `devices` (one per GPU).
+// Runs `config.requests` requests through `policy` on `devices` (one per GPU). Requests are
+// released at their arrival times to within a few µs (PreciseWaitUntilNs), so latency measures
+// the policy's queueing and the device's sharing, not the load generator's timer.
 OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devices,
-                           const OpenLoopConfig& config, Clock& clock, Rng& rng);
+                           const OpenLoopConfig& config, RealClock& clock, Rng& rng);
 
 // The dispatcher's own cost: ns per TryAcquire + Complete pair on `gpus` GPUs, `threads`
 // threads hammering one RealtimeDispatcher with the given clock.

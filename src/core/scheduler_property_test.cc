@@ -132,11 +132,15 @@ class PropertyTest : public testing::SchedulerTest,
 
 TEST_P(PropertyTest, RandomEventsNeverOverCommitOrLoseTasks) {
   const uint64_t base = SeedFromEnv(1130);
-  for (uint64_t k = 0; k < 3; ++k) Run(base + k, 3000);
+  for (uint64_t k = 0; k < 3; ++k) Run(base + k, 2000);
 }
 
 INSTANTIATE_TEST_SUITE_P(CapacityWaitModes, PropertyTest,
-                         ::testing::Values(CapacityWait::kFailureQueue, CapacityWait::kStayQueued));
+                         ::testing::Values(CapacityWait::kFailureQueue, CapacityWait::kStayQueued),
+                         [](const ::testing::TestParamInfo<CapacityWait>& info) {
+                           return info.param == CapacityWait::kFailureQueue ? "FailureQueue"
+                                                                            : "StayQueued";
+                         });
 
 }  // namespace
 }  // namespace gpusched::core

@@ -21,14 +21,6 @@ core::MemoryProfile ProfileFrom(const Json& j) {
           j.at("width").get<int64_t>()};
 }
 
-Json PlacementJson(const core::Placement& p) {
-  return {{"node", p.node},
-          {"gpus", p.gpus},
-          {"gpu_mem_mib", p.gpu_mem_mib},
-          {"cpu_milli", p.resources.cpu_milli},
-          {"mem_mib", p.resources.mem_mib},
-          {"exclusive", p.exclusive}};
-}
 core::Placement PlacementFrom(const Json& j) {
   core::Placement p;
   p.node = j.at("node").get<std::string>();
@@ -39,28 +31,6 @@ core::Placement PlacementFrom(const Json& j) {
   return p;
 }
 
-Json SpecJson(const core::TaskSpec& s) {
-  Json tol = Json::array();
-  for (const core::Toleration& t : s.tolerations) {
-    tol.push_back({{"key", t.key}, {"value", t.value}, {"exists", t.exists},
-                   {"has_effect", t.has_effect}, {"effect", static_cast<int>(t.effect)}});
-  }
-  Json j = {{"name", s.name},
-            {"gpus", s.gpus},
-            {"gpu_mem_mib", s.gpu_mem_mib},
-            {"gpu_model", s.gpu_model},
-            {"cpu_milli", s.resources.cpu_milli},
-            {"mem_mib", s.resources.mem_mib},
-            {"node_selector", s.node_selector},
-            {"tolerations", tol},
-            {"keep_pending", s.keep_pending_if_infeasible},
-            {"command", s.command},
-            {"env", s.env}};
-  if (s.profile) j["profile"] = ProfileJson(*s.profile);
-  if (s.duration_ms) j["duration_ms"] = *s.duration_ms;
-  if (s.max_retries) j["max_retries"] = *s.max_retries;
-  return j;
-}
 core::TaskSpec SpecFrom(const Json& j) {
   core::TaskSpec s;
   s.name = j.at("name").get<std::string>();
@@ -92,43 +62,138 @@ auto Decode(const std::string& text, const char* what, Fn&& fn) -> decltype(fn(J
   }
 }
 
+// EncodeTask runs for every task write (several per task), so it writes the JSON directly
+// instead of building an nlohmann tree (several times fewer instructions). The text
+// is exactly what nlohmann's dump() gives for the same tree: no spaces, the same escapes
+// (strings that are not plain printable ASCII go through nlohmann itself), and keys in
+// sorted order, which is why every object below lists its fields alphabetically
+// (record_codec checks it: RecordCodecTest.TaskTextIsCanonicalJson).
+class Writer {
+ public:
+  // Appends `"key":value`. REQUIRES: keys in ascending byte order.
+  void Str(const char* key, const std::string& v) { Key(key) += Quote(v); }
+  void Int(const char* key, int64_t v) { Key(key) += std::to_string(v); }
+  void Uint(const char* key, uint64_t v) { Key(key) += std::to_string(v); }
+  void Bool(const char* key, bool v) { Key(key) += v ? "true" : "false"; }
+  void Raw(const char* key, const std::string& json) { Key(key) += json; }
+  std::string Done() { return std::move(out_ += '}'); }
+
+  static std::string Quote(const std::string& s) {
+    for (const char c : s) {
+      if (c < 0x20 || c == '"' || c == '\\' || static_cast<unsigned char>(c) >= 0x7f) {
+        return Json(s).dump();
+      }
+    }
+    return '"' + s + '"';
+  }
+  template <typename T>
+  static std::string Ints(const std::vector<T>& v) {
+    std::string out = "[";
+    for (const T& x : v) out += (out.size() > 1 ? "," : "") + std::to_string(x);
+    return out += ']';
+  }
+  static std::string Strings(const std::vector<std::string>& v) {
+    std::string out = "[";
+    for (const std::string& x : v) out += (out.size() > 1 ? "," : "") + Quote(x);
+    return out += ']';
+  }
+  static std::string Map(const std::map<std::string, std::string>& m) {  // already sorted
+    std::string out = "{";
+    for (const auto& [k, v] : m) out += (out.size() > 1 ? "," : "") + Quote(k) + ":" + Quote(v);
+    return out += '}';
+  }
+
+ private:
+  std::string& Key(const char* key) {
+    out_ += out_.size() > 1 ? ",\"" : "\"";
+    out_ += key;
+    return out_ += "\":";
+  }
+  std::string out_ = "{";
+};
+
+std::string PlacementJson(const core::Placement& p) {
+  Writer w;
+  w.Int("cpu_milli", p.resources.cpu_milli);
+  w.Bool("exclusive", p.exclusive);
+  w.Raw("gpu_mem_mib", Writer::Ints(p.gpu_mem_mib));
+  w.Raw("gpus", Writer::Ints(p.gpus));
+  w.Int("mem_mib", p.resources.mem_mib);
+  w.Str("node", p.node);
+  return w.Done();
+}
+
+std::string SpecJson(const core::TaskSpec& s) {
+  std::string tol = "[";
+  for (const core::Toleration& t : s.tolerations) {
+    Writer tw;
+    tw.Int("effect", static_cast<int>(t.effect));
+    tw.Bool("exists", t.exists);
+    tw.Bool("has_effect", t.has_effect);
+    tw.Str("key", t.key);
+    tw.Str("value", t.value);
+    tol += (tol.size() > 1 ? "," : "") + tw.Done();
+  }
+  tol += ']';
+  Writer w;
+  w.Raw("command", Writer::Strings(s.command));
+  w.Int("cpu_milli", s.resources.cpu_milli);
+  if (s.duration_ms) w.Int("duration_ms", *s.duration_ms);
+  w.Raw("env", Writer::Map(s.env));
+  w.Int("gpu_mem_mib", s.gpu_mem_mib);
+  w.Str("gpu_model", s.gpu_model);
+  w.Int("gpus", s.gpus);
+  w.Bool("keep_pending", s.keep_pending_if_infeasible);
+  if (s.max_retries) w.Int("max_retries", *s.max_retries);
+  w.Int("mem_mib", s.resources.mem_mib);
+  w.Str("name", s.name);
+  w.Raw("node_selector", Writer::Map(s.node_selector));
+  if (s.profile) w.Raw("profile", ProfileJson(*s.profile).dump());
+  w.Raw("tolerations", tol);
+  return w.Done();
+}
+
 }  // namespace
 
 std::string EncodeTask(const TaskRecord& r) {
   const core::Task& t = r.task;
-  Json hist = Json::array();
+  std::string hist = "[";
   const size_t first = t.history.size() > kMaxStoredTransitions
                            ? t.history.size() - kMaxStoredTransitions
                            : 0;
   for (size_t i = first; i < t.history.size(); ++i) {
     const core::Transition& h = t.history[i];
-    hist.push_back({h.at_ms, static_cast<int>(h.state), h.reason});
+    if (hist.size() > 1) hist += ',';
+    hist += '[' + std::to_string(h.at_ms) + ',' + std::to_string(static_cast<int>(h.state)) +
+            ',' + Writer::Quote(h.reason) + ']';
   }
-  Json j = {{"v", 1},
-            {"id", t.id.value()},
-            {"spec", SpecJson(t.spec)},
-            {"gpu_mem_need_mib", t.gpu_mem_need_mib},
-            {"exclusive", t.exclusive},
-            {"mem_source", t.mem_source},
-            {"st", t.st},
-            {"base_pt", t.base_pt},
-            {"pt", t.pt},
-            {"seq", t.seq},
-            {"state", static_cast<int>(t.state)},
-            {"claim", static_cast<int>(t.claim)},
-            {"fail_cnt", t.fail_cnt},
-            {"placement_failures", t.placement_failures},
-            {"attempts", t.attempts},
-            {"submitted_ms", t.submitted_ms},
-            {"assigned_ms", t.assigned_ms},
-            {"finished_ms", t.finished_ms},
-            {"reason", t.reason},
-            {"last_report", t.last_report_summary},
-            {"history", hist}};
-  if (t.placement) j["placement"] = PlacementJson(*t.placement);
-  if (t.exit_code) j["exit_code"] = *t.exit_code;
-  if (r.last_placement) j["last_placement"] = PlacementJson(*r.last_placement);
-  return j.dump();
+  hist += ']';
+  Writer w;
+  w.Int("assigned_ms", t.assigned_ms);
+  w.Int("attempts", t.attempts);
+  w.Int("base_pt", t.base_pt);
+  w.Int("claim", static_cast<int>(t.claim));
+  w.Bool("exclusive", t.exclusive);
+  if (t.exit_code) w.Int("exit_code", *t.exit_code);
+  w.Int("fail_cnt", t.fail_cnt);
+  w.Int("finished_ms", t.finished_ms);
+  w.Int("gpu_mem_need_mib", t.gpu_mem_need_mib);
+  w.Raw("history", hist);
+  w.Uint("id", t.id.value());
+  if (r.last_placement) w.Raw("last_placement", PlacementJson(*r.last_placement));
+  w.Str("last_report", t.last_report_summary);
+  w.Str("mem_source", t.mem_source);
+  if (t.placement) w.Raw("placement", PlacementJson(*t.placement));
+  w.Int("placement_failures", t.placement_failures);
+  w.Int("pt", t.pt);
+  w.Str("reason", t.reason);
+  w.Uint("seq", t.seq);
+  w.Raw("spec", SpecJson(t.spec));
+  w.Int("st", t.st);
+  w.Int("state", static_cast<int>(t.state));
+  w.Int("submitted_ms", t.submitted_ms);
+  w.Int("v", 1);
+  return w.Done();
 }
 
 StatusOr<TaskRecord> DecodeTask(const std::string& text) {

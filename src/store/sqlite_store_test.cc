@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "store/record_codec.h"
 
 namespace gpusched::store {
@@ -77,6 +79,29 @@ TEST_F(SqliteStoreTest, TasksSurviveReopenWithEveryField) {
   EXPECT_EQ(r.task.placement->gpus, std::vector<int>{2});
   EXPECT_EQ(r.task.spec.profile->model, "resnet50");
   EXPECT_EQ(r.task.exit_code, 3);
+}
+
+// EncodeTask writes JSON by hand; its text must be exactly nlohmann's canonical dump of the
+// same document (sorted keys, same escapes), so rows read the same whichever wrote them.
+TEST(RecordCodecTest, TaskTextIsCanonicalJson) {
+  TaskRecord r = RunningTask(7);
+  r.task.spec.name = "quote\" back\\ nl\n tab\t ctl\x01 utf8 \xc3\xa9 del\x7f";
+  r.task.spec.command = {"sh", "-c", "printf '%s\\n' \"$X\""};
+  r.task.spec.env = {{"B", "2"}, {"A", ""}, {"Z\"", "\\"}};
+  r.task.spec.node_selector = {{"zone", "a"}};
+  r.task.spec.duration_ms = 1000;
+  r.task.mem_source = "explicit";
+  r.task.reason = "assigned to n1";
+  r.task.last_report_summary = "placed on n1 (score 81.2: LeastAllocated 75.0)";
+  r.task.history.push_back({-3, core::TaskState::kRunning, ""});
+  for (const TaskRecord& rec : {r, RunningTask(1), TaskRecord{}}) {
+    const std::string text = EncodeTask(rec);
+    EXPECT_EQ(nlohmann::json::parse(text).dump(), text);
+    auto back = DecodeTask(text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(EncodeTask(*back), text);
+  }
+  EXPECT_EQ(DecodeTask(EncodeTask(r))->task.spec.name, r.task.spec.name);
 }
 
 TEST_F(SqliteStoreTest, NodesAndMemoryPeaksSurviveReopen) {

@@ -8,15 +8,18 @@
 // which fires when the forking *thread* exits, so a task never outlives its agent (an agent
 // killed with -9 must not leave work running that the server reassigns elsewhere).
 // Children are reaped by pid (never waitpid(-1)), so several runners can share a process.
+// The thread sleeps in epoll_wait on one pidfd per child (readable when it exits) and an
+// eventfd for requests, so an exit is seen at once and an idle runner costs nothing; where
+// pidfd_open is missing (Linux < 5.3) it falls back to checking every few milliseconds.
 //
 // Thread-safety: all public methods may be called from any thread.
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -58,6 +61,7 @@ class ProcessRunner {
  private:
   struct Child {
     pid_t pid = 0;
+    int pidfd = -1;          // -1: no pidfd (old kernel), polled instead
     TimeMs kill_at_ms = -1;  // SIGKILL deadline, -1 = none
     std::string kill_reason;
   };
@@ -68,11 +72,19 @@ class ProcessRunner {
   void Loop();
   Status Fork(const LaunchSpec& spec);
   void Reap();
+  void Wake();
+  // REQUIRES: mu_ held. How long the thread may sleep: -1 = until woken.
+  int WaitTimeoutMs() const;
 
   Clock& clock_;
   ExitCallback on_exit_;
+  // The agent's environment, read once: (name, "NAME=value") pairs.
+  std::vector<std::pair<std::string, std::string>> base_env_;
+  static constexpr size_t kChildStackBytes = 64 * 1024;
+  std::unique_ptr<char[]> child_stack_;  // the clone child's stack; used by the thread only
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: a request or stop is pending
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<Request*> requests_;
   std::map<std::pair<uint64_t, int64_t>, Child> children_;
   bool stop_ = false;

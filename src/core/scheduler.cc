@@ -216,11 +216,16 @@ void Scheduler::ReleasePlacement(Task& t) {
   pass_requested_ = true;  // capacity was freed
 }
 
-void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report) {
+void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report,
+                               const std::string& summary) {
   ++t.placement_failures;
-  t.last_report_summary = DescribeReport(report);
   t.last_report = report;
-  changed_.insert(t.id);
+  // Only the counter moved when the task waits for the same reason as last pass: not a
+  // change worth writing (see TakeChangedTasks), so a pass over a long Q reports nothing.
+  if (t.last_report_summary != summary || t.reason != summary) {
+    t.last_report_summary = summary;
+    changed_.insert(t.id);
+  }
   if (t.placement_failures >= config_.max_placement_failures) {
     RemoveFromQueues(t);
     t.claim = ClaimStatus::kFailed;
@@ -236,6 +241,7 @@ void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report) {
     t.claim = ClaimStatus::kFailed;
     t.queue = QueueMembership::kFailure;
     failure_queue_.Push(t.id);
+    changed_.insert(t.id);
   }
 }
 
@@ -293,7 +299,7 @@ size_t Scheduler::Schedule() {
   // Within one pass capacity only shrinks, so a request shape that found no node cannot find
   // one later in the same pass: remember it and skip the scan (same result, same report).
   using Shape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
-  std::map<Shape, PlacementReport> failed_shapes;
+  std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes;  // report, summary
   size_t placed = 0;
   // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order; a task that
   // fails is not retried in the same pass.
@@ -307,7 +313,7 @@ size_t Scheduler::Schedule() {
     ++stats_.decisions;
     if (plain) {
       if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
-        OnCapacityWait(t, it->second);
+        OnCapacityWait(t, it->second.first, it->second.second);
         if (config_.head_of_line_blocking) break;
         continue;
       }
@@ -320,8 +326,11 @@ size_t Scheduler::Schedule() {
       ++placed;
       continue;
     }
-    if (plain) failed_shapes.emplace(shape, result.report);
-    OnCapacityWait(t, result.report);
+    std::string summary = DescribeReport(result.report);
+    OnCapacityWait(t, result.report, summary);
+    if (plain) {
+      failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(summary)));
+    }
     if (config_.head_of_line_blocking) break;
   }
   return placed;

@@ -128,6 +128,8 @@ class Scheduler {
   // ---- outputs ----
   std::vector<Action> TakeActions();
   // Ids whose record changed since the last call, ascending (what the store must write).
+  // A task that waits another pass for the same reason is not included: only its
+  // placement_failures counter moved.
   std::vector<TaskId> TakeChangedTasks();
 
   // ---- queries ----
@@ -160,7 +162,8 @@ class Scheduler {
   void RemoveFromQueues(Task& t);
   void Commit(Task& t, const Placement& p);
   void ReleasePlacement(Task& t);
-  void OnCapacityWait(Task& t, const PlacementReport& report);
+  // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
+  void OnCapacityWait(Task& t, const PlacementReport& report, const std::string& summary);
   void FailExecution(Task& t, const std::string& reason);
   void Requeue(Task& t, const std::string& reason);
   void CheckNodeLiveness(TimeMs now);

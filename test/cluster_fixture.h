@@ -96,6 +96,14 @@ class ClusterTest : public ::testing::Test {
     return PollUntil([&] { return Task(id).value("state", "") == state; }, kDeadline);
   }
 
+  // A shell prefix that blocks a task until OpenGate(name) is called, so a test decides when
+  // tasks finish instead of racing `sleep` against its own polling (which loses under ASan,
+  // where every CLI call is slow).
+  std::string Gated(const std::string& name, const std::string& body) {
+    return "while [ ! -e '" + path("gate-" + name) + "' ]; do sleep 0.05; done; " + body;
+  }
+  void OpenGate(const std::string& name) { WriteFile(path("gate-" + name), ""); }
+
   std::filesystem::path dir_;
   int port_ = 0, http_port_ = 0;
   Proc server_;

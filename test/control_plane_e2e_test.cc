@@ -34,16 +34,17 @@ TEST_F(ClusterTest, TasksRunAndReportTheirExitCodes) {
 
 TEST_F(ClusterTest, ConcurrentOneGpuTasksSeeDistinctDevices) {
   StartAgent("n1", "2x16GiB");
-  const std::string script = "echo $CUDA_VISIBLE_DEVICES; sleep 2";
+  const std::string script = Gated("end", "echo $CUDA_VISIBLE_DEVICES");
   const uint64_t a = Submit({"--gpus", "1", "--", "sh", "-c", script});
   const uint64_t b = Submit({"--gpus", "1", "--", "sh", "-c", script});
-  // Both run at the same time on the one node.
+  // Both run at the same time on the one node (neither can finish before the gate opens).
   ASSERT_TRUE(PollUntil(
       [&] {
         auto t = Tasks();
         return t[a]["state"] == "running" && t[b]["state"] == "running";
       },
       kDeadline));
+  OpenGate("end");
   ASSERT_TRUE(WaitState(a, "succeeded"));
   ASSERT_TRUE(WaitState(b, "succeeded"));
   const std::string da = Run({"logs", std::to_string(a)}).out;
@@ -58,7 +59,7 @@ TEST_F(ClusterTest, TwoSixGibTasksShareASixteenGibGpuWhileAThirdWaits) {
   std::vector<uint64_t> ids;
   for (int i = 0; i < 3; ++i) {
     ids.push_back(Submit({"--gpu-mem", "6GiB", "--", "sh", "-c",
-                          "echo mem=$GPUSCHED_GPU_MEM_MIB gpu=$CUDA_VISIBLE_DEVICES; sleep 2"}));
+                          Gated("end", "echo mem=$GPUSCHED_GPU_MEM_MIB gpu=$CUDA_VISIBLE_DEVICES")}));
   }
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -70,6 +71,7 @@ TEST_F(ClusterTest, TwoSixGibTasksShareASixteenGibGpuWhileAThirdWaits) {
   CliResult why = Run({"why", std::to_string(ids[2])});
   EXPECT_EQ(why.code, 0);
   EXPECT_NE(why.out.find("GPU memory"), std::string::npos) << why.out;
+  OpenGate("end");
   for (uint64_t id : ids) ASSERT_TRUE(WaitState(id, "succeeded"));
   EXPECT_EQ(Run({"logs", std::to_string(ids[0])}).out, "mem=6144 gpu=0\n");
   // The third started only after one of the first two finished.
@@ -81,14 +83,16 @@ TEST_F(ClusterTest, TwoSixGibTasksShareASixteenGibGpuWhileAThirdWaits) {
 
 TEST_F(ClusterTest, AlwaysFailingTaskIsRetriedFailMaxTimesWithDemotionThenFails) {
   StartAgent("n1", "1x16GiB");
+  // Scored at admission: CPU 0 (5), 1 GiB GPU memory (4), RAM 0 (5), default 1 h (5):
+  // St = 19, Pt = 4. Reading Pt after submission would race the first failure.
+  const int64_t pt0 = 4;
   const uint64_t id = Submit({"--gpu-mem", "1GiB", "--", "sh", "-c", "exit 5"});
-  const int64_t pt0 = Task(id)["pt"].get<int64_t>();
   ASSERT_TRUE(WaitState(id, "failed"));
   const Json t = Task(id);
   EXPECT_EQ(t["attempts"], 3);  // the first run and FAIL_MAX = 2 retries
   EXPECT_EQ(t["fail_cnt"], 3);
   EXPECT_EQ(t["exit_code"], 5);
-  EXPECT_GT(t["pt"].get<int64_t>(), pt0);  // demoted on each return from FQ
+  EXPECT_EQ(t["pt"].get<int64_t>(), pt0 + 2);  // demoted on each of its 2 returns from FQ
   EXPECT_NE(t["reason"].get<std::string>().find("failed 3 times"), std::string::npos)
       << t["reason"];
   int retries = 0;
@@ -100,7 +104,8 @@ TEST_F(ClusterTest, AlwaysFailingTaskIsRetriedFailMaxTimesWithDemotionThenFails)
 
 TEST_F(ClusterTest, AgentKilledMidTaskItsTaskRunsAgainOnAnotherAgent) {
   StartAgent("a", "1x16GiB");
-  const uint64_t id = Submit({"--gpus", "1", "--", "sh", "-c", "sleep 2; echo done on $GPUSCHED_NODE"});
+  const uint64_t id =
+      Submit({"--gpus", "1", "--", "sh", "-c", Gated("end", "echo done on $GPUSCHED_NODE")});
   ASSERT_TRUE(WaitState(id, "running"));
   ASSERT_EQ(Task(id)["node"], "a");
   StartAgent("b", "1x16GiB");
@@ -109,6 +114,7 @@ TEST_F(ClusterTest, AgentKilledMidTaskItsTaskRunsAgainOnAnotherAgent) {
   ASSERT_TRUE(PollUntil([&] { return Task(id)["node"] == "b"; }, kDeadline));
   // Reassigned within the heartbeat timeout (2 s) plus scheduling slack on a loaded machine.
   EXPECT_LT(std::chrono::steady_clock::now() - killed, 15s);
+  OpenGate("end");
   ASSERT_TRUE(WaitState(id, "succeeded"));
   const Json t = Task(id);
   EXPECT_EQ(t["attempts"], 2);

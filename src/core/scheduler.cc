@@ -510,6 +510,10 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
   if (peak_gpu_mem_mib > 0 && t->spec.profile) {
     memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
   }
+  if (t->state == TaskState::kAssigned) {
+    // An end implies a start: its start report was lost or is still in flight.
+    SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
+  }
   t->exit_code = exit_code;
   if (exit_code == 0) {
     ReleasePlacement(*t);

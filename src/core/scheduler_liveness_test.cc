@@ -108,6 +108,20 @@ TEST_F(LivenessTest, DrainSendsTasksBackWithoutCountingFailures) {
   ExpectInvariants();
 }
 
+TEST_F(LivenessTest, AnEndWithoutAStartReportStillRecordsTheRun) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  const TaskId id = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  sched_->TakeActions();  // the start report never arrives
+  clock_.AdvanceMs(700);
+  ASSERT_TRUE(sched_->TaskFinished(id, 1, 0, 0).ok());
+  ASSERT_GE(T(id).history.size(), 3u);
+  const Transition& ran = T(id).history[T(id).history.size() - 2];
+  EXPECT_EQ(ran.state, TaskState::kRunning);
+  EXPECT_EQ(ran.at_ms, 700);
+  EXPECT_EQ(T(id).state, TaskState::kSucceeded);
+}
+
 TEST_F(LivenessTest, CancelReleasesAndKillsAndIsFinal) {
   AddNode(MakeNode("a", 1, 16 * kGiB));
   const TaskId running = Submit(SharedTask(8 * kGiB));

@@ -1,0 +1,263 @@
+// Scheduler events from agents and operators: liveness rules (CN109992422A claims 5-8),
+// node registration, heartbeats and reconciliation, cordon and drain, task reports, cancel,
+// preemption, and restoring tasks after a restart. The admission, the passes and the queries
+// are in scheduler.cc.
+
+#include <algorithm>
+
+#include "core/scheduler.h"
+
+namespace gpusched::core {
+// ---------------------------------------------------------------- liveness
+
+// CN109992422A claims 5-6: a server silent for more than T_srv is unavailable; its tasks are
+// failed (execution failures) and re-queued; their resources are released.
+void Scheduler::CheckNodeLiveness(TimeMs now) {
+  for (size_t i = 0; i < cluster_.size(); ++i) {
+    const NodeState& n = cluster_.node(i);
+    if (!n.available || now - n.last_heartbeat_ms <= config_.node_timeout_ms) continue;
+    cluster_.Update(i, [](NodeState& m) { m.available = false; });
+    ++stats_.nodes_lost;
+    const std::string reason = "node " + n.name + " lost: no heartbeat for " +
+                               FormatDurationMs(now - n.last_heartbeat_ms);
+    if (i >= tasks_on_node_.size()) continue;
+    const std::vector<TaskId> victims(tasks_on_node_[i].begin(), tasks_on_node_[i].end());
+    for (TaskId id : victims) FailExecution(*Find(id), reason);
+  }
+}
+
+// CN109992422A claims 7-8: a task silent for more than T_task has its resources reclaimed.
+void Scheduler::CheckTaskLiveness(TimeMs now) {
+  std::vector<TaskId> silent;
+  for (TaskId id : active_) {
+    const Task& t = *Find(id);
+    if (now - t.last_heartbeat_ms > config_.task_timeout_ms) silent.push_back(id);
+  }
+  for (TaskId id : silent) {
+    Task& t = *Find(id);
+    const NodeState& n = cluster_.node(t.placement->node_index);
+    if (!n.available) continue;  // the node rule handles it
+    const std::string reason =
+        "task heartbeat lost for " + FormatDurationMs(now - t.last_heartbeat_ms) + " on " + n.name;
+    actions_.push_back({Action::Kind::kKill, id, n.name, t.attempts, {}, {}, reason});
+    ++stats_.tasks_reclaimed;
+    FailExecution(t, reason);
+  }
+}
+
+// ---------------------------------------------------------------- node events
+
+Status Scheduler::RegisterNode(const NodeSpec& spec) {
+  GS_ASSIGN_OR_RETURN(size_t index, cluster_.Upsert(spec, clock_.NowMs()));
+  tasks_on_node_.resize(cluster_.size());
+  (void)index;
+  extremes_cache_.clear();
+  pass_requested_ = true;
+  return Status::Ok();
+}
+
+Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
+  auto index = cluster_.Find(hb.node);
+  if (!index) return NotFound("node " + hb.node + ": not registered");
+  const NodeState& n = cluster_.node(*index);
+  if (!hb.gpu_free_mib.empty() && hb.gpu_free_mib.size() != n.gpus.size()) {
+    return InvalidArgument("gpu_free_mib: " + std::to_string(hb.gpu_free_mib.size()) +
+                           " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
+  }
+  if (!n.available) pass_requested_ = true;  // a node that comes back is eligible again
+  const TimeMs now = clock_.NowMs();
+  cluster_.Update(*index, [&](NodeState& m) {
+    m.available = true;
+    m.last_heartbeat_ms = now;
+    for (size_t g = 0; g < hb.gpu_free_mib.size(); ++g) {
+      m.gpus[g].reported_free_mib = hb.gpu_free_mib[g];
+    }
+  });
+  // Reconcile: what the agent runs but the scheduler did not (or no longer) place there.
+  for (const auto& [id, attempt] : hb.running) {
+    const Task* t = GetTask(id);
+    const bool ours = t != nullptr && IsActive(*t) && t->placement &&
+                      t->placement->node_index == *index && t->attempts == attempt;
+    if (!ours) {
+      actions_.push_back({Action::Kind::kKill, id, n.name, attempt, {}, {},
+                          "not assigned to this node (reconciled after reconnect)"});
+    }
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
+  auto index = cluster_.Find(node);
+  if (!index) return NotFound("node " + node + ": not registered");
+  if (cluster_.node(*index).reachable != reachable) pass_requested_ = true;
+  cluster_.Update(*index, [&](NodeState& m) { m.reachable = reachable; });
+  return Status::Ok();
+}
+
+Status Scheduler::Cordon(const std::string& node, bool cordoned) {
+  auto index = cluster_.Find(node);
+  if (!index) return NotFound("node " + node + ": not registered");
+  cluster_.Update(*index, [&](NodeState& m) {
+    m.cordoned = cordoned;
+    if (!cordoned) m.draining = false;
+  });
+  pass_requested_ = true;
+  return Status::Ok();
+}
+
+Status Scheduler::Drain(const std::string& node) {
+  auto index = cluster_.Find(node);
+  if (!index) return NotFound("node " + node + ": not registered");
+  cluster_.Update(*index, [](NodeState& m) {
+    m.cordoned = true;
+    m.draining = true;
+  });
+  const std::vector<TaskId> tasks(tasks_on_node_[*index].begin(), tasks_on_node_[*index].end());
+  for (TaskId id : tasks) {
+    Task& t = *Find(id);
+    actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, "node draining"});
+    Requeue(t, "node " + node + " drained");
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- task events
+
+Status Scheduler::CheckAttempt(const Task* t, TaskId id, int64_t attempt) const {
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (!IsActive(*t) || t->attempts != attempt) {
+    return FailedPrecondition("task " + id.ToString() + " attempt " + std::to_string(attempt) +
+                              ": not the current assignment (task is " +
+                              TaskStateName(t->state) + ", attempt " +
+                              std::to_string(t->attempts) + ")");
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  t->last_heartbeat_ms = clock_.NowMs();
+  if (t->state == TaskState::kAssigned) {
+    SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  t->last_heartbeat_ms = clock_.NowMs();  // CN109992422A claim 7
+  return Status::Ok();
+}
+
+Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
+                               const std::string& reason) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  if (peak_gpu_mem_mib > 0 && t->spec.profile) {
+    memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
+  }
+  if (t->state == TaskState::kAssigned) {
+    // An end implies a start: its start report was lost or is still in flight.
+    SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
+  }
+  t->exit_code = exit_code;
+  if (exit_code == 0) {
+    ReleasePlacement(*t);
+    t->finished_ms = clock_.NowMs();
+    SetState(*t, TaskState::kSucceeded, reason.empty() ? "exited 0" : reason);
+    return Status::Ok();
+  }
+  FailExecution(*t, reason.empty() ? "exited with code " + std::to_string(exit_code) : reason);
+  return Status::Ok();
+}
+
+Status Scheduler::Preempt(TaskId id, const std::string& reason) {
+  Task* t = Find(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (!IsActive(*t)) {
+    return FailedPrecondition("task " + id.ToString() + " is " + TaskStateName(t->state) +
+                              ": only an assigned or running task can be preempted");
+  }
+  actions_.push_back({Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  ++t->preemptions;
+  ++stats_.preemptions;
+  Requeue(*t, reason);  // releases (attained service kept) and returns it to Q by its order
+  return Status::Ok();
+}
+
+Status Scheduler::Cancel(TaskId id, const std::string& reason) {
+  Task* t = Find(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (IsTerminal(t->state)) {
+    return FailedPrecondition("task " + id.ToString() + " is already " +
+                              TaskStateName(t->state));
+  }
+  if (IsActive(*t)) {
+    actions_.push_back(
+        {Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  }
+  ReleasePlacement(*t);
+  RemoveFromQueues(*t);
+  t->finished_ms = clock_.NowMs();
+  SetState(*t, TaskState::kCancelled, reason);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- restart
+
+// The stored placement names its node; node indices are those of this process.
+std::optional<Placement> Scheduler::RebindPlacement(const Placement& p) const {
+  auto index = cluster_.Find(p.node);
+  if (!index || p.gpus.size() != p.gpu_mem_mib.size()) return std::nullopt;
+  const NodeState& n = cluster_.node(*index);
+  Resources after = n.allocated;
+  after += p.resources;
+  if (after.cpu_milli > n.capacity.cpu_milli || after.mem_mib > n.capacity.mem_mib) {
+    return std::nullopt;
+  }
+  for (size_t k = 0; k < p.gpus.size(); ++k) {
+    const int g = p.gpus[k];
+    if (g < 0 || static_cast<size_t>(g) >= n.gpus.size() || p.gpu_mem_mib[k] < 0 ||
+        n.gpus[static_cast<size_t>(g)].allocated_mib + p.gpu_mem_mib[k] >
+            n.gpus[static_cast<size_t>(g)].total_mib) {
+      return std::nullopt;
+    }
+  }
+  Placement out = p;
+  out.node_index = *index;
+  return out;
+}
+
+Status Scheduler::Restore(const Task& task) {
+  if (task.id.value() != tasks_.size() + 1) {
+    return InvalidArgument("id: restored task " + task.id.ToString() + " out of order (expected " +
+                           std::to_string(tasks_.size() + 1) + ")");
+  }
+  tasks_.push_back(task);
+  Task& t = tasks_.back();
+  t.queue = QueueMembership::kNone;
+  next_seq_ = std::max(next_seq_, t.seq + 1);
+  const std::optional<Placement> stored = t.placement;
+  t.placement.reset();
+  if (t.state == TaskState::kPending) {
+    PushMain(t);
+  } else if (IsActive(t)) {
+    std::optional<Placement> p = stored ? RebindPlacement(*stored) : std::nullopt;
+    if (!p) {
+      SetState(t, TaskState::kPending, "requeued after restart: its placement could not be restored");
+      PushMain(t);
+      return Status::Ok();
+    }
+    cluster_.Reserve(*p);
+    tasks_on_node_.resize(cluster_.size());
+    tasks_on_node_[p->node_index].insert(t.id);
+    active_.insert(t.id);
+    t.placement = std::move(p);
+    t.last_heartbeat_ms = clock_.NowMs();
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpusched::core

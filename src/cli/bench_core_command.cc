@@ -15,8 +15,11 @@ void RegisterBenchCore(CLI::App& bench) {
   auto sizes = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{100, 1000, 10000});
   cmd->add_flag("--json", *json, "Print a JSON array");
   cmd->add_option("--seed", *seed, "Workload seed")->capture_default_str();
-  cmd->add_option("--pending", *pending, "Pending tasks per run")->capture_default_str();
-  cmd->add_option("--nodes", *sizes, "Cluster sizes (nodes of 8 GPUs)");
+  cmd->add_option("--pending", *pending, "Pending tasks per run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  cmd->add_option("--nodes", *sizes, "Cluster sizes (nodes of 8 GPUs)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   cmd->callback([=] {
     std::vector<bench::CoreBenchResult> results;
     for (int64_t nodes : *sizes) {

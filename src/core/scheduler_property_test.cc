@@ -137,9 +137,10 @@ TEST_P(PropertyTest, RandomEventsNeverOverCommitOrLoseTasks) {
 
 INSTANTIATE_TEST_SUITE_P(CapacityWaitModes, PropertyTest,
                          ::testing::Values(CapacityWait::kFailureQueue, CapacityWait::kStayQueued),
-                         [](const ::testing::TestParamInfo<CapacityWait>& info) {
-                           return info.param == CapacityWait::kFailureQueue ? "FailureQueue"
-                                                                            : "StayQueued";
+                         [](const ::testing::TestParamInfo<CapacityWait>& param_info) {
+                           return param_info.param == CapacityWait::kFailureQueue
+                                      ? "FailureQueue"
+                                      : "StayQueued";
                          });
 
 }  // namespace

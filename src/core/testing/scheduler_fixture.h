@@ -88,7 +88,9 @@ class SchedulerTest : public ::testing::Test {
       }
       for (const Task* t : sched_->Tasks()) {
         if (t->state == TaskState::kAssigned || t->state == TaskState::kRunning) {
-          if (!silent_task_.count(t->id)) EXPECT_TRUE(sched_->TaskHeartbeat(t->id, t->attempts).ok());
+          if (!silent_task_.count(t->id)) {
+            EXPECT_TRUE(sched_->TaskHeartbeat(t->id, t->attempts).ok());
+          }
         }
       }
     }

@@ -90,16 +90,23 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
   return CheckFeasible(spec, task);
 }
 
+// The largest node and GPU for a model (-1 = any), cached until a node registers: the scan
+// is O(nodes) and admission runs it for every task.
+const ClusterState::Extremes& Scheduler::ExtremesFor(const std::string& gpu_model) const {
+  const int model = gpu_model.empty() ? -1 : cluster_.ModelId(gpu_model);
+  auto it = extremes_cache_.find(model);
+  if (it == extremes_cache_.end()) {
+    it = extremes_cache_.emplace(model, cluster_.ComputeExtremes(model)).first;
+  }
+  return it->second;
+}
+
 Status Scheduler::CheckFeasible(const TaskSpec& spec, const Task& task) const {
   if (!config_.reject_infeasible || spec.keep_pending_if_infeasible || cluster_.size() == 0) {
     return Status::Ok();
   }
   const int model = spec.gpu_model.empty() ? -1 : cluster_.ModelId(spec.gpu_model);
-  auto it = extremes_cache_.find(model);
-  if (it == extremes_cache_.end()) {
-    it = extremes_cache_.emplace(model, cluster_.ComputeExtremes(model)).first;
-  }
-  const ClusterState::Extremes& e = it->second;
+  const ClusterState::Extremes& e = ExtremesFor(spec.gpu_model);
   const std::string hint = " (set keep_pending to wait for a bigger node)";
   if (spec.gpus > e.max_gpus) {
     return ResourceExhausted("gpus: " + std::to_string(spec.gpus) +
@@ -131,8 +138,7 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec) {
   // CN115981827A claims 4-6: score the task from CPU, GPU memory, RAM and duration.
   MiB gpu_total = spec.gpus * task.gpu_mem_need_mib;
   if (task.exclusive) {
-    const int model = spec.gpu_model.empty() ? -1 : cluster_.ModelId(spec.gpu_model);
-    const MiB largest = cluster_.ComputeExtremes(model).max_gpu_mib;
+    const MiB largest = ExtremesFor(spec.gpu_model).max_gpu_mib;
     gpu_total = spec.gpus * (largest > 0 ? largest : INT32_MAX);
   }
   const TaskScore score =

@@ -155,6 +155,7 @@ class Scheduler {
   Task* Find(TaskId id);
   Status ValidateAndResolve(TaskSpec& spec, Task& task) const;
   Status CheckFeasible(const TaskSpec& spec, const Task& task) const;
+  const ClusterState::Extremes& ExtremesFor(const std::string& gpu_model) const;
   PlacementRequest MakeRequest(const Task& t) const;
   QueueKey KeyOf(const Task& t) const;
   void SetState(Task& t, TaskState state, const std::string& reason);

@@ -191,7 +191,6 @@ void Scheduler::RemoveFromQueues(Task& t) {
 void Scheduler::Commit(Task& t, const Placement& p) {
   RemoveFromQueues(t);
   cluster_.Reserve(p);  // visible to the very next decision (CN109992422A test 6)
-  tasks_on_node_.resize(cluster_.size());
   tasks_on_node_[p.node_index].insert(t.id);
   active_.insert(t.id);
   t.placement = p;

@@ -185,7 +185,8 @@ class Scheduler {
   FailureQueue failure_queue_;
 
   std::deque<Task> tasks_;  // tasks_[id - 1]; deque keeps pointers stable
-  std::vector<std::set<TaskId>> tasks_on_node_;  // by node index: assigned or running
+  // By node index (RegisterNode keeps it as long as the cluster): assigned or running tasks.
+  std::vector<std::set<TaskId>> tasks_on_node_;
   std::set<TaskId> active_;                      // assigned or running
   std::set<TaskId> changed_;
   std::vector<Action> actions_;

@@ -20,7 +20,6 @@ void Scheduler::CheckNodeLiveness(TimeMs now) {
     ++stats_.nodes_lost;
     const std::string reason = "node " + n.name + " lost: no heartbeat for " +
                                FormatDurationMs(now - n.last_heartbeat_ms);
-    if (i >= tasks_on_node_.size()) continue;
     const std::vector<TaskId> victims(tasks_on_node_[i].begin(), tasks_on_node_[i].end());
     for (TaskId id : victims) FailExecution(*Find(id), reason);
   }
@@ -251,7 +250,6 @@ Status Scheduler::Restore(const Task& task) {
       return Status::Ok();
     }
     cluster_.Reserve(*p);
-    tasks_on_node_.resize(cluster_.size());
     tasks_on_node_[p->node_index].insert(t.id);
     active_.insert(t.id);
     t.placement = std::move(p);

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 namespace gpusched {
 
@@ -24,6 +26,12 @@ class Clock {
   virtual int64_t NowNs() const = 0;
   // Blocks the calling thread for `d` ms of this clock's time. Thread-safe.
   virtual void SleepMs(DurationMs d) = 0;
+  // Waits on `cv` until `pred()` holds or `d` ms of this clock's time have passed; returns
+  // pred(). REQUIRES: `lock` holds the mutex that guards what `pred` reads and that notifiers
+  // of `cv` take. Every timed wait of the server goes through here, so a test drives the
+  // control plane's loops with a FakeClock.
+  virtual bool WaitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                       DurationMs d, const std::function<bool()>& pred) = 0;
 };
 
 // Wall-clock time (system_clock for NowMs, steady_clock for NowNs and sleeping).
@@ -32,6 +40,8 @@ class RealClock final : public Clock {
   TimeMs NowMs() const override;
   int64_t NowNs() const override;
   void SleepMs(DurationMs d) override;
+  bool WaitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, DurationMs d,
+               const std::function<bool()>& pred) override;
 };
 
 // Manually advanced time for tests and the simulator. SleepMs blocks until another thread
@@ -46,6 +56,11 @@ class FakeClock final : public Clock {
   TimeMs NowMs() const override { return now_ns_.load() / 1'000'000; }
   int64_t NowNs() const override { return now_ns_.load(); }
   void SleepMs(DurationMs d) override;
+  // Wakes when another thread advances the clock past the deadline (AdvanceMs takes the
+  // waiter's mutex before notifying, so no wake-up is lost). REQUIRES: the thread that
+  // advances the clock holds none of the waiters' mutexes.
+  bool WaitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, DurationMs d,
+               const std::function<bool()>& pred) override;
 
   void AdvanceMs(DurationMs d);
   void SetMs(TimeMs t);  // REQUIRES: t >= NowMs()
@@ -58,6 +73,12 @@ class FakeClock final : public Clock {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int sleepers_ = 0;
+  struct Waiter {
+    std::mutex* mu;
+    std::condition_variable* cv;
+  };
+  std::vector<Waiter> waiters_;  // threads inside WaitFor
+  void WakeWaiters();
 };
 
 }  // namespace gpusched

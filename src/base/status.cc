@@ -13,6 +13,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kInternal: return "internal";
     case StatusCode::kDataLoss: return "data_loss";
+    case StatusCode::kNotStored: return "not_stored";
   }
   return "unknown";
 }

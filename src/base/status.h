@@ -24,6 +24,7 @@ enum class StatusCode {
   kUnavailable,       // a peer or service is not reachable; retrying may help
   kInternal,          // a broken invariant or an unexpected third-party failure
   kDataLoss,          // stored state is corrupt
+  kNotStored,         // a change could not be made durable; nothing acted on it (safe to retry)
 };
 
 // Returns the lower-case name of `code`, e.g. "invalid_argument".
@@ -61,6 +62,7 @@ inline Status ResourceExhausted(std::string m) {
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+inline Status NotStored(std::string m) { return {StatusCode::kNotStored, std::move(m)}; }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

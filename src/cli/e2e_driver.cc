@@ -13,9 +13,11 @@ namespace gpusched::cli {
 E2eDriver::E2eDriver(const std::string& address)
     : channel_(rpc::MakeChannel(address)), stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
 
-StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec) {
+StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
+                                     const std::string& idempotency_key) {
   ::gpusched::v1::SubmitRequest req;
   rpc::TaskSpecToProto(spec, req.mutable_spec());
+  req.set_idempotency_key(idempotency_key);
   ::gpusched::v1::SubmitResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -24,13 +26,20 @@ StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec) {
 }
 
 StatusOr<std::vector<::gpusched::v1::Task>> E2eDriver::List(const std::string& state) {
-  ::gpusched::v1::ListTasksRequest req;
-  req.set_state(state);
-  ::gpusched::v1::ListTasksResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
-  return std::vector<::gpusched::v1::Task>(resp.tasks().begin(), resp.tasks().end());
+  std::vector<::gpusched::v1::Task> out;
+  for (uint64_t after = 0;;) {  // every page
+    ::gpusched::v1::ListTasksRequest req;
+    req.set_state(state);
+    req.set_after_id(after);
+    req.set_limit(10'000);
+    ::gpusched::v1::ListTasksResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
+    out.insert(out.end(), resp.tasks().begin(), resp.tasks().end());
+    if (resp.next_after_id() == 0) return out;
+    after = resp.next_after_id();
+  }
 }
 
 StatusOr<std::map<std::string, int64_t>> E2eDriver::CountByState() {

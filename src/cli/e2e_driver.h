@@ -16,7 +16,7 @@ namespace gpusched::cli {
 class E2eDriver {
  public:
   explicit E2eDriver(const std::string& address);
-  StatusOr<uint64_t> Submit(const core::TaskSpec& spec);
+  StatusOr<uint64_t> Submit(const core::TaskSpec& spec, const std::string& idempotency_key = "");
   StatusOr<std::vector<::gpusched::v1::Task>> List(const std::string& state = "");
   // Counts of tasks by state, e.g. {"running": 3, ...}.
   StatusOr<std::map<std::string, int64_t>> CountByState();

@@ -1,11 +1,13 @@
 // Client commands about tasks: submit, ls, show, logs, cancel, why.
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "base/rng.h"
 #include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -40,9 +42,36 @@ int64_t NowMs() {
 
 struct SubmitFlags {
   ClientFlags client;
-  std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file;
+  std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
   std::vector<std::string> command;
 };
+
+// A key per invocation: the retries below (and a user re-running the same command with
+// --idempotency-key) never create a second task.
+std::string FreshIdempotencyKey() {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "cli-%016llx%016llx",
+                static_cast<unsigned long long>(Rng::FreshSeed()),
+                static_cast<unsigned long long>(Rng::FreshSeed()));
+  return buf;
+}
+
+// Submits, retrying with the same idempotency key while the server is unreachable or could
+// not store the task (both leave no task behind, so a retry cannot duplicate it).
+Status SubmitWithRetries(Client& c, const v1::SubmitRequest& req, v1::SubmitResponse& resp) {
+  Status s = Status::Ok();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250 << attempt));
+    s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Submit(&ctx, req, &resp); });
+    if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kNotStored) return s;
+  }
+  if (s.code() == StatusCode::kNotStored) {
+    return NotStored("the server could not store the task: " + s.message() +
+                     " (nothing was queued; run the same command again, or check the "
+                     "server's data directory)");
+  }
+  return s;
+}
 
 // Builds the spec: the file (-f) first, then every flag given explicitly on top of it.
 core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
@@ -99,14 +128,19 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_option("--name", f->name, "Task name");
   cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
   cmd->add_option("-f,--file", f->file, "Task spec YAML");
+  cmd->add_option("--idempotency-key", f->idempotency_key,
+                  "A retried submit with the same key returns the first task instead of a "
+                  "new one (default: a fresh key per invocation)");
   cmd->add_option("command", f->command, "-- COMMAND [ARG...]");
   cmd->callback([f, cmd] {
     core::TaskSpec spec = BuildSpec(*f, cmd);
     Client c(f->client.server);
     v1::SubmitRequest req;
     rpc::TaskSpecToProto(spec, req.mutable_spec());
+    req.set_idempotency_key(f->idempotency_key.empty() ? FreshIdempotencyKey()
+                                                       : f->idempotency_key);
     v1::SubmitResponse resp;
-    Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Submit(&ctx, req, &resp); });
+    Status s = SubmitWithRetries(c, req, resp);
     if (!s.ok()) Fail(s);
     if (f->client.json) {
       std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
@@ -125,12 +159,19 @@ void RegisterLs(CLI::App& app) {
   cmd->callback([flags, state] {
     if (!state->empty()) (void)OrFail(rpc::TaskStateFromName(*state, "--state"));
     Client c(flags->server);
-    v1::ListTasksRequest req;
-    req.set_state(*state);
-    v1::ListTasksResponse resp;
-    Status s =
-        c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListTasks(&ctx, req, &resp); });
-    if (!s.ok()) Fail(s);
+    v1::ListTasksResponse resp;  // every page, in id order
+    for (uint64_t after = 0;;) {
+      v1::ListTasksRequest req;
+      req.set_state(*state);
+      req.set_after_id(after);
+      v1::ListTasksResponse page;
+      Status s =
+          c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListTasks(&ctx, req, &page); });
+      if (!s.ok()) Fail(s);
+      for (v1::Task& t : *page.mutable_tasks()) *resp.add_tasks() = std::move(t);
+      if (page.next_after_id() == 0) break;
+      after = page.next_after_id();
+    }
     if (flags->json) {
       nlohmann::json a = nlohmann::json::array();
       for (const v1::Task& t : resp.tasks()) a.push_back(TaskJson(t));

@@ -56,9 +56,21 @@ StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const 
 
 void GpuMemoryTable::Observe(const MemoryProfile& profile, MiB peak_mib) {
   if (peak_mib <= 0) return;
-  Learned& l = learned_[profile];
+  LearnedPeak& l = learned_[profile];
   l.max_peak = std::max(l.max_peak, peak_mib);
   ++l.observations;
+}
+
+std::pair<MiB, int64_t> GpuMemoryTable::Learned(const MemoryProfile& profile) const {
+  auto it = learned_.find(profile);
+  if (it == learned_.end()) return {0, 0};
+  return {it->second.max_peak, it->second.observations};
+}
+
+void GpuMemoryTable::RestoreLearned(const MemoryProfile& profile, MiB max_peak_mib,
+                                    int64_t observations) {
+  if (max_peak_mib <= 0 || observations <= 0) return;
+  learned_[profile] = {max_peak_mib, observations};
 }
 
 std::vector<MemoryRow> GpuMemoryTable::rows() const {

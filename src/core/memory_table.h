@@ -57,19 +57,23 @@ class GpuMemoryTable {
   // An agent observed `peak_mib` for a task of this profile (claim 1's table "kept
   // accurate" by what really ran).
   void Observe(const MemoryProfile& profile, MiB peak_mib);
+  // What was learned for `profile`: (largest peak, observations); (0, 0) when nothing.
+  std::pair<MiB, int64_t> Learned(const MemoryProfile& profile) const;
+  // Restores an aggregate a store kept (one row per profile) after a restart.
+  void RestoreLearned(const MemoryProfile& profile, MiB max_peak_mib, int64_t observations);
 
   std::vector<MemoryRow> rows() const;
   size_t learned_size() const { return learned_.size(); }
 
  private:
-  struct Learned {
+  struct LearnedPeak {
     MiB max_peak = 0;
-    int observations = 0;
+    int64_t observations = 0;
   };
   Options options_;
   std::map<MemoryProfile, MiB> rows_;
   std::map<std::string, MemoryFormula> formulas_;
-  std::map<MemoryProfile, Learned> learned_;
+  std::map<MemoryProfile, LearnedPeak> learned_;
 };
 
 }  // namespace gpusched::core

@@ -43,19 +43,19 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
 }
 
 Task* Scheduler::Find(TaskId id) {
-  if (!id.valid() || id.value() > tasks_.size()) return nullptr;
-  return &tasks_[id.value() - 1];
+  auto it = tasks_.find(id.value());
+  return it == tasks_.end() ? nullptr : &it->second;
 }
 
 const Task* Scheduler::GetTask(TaskId id) const {
-  if (!id.valid() || id.value() > tasks_.size()) return nullptr;
-  return &tasks_[id.value() - 1];
+  auto it = tasks_.find(id.value());
+  return it == tasks_.end() ? nullptr : &it->second;
 }
 
 std::vector<const Task*> Scheduler::Tasks() const {
   std::vector<const Task*> out;
   out.reserve(tasks_.size());
-  for (const Task& t : tasks_) out.push_back(&t);
+  for (const auto& [id, t] : tasks_) out.push_back(&t);
   return out;
 }
 
@@ -131,7 +131,7 @@ Status Scheduler::CheckFeasible(const TaskSpec& spec, const Task& task) const {
   return Status::Ok();
 }
 
-StatusOr<TaskId> Scheduler::Submit(TaskSpec spec) {
+StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   Task task;
   GS_RETURN_IF_ERROR(ValidateAndResolve(spec, task));
 
@@ -146,18 +146,46 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec) {
                 spec.duration_ms.value_or(config_.default_duration_ms));
 
   const TimeMs now = clock_.NowMs();
-  task.id = TaskId(tasks_.size() + 1);
+  task.id = TaskId(next_id_++);
   task.spec = std::move(spec);
   task.st = score.st;
   task.base_pt = task.pt = score.pt;
   task.seq = next_seq_++;
   task.submitted_ms = now;
   task.claim = ClaimStatus::kWaiting;  // claim 7: status 2 on arrival
-  tasks_.push_back(std::move(task));
-  Task& t = tasks_.back();
+  const TaskId id = task.id;
+  Task& t = tasks_.emplace(id.value(), std::move(task)).first->second;
   SetState(t, TaskState::kPending, "submitted");
-  PushMain(t);
-  return t.id;
+  if (hold) {
+    held_.insert(id);
+  } else {
+    PushMain(t);
+  }
+  return id;
+}
+
+Status Scheduler::Release(TaskId id) {
+  if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  PushMain(*Find(id));
+  return Status::Ok();
+}
+
+Status Scheduler::Withdraw(TaskId id) {
+  if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  tasks_.erase(id.value());
+  changed_.erase(id);
+  return Status::Ok();
+}
+
+Status Scheduler::Forget(TaskId id) {
+  const Task* t = GetTask(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (!IsTerminal(t->state)) {
+    return FailedPrecondition("task " + id.ToString() + ": only a terminal task can be forgotten");
+  }
+  tasks_.erase(id.value());
+  changed_.erase(id);
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- state helpers
@@ -165,6 +193,11 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec) {
 void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
   t.state = state;
   t.reason = reason;
+  // Bounded history: the first transition (submitted) and the latest ones. A task retried
+  // thousands of times would otherwise grow its record, and every write of it, forever.
+  if (t.history.size() >= kMaxHistory) {
+    t.history.erase(t.history.begin() + 1, t.history.end() - (kMaxHistory - 2));
+  }
   t.history.push_back({clock_.NowMs(), state, reason});
   changed_.insert(t.id);
 }
@@ -418,11 +451,12 @@ Status Scheduler::CheckInvariants() const {
   std::vector<std::vector<MiB>> gpu(cluster_.size());
   for (size_t i = 0; i < cluster_.size(); ++i) gpu[i].assign(cluster_.node(i).gpus.size(), 0);
   size_t in_main = 0, in_failure = 0;
-  for (const Task& t : tasks_) {
+  for (const auto& [raw_id, t] : tasks_) {
     const std::string who = "task " + t.id.ToString() + ": ";
     if (IsActive(t) != t.placement.has_value()) return Internal(who + "placement/state mismatch");
     if (IsActive(t) != (active_.count(t.id) > 0)) return Internal(who + "active set mismatch");
-    if (t.state == TaskState::kPending && t.queue == QueueMembership::kNone) {
+    if (t.state == TaskState::kPending && t.queue == QueueMembership::kNone &&
+        held_.count(t.id) == 0) {
       return Internal(who + "pending but in no queue");
     }
     if (t.state != TaskState::kPending && t.queue != QueueMembership::kNone) {

@@ -18,6 +18,7 @@
 // only from the Clock it is given.
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -89,7 +90,18 @@ class Scheduler {
   // ---- events ----
   // Validates, estimates GPU memory, scores, enqueues. The spec is unchanged on error and the
   // scheduler's state is untouched.
-  StatusOr<TaskId> Submit(TaskSpec spec);
+  // With `hold`, the task is admitted (id, score, Pt, seq) but kept out of Q until Release:
+  // the server holds a submission until its record is durable, so nothing acts on a task
+  // that could still vanish (Withdraw, when the write failed).
+  StatusOr<TaskId> Submit(TaskSpec spec, bool hold = false);
+  // REQUIRES: `id` was submitted with hold and not released. Enqueues it.
+  Status Release(TaskId id);
+  // REQUIRES: `id` is held. Removes every trace of it (its id is not reused).
+  Status Withdraw(TaskId id);
+  // Drops a terminal task from memory (the server keeps it in its store). Bounded memory:
+  // a long-running server forgets finished tasks after a retention. FailedPrecondition for a
+  // task that is not terminal.
+  Status Forget(TaskId id);
   Status Cancel(TaskId id, const std::string& reason = "cancelled by user");
   Status RegisterNode(const NodeSpec& spec);
   Status HandleNodeHeartbeat(const NodeHeartbeat& hb);
@@ -100,6 +112,10 @@ class Scheduler {
   // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
   Status TaskStarted(TaskId id, int64_t attempt);
   Status TaskHeartbeat(TaskId id, int64_t attempt);
+  // The task's agent does not run this attempt although it was assigned (the assignment was
+  // lost with a connection or a server crash): back to Q without counting a failure, since
+  // the task never ran. Stale attempts are FailedPrecondition.
+  Status AssignmentLost(TaskId id, int64_t attempt, const std::string& reason);
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
                       const std::string& reason = "");
@@ -107,14 +123,16 @@ class Scheduler {
   // ---- restart ----
   // Re-admits a task read back from a store after a restart, keeping its id, score, Pt, seq,
   // counters and state, so an acknowledged task is never lost (DESIGN.md "State").
-  // REQUIRES: ids arrive in ascending order with no gaps (the first is 1), before any Submit;
-  // nodes the tasks ran on are registered first.
+  // REQUIRES: ids arrive in ascending order (gaps allowed: forgotten or withdrawn tasks), before
+  // any Submit; nodes the tasks ran on are registered first.
   // Pending tasks go back to Q. Assigned or running tasks get their placement reserved again
   // on the node of the same name, with a fresh task heartbeat, so they keep running while the
   // agent reconnects (an agent that does not is handled by the normal liveness rules). When
   // the node is unknown or the placement no longer fits, the task is requeued without counting
   // a failure. Terminal tasks are kept as they are.
   Status Restore(const Task& task);
+  // The next Submit gets an id >= `next` (ids of tasks that were not restored stay unused).
+  void ReserveIdsBelow(uint64_t next) { next_id_ = std::max(next_id_, next); }
   // Suspends an assigned or running task: a kill action is sent, its resources are released,
   // and it returns to Q (not counted as a failure) keeping its attained service, to be
   // resumed by a later pass. For the preemptive orders (core/preemption.h).
@@ -133,9 +151,14 @@ class Scheduler {
   std::vector<TaskId> TakeChangedTasks();
 
   // ---- queries ----
-  // The pointer stays valid for the scheduler's lifetime.
+  // The pointer stays valid until the task is forgotten (Forget) or withdrawn.
   const Task* GetTask(TaskId id) const;
-  std::vector<const Task*> Tasks() const;  // ascending id
+  std::vector<const Task*> Tasks() const;  // ascending id; the tasks in memory
+  size_t task_count() const { return tasks_.size(); }
+  bool IsHeld(TaskId id) const { return held_.count(id) > 0; }
+  // Assigned or running tasks on `node` (empty for an unknown node), ascending id.
+  std::vector<TaskId> TasksOnNode(const std::string& node) const;
+  uint64_t next_id() const { return next_id_; }
   StatusOr<Explanation> Explain(TaskId id) const;
   const ClusterState& cluster() const { return cluster_; }
   GpuMemoryTable& memory_table() { return memory_table_; }
@@ -184,7 +207,11 @@ class Scheduler {
   MainQueue main_queue_;
   FailureQueue failure_queue_;
 
-  std::deque<Task> tasks_;  // tasks_[id - 1]; deque keeps pointers stable
+  // Every task in memory, by id (map nodes keep pointers stable). Terminal tasks leave
+  // through Forget; a held submission (see Submit) is in held_ and in no queue.
+  std::map<uint64_t, Task> tasks_;
+  std::set<TaskId> held_;
+  uint64_t next_id_ = 1;
   // By node index (RegisterNode keeps it as long as the cluster): assigned or running tasks.
   std::vector<std::set<TaskId>> tasks_on_node_;
   std::set<TaskId> active_;                      // assigned or running

@@ -188,7 +188,9 @@ Status Scheduler::Preempt(TaskId id, const std::string& reason) {
 
 Status Scheduler::Cancel(TaskId id, const std::string& reason) {
   Task* t = Find(id);
-  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (t == nullptr || held_.count(id) > 0) {
+    return NotFound("task " + id.ToString() + ": no such task");  // held: not acknowledged yet
+  }
   if (IsTerminal(t->state)) {
     return FailedPrecondition("task " + id.ToString() + " is already " +
                               TaskStateName(t->state));
@@ -202,6 +204,19 @@ Status Scheduler::Cancel(TaskId id, const std::string& reason) {
   t->finished_ms = clock_.NowMs();
   SetState(*t, TaskState::kCancelled, reason);
   return Status::Ok();
+}
+
+Status Scheduler::AssignmentLost(TaskId id, int64_t attempt, const std::string& reason) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));  // active, and this attempt
+  Requeue(*t, reason);
+  return Status::Ok();
+}
+
+std::vector<TaskId> Scheduler::TasksOnNode(const std::string& node) const {
+  auto index = cluster_.Find(node);
+  if (!index) return {};
+  return {tasks_on_node_[*index].begin(), tasks_on_node_[*index].end()};
 }
 
 // ---------------------------------------------------------------- restart
@@ -230,12 +245,12 @@ std::optional<Placement> Scheduler::RebindPlacement(const Placement& p) const {
 }
 
 Status Scheduler::Restore(const Task& task) {
-  if (task.id.value() != tasks_.size() + 1) {
-    return InvalidArgument("id: restored task " + task.id.ToString() + " out of order (expected " +
-                           std::to_string(tasks_.size() + 1) + ")");
+  if (!task.id.valid() || task.id.value() < next_id_) {
+    return InvalidArgument("id: restored task " + task.id.ToString() +
+                           " out of order (expected an id >= " + std::to_string(next_id_) + ")");
   }
-  tasks_.push_back(task);
-  Task& t = tasks_.back();
+  next_id_ = task.id.value() + 1;
+  Task& t = tasks_.emplace(task.id.value(), task).first->second;
   t.queue = QueueMembership::kNone;
   next_seq_ = std::max(next_seq_, t.seq + 1);
   const std::optional<Placement> stored = t.placement;

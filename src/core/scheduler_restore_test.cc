@@ -90,15 +90,83 @@ TEST(SchedulerRestoreTest, UnknownNodeRequeuesWithoutCountingAFailure) {
   EXPECT_TRUE(b->CheckInvariants().ok());
 }
 
-TEST(SchedulerRestoreTest, RejectsOutOfOrderIds) {
+// Forgotten (finished) and withdrawn tasks leave gaps in the ids a store gives back; a
+// decreasing or repeated id is still a bug in the caller.
+TEST(SchedulerRestoreTest, AcceptsGapsButRejectsOutOfOrderIds) {
   FakeClock clock(0);
   auto b = Make(clock);
   Task t;
   t.id = TaskId(2);
+  ASSERT_TRUE(b->Restore(t).ok());
+  t.id = TaskId(7);
+  ASSERT_TRUE(b->Restore(t).ok());
+  t.id = TaskId(5);
   Status s = b->Restore(t);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("expected 1"), std::string::npos);
-  EXPECT_TRUE(b->Tasks().empty());
+  EXPECT_NE(s.message().find("expected an id >= 8"), std::string::npos) << s.message();
+  EXPECT_EQ(b->Tasks().size(), 2u);
+  b->ReserveIdsBelow(20);  // the store held finished tasks up to 19
+  auto id = b->Submit(Shared(1024));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(id->value(), 20u);
+}
+
+// The server holds a submission out of Q until its record is stored: a pass never places a
+// held task, Withdraw leaves no trace, Release queues it.
+TEST(SchedulerMemoryTest, HeldSubmissionIsNotScheduledUntilReleased) {
+  FakeClock clock(0);
+  auto b = Make(clock);
+  ASSERT_TRUE(b->RegisterNode(Node("n1", 1, 16384)).ok());
+  auto held = b->Submit(Shared(1024), /*hold=*/true);
+  auto gone = b->Submit(Shared(1024), /*hold=*/true);
+  ASSERT_TRUE(held.ok() && gone.ok());
+  EXPECT_EQ(b->Schedule(), 0u);
+  EXPECT_EQ(b->Cancel(*held).code(), StatusCode::kNotFound);  // not acknowledged yet
+  ASSERT_TRUE(b->Withdraw(*gone).ok());
+  EXPECT_EQ(b->GetTask(*gone), nullptr);
+  ASSERT_TRUE(b->Release(*held).ok());
+  EXPECT_EQ(b->Release(*held).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b->Schedule(), 1u);
+  EXPECT_EQ(b->GetTask(*held)->state, TaskState::kAssigned);
+  ASSERT_TRUE(b->CheckInvariants().ok());
+  auto next = b->Submit(Shared(1024));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->value(), 3u);  // the withdrawn id is not reused
+}
+
+TEST(SchedulerMemoryTest, OnlyTerminalTasksCanBeForgotten) {
+  FakeClock clock(0);
+  auto b = Make(clock);
+  ASSERT_TRUE(b->RegisterNode(Node("n1", 1, 16384)).ok());
+  auto id = b->Submit(Shared(1024));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(b->Forget(*id).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(b->Cancel(*id).ok());
+  ASSERT_TRUE(b->Forget(*id).ok());
+  EXPECT_EQ(b->GetTask(*id), nullptr);
+  EXPECT_EQ(b->task_count(), 0u);
+  ASSERT_TRUE(b->CheckInvariants().ok());
+}
+
+// A task retried thousands of times keeps a bounded history: its first transition and the
+// latest ones.
+TEST(SchedulerMemoryTest, HistoryIsCapped) {
+  FakeClock clock(0);
+  auto b = Make(clock);
+  ASSERT_TRUE(b->RegisterNode(Node("n1", 1, 16384)).ok());
+  auto id = b->Submit(Shared(1024));  // drains do not count failures: no retry limit hit
+  ASSERT_TRUE(id.ok());
+  for (int i = 0; i < 500; ++i) {
+    b->Schedule();
+    const Task* t = b->GetTask(*id);
+    ASSERT_EQ(t->state, TaskState::kAssigned);
+    ASSERT_TRUE(b->Drain("n1").ok());
+    ASSERT_TRUE(b->Cordon("n1", false).ok());
+  }
+  const Task* t = b->GetTask(*id);
+  EXPECT_EQ(t->history.size(), kMaxHistory);
+  EXPECT_EQ(t->history.front().reason, "submitted");
+  EXPECT_EQ(t->attempts, 500);
 }
 
 }  // namespace

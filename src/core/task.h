@@ -119,7 +119,10 @@ struct Task {
   std::string reason;  // why it is pending, failed or cancelled
   PlacementReport last_report;      // of the last placement attempt
   std::string last_report_summary;  // DescribeReport(last_report)
+  // Capped at kMaxHistory entries: the first (submitted) and the latest ones.
   std::vector<Transition> history;
 };
+
+inline constexpr size_t kMaxHistory = 64;
 
 }  // namespace gpusched::core

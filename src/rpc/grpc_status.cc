@@ -14,6 +14,9 @@ grpc::Status ToGrpc(const Status& s) {
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, s.message()};
     case StatusCode::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, s.message()};
     case StatusCode::kDataLoss: return {grpc::StatusCode::DATA_LOSS, s.message()};
+    // ABORTED: "retry at a higher level" is exactly what a client may do with the same
+    // idempotency key.
+    case StatusCode::kNotStored: return {grpc::StatusCode::ABORTED, s.message()};
     case StatusCode::kInternal: break;
   }
   return {grpc::StatusCode::INTERNAL, s.message()};
@@ -32,6 +35,7 @@ Status FromGrpc(const grpc::Status& s) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED: return Unavailable(m.empty() ? "unavailable" : m);
     case grpc::StatusCode::DATA_LOSS: return DataLoss(m);
+    case grpc::StatusCode::ABORTED: return NotStored(m);
     default: return Internal(m);
   }
 }

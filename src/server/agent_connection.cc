@@ -2,28 +2,40 @@
 
 namespace gpusched::server {
 
-AgentConnection::AgentConnection(Stream* stream) : stream_(stream) {
+AgentConnection::AgentConnection(grpc::ServerContext* context, Stream* stream)
+    : context_(context), stream_(stream) {
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
-AgentConnection::~AgentConnection() { Close(); }
+AgentConnection::~AgentConnection() {
+  Close();
+  Join();
+}
 
-void AgentConnection::Send(v1::ServerMessage m) {
+bool AgentConnection::Send(v1::ServerMessage m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
+    if (closed_ || outbox_.size() >= kMaxOutbox) return false;
     outbox_.push_back(std::move(m));
   }
   cv_.notify_one();
+  return true;
 }
 
 void AgentConnection::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
     closed_ = true;
     outbox_.clear();
   }
   cv_.notify_one();
+  // A Write blocked on a peer that stopped reading returns once the call is cancelled; the
+  // handler's Read returns false too, so the handler thread ends and joins the writer.
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+void AgentConnection::Join() {
   if (writer_.joinable() && writer_.get_id() != std::this_thread::get_id()) writer_.join();
 }
 

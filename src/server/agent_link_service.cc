@@ -7,7 +7,8 @@
 
 namespace gpusched::server {
 
-grpc::Status AgentLinkService::Connect(grpc::ServerContext*, AgentConnection::Stream* stream) {
+grpc::Status AgentLinkService::Connect(grpc::ServerContext* ctx,
+                                       AgentConnection::Stream* stream) {
   v1::AgentMessage first;
   if (!stream->Read(&first)) return grpc::Status::OK;
   if (!first.has_register_()) {
@@ -18,16 +19,17 @@ grpc::Status AgentLinkService::Connect(grpc::ServerContext*, AgentConnection::St
   if (!spec.ok()) return rpc::ToGrpc(spec.status());
   const std::string node = spec->name;
 
-  auto conn = std::make_shared<AgentConnection>(stream);
+  auto conn = std::make_shared<AgentConnection>(ctx, stream);
   v1::ServerMessage hello;
   v1::Registered* r = hello.mutable_registered();
   r->set_node_heartbeat_ms(cp_.config().node_heartbeat_ms);
   r->set_task_heartbeat_ms(cp_.config().task_heartbeat_ms);
   r->set_kill_grace_ms(cp_.config().kill_grace_ms);
   conn->Send(std::move(hello));
-  Status s = cp_.AgentRegistered(*spec, conn);
+  Status s = cp_.AgentRegistered(first.register_(), conn);
   if (!s.ok()) {
     conn->Close();
+    conn->Join();
     return rpc::ToGrpc(s);
   }
   std::cerr << "gpusched server: agent " << node << " connected (" << spec->gpus.size()
@@ -35,10 +37,11 @@ grpc::Status AgentLinkService::Connect(grpc::ServerContext*, AgentConnection::St
   v1::AgentMessage m;
   while (stream->Read(&m)) {
     if (m.has_register_()) continue;  // only the first one counts
-    cp_.AgentMessage(node, m, *conn);
+    cp_.AgentMessage(node, m, conn);
   }
   cp_.AgentDisconnected(node, conn.get());
   conn->Close();
+  conn->Join();  // here, on this handler's thread: never under the control plane's lock
   std::cerr << "gpusched server: agent " << node << " disconnected\n";
   return grpc::Status::OK;
 }

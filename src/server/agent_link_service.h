@@ -5,6 +5,7 @@
 // unreachable; its tasks are failed over by the liveness rules if it does not come back.
 
 #include "gpusched/v1/gpusched.grpc.pb.h"
+#include "server/agent_connection.h"
 #include "server/control_plane.h"
 
 namespace gpusched::server {

@@ -23,7 +23,7 @@ grpc::Status ApiService::Submit(grpc::ServerContext*, const v1::SubmitRequest* r
                                 v1::SubmitResponse* resp) {
   auto spec = rpc::TaskSpecFromProto(req->spec());
   if (!spec.ok()) return rpc::ToGrpc(spec.status());
-  auto id = cp_.Submit(std::move(spec).value());
+  auto id = cp_.Submit(std::move(spec).value(), req->idempotency_key());
   if (!id.ok()) return rpc::ToGrpc(id.status());
   resp->set_id(id->value());
   return grpc::Status::OK;
@@ -46,7 +46,14 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext*, const v1::ListTasksRequ
     if (!s.ok()) return rpc::ToGrpc(s.status());
     state = *s;
   }
-  for (v1::Task& t : cp_.ListTasks(state)) *resp->add_tasks() = std::move(t);
+  if (req->limit() < 0) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "limit: must be >= 0, got " + std::to_string(req->limit())};
+  }
+  auto page = cp_.ListTasks(state, req->after_id(), static_cast<size_t>(req->limit()));
+  if (!page.ok()) return rpc::ToGrpc(page.status());
+  for (v1::Task& t : page->tasks) *resp->add_tasks() = std::move(t);
+  resp->set_next_after_id(page->next_after_id);
   return grpc::Status::OK;
 }
 
@@ -70,7 +77,7 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
   bool everything = false;
   uint64_t version = cp_.WaitForChanges(UINT64_MAX - 1, 0, ids, everything);
   if (wanted.empty()) {
-    for (const v1::Task& t : cp_.ListTasks(std::nullopt)) {
+    for (const v1::Task& t : cp_.RecentTasks()) {
       if (!writer->Write(t)) return grpc::Status::OK;
     }
   } else {
@@ -84,7 +91,7 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
     ids.clear();
     version = cp_.WaitForChanges(version, 500, ids, everything);
     if (everything) {
-      for (const v1::Task& t : cp_.ListTasks(std::nullopt)) {
+      for (const v1::Task& t : cp_.RecentTasks()) {
         if ((wanted.empty() || wanted.count(t.id())) && !writer->Write(t)) return grpc::Status::OK;
       }
       continue;

@@ -1,3 +1,7 @@
+// ControlPlane: creation and restore, the loop, and the commit pipeline (persist before act,
+// group commit, retries, held messages, retention). The API is in control_plane_api.cc, the
+// agent events in control_plane_agents.cc.
+
 #include "server/control_plane.h"
 
 #include <iostream>
@@ -7,6 +11,12 @@ namespace {
 
 // Change-log entries kept for Watch; a watcher further behind gets every task again.
 constexpr size_t kMaxChangeLog = 200'000;
+constexpr DurationMs kFirstRetryMs = 50;
+
+std::array<int64_t, 5> Fingerprint(const core::Task& t) {
+  return {static_cast<int64_t>(t.state), t.attempts, t.fail_cnt, t.pt,
+          static_cast<int64_t>(t.history.size())};
+}
 
 }  // namespace
 
@@ -29,7 +39,7 @@ ControlPlane::ControlPlane(const ServerConfig& config, Clock& clock,
 ControlPlane::~ControlPlane() { StopLoop(); }
 
 Status ControlPlane::Restore() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   GS_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_->LoadNodes());
   for (const store::NodeRecord& n : nodes) {
     GS_RETURN_IF_ERROR(sched_->RegisterNode(n.spec));
@@ -37,21 +47,44 @@ Status ControlPlane::Restore() {
     GS_RETURN_IF_ERROR(sched_->SetNodeReachable(n.spec.name, false));
     if (n.cordoned) GS_RETURN_IF_ERROR(sched_->Cordon(n.spec.name, true));
   }
-  GS_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_->LoadTasks());
-  for (const store::TaskRecord& r : tasks) {
-    GS_RETURN_IF_ERROR(sched_->Restore(r.task));
+  GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
+  for (const store::QuarantinedRow& q : live.quarantined) {
+    std::cerr << "gpusched server: QUARANTINED " << q.table << " row " << q.key << ": " << q.error
+              << " (moved to the quarantine table; the server serves every other task)\n";
+  }
+  quarantined_ = static_cast<int64_t>(live.quarantined.size());
+  for (const store::TaskRecord& r : live.tasks) {
+    Status s = sched_->Restore(r.task);
+    if (!s.ok()) {
+      std::cerr << "gpusched server: task " << r.task.id.ToString() << " not restored: "
+                << s.ToString() << "\n";
+      continue;
+    }
     if (r.last_placement) last_placement_[r.task.id] = *r.last_placement;
+    const core::Task& t = *sched_->GetTask(r.task.id);
+    persisted_[t.id] = Fingerprint(r.task);
+    IndexTask(t);
   }
-  GS_ASSIGN_OR_RETURN(std::vector<store::MemoryObservation> peaks,
-                      store_->LoadMemoryObservations());
-  for (const store::MemoryObservation& o : peaks) {
-    sched_->memory_table().Observe(o.profile, o.peak_mib);
+  sched_->ReserveIdsBelow(live.max_id + 1);  // ids of finished or quarantined tasks stay used
+  GS_ASSIGN_OR_RETURN(std::vector<store::LearnedPeak> peaks, store_->LoadLearnedPeaks());
+  for (const store::LearnedPeak& p : peaks) {
+    sched_->memory_table().RestoreLearned(p.profile, p.max_peak_mib, p.observations);
   }
-  if (!tasks.empty()) {
-    std::cerr << "gpusched server: restored " << tasks.size() << " tasks, " << nodes.size()
-              << " nodes, " << peaks.size() << " memory observations\n";
+  GS_ASSIGN_OR_RETURN(auto counts, store_->CountTasksByState());
+  for (const auto& [state, n] : counts) {
+    for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
+                              core::TaskState::kCancelled}) {
+      if (state == core::TaskStateName(s)) finished_forgotten_[state] = n;
+    }
   }
-  return Flush();  // requeued restores are written back
+  if (live.max_id > 0) {
+    std::cerr << "gpusched server: restored " << live.tasks.size() << " live tasks (ids up to "
+              << live.max_id << "), " << nodes.size() << " nodes, " << peaks.size()
+              << " learned memory peaks\n";
+  }
+  // Tasks requeued by the restore are written back before anything acts on them.
+  const uint64_t seq = Flush();
+  return CommitThrough(lock, seq);
 }
 
 // ---------------------------------------------------------------- loop
@@ -82,404 +115,304 @@ void ControlPlane::LoopMain() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(loop_mu_);
-      loop_cv_.wait_for(lock, std::chrono::milliseconds(tick), [&] { return kicked_ || stop_; });
+      clock_.WaitFor(lock, loop_cv_, tick, [&] { return kicked_ || stop_; });
       if (stop_) return;
       kicked_ = false;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    const int64_t passes = sched_->stats().passes;
-    const int64_t t0 = clock_.NowNs();
-    sched_->Tick();
-    if (sched_->stats().passes != passes) pass_seconds_.Observe((clock_.NowNs() - t0) * 1e-9);
-    (void)Flush();
+    RunOnce();
   }
 }
 
-// ---------------------------------------------------------------- flush
-
-Status ControlPlane::Flush() {
-  Status status = Status::Ok();
-  for (int round = 0; round < 8; ++round) {
-    std::vector<core::Action> actions = sched_->TakeActions();
-    for (const core::Action& a : actions) {
-      if (a.kind != core::Action::Kind::kAssign) continue;
-      const core::Task* t = sched_->GetTask(a.task);
-      if (t != nullptr && t->placement) last_placement_[a.task] = *t->placement;
-    }
-    std::vector<TaskId> changed = sched_->TakeChangedTasks();
-    std::erase_if(changed, [&](TaskId id) {
-      const core::Task& t = *sched_->GetTask(id);
-      const std::array<int64_t, 5> print{static_cast<int64_t>(t.state), t.attempts, t.fail_cnt,
-                                         t.pt, static_cast<int64_t>(t.history.size())};
-      auto [it, fresh] = persisted_.try_emplace(id, print);
-      if (!fresh && it->second == print) return true;
-      it->second = print;
-      return false;
-    });
-    if (!changed.empty()) {
-      std::vector<store::TaskRecord> records;
-      records.reserve(changed.size());
-      for (TaskId id : changed) {
-        store::TaskRecord r{*sched_->GetTask(id), std::nullopt};
-        if (auto it = last_placement_.find(id); it != last_placement_.end()) {
-          r.last_placement = it->second;
-        }
-        records.push_back(std::move(r));
-      }
-      Status s = store_->PutTasks(records);
-      if (!s.ok()) {
-        ++store_errors_;
-        std::cerr << "gpusched server: " << s.ToString() << "\n";
-        status = s;
-      }
-      ++version_;
-      for (TaskId id : changed) change_log_.emplace_back(version_, id.value());
-      while (change_log_.size() > kMaxChangeLog) change_log_.pop_front();
-      changes_cv_.notify_all();
-    }
-    bool again = false;
-    SendActions(actions, again);
-    if (!again) break;
-  }
-  return status;
-}
-
-// Assignments go to the node's agent; with no agent connected the bind fails at once, which
-// releases the reservation and counts an execution failure (DESIGN.md pipeline step 5).
-void ControlPlane::SendActions(std::vector<core::Action>& actions, bool& again) {
-  for (core::Action& a : actions) {
-    auto conn = connections_.find(a.node);
-    if (a.kind == core::Action::Kind::kKill) {
-      if (conn == connections_.end()) continue;
-      v1::ServerMessage m;
-      v1::Kill* k = m.mutable_kill();
-      k->set_id(a.task.value());
-      k->set_attempt(a.attempt);
-      k->set_reason(a.reason);
-      conn->second->Send(std::move(m));
-      continue;
-    }
-    if (conn == connections_.end()) {
-      (void)sched_->TaskFinished(a.task, a.attempt, -1, 0,
-                                 "bind failed: the agent of node " + a.node + " is not connected");
-      again = true;
-      continue;
-    }
-    const core::Task& t = *sched_->GetTask(a.task);
-    v1::ServerMessage m;
-    v1::Assign* as = m.mutable_assign();
-    as->set_id(a.task.value());
-    as->set_attempt(a.attempt);
-    as->set_name(t.spec.name);
-    for (int g : a.gpus) as->add_gpus(g);
-    for (MiB mib : a.gpu_mem_mib) as->add_gpu_mem_mib(mib);
-    for (const std::string& c : t.spec.command) as->add_command(c);
-    for (const auto& [k, v] : t.spec.env) (*as->mutable_env())[k] = v;
-    conn->second->Send(std::move(m));
-  }
-}
-
-// ---------------------------------------------------------------- API
-
-v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
-  v1::Task p;
-  auto it = last_placement_.find(t.id);
-  rpc::TaskToProto(t, it == last_placement_.end() ? nullptr : &it->second, with_history, &p);
-  return p;
-}
-
-StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec) {
-  TaskId id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    GS_ASSIGN_OR_RETURN(id, sched_->Submit(std::move(spec)));
-    ++submitted_;
-    Status s = Flush();
-    if (!s.ok()) return Unavailable("task " + id.ToString() + " not stored: " + s.message());
-  }
-  Kick();
-  return id;
-}
-
-StatusOr<v1::Task> ControlPlane::GetTask(uint64_t id, bool with_history) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const core::Task* t = sched_->GetTask(TaskId(id));
-  if (t == nullptr) return NotFound("task " + std::to_string(id) + ": no such task");
-  return TaskProto(*t, with_history);
-}
-
-std::vector<v1::Task> ControlPlane::ListTasks(std::optional<core::TaskState> state) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::Task> out;
-  for (const core::Task* t : sched_->Tasks()) {
-    if (state && t->state != *state) continue;
-    out.push_back(TaskProto(*t, false));
-  }
-  return out;
-}
-
-StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  GS_RETURN_IF_ERROR(sched_->Cancel(TaskId(id)));
-  GS_RETURN_IF_ERROR(Flush());
-  return TaskProto(*sched_->GetTask(TaskId(id)), false);
-}
-
-StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  GS_ASSIGN_OR_RETURN(core::Explanation e, sched_->Explain(TaskId(id)));
-  v1::WhyResponse r;
-  rpc::ExplanationToProto(e, &r);
-  return r;
-}
-
-StatusOr<v1::Node> ControlPlane::NodeProto(const std::string& node) const {
-  auto index = sched_->cluster().Find(node);
-  if (!index) return NotFound("node " + node + ": no such node");
-  v1::Node p;
-  rpc::NodeToProto(sched_->cluster().node(*index), sched_->cluster(),
-                   connections_.count(node) > 0, &p);
-  return p;
-}
-
-std::vector<v1::Node> ControlPlane::ListNodes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, v1::Node> sorted;
-  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeProto(n.name);
-  std::vector<v1::Node> out;
-  for (auto& [name, n] : sorted) out.push_back(std::move(n));
-  return out;
-}
-
-Status ControlPlane::PersistNode(const std::string& node) {
-  auto index = sched_->cluster().Find(node);
-  if (!index) return NotFound("node " + node + ": no such node");
-  const core::NodeState& n = sched_->cluster().node(*index);
-  store::NodeRecord r;
-  r.spec.name = n.name;
-  r.spec.address = n.address;
-  r.spec.capacity = n.capacity;
-  for (const core::GpuState& g : n.gpus) {
-    r.spec.gpus.push_back({sched_->cluster().ModelName(g.model_id), g.total_mib});
-  }
-  r.spec.labels = n.labels;
-  r.spec.taints = n.taints;
-  r.cordoned = n.cordoned;
-  r.draining = n.draining;
-  return store_->PutNode(r);
-}
-
-StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    GS_RETURN_IF_ERROR(sched_->Cordon(node, cordon));
-    GS_RETURN_IF_ERROR(PersistNode(node));
-    GS_RETURN_IF_ERROR(Flush());
-  }
-  Kick();
-  std::lock_guard<std::mutex> lock(mu_);
-  return NodeProto(node);
-}
-
-StatusOr<v1::Node> ControlPlane::Drain(const std::string& node) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    GS_RETURN_IF_ERROR(sched_->Drain(node));
-    GS_RETURN_IF_ERROR(PersistNode(node));
-    GS_RETURN_IF_ERROR(Flush());
-  }
-  Kick();
-  std::lock_guard<std::mutex> lock(mu_);
-  return NodeProto(node);
-}
-
-StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const core::Task* t = sched_->GetTask(TaskId(id));
-  if (t == nullptr) return NotFound("task " + std::to_string(id) + ": no such task");
-  LogSource src;
-  src.done = core::IsTerminal(t->state);
-  src.attempt = t->attempts;
-  auto last = last_placement_.find(t->id);
-  if (last == last_placement_.end()) return src;  // never ran: no log yet
-  auto index = sched_->cluster().Find(last->second.node);
-  if (index) src.address = sched_->cluster().node(*index).address;
-  return src;
-}
-
-uint64_t ControlPlane::WaitForChanges(uint64_t since, DurationMs timeout_ms,
-                                      std::vector<uint64_t>& ids, bool& everything) {
+void ControlPlane::RunOnce() {
   std::unique_lock<std::mutex> lock(mu_);
-  changes_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                       [&] { return version_ > since; });
-  everything = !change_log_.empty() && change_log_.front().first > since + 1;
-  std::set<uint64_t> unique;
-  for (auto it = change_log_.rbegin(); it != change_log_.rend() && it->first > since; ++it) {
-    unique.insert(it->second);
-  }
-  ids.assign(unique.begin(), unique.end());
-  return version_;
+  const int64_t passes = sched_->stats().passes;
+  const int64_t t0 = clock_.NowNs();
+  sched_->Tick();
+  if (sched_->stats().passes != passes) pass_seconds_.Observe((clock_.NowNs() - t0) * 1e-9);
+  Flush();
+  const bool unsent = !held_.empty() && held_.front().gate > durable_;
+  const bool backoff = consecutive_failures_ > 0 && clock_.NowMs() < next_retry_ms_;
+  if (!committing_ && !backoff && (!pending_.empty() || unsent)) LeadCommit(lock);
+  ApplyRetention();  // after the commit: what it made durable may leave memory now
 }
 
-// ---------------------------------------------------------------- agents
+// ---------------------------------------------------------------- flush and commit
 
-void ControlPlane::UpdateReachable(const std::string& node) {
-  auto probe = probe_ok_.find(node);
-  const bool ok = connections_.count(node) > 0 && (probe == probe_ok_.end() || probe->second);
-  (void)sched_->SetNodeReachable(node, ok);
+uint64_t ControlPlane::Flush() {
+  const uint64_t seq = next_commit_;  // the commit that will carry what is queued now
+  std::vector<core::Action> actions = sched_->TakeActions();
+  for (const core::Action& a : actions) {
+    if (a.kind != core::Action::Kind::kAssign) continue;
+    const core::Task* t = sched_->GetTask(a.task);
+    if (t != nullptr && t->placement) last_placement_[a.task] = *t->placement;
+  }
+  bool any = false;
+  for (TaskId id : sched_->TakeChangedTasks()) {
+    const core::Task* t = sched_->GetTask(id);
+    if (t == nullptr) continue;
+    IndexTask(*t);
+    const std::array<int64_t, 5> print = Fingerprint(*t);
+    auto [it, fresh] = persisted_.try_emplace(id, print);
+    if (!fresh && it->second == print) continue;
+    it->second = print;
+    pending_.tasks.insert(id);
+    change_log_.emplace_back(version_ + 1, id.value());
+    any = true;
+  }
+  if (any) {
+    ++version_;
+    while (change_log_.size() > kMaxChangeLog) change_log_.pop_front();
+    changes_cv_.notify_all();
+  }
+  for (core::Action& a : actions) {
+    Outbound o;
+    o.gate = seq;
+    o.kind = a.kind == core::Action::Kind::kAssign ? Outbound::Kind::kAssign
+                                                    : Outbound::Kind::kKill;
+    if (o.kind == Outbound::Kind::kAssign) held_assigns_.insert({a.task.value(), a.attempt});
+    o.action = std::move(a);
+    held_.push_back(std::move(o));
+  }
+  return seq;
 }
 
-Status ControlPlane::AgentRegistered(const core::NodeSpec& spec,
-                                     std::shared_ptr<AgentConnection> conn) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
-    auto old = connections_.find(spec.name);
-    if (old != connections_.end() && old->second != conn) old->second->Close();
-    connections_[spec.name] = std::move(conn);
-    probe_ok_.erase(spec.name);  // a fresh connection proves the address for now
-    UpdateReachable(spec.name);
-    GS_RETURN_IF_ERROR(sched_->HandleNodeHeartbeat({spec.name, {}, {}}));
-    GS_RETURN_IF_ERROR(PersistNode(spec.name));
-    (void)Flush();
+Status ControlPlane::CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t seq) {
+  while (durable_ < seq) {
+    if (last_failed_ >= seq) return last_failure_;
+    if (!committing_) {
+      LeadCommit(lock);
+    } else {
+      commit_cv_.wait(lock);
+    }
   }
-  Kick();
   return Status::Ok();
 }
 
-void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage& m,
-                                AgentConnection& conn) {
-  bool kick = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (m.has_heartbeat()) {
-      core::NodeHeartbeat hb;
-      hb.node = node;
-      hb.gpu_free_mib.assign(m.heartbeat().gpu_free_mib().begin(),
-                             m.heartbeat().gpu_free_mib().end());
-      for (const v1::TaskRef& r : m.heartbeat().running()) {
-        hb.running.emplace_back(TaskId(r.id()), r.attempt());
+// One group commit: everything queued so far, written with mu_ released so that decisions
+// and other callers go on meanwhile (what they change rides in the next commit).
+void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
+  committing_ = true;
+  const uint64_t seq = next_commit_++;
+  PendingWrite w = std::move(pending_);
+  pending_ = PendingWrite();
+  std::vector<TaskId> submissions;
+  store::WriteBatch batch = BuildBatch(w, submissions);
+  in_flight_ = w.tasks;
+  lock.unlock();
+  const int64_t t0 = clock_.NowNs();
+  Status s = batch.empty() ? Status::Ok() : store_->Commit(batch);
+  const int64_t t1 = clock_.NowNs();
+  lock.lock();
+  committing_ = false;
+  in_flight_.clear();
+  if (!batch.empty()) commit_seconds_.Observe((t1 - t0) * 1e-9);
+  if (s.ok()) {
+    OnCommitted(seq, submissions);
+  } else {
+    OnCommitFailed(seq, s, std::move(w), submissions);
+  }
+  commit_cv_.notify_all();
+  if (!pending_.empty() || (!held_.empty() && held_.front().gate > durable_)) Kick();
+}
+
+store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
+                                           std::vector<TaskId>& submissions) {
+  store::WriteBatch batch;
+  batch.tasks.reserve(w.tasks.size());
+  for (TaskId id : w.tasks) {
+    const core::Task* t = sched_->GetTask(id);
+    if (t == nullptr) continue;  // withdrawn
+    if (sched_->IsHeld(id)) submissions.push_back(id);
+    store::TaskRecord r{*t, std::nullopt};
+    if (auto it = last_placement_.find(id); it != last_placement_.end()) {
+      r.last_placement = it->second;
+    }
+    batch.tasks.push_back(std::move(r));
+  }
+  for (const auto& [name, n] : w.nodes) batch.nodes.push_back(n);
+  batch.idempotency_keys = w.keys;
+  for (const core::MemoryProfile& p : w.peaks) {
+    const auto [peak, observations] = sched_->memory_table().Learned(p);
+    if (observations > 0) batch.peaks.push_back({p, peak, observations});
+  }
+  return batch;
+}
+
+void ControlPlane::OnCommitted(uint64_t seq, const std::vector<TaskId>& submissions) {
+  durable_ = std::max(durable_, seq);
+  consecutive_failures_ = 0;
+  for (TaskId id : submissions) {
+    if (sched_->IsHeld(id)) (void)sched_->Release(id);  // acknowledged: it may run now
+    held_keys_.erase(id);
+  }
+  ReleaseHeld();
+}
+
+// Nothing of the batch is stored. Held submissions are withdrawn (their callers get
+// kNotStored and no trace is left); every other change is carried into the next commit,
+// and the messages that wait for it stay held.
+void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
+                                  const std::vector<TaskId>& submissions) {
+  ++store_errors_;
+  ++consecutive_failures_;
+  last_failed_ = seq;
+  last_failure_ = s;
+  const DurationMs backoff = std::min<DurationMs>(
+      config_.store_retry_max_ms, kFirstRetryMs << std::min(consecutive_failures_ - 1, 16));
+  next_retry_ms_ = clock_.NowMs() + backoff;
+  std::cerr << "gpusched server: store commit failed (" << s.ToString() << "); "
+            << submissions.size() << " submissions refused, other changes retried in "
+            << backoff << " ms\n";
+  for (TaskId id : submissions) {
+    if (!sched_->IsHeld(id)) continue;
+    if (auto k = held_keys_.find(id); k != held_keys_.end()) {
+      w.keys.erase(k->second);
+      recent_keys_.erase(k->second);
+      held_keys_.erase(k);
+    }
+    w.tasks.erase(id);
+    Forget(id);
+    withdrawn_[id] = s;
+  }
+  pending_.tasks.insert(w.tasks.begin(), w.tasks.end());
+  for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
+  pending_.keys.insert(w.keys.begin(), w.keys.end());
+  pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
+}
+
+// Sends every held message whose commit is durable, in the order the decisions were made.
+void ControlPlane::ReleaseHeld() {
+  bool changed = false;
+  while (!held_.empty() && held_.front().gate <= durable_) {
+    Outbound o = std::move(held_.front());
+    held_.pop_front();
+    switch (o.kind) {
+      case Outbound::Kind::kAssign:
+        held_assigns_.erase({o.action.task.value(), o.action.attempt});
+        changed |= SendAssign(o.action);
+        break;
+      case Outbound::Kind::kKill: {
+        v1::ServerMessage m;
+        v1::Kill* k = m.mutable_kill();
+        k->set_id(o.action.task.value());
+        k->set_attempt(o.action.attempt);
+        k->set_reason(o.action.reason);
+        SendTo(o.action.node, std::move(m));
+        break;
       }
-      Status s = sched_->HandleNodeHeartbeat(hb);
-      if (!s.ok()) std::cerr << "gpusched server: heartbeat of " << node << ": " << s.ToString() << "\n";
-    } else if (m.has_task_heartbeats()) {
-      for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
-        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt());  // stale ones are ignored
-      }
-    } else if (m.has_status()) {
-      const v1::TaskStatus& st = m.status();
-      const TaskId id(st.id());
-      if (st.kind() == v1::TaskStatus::STARTED) {
-        (void)sched_->TaskStarted(id, st.attempt());
-      } else {
-        const core::Task* t = sched_->GetTask(id);
-        Status s = sched_->TaskFinished(id, st.attempt(), st.exit_code(), st.peak_gpu_mem_mib(),
-                                        st.reason());
-        if (s.ok() && st.peak_gpu_mem_mib() > 0 && t->spec.profile) {
-          (void)store_->AddMemoryObservation({*t->spec.profile, st.peak_gpu_mem_mib()});
+      case Outbound::Kind::kAck:
+        if (auto ch = o.channel.lock()) {
+          v1::ServerMessage m;
+          m.mutable_ack()->set_id(o.task);
+          m.mutable_ack()->set_attempt(o.attempt);
+          if (!ch->Send(std::move(m))) ch->Close();
         }
-        kick = true;
-      }
-      // Acknowledged once stored (Flush), so the agent stops resending it.
-      const bool stored = Flush().ok();
-      if (stored && st.kind() == v1::TaskStatus::FINISHED) {
-        v1::ServerMessage ack;
-        ack.mutable_ack()->set_id(st.id());
-        ack.mutable_ack()->set_attempt(st.attempt());
-        conn.Send(std::move(ack));
-      }
-      if (kick) Kick();
-      return;
-    }
-    (void)Flush();
-  }
-}
-
-void ControlPlane::AgentDisconnected(const std::string& node, const AgentConnection* conn) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = connections_.find(node);
-  if (it == connections_.end() || it->second.get() != conn) return;  // replaced already
-  connections_.erase(it);
-  UpdateReachable(node);
-  (void)Flush();
-}
-
-// ---------------------------------------------------------------- probe daemon
-
-std::vector<std::pair<std::string, std::string>> ControlPlane::ProbeTargets() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const core::NodeState& n : sched_->cluster().nodes()) {
-    if (connections_.count(n.name) > 0) out.emplace_back(n.name, n.address);
-  }
-  return out;
-}
-
-void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    probe_ok_[node] = reachable;
-    UpdateReachable(node);
-    (void)Flush();
-  }
-  Kick();
-}
-
-// ---------------------------------------------------------------- metrics
-
-std::string ControlPlane::MetricsText() {
-  std::string out;
-  std::lock_guard<std::mutex> lock(mu_);
-  MetricHeader("gpusched_queue_depth", "gauge", "Tasks waiting, by queue (Q main, FQ failure).",
-               out);
-  MetricLine("gpusched_queue_depth", "queue=\"Q\"", double(sched_->main_queue_size()), out);
-  MetricLine("gpusched_queue_depth", "queue=\"FQ\"", double(sched_->failure_queue_size()), out);
-  std::map<std::string, int64_t> by_state;
-  for (const core::Task* t : sched_->Tasks()) ++by_state[core::TaskStateName(t->state)];
-  MetricHeader("gpusched_tasks", "gauge", "Tasks by state.", out);
-  for (const auto& [state, n] : by_state) {
-    MetricLine("gpusched_tasks", "state=\"" + state + "\"", double(n), out);
-  }
-  const core::SchedulerStats& s = sched_->stats();
-  MetricHeader("gpusched_tasks_submitted_total", "counter", "Tasks accepted.", out);
-  MetricLine("gpusched_tasks_submitted_total", "", double(submitted_), out);
-  MetricHeader("gpusched_scheduling_passes_total", "counter", "Scheduling passes.", out);
-  MetricLine("gpusched_scheduling_passes_total", "", double(s.passes), out);
-  MetricHeader("gpusched_decisions_total", "counter", "Placement attempts, by result.", out);
-  MetricLine("gpusched_decisions_total", "result=\"placed\"", double(s.placed), out);
-  MetricLine("gpusched_decisions_total", "result=\"waiting\"", double(s.decisions - s.placed),
-             out);
-  MetricHeader("gpusched_execution_failures_total", "counter", "Execution failures.", out);
-  MetricLine("gpusched_execution_failures_total", "", double(s.execution_failures), out);
-  MetricHeader("gpusched_nodes_lost_total", "counter", "Nodes lost (no heartbeat).", out);
-  MetricLine("gpusched_nodes_lost_total", "", double(s.nodes_lost), out);
-  MetricHeader("gpusched_tasks_reclaimed_total", "counter", "Tasks reclaimed (no heartbeat).",
-               out);
-  MetricLine("gpusched_tasks_reclaimed_total", "", double(s.tasks_reclaimed), out);
-  MetricHeader("gpusched_store_errors_total", "counter", "Failed store writes.", out);
-  MetricLine("gpusched_store_errors_total", "", double(store_errors_), out);
-  MetricHeader("gpusched_decision_latency_seconds", "histogram",
-               "Duration of one scheduling pass (all decisions of a snapshot of Q).", out);
-  pass_seconds_.Render("gpusched_decision_latency_seconds", out);
-  MetricHeader("gpusched_node_gpu_memory_mib", "gauge",
-               "GPU memory per node and GPU: total, allocated (reserved) and reported free.", out);
-  for (const core::NodeState& n : sched_->cluster().nodes()) {
-    for (const core::GpuState& g : n.gpus) {
-      const std::string l = "node=\"" + LabelValue(n.name) + "\",gpu=\"" +
-                            std::to_string(g.index) + "\",kind=\"";
-      MetricLine("gpusched_node_gpu_memory_mib", l + "total\"", double(g.total_mib), out);
-      MetricLine("gpusched_node_gpu_memory_mib", l + "allocated\"", double(g.allocated_mib), out);
-      if (g.reported_free_mib >= 0) {
-        MetricLine("gpusched_node_gpu_memory_mib", l + "free\"", double(g.reported_free_mib), out);
-      }
+        break;
     }
   }
-  MetricHeader("gpusched_node_up", "gauge", "1 if the node is reachable and available.", out);
-  for (const core::NodeState& n : sched_->cluster().nodes()) {
-    MetricLine("gpusched_node_up", "node=\"" + LabelValue(n.name) + "\"",
-               n.reachable && n.available ? 1 : 0, out);
+  if (changed) {
+    Flush();  // bind failures: written (and their retries held) by the next commit
+    Kick();
   }
-  return out;
+}
+
+// Returns true when the scheduler changed (a bind failure).
+bool ControlPlane::SendAssign(const core::Action& a) {
+  const core::Task* t = sched_->GetTask(a.task);
+  // Attempt fencing: a held assignment the scheduler has since taken back is not sent.
+  if (t == nullptr || !t->placement || t->attempts != a.attempt || t->placement->node != a.node) {
+    return false;
+  }
+  auto conn = connections_.find(a.node);
+  if (conn == connections_.end()) {
+    // DESIGN.md pipeline step 5: the bind failed; the reservation is released (FQ).
+    (void)sched_->TaskFinished(a.task, a.attempt, -1, 0,
+                               "bind failed: the agent of node " + a.node + " is not connected");
+    return true;
+  }
+  v1::ServerMessage m;
+  v1::Assign* as = m.mutable_assign();
+  as->set_id(a.task.value());
+  as->set_attempt(a.attempt);
+  as->set_name(t->spec.name);
+  for (int g : a.gpus) as->add_gpus(g);
+  for (MiB mib : a.gpu_mem_mib) as->add_gpu_mem_mib(mib);
+  for (const std::string& c : t->spec.command) as->add_command(c);
+  for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
+  if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
+  // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
+  // (the assignment is then re-placed without counting a failure).
+  if (!conn->second->Send(std::move(m))) conn->second->Close();
+  return false;
+}
+
+bool ControlPlane::SendTo(const std::string& node, v1::ServerMessage m) {
+  auto conn = connections_.find(node);
+  if (conn == connections_.end()) return false;
+  if (conn->second->Send(std::move(m))) return true;
+  conn->second->Close();
+  return false;
+}
+
+// ---------------------------------------------------------------- memory bounds
+
+void ControlPlane::IndexTask(const core::Task& t) {
+  const uint64_t id = t.id.value();
+  auto [it, fresh] = state_of_.try_emplace(id, t.state);
+  if (!fresh) {
+    if (it->second == t.state) return;
+    by_state_[it->second].erase(id);
+    it->second = t.state;
+  }
+  by_state_[t.state].insert(id);
+  if (core::IsTerminal(t.state)) finished_order_.emplace_back(clock_.NowMs(), t.id);
+}
+
+void ControlPlane::Forget(TaskId id) {
+  const core::Task* t = sched_->GetTask(id);
+  if (t == nullptr) return;
+  if (sched_->IsHeld(id)) {
+    (void)sched_->Withdraw(id);
+  } else {
+    if (!sched_->Forget(id).ok()) return;  // not terminal
+    ++finished_forgotten_[core::TaskStateName(state_of_[id.value()])];
+  }
+  if (auto s = state_of_.find(id.value()); s != state_of_.end()) {
+    by_state_[s->second].erase(id.value());
+    state_of_.erase(s);
+  }
+  last_placement_.erase(id);
+  persisted_.erase(id);
+  pending_.tasks.erase(id);
+}
+
+// Finished tasks leave memory, oldest first, once over the count or past the age, and only
+// once their last record is durable (not queued and not in the commit being written).
+void ControlPlane::ApplyRetention() {
+  const TimeMs now = clock_.NowMs();
+  while (!finished_order_.empty()) {
+    const auto [finished_ms, id] = finished_order_.front();
+    const core::Task* t = sched_->GetTask(id);
+    if (t == nullptr || !core::IsTerminal(t->state)) {
+      finished_order_.pop_front();
+      continue;
+    }
+    const bool over = static_cast<int64_t>(finished_order_.size()) > config_.retain_finished ||
+                      now - finished_ms > config_.retain_finished_ms;
+    if (!over || pending_.tasks.count(id) > 0 || in_flight_.count(id) > 0) return;
+    Forget(id);
+    finished_order_.pop_front();
+  }
+}
+
+Status ControlPlane::CheckInvariants() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sched_->CheckInvariants();
+}
+
+size_t ControlPlane::TasksInMemory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sched_->task_count();
 }
 
 }  // namespace gpusched::server

@@ -1,11 +1,30 @@
 #pragma once
 // ControlPlane: the server's state and its one lock. It owns core::Scheduler (the decisions),
-// the StateStore (durability) and the connected agents, runs the scheduling loop, and turns
-// every event (API call, agent message, probe result, time) into scheduler calls followed by
-// Flush: persist changed tasks, then send assignments and kills to agents. That order is the
-// DESIGN.md pipeline: an acknowledged task and a reservation are stored before anyone acts.
+// the StateStore (durability) and the connected agents (AgentChannel), runs the scheduling
+// loop, and turns every event (API call, agent message, probe result, time) into scheduler
+// calls followed by a flush.
 //
-// Thread-safety: every public method is safe to call from any thread (one mutex).
+// Persist before act (DESIGN.md "State"):
+//  - A submission is held out of the queues until the commit carrying its record returned
+//    OK; then it is acknowledged. When that commit fails, the task is withdrawn (no trace:
+//    nothing acted on it) and the caller gets kNotStored, never "unreachable".
+//  - Every message to an agent (assign, kill, ack of an exit) waits for the commit that
+//    carries the record explaining it; a failed commit is retried with backoff and the
+//    messages stay held meanwhile. A held assignment whose attempt is no longer current when
+//    it is released is dropped (attempt fencing).
+//  - Group commit: one commit at a time; everything changed while it runs rides in the
+//    next one, so no caller waits for more than the commit in flight plus its own.
+//
+// Two-way reconciliation when an agent registers: the exits it reports are applied first
+// (each once: attempt fencing), then tasks the server placed there that the agent does not
+// run go back to Q without counting a failure, and tasks it runs that the server does not
+// know are killed.
+//
+// Bounded memory: finished tasks leave memory after a retention (count and age) once their
+// record is durable; `ls`, `show` and metrics read the store and O(states) counters.
+//
+// Thread-safety: every public method is safe to call from any thread (one mutex). The store
+// is written without the mutex held (by the thread leading a group commit).
 
 #include <array>
 #include <condition_variable>
@@ -23,29 +42,43 @@
 #include "base/clock.h"
 #include "core/scheduler.h"
 #include "rpc/convert.h"
-#include "server/agent_connection.h"
+#include "server/agent_channel.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
 #include "store/state_store.h"
 
 namespace gpusched::server {
 
+struct ListPage {
+  std::vector<v1::Task> tasks;
+  uint64_t next_after_id = 0;  // 0 = last page
+};
+
 class ControlPlane {
  public:
-  // Restores every stored node, task and memory observation. Restored nodes stay unreachable
-  // until their agent reconnects; their running tasks keep their reservations meanwhile.
+  // Restores the stored nodes, live tasks and learned memory peaks; corrupt rows are
+  // quarantined and named on stderr. Restored nodes stay unreachable until their agent
+  // reconnects; their running tasks keep their reservations meanwhile.
   static StatusOr<std::unique_ptr<ControlPlane>> Create(const ServerConfig& config, Clock& clock,
                                                         std::unique_ptr<store::StateStore> store);
   ~ControlPlane();
 
-  // The scheduling loop: a pass on every event and at least every t1; liveness every tick.
+  // The scheduling loop: a pass on every event and at least every t1; liveness, retention
+  // and store retries every tick. Without it, a test drives the same work with RunOnce().
   void StartLoop();
   void StopLoop();
+  void RunOnce();
 
   // ---- API ----
-  StatusOr<TaskId> Submit(core::TaskSpec spec);
+  // `idempotency_key` "" = none. A key seen before returns the task it created.
+  StatusOr<TaskId> Submit(core::TaskSpec spec, const std::string& idempotency_key = "");
   StatusOr<v1::Task> GetTask(uint64_t id, bool with_history);
-  std::vector<v1::Task> ListTasks(std::optional<core::TaskState> state);
+  // Tasks with id > after_id, ascending; `limit` 0 = 1000. Live states come from memory,
+  // the others from the store's state index.
+  StatusOr<ListPage> ListTasks(std::optional<core::TaskState> state, uint64_t after_id,
+                               size_t limit);
+  // The tasks in memory (live and recently finished), for Watch's first snapshot.
+  std::vector<v1::Task> RecentTasks();
   StatusOr<v1::Task> Cancel(uint64_t id);
   StatusOr<v1::WhyResponse> Why(uint64_t id);
   std::vector<v1::Node> ListNodes();
@@ -63,29 +96,71 @@ class ControlPlane {
                           bool& everything);
 
   // ---- agents ----
-  Status AgentRegistered(const core::NodeSpec& spec, std::shared_ptr<AgentConnection> conn);
-  void AgentMessage(const std::string& node, const v1::AgentMessage& m, AgentConnection& conn);
-  void AgentDisconnected(const std::string& node, const AgentConnection* conn);
+  Status AgentRegistered(const v1::RegisterNode& reg, std::shared_ptr<AgentChannel> channel);
+  void AgentMessage(const std::string& node, const v1::AgentMessage& m,
+                    const std::shared_ptr<AgentChannel>& channel);
+  void AgentDisconnected(const std::string& node, const AgentChannel* channel);
 
   // ---- probe daemon (CN115981827A claim 9) ----
   std::vector<std::pair<std::string, std::string>> ProbeTargets();  // (node, address)
   void SetProbeResult(const std::string& node, bool reachable);
 
   // ---- observability ----
-  std::string MetricsText();
+  std::string MetricsText();  // O(states + nodes), never O(tasks)
   const ServerConfig& config() const { return config_; }
+  Clock& clock() { return clock_; }
+  // For tests: accounting invariants of the scheduler, and what is in memory.
+  Status CheckInvariants();
+  size_t TasksInMemory();
 
  private:
+  // A message for an agent that waits until commit `gate` is durable.
+  struct Outbound {
+    uint64_t gate = 0;
+    enum class Kind { kAssign, kKill, kAck } kind = Kind::kAssign;
+    core::Action action;                    // kAssign, kKill
+    std::weak_ptr<AgentChannel> channel;    // kAck: the connection that reported the exit
+    uint64_t task = 0;                      // kAck
+    int64_t attempt = 0;                    // kAck
+  };
+  // What the next commit carries.
+  struct PendingWrite {
+    std::set<TaskId> tasks;                  // records encoded when the commit starts
+    std::map<std::string, store::NodeRecord> nodes;
+    std::map<std::string, uint64_t> keys;
+    std::set<core::MemoryProfile> peaks;
+    bool empty() const { return tasks.empty() && nodes.empty() && keys.empty() && peaks.empty(); }
+  };
+
   ControlPlane(const ServerConfig& config, Clock& clock, std::unique_ptr<store::StateStore> store,
                std::unique_ptr<core::Scheduler> scheduler);
   Status Restore();
   void LoopMain();
   void Kick();
-  // REQUIRES: mu_ held.
-  Status Flush();
-  void SendActions(std::vector<core::Action>& actions, bool& again);
+
+  // ---- REQUIRES: mu_ held (everything below) ----
+  // Moves the scheduler's changes and actions into the next commit and the held messages.
+  // Returns the commit that makes them durable.
+  uint64_t Flush();
+  // Makes every change up to commit `seq` durable, leading group commits as needed.
+  // Returns that commit's status (retried writes: the status of the last try).
+  Status CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t seq);
+  void LeadCommit(std::unique_lock<std::mutex>& lock);
+  store::WriteBatch BuildBatch(const PendingWrite& w, std::vector<TaskId>& submissions);
+  void OnCommitted(uint64_t seq, const std::vector<TaskId>& submissions);
+  void OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
+                      const std::vector<TaskId>& submissions);
+  void ReleaseHeld();
+  bool SendAssign(const core::Action& a);
+  bool SendTo(const std::string& node, v1::ServerMessage m);
+  void IndexTask(const core::Task& t);
+  void Forget(TaskId id);
+  void ApplyRetention();
+  void ApplyStatus(const std::string& node, const v1::TaskStatus& st,
+                   const std::shared_ptr<AgentChannel>& channel);
+  void Reconcile(const std::string& node, const v1::RegisterNode& reg);
   void UpdateReachable(const std::string& node);
-  Status PersistNode(const std::string& node);
+  void QueueNode(const std::string& node);
   v1::Task TaskProto(const core::Task& t, bool with_history) const;
   StatusOr<v1::Node> NodeProto(const std::string& node) const;
 
@@ -95,21 +170,50 @@ class ControlPlane {
 
   mutable std::mutex mu_;
   std::condition_variable changes_cv_;
+  std::condition_variable commit_cv_;
   std::unique_ptr<core::Scheduler> sched_;
   std::unordered_map<TaskId, core::Placement> last_placement_;
-  // What was last written per task (state, attempts, fail_cnt, Pt, history length). A pass
-  // marks every waiting task changed (its placement_failures and reason move), which would
-  // rewrite the whole queue on every pass; those records are written again only when this
-  // fingerprint changes, so a restart may show a waiting task's previous reason.
+  // What was last queued for writing per task (state, attempts, fail_cnt, Pt, history
+  // length). A pass marks every waiting task changed (its placement_failures and reason
+  // move); those records are written again only when this fingerprint changes.
   std::unordered_map<TaskId, std::array<int64_t, 5>> persisted_;
-  std::map<std::string, std::shared_ptr<AgentConnection>> connections_;
+  std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
   std::map<std::string, bool> probe_ok_;
+
+  // ---- commit pipeline ----
+  PendingWrite pending_;
+  std::map<TaskId, std::string> held_keys_;  // held submissions -> their idempotency key
+  // Idempotency keys seen lately (FIFO-bounded), so that a retry racing the first submit's
+  // commit finds it without the store; older keys are looked up in the store.
+  std::unordered_map<std::string, TaskId> recent_keys_;
+  std::deque<std::string> recent_key_order_;
+  std::map<TaskId, Status> withdrawn_;       // submissions whose commit failed (for waiters)
+  uint64_t next_commit_ = 1;                 // the commit that will carry pending_
+  uint64_t durable_ = 0;                     // every commit <= durable_ succeeded
+  uint64_t last_failed_ = 0;                 // the last commit that failed
+  Status last_failure_ = Status::Ok();
+  bool committing_ = false;
+  std::set<TaskId> in_flight_;               // tasks of the commit being written
+  std::deque<Outbound> held_;                // ascending gate
+  std::set<std::pair<uint64_t, int64_t>> held_assigns_;  // (task, attempt) not yet sent
+  int consecutive_failures_ = 0;
+  TimeMs next_retry_ms_ = 0;
+
+  // ---- in-memory index (live and retained tasks) and O(states) counters ----
+  std::map<core::TaskState, std::set<uint64_t>> by_state_;
+  std::unordered_map<uint64_t, core::TaskState> state_of_;
+  std::map<std::string, int64_t> finished_forgotten_;  // terminal tasks no longer in memory
+  std::deque<std::pair<TimeMs, TaskId>> finished_order_;  // retention, by finish time
+
   uint64_t version_ = 0;
   std::deque<std::pair<uint64_t, uint64_t>> change_log_;  // (version, task id)
   int64_t store_errors_ = 0;
   int64_t submitted_ = 0;
+  int64_t quarantined_ = 0;
   Histogram pass_seconds_{{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                            0.1, 0.25, 1}};
+  Histogram commit_seconds_{{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                             0.1, 0.25, 1}};
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;

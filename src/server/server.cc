@@ -40,9 +40,10 @@ StatusOr<std::unique_ptr<store::StateStore>> OpenStore(const ServerConfig& confi
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) return InvalidArgument("data_dir: cannot create " + config.data_dir + ": " + ec.message());
+  store::SqliteStore::Options options;
+  options.fsync_every_commit = config.fsync_every_commit;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<store::SqliteStore> s,
-                      store::SqliteStore::Open(config.data_dir + "/state.db",
-                                               {config.fsync_every_commit}));
+                      store::SqliteStore::Open(config.data_dir + "/state.db", options));
   return std::unique_ptr<store::StateStore>(std::move(s));
 }
 

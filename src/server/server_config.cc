@@ -25,6 +25,12 @@ Status ServerConfig::Validate() const {
     if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
   }
   if (kill_grace_ms < 0) return InvalidArgument("kill_grace: must be >= 0");
+  if (retain_finished < 0) {
+    return InvalidArgument("retain_finished: " + std::to_string(retain_finished) +
+                           " must be >= 0");
+  }
+  if (retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
+  if (store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
   if (node_heartbeat_ms >= scheduler.node_timeout_ms) {
     return InvalidArgument("node_heartbeat: " + FormatDurationMs(node_heartbeat_ms) +
                            " must be shorter than node_timeout " +
@@ -77,6 +83,9 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"probe_timeout", Duration(c.probe_timeout_ms)},
       {"kill_grace", Duration(c.kill_grace_ms)},
       {"loop_tick", Duration(c.loop_tick_ms)},
+      {"retain_finished", Integer(c.retain_finished)},
+      {"retain_finished_for", Duration(c.retain_finished_ms)},
+      {"store_retry_max", Duration(c.store_retry_max_ms)},
       {"capacity_wait",
        [&s](const std::string& v, const std::string& f) -> Status {
          if (v == "stay_queued") {
@@ -98,6 +107,11 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
   if (root.IsNull()) return Status::Ok();
   if (!root.IsMap()) return InvalidArgument("config " + path + ": expected a mapping of options");
   for (const auto& kv : root) {
+    // as<std::string>() throws on a key that is a list or a mapping.
+    if (!kv.first.IsScalar()) {
+      return InvalidArgument("config " + path + ":" + std::to_string(kv.first.Mark().line + 1) +
+                             ": a key must be an option name");
+    }
     const std::string key = kv.first.as<std::string>();
     auto it = keys.find(key);
     if (it == keys.end()) {

@@ -14,6 +14,8 @@
 //   probe_timeout: 1s
 //   kill_grace: 10s        # SIGTERM -> SIGKILL on agents
 //   capacity_wait: stay_queued   # or failure_queue (PATENTS.md section 6)
+//   retain_finished: 10000 # finished tasks kept in memory (all stay in the store)
+//   retain_finished_for: 1h
 
 #include <string>
 
@@ -35,6 +37,13 @@ struct ServerConfig {
   // Largest pause of the scheduling loop between events (liveness checks run this often).
   DurationMs loop_tick_ms = 100;
   bool fsync_every_commit = false;
+  // Bounded memory: a finished task leaves the server's memory once more than
+  // `retain_finished` are kept or it finished `retain_finished_ms` ago, whichever comes
+  // first. It stays in the store (show, logs, ls and accounting read it from there).
+  int64_t retain_finished = 10'000;
+  DurationMs retain_finished_ms = 3'600'000;
+  // Longest wait between retries of a failed store commit (exponential backoff from 50 ms).
+  DurationMs store_retry_max_ms = 5'000;
 
   // The server waits in Q for capacity (a task starts as soon as capacity frees).
   static core::SchedulerConfig DefaultSchedulerConfig();

@@ -2,41 +2,76 @@
 
 namespace gpusched::store {
 
-Status MemoryStore::PutTasks(const std::vector<TaskRecord>& records) {
+Status MemoryStore::Commit(const WriteBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const TaskRecord& r : records) tasks_[r.task.id.value()] = r;
+  for (const TaskRecord& r : batch.tasks) tasks_[r.task.id.value()] = r;
+  for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
+  for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
+  for (const LearnedPeak& p : batch.peaks) peaks_[p.profile] = p;
   return Status::Ok();
 }
 
-StatusOr<std::vector<TaskRecord>> MemoryStore::LoadTasks() {
+StatusOr<LiveTasks> MemoryStore::LoadLiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<TaskRecord> out;
-  for (const auto& [id, r] : tasks_) out.push_back(r);
+  LiveTasks out;
+  out.max_id = tasks_.empty() ? 0 : tasks_.rbegin()->first;
+  for (const auto& [id, r] : tasks_) {
+    if (!core::IsTerminal(r.task.state)) out.tasks.push_back(r);
+  }
   return out;
 }
 
-Status MemoryStore::PutNode(const NodeRecord& node) {
+StatusOr<TaskRecord> MemoryStore::GetTask(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  nodes_[node.spec.name] = node;
-  return Status::Ok();
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return NotFound("task " + std::to_string(id) + ": no such task");
+  return it->second;
+}
+
+StatusOr<TaskPage> MemoryStore::ListTasks(std::optional<std::string> state, uint64_t after_id,
+                                          size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TaskPage page;
+  for (auto it = tasks_.upper_bound(after_id); it != tasks_.end(); ++it) {
+    if (state && *state != core::TaskStateName(it->second.task.state)) continue;
+    if (page.tasks.size() == limit) {
+      page.next_after_id = page.tasks.back().task.id.value();
+      break;
+    }
+    page.tasks.push_back(it->second);
+  }
+  return page;
+}
+
+StatusOr<std::map<std::string, int64_t>> MemoryStore::CountTasksByState() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int64_t> out;
+  for (const auto& [id, r] : tasks_) ++out[core::TaskStateName(r.task.state)];
+  return out;
+}
+
+StatusOr<std::optional<uint64_t>> MemoryStore::LookupIdempotencyKey(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = keys_.find(key);
+  return it == keys_.end() ? std::optional<uint64_t>() : std::optional<uint64_t>(it->second);
 }
 
 StatusOr<std::vector<NodeRecord>> MemoryStore::LoadNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<NodeRecord> out;
-  for (const auto& [name, r] : nodes_) out.push_back(r);
+  for (const auto& [name, n] : nodes_) out.push_back(n);
   return out;
 }
 
-Status MemoryStore::AddMemoryObservation(const MemoryObservation& observation) {
+StatusOr<std::vector<LearnedPeak>> MemoryStore::LoadLearnedPeaks() {
   std::lock_guard<std::mutex> lock(mu_);
-  observations_.push_back(observation);
-  return Status::Ok();
+  std::vector<LearnedPeak> out;
+  for (const auto& [profile, p] : peaks_) out.push_back(p);
+  return out;
 }
 
-StatusOr<std::vector<MemoryObservation>> MemoryStore::LoadMemoryObservations() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return observations_;
+StatusOr<std::vector<QuarantinedRow>> MemoryStore::LoadQuarantine() {
+  return std::vector<QuarantinedRow>();
 }
 
 }  // namespace gpusched::store

@@ -1,6 +1,7 @@
 #pragma once
-// MemoryStore: a StateStore in process memory, for tests and benchmarks that do not measure
-// persistence. Nothing survives the process. Thread-safe.
+// MemoryStore: a StateStore in process memory, for `gpusched server` without a data directory,
+// tests and benchmarks that do not measure persistence. Nothing survives the process; a
+// Commit is atomic with respect to readers. Thread-safe.
 
 #include <map>
 #include <mutex>
@@ -11,18 +12,23 @@ namespace gpusched::store {
 
 class MemoryStore final : public StateStore {
  public:
-  Status PutTasks(const std::vector<TaskRecord>& records) override;
-  StatusOr<std::vector<TaskRecord>> LoadTasks() override;
-  Status PutNode(const NodeRecord& node) override;
+  Status Commit(const WriteBatch& batch) override;
+  StatusOr<LiveTasks> LoadLiveTasks() override;
+  StatusOr<TaskRecord> GetTask(uint64_t id) override;
+  StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
+                               size_t limit) override;
+  StatusOr<std::map<std::string, int64_t>> CountTasksByState() override;
+  StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override;
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
-  Status AddMemoryObservation(const MemoryObservation& observation) override;
-  StatusOr<std::vector<MemoryObservation>> LoadMemoryObservations() override;
+  StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
+  StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:
   std::mutex mu_;
   std::map<uint64_t, TaskRecord> tasks_;
   std::map<std::string, NodeRecord> nodes_;
-  std::vector<MemoryObservation> observations_;
+  std::map<std::string, uint64_t> keys_;
+  std::map<core::MemoryProfile, LearnedPeak> peaks_;
 };
 
 }  // namespace gpusched::store

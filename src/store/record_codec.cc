@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+#include <vector>
+
 namespace gpusched::store {
 namespace {
 
@@ -53,10 +56,28 @@ core::TaskSpec SpecFrom(const Json& j) {
   return s;
 }
 
+// Records hold integers only, and nlohmann's get<int>() of a floating-point value is an
+// unchecked cast (undefined beyond the type's range, e.g. an id of 1e20): a corrupt record
+// with a non-integer number is rejected before any field is read. Iterative: a corrupt row
+// may nest deeply.
+void RequireIntegers(const Json& root) {
+  std::vector<const Json*> todo = {&root};
+  while (!todo.empty()) {
+    const Json* j = todo.back();
+    todo.pop_back();
+    if (j->is_number_float()) throw std::invalid_argument(j->dump() + " is not an integer");
+    if (j->is_structured()) {
+      for (const Json& child : *j) todo.push_back(&child);
+    }
+  }
+}
+
 template <typename Fn>
 auto Decode(const std::string& text, const char* what, Fn&& fn) -> decltype(fn(Json())) {
   try {
-    return fn(Json::parse(text));
+    const Json j = Json::parse(text);
+    RequireIntegers(j);
+    return fn(j);
   } catch (const std::exception& e) {  // parse and type errors of a corrupt row
     return DataLoss(std::string(what) + ": corrupt stored record: " + e.what());
   }

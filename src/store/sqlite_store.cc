@@ -7,42 +7,75 @@
 namespace gpusched::store {
 namespace {
 
+// `state` is the task's state name, kept beside the record so listings by state and the
+// per-state counts come from an index instead of decoding every row.
 constexpr const char* kSchema = R"sql(
-  CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS tasks (
+    id INTEGER PRIMARY KEY, record TEXT NOT NULL, state TEXT);
+  CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state, id);
   CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, record TEXT NOT NULL);
-  CREATE TABLE IF NOT EXISTS memory_peaks (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, profile TEXT NOT NULL, peak_mib INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS idempotency_keys (key TEXT PRIMARY KEY, task_id INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS learned_peaks (
+    profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, observations INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS quarantine (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, key TEXT NOT NULL,
+    record TEXT, error TEXT NOT NULL);
 )sql";
 
+constexpr const char* kLiveStates = "('pending', 'assigned', 'running')";
+
 }  // namespace
+
+// A prepared statement that finalizes itself. Errors are reported by the caller through
+// SqliteStore::Error, which reads the connection's last message.
+class SqliteStore::Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) == SQLITE_OK; }
+  ~Statement() { sqlite3_finalize(s_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return ok_; }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  void Bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  int Step() { return sqlite3_step(s_); }
+  void Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
+  std::string Text(int col) {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+    return p != nullptr ? std::string(p, sqlite3_column_bytes(s_, col)) : std::string();
+  }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  bool ok_ = false;
+};
 
 StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
                                                          Options options) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
+                      options.vfs.empty() ? nullptr : options.vfs.c_str()) != SQLITE_OK) {
     std::string msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return Unavailable("store: cannot open " + path + ": " + msg);
   }
   std::unique_ptr<SqliteStore> s(new SqliteStore(db));
+  std::lock_guard<std::mutex> lock(s->mu_);
   sqlite3_busy_timeout(db, 5000);
   GS_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL"));
   GS_RETURN_IF_ERROR(s->Exec(options.fsync_every_commit ? "PRAGMA synchronous=FULL"
                                                         : "PRAGMA synchronous=NORMAL"));
-  GS_RETURN_IF_ERROR(s->Exec(kSchema));
-  if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO tasks (id, record) VALUES (?, ?)", -1,
-                         &s->put_task_, nullptr) != SQLITE_OK) {
-    return s->Error("prepare");
-  }
+  GS_RETURN_IF_ERROR(s->Migrate());
   return s;
 }
 
-SqliteStore::~SqliteStore() {
-  sqlite3_finalize(put_task_);
-  sqlite3_close(db_);
-}
+SqliteStore::~SqliteStore() { sqlite3_close(db_); }
 
 Status SqliteStore::Error(const std::string& what) const {
   return Internal("store: " + what + ": " + sqlite3_errmsg(db_));
@@ -58,115 +91,240 @@ Status SqliteStore::Exec(const char* sql) {
   return Status::Ok();
 }
 
-Status SqliteStore::PutTasks(const std::vector<TaskRecord>& records) {
-  if (records.empty()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
-  GS_RETURN_IF_ERROR(Exec("BEGIN"));
-  for (const TaskRecord& r : records) {
-    const std::string text = EncodeTask(r);
-    sqlite3_reset(put_task_);
-    sqlite3_bind_int64(put_task_, 1, static_cast<sqlite3_int64>(r.task.id.value()));
-    sqlite3_bind_text(put_task_, 2, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
-    if (sqlite3_step(put_task_) != SQLITE_DONE) {
-      Status s = Error("write task " + r.task.id.ToString());
-      (void)Exec("ROLLBACK");
-      return s;
+// Databases of the first version: tasks without the state column (NULL state rows are loaded
+// as live and get their state on their next write) and one row per memory observation.
+Status SqliteStore::Migrate() {
+  {
+    Statement probe(db_, "SELECT state FROM tasks LIMIT 0");
+    Statement old_tasks(db_, "SELECT id FROM tasks LIMIT 0");
+    if (!probe.ok() && old_tasks.ok()) {
+      GS_RETURN_IF_ERROR(Exec("ALTER TABLE tasks ADD COLUMN state TEXT"));
     }
+  }
+  GS_RETURN_IF_ERROR(Exec(kSchema));
+  Statement old_peaks(db_, "SELECT profile FROM memory_peaks LIMIT 0");
+  if (old_peaks.ok()) {
+    GS_RETURN_IF_ERROR(Exec(
+        "BEGIN; INSERT OR REPLACE INTO learned_peaks SELECT profile, MAX(peak_mib), COUNT(*) "
+        "FROM memory_peaks GROUP BY profile; DROP TABLE memory_peaks; COMMIT"));
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::Commit(const WriteBatch& batch) {
+  if (batch.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status s = WriteBatchLocked(batch);
+  if (s.ok()) s = Exec("COMMIT");
+  // A failed statement or COMMIT leaves the transaction open (or half applied in the page
+  // cache): roll back so nothing of the batch is visible and the next batch starts clean.
+  if (!s.ok() && !sqlite3_get_autocommit(db_)) (void)Exec("ROLLBACK");
+  return s;
+}
+
+Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
+  Statement put_task(db_, "INSERT OR REPLACE INTO tasks (id, record, state) VALUES (?, ?, ?)");
+  if (!put_task.ok()) return Error("prepare");
+  for (const TaskRecord& r : batch.tasks) {
+    put_task.Reset();
+    put_task.Bind(1, static_cast<int64_t>(r.task.id.value()));
+    put_task.Bind(2, EncodeTask(r));
+    put_task.Bind(3, std::string(core::TaskStateName(r.task.state)));
+    if (put_task.Step() != SQLITE_DONE) return Error("write task " + r.task.id.ToString());
+  }
+  Statement put_node(db_, "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)");
+  if (!put_node.ok()) return Error("prepare");
+  for (const NodeRecord& n : batch.nodes) {
+    put_node.Reset();
+    put_node.Bind(1, n.spec.name);
+    put_node.Bind(2, EncodeNode(n));
+    if (put_node.Step() != SQLITE_DONE) return Error("write node " + n.spec.name);
+  }
+  Statement put_key(db_, "INSERT OR IGNORE INTO idempotency_keys (key, task_id) VALUES (?, ?)");
+  if (!put_key.ok()) return Error("prepare");
+  for (const auto& [key, id] : batch.idempotency_keys) {
+    put_key.Reset();
+    put_key.Bind(1, key);
+    put_key.Bind(2, static_cast<int64_t>(id));
+    if (put_key.Step() != SQLITE_DONE) return Error("write idempotency key");
+  }
+  Statement put_peak(db_, "INSERT OR REPLACE INTO learned_peaks VALUES (?, ?, ?)");
+  if (!put_peak.ok()) return Error("prepare");
+  for (const LearnedPeak& p : batch.peaks) {
+    put_peak.Reset();
+    put_peak.Bind(1, EncodeProfile(p.profile));
+    put_peak.Bind(2, p.max_peak_mib);
+    put_peak.Bind(3, p.observations);
+    if (put_peak.Step() != SQLITE_DONE) return Error("write learned peak");
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::Quarantine(const std::string& table, const std::string& key,
+                               const std::string& text, const std::string& error) {
+  GS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Statement keep(db_, "INSERT INTO quarantine (tbl, key, record, error) VALUES (?, ?, ?, ?)");
+  Statement drop(db_, table == "tasks" ? "DELETE FROM tasks WHERE id = ?"
+                                       : "DELETE FROM nodes WHERE name = ?");
+  bool ok = keep.ok() && drop.ok();
+  if (ok) {
+    keep.Bind(1, table);
+    keep.Bind(2, key);
+    keep.Bind(3, text);
+    keep.Bind(4, error);
+    if (table == "tasks") {
+      drop.Bind(1, static_cast<int64_t>(std::stoull(key)));
+    } else {
+      drop.Bind(1, key);
+    }
+    ok = keep.Step() == SQLITE_DONE && drop.Step() == SQLITE_DONE;
+  }
+  if (!ok) {
+    Status s = Error("quarantine " + table + " " + key);
+    (void)Exec("ROLLBACK");
+    return s;
   }
   return Exec("COMMIT");
 }
 
-StatusOr<std::vector<std::string>> SqliteStore::SelectTexts(const char* sql) {
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) return Error("prepare");
-  std::vector<std::string> out;
+StatusOr<LiveTasks> SqliteStore::LoadLiveTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  LiveTasks out;
+  {
+    Statement max(db_, "SELECT COALESCE(MAX(id), 0) FROM tasks");
+    if (!max.ok() || max.Step() != SQLITE_ROW) return Error("read max task id");
+    out.max_id = static_cast<uint64_t>(max.Int(0));
+  }
+  std::vector<std::pair<int64_t, std::string>> rows;
+  {
+    const std::string sql = std::string("SELECT id, record FROM tasks WHERE state IS NULL OR ") +
+                            "state IN " + kLiveStates + " ORDER BY id";
+    Statement q(db_, sql.c_str());
+    if (!q.ok()) return Error("prepare");
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) rows.emplace_back(q.Int(0), q.Text(1));
+    if (rc != SQLITE_DONE) return Error("read tasks");
+  }
+  for (auto& [id, text] : rows) {
+    StatusOr<TaskRecord> r = DecodeTask(text);
+    if (r.ok() && r->task.id.value() != static_cast<uint64_t>(id)) {
+      r = DataLoss("task: the record says id " + r->task.id.ToString() + " in row " +
+                   std::to_string(id));
+    }
+    if (!r.ok()) {
+      GS_RETURN_IF_ERROR(Quarantine("tasks", std::to_string(id), text, r.status().message()));
+      out.quarantined.push_back({"tasks", std::to_string(id), r.status().message()});
+      continue;
+    }
+    if (!core::IsTerminal(r->task.state)) out.tasks.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+StatusOr<TaskRecord> SqliteStore::GetTask(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement q(db_, "SELECT record FROM tasks WHERE id = ?");
+  if (!q.ok()) return Error("prepare");
+  q.Bind(1, static_cast<int64_t>(id));
+  const int rc = q.Step();
+  if (rc == SQLITE_DONE) return NotFound("task " + std::to_string(id) + ": no such task");
+  if (rc != SQLITE_ROW) return Error("read task " + std::to_string(id));
+  return DecodeTask(q.Text(0));
+}
+
+StatusOr<TaskPage> SqliteStore::ListTasks(std::optional<std::string> state, uint64_t after_id,
+                                          size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement q(db_, state ? "SELECT record FROM tasks WHERE state = ? AND id > ? ORDER BY id LIMIT ?"
+                         : "SELECT record FROM tasks WHERE id > ? ORDER BY id LIMIT ?");
+  if (!q.ok()) return Error("prepare");
+  int arg = 1;
+  if (state) q.Bind(arg++, *state);
+  q.Bind(arg++, static_cast<int64_t>(after_id));
+  q.Bind(arg, static_cast<int64_t>(limit) + 1);  // one more: is there a next page?
+  TaskPage page;
   int rc;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    out.emplace_back(text != nullptr ? text : "");
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    if (page.tasks.size() == limit) {
+      page.next_after_id = page.tasks.back().task.id.value();
+      break;
+    }
+    StatusOr<TaskRecord> r = DecodeTask(q.Text(0));
+    if (!r.ok()) continue;  // quarantined at the next start; a listing skips it
+    page.tasks.push_back(std::move(r).value());
   }
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_DONE) return Error("read");
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("list tasks");
+  return page;
+}
+
+StatusOr<std::map<std::string, int64_t>> SqliteStore::CountTasksByState() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement q(db_, "SELECT COALESCE(state, 'unknown'), COUNT(*) FROM tasks GROUP BY state");
+  if (!q.ok()) return Error("prepare");
+  std::map<std::string, int64_t> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out[q.Text(0)] += q.Int(1);
+  if (rc != SQLITE_DONE) return Error("count tasks");
   return out;
 }
 
-StatusOr<std::vector<TaskRecord>> SqliteStore::LoadTasks() {
+StatusOr<std::optional<uint64_t>> SqliteStore::LookupIdempotencyKey(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  GS_ASSIGN_OR_RETURN(std::vector<std::string> rows,
-                      SelectTexts("SELECT record FROM tasks ORDER BY id"));
-  std::vector<TaskRecord> out;
-  out.reserve(rows.size());
-  for (const std::string& row : rows) {
-    GS_ASSIGN_OR_RETURN(TaskRecord r, DecodeTask(row));
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-Status SqliteStore::PutNode(const NodeRecord& node) {
-  std::lock_guard<std::mutex> lock(mu_);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)", -1,
-                         &stmt, nullptr) != SQLITE_OK) {
-    return Error("prepare");
-  }
-  const std::string text = EncodeNode(node);
-  sqlite3_bind_text(stmt, 1, node.spec.name.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(stmt, 2, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
-  const int rc = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  return rc == SQLITE_DONE ? Status::Ok() : Error("write node " + node.spec.name);
+  Statement q(db_, "SELECT task_id FROM idempotency_keys WHERE key = ?");
+  if (!q.ok()) return Error("prepare");
+  q.Bind(1, key);
+  const int rc = q.Step();
+  if (rc == SQLITE_DONE) return std::optional<uint64_t>();
+  if (rc != SQLITE_ROW) return Error("read idempotency key");
+  return std::optional<uint64_t>(static_cast<uint64_t>(q.Int(0)));
 }
 
 StatusOr<std::vector<NodeRecord>> SqliteStore::LoadNodes() {
   std::lock_guard<std::mutex> lock(mu_);
-  GS_ASSIGN_OR_RETURN(std::vector<std::string> rows,
-                      SelectTexts("SELECT record FROM nodes ORDER BY name"));
+  std::vector<std::pair<std::string, std::string>> rows;
+  {
+    Statement q(db_, "SELECT name, record FROM nodes ORDER BY name");
+    if (!q.ok()) return Error("prepare");
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) rows.emplace_back(q.Text(0), q.Text(1));
+    if (rc != SQLITE_DONE) return Error("read nodes");
+  }
   std::vector<NodeRecord> out;
-  for (const std::string& row : rows) {
-    GS_ASSIGN_OR_RETURN(NodeRecord r, DecodeNode(row));
-    out.push_back(std::move(r));
+  for (const auto& [name, text] : rows) {
+    StatusOr<NodeRecord> r = DecodeNode(text);
+    if (!r.ok()) {  // the agent registers the node again when it reconnects
+      GS_RETURN_IF_ERROR(Quarantine("nodes", name, text, r.status().message()));
+      continue;
+    }
+    out.push_back(std::move(r).value());
   }
   return out;
 }
 
-Status SqliteStore::AddMemoryObservation(const MemoryObservation& o) {
+StatusOr<std::vector<LearnedPeak>> SqliteStore::LoadLearnedPeaks() {
   std::lock_guard<std::mutex> lock(mu_);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, "INSERT INTO memory_peaks (profile, peak_mib) VALUES (?, ?)", -1,
-                         &stmt, nullptr) != SQLITE_OK) {
-    return Error("prepare");
+  Statement q(db_, "SELECT profile, max_peak_mib, observations FROM learned_peaks ORDER BY profile");
+  if (!q.ok()) return Error("prepare");
+  std::vector<LearnedPeak> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    StatusOr<core::MemoryProfile> profile = DecodeProfile(q.Text(0));
+    if (!profile.ok()) continue;  // a lost observation only costs an estimate
+    out.push_back({*profile, q.Int(1), q.Int(2)});
   }
-  const std::string text = EncodeProfile(o.profile);
-  sqlite3_bind_text(stmt, 1, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(stmt, 2, o.peak_mib);
-  const int rc = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  return rc == SQLITE_DONE ? Status::Ok() : Error("write memory peak");
+  if (rc != SQLITE_DONE) return Error("read learned peaks");
+  return out;
 }
 
-StatusOr<std::vector<MemoryObservation>> SqliteStore::LoadMemoryObservations() {
+StatusOr<std::vector<QuarantinedRow>> SqliteStore::LoadQuarantine() {
   std::lock_guard<std::mutex> lock(mu_);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT profile, peak_mib FROM memory_peaks ORDER BY seq", -1,
-                         &stmt, nullptr) != SQLITE_OK) {
-    return Error("prepare");
-  }
-  std::vector<MemoryObservation> out;
-  Status status = Status::Ok();
+  Statement q(db_, "SELECT tbl, key, error FROM quarantine ORDER BY seq");
+  if (!q.ok()) return Error("prepare");
+  std::vector<QuarantinedRow> out;
   int rc;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    auto profile = DecodeProfile(text != nullptr ? text : "");
-    if (!profile.ok()) {
-      status = profile.status();
-      break;
-    }
-    out.push_back({*profile, sqlite3_column_int64(stmt, 1)});
-  }
-  sqlite3_finalize(stmt);
-  GS_RETURN_IF_ERROR(status);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return Error("read memory peaks");
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Text(0), q.Text(1), q.Text(2)});
+  if (rc != SQLITE_DONE) return Error("read quarantine");
   return out;
 }
 

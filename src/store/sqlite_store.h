@@ -23,29 +23,40 @@ class SqliteStore final : public StateStore {
  public:
   struct Options {
     bool fsync_every_commit = false;
+    // The SQLite VFS to open the file through ("" = the default). Tests register a
+    // fault-injecting one (store/testing/fault_vfs.h) to make writes, syncs and COMMIT fail.
+    std::string vfs;
   };
-  // Opens (creating if needed) `path`. Errors name the path.
+  // Opens (creating or upgrading if needed) `path`. Errors name the path.
   static StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, Options options);
   ~SqliteStore() override;
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  Status PutTasks(const std::vector<TaskRecord>& records) override;
-  StatusOr<std::vector<TaskRecord>> LoadTasks() override;
-  Status PutNode(const NodeRecord& node) override;
+  Status Commit(const WriteBatch& batch) override;
+  StatusOr<LiveTasks> LoadLiveTasks() override;
+  StatusOr<TaskRecord> GetTask(uint64_t id) override;
+  StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
+                               size_t limit) override;
+  StatusOr<std::map<std::string, int64_t>> CountTasksByState() override;
+  StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override;
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
-  Status AddMemoryObservation(const MemoryObservation& observation) override;
-  StatusOr<std::vector<MemoryObservation>> LoadMemoryObservations() override;
+  StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
+  StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:
+  class Statement;
   explicit SqliteStore(sqlite3* db) : db_(db) {}
+  // REQUIRES: mu_ held (all of these).
   Status Exec(const char* sql);
   Status Error(const std::string& what) const;
-  StatusOr<std::vector<std::string>> SelectTexts(const char* sql);
+  Status Migrate();
+  Status WriteBatchLocked(const WriteBatch& batch);
+  Status Quarantine(const std::string& table, const std::string& key, const std::string& text,
+                    const std::string& error);
 
   std::mutex mu_;
   sqlite3* db_ = nullptr;
-  sqlite3_stmt* put_task_ = nullptr;
 };
 
 }  // namespace gpusched::store

@@ -1,14 +1,17 @@
 #include "store/sqlite_store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "store/record_codec.h"
+#include "store/testing/fault_vfs.h"
 
 namespace gpusched::store {
 namespace {
@@ -61,24 +64,83 @@ TaskRecord RunningTask(uint64_t id) {
   return r;
 }
 
+TaskRecord WithState(TaskRecord r, core::TaskState state) {
+  r.task.state = state;
+  if (core::IsTerminal(state)) r.task.placement.reset();
+  return r;
+}
+
+WriteBatch Tasks(std::vector<TaskRecord> records) {
+  WriteBatch b;
+  b.tasks = std::move(records);
+  return b;
+}
+
 TEST_F(SqliteStoreTest, TasksSurviveReopenWithEveryField) {
   {
     auto s = Open();
-    ASSERT_TRUE(s->PutTasks({RunningTask(1), RunningTask(2)}).ok());
-    TaskRecord changed = RunningTask(1);
-    changed.task.state = core::TaskState::kSucceeded;
-    ASSERT_TRUE(s->PutTasks({changed}).ok());  // replaces, does not duplicate
+    ASSERT_TRUE(s->Commit(Tasks({RunningTask(1), RunningTask(2)})).ok());
+    // Replaces, does not duplicate; a finished task is no longer live.
+    ASSERT_TRUE(s->Commit(Tasks({WithState(RunningTask(1), core::TaskState::kSucceeded)})).ok());
   }
   auto s = Open();
-  auto tasks = s->LoadTasks();
-  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
-  ASSERT_EQ(tasks->size(), 2u);
-  EXPECT_EQ((*tasks)[0].task.state, core::TaskState::kSucceeded);
-  const TaskRecord& r = (*tasks)[1];
+  auto live = s->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->tasks.size(), 1u);
+  EXPECT_EQ(live->max_id, 2u);
+  const TaskRecord& r = live->tasks[0];
   EXPECT_EQ(EncodeTask(r), EncodeTask(RunningTask(2)));
   EXPECT_EQ(r.task.placement->gpus, std::vector<int>{2});
   EXPECT_EQ(r.task.spec.profile->model, "resnet50");
   EXPECT_EQ(r.task.exit_code, 3);
+  auto done = s->GetTask(1);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->task.state, core::TaskState::kSucceeded);
+  EXPECT_EQ(s->GetTask(9).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SqliteStoreTest, ListsPagesByStateFromTheIndexAndCountsByState) {
+  auto s = Open();
+  std::vector<TaskRecord> all;
+  for (uint64_t id = 1; id <= 25; ++id) {
+    all.push_back(WithState(RunningTask(id), id % 5 == 0 ? core::TaskState::kFailed
+                                                          : core::TaskState::kSucceeded));
+  }
+  ASSERT_TRUE(s->Commit(Tasks(all)).ok());
+  std::vector<uint64_t> seen;
+  for (uint64_t after = 0;;) {
+    auto page = s->ListTasks("succeeded", after, 7);
+    ASSERT_TRUE(page.ok());
+    ASSERT_LE(page->tasks.size(), 7u);
+    for (const TaskRecord& r : page->tasks) seen.push_back(r.task.id.value());
+    if (page->next_after_id == 0) break;
+    after = page->next_after_id;
+  }
+  ASSERT_EQ(seen.size(), 20u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(std::count_if(seen.begin(), seen.end(), [](uint64_t id) { return id % 5 == 0; }), 0);
+  auto counts = s->CountTasksByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)["succeeded"], 20);
+  EXPECT_EQ((*counts)["failed"], 5);
+  auto everything = s->ListTasks(std::nullopt, 20, 100);
+  ASSERT_TRUE(everything.ok());
+  EXPECT_EQ(everything->tasks.size(), 5u);
+  EXPECT_EQ(everything->next_after_id, 0u);
+}
+
+TEST_F(SqliteStoreTest, IdempotencyKeyKeepsTheFirstTask) {
+  {
+    auto s = Open();
+    WriteBatch b;
+    b.idempotency_keys["k1"] = 4;
+    ASSERT_TRUE(s->Commit(b).ok());
+    b.idempotency_keys["k1"] = 9;  // a second writer of the same key does not replace it
+    ASSERT_TRUE(s->Commit(b).ok());
+  }
+  auto s = Open();
+  EXPECT_EQ(*s->LookupIdempotencyKey("k1"), std::optional<uint64_t>(4));
+  EXPECT_EQ(*s->LookupIdempotencyKey("k2"), std::nullopt);
 }
 
 // EncodeTask writes JSON by hand; its text must be exactly nlohmann's canonical dump of the
@@ -104,16 +166,21 @@ TEST(RecordCodecTest, TaskTextIsCanonicalJson) {
   EXPECT_EQ(DecodeTask(EncodeTask(r))->task.spec.name, r.task.spec.name);
 }
 
-TEST_F(SqliteStoreTest, NodesAndMemoryPeaksSurviveReopen) {
+TEST_F(SqliteStoreTest, NodesAndLearnedPeaksSurviveReopenOneRowPerProfile) {
+  const core::MemoryProfile profile{"classify", "resnet50", 32, 224, 224};
   {
     auto s = Open();
+    WriteBatch b;
     NodeRecord n;
     n.spec.name = "n1";
     n.spec.address = "127.0.0.1:1";
     n.spec.gpus = {{"A100", 81920}};
     n.cordoned = true;
-    ASSERT_TRUE(s->PutNode(n).ok());
-    ASSERT_TRUE(s->AddMemoryObservation({{"classify", "resnet50", 32, 224, 224}, 5000}).ok());
+    b.nodes.push_back(n);
+    for (int64_t i = 1; i <= 1000; ++i) {  // a thousand tasks of one profile: one row
+      b.peaks = {{profile, 4000 + i, i}};
+      ASSERT_TRUE(s->Commit(b).ok());
+    }
   }
   auto s = Open();
   auto nodes = s->LoadNodes();
@@ -121,17 +188,119 @@ TEST_F(SqliteStoreTest, NodesAndMemoryPeaksSurviveReopen) {
   ASSERT_EQ(nodes->size(), 1u);
   EXPECT_TRUE((*nodes)[0].cordoned);
   EXPECT_EQ((*nodes)[0].spec.gpus[0].total_mib, 81920);
-  auto peaks = s->LoadMemoryObservations();
+  auto peaks = s->LoadLearnedPeaks();
   ASSERT_TRUE(peaks.ok());
   ASSERT_EQ(peaks->size(), 1u);
-  EXPECT_EQ((*peaks)[0].peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].observations, 1000);
   EXPECT_EQ((*peaks)[0].profile.batch, 32);
+}
+
+// Rows that do not decode are moved to the quarantine table; the rest loads and the server
+// starts. Before the quarantine, one corrupt row made LoadTasks fail and the server refuse
+// to start.
+TEST_F(SqliteStoreTest, CorruptRowIsQuarantinedAndTheRestLoads) {
+  ASSERT_TRUE(Open()->Commit(Tasks({RunningTask(1), RunningTask(2), RunningTask(3)})).ok());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "state.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE tasks SET record = '{\"v\":1,\"id\":' WHERE id = 2",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE nodes SET record = 'x'", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto s = Open();
+  auto live = s->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->tasks.size(), 2u);
+  EXPECT_EQ(live->tasks[0].task.id.value(), 1u);
+  EXPECT_EQ(live->tasks[1].task.id.value(), 3u);
+  EXPECT_EQ(live->max_id, 3u);
+  ASSERT_EQ(live->quarantined.size(), 1u);
+  EXPECT_EQ(live->quarantined[0].key, "2");
+  EXPECT_NE(live->quarantined[0].error.find("corrupt"), std::string::npos);
+  auto again = s->LoadLiveTasks();  // moved aside once, not reported at every start
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->quarantined.empty());
+  auto q = s->LoadQuarantine();
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].table, "tasks");
 }
 
 TEST_F(SqliteStoreTest, CorruptRowIsDataLossNotACrash) {
   EXPECT_EQ(DecodeTask("{not json").status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(DecodeTask("{\"v\":1}").status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(DecodeNode("[]").status().code(), StatusCode::kDataLoss);
+}
+
+// A database of the first version (no state column, one row per memory observation) opens,
+// keeps every task and folds the observations into one aggregate per profile.
+TEST_F(SqliteStoreTest, FirstVersionDatabaseIsUpgraded) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "state.db").c_str(), &db), SQLITE_OK);
+    const std::string row = EncodeTask(RunningTask(1));
+    const std::string profile = EncodeProfile({"classify", "resnet50", 32, 224, 224});
+    const std::string sql =
+        "CREATE TABLE tasks (id INTEGER PRIMARY KEY, record TEXT NOT NULL);"
+        "CREATE TABLE memory_peaks (seq INTEGER PRIMARY KEY AUTOINCREMENT, profile TEXT NOT "
+        "NULL, peak_mib INTEGER NOT NULL);"
+        "INSERT INTO tasks VALUES (1, '" + row + "');"
+        "INSERT INTO memory_peaks (profile, peak_mib) VALUES ('" + profile + "', 3000), ('" +
+        profile + "', 5000);";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto s = Open();
+  auto live = s->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->tasks.size(), 1u);
+  auto peaks = s->LoadLearnedPeaks();
+  ASSERT_TRUE(peaks.ok());
+  ASSERT_EQ(peaks->size(), 1u);
+  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].observations, 2);
+}
+
+// Every write of a commit fails in turn (the Nth write, for every N until one commit needs
+// no more): the failed batch leaves nothing behind, the next commit succeeds, and the store
+// reopens with exactly the batches that returned OK. Before the fix, a failed COMMIT left its
+// transaction open: every later BEGIN failed.
+TEST_F(SqliteStoreTest, FailedWriteOrCommitRollsBackAndTheNextCommitWorks) {
+  testing::FaultVfs::Register();
+  SqliteStore::Options options;
+  options.vfs = testing::FaultVfs::kName;
+  uint64_t next_id = 1;
+  std::vector<uint64_t> stored;
+  for (int64_t n = 0;; ++n) {
+    auto s = SqliteStore::Open((dir_ / "state.db").string(), options);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const uint64_t failed_id = next_id++;
+    testing::FaultVfs::FailWritesAfter(n);
+    Status st = (*s)->Commit(Tasks({RunningTask(failed_id)}));
+    const bool injected = testing::FaultVfs::failed_writes() > 0;
+    testing::FaultVfs::Heal();
+    if (st.ok()) {
+      ASSERT_FALSE(injected);
+      stored.push_back(failed_id);
+      break;  // the commit needed fewer than n + 1 writes: every position was tried
+    }
+    ASSERT_TRUE(injected) << "failed without an injected fault: " << st.ToString();
+    EXPECT_EQ((*s)->GetTask(failed_id).status().code(), StatusCode::kNotFound) << "n=" << n;
+    const uint64_t ok_id = next_id++;
+    ASSERT_TRUE((*s)->Commit(Tasks({RunningTask(ok_id)})).ok()) << "n=" << n;
+    stored.push_back(ok_id);
+    ASSERT_LT(n, 100) << "a commit should need far fewer writes";
+  }
+  auto s = Open();
+  auto live = s->LoadLiveTasks();
+  ASSERT_TRUE(live.ok());
+  std::vector<uint64_t> ids;
+  for (const TaskRecord& r : live->tasks) ids.push_back(r.task.id.value());
+  EXPECT_EQ(ids, stored);
 }
 
 TEST_F(SqliteStoreTest, UnwritablePathNamesThePath) {

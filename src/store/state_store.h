@@ -1,12 +1,17 @@
 #pragma once
 // StateStore: where the control plane keeps what must survive a restart (DESIGN.md "State"):
-// every task record, the nodes (with cordon/drain flags) and the GPU-memory peaks agents
-// observed (so the CN109992422A memory table keeps what it learned).
+// every task record, the nodes (with cordon/drain flags), the idempotency keys of submissions
+// and what the CN109992422A memory table learned (one aggregate per profile).
 //
-// Contract: a write has returned OK only once it is durable against a crash of the process
-// (kill -9); the server acknowledges a submission only after PutTasks returned OK.
+// Contract: Commit is all or nothing, and has returned OK only once the batch is durable
+// against a crash of the process (kill -9). On error nothing of the batch is visible, to this
+// process or after a restart. The server acknowledges a submission, and sends an assignment
+// or a kill, only after the Commit holding the record that explains it returned OK.
+// Terminal tasks stay in the store after the server forgets them (show, logs, accounting).
 // Thread-safety: implementations are safe to call from several threads.
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,22 +33,64 @@ struct NodeRecord {
   bool draining = false;
 };
 
-struct MemoryObservation {
+// What the memory table learned about one profile (CN109992422A claim 1): the largest peak
+// observed and how many observations back it. One row per profile, so storage does not grow
+// with the number of tasks.
+struct LearnedPeak {
   core::MemoryProfile profile;
-  MiB peak_mib = 0;
+  MiB max_peak_mib = 0;
+  int64_t observations = 0;
+};
+
+// One atomic write.
+struct WriteBatch {
+  std::vector<TaskRecord> tasks;                     // insert or replace
+  std::vector<NodeRecord> nodes;                     // insert or replace
+  std::map<std::string, uint64_t> idempotency_keys;  // key -> task id; insert only
+  std::vector<LearnedPeak> peaks;                    // insert or replace the aggregate
+  bool empty() const {
+    return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty();
+  }
+};
+
+// A row that could not be decoded, moved aside so the rest can be served.
+struct QuarantinedRow {
+  std::string table;  // "tasks" or "nodes"
+  std::string key;    // task id or node name
+  std::string error;  // what the decoder said
+};
+
+struct LiveTasks {
+  std::vector<TaskRecord> tasks;  // every non-terminal task, ascending id
+  uint64_t max_id = 0;            // the largest task id ever stored (terminal ones included)
+  std::vector<QuarantinedRow> quarantined;
+};
+
+struct TaskPage {
+  std::vector<TaskRecord> tasks;  // ascending id
+  uint64_t next_after_id = 0;     // 0 = no further page
 };
 
 class StateStore {
  public:
   virtual ~StateStore() = default;
-  // Inserts or replaces every record, all in one transaction.
-  virtual Status PutTasks(const std::vector<TaskRecord>& records) = 0;
-  // Every task, ascending id.
-  virtual StatusOr<std::vector<TaskRecord>> LoadTasks() = 0;
-  virtual Status PutNode(const NodeRecord& node) = 0;
+  virtual Status Commit(const WriteBatch& batch) = 0;
+
+  // For a restart: the tasks still to run or running. Rows that do not decode are moved to a
+  // quarantine (logged by the caller), never fatal.
+  virtual StatusOr<LiveTasks> LoadLiveTasks() = 0;
+  // One task; NotFound when absent.
+  virtual StatusOr<TaskRecord> GetTask(uint64_t id) = 0;
+  // Tasks with id > after_id, optionally only in `state` (core::TaskStateName), from an index.
+  virtual StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
+                                       size_t limit) = 0;
+  // Number of stored tasks by state name.
+  virtual StatusOr<std::map<std::string, int64_t>> CountTasksByState() = 0;
+  virtual StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) = 0;
+
   virtual StatusOr<std::vector<NodeRecord>> LoadNodes() = 0;  // ascending name
-  virtual Status AddMemoryObservation(const MemoryObservation& observation) = 0;
-  virtual StatusOr<std::vector<MemoryObservation>> LoadMemoryObservations() = 0;
+  virtual StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() = 0;
+  virtual StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() = 0;
 };
 
 }  // namespace gpusched::store

@@ -1,0 +1,27 @@
+#pragma once
+// AgentChannel: the control plane's seam to one connected agent. The real one is a gRPC
+// stream (AgentConnection); tests connect in-process fake agents (test_support) that record
+// what the server sent and can stop reading, to play a hung peer.
+//
+// Contract: Send and Close never block on the peer (the caller holds the control plane's
+// lock). Thread-safety: both may be called from any thread.
+
+#include "gpusched/v1/gpusched.pb.h"
+
+namespace gpusched::server {
+
+namespace v1 = ::gpusched::v1;
+
+class AgentChannel {
+ public:
+  virtual ~AgentChannel() = default;
+  // Queues `m` for the agent. False when the channel is closed or its outbox is full (the
+  // peer stopped reading): the message is dropped and the caller should Close the channel;
+  // the agent reconciles when it reconnects.
+  virtual bool Send(v1::ServerMessage m) = 0;
+  // Stops delivery without waiting: queued messages are dropped and a write blocked on the
+  // peer is cancelled. Idempotent.
+  virtual void Close() = 0;
+};
+
+}  // namespace gpusched::server

@@ -1,0 +1,138 @@
+// ControlPlane: agent events (register with two-way reconciliation, heartbeats, task status,
+// disconnect).
+
+#include <iostream>
+
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+
+void ControlPlane::UpdateReachable(const std::string& node) {
+  auto probe = probe_ok_.find(node);
+  const bool ok = connections_.count(node) > 0 && (probe == probe_ok_.end() || probe->second);
+  (void)sched_->SetNodeReachable(node, ok);
+}
+
+Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
+                                     std::shared_ptr<AgentChannel> channel) {
+  GS_ASSIGN_OR_RETURN(core::NodeSpec spec, rpc::NodeSpecFromProto(reg));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
+    auto old = connections_.find(spec.name);
+    // Close never waits for the old connection's writer (it may be blocked on a hung peer);
+    // that connection's own handler thread joins it.
+    if (old != connections_.end() && old->second != channel) old->second->Close();
+    connections_[spec.name] = std::move(channel);
+    probe_ok_.erase(spec.name);  // a fresh connection proves the address for now
+    UpdateReachable(spec.name);
+    Reconcile(spec.name, reg);
+    QueueNode(spec.name);
+    Flush();
+  }
+  Kick();
+  return Status::Ok();
+}
+
+// Two-way reconciliation (DESIGN.md "State"): first the exits the agent kept in its journal
+// (each applied once: a repeated or stale one fails the attempt check), then what it runs.
+void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& reg) {
+  const std::shared_ptr<AgentChannel> channel = connections_[node];
+  for (const v1::TaskStatus& st : reg.finished()) ApplyStatus(node, st, channel);
+  std::set<std::pair<uint64_t, int64_t>> running;
+  core::NodeHeartbeat hb{node, {}, {}};
+  for (const v1::TaskRef& r : reg.running()) {
+    running.insert({r.id(), r.attempt()});
+    hb.running.emplace_back(TaskId(r.id()), r.attempt());
+  }
+  for (TaskId id : sched_->TasksOnNode(node)) {
+    const core::Task& t = *sched_->GetTask(id);
+    const std::pair<uint64_t, int64_t> key{id.value(), t.attempts};
+    if (running.count(key) > 0) {
+      // Running although its start report was lost (or adopted by a restarted agent).
+      if (t.state == core::TaskState::kAssigned) (void)sched_->TaskStarted(id, t.attempts);
+      continue;
+    }
+    if (held_assigns_.count(key) > 0) continue;  // not sent yet: goes on this connection
+    (void)sched_->AssignmentLost(
+        id, t.attempts,
+        "requeued: the agent of node " + node + " does not run attempt " +
+            std::to_string(t.attempts) +
+            " (the assignment was lost with a connection or a server restart; not a failure)");
+  }
+  // What the agent runs that is not ours there is killed (core's heartbeat reconciliation).
+  Status s = sched_->HandleNodeHeartbeat(hb);
+  if (!s.ok()) std::cerr << "gpusched server: register of " << node << ": " << s.ToString() << "\n";
+}
+
+void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st,
+                               const std::shared_ptr<AgentChannel>& channel) {
+  const TaskId id(st.id());
+  if (st.kind() == v1::TaskStatus::STARTED) {
+    (void)sched_->TaskStarted(id, st.attempt());  // a stale attempt changes nothing
+    return;
+  }
+  const core::Task* t = sched_->GetTask(id);
+  Status s = sched_->TaskFinished(id, st.attempt(), st.exit_code(), st.peak_gpu_mem_mib(),
+                                  st.reason());
+  if (s.ok() && st.peak_gpu_mem_mib() > 0 && t->spec.profile) {
+    pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
+  }
+  if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
+    std::cerr << "gpusched server: exit of task " << st.id() << " on " << node << ": "
+              << s.ToString() << "\n";
+  }
+  // Acknowledged once the record it changed is durable, so the agent keeps it in its journal
+  // until then. A repeated or stale report changed nothing and is acknowledged as well.
+  Outbound ack;
+  ack.gate = Flush();
+  ack.kind = Outbound::Kind::kAck;
+  ack.channel = channel;
+  ack.task = st.id();
+  ack.attempt = st.attempt();
+  held_.push_back(std::move(ack));
+}
+
+void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage& m,
+                                const std::shared_ptr<AgentChannel>& channel) {
+  bool kick = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto current = connections_.find(node);
+    if (current == connections_.end() || current->second != channel) return;  // replaced
+    if (m.has_heartbeat()) {
+      core::NodeHeartbeat hb;
+      hb.node = node;
+      hb.gpu_free_mib.assign(m.heartbeat().gpu_free_mib().begin(),
+                             m.heartbeat().gpu_free_mib().end());
+      for (const v1::TaskRef& r : m.heartbeat().running()) {
+        hb.running.emplace_back(TaskId(r.id()), r.attempt());
+      }
+      Status s = sched_->HandleNodeHeartbeat(hb);
+      if (!s.ok()) {
+        std::cerr << "gpusched server: heartbeat of " << node << ": " << s.ToString() << "\n";
+      }
+    } else if (m.has_task_heartbeats()) {
+      for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
+        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt());  // stale ones are ignored
+      }
+    } else if (m.has_status()) {
+      ApplyStatus(node, m.status(), channel);
+      kick = true;  // capacity freed, or a record (and its ack) to commit
+    }
+    Flush();
+    kick = kick || !pending_.empty() || (!held_.empty() && held_.front().gate > durable_);
+  }
+  if (kick) Kick();
+}
+
+void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel* channel) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = connections_.find(node);
+  if (it == connections_.end() || it->second.get() != channel) return;  // replaced already
+  connections_.erase(it);
+  UpdateReachable(node);
+  Flush();
+}
+
+}  // namespace gpusched::server

@@ -1,0 +1,363 @@
+// ControlPlane: the user-facing API (submit, show, ls, cancel, why, nodes, cordon, drain,
+// logs, watch) and the metrics.
+
+#include <iostream>
+
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+namespace {
+
+constexpr size_t kDefaultPage = 1000;
+constexpr size_t kMaxPage = 10'000;
+constexpr size_t kRecentKeys = 100'000;
+
+}  // namespace
+
+v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
+  v1::Task p;
+  auto it = last_placement_.find(t.id);
+  rpc::TaskToProto(t, it == last_placement_.end() ? nullptr : &it->second, with_history, &p);
+  return p;
+}
+
+StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& idempotency_key) {
+  std::optional<uint64_t> stored;
+  if (!idempotency_key.empty()) {
+    // Outside mu_: a read of the store's key index. A key committed after this read is in
+    // recent_keys_ when mu_ is taken below.
+    GS_ASSIGN_OR_RETURN(stored, store_->LookupIdempotencyKey(idempotency_key));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stored) return TaskId(*stored);
+  TaskId id;
+  if (auto k = recent_keys_.find(idempotency_key);
+      !idempotency_key.empty() && k != recent_keys_.end()) {
+    id = k->second;  // a retry: wait for the first submission's commit, if still held
+    while (sched_->IsHeld(id)) {
+      if (!committing_) {
+        LeadCommit(lock);
+      } else {
+        commit_cv_.wait(lock);
+      }
+    }
+    if (recent_keys_.count(idempotency_key) == 0) {  // its commit failed: withdrawn
+      return NotStored("task not stored (the first submission with this key failed to "
+                       "commit); nothing was queued: submit again");
+    }
+    return id;
+  }
+  GS_ASSIGN_OR_RETURN(id, sched_->Submit(std::move(spec), /*hold=*/true));
+  ++submitted_;
+  if (!idempotency_key.empty()) {
+    pending_.keys[idempotency_key] = id.value();
+    held_keys_[id] = idempotency_key;
+    recent_keys_[idempotency_key] = id;
+    recent_key_order_.push_back(idempotency_key);
+    while (recent_key_order_.size() > kRecentKeys) {
+      recent_keys_.erase(recent_key_order_.front());
+      recent_key_order_.pop_front();
+    }
+  }
+  const uint64_t seq = Flush();
+  (void)CommitThrough(lock, seq);
+  if (auto w = withdrawn_.find(id); w != withdrawn_.end()) {
+    const std::string why = w->second.message();
+    withdrawn_.erase(w);
+    return NotStored("task not stored (" + why + "); nothing was queued: submit again");
+  }
+  lock.unlock();
+  Kick();
+  return id;
+}
+
+StatusOr<v1::Task> ControlPlane::GetTask(uint64_t id, bool with_history) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const core::Task* t = sched_->GetTask(TaskId(id));
+    if (t != nullptr && sched_->IsHeld(t->id)) {
+      return NotFound("task " + std::to_string(id) + ": no such task");
+    }
+    if (t != nullptr) return TaskProto(*t, with_history);
+  }
+  // Forgotten after its retention: the store keeps every task.
+  GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
+  v1::Task p;
+  rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, with_history, &p);
+  return p;
+}
+
+StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
+                                           uint64_t after_id, size_t limit) {
+  limit = limit == 0 ? kDefaultPage : std::min(limit, kMaxPage);
+  ListPage page;
+  if (state && !core::IsTerminal(*state)) {  // every live task is in memory
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::set<uint64_t>& ids = by_state_[*state];
+    for (auto it = ids.upper_bound(after_id); it != ids.end(); ++it) {
+      const core::Task* t = sched_->GetTask(TaskId(*it));
+      if (t == nullptr || sched_->IsHeld(t->id)) continue;
+      if (page.tasks.size() == limit) {
+        page.next_after_id = page.tasks.back().id();
+        break;
+      }
+      page.tasks.push_back(TaskProto(*t, false));
+    }
+    return page;
+  }
+  std::optional<std::string> name;
+  if (state) name = core::TaskStateName(*state);
+  GS_ASSIGN_OR_RETURN(store::TaskPage stored, store_->ListTasks(name, after_id, limit));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint64_t, v1::Task> out;
+  for (const store::TaskRecord& r : stored.tasks) {
+    const core::Task* t = sched_->GetTask(r.task.id);
+    if (t != nullptr) {  // memory is fresher than the store (by one commit at most)
+      if (!state || t->state == *state) out[t->id.value()] = TaskProto(*t, false);
+      continue;
+    }
+    v1::Task p;
+    rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, false, &p);
+    out[r.task.id.value()] = std::move(p);
+  }
+  if (state) {  // finished in memory, record still being written
+    const uint64_t end = stored.next_after_id == 0 ? UINT64_MAX : stored.next_after_id;
+    const std::set<uint64_t>& ids = by_state_[*state];
+    for (auto it = ids.upper_bound(after_id); it != ids.end() && *it <= end; ++it) {
+      if (out.count(*it) == 0) out[*it] = TaskProto(*sched_->GetTask(TaskId(*it)), false);
+    }
+  }
+  page.next_after_id = stored.next_after_id;
+  for (auto& [id, p] : out) {
+    if (page.tasks.size() == limit) {
+      page.next_after_id = page.tasks.back().id();
+      break;
+    }
+    page.tasks.push_back(std::move(p));
+  }
+  return page;
+}
+
+std::vector<v1::Task> ControlPlane::RecentTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Task> out;
+  for (const core::Task* t : sched_->Tasks()) {
+    if (!sched_->IsHeld(t->id)) out.push_back(TaskProto(*t, false));
+  }
+  return out;
+}
+
+StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const core::Task* t = sched_->GetTask(TaskId(id));
+  if (t == nullptr) {
+    lock.unlock();
+    GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));  // NotFound when absent
+    return FailedPrecondition("task " + std::to_string(id) + " is already " +
+                              core::TaskStateName(r.task.state));
+  }
+  GS_RETURN_IF_ERROR(sched_->Cancel(TaskId(id)));
+  const uint64_t seq = Flush();
+  Status s = CommitThrough(lock, seq);
+  if (!s.ok()) {
+    return NotStored("task " + std::to_string(id) + ": the cancellation is not stored yet (" +
+                     s.message() + "); the server retries it, and the kill waits until then");
+  }
+  return TaskProto(*sched_->GetTask(TaskId(id)), false);
+}
+
+StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sched_->IsHeld(TaskId(id))) return NotFound("task " + std::to_string(id) + ": no such task");
+  GS_ASSIGN_OR_RETURN(core::Explanation e, sched_->Explain(TaskId(id)));
+  v1::WhyResponse r;
+  rpc::ExplanationToProto(e, &r);
+  return r;
+}
+
+StatusOr<v1::Node> ControlPlane::NodeProto(const std::string& node) const {
+  auto index = sched_->cluster().Find(node);
+  if (!index) return NotFound("node " + node + ": no such node");
+  v1::Node p;
+  rpc::NodeToProto(sched_->cluster().node(*index), sched_->cluster(),
+                   connections_.count(node) > 0, &p);
+  return p;
+}
+
+std::vector<v1::Node> ControlPlane::ListNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, v1::Node> sorted;
+  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeProto(n.name);
+  std::vector<v1::Node> out;
+  for (auto& [name, n] : sorted) out.push_back(std::move(n));
+  return out;
+}
+
+void ControlPlane::QueueNode(const std::string& node) {
+  auto index = sched_->cluster().Find(node);
+  if (!index) return;
+  const core::NodeState& n = sched_->cluster().node(*index);
+  store::NodeRecord r;
+  r.spec.name = n.name;
+  r.spec.address = n.address;
+  r.spec.capacity = n.capacity;
+  for (const core::GpuState& g : n.gpus) {
+    r.spec.gpus.push_back({sched_->cluster().ModelName(g.model_id), g.total_mib});
+  }
+  r.spec.labels = n.labels;
+  r.spec.taints = n.taints;
+  r.cordoned = n.cordoned;
+  r.draining = n.draining;
+  pending_.nodes[node] = std::move(r);
+}
+
+StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
+  std::unique_lock<std::mutex> lock(mu_);
+  GS_RETURN_IF_ERROR(sched_->Cordon(node, cordon));
+  QueueNode(node);
+  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  StatusOr<v1::Node> out = NodeProto(node);
+  lock.unlock();
+  Kick();
+  return out;
+}
+
+StatusOr<v1::Node> ControlPlane::Drain(const std::string& node) {
+  std::unique_lock<std::mutex> lock(mu_);
+  GS_RETURN_IF_ERROR(sched_->Drain(node));
+  QueueNode(node);
+  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  StatusOr<v1::Node> out = NodeProto(node);
+  lock.unlock();
+  Kick();
+  return out;
+}
+
+StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
+  std::optional<core::Placement> last;
+  LogSource src;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const core::Task* t = sched_->GetTask(TaskId(id));
+    if (t != nullptr && !sched_->IsHeld(t->id)) {
+      src.done = core::IsTerminal(t->state);
+      src.attempt = t->attempts;
+      if (auto it = last_placement_.find(t->id); it != last_placement_.end()) last = it->second;
+    }
+  }
+  if (src.attempt == 0 && !last) {
+    StatusOr<store::TaskRecord> r = store_->GetTask(id);
+    if (!r.ok()) return r.status();
+    src.done = core::IsTerminal(r->task.state);
+    src.attempt = r->task.attempts;
+    last = r->last_placement;
+  }
+  if (!last) return src;  // never ran: no log yet
+  std::lock_guard<std::mutex> lock(mu_);
+  auto index = sched_->cluster().Find(last->node);
+  if (index) src.address = sched_->cluster().node(*index).address;
+  return src;
+}
+
+uint64_t ControlPlane::WaitForChanges(uint64_t since, DurationMs timeout_ms,
+                                      std::vector<uint64_t>& ids, bool& everything) {
+  std::unique_lock<std::mutex> lock(mu_);
+  clock_.WaitFor(lock, changes_cv_, timeout_ms, [&] { return version_ > since; });
+  everything = !change_log_.empty() && change_log_.front().first > since + 1;
+  std::set<uint64_t> unique;
+  for (auto it = change_log_.rbegin(); it != change_log_.rend() && it->first > since; ++it) {
+    unique.insert(it->second);
+  }
+  ids.assign(unique.begin(), unique.end());
+  return version_;
+}
+
+// ---------------------------------------------------------------- probe daemon
+
+std::vector<std::pair<std::string, std::string>> ControlPlane::ProbeTargets() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const core::NodeState& n : sched_->cluster().nodes()) {
+    if (connections_.count(n.name) > 0) out.emplace_back(n.name, n.address);
+  }
+  return out;
+}
+
+void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    probe_ok_[node] = reachable;
+    UpdateReachable(node);
+    Flush();
+  }
+  Kick();
+}
+
+// ---------------------------------------------------------------- metrics
+
+std::string ControlPlane::MetricsText() {
+  std::string out;
+  std::lock_guard<std::mutex> lock(mu_);
+  MetricHeader("gpusched_queue_depth", "gauge", "Tasks waiting, by queue (Q main, FQ failure).",
+               out);
+  MetricLine("gpusched_queue_depth", "queue=\"Q\"", double(sched_->main_queue_size()), out);
+  MetricLine("gpusched_queue_depth", "queue=\"FQ\"", double(sched_->failure_queue_size()), out);
+  std::map<std::string, int64_t> by_state = finished_forgotten_;
+  for (const auto& [state, ids] : by_state_) by_state[core::TaskStateName(state)] += ids.size();
+  MetricHeader("gpusched_tasks", "gauge", "Tasks by state (finished ones from the store too).",
+               out);
+  for (const auto& [state, n] : by_state) {
+    MetricLine("gpusched_tasks", "state=\"" + state + "\"", double(n), out);
+  }
+  MetricHeader("gpusched_tasks_in_memory", "gauge",
+               "Task records the server holds in memory (live and recently finished).", out);
+  MetricLine("gpusched_tasks_in_memory", "", double(sched_->task_count()), out);
+  const core::SchedulerStats& s = sched_->stats();
+  MetricHeader("gpusched_tasks_submitted_total", "counter", "Tasks accepted.", out);
+  MetricLine("gpusched_tasks_submitted_total", "", double(submitted_), out);
+  MetricHeader("gpusched_scheduling_passes_total", "counter", "Scheduling passes.", out);
+  MetricLine("gpusched_scheduling_passes_total", "", double(s.passes), out);
+  MetricHeader("gpusched_decisions_total", "counter", "Placement attempts, by result.", out);
+  MetricLine("gpusched_decisions_total", "result=\"placed\"", double(s.placed), out);
+  MetricLine("gpusched_decisions_total", "result=\"waiting\"", double(s.decisions - s.placed),
+             out);
+  MetricHeader("gpusched_execution_failures_total", "counter", "Execution failures.", out);
+  MetricLine("gpusched_execution_failures_total", "", double(s.execution_failures), out);
+  MetricHeader("gpusched_nodes_lost_total", "counter", "Nodes lost (no heartbeat).", out);
+  MetricLine("gpusched_nodes_lost_total", "", double(s.nodes_lost), out);
+  MetricHeader("gpusched_tasks_reclaimed_total", "counter", "Tasks reclaimed (no heartbeat).",
+               out);
+  MetricLine("gpusched_tasks_reclaimed_total", "", double(s.tasks_reclaimed), out);
+  MetricHeader("gpusched_store_errors_total", "counter", "Failed store commits.", out);
+  MetricLine("gpusched_store_errors_total", "", double(store_errors_), out);
+  MetricHeader("gpusched_store_quarantined_rows", "gauge",
+               "Stored rows that did not decode at start, moved to the quarantine table.", out);
+  MetricLine("gpusched_store_quarantined_rows", "", double(quarantined_), out);
+  MetricHeader("gpusched_store_commit_seconds", "histogram",
+               "Duration of one group commit to the store.", out);
+  commit_seconds_.Render("gpusched_store_commit_seconds", out);
+  MetricHeader("gpusched_decision_latency_seconds", "histogram",
+               "Duration of one scheduling pass (all decisions of a snapshot of Q).", out);
+  pass_seconds_.Render("gpusched_decision_latency_seconds", out);
+  MetricHeader("gpusched_node_gpu_memory_mib", "gauge",
+               "GPU memory per node and GPU: total, allocated (reserved) and reported free.", out);
+  for (const core::NodeState& n : sched_->cluster().nodes()) {
+    for (const core::GpuState& g : n.gpus) {
+      const std::string l = "node=\"" + LabelValue(n.name) + "\",gpu=\"" +
+                            std::to_string(g.index) + "\",kind=\"";
+      MetricLine("gpusched_node_gpu_memory_mib", l + "total\"", double(g.total_mib), out);
+      MetricLine("gpusched_node_gpu_memory_mib", l + "allocated\"", double(g.allocated_mib), out);
+      if (g.reported_free_mib >= 0) {
+        MetricLine("gpusched_node_gpu_memory_mib", l + "free\"", double(g.reported_free_mib), out);
+      }
+    }
+  }
+  MetricHeader("gpusched_node_up", "gauge", "1 if the node is reachable and available.", out);
+  for (const core::NodeState& n : sched_->cluster().nodes()) {
+    MetricLine("gpusched_node_up", "node=\"" + LabelValue(n.name) + "\"",
+               n.reachable && n.available ? 1 : 0, out);
+  }
+  return out;
+}
+
+}  // namespace gpusched::server

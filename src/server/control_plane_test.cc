@@ -1,0 +1,425 @@
+// ControlPlane against in-process fake agents, a fault-injecting store and the fake clock:
+// persist before act, group commit, idempotency, two-way reconciliation, bounded memory.
+// The loop thread is not started; RunOnce() does its work deterministically.
+
+#include "server/control_plane.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "server/testing/fake_agent_channel.h"
+#include "store/memory_store.h"
+#include "store/sqlite_store.h"
+#include "store/testing/faulty_store.h"
+
+namespace gpusched::server {
+namespace {
+
+using store::testing::FaultyStore;
+using testing::FakeAgentChannel;
+using Ref = std::pair<uint64_t, int64_t>;
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpusched_cp_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<store::StateStore> Sqlite() {
+    auto s = store::SqliteStore::Open((dir_ / "state.db").string(), {});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+  // A FaultyStore over SQLite; `faults` keeps a pointer to it (owned by the control plane).
+  std::unique_ptr<store::StateStore> Faulty(FaultyStore*& faults) {
+    auto f = std::make_unique<FaultyStore>(Sqlite());
+    faults = f.get();
+    return f;
+  }
+  std::unique_ptr<ControlPlane> Start(std::unique_ptr<store::StateStore> store) {
+    auto cp = ControlPlane::Create(config_, clock_, std::move(store));
+    EXPECT_TRUE(cp.ok()) << cp.status().ToString();
+    return std::move(cp).value();
+  }
+  static v1::RegisterNode Node(const std::string& name, std::vector<Ref> running = {},
+                               std::vector<v1::TaskStatus> finished = {}) {
+    v1::RegisterNode r;
+    r.set_name(name);
+    r.set_address("127.0.0.1:1");
+    r.set_cpu_milli(64'000);
+    r.set_mem_mib(256 * 1024);
+    for (int i = 0; i < 2; ++i) {
+      v1::Gpu* g = r.add_gpus();
+      g->set_index(i);
+      g->set_model("A100");
+      g->set_total_mib(81920);
+    }
+    for (const auto& [id, attempt] : running) {
+      v1::TaskRef* t = r.add_running();
+      t->set_id(id);
+      t->set_attempt(attempt);
+    }
+    for (const v1::TaskStatus& f : finished) *r.add_finished() = f;
+    return r;
+  }
+  std::shared_ptr<FakeAgentChannel> Connect(ControlPlane& cp, const v1::RegisterNode& reg) {
+    auto ch = std::make_shared<FakeAgentChannel>();
+    EXPECT_TRUE(cp.AgentRegistered(reg, ch).ok());
+    return ch;
+  }
+  static core::TaskSpec Spec(std::optional<int64_t> retries = std::nullopt) {
+    core::TaskSpec s;
+    s.gpus = 1;
+    s.command = {"true"};
+    s.max_retries = retries;
+    return s;
+  }
+  static v1::TaskStatus Exit(uint64_t id, int64_t attempt, int code) {
+    v1::TaskStatus st;
+    st.set_id(id);
+    st.set_attempt(attempt);
+    st.set_kind(v1::TaskStatus::FINISHED);
+    st.set_exit_code(code);
+    return st;
+  }
+  static void Report(ControlPlane& cp, const std::string& node,
+                     const std::shared_ptr<FakeAgentChannel>& ch, const v1::TaskStatus& st) {
+    v1::AgentMessage m;
+    *m.mutable_status() = st;
+    cp.AgentMessage(node, m, ch);
+  }
+  static v1::Task Get(ControlPlane& cp, uint64_t id) {
+    auto t = cp.GetTask(id, true);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : v1::Task();
+  }
+
+  std::filesystem::path dir_;
+  ServerConfig config_;
+  FakeClock clock_{1'000'000};
+};
+
+// Finding: Flush recorded a task as persisted before PutTasks succeeded; Submit answered
+// Unavailable while the task stayed queued and ran anyway, and the id gap stopped the next
+// start. Now: kNotStored, no trace, nothing sent, and the server restarts past the gap.
+TEST_F(ControlPlaneTest, SubmitWhoseCommitFailsLeavesNoTraceAndIsNotUnavailable) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  faults->FailNextCommits(1);
+  auto refused = cp->Submit(Spec());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotStored);
+  EXPECT_NE(refused.status().message().find("submit again"), std::string::npos);
+  for (int i = 0; i < 5; ++i) {
+    clock_.AdvanceMs(1'000);
+    cp->RunOnce();
+  }
+  EXPECT_TRUE(agent->assigns().empty()) << "a task that was never stored ran";
+  auto page = cp->ListTasks(std::nullopt, 0, 0);
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->tasks.empty());
+  EXPECT_EQ(cp->GetTask(1, false).status().code(), StatusCode::kNotFound);
+
+  auto accepted = cp->Submit(Spec());
+  ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
+  EXPECT_EQ(accepted->value(), 2u);  // id 1 is burnt, never reused
+  cp->RunOnce();
+  EXPECT_EQ(agent->assigns(), (std::vector<Ref>{{2, 1}}));
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+
+  cp.reset();  // restart over the same database: the gap at id 1 does not stop it
+  auto again = Start(Sqlite());
+  EXPECT_EQ(Get(*again, 2).state(), "assigned");
+  auto next = again->Submit(Spec());
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->value(), 3u);
+}
+
+// Finding: assignments were sent after a failed write. Now an assignment waits for the
+// commit of the record that explains it; the commit is retried with backoff on the clock.
+TEST_F(ControlPlaneTest, AssignmentIsSentOnlyAfterItsRecordIsDurable) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  faults->FailAllCommits(true);
+  cp->RunOnce();  // places the task; its commit fails (next try in 50 ms)
+  EXPECT_EQ(faults->failed_commits(), 1);
+  EXPECT_TRUE(agent->assigns().empty());
+  clock_.AdvanceMs(50);
+  cp->RunOnce();  // retried, fails again (next try in 100 ms): still held
+  EXPECT_EQ(faults->failed_commits(), 2);
+  EXPECT_TRUE(agent->assigns().empty());
+  faults->FailAllCommits(false);
+  clock_.AdvanceMs(50);
+  cp->RunOnce();  // inside the backoff: no retry yet
+  EXPECT_EQ(faults->failed_commits(), 2);
+  EXPECT_TRUE(agent->assigns().empty());
+  clock_.AdvanceMs(50);
+  cp->RunOnce();
+  EXPECT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
+  EXPECT_EQ(Get(*cp, 1).state(), "assigned");
+}
+
+TEST_F(ControlPlaneTest, KillOfACancelWaitsForTheCancelRecord) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  ASSERT_EQ(agent->assigns().size(), 1u);
+  faults->FailAllCommits(true);
+  auto cancelled = cp->Cancel(1);
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kNotStored);
+  EXPECT_TRUE(agent->kills().empty()) << "killed before the cancellation was stored";
+  faults->FailAllCommits(false);
+  clock_.AdvanceMs(config_.store_retry_max_ms);
+  cp->RunOnce();
+  EXPECT_EQ(agent->kills(), (std::vector<Ref>{{1, 1}}));
+  EXPECT_EQ(Get(*cp, 1).state(), "cancelled");
+}
+
+TEST_F(ControlPlaneTest, RetriedSubmitWithTheSameKeyReturnsTheFirstTaskEvenAfterRestart) {
+  auto cp = Start(Sqlite());
+  auto a = cp->Submit(Spec(), "key-1");
+  auto b = cp->Submit(Spec(), "key-1");
+  auto c = cp->Submit(Spec(), "key-2");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+  cp.reset();
+  auto again = Start(Sqlite());
+  auto d = again->Submit(Spec(), "key-1");  // from the store's key index
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, *a);
+  auto page = again->ListTasks(std::nullopt, 0, 0);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->tasks.size(), 2u);
+}
+
+TEST_F(ControlPlaneTest, KeyOfARefusedSubmitCanBeUsedAgain) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  faults->FailNextCommits(1);
+  EXPECT_EQ(cp->Submit(Spec(), "k").status().code(), StatusCode::kNotStored);
+  auto retry = cp->Submit(Spec(), "k");
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_EQ(Get(*cp, retry->value()).state(), "pending");
+}
+
+// Group commit: while one commit is in flight, every submission that arrives waits for the
+// next commit, and that one commit carries all of them.
+TEST_F(ControlPlaneTest, ConcurrentSubmissionsShareOneCommit) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  const int64_t before = faults->commits();
+  faults->HoldCommits();
+  std::vector<std::thread> callers;
+  std::vector<uint64_t> ids(4, 0);
+  callers.emplace_back([&] { ids[0] = cp->Submit(Spec()).value().value(); });
+  ASSERT_TRUE(faults->WaitForHeld(1));  // the first commit is in flight, held
+  for (int i = 1; i < 4; ++i) {
+    callers.emplace_back([&, i] { ids[i] = cp->Submit(Spec()).value().value(); });
+  }
+  // The three later submissions are admitted (held) and wait behind the commit in flight.
+  for (int spin = 0; cp->TasksInMemory() < 4 && spin < 5000; ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(cp->TasksInMemory(), 4u);
+  faults->ReleaseCommits();
+  for (std::thread& t : callers) t.join();
+  const auto log = faults->committed_tasks();
+  ASSERT_EQ(faults->commits() - before, 2) << "expected the first commit and one group";
+  EXPECT_EQ(log[log.size() - 2], std::vector<uint64_t>{ids[0]});
+  std::vector<uint64_t> group = log.back();
+  EXPECT_EQ(group, (std::vector<uint64_t>{2, 3, 4}));
+}
+
+// Finding: a task stored as assigned whose assignment never reached the agent was recovered
+// only by the task-heartbeat timeout and counted as a failure (with --retries 0 it failed).
+TEST_F(ControlPlaneTest, AssignmentLostInAServerCrashIsPlacedAgainWithoutAFailure) {
+  {
+    auto cp = Start(Sqlite());
+    auto agent = Connect(*cp, Node("n1"));
+    ASSERT_TRUE(cp->Submit(Spec(/*retries=*/0)).ok());
+    cp->RunOnce();
+    ASSERT_EQ(agent->assigns().size(), 1u);  // stored, sent... and lost with the crash
+  }
+  auto cp = Start(Sqlite());
+  EXPECT_EQ(Get(*cp, 1).state(), "assigned");
+  auto agent = Connect(*cp, Node("n1", /*running=*/{}));
+  cp->RunOnce();
+  const v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.fail_cnt(), 0);
+  EXPECT_EQ(t.attempts(), 2);
+  EXPECT_EQ(agent->assigns(), (std::vector<Ref>{{1, 2}}));
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
+TEST_F(ControlPlaneTest, TaskTheAgentRunsButTheServerDoesNotKnowIsKilled) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1", /*running=*/{{42, 3}}));
+  cp->RunOnce();
+  EXPECT_EQ(agent->kills(), (std::vector<Ref>{{42, 3}}));
+}
+
+TEST_F(ControlPlaneTest, AdoptedTaskKeepsRunningAcrossAReconnect) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  ASSERT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
+  // The STARTED report was lost; the agent reconnects and says it runs attempt 1.
+  auto again = Connect(*cp, Node("n1", /*running=*/{{1, 1}}));
+  cp->RunOnce();
+  EXPECT_TRUE(agent->closed()) << "the replaced connection is closed";
+  const v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "running");
+  EXPECT_EQ(t.attempts(), 1);
+  EXPECT_TRUE(again->kills().empty());
+  EXPECT_TRUE(again->assigns().empty());
+}
+
+// Exits the agent kept in its journal are applied first, once each (attempt fencing), and
+// acknowledged only once stored.
+TEST_F(ControlPlaneTest, ExitReportedTwiceIsAppliedOnceAndAckedAfterItIsStored) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  faults->FailAllCommits(true);
+  Report(*cp, "n1", agent, Exit(1, 1, 0));
+  cp->RunOnce();
+  EXPECT_TRUE(agent->acks().empty()) << "acknowledged an exit that is not stored";
+  faults->FailAllCommits(false);
+  // The agent reconnects (journal: the same exit), before the server retried.
+  auto again = Connect(*cp, Node("n1", {}, {Exit(1, 1, 0)}));
+  clock_.AdvanceMs(config_.store_retry_max_ms);
+  cp->RunOnce();
+  EXPECT_EQ(again->acks(), (std::vector<Ref>{{1, 1}}));
+  const v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "succeeded");
+  EXPECT_EQ(t.attempts(), 1);
+  // A late duplicate with another exit code changes nothing.
+  Report(*cp, "n1", again, Exit(1, 1, 7));
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "succeeded");
+  EXPECT_EQ(Get(*cp, 1).exit_code(), 0);
+}
+
+TEST_F(ControlPlaneTest, MessagesFromAReplacedConnectionAreIgnored) {
+  auto cp = Start(Sqlite());
+  auto old = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  auto fresh = Connect(*cp, Node("n1", {{1, 1}}));
+  Report(*cp, "n1", old, Exit(1, 1, 1));  // a stale stream still delivering
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "running");
+}
+
+// Finding: the connection's outbox had no bound. An agent that stops reading is cut off.
+TEST_F(ControlPlaneTest, AgentThatStopsReadingIsCutOffNotBuffered) {
+  auto cp = Start(Sqlite());
+  auto ch = std::make_shared<FakeAgentChannel>(/*capacity=*/1);
+  ASSERT_TRUE(cp->AgentRegistered(Node("n1"), ch).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();  // two assignments; the second does not fit the agent's outbox
+  EXPECT_EQ(ch->sent().size(), 1u);
+  EXPECT_TRUE(ch->closed());
+}
+
+// Bounded memory: finished tasks leave memory after the retention but stay readable.
+TEST_F(ControlPlaneTest, FinishedTasksLeaveMemoryAndStayInTheStore) {
+  config_.retain_finished = 2;
+  config_.retain_finished_ms = 60'000;
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(cp->Submit(Spec(/*retries=*/0)).ok());
+  for (int round = 0; round < 3; ++round) {
+    cp->RunOnce();
+    for (const auto& [id, attempt] : agent->assigns()) {
+      Report(*cp, "n1", agent, Exit(id, attempt, id == 6 ? 1 : 0));
+    }
+  }
+  cp->RunOnce();
+  EXPECT_EQ(cp->TasksInMemory(), 2u);
+  EXPECT_EQ(Get(*cp, 1).state(), "succeeded");  // from the store
+  auto done = cp->ListTasks(core::TaskState::kSucceeded, 0, 0);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->tasks.size(), 5u);
+  const std::string metrics = cp->MetricsText();
+  EXPECT_NE(metrics.find("gpusched_tasks{state=\"succeeded\"} 5"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpusched_tasks{state=\"failed\"} 1"), std::string::npos);
+  clock_.AdvanceMs(60'001);  // past the age: the rest leave too
+  cp->RunOnce();
+  EXPECT_EQ(cp->TasksInMemory(), 0u);
+  EXPECT_NE(cp->MetricsText().find("gpusched_tasks{state=\"succeeded\"} 5"), std::string::npos);
+  cp.reset();
+  auto again = Start(Sqlite());  // a restart loads only live tasks
+  EXPECT_EQ(again->TasksInMemory(), 0u);
+  EXPECT_NE(again->MetricsText().find("gpusched_tasks{state=\"failed\"} 1"), std::string::npos);
+}
+
+TEST_F(ControlPlaneTest, ListingPagesThroughMemoryAndStore) {
+  config_.retain_finished = 0;
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  Report(*cp, "n1", agent, Exit(1, 1, 0));
+  cp->RunOnce();
+  std::vector<uint64_t> ids;
+  for (uint64_t after = 0;;) {
+    auto page = cp->ListTasks(std::nullopt, after, 2);
+    ASSERT_TRUE(page.ok());
+    ASSERT_LE(page->tasks.size(), 2u);
+    for (const v1::Task& t : page->tasks) ids.push_back(t.id());
+    if (page->next_after_id == 0) break;
+    after = page->next_after_id;
+  }
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  auto running = cp->ListTasks(core::TaskState::kAssigned, 0, 0);
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->tasks.size(), 2u);  // two GPUs on the one node
+}
+
+// Every timed wait goes through the Clock: the loop thread, left alone, applies the liveness
+// rule (CN109992422A claims 5-6) when the fake clock passes its tick and T_srv, although no
+// real time passes (a real-time wait would sleep for the minute-long tick).
+TEST_F(ControlPlaneTest, LoopWaitsOnTheInjectedClock) {
+  config_.loop_tick_ms = 60'000;
+  config_.scheduler.t1_ms = 60'000;
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  ASSERT_EQ(agent->assigns().size(), 1u);
+  cp->StartLoop();
+  for (int spin = 0; clock_.sleepers() == 0 && spin < 5000; ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(clock_.sleepers(), 0) << "the loop does not wait on the injected clock";
+  EXPECT_EQ(Get(*cp, 1).fail_cnt(), 0);
+  clock_.AdvanceMs(config_.scheduler.node_timeout_ms + 60'001);  // silent node, tick due
+  int64_t fail_cnt = 0;
+  for (int spin = 0; fail_cnt == 0 && spin < 5000; ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    fail_cnt = Get(*cp, 1).fail_cnt();
+  }
+  cp->StopLoop();
+  EXPECT_EQ(fail_cnt, 1) << "the node was not declared lost by the loop";
+}
+
+}  // namespace
+}  // namespace gpusched::server

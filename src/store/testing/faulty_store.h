@@ -1,0 +1,69 @@
+#pragma once
+// FaultyStore: a StateStore that wraps another and fails or stalls its commits on command,
+// for control-plane tests (fail the next N commits, fail until healed, hold a commit in
+// flight to see what groups behind it). Reads pass through.
+//
+// Thread-safety: every method is safe from any thread.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "store/state_store.h"
+
+namespace gpusched::store::testing {
+
+class FaultyStore final : public StateStore {
+ public:
+  explicit FaultyStore(std::unique_ptr<StateStore> inner) : inner_(std::move(inner)) {}
+
+  // The next `n` commits fail with Internal and write nothing.
+  void FailNextCommits(int n);
+  // Every commit fails while `on`.
+  void FailAllCommits(bool on);
+  // While held, Commit blocks (after counting the call) until Release.
+  void HoldCommits();
+  void ReleaseCommits();
+  // Blocks until `n` commits are waiting in HoldCommits, or returns false after ~5 s.
+  bool WaitForHeld(int n);
+  int64_t commits() const;         // successful ones
+  int64_t failed_commits() const;
+  // The task ids of every successful commit, in order.
+  std::vector<std::vector<uint64_t>> committed_tasks() const;
+
+  Status Commit(const WriteBatch& batch) override;
+  StatusOr<LiveTasks> LoadLiveTasks() override { return inner_->LoadLiveTasks(); }
+  StatusOr<TaskRecord> GetTask(uint64_t id) override { return inner_->GetTask(id); }
+  StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
+                               size_t limit) override {
+    return inner_->ListTasks(std::move(state), after_id, limit);
+  }
+  StatusOr<std::map<std::string, int64_t>> CountTasksByState() override {
+    return inner_->CountTasksByState();
+  }
+  StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override {
+    return inner_->LookupIdempotencyKey(key);
+  }
+  StatusOr<std::vector<NodeRecord>> LoadNodes() override { return inner_->LoadNodes(); }
+  StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override {
+    return inner_->LoadLearnedPeaks();
+  }
+  StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override {
+    return inner_->LoadQuarantine();
+  }
+
+ private:
+  std::unique_ptr<StateStore> inner_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int fail_next_ = 0;
+  bool fail_all_ = false;
+  bool hold_ = false;
+  int held_ = 0;
+  int64_t commits_ = 0;
+  int64_t failed_ = 0;
+  std::vector<std::vector<uint64_t>> log_;
+};
+
+}  // namespace gpusched::store::testing

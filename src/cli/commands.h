@@ -24,6 +24,10 @@ void RegisterNodeCommands(CLI::App& app);
 void RegisterDaemons(CLI::App& app);
 // `gpusched bench e2e`: the control plane end to end on loopback.
 void RegisterBenchE2e(CLI::App& bench);
+// `gpusched bench chaos`: kill -9 of the server or agents under load; nothing lost or doubled.
+void RegisterBenchChaos(CLI::App& bench);
+// `gpusched bench soak`: noop tasks through the real server and store; the server's memory.
+void RegisterBenchSoak(CLI::App& bench);
 
 // Exit codes scripts can rely on.
 inline constexpr int kExitOk = 0;

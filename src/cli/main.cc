@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   gpusched::cli::RegisterDaemons(app);
   gpusched::cli::RegisterDemo(app);
   gpusched::cli::RegisterBenchE2e(*bench);
+  gpusched::cli::RegisterBenchChaos(*bench);
+  gpusched::cli::RegisterBenchSoak(*bench);
 #endif
 
   try {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "server/probe_daemon.h"
 #include "server/testing/fake_agent_channel.h"
 #include "store/memory_store.h"
 #include "store/sqlite_store.h"
@@ -419,6 +420,28 @@ TEST_F(ControlPlaneTest, LoopWaitsOnTheInjectedClock) {
   }
   cp->StopLoop();
   EXPECT_EQ(fail_cnt, 1) << "the node was not declared lost by the loop";
+}
+
+// CN115981827A claim 9 on the fake clock: the probe daemon's thread waits on the injected
+// clock, and a node whose address stops answering becomes unreachable after two intervals.
+TEST_F(ControlPlaneTest, CN115981827A_Claim9_ProbeDaemonRunsOnTheInjectedClock) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));  // its address, 127.0.0.1:1, refuses connections
+  ProbeDaemon probe(*cp, clock_);
+  probe.Start();
+  auto reachable = [&] { return cp->ListNodes().at(0).reachable(); };
+  EXPECT_TRUE(reachable());
+  for (int i = 0; i < 4 && reachable(); ++i) {
+    for (int spin = 0; clock_.sleepers() == 0 && spin < 5000; ++spin) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    clock_.AdvanceMs(config_.probe_interval_ms);
+    for (int spin = 0; reachable() && spin < 200; ++spin) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  probe.Stop();
+  EXPECT_FALSE(reachable()) << "the probe daemon never ran on the fake clock";
 }
 
 }  // namespace

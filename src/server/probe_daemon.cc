@@ -59,7 +59,7 @@ void ProbeDaemon::Run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::milliseconds(interval), [&] { return stop_; })) return;
+      if (clock_.WaitFor(lock, cv_, interval, [&] { return stop_; })) return;
     }
     for (const auto& [node, address] : cp_.ProbeTargets()) {
       const TimeMs now = clock_.NowMs();

@@ -60,8 +60,8 @@ std::string FreshIdempotencyKey() {
 // not store the task (both leave no task behind, so a retry cannot duplicate it).
 Status SubmitWithRetries(Client& c, const v1::SubmitRequest& req, v1::SubmitResponse& resp) {
   Status s = Status::Ok();
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250 << attempt));
+  for (int attempt = 0; attempt < 3; ++attempt) {  // 0.6 s of retries in all
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
     s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Submit(&ctx, req, &resp); });
     if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kNotStored) return s;
   }

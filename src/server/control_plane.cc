@@ -10,7 +10,7 @@ namespace gpusched::server {
 namespace {
 
 // Change-log entries kept for Watch; a watcher further behind gets every task again.
-constexpr size_t kMaxChangeLog = 200'000;
+constexpr size_t kMaxChangeLog = 65'536;
 constexpr DurationMs kFirstRetryMs = 50;
 
 std::array<int64_t, 5> Fingerprint(const core::Task& t) {

@@ -99,8 +99,11 @@ class ClusterTest : public ::testing::Test {
   // A shell prefix that blocks a task until OpenGate(name) is called, so a test decides when
   // tasks finish instead of racing `sleep` against its own polling (which loses under ASan,
   // where every CLI call is slow).
+  // Tasks outlive their agents (each runs under gpusched-shim), so a gated task whose agent
+  // was killed also gives up once the test's folder is gone (TearDown).
   std::string Gated(const std::string& name, const std::string& body) {
-    return "while [ ! -e '" + path("gate-" + name) + "' ]; do sleep 0.05; done; " + body;
+    return "while [ ! -e '" + path("gate-" + name) + "' ]; do [ -d '" + dir_.string() +
+           "' ] || exit 1; sleep 0.05; done; " + body;
   }
   void OpenGate(const std::string& name) { WriteFile(path("gate-" + name), ""); }
 

@@ -151,6 +151,40 @@ TEST_F(ClusterTest, ServerKilledNineRestartsWithoutLosingOrRepeatingTasks) {
   EXPECT_EQ(completions.size(), acked.size());
 }
 
+// Tasks outlive their agent: an agent killed with -9 and started again on its data dir
+// adopts the task its supervisor kept running. The task runs once, is not counted as a
+// failure, and its exit (which happened while no agent was watching) is reported.
+TEST_F(ClusterTest, AgentRestartedAfterKillNineAdoptsItsRunningTask) {
+  // A node timeout long enough that the restart (slow under ASan) never looks like a loss.
+  WriteFile(path("server.yaml"),
+            "t1: 500ms\nnode_timeout: 60s\ntask_timeout: 60s\nnode_heartbeat: 200ms\n"
+            "task_heartbeat: 300ms\nkill_grace: 1s\n");
+  server_.Kill(SIGTERM);
+  StartServer();
+  StartAgent("a", "1x16GiB");
+  const std::string runs = path("runs.txt");
+  const uint64_t id = Submit({"--gpus", "1", "--retries", "0", "--", "sh", "-c",
+                              Gated("end", "echo $GPUSCHED_ATTEMPT >> " + runs)});
+  ASSERT_TRUE(WaitState(id, "running"));
+  agents_["a"]->Kill(SIGKILL);
+  OpenGate("end");  // the task ends while its agent is dead
+  ASSERT_TRUE(PollUntil([&] { return !ReadFile(runs).empty(); }, kDeadline));
+  StartAgent("a", "1x16GiB");
+  ASSERT_TRUE(WaitState(id, "succeeded")) << Task(id).dump();
+  const Json t = Task(id);
+  EXPECT_EQ(t["attempts"], 1);
+  EXPECT_EQ(ReadFile(runs), "1\n");
+}
+
+TEST_F(ClusterTest, SubmitWithTheSameIdempotencyKeyCreatesOneTask) {
+  const uint64_t a = Submit({"--idempotency-key", "nightly-42", "--", "true"});
+  const uint64_t b = Submit({"--idempotency-key", "nightly-42", "--", "true"});
+  const uint64_t c = Submit({"--", "true"});  // the CLI makes a fresh key per invocation
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(Tasks().size(), 2u);
+}
+
 TEST_F(ClusterTest, MetricsAndHealthz) {
   StartAgent("n1", "2x16GiB");
   ASSERT_TRUE(WaitState(Submit({"--gpu-mem", "2GiB", "--", "true"}), "succeeded"));

@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "agent/gpu_discovery.h"
 #include "agent/log_service.h"
+#include "agent/noop_executor.h"
 #include "agent/process_runner.h"
 #include "base/clock.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -20,8 +22,16 @@
 namespace gpusched::agent {
 
 namespace v1 = ::gpusched::v1;
-using Key = std::pair<uint64_t, int64_t>;
 
+StatusOr<ExecutorKind> ParseExecutorKind(std::string_view name) {
+  if (name == "process") return ExecutorKind::kProcess;
+  if (name == "noop") return ExecutorKind::kNoop;
+  return InvalidArgument("--executor: \"" + std::string(name) + "\" (use process or noop)");
+}
+
+// Locks: write_mu, then mu (Register holds write_mu and reads `unacked`), and write_mu, then
+// the executor's (Register lists the running tasks, OnAssign launches under write_mu); the
+// executors hold none of their locks while they call OnExit.
 struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
@@ -31,17 +41,21 @@ struct Agent::Impl {
   std::unique_ptr<LogService> log_service;
   std::unique_ptr<grpc::Server> log_server;
   std::unique_ptr<v1::AgentLink::Stub> stub;
-  std::unique_ptr<ProcessRunner> runner;
+  std::unique_ptr<TaskExecutor> executor;
 
   std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
-  std::mutex mu;  // guards everything below
+  std::mutex mu;  // guards everything below up to write_mu
   std::condition_variable cv;
   bool stop = false;
   bool down = false;
   grpc::ClientContext* ctx = nullptr;
-  grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream = nullptr;
-  std::map<Key, v1::TaskStatus> unacked;  // finished, not yet acknowledged by the server
-  std::mutex write_mu;                    // one writer on the stream at a time
+  // Finished, not yet acknowledged by the server. With the process executor the journal
+  // backs it: an agent restarted before the ack refills it from there (Open reports them).
+  std::map<TaskKey, v1::TaskStatus> unacked;
+  // Every write on the stream holds write_mu: two concurrent Writes on one gRPC stream are
+  // undefined, and the link, heartbeat and executor threads all write.
+  std::mutex write_mu;
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream = nullptr;  // write_mu
   std::thread link_thread, heartbeat_thread;
 
   void Send(const v1::AgentMessage& m) {
@@ -51,16 +65,17 @@ struct Agent::Impl {
   void Log(const std::string& line) {
     if (!config.quiet) std::cerr << "gpusched agent " << config.name << ": " << line << "\n";
   }
-  v1::AgentMessage Register() const;
+  v1::AgentMessage Register();
   void LinkLoop();
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
   void OnAssign(const v1::Assign& a);
-  void OnExit(const ProcessExit& e);
+  void OnExit(const TaskExit& e);
   void Report(v1::TaskStatus st);
 };
 
-v1::AgentMessage Agent::Impl::Register() const {
+// REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
+v1::AgentMessage Agent::Impl::Register() {
   v1::AgentMessage m;
   v1::RegisterNode* r = m.mutable_register_();
   r->set_name(config.name);
@@ -78,6 +93,15 @@ v1::AgentMessage Agent::Impl::Register() const {
   }
   for (const auto& [k, v] : config.labels) (*r->mutable_labels())[k] = v;
   r->set_simulated(gpus->simulated());
+  // Two-way reconciliation: what runs here now (adopted tasks included) and every exit the
+  // server has not acknowledged. This replaces resending the unacknowledged statuses.
+  for (const auto& [id, attempt] : executor->Running()) {
+    v1::TaskRef* t = r->add_running();
+    t->set_id(id);
+    t->set_attempt(attempt);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [key, st] : unacked) *r->add_finished() = st;
   return m;
 }
 
@@ -90,21 +114,17 @@ void Agent::Impl::LinkLoop() {
       std::lock_guard<std::mutex> lock(mu);
       if (stop) return;
       ctx = &context;
-      std::lock_guard<std::mutex> wlock(write_mu);
-      stream = s.get();
     }
-    bool connected = s->Write(Register());
+    bool connected = false;
+    {
+      // Register is written under write_mu like every other write (the heartbeat thread and
+      // exit reports may write at any time), and the stream is published only after it, in
+      // the same critical section: Register is always the stream's first message.
+      std::lock_guard<std::mutex> wlock(write_mu);
+      connected = s->Write(Register());
+      if (connected) stream = s.get();
+    }
     if (connected) {
-      std::vector<v1::TaskStatus> resend;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        for (const auto& [key, st] : unacked) resend.push_back(st);
-      }
-      for (const v1::TaskStatus& st : resend) {
-        v1::AgentMessage m;
-        *m.mutable_status() = st;
-        Send(m);
-      }
       v1::ServerMessage msg;
       while (s->Read(&msg)) {
         if (msg.has_registered()) {
@@ -115,9 +135,11 @@ void Agent::Impl::LinkLoop() {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(mu);
       std::lock_guard<std::mutex> wlock(write_mu);
       stream = nullptr;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
       ctx = nullptr;
     }
     grpc::Status st = s->Finish();
@@ -142,7 +164,7 @@ void Agent::Impl::HeartbeatLoop() {
       }
     }
     const TimeMs now = clock.NowMs();
-    const auto running = runner->Running();
+    const auto running = executor->Running();
     if (now >= next_node) {
       // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory.
       v1::AgentMessage m;
@@ -179,22 +201,38 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
   } else if (m.has_assign()) {
     OnAssign(m.assign());
   } else if (m.has_kill()) {
-    runner->Kill(m.kill().id(), m.kill().attempt(), kill_grace_ms.load(), m.kill().reason());
+    // A task this agent does not run is ignored by the executor.
+    executor->Kill(m.kill().id(), m.kill().attempt(), kill_grace_ms.load(), m.kill().reason());
   } else if (m.has_ack()) {
-    std::lock_guard<std::mutex> lock(mu);
-    unacked.erase({m.ack().id(), m.ack().attempt()});
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      unacked.erase({m.ack().id(), m.ack().attempt()});
+    }
+    executor->Acknowledge(m.ack().id(), m.ack().attempt());
+    std::error_code ec;
+    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".peak", ec);
   }
 }
 
 void Agent::Impl::OnAssign(const v1::Assign& a) {
-  for (const auto& key : runner->Running()) {
-    if (key == Key{a.id(), a.attempt()}) return;  // a repeated assignment
+  std::optional<v1::TaskStatus> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = unacked.find({a.id(), a.attempt()});
+    if (it != unacked.end()) finished = it->second;
+  }
+  if (finished) {  // it ran here already: say so again rather than run it twice
+    v1::AgentMessage m;
+    *m.mutable_status() = *finished;
+    Send(m);
+    return;
   }
   LaunchSpec spec;
   spec.id = a.id();
   spec.attempt = a.attempt();
   spec.command.assign(a.command().begin(), a.command().end());
   spec.log_path = LogPath(log_dir, a.id(), a.attempt());
+  if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
   for (const auto& [k, v] : a.env()) spec.env[k] = v;
   std::string visible, mem;
   for (int i = 0; i < a.gpus_size(); ++i) {
@@ -212,13 +250,21 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   v1::TaskStatus st;
   st.set_id(a.id());
   st.set_attempt(a.attempt());
-  Status s = runner->Launch(spec);
-  if (s.ok()) {
-    st.set_kind(v1::TaskStatus::STARTED);
-    v1::AgentMessage m;
-    *m.mutable_status() = st;
-    Send(m);
-    return;
+  Status s;
+  {
+    // Launch and STARTED under write_mu: an exit report (Report takes write_mu) of a task
+    // that ends at once (/bin/true, a noop task without duration) cannot overtake STARTED.
+    // The executors never wait for their exit callbacks in Launch, so this cannot deadlock.
+    std::lock_guard<std::mutex> wlock(write_mu);
+    s = executor->Launch(spec);
+    if (s.code() == StatusCode::kAlreadyExists) return;  // a repeated assignment
+    if (s.ok()) {
+      st.set_kind(v1::TaskStatus::STARTED);
+      v1::AgentMessage m;
+      *m.mutable_status() = st;
+      if (stream != nullptr) stream->Write(m);
+      return;
+    }
   }
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(127);
@@ -228,7 +274,8 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
 
 // With simulated GPUs nothing can observe device memory, so a task may state its own peak
 // (in MiB) in $GPUSCHED_PEAK_MIB_FILE; the memory table then learns from it as from NVML.
-void Agent::Impl::OnExit(const ProcessExit& e) {
+// The file is kept until the server acknowledges the exit, so a re-report carries the peak.
+void Agent::Impl::OnExit(const TaskExit& e) {
   v1::TaskStatus st;
   st.set_id(e.id);
   st.set_attempt(e.attempt);
@@ -239,19 +286,21 @@ void Agent::Impl::OnExit(const ProcessExit& e) {
   std::ifstream in(peak_file);
   int64_t peak = 0;
   if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
-  std::error_code ec;
-  std::filesystem::remove(peak_file, ec);
   Report(st);
 }
 
+// Under write_mu throughout, so a Register being written either carries the status in
+// `finished` or precedes the status message: never both, never neither.
 void Agent::Impl::Report(v1::TaskStatus st) {
+  std::lock_guard<std::mutex> wlock(write_mu);
   {
     std::lock_guard<std::mutex> lock(mu);
     unacked[{st.id(), st.attempt()}] = st;
   }
+  if (stream == nullptr) return;
   v1::AgentMessage m;
   *m.mutable_status() = std::move(st);
-  Send(m);
+  stream->Write(m);
 }
 
 // ---------------------------------------------------------------- Agent
@@ -272,12 +321,18 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     GS_ASSIGN_OR_RETURN(std::vector<GpuInfo> sim, ParseGpuList(config.gpus));
     impl->gpus = MakeSimulatedGpus(std::move(sim));
   }
-  impl->log_dir = config.data_dir.empty()
-                      ? (std::filesystem::temp_directory_path() /
-                         ("gpusched-agent-" + impl->config.name + "-" + std::to_string(getpid())))
-                            .string()
-                      : config.data_dir + "/logs";
+  if (impl->config.data_dir.empty()) {
+    // Named after the agent, not the process: the next agent of that name adopts its tasks.
+    impl->config.data_dir =
+        (std::filesystem::temp_directory_path() / ("gpusched-agent-" + impl->config.name))
+            .string();
+  }
   std::error_code ec;
+  // Absolute, so the paths handed to the shims and shown in errors do not depend on the
+  // working directory.
+  const std::filesystem::path absolute = std::filesystem::absolute(impl->config.data_dir, ec);
+  if (!ec) impl->config.data_dir = absolute.lexically_normal().string();
+  impl->log_dir = impl->config.data_dir + "/logs";
   std::filesystem::create_directories(impl->log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
 
@@ -292,8 +347,22 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   }
   impl->address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
   Impl* raw = impl.get();
-  impl->runner = std::make_unique<ProcessRunner>(
-      impl->clock, [raw](const ProcessExit& e) { raw->OnExit(e); });
+  auto on_exit = [raw](const TaskExit& e) { raw->OnExit(e); };
+  if (config.executor == ExecutorKind::kNoop) {
+    impl->executor = std::make_unique<NoopExecutor>(impl->clock, on_exit);
+  } else {
+    // Adopts the tasks a previous agent left running here and reports (into `unacked`,
+    // before the link starts) the exits it left unacknowledged.
+    ProcessRunnerOptions o;
+    o.journal_dir = impl->config.data_dir + "/journal";
+    o.shim_path = config.shim_path;
+    auto runner = ProcessRunner::Open(impl->clock, o, on_exit);
+    if (!runner.ok()) {
+      impl->log_server->Shutdown();
+      return runner.status();
+    }
+    impl->executor = std::move(runner).value();
+  }
   impl->stub = v1::AgentLink::NewStub(rpc::MakeChannel(config.server));
   impl->link_thread = std::thread([raw] { raw->LinkLoop(); });
   impl->heartbeat_thread = std::thread([raw] { raw->HeartbeatLoop(); });
@@ -301,11 +370,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
 }
 
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Agent::~Agent() { Shutdown(); }
+Agent::~Agent() { Shutdown(ShutdownMode::kKillTasks); }
 const std::string& Agent::name() const { return impl_->config.name; }
 const std::string& Agent::address() const { return impl_->address; }
+const std::string& Agent::data_dir() const { return impl_->config.data_dir; }
 
-void Agent::Shutdown() {
+void Agent::Shutdown(ShutdownMode mode) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->down) return;
@@ -315,7 +385,7 @@ void Agent::Shutdown() {
   impl_->cv.notify_all();
   impl_->link_thread.join();
   impl_->heartbeat_thread.join();
-  impl_->runner.reset();  // kills what still runs
+  impl_->executor->Stop(mode);
   impl_->log_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
 }
 

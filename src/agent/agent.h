@@ -5,18 +5,36 @@
 // stream to the server, reconnecting with backoff: register, node heartbeats with per-GPU
 // free memory and the tasks it runs (CN109992422A claims 5-6), task heartbeats (claim 7),
 // task started/finished; it runs what it is assigned and kills what it is told to.
-// Finished reports are kept until the server acknowledges them, so a task that ends while
-// the server is down is reported after it comes back.
+//
+// Tasks outlive the agent. Each runs under its own supervisor (gpusched-shim) that journals
+// its start and exit in <data-dir>/journal. An agent started on the same data dir adopts the
+// tasks still running there, and reports the exits the server has not acknowledged: they
+// stay in the journal until it does. Register carries both (two-way reconciliation: the
+// server applies the exits, kills what it does not know, re-places what the agent lacks).
+//
+// Shutdown semantics: Shutdown(kLeaveTasks) leaves the tasks running for the next agent
+// (`gpusched agent` on SIGTERM or SIGINT, like a kubelet or slurmd restart);
+// Shutdown(kKillTasks) kills them (`gpusched dev`, the demo, benchmarks: in-process agents
+// whose tasks must not outlive the command). The destructor kills.
 //
 // Thread-safety: Start, Shutdown and Wait from one thread.
 
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "agent/task_executor.h"
 #include "base/status.h"
 
 namespace gpusched::agent {
+
+enum class ExecutorKind {
+  kProcess,  // real processes under gpusched-shim
+  kNoop,     // no process: "runs" for the Assign's duration_ms (benchmarks, soaks)
+};
+// "process" or "noop"; InvalidArgument naming --executor otherwise.
+StatusOr<ExecutorKind> ParseExecutorKind(std::string_view name);
 
 struct AgentConfig {
   std::string server = "127.0.0.1:7070";
@@ -24,22 +42,28 @@ struct AgentConfig {
   std::string gpus = "8x80GiB";  // simulated GPUs when no NVML
   bool simulate = false;         // simulated GPUs even when NVML is present
   std::string listen = "127.0.0.1:0";
-  std::string data_dir;          // task logs; "" = a folder under the system temp dir
+  // Task logs (logs/) and the task journal (journal/). "" = <system temp dir>/gpusched-agent-
+  // <name>: stable across restarts of an agent of that name, so it adopts its tasks.
+  std::string data_dir;
   std::map<std::string, std::string> labels;
   bool quiet = false;            // no connect/disconnect lines on stderr
+  ExecutorKind executor = ExecutorKind::kProcess;
+  std::string shim_path;         // "" = gpusched-shim next to this executable
 };
 
 class Agent {
  public:
   static StatusOr<std::unique_ptr<Agent>> Start(const AgentConfig& config);
-  ~Agent();
+  ~Agent();  // Shutdown(kKillTasks) unless shut down already
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
   const std::string& name() const;
   const std::string& address() const;  // log service, as registered
-  // Kills running tasks and disconnects. Idempotent.
-  void Shutdown();
+  const std::string& data_dir() const;
+  // Disconnects and stops; `mode` says whether the running tasks are killed or left to the
+  // next agent on this data dir. Idempotent: the first call decides.
+  void Shutdown(ShutdownMode mode);
   void Wait();
 
   struct Impl;  // opaque: gRPC types stay out of this header

@@ -1,11 +1,9 @@
 #include "agent/process_runner.h"
 
-#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,14 +12,17 @@
 #include <cerrno>
 #include <cstring>
 
-extern char** environ;
-
 namespace gpusched::agent {
 namespace {
 
 // How often exits are checked when the kernel has no pidfd_open.
 constexpr int kPollMs = 2;
+// How long Stop(kKillTasks) waits for the shims to record their tasks' exits. A task stuck
+// in the kernel (uninterruptible sleep) may outlive SIGKILL; the agent stops anyway.
+constexpr int kStopWaitMs = 10'000;
+constexpr char kLostReason[] = "the task's supervisor died";
 
+// The descriptor is close-on-exec: pidfd_open always sets it.
 int PidfdOpen(pid_t pid) {
 #ifdef SYS_pidfd_open
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -31,62 +32,61 @@ int PidfdOpen(pid_t pid) {
 #endif
 }
 
-struct ChildArgs {
-  const char* program;
-  char** argv;
-  char** envp;
-  int log_fd;
-  int null_fd;
-  pid_t parent;
-};
+int PidfdSendSignal(int pidfd, int sig) {
+#ifdef SYS_pidfd_send_signal
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+#else
+  errno = ENOSYS;
+  return -1;
+#endif
+}
 
-// Runs in the child, on its own stack, sharing the agent's memory until execve: only system
-// calls, no allocation, not instrumented.
-__attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
-  const ChildArgs* a = static_cast<const ChildArgs*>(p);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks SIGTERM; the task must not
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != a->parent) _exit(137);  // the agent died before prctl
-  dup2(a->null_fd, 0);
-  dup2(a->log_fd, 1);
-  dup2(a->log_fd, 2);
-  syscall(SYS_close_range, 3U, ~0U, 0U);  // no agent sockets leak into the task
-  execve(a->program, a->argv, a->envp);
-  static const char kMsg[] = "gpusched agent: exec failed\n";
-  (void)!write(2, kMsg, sizeof kMsg - 1);
-  _exit(127);
+// True when `id` still names a live process.
+bool Alive(const journal::ProcessId& id) {
+  journal::ProcessId now;
+  return journal::ReadProcessId(id.pid, &now) && journal::SameProcess(now, id);
+}
+
+// What a shim wrote on its status pipe (one line), "" when nothing.
+std::string ReadStatusPipe(int fd) {
+  if (fd < 0) return "";
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string s(buf, static_cast<size_t>(n));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
 }
 
 }  // namespace
 
-StatusOr<std::string> ResolveProgram(const std::string& program) {
-  if (program.find('/') != std::string::npos) {
-    if (access(program.c_str(), X_OK) == 0) return program;
-    return NotFound("command: " + program + ": " + std::strerror(errno));
+StatusOr<std::unique_ptr<ProcessRunner>> ProcessRunner::Open(Clock& clock,
+                                                              const ProcessRunnerOptions& options,
+                                                              ExitCallback on_exit) {
+  const std::string shim = options.shim_path.empty() ? DefaultShimPath() : options.shim_path;
+  if (access(shim.c_str(), X_OK) != 0) {
+    return FailedPrecondition("executor: the task supervisor " + shim + " cannot be run (" +
+                              std::strerror(errno) +
+                              "); it is built with gpusched and must sit next to the gpusched "
+                              "binary");
   }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string dir = dirs.substr(start, end - start);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return NotFound("command: " + program + ": not found on PATH");
+  if (options.journal_dir.empty()) return InvalidArgument("journal_dir: empty");
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_dir));
+  auto runner = std::unique_ptr<ProcessRunner>(
+      new ProcessRunner(clock, std::move(journal), shim, std::move(on_exit)));
+  GS_ASSIGN_OR_RETURN(std::vector<TaskExit> exits, runner->Recover());
+  for (const TaskExit& e : exits) runner->on_exit_(e);
+  ProcessRunner* raw = runner.get();
+  runner->thread_ = std::thread([raw] { raw->Loop(); });
+  return runner;
 }
 
-ProcessRunner::ProcessRunner(Clock& clock, ExitCallback on_exit)
-    : clock_(clock), on_exit_(std::move(on_exit)) {
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    base_env_.emplace_back(kv.substr(0, kv.find('=')), kv);
-  }
+ProcessRunner::ProcessRunner(Clock& clock, std::unique_ptr<Journal> journal,
+                             std::string shim_path, ExitCallback on_exit)
+    : clock_(clock),
+      journal_(std::move(journal)),
+      spawner_(std::move(shim_path)),
+      on_exit_(std::move(on_exit)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
@@ -95,18 +95,76 @@ ProcessRunner::ProcessRunner(Clock& clock, ExitCallback on_exit)
     ev.data.fd = wake_fd_;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   }
-  thread_ = std::thread([this] { Loop(); });
 }
 
 ProcessRunner::~ProcessRunner() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  Wake();
-  thread_.join();
+  Stop(ShutdownMode::kKillTasks);
   if (wake_fd_ >= 0) close(wake_fd_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+StatusOr<std::vector<TaskExit>> ProcessRunner::Recover() {
+  GS_ASSIGN_OR_RETURN(auto entries, journal_->List());
+  std::vector<TaskExit> exits;
+  for (const auto& [key, entry] : entries) {
+    if (!entry.exit) {
+      StatusOr<journal::RunRecord> run = journal_->ReadRun(key);
+      if (run.ok() && Alive(run->shim)) {
+        Shim shim;
+        shim.pid = run->shim.pid;
+        shim.identity = run->shim;
+        shim.pidfd = PidfdOpen(shim.pid);
+        // The pid may have been reused between the check and pidfd_open; the pidfd pins
+        // whichever process it names, so checking again settles it.
+        if ((shim.pidfd >= 0 || errno == ENOSYS) && Alive(run->shim)) {
+          std::lock_guard<std::mutex> lock(mu_);
+          Watch(key, shim);
+          continue;
+        }
+        if (shim.pidfd >= 0) close(shim.pidfd);
+      }
+    }
+    // The shim is gone: it recorded the exit (perhaps since the listing), or it died.
+    StatusOr<TaskExit> e = journal_->ReadExit(key);
+    exits.push_back(e.ok() ? *e
+                           : Lost(key, e.status().code() == StatusCode::kNotFound
+                                           ? kLostReason
+                                           : e.status().message()));
+  }
+  return exits;
+}
+
+TaskExit ProcessRunner::Lost(const TaskKey& key, const std::string& reason) {
+  // What is left of the task runs on unsupervised: kill its group if its leader is still
+  // the process the shim recorded (same boot, pid and start time), never a reused pid.
+  StatusOr<journal::RunRecord> run = journal_->ReadRun(key);
+  if (run.ok()) {
+    journal::ProcessId leader;
+    if (journal::ReadProcessId(run->task_pgid, &leader) &&
+        leader.start_ticks == run->task_start_ticks &&
+        std::strcmp(leader.boot_id, run->shim.boot_id) == 0) {
+      kill(-run->task_pgid, SIGKILL);
+    }
+  }
+  // Not journaled: until it is acknowledged, the next agent reaches the same verdict from
+  // the same .run record.
+  return TaskExit{key.first, key.second, -1, reason};
+}
+
+void ProcessRunner::Watch(const TaskKey& key, Shim shim) {
+  if (shim.pidfd >= 0 && epoll_fd_ >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = shim.pidfd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, shim.pidfd, &ev) != 0) {
+      close(shim.pidfd);
+      shim.pidfd = -1;
+    }
+  } else if (shim.pidfd >= 0) {
+    close(shim.pidfd);
+    shim.pidfd = -1;
+  }
+  shims_[key] = std::move(shim);
 }
 
 void ProcessRunner::Wake() {
@@ -115,133 +173,148 @@ void ProcessRunner::Wake() {
 }
 
 Status ProcessRunner::Launch(const LaunchSpec& spec) {
-  Request r{spec, {}};
-  std::future<Status> done = r.done.get_future();
+  if (spec.command.empty()) return InvalidArgument("command: empty");
+  GS_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec.command[0]));
+  const TaskKey key{spec.id, spec.attempt};
+  // spawn_mu_ is held throughout: the check and the insertion are one step for concurrent
+  // launches of the same task, the spawner is used by one thread at a time, and Stop waits
+  // for a launch under way.
+  std::lock_guard<std::mutex> spawn_lock(spawn_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Unavailable("agent is shutting down");
-    requests_.push_back(&r);
+    if (shims_.count(key) != 0) {
+      return AlreadyExists("task " + std::to_string(spec.id) + " attempt " +
+                           std::to_string(spec.attempt) + " is already running");
+    }
   }
-  Wake();
-  return done.get();
+  GS_ASSIGN_OR_RETURN(SpawnedShim spawned, spawner_.Spawn(spec, program, journal_->dir()));
+  Shim shim;
+  shim.pid = spawned.pid;
+  shim.own_child = true;
+  shim.status_fd = spawned.status_fd;
+  // The pid stays ours until it is reaped, so pidfd_open cannot name another process.
+  shim.pidfd = epoll_fd_ >= 0 ? PidfdOpen(shim.pid) : -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Watch(key, std::move(shim));
+  }
+  Wake();  // a shim without pidfd shortens the thread's sleep
+  return Status::Ok();
+}
+
+void ProcessRunner::Signal(const Shim& shim, int sig) {
+  if (shim.own_child) {
+    kill(shim.pid, sig);  // our child: its pid cannot be reused before we reap it
+    return;
+  }
+  if (shim.pidfd >= 0 && PidfdSendSignal(shim.pidfd, sig) == 0) return;
+  // No pidfd: checked first, a small race with pid reuse remains.
+  if (Alive(shim.identity)) kill(shim.pid, sig);
 }
 
 void ProcessRunner::Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
                          const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = children_.find({id, attempt});
-  if (it == children_.end() || it->second.kill_at_ms >= 0) return;
-  kill(-it->second.pid, SIGTERM);
+  auto it = shims_.find({id, attempt});
+  if (it == shims_.end() || it->second.kill_at_ms >= 0) return;
+  Signal(it->second, SIGTERM);  // the shim forwards it to the task's group
   it->second.kill_at_ms = clock_.NowMs() + grace_ms;
   it->second.kill_reason = reason;
   Wake();  // the SIGKILL deadline shortens the thread's sleep
 }
 
-std::vector<std::pair<uint64_t, int64_t>> ProcessRunner::Running() const {
+std::vector<TaskKey> ProcessRunner::Running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::pair<uint64_t, int64_t>> out;
-  for (const auto& [key, child] : children_) out.push_back(key);
-  return out;
+  return KeysOf(shims_);
 }
 
-Status ProcessRunner::Fork(const LaunchSpec& spec) {
-  if (spec.command.empty()) return InvalidArgument("command: empty");
-  GS_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec.command[0]));
-  // Everything the child needs is prepared here: the child makes system calls only.
-  std::vector<std::string> env_strings;
-  env_strings.reserve(base_env_.size() + spec.env.size());
-  for (const auto& [key, kv] : base_env_) {
-    if (spec.env.count(key) == 0) env_strings.push_back(kv);
+void ProcessRunner::Acknowledge(uint64_t id, int64_t attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_ || shims_.count({id, attempt}) != 0) return;
+  journal_->Remove({id, attempt});
+}
+
+bool ProcessRunner::Exited(Shim& shim, int* wait_status) {
+  *wait_status = -1;
+  if (shim.own_child) {
+    int status = 0;
+    const pid_t r = waitpid(shim.pid, &status, WNOHANG);
+    if (r == 0) return false;
+    if (r == shim.pid) *wait_status = status;
+    return true;  // r < 0: reaped elsewhere; the journal says how it ended
   }
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp, argv;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = spec.command;
-  for (std::string& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return Internal("log: cannot open " + spec.log_path + ": " + std::strerror(errno));
+  if (shim.pidfd >= 0) {
+    pollfd p{shim.pidfd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
   }
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  ChildArgs child{program.c_str(), argv.data(), envp.data(), log_fd, null_fd, getpid()};
-  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: fork() of an agent with many threads
-  // and mappings copies page tables and cost ~30 ms of system time per task. This thread is
-  // suspended until the child execs, so the child's stack and arguments stay valid.
-  // Allocated once and not zeroed: filling 64 KiB per task showed in profiles.
-  if (!child_stack_) child_stack_.reset(new char[kChildStackBytes]);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler may run in the shared memory
-  const pid_t pid = clone(ChildMain, child_stack_.get() + kChildStackBytes,
-                          CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
-  const int fork_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  close(log_fd);
-  if (null_fd >= 0) close(null_fd);
-  if (pid < 0) return Unavailable(std::string("fork: ") + std::strerror(fork_errno));
-  setpgid(pid, pid);  // also from the parent, so a kill right away finds the group
-  // The pid stays ours until it is reaped, so pidfd_open cannot name another process.
-  int pidfd = epoll_fd_ >= 0 ? PidfdOpen(pid) : -1;
-  if (pidfd >= 0) {
-    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = pidfd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd, &ev) != 0) {
-      close(pidfd);
-      pidfd = -1;
+  return !Alive(shim.identity);
+}
+
+TaskExit ProcessRunner::Settle(const TaskKey& key, const Shim& shim, int wait_status) {
+  StatusOr<TaskExit> recorded = journal_->ReadExit(key);
+  if (recorded.ok()) {
+    TaskExit e = *recorded;
+    if (!shim.kill_reason.empty()) {
+      e.reason = "killed: " + shim.kill_reason;
+      (void)journal_->WriteExit(e, clock_.NowMs());  // a re-report says the same
     }
+    return e;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  children_[{spec.id, spec.attempt}] = Child{pid, pidfd, -1, ""};
-  return Status::Ok();
+  const std::string said = ReadStatusPipe(shim.status_fd);
+  if (recorded.status().code() == StatusCode::kNotFound && !said.empty() &&
+      wait_status != -1 && WIFEXITED(wait_status)) {
+    // The shim could not journal (its .run or its .exit) and said why.
+    return TaskExit{key.first, key.second, WEXITSTATUS(wait_status), said};
+  }
+  return Lost(key, recorded.status().code() == StatusCode::kNotFound
+                       ? kLostReason
+                       : recorded.status().message());
 }
 
-void ProcessRunner::Reap() {
-  std::vector<ProcessExit> exits;
+std::vector<TaskExit> ProcessRunner::Reap() {
+  struct Done {
+    TaskKey key;
+    Shim shim;
+    int wait_status;
+  };
+  std::vector<Done> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const TimeMs now = clock_.NowMs();
-    for (auto it = children_.begin(); it != children_.end();) {
-      Child& c = it->second;
-      int status = 0;
-      const pid_t r = waitpid(c.pid, &status, WNOHANG);
-      if (r == 0) {
-        if (c.kill_at_ms >= 0 && now >= c.kill_at_ms) kill(-c.pid, SIGKILL);
+    for (auto it = shims_.begin(); it != shims_.end();) {
+      Shim& s = it->second;
+      int wait_status = -1;
+      if (!Exited(s, &wait_status)) {
+        if (s.kill_at_ms >= 0 && now >= s.kill_at_ms && !s.killed_hard) {
+          Signal(s, SIGUSR1);  // the shim sends SIGKILL to the task's group
+          s.killed_hard = true;
+        }
         ++it;
         continue;
       }
-      ProcessExit e{it->first.first, it->first.second, 0, ""};
-      if (r < 0) {
-        e.exit_code = 128;
-        e.reason = "lost track of the process";
-      } else if (WIFEXITED(status)) {
-        e.exit_code = WEXITSTATUS(status);
-      } else if (WIFSIGNALED(status)) {
-        e.exit_code = 128 + WTERMSIG(status);
-        e.reason = "killed by signal " + std::to_string(WTERMSIG(status));
-      }
-      if (!c.kill_reason.empty()) e.reason = "killed: " + c.kill_reason;
-      kill(-c.pid, SIGKILL);  // leftovers of the group go with the task
-      if (c.pidfd >= 0) close(c.pidfd);  // also leaves the epoll set
-      exits.push_back(std::move(e));
-      it = children_.erase(it);
+      done.push_back({it->first, std::move(s), wait_status});
+      it = shims_.erase(it);
     }
   }
-  for (const ProcessExit& e : exits) on_exit_(e);
+  std::vector<TaskExit> exits;
+  for (Done& d : done) {
+    exits.push_back(Settle(d.key, d.shim, d.wait_status));
+    if (d.shim.pidfd >= 0) close(d.shim.pidfd);  // also leaves the epoll set
+    if (d.shim.status_fd >= 0) close(d.shim.status_fd);
+  }
+  return exits;
 }
 
 int ProcessRunner::WaitTimeoutMs() const {
   if (epoll_fd_ < 0 || wake_fd_ < 0) return kPollMs;
   int timeout = -1;
   const TimeMs now = clock_.NowMs();
-  for (const auto& [key, c] : children_) {
+  for (const auto& [key, s] : shims_) {
     int t = -1;
-    if (c.pidfd < 0) t = kPollMs;
-    if (c.kill_at_ms >= 0) {
-      const int until = static_cast<int>(std::max<TimeMs>(0, c.kill_at_ms - now)) + 1;
+    if (s.pidfd < 0) t = kPollMs;
+    if (s.kill_at_ms >= 0 && !s.killed_hard) {
+      const int until = static_cast<int>(std::max<TimeMs>(0, s.kill_at_ms - now)) + 1;
       t = t < 0 ? until : std::min(t, until);
     }
     if (t >= 0) timeout = timeout < 0 ? t : std::min(timeout, t);
@@ -251,41 +324,63 @@ int ProcessRunner::WaitTimeoutMs() const {
 
 void ProcessRunner::Loop() {
   for (;;) {
-    std::vector<Request*> batch;
     int timeout = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) break;
-      if (requests_.empty()) timeout = WaitTimeoutMs();
+      if (stop_) return;
+      timeout = WaitTimeoutMs();
     }
-    if (timeout != 0) {
+    if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
       epoll_event events[16];
-      if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
-        const int n = epoll_wait(epoll_fd_, events, 16, timeout);
-        for (int i = 0; i < n; ++i) {
-          uint64_t count = 0;
-          if (events[i].data.fd == wake_fd_) (void)!read(wake_fd_, &count, sizeof count);
-        }
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+      const int n = epoll_wait(epoll_fd_, events, 16, timeout);
+      for (int i = 0; i < n; ++i) {
+        uint64_t count = 0;
+        if (events[i].data.fd == wake_fd_) (void)!read(wake_fd_, &count, sizeof count);
       }
+    } else {
+      poll(nullptr, 0, kPollMs);
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) break;
-      batch.swap(requests_);
+    for (const TaskExit& e : Reap()) on_exit_(e);
+  }
+}
+
+void ProcessRunner::Stop(ShutdownMode mode) {
+  {
+    std::lock_guard<std::mutex> spawn_lock(spawn_mu_);  // no launch is half done
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  std::map<TaskKey, Shim> shims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shims.swap(shims_);
+  }
+  if (mode == ShutdownMode::kKillTasks) {
+    for (auto& [key, s] : shims) Signal(s, SIGUSR1);
+    // Each shim records its task's exit, then exits; wait for that, within a bound.
+    for (int waited = 0; waited < kStopWaitMs; waited += kPollMs) {
+      bool all_gone = true;
+      for (auto& [key, s] : shims) {
+        int wait_status = -1;
+        if (s.pid > 0 && Exited(s, &wait_status)) s.pid = 0;
+        all_gone = all_gone && s.pid == 0;
+      }
+      if (all_gone) break;
+      poll(nullptr, 0, kPollMs);
     }
-    for (Request* r : batch) r->done.set_value(Fork(r->spec));
-    Reap();
+  }
+  // kLeaveTasks: the shims run on; this agent's children among them are reparented when
+  // the process exits (in a process that goes on, they are left as zombies once they end).
+  for (auto& [key, s] : shims) {
+    if (s.pidfd >= 0) close(s.pidfd);
+    if (s.status_fd >= 0) close(s.status_fd);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (Request* r : requests_) r->done.set_value(Unavailable("agent is shutting down"));
-  for (auto& [key, c] : children_) {
-    kill(-c.pid, SIGKILL);
-    waitpid(c.pid, nullptr, 0);
-    if (c.pidfd >= 0) close(c.pidfd);
-  }
-  children_.clear();
+  stopped_ = true;
+  journal_.reset();  // releases the journal's lock for the next agent
 }
 
 }  // namespace gpusched::agent

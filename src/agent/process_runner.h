@@ -1,23 +1,26 @@
 #pragma once
-// ProcessRunner: runs each task as a process in its own process group, with
+// ProcessRunner: the process executor. Each task runs under its own supervisor,
+// gpusched-shim (shim_main.cc), which starts it in its own process group with
 // CUDA_VISIBLE_DEVICES set to exactly its GPUs and its GPU-memory share in the environment,
-// stdout and stderr appended to a log file. Kill sends SIGTERM to the group, then SIGKILL
-// after the grace period. Exits are reported through a callback.
+// output appended to the task's log, and journals its start and its exit in the journal
+// directory. The shim is not tied to the agent's life, so tasks outlive an agent restart:
+// Open adopts the tasks whose shim still runs and reports the exits the journal holds.
 //
-// Every fork happens on the runner's own long-lived thread: children get PR_SET_PDEATHSIG,
-// which fires when the forking *thread* exits, so a task never outlives its agent (an agent
-// killed with -9 must not leave work running that the server reassigns elsewhere).
-// Children are reaped by pid (never waitpid(-1)), so several runners can share a process.
-// The thread sleeps in epoll_wait on one pidfd per child (readable when it exits) and an
-// eventfd for requests, so an exit is seen at once and an idle runner costs nothing; where
-// pidfd_open is missing (Linux < 5.3) it falls back to checking every few milliseconds.
+// Kill sends SIGTERM to the shim, which forwards it to the task's group, then SIGUSR1 after
+// the grace period, which the shim turns into SIGKILL of the group. Exits are reported
+// through the callback and stay in the journal until Acknowledge.
+//
+// Shims this runner started are its children, reaped by pid (never waitpid(-1), so several
+// runners can share a process). Adopted shims are not (their parent was the old agent):
+// they are watched through a pidfd, and named by (boot id, pid, start time) so a reused pid
+// is never mistaken for them. A runner thread sleeps in epoll_wait on one pidfd per shim
+// and an eventfd for requests; where pidfd_open is missing (Linux < 5.3) it checks every
+// few milliseconds instead.
 //
 // Thread-safety: all public methods may be called from any thread.
 
 #include <sys/types.h>
 
-#include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,73 +28,88 @@
 #include <thread>
 #include <vector>
 
+#include "agent/journal.h"
+#include "agent/shim_spawner.h"
+#include "agent/task_executor.h"
 #include "base/clock.h"
 #include "base/status.h"
-#include "base/units.h"
 
 namespace gpusched::agent {
 
-struct LaunchSpec {
-  uint64_t id = 0;
-  int64_t attempt = 0;
-  std::vector<std::string> command;
-  std::map<std::string, std::string> env;  // added to the agent's environment
-  std::string log_path;
+struct ProcessRunnerOptions {
+  std::string journal_dir;  // <data-dir>/journal; created when missing
+  std::string shim_path;    // "" = gpusched-shim next to this process's executable
 };
 
-struct ProcessExit {
-  uint64_t id = 0;
-  int64_t attempt = 0;
-  int exit_code = 0;     // 128 + signal when killed by a signal
-  std::string reason;    // "" for a plain exit
-};
-
-class ProcessRunner {
+class ProcessRunner final : public TaskExecutor {
  public:
-  using ExitCallback = std::function<void(const ProcessExit&)>;
-  ProcessRunner(Clock& clock, ExitCallback on_exit);
-  ~ProcessRunner();  // kills every task (SIGKILL) and waits for the thread
+  // Locks and reads the journal, adopts the tasks whose shim is alive, and, before it
+  // returns, reports through `on_exit` every exit the journal holds that was not
+  // acknowledged: tasks that ended while no agent ran, and tasks whose shim died without
+  // recording an exit (exit code -1, "the task's supervisor died"; what is left of such a
+  // task is killed). Fails with a clear error when the journal or the shim is unusable.
+  static StatusOr<std::unique_ptr<ProcessRunner>> Open(Clock& clock,
+                                                       const ProcessRunnerOptions& options,
+                                                       ExitCallback on_exit);
+  ~ProcessRunner() override;  // Stop(kKillTasks) unless stopped already
 
-  // Starts the process; returns once it is forked. An unknown command is NotFound.
-  Status Launch(const LaunchSpec& spec);
-  // SIGTERM to the task's group now, SIGKILL after `grace_ms`. Unknown tasks are ignored.
-  void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms, const std::string& reason);
-  std::vector<std::pair<uint64_t, int64_t>> Running() const;
+  // Returns once the shim runs; the shim records the task before it execs it. NotFound
+  // for an unknown command.
+  Status Launch(const LaunchSpec& spec) override;
+  void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
+            const std::string& reason) override;
+  std::vector<TaskKey> Running() const override;
+  // Deletes the task's records from the journal. Ignored while the task runs.
+  void Acknowledge(uint64_t id, int64_t attempt) override;
+  // kKillTasks: SIGKILL every task through its shim and wait for the shim to record the
+  // exit. kLeaveTasks: close what watches the shims and leave them running. In both cases
+  // nothing more is reported, and the journal lock is released.
+  void Stop(ShutdownMode mode) override;
 
  private:
-  struct Child {
+  struct Shim {
     pid_t pid = 0;
-    int pidfd = -1;          // -1: no pidfd (old kernel), polled instead
-    TimeMs kill_at_ms = -1;  // SIGKILL deadline, -1 = none
+    int pidfd = -1;           // -1: no pidfd (old kernel), polled instead
+    bool own_child = false;   // started here: reaped with waitpid; else adopted
+    int status_fd = -1;       // own children: read end of the shim's status pipe
+    journal::ProcessId identity;  // adopted ones: who the shim is, whatever its pid
+    TimeMs kill_at_ms = -1;   // SIGUSR1 (SIGKILL of the group) deadline, -1 = none
+    bool killed_hard = false;
     std::string kill_reason;
   };
-  struct Request {
-    LaunchSpec spec;
-    std::promise<Status> done;
-  };
+  ProcessRunner(Clock& clock, std::unique_ptr<Journal> journal, std::string shim_path,
+                ExitCallback on_exit);
+  // Adopts or settles every record of the journal; returns the exits to report.
+  StatusOr<std::vector<TaskExit>> Recover();
+  // REQUIRES: mu_ held. Starts watching `shim` (its pidfd joins the epoll set).
+  void Watch(const TaskKey& key, Shim shim);
   void Loop();
-  Status Fork(const LaunchSpec& spec);
-  void Reap();
+  // Settles every shim that has exited (and sends due SIGKILLs); returns their exits.
+  std::vector<TaskExit> Reap();
+  // How `shim` ended, once it has: its journal record, else what its status pipe says,
+  // else lost. `wait_status` is -1 for adopted shims.
+  TaskExit Settle(const TaskKey& key, const Shim& shim, int wait_status);
+  // A task whose shim died without recording its exit: kills what is left of it and
+  // returns exit -1 with `reason`.
+  TaskExit Lost(const TaskKey& key, const std::string& reason);
+  bool Exited(Shim& shim, int* wait_status);
+  void Signal(const Shim& shim, int sig);
   void Wake();
   // REQUIRES: mu_ held. How long the thread may sleep: -1 = until woken.
   int WaitTimeoutMs() const;
 
   Clock& clock_;
+  std::unique_ptr<Journal> journal_;  // reset (unlocked) by Stop, under mu_
+  ShimSpawner spawner_;  // guarded by spawn_mu_
   ExitCallback on_exit_;
-  // The agent's environment, read once: (name, "NAME=value") pairs.
-  std::vector<std::pair<std::string, std::string>> base_env_;
-  static constexpr size_t kChildStackBytes = 64 * 1024;
-  std::unique_ptr<char[]> child_stack_;  // the clone child's stack; used by the thread only
+  std::mutex spawn_mu_;  // held by Launch throughout, and by Stop to set stop_
   int epoll_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: a request or stop is pending
+  int wake_fd_ = -1;  // eventfd: a new shim, a kill deadline or stop
   mutable std::mutex mu_;
-  std::vector<Request*> requests_;
-  std::map<std::pair<uint64_t, int64_t>, Child> children_;
+  std::map<TaskKey, Shim> shims_;
   bool stop_ = false;
+  bool stopped_ = false;  // Stop has finished
   std::thread thread_;
 };
-
-// Finds `program` on PATH (or checks it when it contains a '/'). NotFound names it.
-StatusOr<std::string> ResolveProgram(const std::string& program);
 
 }  // namespace gpusched::agent

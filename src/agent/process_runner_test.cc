@@ -1,109 +1,158 @@
 #include "agent/process_runner.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
+#include <signal.h>
 
-#include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <thread>
+
+#include "agent/runner_test_support.h"
 
 namespace gpusched::agent {
 namespace {
 
-class ProcessRunnerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpusched_runner_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    runner_ = std::make_unique<ProcessRunner>(clock_, [this](const ProcessExit& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      exits_.push_back(e);
-    });
-  }
-  void TearDown() override {
-    runner_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  LaunchSpec Spec(uint64_t id, std::vector<std::string> cmd) {
-    LaunchSpec s;
-    s.id = id;
-    s.attempt = 1;
-    s.command = std::move(cmd);
-    s.log_path = (dir_ / ("t" + std::to_string(id) + ".log")).string();
-    return s;
-  }
-  // Polls until `n` exits were reported or 30 s passed.
-  std::vector<ProcessExit> WaitExits(size_t n) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (exits_.size() >= n) return exits_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    return exits_;
-  }
-  std::string Read(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+using namespace testing;  // the executor tests' support
 
-  RealClock clock_;
-  std::filesystem::path dir_;
-  std::mutex mu_;
-  std::vector<ProcessExit> exits_;
-  std::unique_ptr<ProcessRunner> runner_;
-};
+class ProcessRunnerTest : public testing::ExecutorTest {};
 
 TEST_F(ProcessRunnerTest, ExitCodeEnvironmentAndLog) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
   LaunchSpec s = Spec(1, {"sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES; echo err >&2; exit 7"});
   s.env["CUDA_VISIBLE_DEVICES"] = "2,5";
-  ASSERT_TRUE(runner_->Launch(s).ok());
-  auto exits = WaitExits(1);
-  ASSERT_EQ(exits.size(), 1u);
-  EXPECT_EQ(exits[0].id, 1u);
-  EXPECT_EQ(exits[0].exit_code, 7);
-  EXPECT_EQ(Read(s.log_path), "gpus=2,5\nerr\n");
-  EXPECT_TRUE(runner_->Running().empty());
+  ASSERT_TRUE(runner->Launch(s).ok());
+  auto e = rec.WaitFor(1, 1);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->exit_code, 7);
+  EXPECT_EQ(e->reason, "");
+  EXPECT_EQ(ReadFile(s.log_path), "gpus=2,5\nerr\n");
+  EXPECT_TRUE(runner->Running().empty());
 }
 
-TEST_F(ProcessRunnerTest, OwnProcessGroup) {
-  LaunchSpec s = Spec(2, {"sh", "-c", "ps -o pgid= -p $$ | tr -d ' '; echo $$"});
-  ASSERT_TRUE(runner_->Launch(s).ok());
-  ASSERT_EQ(WaitExits(1).size(), 1u);
-  std::istringstream lines(Read(s.log_path));
-  std::string pgid, pid;
-  lines >> pgid >> pid;
+TEST_F(ProcessRunnerTest, TaskLeadsItsOwnProcessGroupUnderItsShim) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Spec(2, {"sh", "-c", "ps -o pgid=,sid= -p $$; echo $$"});
+  ASSERT_TRUE(runner->Launch(s).ok());
+  ASSERT_TRUE(rec.WaitFor(2, 1));
+  std::istringstream lines(ReadFile(s.log_path));
+  pid_t pgid = 0, sid = 0, pid = 0;
+  lines >> pgid >> sid >> pid;
   EXPECT_EQ(pgid, pid);  // the task leads its own group, so kill(-pgid) reaches its children
+  EXPECT_NE(sid, getsid(0));  // the shim's session, not the agent's
+  EXPECT_NE(pgid, getpgid(0));
 }
 
 TEST_F(ProcessRunnerTest, UnknownCommandIsNotFound) {
-  Status s = runner_->Launch(Spec(3, {"gpusched-no-such-program"}));
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  Status s = runner->Launch(Spec(3, {"gpusched-no-such-program"}));
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("gpusched-no-such-program"), std::string::npos);
 }
 
+TEST_F(ProcessRunnerTest, LaunchOfARunningTaskIsAlreadyExistsAndStartsNothing) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Gated(4, "gate", "echo second-run-would-show >> " + path("runs") + "; exit 0");
+  ASSERT_TRUE(runner->Launch(s).ok());
+  EXPECT_EQ(runner->Launch(s).code(), StatusCode::kAlreadyExists);
+  OpenGate("gate");
+  ASSERT_TRUE(rec.WaitFor(4, 1));
+  EXPECT_EQ(ReadFile(path("runs")), "second-run-would-show\n");  // once
+}
+
+TEST_F(ProcessRunnerTest, KillSendsSigtermToTheTask) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Gated(5, "never", "exit 0");
+  ASSERT_TRUE(LaunchReady(*runner, s));
+  runner->Kill(5, 1, 60'000, "cancelled by user");  // a grace the test would not outlast
+  auto e = rec.WaitFor(5, 1);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->exit_code, 128 + SIGTERM);
+  EXPECT_EQ(e->reason, "killed: cancelled by user");
+}
+
 TEST_F(ProcessRunnerTest, KillEscalatesToSigkillAfterGrace) {
   // The task ignores SIGTERM; only SIGKILL after the grace period ends it.
-  LaunchSpec s = Spec(4, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
-  ASSERT_TRUE(runner_->Launch(s).ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (Read(s.log_path).empty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  runner_->Kill(4, 1, 200, "cancelled by user");
-  auto exits = WaitExits(1);
-  ASSERT_EQ(exits.size(), 1u);
-  EXPECT_EQ(exits[0].exit_code, 128 + 9);
-  EXPECT_EQ(exits[0].reason, "killed: cancelled by user");
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Spec(6, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(LaunchReady(*runner, s));
+  runner->Kill(6, 1, 200, "cancelled by user");
+  auto e = rec.WaitFor(6, 1);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->exit_code, 128 + SIGKILL);
+  EXPECT_EQ(e->reason, "killed: cancelled by user");
+  // The journal says the same, should the agent restart before the server has it.
+  EXPECT_NE(ReadFile(RecordPath(6, 1, ".exit")).find("reason=killed: cancelled by user"),
+            std::string::npos);
+}
+
+TEST_F(ProcessRunnerTest, KillOfATaskNotRunningIsIgnored) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  runner->Kill(99, 1, 0, "nothing");
+  ASSERT_TRUE(runner->Launch(Spec(7, {"true"})).ok());
+  ASSERT_TRUE(rec.WaitFor(7, 1));
+  EXPECT_EQ(rec.CountOf(99, 1), 0u);
+}
+
+TEST_F(ProcessRunnerTest, ExitStaysInTheJournalUntilAcknowledged) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  ASSERT_TRUE(runner->Launch(Spec(8, {"true"})).ok());
+  ASSERT_TRUE(rec.WaitFor(8, 1));
+  const std::string record = ReadFile(RecordPath(8, 1, ".exit"));
+  EXPECT_NE(record.find("exit_code=0\n"), std::string::npos) << record;
+  EXPECT_NE(record.find("shim_pid="), std::string::npos) << record;  // the sealed .run
+  runner->Acknowledge(8, 1);
+  EXPECT_FALSE(Exists(RecordPath(8, 1, ".run")));
+  EXPECT_FALSE(Exists(RecordPath(8, 1, ".exit")));
+}
+
+TEST_F(ProcessRunnerTest, AcknowledgeOfARunningTaskKeepsItsRecord) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Gated(9, "gate", "exit 0");
+  ASSERT_TRUE(LaunchReady(*runner, s));
+  runner->Acknowledge(9, 1);
+  EXPECT_TRUE(Exists(RecordPath(9, 1, ".run")));
+  OpenGate("gate");
+  ASSERT_TRUE(rec.WaitFor(9, 1));
+}
+
+TEST_F(ProcessRunnerTest, StopKillingTasksEndsThemAndJournalsTheirExit) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Spec(10, {"sh", "-c", "trap '' TERM; echo $$; echo ready; sleep 600"});
+  ASSERT_TRUE(LaunchReady(*runner, s));
+  const pid_t task = std::stoi(ReadFile(s.log_path));
+  runner->Stop(ShutdownMode::kKillTasks);
+  EXPECT_NE(kill(task, 0), 0);  // the shim reaped it before it exited
+  EXPECT_EQ(rec.CountOf(10, 1), 0u);  // not reported: stopped
+  EXPECT_NE(ReadFile(RecordPath(10, 1, ".exit")).find("exit_code=137\n"), std::string::npos);
+  EXPECT_EQ(runner->Launch(Spec(11, {"true"})).code(), StatusCode::kUnavailable);
+}
+
+TEST_F(ProcessRunnerTest, MissingShimIsAClearErrorAtOpen) {
+  ExitRecorder rec;
+  ProcessRunnerOptions o = Options();
+  o.shim_path = path("no-such-shim");
+  auto r = ProcessRunner::Open(clock_, o, rec.Callback());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no-such-shim"), std::string::npos);
+  EXPECT_NE(r.status().message().find("task supervisor"), std::string::npos);
+}
+
+TEST_F(ProcessRunnerTest, ManyShortTasksAllReportedOnce) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  constexpr int kTasks = 100;
+  for (int i = 0; i < kTasks; ++i) ASSERT_TRUE(runner->Launch(Spec(100 + i, {"true"})).ok());
+  ASSERT_TRUE(PollUntil([&] { return rec.exits().size() >= kTasks; }));
+  for (int i = 0; i < kTasks; ++i) EXPECT_EQ(rec.CountOf(100 + i, 1), 1u) << i;
+  EXPECT_TRUE(runner->Running().empty());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Long-running commands: `gpusched server`, `gpusched agent`, `gpusched dev`. Each runs until
-// SIGINT or SIGTERM and then shuts down cleanly (running tasks of an agent are killed).
+// SIGINT or SIGTERM and then shuts down cleanly. `gpusched agent` leaves its running tasks to
+// their supervisors (the next agent on its data dir adopts them); `gpusched dev` kills its
+// agents' tasks.
 
 #include <iostream>
 
@@ -63,8 +65,23 @@ void RegisterServer(CLI::App& app) {
   });
 }
 
+// Adds --executor process|noop (into `executor`).
+void AddExecutorFlag(CLI::App* cmd, std::string& executor) {
+  cmd->add_option("--executor", executor,
+                  "How tasks run: process (real processes) or noop (none: each task \"runs\" "
+                  "for its duration, for benchmarks)")
+      ->capture_default_str();
+}
+
+agent::ExecutorKind ExecutorFrom(const std::string& executor) {
+  auto kind = agent::ParseExecutorKind(executor);
+  if (!kind.ok()) Fail(kind.status());
+  return *kind;
+}
+
 void RegisterAgent(CLI::App& app) {
   auto c = std::make_shared<agent::AgentConfig>();
+  auto executor = std::make_shared<std::string>("process");
   CLI::App* cmd = app.add_subcommand("agent", "Run a node agent");
   cmd->add_option("--server", c->server, "Server address")->required();
   cmd->add_option("--name", c->name, "Node name (default: host name)");
@@ -72,14 +89,22 @@ void RegisterAgent(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--listen", c->listen, "Address for the probe daemon and logs")
       ->capture_default_str();
-  cmd->add_option("--data-dir", c->data_dir, "Directory for task logs");
+  cmd->add_option("--data-dir", c->data_dir,
+                  "Directory for task logs and the task journal; keep it across restarts so "
+                  "the agent adopts its running tasks (default: gpusched-agent-NAME in the "
+                  "temp dir)");
   cmd->add_flag("--simulate", c->simulate, "Simulated GPUs even if NVML is present");
-  cmd->callback([c] {
+  AddExecutorFlag(cmd, *executor);
+  cmd->callback([c, executor] {
+    c->executor = ExecutorFrom(*executor);
     BlockStopSignals();
     auto a = OrFail(agent::Agent::Start(*c));
-    std::cerr << "gpusched agent " << a->name() << ": serving on " << a->address() << "\n";
+    std::cerr << "gpusched agent " << a->name() << ": serving on " << a->address() << ", data "
+              << a->data_dir() << "\n";
     WaitForStopSignal();
-    a->Shutdown();
+    // Like a kubelet or slurmd restart: the tasks run on under their supervisors, and the
+    // next agent on this data dir adopts them.
+    a->Shutdown(agent::ShutdownMode::kLeaveTasks);
   });
 }
 
@@ -87,17 +112,20 @@ void RegisterDev(CLI::App& app) {
   auto f = std::make_shared<ServerFlags>();
   auto agents = std::make_shared<int>(2);
   auto gpus = std::make_shared<std::string>("8x80GiB");
+  auto executor = std::make_shared<std::string>("process");
   f->data_dir = ".gpusched-dev";
   CLI::App* cmd = app.add_subcommand(
       "dev", "Server, SQLite state and local agents with simulated GPUs, in one command");
   AddServerFlags(cmd, *f);
   cmd->add_option("--agents", *agents, "Number of agents")->capture_default_str();
   cmd->add_option("--gpus", *gpus, "GPUs per agent")->capture_default_str();
-  cmd->callback([f, agents, gpus] {
+  AddExecutorFlag(cmd, *executor);
+  cmd->callback([f, agents, gpus, executor] {
     LocalClusterOptions o;
     o.server = ServerConfigFrom(*f);
     o.agents = *agents;
     o.gpus = *gpus;
+    o.executor = ExecutorFrom(*executor);
     BlockStopSignals();
     auto cluster = OrFail(LocalCluster::Start(o));
     std::cerr << "gpusched dev: server " << cluster->address() << ", " << *agents

@@ -17,6 +17,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
     a.gpus = o.gpus;
     a.simulate = true;
     a.quiet = o.quiet_agents;
+    a.executor = o.executor;
     if (!o.server.data_dir.empty()) a.data_dir = o.server.data_dir + "/" + a.name;
     GS_ASSIGN_OR_RETURN(std::unique_ptr<agent::Agent> ag, agent::Agent::Start(a));
     c->agents_.push_back(std::move(ag));
@@ -27,7 +28,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
 LocalCluster::~LocalCluster() { Shutdown(); }
 
 void LocalCluster::Shutdown() {
-  for (auto& a : agents_) a->Shutdown();
+  for (auto& a : agents_) a->Shutdown(agent::ShutdownMode::kKillTasks);
   if (server_) server_->Shutdown();
 }
 

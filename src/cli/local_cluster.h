@@ -1,6 +1,7 @@
 #pragma once
 // LocalCluster: a server and N agents with simulated GPUs in this process, on loopback
-// (`gpusched dev`, the demo and `bench e2e`). Task processes are real.
+// (`gpusched dev`, the demo and `bench e2e`). Task processes are real unless the executor is
+// noop; Shutdown (and the destructor) kills them: they must not outlive the command.
 
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@ struct LocalClusterOptions {
   int agents = 2;
   std::string gpus = "8x80GiB";
   bool quiet_agents = false;
+  agent::ExecutorKind executor = agent::ExecutorKind::kProcess;
 };
 
 class LocalCluster {

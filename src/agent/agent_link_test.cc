@@ -1,0 +1,293 @@
+// The agent against a fake server (an in-process AgentLink service the test scripts): the
+// reconciliation it sends on (re)connect, and how it treats repeated assignments, kills of
+// tasks it does not run, and acknowledgements.
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+
+#include "agent/agent.h"
+#include "agent/runner_test_support.h"
+#include "gpusched/v1/gpusched.grpc.pb.h"
+
+namespace gpusched::agent {
+namespace {
+
+namespace v1 = ::gpusched::v1;
+using namespace testing;  // the executor tests' support
+
+// One AgentLink peer at a time: records what the agent sends, sends what the test says.
+class FakeServer final : public v1::AgentLink::Service {
+ public:
+  grpc::Status Connect(grpc::ServerContext* ctx,
+                       grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream)
+      override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ = stream;
+      ctx_ = ctx;
+    }
+    v1::AgentMessage m;
+    while (stream->Read(&m)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      received_.push_back(m);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ = nullptr;
+    ctx_ = nullptr;
+    return grpc::Status::OK;
+  }
+  bool Send(const v1::ServerMessage& m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_ != nullptr && stream_->Write(m);
+  }
+  // Waits for the first message (from the start) that `match` accepts.
+  std::optional<v1::AgentMessage> WaitFor(
+      const std::function<bool(const v1::AgentMessage&)>& match) {
+    std::optional<v1::AgentMessage> found;
+    PollUntil([&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const v1::AgentMessage& m : received_) {
+        if (match(m)) {
+          found = m;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  size_t Count(const std::function<bool(const v1::AgentMessage&)>& match) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const v1::AgentMessage& m : received_) n += match(m);
+    return n;
+  }
+  void Forget() {
+    std::lock_guard<std::mutex> lock(mu_);
+    received_.clear();
+  }
+  bool connected() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_ != nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  grpc::ServerContext* ctx_ = nullptr;
+  grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream_ = nullptr;
+  std::deque<v1::AgentMessage> received_;
+};
+
+auto IsRegister() {
+  return [](const v1::AgentMessage& m) { return m.has_register_(); };
+}
+auto IsStatus(uint64_t id, v1::TaskStatus::Kind kind) {
+  return [id, kind](const v1::AgentMessage& m) {
+    return m.has_status() && m.status().id() == id && m.status().kind() == kind;
+  };
+}
+
+class AgentLinkTest : public testing::ExecutorTest {
+ protected:
+  void SetUp() override {
+    ExecutorTest::SetUp();
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&fake_);
+    server_ = b.BuildAndStart();
+    ASSERT_TRUE(server_ && port > 0);
+    address_ = "127.0.0.1:" + std::to_string(port);
+  }
+  void TearDown() override {
+    agent_.reset();
+    server_->Shutdown();
+    ExecutorTest::TearDown();
+  }
+  AgentConfig Config(ExecutorKind executor = ExecutorKind::kProcess) const {
+    AgentConfig c;
+    c.server = address_;
+    c.name = "n1";
+    c.gpus = "2x16GiB";
+    c.simulate = true;
+    c.data_dir = path("data");
+    c.quiet = true;
+    c.executor = executor;
+    c.shim_path = GPUSCHED_SHIM;
+    return c;
+  }
+  // Starts an agent, waits for its Register and answers it.
+  v1::RegisterNode StartAgent(ExecutorKind executor = ExecutorKind::kProcess) {
+    fake_.Forget();
+    auto a = Agent::Start(Config(executor));
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    if (!a.ok()) return {};
+    agent_ = std::move(a).value();
+    auto reg = fake_.WaitFor(IsRegister());
+    EXPECT_TRUE(reg);
+    v1::ServerMessage r;
+    r.mutable_registered()->set_node_heartbeat_ms(50);
+    r.mutable_registered()->set_task_heartbeat_ms(50);
+    r.mutable_registered()->set_kill_grace_ms(200);
+    EXPECT_TRUE(fake_.Send(r));
+    return reg ? reg->register_() : v1::RegisterNode{};
+  }
+  void Assign(uint64_t id, const std::vector<std::string>& command,
+              std::optional<int64_t> duration_ms = std::nullopt) {
+    v1::ServerMessage m;
+    v1::Assign* a = m.mutable_assign();
+    a->set_id(id);
+    a->set_attempt(1);
+    a->add_gpus(0);
+    a->add_gpu_mem_mib(1024);
+    for (const std::string& c : command) a->add_command(c);
+    if (duration_ms) a->set_duration_ms(*duration_ms);
+    ASSERT_TRUE(fake_.Send(m));
+  }
+  std::vector<std::string> GatedCommand(const std::string& gate, const std::string& then) {
+    return {"sh", "-c",
+            "echo ready; while [ ! -e " + path(gate) + " ]; do sleep 0.02; done; " + then};
+  }
+  std::string LogOf(uint64_t id) const {
+    return path("data/logs/task-" + std::to_string(id) + "-1.log");
+  }
+  std::string JournalOf(uint64_t id, const char* suffix) const {
+    return path("data/journal/" + std::to_string(id) + ".1" + suffix);
+  }
+
+  FakeServer fake_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentLinkTest, RestartedAgentRegistersItsRunningTasksAndUnacknowledgedExits) {
+  StartAgent();
+  Assign(1, GatedCommand("gate", "exit 3"));
+  Assign(2, {"sh", "-c", "exit 5"});
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::STARTED)));
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(2, v1::TaskStatus::FINISHED)));
+  ASSERT_TRUE(PollUntil([&] { return ReadFile(LogOf(1)).find("ready") != std::string::npos; }));
+  agent_->Shutdown(ShutdownMode::kLeaveTasks);  // no ack came for task 2
+  agent_.reset();
+
+  const v1::RegisterNode reg = StartAgent();
+  ASSERT_EQ(reg.running_size(), 1);
+  EXPECT_EQ(reg.running(0).id(), 1u);
+  EXPECT_EQ(reg.running(0).attempt(), 1);
+  ASSERT_EQ(reg.finished_size(), 1);
+  EXPECT_EQ(reg.finished(0).id(), 2u);
+  EXPECT_EQ(reg.finished(0).kind(), v1::TaskStatus::FINISHED);
+  EXPECT_EQ(reg.finished(0).exit_code(), 5);
+  // Not resent one by one after registering: Register carried it.
+  ASSERT_TRUE(fake_.WaitFor([](const v1::AgentMessage& m) {
+    return m.has_task_heartbeats() && m.task_heartbeats().tasks_size() == 1;
+  }));  // the adopted task gets task heartbeats
+  EXPECT_EQ(fake_.Count(IsStatus(2, v1::TaskStatus::FINISHED)), 0u);
+
+  v1::ServerMessage ack;
+  ack.mutable_ack()->set_id(2);
+  ack.mutable_ack()->set_attempt(1);
+  ASSERT_TRUE(fake_.Send(ack));
+  EXPECT_TRUE(PollUntil([&] { return !Exists(JournalOf(2, ".exit")); }));
+
+  OpenGate("gate");
+  auto fin = fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED));
+  ASSERT_TRUE(fin);
+  EXPECT_EQ(fin->status().exit_code(), 3);
+}
+
+TEST_F(AgentLinkTest, RepeatedAssignOfARunningTaskIsIgnored) {
+  StartAgent();
+  Assign(1, GatedCommand("gate", "echo ran >> " + path("runs")));
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::STARTED)));
+  Assign(1, GatedCommand("gate", "echo ran >> " + path("runs")));
+  OpenGate("gate");
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED)));
+  EXPECT_EQ(fake_.Count(IsStatus(1, v1::TaskStatus::STARTED)), 1u);
+  EXPECT_EQ(ReadFile(path("runs")), "ran\n");
+}
+
+TEST_F(AgentLinkTest, AssignOfAnUnacknowledgedExitResendsItInsteadOfRunningAgain) {
+  StartAgent();
+  Assign(1, {"sh", "-c", "echo ran >> " + path("runs") + "; exit 4"});
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED)));
+  Assign(1, {"sh", "-c", "echo ran >> " + path("runs") + "; exit 4"});
+  ASSERT_TRUE(PollUntil([&] { return fake_.Count(IsStatus(1, v1::TaskStatus::FINISHED)) == 2; }));
+  EXPECT_EQ(fake_.Count(IsStatus(1, v1::TaskStatus::STARTED)), 1u);
+  EXPECT_EQ(ReadFile(path("runs")), "ran\n");
+}
+
+TEST_F(AgentLinkTest, KillOfATaskTheAgentDoesNotRunIsIgnored) {
+  StartAgent();
+  v1::ServerMessage kill;
+  kill.mutable_kill()->set_id(42);
+  kill.mutable_kill()->set_attempt(1);
+  kill.mutable_kill()->set_reason("unknown to the server");
+  ASSERT_TRUE(fake_.Send(kill));
+  Assign(1, {"true"});
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED)));
+  EXPECT_EQ(fake_.Count([](const v1::AgentMessage& m) {
+              return m.has_status() && m.status().id() == 42;
+            }),
+            0u);
+}
+
+TEST_F(AgentLinkTest, ShutdownKillingTasksEndsThem) {
+  StartAgent();
+  Assign(1, {"sh", "-c", "echo $$; echo ready; exec sleep 600"});
+  ASSERT_TRUE(PollUntil([&] { return ReadFile(LogOf(1)).find("ready") != std::string::npos; }));
+  const pid_t task = std::stoi(ReadFile(LogOf(1)));
+  agent_->Shutdown(ShutdownMode::kKillTasks);
+  EXPECT_NE(kill(task, 0), 0);
+  // ... and their exit is there for the next agent.
+  EXPECT_NE(ReadFile(JournalOf(1, ".exit")).find("exit_code=137"), std::string::npos);
+}
+
+TEST_F(AgentLinkTest, NoopExecutorReportsStartedThenFinishedAfterTheDuration) {
+  StartAgent(ExecutorKind::kNoop);
+  Assign(1, {"never-executed"}, 200);
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::STARTED)));
+  auto fin = fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED));
+  ASSERT_TRUE(fin);
+  EXPECT_EQ(fin->status().exit_code(), 0);
+  EXPECT_EQ(ReadFile(LogOf(1)), "");  // nothing ran
+
+  Assign(2, {"never-executed"}, 600'000);
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(2, v1::TaskStatus::STARTED)));
+  ASSERT_TRUE(fake_.WaitFor([](const v1::AgentMessage& m) {
+    return m.has_heartbeat() && m.heartbeat().running_size() == 1 &&
+           m.heartbeat().running(0).id() == 2;
+  }));  // heartbeats list it while it "runs"
+  v1::ServerMessage kill;
+  kill.mutable_kill()->set_id(2);
+  kill.mutable_kill()->set_attempt(1);
+  kill.mutable_kill()->set_reason("cancelled by user");
+  ASSERT_TRUE(fake_.Send(kill));
+  auto killed = fake_.WaitFor(IsStatus(2, v1::TaskStatus::FINISHED));
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->status().exit_code(), 137);
+  EXPECT_EQ(killed->status().reason(), "killed: cancelled by user");
+  EXPECT_FALSE(Exists(path("data/journal")));  // nothing journaled
+}
+
+TEST_F(AgentLinkTest, SecondAgentOnTheSameDataDirFailsClearly) {
+  StartAgent();
+  auto second = Agent::Start(Config());
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("in use by another agent"), std::string::npos);
+}
+
+TEST(AgentConfigTest, ExecutorKindParses) {
+  EXPECT_EQ(*ParseExecutorKind("process"), ExecutorKind::kProcess);
+  EXPECT_EQ(*ParseExecutorKind("noop"), ExecutorKind::kNoop);
+  auto bad = ParseExecutorKind("docker");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--executor"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::agent

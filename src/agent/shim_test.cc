@@ -1,0 +1,194 @@
+// gpusched-shim on its own: started as the agent starts it, checked through its journal
+// records, its exit status and its status pipe.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/journal_record.h"
+#include "agent/runner_test_support.h"
+
+namespace gpusched::agent {
+namespace {
+
+using namespace testing;  // the executor tests' support
+
+class ShimTest : public testing::ExecutorTest {
+ protected:
+  void SetUp() override {
+    ExecutorTest::SetUp();
+    std::filesystem::create_directories(journal_dir());
+  }
+  // Starts the shim for task (id, 1) with `argv` (argv[0] is resolved through PATH by the
+  // test), output to the task's log, fd 3 to a status pipe. Returns the shim's pid.
+  pid_t StartShim(uint64_t id, const std::vector<std::string>& argv,
+                  const std::string& journal) {
+    log_ = path("logs/shim" + std::to_string(id) + ".log");
+    int status[2];
+    EXPECT_EQ(pipe2(status, O_CLOEXEC), 0);
+    std::vector<std::string> args = {GPUSCHED_SHIM, journal, std::to_string(id), "1",
+                                     *ResolveProgram(argv[0])};
+    args.insert(args.end(), argv.begin(), argv.end());
+    std::vector<char*> raw;
+    for (std::string& a : args) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int log = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(log, 1);
+      dup2(log, 2);
+      if (status[1] == 3) {
+        fcntl(3, F_SETFD, 0);
+      } else {
+        dup2(status[1], 3);
+      }
+      execv(raw[0], raw.data());
+      _exit(126);
+    }
+    close(status[1]);
+    status_fd_ = status[0];
+    return pid;
+  }
+  // Waits for the shim (killing it, and failing, past the deadline); returns its wait
+  // status.
+  int WaitShim(pid_t pid) {
+    int status = 0;
+    if (!PollUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; })) {
+      ADD_FAILURE() << "the shim did not end";
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    return status;
+  }
+  std::string StatusPipe() {
+    std::string out;
+    char buf[512];
+    for (ssize_t n; (n = read(status_fd_, buf, sizeof buf)) > 0;) out.append(buf, n);
+    close(status_fd_);
+    return out;
+  }
+  journal::ExitRecord ExitRecordOf(uint64_t id) {
+    journal::ExitRecord r;
+    EXPECT_TRUE(journal::ParseExit(ReadFile(RecordPath(id, 1, ".exit")).c_str(), &r));
+    return r;
+  }
+  // The run lines, from the sealed record (.exit) once the task has ended.
+  journal::RunRecord RunRecordOf(uint64_t id) {
+    journal::RunRecord r;
+    EXPECT_TRUE(journal::ParseRun(ReadFile(RecordPath(id, 1, ".exit")).c_str(), &r));
+    return r;
+  }
+
+  std::string log_;
+  int status_fd_ = -1;
+};
+
+TEST_F(ShimTest, NormalExitIsJournaledAndBecomesTheShimsExitCode) {
+  const pid_t shim = StartShim(1, {"sh", "-c", "echo hello"}, journal_dir());
+  const int status = WaitShim(shim);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const journal::ExitRecord e = ExitRecordOf(1);
+  EXPECT_EQ(e.exit_code, 0);
+  EXPECT_STREQ(e.reason, "");
+  EXPECT_GT(e.finished_ms, 0);
+  const journal::RunRecord r = RunRecordOf(1);
+  EXPECT_EQ(r.shim.pid, shim);
+  EXPECT_GT(r.task_pgid, 0);
+  EXPECT_NE(r.task_pgid, shim);
+  EXPECT_EQ(ReadFile(log_), "hello\n");
+  EXPECT_EQ(StatusPipe(), "");  // nothing to complain about
+  EXPECT_FALSE(Exists(RecordPath(1, 1, ".run")));  // sealed: renamed to .exit
+  EXPECT_FALSE(Exists(RecordPath(1, 1, ".run.tmp")));
+}
+
+TEST_F(ShimTest, NonZeroExitIsJournaled) {
+  const int status = WaitShim(StartShim(2, {"sh", "-c", "exit 42"}, journal_dir()));
+  EXPECT_EQ(WEXITSTATUS(status), 42);
+  EXPECT_EQ(ExitRecordOf(2).exit_code, 42);
+}
+
+TEST_F(ShimTest, SignalDeathIsJournaledAs128PlusSignal) {
+  const int status = WaitShim(StartShim(3, {"sh", "-c", "kill -SEGV $$"}, journal_dir()));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGSEGV);
+  const journal::ExitRecord e = ExitRecordOf(3);
+  EXPECT_EQ(e.exit_code, 128 + SIGSEGV);
+  EXPECT_STREQ(e.reason, "killed by signal 11");
+}
+
+TEST_F(ShimTest, SigtermIsForwardedToTheTasksGroup) {
+  const pid_t shim = StartShim(4, {"sh", "-c", "echo ready; sleep 600 & wait"}, journal_dir());
+  ASSERT_TRUE(PollUntil([&] { return ReadFile(log_).find("ready") != std::string::npos; }));
+  kill(shim, SIGTERM);
+  const int status = WaitShim(shim);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);  // the shim itself was not terminated
+  EXPECT_EQ(ExitRecordOf(4).exit_code, 128 + SIGTERM);
+}
+
+TEST_F(ShimTest, Sigusr1BecomesSigkillForATaskThatIgnoresSigterm) {
+  const pid_t shim = StartShim(
+      5, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"}, journal_dir());
+  ASSERT_TRUE(PollUntil([&] { return ReadFile(log_).find("ready") != std::string::npos; }));
+  kill(shim, SIGTERM);  // ignored by the task
+  kill(shim, SIGUSR1);
+  const int status = WaitShim(shim);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
+  EXPECT_EQ(ExitRecordOf(5).exit_code, 128 + SIGKILL);
+}
+
+TEST_F(ShimTest, WhatIsLeftOfTheTasksGroupIsKilledWithIt) {
+  const std::string pid_file = path("bg.pid");
+  const pid_t shim = StartShim(
+      6, {"sh", "-c", "sleep 600 & echo $! > " + pid_file + "; exit 0"}, journal_dir());
+  EXPECT_EQ(WEXITSTATUS(WaitShim(shim)), 0);
+  const pid_t leftover = std::stoi(ReadFile(pid_file));
+  journal::ProcessId id;
+  EXPECT_TRUE(PollUntil([&] { return !journal::ReadProcessId(leftover, &id); }))
+      << "the background sleep survived its task";
+}
+
+TEST_F(ShimTest, MissingJournalDirFailsTheLaunchClearlyAndTheTaskNeverRuns) {
+  const std::string marker = path("ran");
+  const pid_t shim =
+      StartShim(7, {"sh", "-c", "touch " + marker}, path("no-such-dir/journal"));
+  const int status = WaitShim(shim);
+  EXPECT_EQ(WEXITSTATUS(status), 127);
+  const std::string said = StatusPipe();
+  EXPECT_NE(said.find("launch failed: journal: cannot write"), std::string::npos) << said;
+  EXPECT_NE(said.find("no-such-dir/journal/7.1.run"), std::string::npos) << said;
+  EXPECT_NE(ReadFile(log_).find("gpusched-shim: launch failed"), std::string::npos);
+  EXPECT_FALSE(Exists(marker));
+}
+
+TEST_F(ShimTest, UnwritableExitIsReportedWithTheTasksCode) {
+  const std::string gate = path("gate");
+  const pid_t shim = StartShim(
+      8, {"sh", "-c", "echo ready; while [ ! -e " + gate + " ]; do sleep 0.02; done; exit 9"},
+      journal_dir());
+  ASSERT_TRUE(PollUntil([&] { return ReadFile(log_).find("ready") != std::string::npos; }));
+  std::filesystem::remove_all(journal_dir());
+  OpenGate("gate");
+  const int status = WaitShim(shim);
+  EXPECT_EQ(WEXITSTATUS(status), 9);
+  const std::string said = StatusPipe();
+  EXPECT_NE(said.find("the exit could not be journaled (journal: cannot write"),
+            std::string::npos)
+      << said;
+}
+
+TEST_F(ShimTest, BadArgumentsAreAUsageError) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execl(GPUSCHED_SHIM, GPUSCHED_SHIM, "dir", "not-a-number", "1", "/bin/true", "true",
+          nullptr);
+    _exit(126);
+  }
+  EXPECT_EQ(WEXITSTATUS(WaitShim(pid)), 2);
+}
+
+}  // namespace
+}  // namespace gpusched::agent

@@ -1,0 +1,88 @@
+#pragma once
+// TaskExecutor: how an agent runs the tasks it is assigned. Two implementations:
+// ProcessRunner (real processes, each under its own gpusched-shim supervisor, exits kept in a
+// journal on the node) and NoopExecutor (no process at all, for benchmarks and soaks of the
+// control plane). The agent launches, kills and lists tasks through this interface and hears
+// of every exit through the callback.
+//
+// Contract shared by both:
+//  - on_exit is called exactly once per exit the executor learns of, from a thread of the
+//    executor (or from the thread that opens it, for exits found at start), never while the
+//    executor holds its own locks, and never after Stop returns.
+//  - Launch of an (id, attempt) that is running is AlreadyExists and changes nothing.
+//  - Kill of an (id, attempt) that is not running is ignored.
+//
+// Thread-safety: every method may be called from any thread.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace gpusched::agent {
+
+using TaskKey = std::pair<uint64_t, int64_t>;  // (task id, attempt)
+
+struct LaunchSpec {
+  uint64_t id = 0;
+  int64_t attempt = 0;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // added to the agent's environment
+  std::string log_path;
+  DurationMs duration_ms = 0;  // NoopExecutor only: how long the task "runs"
+};
+
+struct TaskExit {
+  uint64_t id = 0;
+  int64_t attempt = 0;
+  int exit_code = 0;   // 128 + signal when killed by a signal; -1 when the task was lost
+  std::string reason;  // "" for a plain exit
+};
+
+// What happens to running tasks when an agent stops.
+enum class ShutdownMode {
+  // SIGKILL every task and wait for it to end: `gpusched dev`, the demo, benchmarks, tests.
+  // Their exits are not reported; they stay in the journal for the next agent.
+  kKillTasks,
+  // Leave them running under their supervisors; the next agent on the same data dir adopts
+  // them (`gpusched agent` on SIGTERM, like kubelet and slurmd restarts).
+  kLeaveTasks,
+};
+
+// The keys of a map keyed by TaskKey, in key order (what Running returns).
+template <typename Map>
+std::vector<TaskKey> KeysOf(const Map& tasks) {
+  std::vector<TaskKey> keys;
+  keys.reserve(tasks.size());
+  for (const auto& entry : tasks) keys.push_back(entry.first);
+  return keys;
+}
+
+class TaskExecutor {
+ public:
+  using ExitCallback = std::function<void(const TaskExit&)>;
+  virtual ~TaskExecutor() = default;
+
+  // Starts the task; returns once it is under way (its exit will be reported). A command
+  // that cannot be found is NotFound.
+  virtual Status Launch(const LaunchSpec& spec) = 0;
+  // SIGTERM now, SIGKILL after `grace_ms`; the exit is then reported with the reason
+  // "killed: <reason>".
+  virtual void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
+                    const std::string& reason) = 0;
+  // Every task running now, adopted ones included, in key order.
+  virtual std::vector<TaskKey> Running() const = 0;
+  // The server has recorded the exit of (id, attempt): forget it. Until then it is kept
+  // (on disk, for ProcessRunner) and reported again by the next executor on the same node.
+  virtual void Acknowledge(uint64_t id, int64_t attempt) = 0;
+  // Stops reporting and, per `mode`, kills the tasks or leaves them running. Idempotent;
+  // Launch fails after it.
+  virtual void Stop(ShutdownMode mode) = 0;
+};
+
+}  // namespace gpusched::agent

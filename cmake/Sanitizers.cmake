@@ -11,3 +11,15 @@ if(GPUSCHED_TSAN)
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   add_link_options(-fsanitize=thread)
 endif()
+# The libFuzzer build: every library gets the fuzzer's coverage instrumentation and
+# ASan+UBSan (UB aborts, so the fuzzer sees it as a crash); fuzz/ links the fuzzer's main.
+if(GPUSCHED_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "GPUSCHED_FUZZ needs clang (CC=clang-19 CXX=clang++-19)")
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-Wno-unknown-warning-option>)  # GCC's -Wshadow=local
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/task_validation.h"
+
 namespace gpusched::core {
 
 Status GpuMemoryTable::AddRow(const MemoryRow& row) {
@@ -51,6 +53,12 @@ StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const 
   const double mib = f->second.base_mib +
                      f->second.per_image_mib * static_cast<double>(std::max<int64_t>(p.batch, 1)) *
                          scale;
+  // A profile within ValidateTaskSpec's bounds can still take a formula past int64 MiB (the
+  // cast would be undefined) or to NaN; more than a GPU can have is no estimate either.
+  if (!(mib <= static_cast<double>(kMaxGpuMemMib))) {
+    return InvalidArgument("profile: the formula of model \"" + p.model + "\" gives more than " +
+                           FormatSizeMiB(kMaxGpuMemMib) + " per GPU for this batch and size");
+  }
   return MemoryEstimate{static_cast<MiB>(std::ceil(mib)), "formula"};
 }
 

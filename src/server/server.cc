@@ -11,6 +11,7 @@
 #include "server/agent_link_service.h"
 #include "server/api_service.h"
 #include "server/control_plane.h"
+#include "server/http_routes.h"
 #include "server/probe_daemon.h"
 #include "store/memory_store.h"
 #include "store/sqlite_store.h"
@@ -67,13 +68,7 @@ StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr,
 Status StartHttp(Server::Impl& s, const std::string& addr) {
   GS_ASSIGN_OR_RETURN(auto hp, SplitHostPort(addr, "http"));
   s.http = std::make_unique<httplib::Server>();
-  ControlPlane* cp = s.cp.get();
-  s.http->Get("/metrics", [cp](const httplib::Request&, httplib::Response& res) {
-    res.set_content(cp->MetricsText(), "text/plain; version=0.0.4");
-  });
-  s.http->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
+  RegisterHttpRoutes(*s.http, *s.cp);
   s.http_port = hp.second == 0 ? s.http->bind_to_any_port(hp.first)
                                : (s.http->bind_to_port(hp.first, hp.second) ? hp.second : -1);
   if (s.http_port <= 0) return Unavailable("http: cannot listen on " + addr);

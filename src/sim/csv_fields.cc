@@ -75,6 +75,12 @@ StatusOr<int64_t> ParseSecondsToMs(std::string_view text, const CsvPos& pos,
   if (s < 0) {
     return InvalidArgument(pos.Prefix(field) + "must be >= 0 seconds, got " + std::string(text));
   }
+  // llround has no int64 answer beyond ~9.2e18 ms; this leaves headroom for sums of times.
+  if (s > kMaxSeconds) {
+    return InvalidArgument(pos.Prefix(field) + "\"" + std::string(text) +
+                           "\" is too large (at most " + std::to_string(kMaxSeconds) +
+                           " seconds)");
+  }
   return static_cast<int64_t>(std::llround(s * 1000.0));
 }
 

@@ -36,7 +36,9 @@ struct CsvPos {
 
 StatusOr<int64_t> ParseInt(std::string_view text, const CsvPos& pos, std::string_view field);
 StatusOr<double> ParseReal(std::string_view text, const CsvPos& pos, std::string_view field);
-// Seconds (integer or decimal) to milliseconds, rounded to the nearest ms; must be >= 0.
+// Seconds (integer or decimal) to milliseconds, rounded to the nearest ms; must be in
+// [0, kMaxSeconds] (about 31,000 years, far beyond any trace).
+inline constexpr int64_t kMaxSeconds = 1'000'000'000'000;
 StatusOr<int64_t> ParseSecondsToMs(std::string_view text, const CsvPos& pos,
                                    std::string_view field);
 

@@ -139,6 +139,15 @@ RowParser AlibabaRow(std::vector<int> c) {
     if (!Field(f, c[7]).empty()) {
       GS_ASSIGN_OR_RETURN(started, ParseInt(Field(f, c[7]), pos, "scheduled_time"));
     }
+    // Bounded so that the conversion to ms below cannot overflow.
+    for (auto [v, field] : {std::pair{created, "creation_time"}, {deleted, "deletion_time"},
+                            {started, "scheduled_time"}}) {
+      if (v < 0 || v > kMaxSeconds) {
+        return InvalidArgument(pos.Prefix(field) + "must be in [0, " +
+                               std::to_string(kMaxSeconds) + "] seconds, got " +
+                               std::to_string(v));
+      }
+    }
     if (deleted < started) {
       return InvalidArgument(pos.Prefix("deletion_time") + std::to_string(deleted) +
                              " is before the scheduled time " + std::to_string(started));

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -29,6 +30,10 @@ class Parser {
     if (!map.IsMap()) return Error(map, where + ": must be a mapping of field: value");
     const std::set<std::string> allowed(known.begin(), known.end());
     for (const auto& kv : map) {
+      // as<std::string>() throws on a key that is a list or a mapping ("? [a]: 1").
+      if (!kv.first.IsScalar()) {
+        return Error(kv.first, (where.empty() ? "" : where + ": ") + "a field name must be a word");
+      }
       const std::string key = kv.first.as<std::string>();
       if (!allowed.count(key)) {
         std::string list;
@@ -62,7 +67,8 @@ class Parser {
     try {
       size_t used = 0;
       const double v = std::stod(text, &used);
-      if (used != text.size()) throw std::invalid_argument(text);
+      // stod reads "nan" and "inf", which no table value can mean.
+      if (used != text.size() || !std::isfinite(v)) throw std::invalid_argument(text);
       return v;
     } catch (const std::exception&) {
       return Error(node, field + ": \"" + text + "\" is not a number");
@@ -99,7 +105,10 @@ class Parser {
       const std::string digits = milli ? text.substr(0, text.size() - 1) : text;
       const double v = std::stod(digits, &used);
       if (used != digits.size()) throw std::invalid_argument(text);
-      return static_cast<int64_t>(milli ? v : v * 1000.0);
+      const double millicores = milli ? v : v * 1000.0;
+      // Beyond int64 (or NaN) the cast is undefined; ValidateTaskSpec bounds the rest.
+      if (!(std::fabs(millicores) < 9e18)) throw std::out_of_range(text);
+      return static_cast<int64_t>(millicores);
     } catch (const std::exception&) {
       return Error(node, field + ": \"" + text + "\" is not a CPU amount (use 4 or 500m)");
     }

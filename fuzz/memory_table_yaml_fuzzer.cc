@@ -1,0 +1,47 @@
+// The GPU-memory table (`--memory-table FILE`, spec::LoadMemoryTableYaml; CN109992422A
+// claim 1). A table either loads or is rejected without changing the table it was to extend.
+// A loaded table is then asked for estimates the way admission asks: for every row's
+// profile, and for each row's model with the largest profile admission lets through
+// (core/task_validation.h), so a formula that loads must also give a sane estimate there.
+
+#include "core/memory_table.h"
+#include "core/task_validation.h"
+#include "fuzz/fuzz_check.h"
+#include "spec/spec_yaml.h"
+
+namespace {
+
+using namespace gpusched;
+
+void CheckEstimate(const core::GpuMemoryTable& table, const core::MemoryProfile& p) {
+  auto e = table.Estimate(p);
+  if (!e.ok()) {
+    FUZZ_REQUIRE(e.status().code() == StatusCode::kInvalidArgument, e.status().ToString());
+    return;
+  }
+  FUZZ_REQUIRE(e->mib >= 0, e->source + " " + std::to_string(e->mib));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  core::GpuMemoryTable table;
+  const core::MemoryRow kept{{"train", "kept", 1, 0, 0}, 100};
+  FUZZ_REQUIRE(table.AddRow(kept).ok(), "seed row");
+  const Status s = spec::LoadMemoryTableYaml(fuzz::Text(data, size), "table.yaml", &table);
+  if (!s.ok()) {
+    FUZZ_REQUIRE(s.code() == StatusCode::kInvalidArgument, s.ToString());
+    FUZZ_REQUIRE(s.message().starts_with("table.yaml"), s.ToString());
+    FUZZ_REQUIRE(table.rows().size() == 1, "a rejected table changed the table");
+    return 0;
+  }
+  constexpr int64_t kMaxDim = 1'000'000;  // ValidateTaskSpec's bound on batch, height, width
+  for (const core::MemoryRow& row : table.rows()) {
+    FUZZ_REQUIRE(row.mib > 0, std::to_string(row.mib));
+    CheckEstimate(table, row.profile);
+    // No row matches this task type, so the estimate comes from the model's formula.
+    CheckEstimate(table, {"fuzz-probe", row.profile.model, kMaxDim, kMaxDim, kMaxDim});
+    CheckEstimate(table, {"fuzz-probe", row.profile.model, 1, 0, 0});
+  }
+  return 0;
+}

@@ -1,0 +1,88 @@
+// Wire -> core conversion (rpc/convert.h) of what clients and agents send: the input is
+// parsed (ParseFromArray) as a SubmitRequest, an AgentMessage and a ListTasksRequest, and
+// each message that parses goes through the conversion the server applies to it. A
+// conversion either succeeds or is an InvalidArgument whose message starts with the field
+// ("command[0]: ...", "register.gpus[1].total_mib: ..."); a spec that converts is then
+// checked by admission (core::ValidateTaskSpec) and converts back and forth to the same
+// message.
+
+#include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <string>
+
+#include "core/task_validation.h"
+#include "fuzz/fuzz_check.h"
+#include "rpc/convert.h"
+
+namespace {
+
+using namespace gpusched;
+using google::protobuf::util::MessageDifferencer;
+
+// "a.b[2].c: ..." -> true: a non-empty field path, then ": ".
+bool NamesField(const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == 0 || colon == std::string::npos) return false;
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = message[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+                    c == '[' || c == ']' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void RequireRejection(const Status& s) {
+  FUZZ_REQUIRE(s.code() == StatusCode::kInvalidArgument, s.ToString());
+  FUZZ_REQUIRE(NamesField(s.message()), s.ToString());
+}
+
+// A value converted from the wire goes back to the wire and converts again to the same
+// message.
+template <typename Proto, typename Value, typename From, typename To>
+void CheckRoundTrip(const Value& value, From from, To to) {
+  Proto back;
+  to(value, &back);
+  auto again = from(back);
+  FUZZ_REQUIRE(again.ok(), again.status().ToString());
+  Proto back2;
+  to(*again, &back2);
+  FUZZ_REQUIRE(MessageDifferencer::Equals(back, back2),
+               back.ShortDebugString() + "\n  vs " + back2.ShortDebugString());
+}
+
+void CheckTaskSpec(const v1::TaskSpec& p) {
+  auto spec = rpc::TaskSpecFromProto(p);
+  if (!spec.ok()) return RequireRejection(spec.status());
+  const Status valid = core::ValidateTaskSpec(*spec);
+  if (!valid.ok()) RequireRejection(valid);
+  CheckRoundTrip<v1::TaskSpec>(*spec, rpc::TaskSpecFromProto, rpc::TaskSpecToProto);
+}
+
+void CheckRegisterNode(const v1::RegisterNode& p) {
+  auto node = rpc::NodeSpecFromProto(p);
+  if (!node.ok()) return RequireRejection(node.status());
+  CheckRoundTrip<v1::RegisterNode>(*node, rpc::NodeSpecFromProto, rpc::NodeSpecToProto);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Invalid UTF-8 in a string field fails the parse, and protobuf would log each one.
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)quiet;
+  const int n = static_cast<int>(size);
+  if (v1::SubmitRequest submit; submit.ParseFromArray(data, n)) CheckTaskSpec(submit.spec());
+  if (v1::AgentMessage agent; agent.ParseFromArray(data, n) && agent.has_register_()) {
+    CheckRegisterNode(agent.register_());
+  }
+  if (v1::ListTasksRequest list; list.ParseFromArray(data, n) && !list.state().empty()) {
+    auto state = rpc::TaskStateFromName(list.state(), "state");
+    if (!state.ok()) RequireRejection(state.status());
+  }
+  return 0;
+}

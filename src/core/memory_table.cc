@@ -63,7 +63,9 @@ StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const 
 }
 
 void GpuMemoryTable::Observe(const MemoryProfile& profile, MiB peak_mib) {
-  if (peak_mib <= 0) return;
+  // An agent's report is input: a peak beyond any GPU would overflow the estimate's
+  // headroom arithmetic, and teaches nothing true.
+  if (peak_mib <= 0 || peak_mib > kMaxGpuMemMib) return;
   LearnedPeak& l = learned_[profile];
   l.max_peak = std::max(l.max_peak, peak_mib);
   ++l.observations;
@@ -77,7 +79,7 @@ std::pair<MiB, int64_t> GpuMemoryTable::Learned(const MemoryProfile& profile) co
 
 void GpuMemoryTable::RestoreLearned(const MemoryProfile& profile, MiB max_peak_mib,
                                     int64_t observations) {
-  if (max_peak_mib <= 0 || observations <= 0) return;
+  if (max_peak_mib <= 0 || max_peak_mib > kMaxGpuMemMib || observations <= 0) return;
   learned_[profile] = {max_peak_mib, observations};
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace gpusched::core {
 namespace {
 
@@ -49,6 +51,19 @@ TEST(CN109992422A, Claim1_LearnsFromObservedPeaksAndBeatsTheRow) {
   EXPECT_EQ(est->source, "learned");
   // Other profiles are unaffected.
   EXPECT_FALSE(table.Estimate(Resnet(64)).ok());
+}
+
+// An agent's report is input: a peak no GPU can have (it would overflow the headroom
+// arithmetic of the estimate) teaches nothing; the row stays the estimate.
+TEST(CN109992422A, Claim1_AbsurdObservedPeakIsIgnored) {
+  GpuMemoryTable table;
+  ASSERT_TRUE(table.AddRow({Resnet(32), 5000}).ok());
+  table.Observe(Resnet(32), INT64_MAX / 2);
+  table.RestoreLearned(Resnet(32), INT64_MAX / 2, 3);
+  auto est = table.Estimate(Resnet(32));
+  ASSERT_TRUE(est.ok());
+  EXPECT_EQ(est->mib, 5000);
+  EXPECT_EQ(table.Learned(Resnet(32)).second, 0);
 }
 
 TEST(GpuMemoryTable, RejectsBadRowsNamingTheField) {

@@ -28,6 +28,10 @@ void RegisterBenchE2e(CLI::App& bench);
 void RegisterBenchChaos(CLI::App& bench);
 // `gpusched bench soak`: noop tasks through the real server and store; the server's memory.
 void RegisterBenchSoak(CLI::App& bench);
+// `gpusched extender`: kube-scheduler extender (extender_command.cc).
+void RegisterExtender(CLI::App& app);
+// `gpusched bench extender`: its filter and prioritize latency in both modes.
+void RegisterBenchExtender(CLI::App& bench);
 
 // Exit codes scripts can rely on.
 inline constexpr int kExitOk = 0;

@@ -1,6 +1,5 @@
 #include "cli/local_cluster.h"
 
-#include <csignal>
 
 namespace gpusched::cli {
 
@@ -30,24 +29,6 @@ LocalCluster::~LocalCluster() { Shutdown(); }
 void LocalCluster::Shutdown() {
   for (auto& a : agents_) a->Shutdown(agent::ShutdownMode::kKillTasks);
   if (server_) server_->Shutdown();
-}
-
-void BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-int WaitForStopSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
 }
 
 }  // namespace gpusched::cli

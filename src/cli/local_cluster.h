@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "base/status.h"
+#include "cli/signals.h"
 #include "server/server.h"
 
 namespace gpusched::cli {
@@ -34,9 +35,5 @@ class LocalCluster {
   std::vector<std::unique_ptr<agent::Agent>> agents_;
 };
 
-// Blocks SIGINT and SIGTERM in the calling thread (call before starting threads, so they
-// inherit the mask) and returns once one arrives.
-void BlockStopSignals();
-int WaitForStopSignal();
 
 }  // namespace gpusched::cli

@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
 #ifdef GPUSCHED_HAVE_SIM
   gpusched::cli::RegisterSim(app);
 #endif
+#ifdef GPUSCHED_HAVE_EXTENDER
+  gpusched::cli::RegisterExtender(app);
+  gpusched::cli::RegisterBenchExtender(*bench);
+#endif
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
   gpusched::cli::RegisterTaskCommands(app);
   gpusched::cli::RegisterNodeCommands(app);

@@ -36,6 +36,7 @@ void AgentConnection::Close() {
 }
 
 void AgentConnection::Join() {
+  std::lock_guard<std::mutex> lock(join_mu_);  // the handler and the destructor may both join
   if (writer_.joinable() && writer_.get_id() != std::this_thread::get_id()) writer_.join();
 }
 

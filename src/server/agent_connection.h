@@ -34,7 +34,8 @@ class AgentConnection final : public AgentChannel {
 
   bool Send(v1::ServerMessage m) override;
   void Close() override;
-  // Waits for the writer thread. REQUIRES: Close() was called; not from the writer itself.
+  // Waits for the writer thread; safe from several threads at once. REQUIRES: Close() was
+  // called; not from the writer itself.
   void Join();
 
  private:
@@ -46,6 +47,7 @@ class AgentConnection final : public AgentChannel {
   std::condition_variable cv_;
   std::deque<v1::ServerMessage> outbox_;
   bool closed_ = false;
+  std::mutex join_mu_;
   std::thread writer_;
 };
 

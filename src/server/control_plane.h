@@ -29,6 +29,7 @@
 #include <array>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,6 +138,10 @@ class ControlPlane {
   Status Restore();
   void LoopMain();
   void Kick();
+
+  // Takes mu_: applies `change` (a scheduler call about `node`), stores the node and what the
+  // change caused, then answers with the node.
+  StatusOr<v1::Node> ChangeNode(const std::string& node, const std::function<Status()>& change);
 
   // ---- REQUIRES: mu_ held (everything below) ----
   // Moves the scheduler's changes and actions into the next commit and the held messages.

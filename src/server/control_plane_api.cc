@@ -211,26 +211,24 @@ void ControlPlane::QueueNode(const std::string& node) {
   pending_.nodes[node] = std::move(r);
 }
 
-StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
+StatusOr<v1::Node> ControlPlane::ChangeNode(const std::string& node,
+                                            const std::function<Status()>& change) {
   std::unique_lock<std::mutex> lock(mu_);
-  GS_RETURN_IF_ERROR(sched_->Cordon(node, cordon));
+  GS_RETURN_IF_ERROR(change());
   QueueNode(node);
-  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));  // the flag, and any kills it caused
   StatusOr<v1::Node> out = NodeProto(node);
   lock.unlock();
   Kick();
   return out;
 }
 
+StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
+  return ChangeNode(node, [&] { return sched_->Cordon(node, cordon); });
+}
+
 StatusOr<v1::Node> ControlPlane::Drain(const std::string& node) {
-  std::unique_lock<std::mutex> lock(mu_);
-  GS_RETURN_IF_ERROR(sched_->Drain(node));
-  QueueNode(node);
-  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
-  StatusOr<v1::Node> out = NodeProto(node);
-  lock.unlock();
-  Kick();
-  return out;
+  return ChangeNode(node, [&] { return sched_->Drain(node); });
 }
 
 StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {

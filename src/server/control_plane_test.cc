@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/testing/test_dir.h"
 #include "server/probe_daemon.h"
 #include "server/testing/fake_agent_channel.h"
 #include "store/memory_store.h"
@@ -25,15 +26,6 @@ using Ref = std::pair<uint64_t, int64_t>;
 
 class ControlPlaneTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpusched_cp_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<store::StateStore> Sqlite() {
     auto s = store::SqliteStore::Open((dir_ / "state.db").string(), {});
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -103,7 +95,7 @@ class ControlPlaneTest : public ::testing::Test {
     return t.ok() ? *t : v1::Task();
   }
 
-  std::filesystem::path dir_;
+  gpusched::testing::TestDir dir_{"gpusched_cp_test"};
   ServerConfig config_;
   FakeClock clock_{1'000'000};
 };

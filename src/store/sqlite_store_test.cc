@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/testing/test_dir.h"
 #include "store/record_codec.h"
 #include "store/testing/fault_vfs.h"
 
@@ -18,20 +19,12 @@ namespace {
 
 class SqliteStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpusched_store_test_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::unique_ptr<SqliteStore> Open() {
     auto s = SqliteStore::Open((dir_ / "state.db").string(), {});
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
   }
-  std::filesystem::path dir_;
+  gpusched::testing::TestDir dir_{"gpusched_store_test"};
 };
 
 TaskRecord RunningTask(uint64_t id) {

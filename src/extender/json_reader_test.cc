@@ -128,5 +128,19 @@ TEST(JsonWriter, EscapesLikeGoAndRoundTripsThroughTheReader) {
   EXPECT_EQ(doc.root().Get("k").StringOr(), tricky);
 }
 
+// Error messages quote request bytes; found by the fuzzer: a stray 0x85 in a request made
+// the Error string invalid UTF-8, so the whole response was not JSON. As Go writes it:
+// invalid bytes become U+FFFD, U+2028/2029 are escaped, valid multi-byte text is kept.
+TEST(JsonWriter, InvalidUtf8BecomesReplacementCharacterLikeGo) {
+  std::string out;
+  AppendJsonString("a\x85" "b\xC3\xA9\xE2\x80\xA8\xF0\x9F\x98\x80\xED\xA0\x80\xC0\xAF\xE2\x82", out);
+  EXPECT_EQ(out,
+            "\"a\\ufffdb\xC3\xA9\\u2028\xF0\x9F\x98\x80\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
+            "\\ufffd\\ufffd\"");
+  const std::string text = "{\"k\":" + out + "}";  // a JsonDoc views its text
+  JsonDoc doc = Parse(text);
+  EXPECT_TRUE(doc.root().Get("k").StringOr().starts_with("a\xEF\xBF\xBD" "b\xC3\xA9"));
+}
+
 }  // namespace
 }  // namespace gpusched::extender

@@ -42,7 +42,9 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-// Appends `s` as a quoted, escaped JSON string.
+// True when `s` is well-formed UTF-8 (what Go's encoder always writes).
+bool IsValidUtf8(std::string_view s);
+// Appends `s` as a quoted, escaped JSON string, as Go writes it (invalid UTF-8 as U+FFFD).
 void AppendJsonString(std::string_view s, std::string& out);
 
 }  // namespace gpusched::extender

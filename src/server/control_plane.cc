@@ -71,10 +71,10 @@ Status ControlPlane::Restore() {
     sched_->memory_table().RestoreLearned(p.profile, p.max_peak_mib, p.observations);
   }
   GS_ASSIGN_OR_RETURN(auto counts, store_->CountTasksByState());
-  for (const auto& [state, n] : counts) {
-    for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
-                              core::TaskState::kCancelled}) {
-      if (state == core::TaskStateName(s)) finished_forgotten_[state] = n;
+  for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
+                            core::TaskState::kCancelled}) {  // not restored into memory
+    if (auto it = counts.find(core::TaskStateName(s)); it != counts.end()) {
+      finished_forgotten_[it->first] = it->second;
     }
   }
   if (live.max_id > 0) {

@@ -234,16 +234,18 @@ StatusOr<v1::Node> ControlPlane::Drain(const std::string& node) {
 StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
   std::optional<core::Placement> last;
   LogSource src;
+  bool in_memory = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const core::Task* t = sched_->GetTask(TaskId(id));
-    if (t != nullptr && !sched_->IsHeld(t->id)) {
+    in_memory = t != nullptr && !sched_->IsHeld(t->id);
+    if (in_memory) {
       src.done = core::IsTerminal(t->state);
       src.attempt = t->attempts;
       if (auto it = last_placement_.find(t->id); it != last_placement_.end()) last = it->second;
     }
   }
-  if (src.attempt == 0 && !last) {
+  if (!in_memory) {  // forgotten after its retention (or unknown: NotFound)
     StatusOr<store::TaskRecord> r = store_->GetTask(id);
     if (!r.ok()) return r.status();
     src.done = core::IsTerminal(r->task.state);

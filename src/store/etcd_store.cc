@@ -1,0 +1,423 @@
+#include "store/etcd_store.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "store/record_codec.h"
+
+namespace gpusched::store {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// A value stored in parts has this head; records are JSON, so never start with a NUL byte.
+constexpr char kPartsMark[] = "\0gpusched-parts:";
+constexpr size_t kPartsMarkLen = sizeof(kPartsMark) - 1;
+constexpr size_t kScanPage = 1'000;
+
+bool IsLive(const std::string& state) {
+  return state == "pending" || state == "assigned" || state == "running";
+}
+
+size_t OpBytes(const EtcdOp& op) {
+  // Base64 (4/3) plus the JSON around it.
+  return (op.key.size() + op.value.size() + op.range_end.size()) * 4 / 3 + 64;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(std::unique_ptr<EtcdClient> client,
+                                                     Options options) {
+  if (client == nullptr) return InvalidArgument("etcd store: no client");
+  if (options.prefix.empty() || options.prefix.back() == '/') {
+    return InvalidArgument("etcd store: prefix \"" + options.prefix +
+                           "\" must be non-empty and not end with '/'");
+  }
+  if (options.max_txn_ops < 4) return InvalidArgument("etcd store: max_txn_ops must be >= 4");
+  if (options.max_value_bytes < 1024 || options.max_value_bytes * 2 > options.max_request_bytes) {
+    return InvalidArgument("etcd store: max_value_bytes must be >= 1 KiB and at most half of "
+                           "max_request_bytes");
+  }
+  // One read proves the cluster answers (and has a quorum: reads are linearizable).
+  GS_RETURN_IF_ERROR(client->Range(options.prefix + "/", "", 1).status());
+  return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(client), std::move(options)));
+}
+
+EtcdStore::EtcdStore(std::unique_ptr<EtcdClient> client, Options options)
+    : client_(std::move(client)), options_(std::move(options)) {}
+
+EtcdStore::~EtcdStore() = default;
+
+std::string EtcdStore::Key(const std::string& kind, const std::string& name) const {
+  return options_.prefix + "/" + kind + "/" + name;
+}
+
+std::string EtcdStore::TaskName(uint64_t id) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020" PRIu64, id);
+  return buf;
+}
+
+EtcdStore::Stats EtcdStore::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void EtcdStore::AddPut(std::vector<EtcdOp>& ops, const std::string& key,
+                       const std::string& value) {
+  const std::string parts_prefix = options_.prefix + "/x/" + key.substr(options_.prefix.size() + 1) + "/";
+  if (split_keys_.count(key) != 0) {
+    // The previous value was in parts: drop them (the new one may be smaller).
+    ops.push_back(EtcdOp::Delete(parts_prefix, EtcdClient::PrefixEnd(parts_prefix)));
+  }
+  if (value.size() <= options_.max_value_bytes) {
+    ops.push_back(EtcdOp::Put(key, value));
+    return;
+  }
+  const size_t n = (value.size() + options_.max_value_bytes - 1) / options_.max_value_bytes;
+  ops.push_back(EtcdOp::Put(key, std::string(kPartsMark, kPartsMarkLen) + std::to_string(n)));
+  for (size_t i = 0; i < n; ++i) {
+    char idx[24];
+    std::snprintf(idx, sizeof idx, "%08zu", i);
+    ops.push_back(EtcdOp::Put(parts_prefix + idx,
+                              value.substr(i * options_.max_value_bytes, options_.max_value_bytes)));
+  }
+}
+
+Status EtcdStore::SendTxn(std::vector<EtcdOp> ops) {
+  std::vector<EtcdCompare> guard;
+  if (!options_.fence.leader_key.empty()) {
+    EtcdCompare c;
+    c.key = options_.fence.leader_key;
+    c.target = EtcdCompare::Target::kCreateRevision;
+    c.number = options_.fence.create_revision;
+    guard.push_back(std::move(c));
+  }
+  GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn(guard, ops));
+  ++stats_.txns;
+  if (!r.succeeded) {
+    fenced_ = true;
+    fenced_status_ = FailedPrecondition(
+        "fenced: this server is no longer the leader (leader key " + options_.fence.leader_key +
+        " was not created at revision " + std::to_string(options_.fence.create_revision) +
+        "); nothing was written");
+    std::cerr << "gpusched server: " << fenced_status_.message() << "\n";
+    if (options_.on_fenced) options_.on_fenced(fenced_status_);
+    return fenced_status_;
+  }
+  MaybeCompact(r.revision);
+  return Status::Ok();
+}
+
+void EtcdStore::MaybeCompact(int64_t revision) {
+  if (options_.compact_every <= 0 || ++since_compact_ < options_.compact_every) return;
+  since_compact_ = 0;
+  const int64_t target = revision - options_.keep_revisions;
+  if (target <= 0) return;
+  if (Status s = client_->Compact(target); !s.ok()) {
+    std::cerr << "gpusched server: etcd compaction to revision " << target
+              << " failed (retried later): " << s.message() << "\n";
+    return;
+  }
+  ++stats_.compactions;
+}
+
+Status EtcdStore::WriteGroups(std::vector<std::vector<EtcdOp>> groups) {
+  std::vector<EtcdOp> txn;
+  size_t bytes = 0;
+  for (auto& g : groups) {
+    size_t gbytes = 0;
+    for (const EtcdOp& op : g) gbytes += OpBytes(op);
+    if (g.size() > options_.max_txn_ops || gbytes > options_.max_request_bytes) {
+      return InvalidArgument("etcd store: one record needs " + std::to_string(g.size()) +
+                             " operations and " + std::to_string(gbytes) +
+                             " bytes, more than one etcd request may carry");
+    }
+    if (!txn.empty() &&
+        (txn.size() + g.size() > options_.max_txn_ops || bytes + gbytes > options_.max_request_bytes)) {
+      GS_RETURN_IF_ERROR(SendTxn(std::move(txn)));
+      txn.clear();
+      bytes = 0;
+    }
+    for (EtcdOp& op : g) txn.push_back(std::move(op));
+    bytes += gbytes;
+  }
+  if (!txn.empty()) GS_RETURN_IF_ERROR(SendTxn(std::move(txn)));
+  return Status::Ok();
+}
+
+Status EtcdStore::Commit(const WriteBatch& batch) {
+  if (batch.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fenced_) return fenced_status_;
+  // Groups that must land together: a task with its idempotency keys; each node; each peak.
+  std::map<uint64_t, std::vector<std::string>> keys_of;
+  for (const auto& [key, id] : batch.idempotency_keys) keys_of[id].push_back(key);
+  std::vector<std::vector<EtcdOp>> groups;
+  std::set<std::string> now_split, now_whole;
+  auto track = [&](const std::string& key, size_t size) {
+    (size > options_.max_value_bytes ? now_split : now_whole).insert(key);
+  };
+  for (const TaskRecord& r : batch.tasks) {
+    std::vector<EtcdOp> g;
+    const std::string key = Key("t", TaskName(r.task.id.value()));
+    const std::string value = EncodeTask(r);
+    AddPut(g, key, value);
+    track(key, value.size());
+    if (auto it = keys_of.find(r.task.id.value()); it != keys_of.end()) {
+      for (const std::string& k : it->second) {
+        g.push_back(EtcdOp::Put(Key("k", k), std::to_string(r.task.id.value())));
+      }
+      keys_of.erase(it);
+    }
+    groups.push_back(std::move(g));
+  }
+  for (const auto& [id, keys] : keys_of) {  // keys of tasks not in this batch
+    std::vector<EtcdOp> g;
+    for (const std::string& k : keys) g.push_back(EtcdOp::Put(Key("k", k), std::to_string(id)));
+    groups.push_back(std::move(g));
+  }
+  for (const NodeRecord& n : batch.nodes) {
+    std::vector<EtcdOp> g;
+    const std::string key = Key("n", n.spec.name);
+    const std::string value = EncodeNode(n);
+    AddPut(g, key, value);
+    track(key, value.size());
+    groups.push_back(std::move(g));
+  }
+  for (const LearnedPeak& p : batch.peaks) {
+    const std::string profile = EncodeProfile(p.profile);
+    Json v = {{"profile", profile}, {"max_peak_mib", p.max_peak_mib},
+              {"observations", p.observations}};
+    groups.push_back({EtcdOp::Put(Key("p", profile), v.dump())});
+  }
+  GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
+  ++stats_.commits;
+  for (const std::string& k : now_split) {
+    split_keys_.insert(k);
+    ++stats_.split_values;
+  }
+  for (const std::string& k : now_whole) split_keys_.erase(k);
+  for (const TaskRecord& r : batch.tasks) {
+    const uint64_t id = r.task.id.value();
+    const std::string state = core::TaskStateName(r.task.state);
+    max_id_ = std::max(max_id_, id);
+    if (!indexed_) continue;
+    auto it = state_of_.find(id);
+    if (it != state_of_.end()) by_state_[it->second].erase(id);
+    state_of_[id] = state;
+    by_state_[state].insert(id);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> EtcdStore::Assemble(const EtcdKv& kv) {
+  if (kv.value.size() < kPartsMarkLen || kv.value.compare(0, kPartsMarkLen, kPartsMark, kPartsMarkLen) != 0) {
+    return kv.value;
+  }
+  split_keys_.insert(kv.key);
+  size_t n = 0;
+  try {
+    n = std::stoul(kv.value.substr(kPartsMarkLen));
+  } catch (const std::exception&) {
+    return DataLoss("etcd store: " + kv.key + ": bad parts header");
+  }
+  const std::string parts_prefix = options_.prefix + "/x/" + kv.key.substr(options_.prefix.size() + 1) + "/";
+  GS_ASSIGN_OR_RETURN(EtcdRange parts, client_->Range(parts_prefix, EtcdClient::PrefixEnd(parts_prefix)));
+  if (parts.kvs.size() != n) {
+    return DataLoss("etcd store: " + kv.key + ": " + std::to_string(parts.kvs.size()) + " of " +
+                    std::to_string(n) + " parts found");
+  }
+  std::string value;
+  for (const EtcdKv& p : parts.kvs) value += p.value;
+  return value;
+}
+
+StatusOr<std::vector<EtcdKv>> EtcdStore::ScanAll(const std::string& prefix) {
+  std::vector<EtcdKv> out;
+  const std::string end = EtcdClient::PrefixEnd(prefix);
+  std::string from = prefix;
+  for (;;) {
+    GS_ASSIGN_OR_RETURN(EtcdRange r, client_->Range(from, end, kScanPage));
+    for (EtcdKv& kv : r.kvs) out.push_back(std::move(kv));
+    if (!r.more || out.empty()) break;
+    from = out.back().key + std::string(1, '\0');
+  }
+  return out;
+}
+
+StatusOr<LiveTasks> EtcdStore::LoadLiveTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  LiveTasks out;
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/t/"));
+  state_of_.clear();
+  by_state_.clear();
+  for (const EtcdKv& kv : rows) {
+    const std::string name = kv.key.substr(options_.prefix.size() + 3);
+    uint64_t id = 0;
+    try {
+      id = std::stoull(name);
+    } catch (const std::exception&) {
+      id = 0;
+    }
+    max_id_ = std::max(max_id_, id);
+    auto text = Assemble(kv);
+    StatusOr<TaskRecord> rec = text.ok() ? DecodeTask(*text) : StatusOr<TaskRecord>(text.status());
+    if (!rec.ok() || id == 0 || rec->task.id.value() != id) {
+      const std::string error = !rec.ok() ? rec.status().message() : "id does not match its key";
+      Json q = {{"record", text.ok() ? *text : kv.value}, {"error", error}};
+      Status s = SendTxn({EtcdOp::Put(Key("q", "tasks/" + name), q.dump()), EtcdOp::Delete(kv.key)});
+      if (!s.ok()) return s;
+      out.quarantined.push_back({"tasks", name, error});
+      continue;
+    }
+    const std::string state = core::TaskStateName(rec->task.state);
+    state_of_[id] = state;
+    by_state_[state].insert(id);
+    if (IsLive(state)) out.tasks.push_back(std::move(rec).value());
+  }
+  indexed_ = true;
+  out.max_id = max_id_;
+  return out;
+}
+
+StatusOr<TaskRecord> EtcdStore::GetTask(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(EtcdRange r, client_->Range(Key("t", TaskName(id))));
+  if (r.kvs.empty()) return NotFound("task " + std::to_string(id) + " not found");
+  GS_ASSIGN_OR_RETURN(std::string text, Assemble(r.kvs[0]));
+  return DecodeTask(text);
+}
+
+StatusOr<TaskPage> EtcdStore::ListTasks(std::optional<std::string> state, uint64_t after_id,
+                                        size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (limit == 0) limit = 1000;
+  TaskPage page;
+  std::vector<EtcdKv> rows;
+  bool more = false;
+  if (!state) {
+    const std::string prefix = options_.prefix + "/t/";
+    GS_ASSIGN_OR_RETURN(EtcdRange r, client_->Range(Key("t", TaskName(after_id + 1)),
+                                                    EtcdClient::PrefixEnd(prefix),
+                                                    static_cast<int64_t>(limit)));
+    rows = std::move(r.kvs);
+    more = r.more;
+  } else {
+    if (!indexed_) {
+      return FailedPrecondition("etcd store: listing by state before the index was loaded");
+    }
+    std::vector<uint64_t> ids;
+    const auto& set = by_state_[*state];
+    for (auto it = set.upper_bound(after_id); it != set.end() && ids.size() < limit + 1; ++it) {
+      ids.push_back(*it);
+    }
+    more = ids.size() > limit;
+    if (more) ids.pop_back();
+    const size_t chunk = std::min<size_t>(options_.max_txn_ops, 64);
+    for (size_t i = 0; i < ids.size(); i += chunk) {
+      std::vector<EtcdOp> gets;
+      for (size_t j = i; j < std::min(ids.size(), i + chunk); ++j) {
+        gets.push_back(EtcdOp::Get(Key("t", TaskName(ids[j]))));
+      }
+      GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn({}, gets));
+      for (EtcdRange& g : r.ranges) {
+        for (EtcdKv& kv : g.kvs) rows.push_back(std::move(kv));
+      }
+    }
+  }
+  for (const EtcdKv& kv : rows) {
+    GS_ASSIGN_OR_RETURN(std::string text, Assemble(kv));
+    auto rec = DecodeTask(text);
+    if (!rec.ok()) continue;  // quarantined at the next take-over; never served half-read
+    page.tasks.push_back(std::move(rec).value());
+  }
+  if (more && !page.tasks.empty()) page.next_after_id = page.tasks.back().task.id.value();
+  return page;
+}
+
+StatusOr<std::map<std::string, int64_t>> EtcdStore::CountTasksByState() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!indexed_) return FailedPrecondition("etcd store: counting before the index was loaded");
+  std::map<std::string, int64_t> out;
+  for (const auto& [state, ids] : by_state_) {
+    if (!ids.empty()) out[state] = static_cast<int64_t>(ids.size());
+  }
+  return out;
+}
+
+StatusOr<std::optional<uint64_t>> EtcdStore::LookupIdempotencyKey(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(EtcdRange r, client_->Range(Key("k", key)));
+  if (r.kvs.empty()) return std::optional<uint64_t>();
+  try {
+    return std::optional<uint64_t>(std::stoull(r.kvs[0].value));
+  } catch (const std::exception&) {
+    return DataLoss("etcd store: idempotency key \"" + key + "\" holds \"" + r.kvs[0].value + "\"");
+  }
+}
+
+StatusOr<std::vector<NodeRecord>> EtcdStore::LoadNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/n/"));
+  std::vector<NodeRecord> out;
+  for (const EtcdKv& kv : rows) {
+    GS_ASSIGN_OR_RETURN(std::string text, Assemble(kv));
+    auto n = DecodeNode(text);
+    if (!n.ok()) {
+      const std::string name = kv.key.substr(options_.prefix.size() + 3);
+      Json q = {{"record", text}, {"error", n.status().message()}};
+      GS_RETURN_IF_ERROR(SendTxn({EtcdOp::Put(Key("q", "nodes/" + name), q.dump()), EtcdOp::Delete(kv.key)}));
+      std::cerr << "gpusched server: quarantined node " << name << ": " << n.status().message() << "\n";
+      continue;
+    }
+    out.push_back(std::move(n).value());
+  }
+  return out;
+}
+
+StatusOr<std::vector<LearnedPeak>> EtcdStore::LoadLearnedPeaks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/p/"));
+  std::vector<LearnedPeak> out;
+  for (const EtcdKv& kv : rows) {
+    try {
+      Json v = Json::parse(kv.value);
+      auto profile = DecodeProfile(v.at("profile").get<std::string>());
+      if (!profile.ok()) continue;
+      LearnedPeak p;
+      p.profile = *profile;
+      p.max_peak_mib = v.at("max_peak_mib").get<MiB>();
+      p.observations = v.at("observations").get<int64_t>();
+      out.push_back(p);
+    } catch (const std::exception& e) {
+      std::cerr << "gpusched server: ignored learned peak " << kv.key << ": " << e.what() << "\n";
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<QuarantinedRow>> EtcdStore::LoadQuarantine() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/q/"));
+  std::vector<QuarantinedRow> out;
+  for (const EtcdKv& kv : rows) {
+    const std::string rest = kv.key.substr(options_.prefix.size() + 3);  // "tasks/12"
+    const size_t slash = rest.find('/');
+    QuarantinedRow q;
+    q.table = rest.substr(0, slash);
+    q.key = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    try {
+      q.error = Json::parse(kv.value).value("error", "");
+    } catch (const std::exception&) {
+      q.error = "unreadable";
+    }
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+}  // namespace gpusched::store

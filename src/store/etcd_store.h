@@ -1,0 +1,107 @@
+#pragma once
+// EtcdStore: the StateStore of a highly available control plane, in an etcd v3 cluster.
+//
+// Layout under the prefix (default "/gpusched"):
+//   /t/<id, 20 digits>   task record (record_codec JSON)     /n/<name>   node record
+//   /k/<key>             idempotency key -> task id           /p/<profile> learned peak
+//   /q/<table>/<key>     quarantined row with its error       /x/<key>/<i> parts of a large value
+//
+// Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
+// (If CreateRevision(leader key) == fence revision Then writes). A deposed leader's write
+// finds another revision (or no key) and fails with FailedPrecondition "fenced"; the store
+// then refuses every later write and calls `on_fenced` once, so the server steps down.
+//
+// Atomicity: a batch is one Txn when it fits etcd's request limits (max_txn_ops operations,
+// max_request_bytes bytes; etcd's defaults are 128 and 1.5 MiB). A larger batch is written as
+// several fenced Txns, each carrying whole tasks together with their idempotency keys, so a
+// failure between them can leave part of the batch durable but never a task without its key:
+// a client retrying with the same key finds the task instead of creating another. A value
+// above max_value_bytes is split into parts written in the same Txn as its head.
+//
+// Reads: the leader keeps an index of task id -> state (built by LoadLiveTasks, which scans
+// every task once at take-over, and kept by Commit), so counts and listings by state do not
+// scan etcd. Every `compact_every` commits the history older than `keep_revisions` is
+// compacted, so etcd's database does not grow with the number of changes.
+//
+// Thread-safety: all methods take one internal mutex.
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "store/etcd_client.h"
+#include "store/state_store.h"
+
+namespace gpusched::store {
+
+class EtcdStore final : public StateStore {
+ public:
+  struct Fence {
+    std::string leader_key;    // "" = unfenced (a single writer, tests)
+    int64_t create_revision = 0;
+  };
+  struct Options {
+    std::string prefix = "/gpusched";
+    Fence fence;
+    std::function<void(const Status&)> on_fenced;
+    size_t max_txn_ops = 128;
+    size_t max_request_bytes = 1'400'000;  // below etcd's default 1.5 MiB, with JSON overhead
+    size_t max_value_bytes = 256 * 1024;
+    int64_t compact_every = 1'000;
+    int64_t keep_revisions = 10'000;
+  };
+  static StatusOr<std::unique_ptr<EtcdStore>> Open(std::unique_ptr<EtcdClient> client,
+                                                   Options options);
+  ~EtcdStore() override;
+
+  Status Commit(const WriteBatch& batch) override;
+  StatusOr<LiveTasks> LoadLiveTasks() override;
+  StatusOr<TaskRecord> GetTask(uint64_t id) override;
+  StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
+                               size_t limit) override;
+  StatusOr<std::map<std::string, int64_t>> CountTasksByState() override;
+  StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override;
+  StatusOr<std::vector<NodeRecord>> LoadNodes() override;
+  StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
+  StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
+
+  // For tests and `status`: commits written, Txns sent, compactions done.
+  struct Stats {
+    int64_t commits = 0;
+    int64_t txns = 0;
+    int64_t compactions = 0;
+    int64_t split_values = 0;
+  };
+  Stats stats();
+  EtcdClient& client() { return *client_; }
+
+ private:
+  EtcdStore(std::unique_ptr<EtcdClient> client, Options options);
+  std::string Key(const std::string& kind, const std::string& name) const;
+  static std::string TaskName(uint64_t id);
+  // REQUIRES: mu_ held.
+  Status WriteGroups(std::vector<std::vector<EtcdOp>> groups);
+  Status SendTxn(std::vector<EtcdOp> ops);
+  void AddPut(std::vector<EtcdOp>& ops, const std::string& key, const std::string& value);
+  StatusOr<std::string> Assemble(const EtcdKv& kv);
+  StatusOr<std::vector<EtcdKv>> ScanAll(const std::string& prefix);
+  void MaybeCompact(int64_t revision);
+
+  std::unique_ptr<EtcdClient> client_;
+  const Options options_;
+  std::mutex mu_;
+  bool fenced_ = false;
+  Status fenced_status_ = Status::Ok();
+  bool indexed_ = false;
+  std::unordered_map<uint64_t, std::string> state_of_;
+  std::map<std::string, std::set<uint64_t>> by_state_;
+  std::set<std::string> split_keys_;  // keys whose value is stored in parts now
+  uint64_t max_id_ = 0;
+  int64_t since_compact_ = 0;
+  Stats stats_;
+};
+
+}  // namespace gpusched::store

@@ -1,0 +1,259 @@
+// EtcdStore against a real etcd process (Debian's etcd-server): the StateStore contract,
+// fencing by the leader key's revision, values and batches above etcd's request limits,
+// compaction, quarantine, and etcd going away and coming back.
+#include "store/etcd_store.h"
+
+#include <gtest/gtest.h>
+
+#include "base/testing/test_dir.h"
+#include "store/local_etcd.h"
+#include "store/record_codec.h"
+
+namespace gpusched::store {
+namespace {
+
+TaskRecord Task(uint64_t id, core::TaskState state = core::TaskState::kPending) {
+  TaskRecord r;
+  r.task.id = TaskId(id);
+  r.task.spec.name = "t" + std::to_string(id);
+  r.task.spec.gpus = 1;
+  r.task.spec.command = {"true"};
+  r.task.state = state;
+  r.task.seq = id;
+  return r;
+}
+
+class EtcdStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed (scripts/install-deps)";
+    LocalEtcd::Options o;
+    o.dir = (dir_ / "etcd").string();
+    o.members = 1;
+    auto e = LocalEtcd::Start(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    etcd_ = std::move(e).value();
+  }
+  std::unique_ptr<EtcdClient> Client() {
+    EtcdClient::Options o;
+    o.request_timeout_ms = 2'000;
+    auto c = EtcdClient::Create(etcd_->client_url_list(), o);
+    EXPECT_TRUE(c.ok());
+    return std::move(c).value();
+  }
+  std::unique_ptr<EtcdStore> Open(EtcdStore::Options o = {}) {
+    auto s = EtcdStore::Open(Client(), std::move(o));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
+  }
+  gpusched::testing::TestDir dir_{"gpusched_etcd_store_test"};
+  std::unique_ptr<LocalEtcd> etcd_;
+};
+
+TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
+  auto s = Open();
+  WriteBatch b;
+  b.tasks = {Task(1), Task(2, core::TaskState::kRunning), Task(3, core::TaskState::kSucceeded)};
+  b.idempotency_keys = {{"key-a", 1}, {"key/with/slashes", 3}};
+  NodeRecord n;
+  n.spec.name = "node-1";
+  n.cordoned = true;
+  b.nodes = {n};
+  LearnedPeak p;
+  p.profile = core::MemoryProfile{"classify", "resnet50", 32, 224, 224};
+  p.max_peak_mib = 5000;
+  p.observations = 3;
+  b.peaks = {p};
+  ASSERT_TRUE(s->Commit(b).ok());
+
+  // A new leader's store (a fresh object) sees all of it.
+  auto t = Open();
+  auto live = t->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->tasks.size(), 2u);
+  EXPECT_EQ(live->tasks[0].task.id, TaskId(1));
+  EXPECT_EQ(live->tasks[1].task.state, core::TaskState::kRunning);
+  EXPECT_EQ(live->max_id, 3u);
+  EXPECT_EQ(*t->LookupIdempotencyKey("key/with/slashes").value(), 3u);
+  EXPECT_FALSE(t->LookupIdempotencyKey("key").value().has_value());
+  auto nodes = t->LoadNodes();
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_TRUE((*nodes)[0].cordoned);
+  auto peaks = t->LoadLearnedPeaks();
+  ASSERT_EQ(peaks->size(), 1u);
+  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].profile, p.profile);
+  EXPECT_EQ(t->GetTask(3)->task.state, core::TaskState::kSucceeded);
+  EXPECT_EQ(t->GetTask(9).status().code(), StatusCode::kNotFound);
+
+  // The state index follows a state change.
+  ASSERT_TRUE(t->Commit({{Task(1, core::TaskState::kFailed)}, {}, {}, {}}).ok());
+  auto counts = t->CountTasksByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)["failed"], 1);
+  EXPECT_EQ((*counts)["running"], 1);
+  EXPECT_EQ(counts->count("pending"), 0u);
+  auto failed = t->ListTasks("failed", 0, 10);
+  ASSERT_EQ(failed->tasks.size(), 1u);
+  EXPECT_EQ(failed->tasks[0].task.id, TaskId(1));
+}
+
+TEST_F(EtcdStoreTest, PagesByStateAndOverAllTasks) {
+  auto s = Open();
+  WriteBatch b;
+  for (uint64_t id = 1; id <= 25; ++id) {
+    b.tasks.push_back(Task(id, id % 2 == 0 ? core::TaskState::kSucceeded : core::TaskState::kPending));
+  }
+  ASSERT_TRUE(s->Commit(b).ok());
+  ASSERT_TRUE(s->LoadLiveTasks().ok());
+  std::vector<uint64_t> seen;
+  uint64_t after = 0;
+  do {
+    auto page = s->ListTasks("succeeded", after, 5);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& r : page->tasks) seen.push_back(r.task.id.value());
+    after = page->next_after_id;
+  } while (after != 0);
+  ASSERT_EQ(seen.size(), 12u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 2 * (i + 1));
+  auto all = s->ListTasks(std::nullopt, 20, 100);
+  ASSERT_EQ(all->tasks.size(), 5u);
+  EXPECT_EQ(all->tasks[0].task.id, TaskId(21));
+  EXPECT_EQ(all->next_after_id, 0u);
+}
+
+TEST_F(EtcdStoreTest, LargeValuesAreSplitBelowTheRequestLimitAndShrinkCleanly) {
+  EtcdStore::Options o;
+  o.max_value_bytes = 4096;
+  o.max_request_bytes = 64 * 1024;
+  auto s = Open(o);
+  TaskRecord big = Task(1);
+  big.task.spec.command = {"echo", std::string(20'000, 'x')};  // ~5 parts
+  ASSERT_TRUE(s->Commit({{big}, {}, {}, {}}).ok());
+  EXPECT_EQ(s->stats().split_values, 1);
+  auto t = Open(o);
+  auto read = t->GetTask(1);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->task.spec.command[1].size(), 20'000u);
+  ASSERT_TRUE(t->LoadLiveTasks().ok());
+  // Shrinks back to one value: the parts are deleted in the same transaction.
+  ASSERT_TRUE(t->Commit({{Task(1)}, {}, {}, {}}).ok());
+  auto parts = t->client().Range("/gpusched/x/", EtcdClient::PrefixEnd("/gpusched/x/"));
+  ASSERT_TRUE(parts.ok());
+  EXPECT_TRUE(parts->kvs.empty());
+  EXPECT_EQ(t->GetTask(1)->task.spec.command, std::vector<std::string>{"true"});
+}
+
+TEST_F(EtcdStoreTest, BatchesAboveTheTxnOpLimitLandWholeWithTheirKeys) {
+  EtcdStore::Options o;
+  o.max_txn_ops = 16;
+  auto s = Open(o);
+  WriteBatch b;
+  for (uint64_t id = 1; id <= 100; ++id) {
+    b.tasks.push_back(Task(id));
+    b.idempotency_keys["k" + std::to_string(id)] = id;
+  }
+  ASSERT_TRUE(s->Commit(b).ok());
+  // 200 puts, 16 per Txn, a task never apart from its key: 13 Txns of 8 pairs (the last 4).
+  EXPECT_EQ(s->stats().txns, 13);
+  auto live = Open(o)->LoadLiveTasks();
+  EXPECT_EQ(live->tasks.size(), 100u);
+  EXPECT_EQ(*s->LookupIdempotencyKey("k77").value(), 77u);
+}
+
+TEST_F(EtcdStoreTest, ADeposedLeaderCannotWriteAndIsToldOnce) {
+  auto c = Client();
+  auto lease = c->LeaseGrant(5);
+  ASSERT_TRUE(lease.ok());
+  auto created = c->Txn({}, {EtcdOp::Put("/gpusched/leader", "a", *lease)});
+  ASSERT_TRUE(created.ok());
+  const int64_t rev = created->revision;
+  int told = 0;
+  EtcdStore::Options o;
+  o.fence = {"/gpusched/leader", rev};
+  o.on_fenced = [&](const Status&) { ++told; };
+  auto s = Open(o);
+  ASSERT_TRUE(s->Commit({{Task(1)}, {}, {}, {}}).ok());
+
+  // Another server takes over: the key is deleted and created again (a new create revision).
+  ASSERT_TRUE(c->Txn({}, {EtcdOp::Delete("/gpusched/leader")}).ok());
+  ASSERT_TRUE(c->Txn({}, {EtcdOp::Put("/gpusched/leader", "b")}).ok());
+  Status fenced = s->Commit({{Task(2)}, {}, {}, {}});
+  EXPECT_EQ(fenced.code(), StatusCode::kFailedPrecondition) << fenced.ToString();
+  EXPECT_NE(fenced.message().find("no longer the leader"), std::string::npos);
+  EXPECT_EQ(s->Commit({{Task(3)}, {}, {}, {}}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(told, 1);
+  // Nothing of the fenced batches was written.
+  auto reader = Open();
+  EXPECT_EQ(reader->GetTask(2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader->GetTask(3).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(reader->GetTask(1).ok());
+}
+
+TEST_F(EtcdStoreTest, RefusesWritesWhileEtcdIsDownAndResumesWhenItReturns) {
+  auto s = Open();
+  ASSERT_TRUE(s->Commit({{Task(1)}, {}, {}, {}}).ok());
+  etcd_->Kill(0);
+  Status down = s->Commit({{Task(2)}, {}, {}, {}});
+  EXPECT_EQ(down.code(), StatusCode::kUnavailable) << down.ToString();
+  EXPECT_NE(down.message().find("etcd unreachable"), std::string::npos);
+  ASSERT_TRUE(etcd_->Restart(0).ok());
+  ASSERT_TRUE(etcd_->WaitHealthy(20'000).ok());
+  ASSERT_TRUE(s->Commit({{Task(2)}, {}, {}, {}}).ok());
+  EXPECT_TRUE(Open()->GetTask(2).ok());
+}
+
+TEST_F(EtcdStoreTest, CompactsOldRevisions) {
+  EtcdStore::Options o;
+  o.compact_every = 5;
+  o.keep_revisions = 3;
+  auto s = Open(o);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(s->Commit({{Task(1, i % 2 ? core::TaskState::kRunning : core::TaskState::kPending)}, {}, {}, {}}).ok());
+  }
+  EXPECT_EQ(s->stats().compactions, 4);
+  // The history is gone: compacting to an early revision again is a no-op, a read of it fails.
+  auto old = s->client().Range("/gpusched/t/", "", 0, 2);
+  EXPECT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("compacted"), std::string::npos) << old.status().ToString();
+}
+
+TEST_F(EtcdStoreTest, QuarantinesARecordThatDoesNotDecode) {
+  auto s = Open();
+  ASSERT_TRUE(s->Commit({{Task(1), Task(2)}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->client().Txn({}, {EtcdOp::Put("/gpusched/t/00000000000000000002", "{not json")}).ok());
+  auto live = Open()->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->tasks.size(), 1u);
+  ASSERT_EQ(live->quarantined.size(), 1u);
+  EXPECT_EQ(live->quarantined[0].key, "00000000000000000002");
+  auto q = Open()->LoadQuarantine();
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].table, "tasks");
+}
+
+TEST(EtcdClientTest, Base64RoundTripsEveryByte) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (size_t n = 0; n < 6; ++n) {
+    const std::string s = all.substr(0, 250 + n);
+    EXPECT_EQ(EtcdClient::Base64Decode(EtcdClient::Base64Encode(s)).value(), s);
+  }
+  EXPECT_EQ(EtcdClient::Base64Encode("ab"), "YWI=");
+  EXPECT_FALSE(EtcdClient::Base64Decode("a$b").ok());
+  EXPECT_EQ(EtcdClient::PrefixEnd("/a/"), "/a0");
+}
+
+TEST(EtcdClientTest, EndpointListsAreCheckedAndNamed) {
+  auto ok = ParseEtcdEndpoints("127.0.0.1:2379,http://h:1/", "etcd");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, (std::vector<std::string>{"http://127.0.0.1:2379", "http://h:1"}));
+  auto bad = ParseEtcdEndpoints("http://h", "etcd");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("etcd: \"http://h\""), std::string::npos);
+  EXPECT_FALSE(ParseEtcdEndpoints(",", "etcd").ok());
+  EXPECT_FALSE(ParseEtcdEndpoints("https://h:1", "etcd").ok());
+}
+
+}  // namespace
+}  // namespace gpusched::store

@@ -3,11 +3,13 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "base/clock.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "rpc/channel.h"
+#include "rpc/leader_hint.h"
 
 namespace gpusched::agent {
 
@@ -40,7 +43,9 @@ struct Agent::Impl {
   std::string address;
   std::unique_ptr<LogService> log_service;
   std::unique_ptr<grpc::Server> log_server;
-  std::unique_ptr<v1::AgentLink::Stub> stub;
+  std::vector<std::string> servers;  // config.server split; leaders named by standbys join it
+  size_t current = 0;
+  std::map<std::string, std::unique_ptr<v1::AgentLink::Stub>> stubs;
   std::unique_ptr<TaskExecutor> executor;
 
   std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
@@ -108,6 +113,11 @@ v1::AgentMessage Agent::Impl::Register() {
 void Agent::Impl::LinkLoop() {
   DurationMs backoff = 100;
   for (;;) {
+    const std::string server = servers[current];
+    auto& stub = stubs[server];
+    // Keepalive pings: a leader that stops answering (SIGSTOP, a partition) is left within
+    // seconds, not when TCP gives up.
+    if (!stub) stub = v1::AgentLink::NewStub(rpc::MakeChannel(server, /*keepalive=*/true));
     grpc::ClientContext context;
     auto s = stub->Connect(&context);
     {
@@ -128,7 +138,7 @@ void Agent::Impl::LinkLoop() {
       v1::ServerMessage msg;
       while (s->Read(&msg)) {
         if (msg.has_registered()) {
-          Log("connected to " + config.server);
+          Log("connected to " + server);
           backoff = 100;
         }
         Handle(msg);
@@ -143,9 +153,24 @@ void Agent::Impl::LinkLoop() {
       ctx = nullptr;
     }
     grpc::Status st = s->Finish();
+    // Follow the leader: a standby names it; an unreachable server sends us to the next one.
+    const std::string hint = rpc::LeaderHint(st.error_message());
+    if (!hint.empty() && hint != server) {
+      auto it = std::find(servers.begin(), servers.end(), hint);
+      if (it == servers.end()) it = servers.insert(servers.end(), hint);
+      current = static_cast<size_t>(it - servers.begin());
+      backoff = 100;
+      std::lock_guard<std::mutex> lock(mu);
+      if (stop) return;
+      Log(server + " is not the leader; following it to " + hint);
+      continue;
+    }
+    current = (current + 1) % servers.size();
     std::unique_lock<std::mutex> lock(mu);
     if (stop) return;
-    if (connected) Log("link to " + config.server + " lost: " + st.error_message());
+    if (connected && !rpc::IsNotLeader(st.error_message())) {
+      Log("link to " + server + " lost: " + st.error_message());
+    }
     cv.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stop; });
     if (stop) return;
     backoff = std::min<DurationMs>(backoff * 2, 1000);
@@ -363,7 +388,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     }
     impl->executor = std::move(runner).value();
   }
-  impl->stub = v1::AgentLink::NewStub(rpc::MakeChannel(config.server));
+  for (size_t start = 0; start <= config.server.size();) {
+    size_t comma = config.server.find(',', start);
+    if (comma == std::string::npos) comma = config.server.size();
+    if (comma > start) impl->servers.push_back(config.server.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (impl->servers.empty()) return InvalidArgument("server: no address in \"" + config.server + "\"");
   impl->link_thread = std::thread([raw] { raw->LinkLoop(); });
   impl->heartbeat_thread = std::thread([raw] { raw->HeartbeatLoop(); });
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));

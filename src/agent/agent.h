@@ -37,6 +37,8 @@ enum class ExecutorKind {
 StatusOr<ExecutorKind> ParseExecutorKind(std::string_view name);
 
 struct AgentConfig {
+  // The server, or a comma-separated list of the servers of an HA control plane: the agent
+  // connects to the leader (a standby's "not leader; leader is ADDR" sends it there).
   std::string server = "127.0.0.1:7070";
   std::string name;              // "" = host name
   std::string gpus = "8x80GiB";  // simulated GPUs when no NVML

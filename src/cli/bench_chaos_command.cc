@@ -31,13 +31,13 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/e2e_driver.h"
+#include "cli/ledger.h"
 
 namespace gpusched::cli {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr int kGpusPerAgent = 2;
-constexpr MiB kGpuMib = 16384;
 
 struct ChaosOptions {
   int rounds = 20;
@@ -54,19 +54,6 @@ struct ChaosResult {
 };
 
 void Sleep(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// The task: ledger lines "start|end|kill ATTEMPT NODE GPUS SHARES NS".
-std::vector<std::string> TaskCommand(const fs::path& ledger, int64_t sleep_ms) {
-  const std::string fields =
-      "$GPUSCHED_ATTEMPT $GPUSCHED_NODE $CUDA_VISIBLE_DEVICES $GPUSCHED_GPU_MEM_MIB";
-  const std::string file = ledger.string() + "/$GPUSCHED_TASK_ID";
-  const std::string script =
-      "trap 'echo \"kill " + fields + " $(date +%s%N)\" >> " + file + "; exit 143' TERM; " +
-      "echo \"start " + fields + " $(date +%s%N)\" >> " + file + "; sleep " +
-      std::to_string(sleep_ms / 1000.0) + " & wait $!; echo \"end " + fields +
-      " $(date +%s%N)\" >> " + file;
-  return {"sh", "-c", script};
-}
 
 class ChaosCluster {
  public:
@@ -96,7 +83,7 @@ class ChaosCluster {
     const std::string name = "chaos-" + std::to_string(i);
     return agents_[static_cast<size_t>(i)]->Start(
         {"agent", "--server", address(), "--name", name, "--gpus",
-         std::to_string(kGpusPerAgent) + "x" + std::to_string(kGpuMib / 1024) + "GiB",
+         std::to_string(kGpusPerAgent) + "x" + std::to_string(kLedgerGpuMib / 1024) + "GiB",
          "--data-dir", (dir_ / name).string(), "--listen", "127.0.0.1:0"},
         (dir_ / (name + ".log")).string());
   }
@@ -128,7 +115,7 @@ class Submitter {
       s.gpus = rng_.Bernoulli(0.2) ? 2 : 1;
       s.gpu_mem_mib = s.gpus == 2 ? 4096 : (rng_.Bernoulli(0.5) ? 5120 : 7168);
       s.duration_ms = 500;
-      s.command = TaskCommand(ledger_, rng_.UniformInt(100, 700));
+      s.command = LedgerTaskCommand(ledger_, rng_.UniformInt(100, 700));
       const std::string key = "chaos-" + std::to_string(seed_) + "-" + std::to_string(n);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       for (;;) {
@@ -165,53 +152,6 @@ class Submitter {
   std::set<uint64_t> acknowledged_;
   int64_t unacknowledged_ = 0;
 };
-
-struct LedgerCheck {
-  int64_t completed_twice = 0;
-  int64_t overcommits = 0;
-  std::map<uint64_t, int64_t> completions;  // task -> runs that ended normally
-};
-
-// Sweeps every GPU's start/end events in time order and counts the moments its running
-// shares exceed its memory.
-LedgerCheck CheckLedger(const fs::path& ledger) {
-  LedgerCheck out;
-  struct Event {
-    int64_t ns;
-    int delta;  // +1 start, -1 end or kill
-    MiB mib;
-  };
-  std::map<std::string, std::vector<Event>> per_gpu;  // "node/gpu"
-  for (const auto& entry : fs::directory_iterator(ledger)) {
-    const uint64_t task = std::stoull(entry.path().filename().string());
-    std::ifstream in(entry.path());
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string kind, node, gpus, shares;
-      int64_t attempt = 0, ns = 0;
-      if (!(f >> kind >> attempt >> node >> gpus >> shares >> ns)) continue;
-      if (kind == "end") ++out.completions[task];
-      std::istringstream g(gpus), m(shares);
-      std::string gpu, mib;
-      while (std::getline(g, gpu, ',') && std::getline(m, mib, ',')) {
-        per_gpu[node + "/" + gpu].push_back({ns, kind == "start" ? 1 : -1, std::stoll(mib)});
-      }
-    }
-  }
-  for (const auto& [task, n] : out.completions) out.completed_twice += n > 1;
-  for (auto& [gpu, events] : per_gpu) {
-    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-      return a.ns != b.ns ? a.ns < b.ns : a.delta < b.delta;  // ends first at a tie
-    });
-    MiB used = 0;
-    for (const Event& e : events) {
-      used += e.delta * e.mib;
-      if (used > kGpuMib) ++out.overcommits;
-    }
-  }
-  return out;
-}
 
 ChaosResult RunChaos(const ChaosOptions& o) {
   const fs::path dir = fs::temp_directory_path() / ("gpusched-chaos-" + std::to_string(getpid()));
@@ -263,7 +203,7 @@ ChaosResult RunChaos(const ChaosOptions& o) {
   }
   cluster.KillAll();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const LedgerCheck ledger = CheckLedger(dir / "ledger");
+  const LedgerCheck ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
   r.acknowledged = static_cast<int64_t>(acked.size());
   r.unacknowledged = submitter.unacknowledged();
   for (uint64_t id : acked) {

@@ -1,11 +1,15 @@
 #include "cli/client.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "rpc/channel.h"
 #include "rpc/grpc_status.h"
+#include "rpc/leader_hint.h"
 
 namespace gpusched::cli {
 
@@ -35,18 +39,88 @@ std::string ResolveServer(const std::string& flag) {
 
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json) {
   cmd->add_option("--server", flags.server,
-                  "Server address (default: $GPUSCHED_SERVER, else 127.0.0.1:7070)");
+                  "Server address, or a comma-separated list of the servers of an HA control "
+                  "plane (default: $GPUSCHED_SERVER, else 127.0.0.1:7070)");
   if (json) cmd->add_flag("--json", flags.json, "Machine-readable JSON output");
 }
 
-Client::Client(const std::string& server_flag)
-    : address_(ResolveServer(server_flag)),
-      stub_(v1::Scheduler::NewStub(rpc::MakeChannel(address_))) {}
+std::vector<std::string> SplitServers(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string s = list.substr(start, comma - start);
+    while (!s.empty() && s.front() == ' ') s.erase(s.begin());
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    if (!s.empty()) out.push_back(s);
+    start = comma + 1;
+  }
+  return out;
+}
+
+Client::Client(const std::string& server_flag) : servers_(SplitServers(ResolveServer(server_flag))) {
+  if (servers_.empty()) servers_.push_back("127.0.0.1:7070");
+}
+
+v1::Scheduler::Stub& Client::stub() {
+  auto& stub = stubs_[servers_[current_]];
+  if (!stub) stub = v1::Scheduler::NewStub(rpc::MakeChannel(servers_[current_]));
+  return *stub;
+}
+
+Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::ClientContext&)>& fn,
+                                   int deadline_s) {
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(deadline_s);
+  size_t unanswered = 0;  // servers in a row that could not be reached or had no leader
+  // With several servers, one try may not take the whole deadline: a leader that stopped
+  // answering (SIGSTOP, a partition) must not hold the call until it ends.
+  const auto per_try = std::chrono::seconds(servers_.size() > 1 ? 5 : deadline_s);
+  for (;;) {
+    grpc::ClientContext ctx;
+    const auto try_deadline = std::min(deadline, std::chrono::system_clock::now() + per_try);
+    ctx.set_deadline(try_deadline);
+    grpc::Status s = fn(ctx);
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && try_deadline < deadline) {
+      s = grpc::Status(grpc::StatusCode::UNAVAILABLE, servers_[current_] + " did not answer in " +
+                                                          std::to_string(per_try.count()) + " s");
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return Convert(s);
+    const bool not_leader = rpc::IsNotLeader(s.error_message());
+    // One server that cannot be reached: say so at once, as before (exit 3).
+    if (servers_.size() == 1 && !not_leader) return Convert(s);
+    const std::string hint = not_leader ? rpc::LeaderHint(s.error_message()) : "";
+    if (!hint.empty() && hint != servers_[current_]) {
+      auto it = std::find(servers_.begin(), servers_.end(), hint);
+      if (it == servers_.end()) it = servers_.insert(servers_.end(), hint);
+      current_ = static_cast<size_t>(it - servers_.begin());
+      continue;  // straight to the leader
+    }
+    if (std::chrono::system_clock::now() >= deadline) {
+      if (not_leader) {
+        return Unavailable("no leader among " + std::to_string(servers_.size()) +
+                           " servers within " + std::to_string(deadline_s) + " s; " +
+                           servers_[current_] + " said: " + s.error_message());
+      }
+      return Convert(s);
+    }
+    current_ = (current_ + 1) % servers_.size();
+    // A whole round without a leader (an election in progress): pause before the next one.
+    if (++unanswered % servers_.size() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
 
 Status Client::Convert(const grpc::Status& s) const {
   Status out = rpc::FromGrpc(s);
-  if (out.code() == StatusCode::kUnavailable) {
-    return Unavailable("cannot reach the server at " + address_ + " (" + s.error_message() +
+  if (out.code() == StatusCode::kUnavailable && !rpc::IsNotLeader(s.error_message())) {
+    std::string names = servers_[current_];
+    if (servers_.size() > 1) {
+      names = "any of";
+      for (const std::string& a : servers_) names += " " + a;
+    }
+    return Unavailable("cannot reach the server at " + names + " (" + s.error_message() +
                        "); start one with `gpusched dev` or set --server / GPUSCHED_SERVER");
   }
   return out;

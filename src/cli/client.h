@@ -1,12 +1,16 @@
 #pragma once
 // What every client subcommand shares: the server address (--server, else GPUSCHED_SERVER,
-// else 127.0.0.1:7070), a stub with deadlines, and exit codes scripts can trust
+// else 127.0.0.1:7070; a comma-separated list names the servers of a highly available control
+// plane), a stub with deadlines that follows the leader, and exit codes scripts can trust
 // (commands.h): 2 for bad input, 3 when the server cannot be reached, 1 for other failures.
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -29,25 +33,33 @@ struct ClientFlags {
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json = true);
 std::string ResolveServer(const std::string& flag);
 
+// Splits "a:1,b:2" into addresses (empty entries dropped).
+std::vector<std::string> SplitServers(const std::string& list);
+
 // A stub to the server; calls through Call() get a deadline and a clear error when the
-// server is unreachable.
+// server is unreachable. With several servers, a call follows the leader: a standby's
+// "not leader; leader is ADDR" sends it there, an unreachable server to the next one, until
+// one leads or the deadline passes. `fn` may run more than once: only idempotent calls go
+// through Call (Submit carries an idempotency key, so a retry never creates a second task).
 class Client {
  public:
   explicit Client(const std::string& server_flag);
-  v1::Scheduler::Stub& stub() { return *stub_; }
-  const std::string& address() const { return address_; }
-  // Runs `fn(ctx)` with a deadline and converts the result; Unavailable names the address.
+  // The stub of the server being tried (the leader after a successful call).
+  v1::Scheduler::Stub& stub();
+  const std::string& address() const { return servers_[current_]; }
+  const std::vector<std::string>& servers() const { return servers_; }
   template <typename Fn>
   Status Call(Fn&& fn, int deadline_s = 30) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
-    return Convert(fn(ctx));
+    return CallFollowingLeader([&](grpc::ClientContext& ctx) { return fn(ctx); }, deadline_s);
   }
 
  private:
+  Status CallFollowingLeader(const std::function<grpc::Status(grpc::ClientContext&)>& fn,
+                             int deadline_s);
   Status Convert(const grpc::Status& s) const;
-  std::string address_;
-  std::unique_ptr<v1::Scheduler::Stub> stub_;
+  std::vector<std::string> servers_;
+  size_t current_ = 0;
+  std::map<std::string, std::unique_ptr<v1::Scheduler::Stub>> stubs_;
 };
 
 }  // namespace gpusched::cli

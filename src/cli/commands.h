@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace gpusched::cli {
 
 // `gpusched bench core`: placement decisions per second (bench/core_bench.cc).
@@ -32,6 +35,12 @@ void RegisterBenchSoak(CLI::App& bench);
 void RegisterExtender(CLI::App& app);
 // `gpusched bench extender`: its filter and prioritize latency in both modes.
 void RegisterBenchExtender(CLI::App& bench);
+
+// status, ha-demo and `bench failover`: the highly available control plane (ha_commands.cc).
+void RegisterHaCommands(CLI::App& app, CLI::App& bench);
+// `gpusched dev --ha`: a local HA cluster until SIGINT/SIGTERM (ha_commands.cc).
+void RunDevHa(int agents, const std::string& gpus, const std::string& executor,
+              int64_t lease_ttl_s);
 
 // Exit codes scripts can rely on.
 inline constexpr int kExitOk = 0;

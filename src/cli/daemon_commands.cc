@@ -7,6 +7,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "base/units.h"
 #include "cli/local_cluster.h"
 
 namespace gpusched::cli {
@@ -20,7 +21,7 @@ T OrFail(StatusOr<T> v) {
 
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
-  std::string store = "sqlite", etcd;
+  std::string store, etcd, lease_ttl, advertise;
 };
 
 void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
@@ -39,6 +40,16 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
     Status s = server::ApplyConfigFile(f.config, c);
     if (!s.ok()) Fail(s);
   }
+  // Flags win over the file.
+  if (!f.store.empty()) c.store = f.store;
+  if (!f.etcd.empty()) c.etcd = f.etcd;
+  if (!f.advertise.empty()) c.advertise = f.advertise;
+  if (!f.lease_ttl.empty()) {
+    auto ttl = ParseDurationMs(f.lease_ttl, "--lease-ttl");
+    if (!ttl.ok()) Fail(ttl.status());
+    c.lease_ttl_ms = *ttl;
+  }
+  if (Status s = c.Validate(); !s.ok()) Fail(s);
   return c;
 }
 
@@ -46,20 +57,25 @@ void RegisterServer(CLI::App& app) {
   auto f = std::make_shared<ServerFlags>();
   CLI::App* cmd = app.add_subcommand("server", "Run the control plane");
   AddServerFlags(cmd, *f);
-  cmd->add_option("--store", f->store, "State store: sqlite or etcd")->capture_default_str();
-  cmd->add_option("--etcd", f->etcd, "etcd URL (with --store etcd)");
+  cmd->add_option("--store", f->store,
+                  "State store: sqlite (default; in --data-dir) or etcd (a highly available "
+                  "control plane: run several servers on the same --etcd)");
+  cmd->add_option("--etcd", f->etcd, "etcd client URLs, comma-separated (with --store etcd)");
+  cmd->add_option("--lease-ttl", f->lease_ttl,
+                  "Leader lease with etcd: a standby takes over within about this (default 5s)");
+  cmd->add_option("--advertise", f->advertise,
+                  "The gRPC address clients and agents should use for this server (default: "
+                  "--listen)");
   cmd->callback([f] {
-    if (f->store == "etcd") {
-      Fail(InvalidArgument("--store: etcd is not available in this build; use sqlite"));
-    }
-    if (f->store != "sqlite") Fail(InvalidArgument("--store: \"" + f->store + "\" (use sqlite)"));
-    if (f->data_dir.empty()) f->data_dir = "gpusched-data";
+    if (f->data_dir.empty() && f->store != "etcd") f->data_dir = "gpusched-data";
     server::ServerConfig c = ServerConfigFrom(*f);
     BlockStopSignals();
     auto srv = OrFail(server::Server::Start(c));
     std::cerr << "gpusched server: listening on " << srv->address() << ", http "
-              << (srv->http_port() > 0 ? std::to_string(srv->http_port()) : "off") << ", data "
-              << c.data_dir << "\n";
+              << (srv->http_port() > 0 ? std::to_string(srv->http_port()) : "off") << ", "
+              << (c.store == "etcd" ? "etcd " + c.etcd + " (standby until elected)"
+                                    : "data " + c.data_dir)
+              << "\n";
     WaitForStopSignal();
     srv->Shutdown();
   });
@@ -83,7 +99,9 @@ void RegisterAgent(CLI::App& app) {
   auto c = std::make_shared<agent::AgentConfig>();
   auto executor = std::make_shared<std::string>("process");
   CLI::App* cmd = app.add_subcommand("agent", "Run a node agent");
-  cmd->add_option("--server", c->server, "Server address")->required();
+  cmd->add_option("--server", c->server,
+                  "Server address, or the comma-separated servers of an HA control plane")
+      ->required();
   cmd->add_option("--name", c->name, "Node name (default: host name)");
   cmd->add_option("--gpus", c->gpus, "Simulated GPUs when no NVIDIA driver, e.g. 8x80GiB")
       ->capture_default_str();
@@ -113,6 +131,7 @@ void RegisterDev(CLI::App& app) {
   auto agents = std::make_shared<int>(2);
   auto gpus = std::make_shared<std::string>("8x80GiB");
   auto executor = std::make_shared<std::string>("process");
+  auto ha = std::make_shared<bool>(false);
   f->data_dir = ".gpusched-dev";
   CLI::App* cmd = app.add_subcommand(
       "dev", "Server, SQLite state and local agents with simulated GPUs, in one command");
@@ -120,7 +139,17 @@ void RegisterDev(CLI::App& app) {
   cmd->add_option("--agents", *agents, "Number of agents")->capture_default_str();
   cmd->add_option("--gpus", *gpus, "GPUs per agent")->capture_default_str();
   AddExecutorFlag(cmd, *executor);
-  cmd->callback([f, agents, gpus, executor] {
+  cmd->add_flag("--ha", *ha,
+                "A highly available control plane instead: 3 etcd members, 3 servers and the "
+                "agents as separate processes on free loopback ports");
+  cmd->add_option("--lease-ttl", f->lease_ttl, "Leader lease with --ha (default 5s)");
+  cmd->callback([f, agents, gpus, executor, ha] {
+    if (*ha) {
+      auto ttl = ParseDurationMs(f->lease_ttl.empty() ? "5s" : f->lease_ttl, "--lease-ttl");
+      if (!ttl.ok()) Fail(ttl.status());
+      RunDevHa(*agents, *gpus, *executor, *ttl / 1000);
+      return;
+    }
     LocalClusterOptions o;
     o.server = ServerConfigFrom(*f);
     o.agents = *agents;

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   gpusched::cli::RegisterBenchE2e(*bench);
   gpusched::cli::RegisterBenchChaos(*bench);
   gpusched::cli::RegisterBenchSoak(*bench);
+  gpusched::cli::RegisterHaCommands(app, *bench);
 #endif
 
   try {

@@ -9,7 +9,9 @@
 
 namespace gpusched::rpc {
 
-// An insecure channel to "host:port" that never uses an HTTP proxy.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// An insecure channel to "host:port" that never uses an HTTP proxy. With `keepalive`, the
+// channel pings every second and gives up on a peer silent for two (agents' links, so a
+// stopped leader is noticed; the server permits such pings).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keepalive = false);
 
 }  // namespace gpusched::rpc

@@ -9,6 +9,10 @@ namespace gpusched::server {
 
 grpc::Status AgentLinkService::Connect(grpc::ServerContext* ctx,
                                        AgentConnection::Stream* stream) {
+  auto gate = gate_.Get();
+  if (!gate.ok()) return rpc::ToGrpc(gate.status());
+  std::shared_ptr<ControlPlane> cp_holder = std::move(gate).value();
+  ControlPlane& cp = *cp_holder;
   v1::AgentMessage first;
   if (!stream->Read(&first)) return grpc::Status::OK;
   if (!first.has_register_()) {
@@ -22,11 +26,11 @@ grpc::Status AgentLinkService::Connect(grpc::ServerContext* ctx,
   auto conn = std::make_shared<AgentConnection>(ctx, stream);
   v1::ServerMessage hello;
   v1::Registered* r = hello.mutable_registered();
-  r->set_node_heartbeat_ms(cp_.config().node_heartbeat_ms);
-  r->set_task_heartbeat_ms(cp_.config().task_heartbeat_ms);
-  r->set_kill_grace_ms(cp_.config().kill_grace_ms);
+  r->set_node_heartbeat_ms(cp.config().node_heartbeat_ms);
+  r->set_task_heartbeat_ms(cp.config().task_heartbeat_ms);
+  r->set_kill_grace_ms(cp.config().kill_grace_ms);
   conn->Send(std::move(hello));
-  Status s = cp_.AgentRegistered(first.register_(), conn);
+  Status s = cp.AgentRegistered(first.register_(), conn);
   if (!s.ok()) {
     conn->Close();
     conn->Join();
@@ -37,9 +41,9 @@ grpc::Status AgentLinkService::Connect(grpc::ServerContext* ctx,
   v1::AgentMessage m;
   while (stream->Read(&m)) {
     if (m.has_register_()) continue;  // only the first one counts
-    cp_.AgentMessage(node, m, conn);
+    cp.AgentMessage(node, m, conn);
   }
-  cp_.AgentDisconnected(node, conn.get());
+  cp.AgentDisconnected(node, conn.get());
   conn->Close();
   conn->Join();  // here, on this handler's thread: never under the control plane's lock
   std::cerr << "gpusched server: agent " << node << " disconnected\n";

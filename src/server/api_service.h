@@ -3,18 +3,23 @@
 // handler validates its request, calls the ControlPlane and maps Status to a gRPC status; no
 // exception or bad request can take the server down.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "server/control_plane.h"
+#include "server/control_plane_gate.h"
 
 namespace gpusched::server {
 
 class ApiService final : public v1::Scheduler::Service {
  public:
-  explicit ApiService(ControlPlane& cp) : cp_(cp) {}
+  // `status` answers GetServerStatus (leaders and standbys alike); every other call goes to
+  // the gate's control plane, or is answered "not leader; leader is ADDR".
+  ApiService(ControlPlaneGate& gate, std::function<v1::ServerStatus()> status)
+      : gate_(gate), status_(std::move(status)) {}
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitResponse*) override;
   grpc::Status GetTask(grpc::ServerContext*, const v1::GetTaskRequest*, v1::Task*) override;
@@ -29,11 +34,14 @@ class ApiService final : public v1::Scheduler::Service {
   grpc::Status Cordon(grpc::ServerContext*, const v1::CordonRequest*, v1::NodeResponse*) override;
   grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::NodeResponse*) override;
   grpc::Status Logs(grpc::ServerContext*, const v1::LogsRequest*, v1::LogsResponse*) override;
+  grpc::Status GetServerStatus(grpc::ServerContext*, const v1::ServerStatusRequest*,
+                               v1::ServerStatus*) override;
 
  private:
   std::shared_ptr<v1::Agent::Stub> AgentStub(const std::string& address);
 
-  ControlPlane& cp_;
+  ControlPlaneGate& gate_;
+  std::function<v1::ServerStatus()> status_;
   std::mutex stubs_mu_;
   std::map<std::string, std::shared_ptr<v1::Agent::Stub>> stubs_;
 };

@@ -101,6 +101,8 @@ class ControlPlane {
   void AgentMessage(const std::string& node, const v1::AgentMessage& m,
                     const std::shared_ptr<AgentChannel>& channel);
   void AgentDisconnected(const std::string& node, const AgentChannel* channel);
+  // Closes every agent's stream (a leader stepping down): agents reconnect, to the new leader.
+  void DisconnectAgents();
 
   // ---- probe daemon (CN115981827A claim 9) ----
   std::vector<std::pair<std::string, std::string>> ProbeTargets();  // (node, address)

@@ -135,4 +135,13 @@ void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel
   Flush();
 }
 
+void ControlPlane::DisconnectAgents() {
+  std::map<std::string, std::shared_ptr<AgentChannel>> connections;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    connections.swap(connections_);
+  }
+  for (auto& [node, channel] : connections) channel->Close();  // never blocks
+}
+
 }  // namespace gpusched::server

@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <iostream>
 #include <thread>
 
@@ -11,24 +12,39 @@
 #include "server/agent_link_service.h"
 #include "server/api_service.h"
 #include "server/control_plane.h"
+#include "rpc/leader_hint.h"
+#include "server/control_plane_gate.h"
 #include "server/http_routes.h"
+#include "server/leader_election.h"
 #include "server/probe_daemon.h"
+#include "store/etcd_store.h"
 #include "store/memory_store.h"
 #include "store/sqlite_store.h"
 
 namespace gpusched::server {
 
 struct Server::Impl {
+  ServerConfig config;
   RealClock clock;
-  std::unique_ptr<ControlPlane> cp;
+  ControlPlaneGate gate;
   std::unique_ptr<ApiService> api;
   std::unique_ptr<AgentLinkService> link;
   std::unique_ptr<grpc::Server> grpc;
+  std::string address;  // bound
+  std::string advertise;
+  std::string store_kind;
+  // The leader's parts; with etcd, built at every take-over and dropped when stepping down.
+  std::mutex role_mu;   // take-over and step-down against Shutdown
+  std::shared_ptr<ControlPlane> cp;
   std::unique_ptr<ProbeDaemon> probe;
+  int64_t leader_since_ms = 0;
+  // HTTP: the leader's routes, or a standby's /healthz and "not leader" answers.
+  std::mutex http_mu;
   std::unique_ptr<httplib::Server> http;
   std::thread http_thread;
-  std::string address;
+  std::string http_host;
   int http_port = 0;
+  std::unique_ptr<LeaderElection> election;
   std::mutex mu;
   std::condition_variable cv;
   bool down = false;
@@ -36,7 +52,7 @@ struct Server::Impl {
 
 namespace {
 
-StatusOr<std::unique_ptr<store::StateStore>> OpenStore(const ServerConfig& config) {
+StatusOr<std::unique_ptr<store::StateStore>> OpenSqlite(const ServerConfig& config) {
   if (config.data_dir.empty()) return std::unique_ptr<store::StateStore>(new store::MemoryStore);
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
@@ -65,15 +81,145 @@ StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr,
   return InvalidArgument(field + ": \"" + addr + "\" has no valid port");
 }
 
-Status StartHttp(Server::Impl& s, const std::string& addr) {
-  GS_ASSIGN_OR_RETURN(auto hp, SplitHostPort(addr, "http"));
+std::string LeaderKey(const ServerConfig& c) { return c.etcd_prefix + "/leader"; }
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The routes a standby serves: /healthz (200, its role in the body) and, for everything
+// else, 503 naming the leader.
+void RegisterStandbyRoutes(httplib::Server& http, ControlPlaneGate& gate) {
+  http.Get("/healthz", [&gate](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json j = {{"status", "ok"}, {"role", "standby"}, {"leader", gate.leader()}};
+    if (!gate.detail().empty()) j["detail"] = gate.detail();
+    res.set_content(j.dump() + "\n", "application/json");
+  });
+  auto not_leader = [&gate](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    nlohmann::json j = {{"error", rpc::NotLeaderMessage(gate.leader(), gate.detail())},
+                        {"leader", gate.leader()}};
+    res.set_content(j.dump() + "\n", "application/json");
+  };
+  http.Get(".*", not_leader);
+  http.Post(".*", not_leader);
+}
+
+// (Re)starts the HTTP endpoint on the configured address with the routes of the current role.
+// The port stays the same across role changes (bound again at once: SO_REUSEADDR).
+Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
+  if (s.config.http.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(s.http_mu);
+  if (s.http) {
+    s.http->stop();
+    if (s.http_thread.joinable()) s.http_thread.join();
+    s.http.reset();
+  }
+  GS_ASSIGN_OR_RETURN(auto hp, SplitHostPort(s.config.http, "http"));
   s.http = std::make_unique<httplib::Server>();
-  RegisterHttpRoutes(*s.http, *s.cp);
-  s.http_port = hp.second == 0 ? s.http->bind_to_any_port(hp.first)
-                               : (s.http->bind_to_port(hp.first, hp.second) ? hp.second : -1);
-  if (s.http_port <= 0) return Unavailable("http: cannot listen on " + addr);
-  s.http_thread = std::thread([&s] { s.http->listen_after_bind(); });
+  if (cp) {
+    if (s.config.store == "etcd") {
+      s.http->Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) {
+        nlohmann::json j = {{"status", "ok"}, {"role", "leader"}, {"leader", s.advertise}};
+        res.set_content(j.dump() + "\n", "application/json");
+      });
+    }
+    RegisterHttpRoutes(*s.http, *cp);
+  } else {
+    RegisterStandbyRoutes(*s.http, s.gate);
+  }
+  const int want = s.http_port > 0 ? s.http_port : hp.second;
+  int port = -1;
+  for (int attempt = 0; attempt < 20 && port <= 0; ++attempt) {
+    port = want == 0 ? s.http->bind_to_any_port(hp.first)
+                     : (s.http->bind_to_port(hp.first, want) ? want : -1);
+    if (port <= 0 && s.http_port > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (s.http_port == 0) break;
+  }
+  if (port <= 0) return Unavailable("http: cannot listen on " + s.config.http + " (port in use?)");
+  s.http_port = port;
+  httplib::Server* raw = s.http.get();
+  s.http_thread = std::thread([raw] { raw->listen_after_bind(); });
   return Status::Ok();
+}
+
+void StopHttp(Server::Impl& s) {
+  std::lock_guard<std::mutex> lock(s.http_mu);
+  if (!s.http) return;
+  s.http->stop();
+  if (s.http_thread.joinable()) s.http_thread.join();
+  s.http.reset();
+}
+
+// Starts leading with `store`: restores the control plane, its loop and probe daemon, and
+// opens the gate.
+Status Lead(Server::Impl& s, std::unique_ptr<store::StateStore> store) {
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
+                      ControlPlane::Create(s.config, s.clock, std::move(store)));
+  std::lock_guard<std::mutex> lock(s.role_mu);
+  s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
+  s.cp->StartLoop();
+  s.probe = std::make_unique<ProbeDaemon>(*s.cp, s.clock);
+  s.probe->Start();
+  s.leader_since_ms = WallMs();
+  s.gate.SetLeader(s.cp, s.advertise);
+  return StartHttp(s, s.cp);
+}
+
+// Stops leading: closes the gate first (new calls hear "not leader"), then stops the loop,
+// the probe daemon and every agent stream (agents reconnect, to the new leader).
+void StepDown(Server::Impl& s, const std::string& why, bool restart_http) {
+  std::shared_ptr<ControlPlane> cp;
+  std::unique_ptr<ProbeDaemon> probe;
+  {
+    std::lock_guard<std::mutex> lock(s.role_mu);
+    s.gate.SetStandby("", why);
+    cp = std::move(s.cp);
+    probe = std::move(s.probe);
+    s.leader_since_ms = 0;
+  }
+  if (probe) probe->Stop();
+  if (cp) {
+    cp->StopLoop();
+    cp->DisconnectAgents();
+  }
+  if (restart_http) {
+    if (Status st = StartHttp(s, nullptr); !st.ok()) {
+      std::cerr << "gpusched server: " << st.message() << "\n";
+    }
+  }
+}
+
+v1::ServerStatus StatusOf(Server::Impl& s, store::EtcdClient* etcd) {
+  v1::ServerStatus st;
+  st.set_address(s.advertise);
+  st.set_store(s.store_kind);
+  const bool leading = s.gate.leading();
+  st.set_role(leading ? "leader" : "standby");
+  st.set_leader(s.gate.leader());
+  st.set_detail(s.gate.detail());
+  if (s.http_port > 0) st.set_http(s.http_host + ":" + std::to_string(s.http_port));
+  if (s.config.store == "etcd") {
+    st.set_lease_ttl_ms(s.config.lease_ttl_ms);
+    if (etcd != nullptr) {
+      for (const store::EtcdMemberStatus& m : etcd->MemberStatuses()) {
+        v1::EtcdMember* e = st.add_etcd();
+        e->set_endpoint(m.endpoint);
+        e->set_healthy(m.healthy);
+        e->set_error(m.error);
+        e->set_version(m.version);
+        e->set_raft_leader(m.member_id != 0 && m.member_id == m.leader_id);
+        e->set_db_size(m.db_size);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.role_mu);
+    st.set_leader_since_ms(s.leader_since_ms);
+  }
+  return st;
 }
 
 }  // namespace
@@ -81,27 +227,88 @@ Status StartHttp(Server::Impl& s, const std::string& addr) {
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   GS_RETURN_IF_ERROR(config.Validate());
   GS_ASSIGN_OR_RETURN(auto listen, SplitHostPort(config.listen, "listen"));
+  if (!config.http.empty()) GS_RETURN_IF_ERROR(SplitHostPort(config.http, "http").status());
   auto impl = std::make_unique<Impl>();
-  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::StateStore> store, OpenStore(config));
-  GS_ASSIGN_OR_RETURN(impl->cp, ControlPlane::Create(config, impl->clock, std::move(store)));
-  impl->api = std::make_unique<ApiService>(*impl->cp);
-  impl->link = std::make_unique<AgentLinkService>(*impl->cp);
+  Impl& s = *impl;
+  s.config = config;
+  s.http_host = config.http.empty() ? "" : config.http.substr(0, config.http.rfind(':'));
+  const bool ha = config.store == "etcd";
+  s.store_kind = ha ? "etcd" : (config.data_dir.empty() ? "memory" : "sqlite");
 
+  std::vector<std::string> endpoints;
+  std::shared_ptr<store::EtcdClient> status_client;
+  if (ha) {
+    GS_ASSIGN_OR_RETURN(endpoints, store::ParseEtcdEndpoints(config.etcd, "etcd"));
+    store::EtcdClient::Options o;
+    o.connect_timeout_ms = 300;
+    o.request_timeout_ms = 1'000;
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, o));
+    status_client = std::move(c);
+  } else {
+    // A single server leads from the start, before it serves anything.
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::StateStore> store, OpenSqlite(config));
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
+                        ControlPlane::Create(config, s.clock, std::move(store)));
+    s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
+  }
+
+  s.api = std::make_unique<ApiService>(s.gate, [&s, status_client] {
+    return StatusOf(s, status_client.get());
+  });
+  s.link = std::make_unique<AgentLinkService>(s.gate);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(impl->api.get());
-  builder.RegisterService(impl->link.get());
+  builder.RegisterService(s.api.get());
+  builder.RegisterService(s.link.get());
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  impl->grpc = builder.BuildAndStart();
-  if (!impl->grpc || port == 0) {
+  // Agents ping every second to notice a leader that stopped answering (SIGSTOP, a
+  // partition) and move on; without this the server would answer their pings with GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  s.grpc = builder.BuildAndStart();
+  if (!s.grpc || port == 0) {
     return Unavailable("listen: cannot listen on " + config.listen + " (port in use?)");
   }
-  impl->address = listen.first + ":" + std::to_string(port);
-  if (!config.http.empty()) GS_RETURN_IF_ERROR(StartHttp(*impl, config.http));
-  impl->cp->StartLoop();
-  impl->probe = std::make_unique<ProbeDaemon>(*impl->cp, impl->clock);
-  impl->probe->Start();
+  s.address = listen.first + ":" + std::to_string(port);
+  s.advertise = config.advertise.empty() ? s.address : config.advertise;
+
+  if (!ha) {
+    s.gate.SetLeader(s.cp, s.advertise);
+    s.leader_since_ms = WallMs();
+    GS_RETURN_IF_ERROR(StartHttp(s, s.cp));
+    s.cp->StartLoop();
+    s.probe = std::make_unique<ProbeDaemon>(*s.cp, s.clock);
+    s.probe->Start();
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+  }
+
+  s.gate.SetStandby("", "campaigning");
+  GS_RETURN_IF_ERROR(StartHttp(s, nullptr));
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> election_client,
+                      store::EtcdClient::Create(endpoints));
+  LeaderElection::Options eo;
+  eo.key = LeaderKey(config);
+  eo.identity = s.advertise;
+  eo.ttl_s = config.lease_ttl_ms / 1000;
+  LeaderElection::Callbacks cb;
+  cb.on_elected = [&s, endpoints](int64_t revision) -> Status {
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints));
+    store::EtcdStore::Options so;
+    so.prefix = s.config.etcd_prefix;
+    so.fence = {LeaderKey(s.config), revision};
+    so.on_fenced = [&s](const Status& why) {
+      if (s.election) s.election->Depose(why.message());
+    };
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdStore> store, store::EtcdStore::Open(std::move(c), so));
+    return Lead(s, std::move(store));
+  };
+  cb.on_deposed = [&s](const std::string& why) { StepDown(s, why, true); };
+  cb.on_standby = [&s](const std::string& leader, const std::string& detail) {
+    if (!s.gate.leading()) s.gate.SetStandby(leader, detail);
+  };
+  s.election = std::make_unique<LeaderElection>(std::move(election_client), eo, cb);
+  s.election->Start();
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -111,6 +318,7 @@ Server::~Server() { Shutdown(); }
 
 const std::string& Server::address() const { return impl_->address; }
 int Server::http_port() const { return impl_->http_port; }
+bool Server::leading() const { return impl_->gate.leading(); }
 
 void Server::Shutdown() {
   {
@@ -118,14 +326,18 @@ void Server::Shutdown() {
     if (impl_->down) return;
     impl_->down = true;
   }
-  if (impl_->http) {
-    impl_->http->stop();
-    if (impl_->http_thread.joinable()) impl_->http_thread.join();
+  Impl& s = *impl_;
+  // Stop campaigning first: a leader resigns (its key goes with its lease), so a standby
+  // takes over at once.
+  if (s.election) {
+    s.election->Stop();
+    StepDown(s, "shutting down", false);
   }
-  if (impl_->probe) impl_->probe->Stop();
-  impl_->grpc->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  impl_->cp->StopLoop();
-  impl_->cv.notify_all();
+  StopHttp(s);
+  if (s.probe) s.probe->Stop();
+  s.grpc->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  if (s.cp) s.cp->StopLoop();
+  s.cv.notify_all();
 }
 
 void Server::Wait() {

@@ -1,8 +1,12 @@
 #pragma once
 // Server: `gpusched server` as an object, so `gpusched dev`, the demo and the end-to-end
 // benchmark run the very same server in-process. It wires the store (SQLite in the data
-// directory), the ControlPlane and its scheduling loop, the gRPC API and agent link, the probe
-// daemon and the HTTP endpoint (/metrics, /healthz).
+// directory, or etcd), the ControlPlane and its scheduling loop, the gRPC API and agent link,
+// the probe daemon and the HTTP endpoint (/metrics, /healthz).
+//
+// With etcd (store: etcd) several servers run at once: each serves gRPC and HTTP from the
+// start as a standby ("not leader; leader is ADDR"), campaigns through LeaderElection, and
+// the elected one restores the whole state from etcd and leads until it steps down.
 //
 // Thread-safety: Start, Shutdown and Wait from one thread; the rest runs on its own threads.
 
@@ -25,6 +29,8 @@ class Server {
   const std::string& address() const;
   // The HTTP port bound, 0 if none.
   int http_port() const;
+  // Whether this server leads (always, without etcd).
+  bool leading() const;
   // Stops serving; in-flight streams are cancelled. Idempotent.
   void Shutdown();
   // Blocks until Shutdown (from another thread or a signal handler's helper).

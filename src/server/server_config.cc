@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/units.h"
+#include "store/etcd_client.h"
 
 namespace gpusched::server {
 
@@ -31,6 +32,22 @@ Status ServerConfig::Validate() const {
   }
   if (retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
   if (store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
+  if (store != "sqlite" && store != "etcd") {
+    return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
+  }
+  if (store == "etcd") {
+    if (etcd.empty()) return InvalidArgument("etcd: --store etcd needs --etcd URL[,URL...]");
+    GS_RETURN_IF_ERROR(store::ParseEtcdEndpoints(etcd, "etcd").status());
+    if (etcd_prefix.empty() || etcd_prefix[0] != '/' || etcd_prefix.back() == '/') {
+      return InvalidArgument("etcd_prefix: \"" + etcd_prefix +
+                             "\" must start with '/' and not end with one");
+    }
+  }
+  // etcd's leases are whole seconds, at least 1.5 x its election timeout (2 s by default).
+  if (lease_ttl_ms < 2'000 || lease_ttl_ms % 1'000 != 0) {
+    return InvalidArgument("lease_ttl: " + FormatDurationMs(lease_ttl_ms) +
+                           " must be whole seconds, at least 2s (etcd's minimum lease)");
+  }
   if (node_heartbeat_ms >= scheduler.node_timeout_ms) {
     return InvalidArgument("node_heartbeat: " + FormatDurationMs(node_heartbeat_ms) +
                            " must be shorter than node_timeout " +
@@ -67,6 +84,13 @@ Setter Integer(int64_t& out) {
   };
 }
 
+Setter Text(std::string& out) {
+  return [&out](const std::string& v, const std::string&) -> Status {
+    out = v;
+    return Status::Ok();
+  };
+}
+
 }  // namespace
 
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
@@ -86,6 +110,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"retain_finished", Integer(c.retain_finished)},
       {"retain_finished_for", Duration(c.retain_finished_ms)},
       {"store_retry_max", Duration(c.store_retry_max_ms)},
+      {"store", Text(c.store)},
+      {"etcd", Text(c.etcd)},
+      {"etcd_prefix", Text(c.etcd_prefix)},
+      {"lease_ttl", Duration(c.lease_ttl_ms)},
       {"capacity_wait",
        [&s](const std::string& v, const std::string& f) -> Status {
          if (v == "stay_queued") {

@@ -16,6 +16,10 @@
 //   capacity_wait: stay_queued   # or failure_queue (PATENTS.md section 6)
 //   retain_finished: 10000 # finished tasks kept in memory (all stay in the store)
 //   retain_finished_for: 1h
+//   store: etcd            # sqlite (the default with a data dir) or etcd (HA)
+//   etcd: http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379
+//   lease_ttl: 5s          # leader lease: a standby takes over within about this
+//   etcd_prefix: /gpusched # several control planes can share one etcd cluster
 
 #include <string>
 
@@ -28,6 +32,14 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:7070";  // gRPC
   std::string http;                       // "" = no HTTP endpoint
   std::string data_dir;                   // "" = in-memory store (tests, benchmarks)
+  // "sqlite" (in data_dir; memory without one) or "etcd": a highly available control plane
+  // of several servers, one leader elected through an etcd lease (server/leader_election.h).
+  std::string store = "sqlite";
+  std::string etcd;                       // etcd client URLs, comma-separated
+  std::string etcd_prefix = "/gpusched";
+  DurationMs lease_ttl_ms = 5'000;
+  // The gRPC address standbys name to clients; "" = the address bound (--listen).
+  std::string advertise;
   core::SchedulerConfig scheduler = DefaultSchedulerConfig();
   DurationMs node_heartbeat_ms = 2'000;
   DurationMs task_heartbeat_ms = 5'000;

@@ -1,0 +1,32 @@
+#pragma once
+// The ledger the fault benchmarks (bench chaos, bench failover) check: every task appends a
+// line to LEDGER/<task id> when it starts, ends or is killed, so the checks read what really
+// ran, not what the server believes.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/units.h"
+
+namespace gpusched::cli {
+
+// GPU memory of the simulated GPUs the fault benchmarks' agents get.
+inline constexpr MiB kLedgerGpuMib = 16384;
+
+// The task: ledger lines "start|end|kill ATTEMPT NODE GPUS SHARES NS", sleeping `sleep_ms`.
+std::vector<std::string> LedgerTaskCommand(const std::filesystem::path& ledger, int64_t sleep_ms);
+
+struct LedgerCheck {
+  int64_t completed_twice = 0;
+  int64_t overcommits = 0;
+  std::map<uint64_t, int64_t> completions;  // task -> runs that ended normally
+};
+
+// Sweeps every GPU's start/end events in time order and counts the moments its running
+// shares exceed `gpu_mib`, and the tasks that ran to completion more than once.
+LedgerCheck CheckLedger(const std::filesystem::path& ledger, MiB gpu_mib);
+
+}  // namespace gpusched::cli

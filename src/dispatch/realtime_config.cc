@@ -31,6 +31,14 @@ Status ValidateConfig(const DispatcherConfig& config) {
     return InvalidArgument("ema_alpha: must be in (0, 1], got " +
                            std::to_string(config.ema_alpha));
   }
+  if (config.max_per_gpu < 0) {
+    return InvalidArgument("max_per_gpu: must be >= 0 (0: no cap), got " +
+                           std::to_string(config.max_per_gpu));
+  }
+  if (config.acquire_timeout < 0) {
+    return InvalidArgument("acquire_timeout: must be >= 0 ms (0: none), got " +
+                           std::to_string(config.acquire_timeout));
+  }
   std::set<std::string> names;
   for (const ServiceConfig& s : config.services) {
     if (s.name.empty()) return InvalidArgument("services[].name: must not be empty");

@@ -168,6 +168,19 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
   return rc;
 }
 
+int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
+  return Guard([&]() -> Status {
+    if (!d) return Null("dispatcher");
+    if (stop != 0 && stop != 1) {
+      return gpusched::InvalidArgument("stop: must be 0 or 1, got " + std::to_string(stop));
+    }
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_shutdown");
+    GS_RETURN_IF_ERROR(pass.status());
+    d->dispatcher->Shutdown(stop == 1);
+    return Status::Ok();
+  });
+}
+
 int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
                                 gpusched_lease* out) {
   return Guard([&]() -> Status {

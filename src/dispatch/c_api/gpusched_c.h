@@ -22,7 +22,7 @@
  * ABI version 1 (SONAME libgpusched_c.so.1). Changes from the unversioned library: destroy
  * functions return int; gpusched_dispatcher_release takes an outcome; the options lost
  * submit_threads and gained max_per_gpu and acquire_timeout_ms; service metrics gained
- * `failed`; new: gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled,
+ * `failed`; new: gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled, gpusched_dispatcher_shutdown,
  * gpusched_chunks_create_cuda, gpusched_cuda_device_count.
  */
 #ifndef GPUSCHED_C_H_
@@ -95,6 +95,10 @@ int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
  * gpusched_dispatcher_acquire are still out (release them, then destroy again) or while another
  * thread is destroying it. NULL: 0. */
 int gpusched_dispatcher_destroy(gpusched_dispatcher* d);
+/* stop = 1: grant no more leases (waiting and new acquires and runs fail with
+ * GPUSCHED_E_FAILED_PRECONDITION; release still works); stop = 0: grant again. Lets a wrapper
+ * end its threads' waits before it destroys `d`. */
+int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop);
 
 /* A granted request. Pass it back, unchanged, to gpusched_dispatcher_release when the work is
  * done. `ticket` is unique in the process and identifies the lease to its dispatcher.

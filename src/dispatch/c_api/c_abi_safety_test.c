@@ -273,7 +273,7 @@ static double Seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int SharedChunkRuntimeFinishesFourThreads(int destroy_while_running) {
+static int SharedChunkRuntimeFinishesFourThreads(void) {
   static struct ChunkTask tasks[kThreads];
   pthread_t threads[kThreads];
   gpusched_chunks_runtime* rt = NULL;
@@ -290,18 +290,82 @@ static int SharedChunkRuntimeFinishesFourThreads(int destroy_while_running) {
     }
     EXPECT(pthread_create(&threads[i], NULL, RunSumJob, &tasks[i]) == 0);
   }
-  if (destroy_while_running) {
-    /* Destroy waits for every run in flight; runs that reach the gate later are refused. */
-    EXPECT(gpusched_chunks_destroy(rt) == 0);
-  }
   for (i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
   for (i = 0; i < kThreads; ++i) {
-    if (destroy_while_running && tasks[i].rc == GPUSCHED_E_FAILED_PRECONDITION) continue;
     EXPECT(tasks[i].rc == 0);
     EXPECT(tasks[i].total == tasks[i].expected);
   }
-  if (!destroy_while_running) EXPECT(gpusched_chunks_destroy(rt) == 0);
+  EXPECT(gpusched_chunks_destroy(rt) == 0);
   EXPECT(Seconds() - start < 30.0); /* the bound: each job is milliseconds of work */
+  return 0;
+}
+
+/* ---- destroy of a chunk runtime while a run is inside a kernel ---- */
+
+struct HoldScene {
+  gpusched_chunks_runtime* rt;
+  atomic_int in_kernel, go, run_rc, destroy_rc, destroyed;
+  uint32_t data[1024], out[1024];
+};
+
+static void HoldingCopy(const void* in0, const void* in1, int64_t in_bytes, void* out,
+                        int64_t out_bytes, void* user) {
+  struct HoldScene* s = user;
+  (void)in1;
+  (void)out_bytes;
+  atomic_store(&s->in_kernel, 1);
+  while (!atomic_load(&s->go)) Pause();
+  memcpy(out, in0, (size_t)in_bytes);
+}
+
+static void* RunHoldJob(void* arg) {
+  struct HoldScene* s = arg;
+  gpusched_chunks_job* job = gpusched_chunks_job_new();
+  int rc = gpusched_chunks_job_add_buffer(job, "in", s->data, sizeof s->data, 0);
+  if (rc == 0) rc = gpusched_chunks_job_add_buffer(job, "out", s->out, sizeof s->out, 0);
+  if (rc == 0) rc = gpusched_chunks_job_add_stage(job, "copy", "hold", "in", "out", 0, 0);
+  if (rc == 0) rc = gpusched_chunks_run(s->rt, job);
+  gpusched_chunks_job_free(job);
+  atomic_store(&s->run_rc, rc);
+  return NULL;
+}
+
+static void* Destroy(void* arg) {
+  struct HoldScene* s = arg;
+  atomic_store(&s->destroy_rc, gpusched_chunks_destroy(s->rt));
+  atomic_store(&s->destroyed, 1);
+  return NULL;
+}
+
+static void Noop(const void* in0, const void* in1, int64_t in_bytes, void* out, int64_t out_bytes,
+                 void* user) {
+  (void)in0, (void)in1, (void)in_bytes, (void)out, (void)out_bytes, (void)user;
+}
+
+static int ChunkDestroyWaitsForTheRunInFlight(void) {
+  static struct HoldScene s;
+  pthread_t runner, destroyer;
+  int i, rc;
+  memset(&s, 0, sizeof s);
+  for (i = 0; i < 1024; ++i) s.data[i] = (uint32_t)i * 7u;
+  /* One chunk, so the kernel runs once. */
+  EXPECT(gpusched_chunks_create_sim(1, 16, 8192, &s.rt) == 0);
+  EXPECT(gpusched_chunks_register_kernel(s.rt, "hold", 0, 1, 4, 0, HoldingCopy, NULL, &s) == 0);
+  EXPECT(pthread_create(&runner, NULL, RunHoldJob, &s) == 0);
+  while (!atomic_load(&s.in_kernel)) Pause();
+  EXPECT(pthread_create(&destroyer, NULL, Destroy, &s) == 0);
+  /* The runtime is alive while the kernel holds: probe until destroy has closed the gate. */
+  do {
+    rc = gpusched_chunks_register_kernel(s.rt, "probe", 0, 1, 4, 0, Noop, NULL, NULL);
+  } while (rc != GPUSCHED_E_FAILED_PRECONDITION);
+  EXPECT(strstr(gpusched_last_error(), "being destroyed") != NULL);
+  EXPECT(atomic_load(&s.destroyed) == 0); /* waiting for the run */
+  atomic_store(&s.go, 1);
+  pthread_join(runner, NULL);
+  pthread_join(destroyer, NULL);
+  EXPECT(atomic_load(&s.run_rc) == 0);
+  EXPECT(atomic_load(&s.destroy_rc) == 0);
+  EXPECT(memcmp(s.data, s.out, sizeof s.data) == 0);
   return 0;
 }
 
@@ -322,8 +386,8 @@ static int CudaIsExplicit(void) {
 int main(void) {
   if (DestroyWaitsForRunAndEndsWaitingAcquire() || DestroyRefusedWhileALeaseIsOut() ||
       ReleasesAreChecked() || RunReportsFailureOfFn() || BadArgumentsAreRefused() ||
-      CapDeadlineAndOutOfService() || SharedChunkRuntimeFinishesFourThreads(0) ||
-      SharedChunkRuntimeFinishesFourThreads(1) || CudaIsExplicit()) {
+      CapDeadlineAndOutOfService() || SharedChunkRuntimeFinishesFourThreads() ||
+      ChunkDestroyWaitsForTheRunInFlight() || CudaIsExplicit()) {
     return 1;
   }
   printf("c_abi_safety_test OK\n");

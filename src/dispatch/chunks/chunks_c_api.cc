@@ -181,8 +181,7 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
       k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
       k.combine = [combine, user](std::byte* acc, const std::byte* p, int64_t n) { combine(acc, p, n, user); };
     }
-    std::lock_guard lock(runtime->run_mu);
-    return runtime->kernels->Register(std::move(k));
+    return runtime->kernels->Register(std::move(k));  // the registry is thread-safe
   });
 }
 

@@ -191,9 +191,9 @@ class _Handle:
         self._closing = False
 
     @contextmanager
-    def _call(self):
+    def _call(self, allowed_while_closing=False):
         with self._cv:
-            if self._h is None or self._closing:
+            if self._h is None or (self._closing and not allowed_while_closing):
                 raise GpuschedError(_FAILED_PRECONDITION,
                                     f"{type(self).__name__} is closed")
             self._in_flight += 1
@@ -300,22 +300,9 @@ class Dispatcher(_Handle):
 
     def release(self, lease, failed=False):
         """Hands `lease` back. failed=True: the request failed; its run time trains nothing."""
-        with self._call_allowing_close() as h:
+        # Allowed while close() waits: a release ends what close is waiting for.
+        with self._call(allowed_while_closing=True) as h:
             _check(_lib.gpusched_dispatcher_release(h, ctypes.byref(lease), 1 if failed else 0))
-
-    @contextmanager
-    def _call_allowing_close(self):
-        # Releases may run while close() waits (they end what close is waiting for).
-        with self._cv:
-            if self._h is None:
-                raise GpuschedError(_FAILED_PRECONDITION, "Dispatcher is closed")
-            self._in_flight += 1
-        try:
-            yield self._h
-        finally:
-            with self._cv:
-                self._in_flight -= 1
-                self._cv.notify_all()
 
     @contextmanager
     def lease(self, service):

@@ -5,27 +5,15 @@
 #include <thread>
 
 #include "dispatch/realtime_dispatcher.h"
+#include "dispatch/realtime_test_util.h"
 
 namespace gpusched::dispatch {
 namespace {
 
-DispatcherConfig Config(int gpus) {
-  DispatcherConfig c;
-  c.gpu_count = gpus;
-  c.services = {{.name = "ocr", .cost_time = 100, .wait_time = 50, .try_time = 10}};
-  return c;
-}
-
-std::unique_ptr<RealtimeDispatcher> Make(DispatcherConfig c, Clock& clock) {
-  auto d = RealtimeDispatcher::Create(std::move(c), clock);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return std::move(d).value();
-}
-
 TEST(LeaseSafety, ReleaseRefusesDuplicateZeroedMadeUpAndForeignTickets) {
   FakeClock clock(0);
-  auto d = Make(Config(2), clock);
-  auto other = Make(Config(2), clock);
+  auto d = Make(OneService(2), clock);
+  auto other = Make(OneService(2), clock);
   std::optional<Lease> lease = d->TryAcquire(0, 50);
   std::optional<Lease> foreign = other->TryAcquire(0, 50);
   ASSERT_TRUE(lease && foreign);
@@ -58,7 +46,7 @@ TEST(LeaseSafety, ReleaseRefusesDuplicateZeroedMadeUpAndForeignTickets) {
 
 TEST(LeaseSafety, FailedRequestDoesNotTrainTheCost) {
   FakeClock clock(0);
-  auto d = Make(Config(1), clock);
+  auto d = Make(OneService(1), clock);
   std::optional<Lease> failed = d->TryAcquire(0, 0);
   clock.AdvanceMs(2);  // a request that failed fast
   ASSERT_TRUE(d->Release(*failed, Outcome::kFailed).ok());
@@ -74,7 +62,7 @@ TEST(LeaseSafety, FailedRequestDoesNotTrainTheCost) {
 
 TEST(LeaseSafety, RunReleasesAsFailedWhenFnThrows) {
   FakeClock clock(0);
-  auto d = Make(Config(1), clock);
+  auto d = Make(OneService(1), clock);
   EXPECT_THROW(d->Run("ocr", [&](int) -> int {
     clock.AdvanceMs(3);
     throw std::runtime_error("model crashed");
@@ -86,7 +74,7 @@ TEST(LeaseSafety, RunReleasesAsFailedWhenFnThrows) {
 
 TEST(LeaseSafety, MaxPerGpuCapsCoRunnersAndTimeoutNamesTheLimit) {
   FakeClock clock(0, /*auto_advance_on_sleep=*/true);
-  DispatcherConfig c = Config(1);
+  DispatcherConfig c = OneService(1);
   c.max_per_gpu = 1;
   c.acquire_timeout = 70;
   auto d = Make(c, clock);
@@ -105,7 +93,7 @@ TEST(LeaseSafety, MaxPerGpuCapsCoRunnersAndTimeoutNamesTheLimit) {
 
 TEST(LeaseSafety, GpuOutOfServiceIsSkippedUntilBack) {
   FakeClock clock(0, /*auto_advance_on_sleep=*/true);
-  DispatcherConfig c = Config(2);
+  DispatcherConfig c = OneService(2);
   c.acquire_timeout = 30;
   auto d = Make(c, clock);
   ASSERT_TRUE(d->SetGpuEnabled(0, false).ok());
@@ -126,7 +114,7 @@ TEST(LeaseSafety, GpuOutOfServiceIsSkippedUntilBack) {
 
 TEST(LeaseSafety, ShutdownEndsAWaitingAcquire) {
   FakeClock clock(0);
-  DispatcherConfig c = Config(1);
+  DispatcherConfig c = OneService(1);
   c.max_per_gpu = 1;
   auto d = Make(c, clock);
   StatusOr<Lease> held = d->Acquire(0);
@@ -144,7 +132,7 @@ TEST(LeaseSafety, ShutdownEndsAWaitingAcquire) {
 }
 
 TEST(LeaseSafety, ConfigRejectsNegativeCapAndTimeout) {
-  DispatcherConfig c = Config(1);
+  DispatcherConfig c = OneService(1);
   c.max_per_gpu = -1;
   EXPECT_NE(ValidateConfig(c).message().find("max_per_gpu"), std::string::npos);
   c.max_per_gpu = 0;

@@ -97,11 +97,6 @@ public final class ChunkRuntime extends Handle {
 
   /** Runs `job` to completion (after the runs queued before it). */
   public void run(Job job) {
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_chunks_run(h, job.job));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_chunks_run(h, job.job));
   }
 }

@@ -83,24 +83,14 @@ public final class Dispatcher extends Handle {
   /** Blocks until a GPU is granted; hand the lease back to {@link #release}. */
   public GpuschedLibrary.Lease acquire(String service) {
     GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_acquire(h, service, lease));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_dispatcher_acquire(h, service, lease));
     return lease;
   }
 
   /** Releases `lease`; a failed request's run time does not train the cost. */
   public void release(GpuschedLibrary.Lease lease, boolean failed) {
-    Pointer h = enter(true);  // releases end what close() waits for
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_release(
-          h, lease, failed ? GpuschedLibrary.FAILED : GpuschedLibrary.SUCCEEDED));
-    } finally {
-      exit();
-    }
+    int outcome = failed ? GpuschedLibrary.FAILED : GpuschedLibrary.SUCCEEDED;
+    call(true, h -> lib.gpusched_dispatcher_release(h, lease, outcome));  // ends what close waits for
   }
 
   public LeaseScope lease(String service) {
@@ -110,55 +100,30 @@ public final class Dispatcher extends Handle {
   /** Acquire, fn.invoke(gpu, null) on this thread, release; returns fn's result. */
   public int run(String service, GpuschedLibrary.RunFn fn) {
     Memory result = new Memory(4);
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_run(h, service, fn, null, result));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_dispatcher_run(h, service, fn, null, result));
     return result.getInt(0);
   }
 
   public void setGpuEnabled(int gpu, boolean enabled) {
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_set_gpu_enabled(h, gpu, enabled ? 1 : 0));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_dispatcher_set_gpu_enabled(h, gpu, enabled ? 1 : 0));
   }
 
   /** The owner ticket of `gpu`'s signal mark (0: none). */
   public long markOwner(int gpu) {
     LongByReference owner = new LongByReference();
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_mark(h, gpu, owner, null));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_dispatcher_mark(h, gpu, owner, null));
     return owner.getValue();
   }
 
   public GpuschedLibrary.ServiceMetrics serviceMetrics(String service) {
     GpuschedLibrary.ServiceMetrics m = new GpuschedLibrary.ServiceMetrics();
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_service_metrics(h, service, m));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_dispatcher_service_metrics(h, service, m));
     return m;
   }
 
   public GpuschedLibrary.GpuMetrics gpuMetrics(int gpu) {
     GpuschedLibrary.GpuMetrics m = new GpuschedLibrary.GpuMetrics();
-    Pointer h = enter(false);
-    try {
-      GpuschedException.check(lib, lib.gpusched_dispatcher_gpu_metrics(h, gpu, m));
-    } finally {
-      exit();
-    }
+    call(false, h -> lib.gpusched_dispatcher_gpu_metrics(h, gpu, m));
     return m;
   }
 }

@@ -1,6 +1,7 @@
 package io.gpusched;
 
 import com.sun.jna.Pointer;
+import java.util.function.ToIntFunction;
 
 /**
  * A C handle shared by threads. Every call holds a pass ({@link #enter}/{@link #exit});
@@ -30,6 +31,16 @@ abstract class Handle implements AutoCloseable {
 
   protected final synchronized void exit() {
     if (--inFlight == 0) notifyAll();
+  }
+
+  /** Calls `call` with the handle under a pass and throws on a non-zero status. */
+  protected final void call(boolean allowedWhileClosing, ToIntFunction<Pointer> call) {
+    Pointer h = enter(allowedWhileClosing);
+    try {
+      GpuschedException.check(lib, call.applyAsInt(h));
+    } finally {
+      exit();
+    }
   }
 
   /** Ends the waits of calls in flight before close waits for them (the dispatcher). */

@@ -46,13 +46,13 @@ class GpuschedError(RuntimeError):
 @dataclass
 class Service:
     name: str
-    cost_ms: int = 100
+    cost_ms: float = 100  # fractions of a ms allowed
     wait_ms: int = 50
     try_ms: int = 10
 
 
 class _ServiceConfig(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("cost_time_ms", ctypes.c_int64),
+    _fields_ = [("name", ctypes.c_char_p), ("cost_time_ms", ctypes.c_double),
                 ("wait_time_ms", ctypes.c_int64), ("try_time_ms", ctypes.c_int64)]
 
 

@@ -2,6 +2,7 @@
 // the per-GPU cap, the acquire deadline, GPUs out of service and shutdown. Fake clock.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "dispatch/realtime_dispatcher.h"
@@ -139,6 +140,23 @@ TEST(LeaseSafety, ConfigRejectsNegativeCapAndTimeout) {
   c.acquire_timeout = -5;
   EXPECT_NE(ValidateConfig(c).message().find("acquire_timeout: must be >= 0 ms (0: none), got -5"),
             std::string::npos);
+}
+
+TEST(LeaseSafety, FractionalCostIsKeptExactlyAndRoundedOnlyAtTheMark) {
+  FakeClock clock(0);
+  DispatcherConfig c = OneService(1);
+  c.services[0] = {.name = "fast", .cost_time = 2.5, .wait_time = 1, .try_time = 1};
+  auto d = Make(c, clock);
+  EXPECT_DOUBLE_EQ(d->Metrics().services[0].cost_time_ms, 2.5);
+  std::optional<Lease> l = d->TryAcquire(0, 1);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(d->mark(0).fin_time, 3);  // 0 + 2.5, rounded to the mark's whole ms
+  c.services[0].cost_time = std::nan("");
+  EXPECT_NE(ValidateConfig(c).message().find("cost_time: must be finite and > 0 ms, got nan"),
+            std::string::npos) << ValidateConfig(c).message();
+  c.services[0].cost_time = 0.75;
+  EXPECT_NE(ValidateConfig(c).message().find("must be < cost_time (0.75), got 1"),
+            std::string::npos) << ValidateConfig(c).message();
 }
 
 }  // namespace

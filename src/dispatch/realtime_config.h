@@ -17,7 +17,10 @@ namespace gpusched::dispatch {
 // One service (a model server with its own queue and worker threads). Times in ms.
 struct ServiceConfig {
   std::string name;
-  DurationMs cost_time = 100;  // expected run time; the initial value of the learned cost
+  // Expected run time in ms, fractions allowed (a 0.25 ms model); the initial value of the
+  // learned cost. The cost is kept exactly and rounded to whole ms only where it meets a
+  // GPU's mark (fin_time, claims 1 and 4), whose unit is the ms.
+  double cost_time = 100;
   DurationMs wait_time = 50;   // budget before grabbing directly (claims 2, 3)
   DurationMs try_time = 10;    // retry period (claim 2)
 };

@@ -158,6 +158,12 @@ class BadOptions(unittest.TestCase):
         self.assertEqual(unraisable, [])
 
 
+class FractionalCosts(unittest.TestCase):
+    def test_sub_millisecond_cost(self):
+        with Dispatcher(gpus=1, services=[Service("fast", cost_ms=0.25, wait_ms=0, try_ms=1)]) as d:
+            self.assertEqual(d.service_metrics("fast")["cost_time_ms"], 0.25)
+
+
 class Backpressure(unittest.TestCase):
     def test_cap_deadline_and_out_of_service(self):
         with Dispatcher(gpus=2, services=OCR, max_per_gpu=1, acquire_timeout_ms=20) as d:

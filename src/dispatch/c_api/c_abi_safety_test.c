@@ -155,6 +155,22 @@ static int32_t Fails(int32_t gpu, void* user) {
   return 3;
 }
 
+static int FractionalCostsAreAccepted(void) {
+  gpusched_dispatcher_options o;
+  gpusched_service_config fast = {"fast", 0.25, 0, 1};
+  gpusched_service_config bad = {"bad", NAN, 0, 1};
+  gpusched_dispatcher* d = NULL;
+  gpusched_service_metrics m;
+  memset(&o, 0, sizeof o);
+  o.gpu_count = 1;
+  EXPECT_ERROR(gpusched_dispatcher_create(&o, &bad, 1, &d), GPUSCHED_E_INVALID_ARGUMENT, "services[bad].cost_time");
+  EXPECT(gpusched_dispatcher_create(&o, &fast, 1, &d) == 0);
+  EXPECT(gpusched_dispatcher_service_metrics(d, "fast", &m) == 0);
+  EXPECT(m.cost_time_ms == 0.25);
+  EXPECT(gpusched_dispatcher_destroy(d) == 0);
+  return 0;
+}
+
 static int RunReportsFailureOfFn(void) {
   gpusched_dispatcher* d = NewDispatcher(1, 0, 0);
   gpusched_service_metrics m;
@@ -385,7 +401,7 @@ static int CudaIsExplicit(void) {
 
 int main(void) {
   if (DestroyWaitsForRunAndEndsWaitingAcquire() || DestroyRefusedWhileALeaseIsOut() ||
-      ReleasesAreChecked() || RunReportsFailureOfFn() || BadArgumentsAreRefused() ||
+      ReleasesAreChecked() || RunReportsFailureOfFn() || FractionalCostsAreAccepted() || BadArgumentsAreRefused() ||
       CapDeadlineAndOutOfService() || SharedChunkRuntimeFinishesFourThreads() ||
       ChunkDestroyWaitsForTheRunInFlight() || CudaIsExplicit()) {
     return 1;

@@ -20,7 +20,7 @@
  * memory: stop your threads, or use the Python or Java wrappers, which guard this.
  *
  * ABI version 1 (SONAME libgpusched_c.so.1). Changes from the unversioned library: destroy
- * functions return int; gpusched_dispatcher_release takes an outcome; the options lost
+ * functions return int; gpusched_dispatcher_release takes an outcome; cost_time_ms is a double; the options lost
  * submit_threads and gained max_per_gpu and acquire_timeout_ms; service metrics gained
  * `failed`; new: gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled, gpusched_dispatcher_shutdown,
  * gpusched_chunks_create_cuda, gpusched_cuda_device_count.
@@ -64,7 +64,9 @@ typedef struct gpusched_dispatcher gpusched_dispatcher;
 
 typedef struct {
   const char* name;
-  int64_t cost_time_ms; /* expected run time; initial value of the learned cost (claim 6) */
+  double cost_time_ms;  /* expected run time, > 0, fractions allowed (0.25); the initial
+                           value of the learned cost (claim 6); rounded to whole ms only where
+                           it meets a GPU's fin_time */
   int64_t wait_time_ms; /* must be < cost_time_ms (claim 7) */
   int64_t try_time_ms;  /* retry period, > 0 (claim 2) */
 } gpusched_service_config;

@@ -12,8 +12,8 @@ import com.sun.jna.ptr.PointerByReference;
  * {@link #acquire} are out. The per-GPU lock is not exclusive: see {@link GpuschedLibrary}.
  */
 public final class Dispatcher extends Handle {
-  /** One service: times in ms; wait < cost (claim 7), try > 0. */
-  public record Service(String name, long costMs, long waitMs, long tryMs) {}
+  /** One service: times in ms (cost may be fractional); wait < cost (claim 7), try > 0. */
+  public record Service(String name, double costMs, long waitMs, long tryMs) {}
 
   /** A lease as a scope: released on close, as failed when {@link #fail()} was called. */
   public final class LeaseScope implements AutoCloseable {

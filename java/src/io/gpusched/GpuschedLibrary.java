@@ -69,7 +69,7 @@ public interface GpuschedLibrary extends Library {
   @Structure.FieldOrder({"name", "cost_time_ms", "wait_time_ms", "try_time_ms"})
   class ServiceConfig extends Structure {
     public String name;
-    public long cost_time_ms;
+    public double cost_time_ms;
     public long wait_time_ms;
     public long try_time_ms;
   }

@@ -155,6 +155,36 @@ static int32_t Fails(int32_t gpu, void* user) {
   return 3;
 }
 
+struct Intruder {
+  gpusched_dispatcher* d;
+  int release_rc;
+};
+
+static int32_t ReleaseOwnLeaseFromInside(int32_t gpu, void* user) {
+  struct Intruder* in = user;
+  gpusched_lease stolen;
+  memset(&stolen, 0, sizeof stolen);
+  stolen.gpu = gpu;
+  if (gpusched_dispatcher_mark(in->d, gpu, &stolen.ticket, NULL) != 0) return 1;
+  in->release_rc = gpusched_dispatcher_release(in->d, &stolen, GPUSCHED_SUCCEEDED);
+  return 0;
+}
+
+static int ReleaseOfARunsLeaseIsRefused(void) {
+  struct Intruder in = {NULL, -1};
+  gpusched_gpu_metrics g;
+  int32_t result = -1;
+  in.d = NewDispatcher(1, 0, 0);
+  EXPECT(in.d != NULL);
+  EXPECT(gpusched_dispatcher_run(in.d, "infer", ReleaseOwnLeaseFromInside, &in, &result) == 0);
+  EXPECT(result == 0);
+  EXPECT(in.release_rc == GPUSCHED_E_NOT_FOUND); /* the mark's owner is run's, not the caller's */
+  EXPECT(gpusched_dispatcher_gpu_metrics(in.d, 0, &g) == 0);
+  EXPECT(g.running == 0 && g.started == 1);
+  EXPECT(gpusched_dispatcher_destroy(in.d) == 0);
+  return 0;
+}
+
 static int FractionalCostsAreAccepted(void) {
   gpusched_dispatcher_options o;
   gpusched_service_config fast = {"fast", 0.25, 0, 1};
@@ -401,7 +431,8 @@ static int CudaIsExplicit(void) {
 
 int main(void) {
   if (DestroyWaitsForRunAndEndsWaitingAcquire() || DestroyRefusedWhileALeaseIsOut() ||
-      ReleasesAreChecked() || RunReportsFailureOfFn() || FractionalCostsAreAccepted() || BadArgumentsAreRefused() ||
+      ReleasesAreChecked() || RunReportsFailureOfFn() || FractionalCostsAreAccepted() ||
+      ReleaseOfARunsLeaseIsRefused() || BadArgumentsAreRefused() ||
       CapDeadlineAndOutOfService() || SharedChunkRuntimeFinishesFourThreads() ||
       ChunkDestroyWaitsForTheRunInFlight() || CudaIsExplicit()) {
     return 1;

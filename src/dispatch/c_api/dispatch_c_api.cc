@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@ struct gpusched_dispatcher {
   std::unique_ptr<RealtimeDispatcher> dispatcher;
   CallGate gate;
   std::mutex mu;
-  int api_leases = 0;  // granted by gpusched_dispatcher_acquire, not yet released
+  // Tickets granted by gpusched_dispatcher_acquire and not yet released. A lease held inside
+  // gpusched_dispatcher_run is not among them, so no caller can release it from outside.
+  std::set<uint64_t> api_tickets;
 };
 
 struct gpusched_sim_devices {
@@ -145,9 +148,9 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
   const int rc = Guard([&]() -> Status {
     {
       std::lock_guard lock(d->mu);
-      if (d->api_leases > 0) {
+      if (!d->api_tickets.empty()) {
         return gpusched::FailedPrecondition(
-            "gpusched_dispatcher_destroy: " + std::to_string(d->api_leases) +
+            "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
             " lease(s) still out; release them first (the dispatcher stays usable)");
       }
     }
@@ -155,11 +158,11 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
     if (Status s = d->gate.Close("gpusched_dispatcher_destroy"); !s.ok()) return s;
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
     std::lock_guard lock(d->mu);
-    if (d->api_leases > 0) {
+    if (!d->api_tickets.empty()) {
       d->dispatcher->Shutdown(false);
       d->gate.Reopen();
       return gpusched::FailedPrecondition(
-          "gpusched_dispatcher_destroy: " + std::to_string(d->api_leases) +
+          "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
           " lease(s) were granted while destroying; release them first");
     }
     return Status::Ok();
@@ -192,7 +195,7 @@ int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
     GS_ASSIGN_OR_RETURN(Lease l, d->dispatcher->Acquire(index));
     std::lock_guard lock(d->mu);
-    d->api_leases++;
+    d->api_tickets.insert(l.ticket);
     *out = ToC(l);
     return Status::Ok();
   });
@@ -206,9 +209,15 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
     CallGate::Pass pass(d->gate, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
     GS_RETURN_IF_ERROR(pass.status());
     GS_ASSIGN_OR_RETURN(Outcome o, ToOutcome(outcome));
-    std::lock_guard lock(d->mu);  // keeps api_leases in step with the dispatcher's leases
+    std::lock_guard lock(d->mu);  // keeps api_tickets in step with the dispatcher's leases
+    if (!d->api_tickets.contains(lease->ticket)) {  // a run's lease is not the caller's either
+      return gpusched::NotFound("lease: ticket " + std::to_string(lease->ticket) +
+                                " is not outstanding on this dispatcher (released already, "
+                                "never granted by gpusched_dispatcher_acquire, or another "
+                                "dispatcher's)");
+    }
     GS_RETURN_IF_ERROR(d->dispatcher->Release(FromC(*lease), o));
-    d->api_leases--;
+    d->api_tickets.erase(lease->ticket);
     return Status::Ok();
   });
 }

@@ -19,11 +19,12 @@
  * at its next round), and then frees it. A call that starts after destroy returned uses freed
  * memory: stop your threads, or use the Python or Java wrappers, which guard this.
  *
- * ABI version 1 (SONAME libgpusched_c.so.1). Changes from the unversioned library: destroy
- * functions return int; gpusched_dispatcher_release takes an outcome; cost_time_ms is a double; the options lost
- * submit_threads and gained max_per_gpu and acquire_timeout_ms; service metrics gained
- * `failed`; new: gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled, gpusched_dispatcher_shutdown,
- * gpusched_chunks_create_cuda, gpusched_cuda_device_count.
+ * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
+ * from the unversioned library: destroy functions return int; gpusched_dispatcher_release
+ * takes an outcome; cost_time_ms is a double; the options lost submit_threads and gained
+ * max_per_gpu and acquire_timeout_ms; service metrics gained `failed`; new functions
+ * gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled, gpusched_dispatcher_shutdown,
+ * gpusched_chunks_create_cuda and gpusched_cuda_device_count.
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_

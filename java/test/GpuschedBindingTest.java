@@ -1,7 +1,8 @@
 // The Java binding (io.gpusched, gpusched.jar) as a Spark executor or a JVM inference server
 // would use it: close during use, releases that must be refused, bad options refused at create,
-// a chunk runtime shared by 4 task threads with a Java user kernel, and failed requests. Plain
-// main (no test framework in Debian's JDK): exits non-zero on the first failure.
+// backpressure, fractional costs, a chunk runtime shared by 4 task threads with a Java user
+// kernel, and failed requests. Plain main (no test framework in Debian's JDK): exits non-zero
+// on the first failure.
 // Usage: java -cp jna.jar:gpusched.jar:. GpuschedBindingTest
 import io.gpusched.ChunkRuntime;
 import io.gpusched.Dispatcher;
@@ -134,6 +135,24 @@ public class GpuschedBindingTest {
     }
   }
 
+  static void backpressureAndFractionalCosts() {
+    GpuschedLibrary.DispatcherOptions o = options(1);
+    o.max_per_gpu = 1;
+    o.acquire_timeout_ms = 20;
+    try (Dispatcher d = new Dispatcher(LIB, o, OCR, new Dispatcher.Service("fast", 0.25, 0, 1))) {
+      expect(d.serviceMetrics("fast").cost_time_ms == 0.25, "fractional cost kept");
+      GpuschedLibrary.Lease held = d.acquire("ocr");
+      expectError(GpuschedLibrary.E_UNAVAILABLE, "1 of 1 GPUs at max_per_gpu 1", () -> d.acquire("fast"));
+      d.release(held, false);
+      d.setGpuEnabled(0, false);
+      expectError(GpuschedLibrary.E_UNAVAILABLE, "1 out of service", () -> d.acquire("ocr"));
+      d.setGpuEnabled(0, true);
+      try (Dispatcher.LeaseScope l = d.lease("ocr")) {
+        expect(l.gpu() == 0, "back in service");
+      }
+    }
+  }
+
   static void chunkRuntimeSharedByFourThreads() throws Exception {
     final int n = 64 * 1024;  // uint32 per task: 256 KiB, 32 chunks of 8 KiB
     try (ChunkRuntime rt = ChunkRuntime.simulated(LIB, 2, 64, 8192)) {
@@ -186,6 +205,7 @@ public class GpuschedBindingTest {
     closeWhileThreadsLeaseNeverCrashes();
     releasesAreChecked();
     badOptionsRefusedAtCreate();
+    backpressureAndFractionalCosts();
     chunkRuntimeSharedByFourThreads();
     System.out.println("GpuschedBindingTest OK");
   }

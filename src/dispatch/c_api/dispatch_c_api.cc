@@ -232,7 +232,13 @@ int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusche
     GS_RETURN_IF_ERROR(pass.status());
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
     GS_ASSIGN_OR_RETURN(Lease lease, d->dispatcher->Acquire(index));
-    const int32_t r = fn(lease.gpu, user);  // C code: cannot throw
+    int32_t r = 0;
+    try {
+      r = fn(lease.gpu, user);
+    } catch (...) {  // a C++ callback that throws: free the GPU, then report it (Guard)
+      (void)d->dispatcher->Release(lease, Outcome::kFailed);
+      throw;
+    }
     GS_RETURN_IF_ERROR(d->dispatcher->Release(lease, r == 0 ? Outcome::kSucceeded : Outcome::kFailed));
     if (fn_result) *fn_result = r;
     return Status::Ok();

@@ -20,3 +20,10 @@ function(gpusched_add_test name)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
   endif()
 endfunction()
+
+# gpusched_skipped_test(name reason): registers `name` as a test that ctest reports as skipped
+# (not passed, not failed) when a tool it needs is missing, so the test's absence is visible.
+function(gpusched_skipped_test name reason)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo "SKIPPED: ${reason}")
+  set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED:")
+endfunction()

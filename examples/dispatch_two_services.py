@@ -4,7 +4,7 @@ dispatcher, through the C ABI. Each service has its own worker threads (as in th
 every request leases a GPU, runs on it (a small copy/scale/copy round trip plus simulated
 compute), and releases it. Prints per-service and per-GPU metrics.
 
-    GPUSCHED_C_LIB=path/to/libgpusched_c.so PYTHONPATH=python python3 examples/dispatch_two_services.py
+    GPUSCHED_C_LIB=path/to/libgpusched_c.so.1 PYTHONPATH=python python3 examples/dispatch_two_services.py
 """
 
 import json
@@ -32,27 +32,26 @@ def worker(d, devices, service, requests, seed, per_gpu, errors):
 
 
 def main(requests_per_worker=15, workers_per_service=3):
-    devices = SimDevices(count=GPUS, memory_mib=64, streams=16)
-    d = Dispatcher(gpus=GPUS, services=SERVICES)
     per_gpu = [0] * GPUS
     errors = []
-    threads = [threading.Thread(target=worker,
-                                args=(d, devices, s.name, requests_per_worker, 7 * i + j,
-                                      per_gpu, errors))
-               for i, s in enumerate(SERVICES) for j in range(workers_per_service)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    report = {
-        "requests_per_gpu": per_gpu,
-        "services": {s.name: d.service_metrics(s.name) for s in SERVICES},
-        "gpus": [d.gpu_metrics(g) for g in range(GPUS)],
-        "errors": errors,
-    }
-    d.close()
-    devices.close()
-    return report
+    # max_per_gpu bounds the requests running on one GPU at once: the per-GPU lock of
+    # CN113051059B is an ownership token, not mutual exclusion.
+    with SimDevices(count=GPUS, memory_mib=64, streams=16) as devices, \
+            Dispatcher(gpus=GPUS, services=SERVICES, max_per_gpu=4) as d:
+        threads = [threading.Thread(target=worker,
+                                    args=(d, devices, s.name, requests_per_worker, 7 * i + j,
+                                          per_gpu, errors))
+                   for i, s in enumerate(SERVICES) for j in range(workers_per_service)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return {
+            "requests_per_gpu": per_gpu,
+            "services": {s.name: d.service_metrics(s.name) for s in SERVICES},
+            "gpus": [d.gpu_metrics(g) for g in range(GPUS)],
+            "errors": errors,
+        }
 
 
 if __name__ == "__main__":

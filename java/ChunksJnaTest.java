@@ -12,7 +12,7 @@ import java.nio.ByteOrder;
 public class ChunksJnaTest {
   public interface Chunks extends Library {
     int gpusched_chunks_create_sim(int numGpus, long gpuMemoryMib, long chunkBytes, PointerByReference out);
-    void gpusched_chunks_destroy(Pointer runtime);
+    int gpusched_chunks_destroy(Pointer runtime);
     Pointer gpusched_chunks_job_new();
     void gpusched_chunks_job_free(Pointer job);
     int gpusched_chunks_job_add_buffer(Pointer job, String name, Pointer data, long bytes, int cache);

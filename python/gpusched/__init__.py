@@ -1,21 +1,40 @@
 """gpusched's node-level library from Python, through the C ABI (gpusched_c.h) with ctypes.
 
-No compiled extension: the module loads libgpusched_c.so from $GPUSCHED_C_LIB, or by name from
-the loader's search path. Errors raise GpuschedError carrying the C status code and message.
+No compiled extension. The library is found, in order: $GPUSCHED_C_LIB (a path); next to this
+package as installed by `cmake --install BUILD --prefix P` (P/lib/libgpusched_c.so.1, the
+package being P/lib/python3/dist-packages/gpusched); by name (libgpusched_c.so.1) on the
+loader's search path. Errors raise GpuschedError carrying the C status code and message.
 
     from gpusched import Dispatcher, Service, SimDevices
-    devices = SimDevices(count=4)
-    d = Dispatcher(gpus=4, services=[Service("ocr", cost_ms=20, wait_ms=10, try_ms=2)])
-    with d.lease("ocr") as gpu:
-        devices.compute(gpu, ms=15)
+    with SimDevices(count=4) as devices, \\
+         Dispatcher(gpus=4, services=[Service("ocr", cost_ms=20, wait_ms=10, try_ms=2)]) as d:
+        with d.lease("ocr") as gpu:
+            devices.compute(gpu, ms=15)
+
+Every object is thread-safe and may be closed from any thread: close() refuses new calls,
+waits for the calls in flight and then frees the handle; a call after close() raises
+GpuschedError instead of crashing. Objects are context managers.
+
+What the per-GPU lock does and does not guarantee: a lease with `locked` set owns its GPU's
+signal mark (CN113051059B claim 4), and only the owner's release resets it. It is not
+exclusive: a request whose cost fits inside the owner's remaining busy time is granted the
+same GPU and runs beside it (claim 1), and after its wait budget a request may be granted a busy
+GPU directly (claim 3). Pass max_per_gpu to bound the leases running on one GPU.
 """
 
 import ctypes
+import math
 import os
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["Dispatcher", "GpuschedError", "Service", "SimDevices", "load_library"]
+__all__ = ["ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "SimDevices",
+           "load_library", "ABI_VERSION"]
+
+ABI_VERSION = 1
+_SONAME = f"libgpusched_c.so.{ABI_VERSION}"
+_FAILED_PRECONDITION = 4
 
 
 class GpuschedError(RuntimeError):
@@ -27,13 +46,13 @@ class GpuschedError(RuntimeError):
 @dataclass
 class Service:
     name: str
-    cost_ms: int = 100
+    cost_ms: float = 100  # fractions of a ms allowed
     wait_ms: int = 50
     try_ms: int = 10
 
 
 class _ServiceConfig(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("cost_time_ms", ctypes.c_int64),
+    _fields_ = [("name", ctypes.c_char_p), ("cost_time_ms", ctypes.c_double),
                 ("wait_time_ms", ctypes.c_int64), ("try_time_ms", ctypes.c_int64)]
 
 
@@ -42,7 +61,7 @@ class _Options(ctypes.Structure):
                 ("max_fin_time", ctypes.c_int32), ("earliest_finish_scan", ctypes.c_int32),
                 ("elapsed_budget", ctypes.c_int32), ("direct_no_lock", ctypes.c_int32),
                 ("cost_learning", ctypes.c_int32), ("ema_alpha", ctypes.c_double),
-                ("submit_threads", ctypes.c_int32)]
+                ("max_per_gpu", ctypes.c_int32), ("acquire_timeout_ms", ctypes.c_int64)]
 
 
 class _Lease(ctypes.Structure):
@@ -52,10 +71,11 @@ class _Lease(ctypes.Structure):
 
 
 class _ServiceMetrics(ctypes.Structure):
-    _fields_ = [("completed", ctypes.c_uint64), ("give_ups", ctypes.c_uint64),
-                ("direct_grabs", ctypes.c_uint64), ("queue_ms_mean", ctypes.c_double),
-                ("queue_ms_max", ctypes.c_double), ("run_ms_mean", ctypes.c_double),
-                ("run_ms_max", ctypes.c_double), ("cost_time_ms", ctypes.c_double)]
+    _fields_ = [("completed", ctypes.c_uint64), ("failed", ctypes.c_uint64),
+                ("give_ups", ctypes.c_uint64), ("direct_grabs", ctypes.c_uint64),
+                ("queue_ms_mean", ctypes.c_double), ("queue_ms_max", ctypes.c_double),
+                ("run_ms_mean", ctypes.c_double), ("run_ms_max", ctypes.c_double),
+                ("cost_time_ms", ctypes.c_double)]
 
 
 class _GpuMetrics(ctypes.Structure):
@@ -65,37 +85,81 @@ class _GpuMetrics(ctypes.Structure):
 
 
 _lib = None
+_lib_lock = threading.Lock()
+
+
+def _candidates():
+    env = os.environ.get("GPUSCHED_C_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.join(here, _SONAME),
+            os.path.normpath(os.path.join(here, "..", "..", "..", _SONAME)),
+            _SONAME]
+
+
+def _declare(lib):
+    P, i32, i64, vp, cp = (ctypes.POINTER, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
+                           ctypes.c_char_p)
+    sigs = {
+        "gpusched_abi_version": ([], ctypes.c_int),
+        "gpusched_last_error": ([], cp),
+        "gpusched_dispatcher_create": ([P(_Options), P(_ServiceConfig), i32, P(vp)], ctypes.c_int),
+        "gpusched_dispatcher_destroy": ([vp], ctypes.c_int),
+        "gpusched_dispatcher_shutdown": ([vp, i32], ctypes.c_int),
+        "gpusched_dispatcher_acquire": ([vp, cp, P(_Lease)], ctypes.c_int),
+        "gpusched_dispatcher_release": ([vp, P(_Lease), i32], ctypes.c_int),
+        "gpusched_dispatcher_mark": ([vp, i32, P(ctypes.c_uint64), P(i64)], ctypes.c_int),
+        "gpusched_dispatcher_set_gpu_enabled": ([vp, i32, i32], ctypes.c_int),
+        "gpusched_dispatcher_service_metrics": ([vp, cp, P(_ServiceMetrics)], ctypes.c_int),
+        "gpusched_dispatcher_gpu_metrics": ([vp, i32, P(_GpuMetrics)], ctypes.c_int),
+        "gpusched_sim_devices_create": ([i32, i64, i32, P(vp)], ctypes.c_int),
+        "gpusched_sim_devices_destroy": ([vp], ctypes.c_int),
+        "gpusched_sim_devices_compute": ([vp, i32, ctypes.c_double], ctypes.c_int),
+        "gpusched_sim_devices_memory": ([vp, i32, P(i64), P(i64)], ctypes.c_int),
+        "gpusched_sim_devices_scale": ([vp, i32, P(ctypes.c_float), i64, ctypes.c_float],
+                                       ctypes.c_int),
+        "gpusched_chunks_create_sim": ([ctypes.c_int, i64, i64, P(vp)], ctypes.c_int),
+        "gpusched_chunks_destroy": ([vp], ctypes.c_int),
+        "gpusched_chunks_job_new": ([], vp),
+        "gpusched_chunks_job_free": ([vp], None),
+        "gpusched_chunks_job_add_buffer": ([vp, cp, vp, i64, ctypes.c_int], ctypes.c_int),
+        "gpusched_chunks_job_add_stage": ([vp, cp, cp, cp, cp, ctypes.c_double, i64],
+                                          ctypes.c_int),
+        "gpusched_chunks_run": ([vp, vp], ctypes.c_int),
+        "gpusched_chunks_stat": ([vp, cp], i64),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
 
 
 def load_library():
-    """Loads libgpusched_c.so once ($GPUSCHED_C_LIB, else the loader's search path)."""
+    """Loads libgpusched_c once (see the module docstring for where it looks)."""
     global _lib
-    if _lib is not None:
-        return _lib
-    lib = ctypes.CDLL(os.environ.get("GPUSCHED_C_LIB", "libgpusched_c.so"))
-    P = ctypes.POINTER
-    lib.gpusched_last_error.restype = ctypes.c_char_p
-    lib.gpusched_dispatcher_create.argtypes = [P(_Options), P(_ServiceConfig), ctypes.c_int32,
-                                               P(ctypes.c_void_p)]
-    lib.gpusched_dispatcher_destroy.argtypes = [ctypes.c_void_p]
-    lib.gpusched_dispatcher_acquire.argtypes = [ctypes.c_void_p, ctypes.c_char_p, P(_Lease)]
-    lib.gpusched_dispatcher_release.argtypes = [ctypes.c_void_p, P(_Lease)]
-    lib.gpusched_dispatcher_mark.argtypes = [ctypes.c_void_p, ctypes.c_int32,
-                                             P(ctypes.c_uint64), P(ctypes.c_int64)]
-    lib.gpusched_dispatcher_service_metrics.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
-                                                        P(_ServiceMetrics)]
-    lib.gpusched_dispatcher_gpu_metrics.argtypes = [ctypes.c_void_p, ctypes.c_int32,
-                                                    P(_GpuMetrics)]
-    lib.gpusched_sim_devices_create.argtypes = [ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
-                                                P(ctypes.c_void_p)]
-    lib.gpusched_sim_devices_destroy.argtypes = [ctypes.c_void_p]
-    lib.gpusched_sim_devices_compute.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_double]
-    lib.gpusched_sim_devices_memory.argtypes = [ctypes.c_void_p, ctypes.c_int32,
-                                                P(ctypes.c_int64), P(ctypes.c_int64)]
-    lib.gpusched_sim_devices_scale.argtypes = [ctypes.c_void_p, ctypes.c_int32,
-                                               P(ctypes.c_float), ctypes.c_int64, ctypes.c_float]
-    _lib = lib
-    return lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        for path in _candidates():
+            if os.sep in path and not os.path.exists(path):
+                errors.append(f"{path}: no such file")
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+                break
+            except OSError as e:
+                errors.append(str(e))
+        else:
+            raise OSError("gpusched: cannot load the C library; set GPUSCHED_C_LIB to the path "
+                          f"of {_SONAME} (tried: {'; '.join(errors)})")
+        _declare(lib)
+        if lib.gpusched_abi_version() != ABI_VERSION:
+            raise OSError(f"gpusched: {path} has ABI version {lib.gpusched_abi_version()}, "
+                          f"this package needs {ABI_VERSION}")
+        _lib = lib
+        return lib
 
 
 def _check(code):
@@ -107,15 +171,113 @@ def _struct_dict(s):
     return {name: getattr(s, name) for name, _ in s._fields_}
 
 
-class Dispatcher:
+def _nonneg_number(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
+    return value
+
+
+class _Handle:
+    """A C handle shared by threads. Every call holds a pass (`with self._call():`); close()
+    refuses new calls, waits for the passes out, then frees the handle once."""
+
+    _destroy = None  # name of the C destroy function
+
+    def __init__(self):
+        self._h = None  # set by the subclass once the C object exists
+        self._cv = threading.Condition()
+        self._in_flight = 0
+        self._closing = False
+
+    @contextmanager
+    def _call(self, allowed_while_closing=False):
+        with self._cv:
+            if self._h is None or (self._closing and not allowed_while_closing):
+                raise GpuschedError(_FAILED_PRECONDITION,
+                                    f"{type(self).__name__} is closed")
+            self._in_flight += 1
+        try:
+            yield self._h
+        finally:
+            with self._cv:
+                self._in_flight -= 1
+                self._cv.notify_all()
+
+    def _before_wait(self):
+        """Hook: end the waits of calls in flight (the dispatcher shuts down)."""
+
+    def _after_refused(self):
+        """Hook: undo _before_wait when the C library refused to destroy."""
+
+    def close(self):
+        """Frees the handle after the calls in flight on other threads return. Idempotent."""
+        with self._cv:
+            if self._h is None or self._closing:
+                return
+            self._closing = True
+        self._before_wait()
+        with self._cv:  # held through destroy, so no call (a release) can slip in
+            self._cv.wait_for(lambda: self._in_flight == 0)
+            code = getattr(_lib, self._destroy)(self._h)
+            if code != 0:
+                error = GpuschedError(code, _lib.gpusched_last_error().decode())
+                self._closing = False
+            else:
+                self._h = None
+        if code != 0:
+            self._after_refused()
+            raise error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Only after a successful constructor; never raises from the garbage collector.
+        if getattr(self, "_h", None) is not None:
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 (refused: leases out; or interpreter teardown)
+                pass
+
+
+_COST_LEARNING = {"mean": 0, "ema": 1, "offline": 2}
+
+
+class Dispatcher(_Handle):
     """The CN113051059B real-time dispatcher over `gpus` GPUs, on the real clock.
 
-    Thread-safe: call lease()/acquire() from many Python threads (ctypes releases the GIL
-    while a call blocks)."""
+    Options (keyword-only; an unknown keyword is a TypeError): literal_release, max_fin_time,
+    earliest_finish_scan, elapsed_budget, direct_no_lock (bools: the claims' alternative
+    readings), cost_learning ("mean", "ema" or "offline"), ema_alpha, max_per_gpu (0: no cap)
+    and acquire_timeout_ms (0: none).
 
-    def __init__(self, gpus, services, **options):
+    Thread-safe: call lease()/acquire() from many Python threads (ctypes releases the GIL
+    while a call blocks). close() refuses while leases from acquire() are out."""
+
+    _destroy = "gpusched_dispatcher_destroy"
+
+    def __init__(self, gpus, services, *, literal_release=False, max_fin_time=False,
+                 earliest_finish_scan=False, elapsed_budget=False, direct_no_lock=False,
+                 cost_learning="mean", ema_alpha=0.0, max_per_gpu=0, acquire_timeout_ms=0):
+        super().__init__()
         lib = load_library()
-        opts = _Options(gpu_count=gpus, **options)
+        if cost_learning not in _COST_LEARNING:
+            raise ValueError(f"cost_learning: must be one of {sorted(_COST_LEARNING)}, "
+                             f"got {cost_learning!r}")
+        flags = dict(literal_release=literal_release, max_fin_time=max_fin_time,
+                     earliest_finish_scan=earliest_finish_scan, elapsed_budget=elapsed_budget,
+                     direct_no_lock=direct_no_lock)
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise TypeError(f"{name}: must be a bool, got {value!r}")
+        opts = _Options(gpu_count=gpus, cost_learning=_COST_LEARNING[cost_learning],
+                        ema_alpha=ema_alpha, max_per_gpu=max_per_gpu,
+                        acquire_timeout_ms=acquire_timeout_ms,
+                        **{k: int(v) for k, v in flags.items()})
         arr = (_ServiceConfig * len(services))(
             *[_ServiceConfig(s.name.encode(), s.cost_ms, s.wait_ms, s.try_ms) for s in services])
         handle = ctypes.c_void_p()
@@ -124,76 +286,124 @@ class Dispatcher:
         self._h = handle
         self.gpus = gpus
 
-    def close(self):
-        if self._h:
-            _lib.gpusched_dispatcher_destroy(self._h)
-            self._h = None
+    def _before_wait(self):
+        _lib.gpusched_dispatcher_shutdown(self._h, 1)  # waiting acquires fail now
 
-    def __del__(self):
-        self.close()
+    def _after_refused(self):
+        _lib.gpusched_dispatcher_shutdown(self._h, 0)
 
     def acquire(self, service):
         lease = _Lease()
-        _check(_lib.gpusched_dispatcher_acquire(self._h, service.encode(), ctypes.byref(lease)))
+        with self._call() as h:
+            _check(_lib.gpusched_dispatcher_acquire(h, service.encode(), ctypes.byref(lease)))
         return lease
 
-    def release(self, lease):
-        _check(_lib.gpusched_dispatcher_release(self._h, ctypes.byref(lease)))
+    def release(self, lease, failed=False):
+        """Hands `lease` back. failed=True: the request failed; its run time trains nothing."""
+        # Allowed while close() waits: a release ends what close is waiting for.
+        with self._call(allowed_while_closing=True) as h:
+            _check(_lib.gpusched_dispatcher_release(h, ctypes.byref(lease), 1 if failed else 0))
 
     @contextmanager
     def lease(self, service):
-        """Blocks until a GPU is granted; yields its index; releases on exit."""
+        """Blocks until a GPU is granted; yields its index; releases on exit, as failed when
+        the block raised."""
         lease = self.acquire(service)
         try:
             yield lease.gpu
-        finally:
-            self.release(lease)
+        except BaseException:
+            self.release(lease, failed=True)
+            raise
+        self.release(lease)
+
+    def set_gpu_enabled(self, gpu, enabled):
+        """Takes a GPU out of service (no new grants) or puts it back."""
+        with self._call() as h:
+            _check(_lib.gpusched_dispatcher_set_gpu_enabled(h, gpu, 1 if enabled else 0))
 
     def mark(self, gpu):
         owner, fin = ctypes.c_uint64(), ctypes.c_int64()
-        _check(_lib.gpusched_dispatcher_mark(self._h, gpu, ctypes.byref(owner), ctypes.byref(fin)))
+        with self._call() as h:
+            _check(_lib.gpusched_dispatcher_mark(h, gpu, ctypes.byref(owner), ctypes.byref(fin)))
         return owner.value, fin.value
 
     def service_metrics(self, service):
         m = _ServiceMetrics()
-        _check(_lib.gpusched_dispatcher_service_metrics(self._h, service.encode(), ctypes.byref(m)))
+        with self._call() as h:
+            _check(_lib.gpusched_dispatcher_service_metrics(h, service.encode(), ctypes.byref(m)))
         return _struct_dict(m)
 
     def gpu_metrics(self, gpu):
         m = _GpuMetrics()
-        _check(_lib.gpusched_dispatcher_gpu_metrics(self._h, gpu, ctypes.byref(m)))
+        with self._call() as h:
+            _check(_lib.gpusched_dispatcher_gpu_metrics(h, gpu, ctypes.byref(m)))
         return _struct_dict(m)
 
 
-class SimDevices:
+class SimDevices(_Handle):
     """Simulated GPUs (host memory, CPU threads, processor-shared compute)."""
 
+    _destroy = "gpusched_sim_devices_destroy"
+
     def __init__(self, count, memory_mib=1024, streams=16):
+        super().__init__()
         lib = load_library()
         handle = ctypes.c_void_p()
         _check(lib.gpusched_sim_devices_create(count, memory_mib, streams, ctypes.byref(handle)))
         self._h = handle
 
-    def close(self):
-        if self._h:
-            _lib.gpusched_sim_devices_destroy(self._h)
-            self._h = None
-
-    def __del__(self):
-        self.close()
-
     def compute(self, gpu, ms):
-        """Occupies `gpu` for `ms` of compute shared with co-running kernels; waits for it."""
-        _check(_lib.gpusched_sim_devices_compute(self._h, gpu, float(ms)))
+        """Occupies `gpu` for `ms` (finite, >= 0) of compute shared with co-running kernels."""
+        ms = _nonneg_number("ms", ms)
+        with self._call() as h:
+            _check(_lib.gpusched_sim_devices_compute(h, gpu, float(ms)))
 
     def scale(self, gpu, values, factor):
         """Copies `values` to the device, multiplies them there, copies them back."""
         arr = (ctypes.c_float * len(values))(*values)
-        _check(_lib.gpusched_sim_devices_scale(self._h, gpu, arr, len(values), factor))
+        with self._call() as h:
+            _check(_lib.gpusched_sim_devices_scale(h, gpu, arr, len(values), factor))
         return list(arr)
 
     def memory(self, gpu):
         used, total = ctypes.c_int64(), ctypes.c_int64()
-        _check(_lib.gpusched_sim_devices_memory(self._h, gpu, ctypes.byref(used),
-                                                ctypes.byref(total)))
+        with self._call() as h:
+            _check(_lib.gpusched_sim_devices_memory(h, gpu, ctypes.byref(used),
+                                                    ctypes.byref(total)))
         return used.value, total.value
+
+
+class ChunkRuntime(_Handle):
+    """The CN110955526B chunk scheduler over simulated GPUs. Shared by threads: runs queue,
+    each one having every GPU of the runtime."""
+
+    _destroy = "gpusched_chunks_destroy"
+
+    def __init__(self, gpus, gpu_memory_mib=256, chunk_bytes=0):
+        super().__init__()
+        lib = load_library()
+        handle = ctypes.c_void_p()
+        _check(lib.gpusched_chunks_create_sim(gpus, gpu_memory_mib, chunk_bytes,
+                                              ctypes.byref(handle)))
+        self._h = handle
+
+    def sum_u32(self, values, scale=1):
+        """Runs scale_u32 then sum_u32 over `values` (uint32) on the GPUs: sum(v * scale)
+        modulo 2**32 per element, added as uint64."""
+        data = (ctypes.c_uint32 * len(values))(*values)
+        total = ctypes.c_uint64()
+        job = _lib.gpusched_chunks_job_new()
+        try:
+            _check(_lib.gpusched_chunks_job_add_buffer(job, b"data", ctypes.cast(data, ctypes.c_void_p),
+                                                       ctypes.sizeof(data), 0))
+            _check(_lib.gpusched_chunks_job_add_buffer(job, b"total", ctypes.cast(ctypes.byref(total), ctypes.c_void_p),
+                                                       8, 0))
+            _check(_lib.gpusched_chunks_job_add_stage(job, b"scale", b"scale_u32", b"data",
+                                                      b"scaled", float(scale), 0))
+            _check(_lib.gpusched_chunks_job_add_stage(job, b"sum", b"sum_u32", b"scaled",
+                                                      b"total", 0.0, 0))
+            with self._call() as h:
+                _check(_lib.gpusched_chunks_run(h, job))
+        finally:
+            _lib.gpusched_chunks_job_free(job)
+        return total.value

@@ -8,7 +8,7 @@ CostModel::CostModel(const std::vector<ServiceConfig>& services, CostLearning le
                      double ema_alpha)
     : learning_(learning), alpha_(ema_alpha), entries_(services.size()) {
   for (size_t i = 0; i < services.size(); ++i) {
-    entries_[i].cost = static_cast<double>(services[i].cost_time);
+    entries_[i].cost = services[i].cost_time;
   }
 }
 

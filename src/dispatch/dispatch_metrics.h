@@ -11,7 +11,8 @@ namespace gpusched::dispatch {
 
 struct ServiceMetrics {
   std::string name;
-  uint64_t completed = 0;
+  uint64_t completed = 0;     // leases released, failed ones included
+  uint64_t failed = 0;        // released as failed: their run time did not train cost_time
   uint64_t give_ups = 0;      // rounds that ended in GIVE_UP (claim 2 retries)
   uint64_t direct_grabs = 0;  // grants after the wait budget was spent (claim 3)
   double queue_ms_mean = 0;   // arrival -> GPU granted
@@ -41,6 +42,7 @@ class MetricsRecorder {
   MetricsRecorder(std::vector<std::string> service_names, int gpu_count, int64_t start_ns);
 
   void OnGiveUp(int service) { services_[service].m.give_ups++; }
+  void OnFailed(int service) { services_[service].m.failed++; }
   void OnGrant(int service, int gpu, bool direct, int64_t now_ns);
   void OnComplete(int service, int gpu, double queue_ms, double run_ms, int64_t now_ns);
   // `costs_ms[i]` is service i's current cost estimate.

@@ -1,7 +1,9 @@
 #include "dispatch/realtime_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <set>
+#include <sstream>
 
 namespace gpusched::dispatch {
 namespace {
@@ -20,6 +22,13 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// A time in ms as a person writes it: 100, 0.25.
+std::string Ms(double ms) {
+  std::ostringstream out;
+  out << ms;
+  return out.str();
+}
+
 }  // namespace
 
 Status ValidateConfig(const DispatcherConfig& config) {
@@ -31,15 +40,23 @@ Status ValidateConfig(const DispatcherConfig& config) {
     return InvalidArgument("ema_alpha: must be in (0, 1], got " +
                            std::to_string(config.ema_alpha));
   }
+  if (config.max_per_gpu < 0) {
+    return InvalidArgument("max_per_gpu: must be >= 0 (0: no cap), got " +
+                           std::to_string(config.max_per_gpu));
+  }
+  if (config.acquire_timeout < 0) {
+    return InvalidArgument("acquire_timeout: must be >= 0 ms (0: none), got " +
+                           std::to_string(config.acquire_timeout));
+  }
   std::set<std::string> names;
   for (const ServiceConfig& s : config.services) {
     if (s.name.empty()) return InvalidArgument("services[].name: must not be empty");
     if (!names.insert(s.name).second) {
       return InvalidArgument("services[].name: duplicate \"" + s.name + "\"");
     }
-    if (s.cost_time <= 0) {
-      return InvalidArgument(Field(s, "cost_time") + ": must be > 0, got " +
-                             std::to_string(s.cost_time));
+    if (!(s.cost_time > 0) || !std::isfinite(s.cost_time)) {  // also refuses NaN
+      return InvalidArgument(Field(s, "cost_time") + ": must be finite and > 0 ms, got " +
+                             Ms(s.cost_time));
     }
     if (s.wait_time < 0) {
       return InvalidArgument(Field(s, "wait_time") + ": must be >= 0, got " +
@@ -48,7 +65,7 @@ Status ValidateConfig(const DispatcherConfig& config) {
     // CN113051059B claim 7: the wait budget is shorter than the task's cost.
     if (s.wait_time >= s.cost_time) {
       return InvalidArgument(Field(s, "wait_time") + ": must be < cost_time (" +
-                             std::to_string(s.cost_time) + "), got " +
+                             Ms(s.cost_time) + "), got " +
                              std::to_string(s.wait_time));
     }
     if (s.try_time <= 0) {

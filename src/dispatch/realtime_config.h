@@ -17,7 +17,10 @@ namespace gpusched::dispatch {
 // One service (a model server with its own queue and worker threads). Times in ms.
 struct ServiceConfig {
   std::string name;
-  DurationMs cost_time = 100;  // expected run time; the initial value of the learned cost
+  // Expected run time in ms, fractions allowed (a 0.25 ms model); the initial value of the
+  // learned cost. The cost is kept exactly and rounded to whole ms only where it meets a
+  // GPU's mark (fin_time, claims 1 and 4), whose unit is the ms.
+  double cost_time = 100;
   DurationMs wait_time = 50;   // budget before grabbing directly (claims 2, 3)
   DurationMs try_time = 10;    // retry period (claim 2)
 };
@@ -71,13 +74,20 @@ struct DispatcherConfig {
   DirectMode direct = DirectMode::kLockEarliestFinish;
   CostLearning learning = CostLearning::kCumulativeMean;
   double ema_alpha = 0.2;
+  // Backpressure (not in the patent; as Triton bounds an instance's concurrency and a
+  // request's queue delay). At most `max_per_gpu` leases run on one GPU at once (0: no cap);
+  // a GPU at its cap is skipped by claims 1 and 3 alike. Acquire gives up with Unavailable
+  // once it has waited `acquire_timeout` ms without a grant (0: waits until granted).
+  int max_per_gpu = 0;
+  DurationMs acquire_timeout = 0;
   // Called under the dispatcher's lock for every round of every request (tests and tracing).
   // It must not call back into the dispatcher. Empty: no cost.
   std::function<void(const DecisionEvent&)> on_decision;
 };
 
 // Checks every field; the message names the field, the service and the value.
-// CN113051059B claim 7: wait_time < cost_time. Also try_time > 0, unique non-empty names.
+// CN113051059B claim 7: wait_time < cost_time. Also try_time > 0, unique non-empty names,
+// max_per_gpu >= 0 and acquire_timeout >= 0.
 Status ValidateConfig(const DispatcherConfig& config);
 
 // An offline cost table (claim 6, "obtained by an offline test"): one `service cost_ms` or

@@ -13,6 +13,11 @@ std::vector<std::string> Names(const std::vector<ServiceConfig>& services) {
   return names;
 }
 
+// Each dispatcher's tickets carry its id above bit 40, so a lease of one dispatcher is never
+// an outstanding ticket of another.
+std::atomic<uint64_t> next_dispatcher_id{1};
+constexpr int kTicketIdShift = 40;
+
 }  // namespace
 
 StatusOr<std::unique_ptr<RealtimeDispatcher>> RealtimeDispatcher::Create(DispatcherConfig config,
@@ -27,7 +32,10 @@ RealtimeDispatcher::RealtimeDispatcher(DispatcherConfig config, Clock& clock, Wo
     : config_(std::move(config)),
       clock_(clock),
       pool_(pool),
+      ticket_base_(next_dispatcher_id.fetch_add(1) << kTicketIdShift),
       marks_(config_.gpu_count),  // CN113051059B: every mark starts as {none, 0}
+      running_(config_.gpu_count, 0),
+      enabled_(config_.gpu_count, true),
       costs_(config_.services, config_.learning, config_.ema_alpha),
       metrics_(Names(config_.services), config_.gpu_count, clock.NowNs()) {}
 
@@ -45,10 +53,12 @@ int RealtimeDispatcher::PickLocked(int service, DurationMs wait_left, TimeMs now
     // CN113051059B claim 3: the budget is spent; the GPU expected to free up first, ties by
     // the lowest index. Mode A takes its lock, mode B runs beside it (see Acquire).
     decision = Decision::kGrabDirect;
-    int best = 0;
-    for (int g = 1; g < n; ++g) {
-      if (marks_[g].fin_time < marks_[best].fin_time) best = g;
+    int best = -1;
+    for (int g = 0; g < n; ++g) {
+      if (!EligibleLocked(g)) continue;
+      if (best < 0 || marks_[g].fin_time < marks_[best].fin_time) best = g;
     }
+    if (best < 0) decision = Decision::kGiveUp;  // every GPU at its cap or out of service
     return best;
   }
   // CN113051059B claim 1: the first GPU, in scan order, whose decision is GRAB.
@@ -56,6 +66,7 @@ int RealtimeDispatcher::PickLocked(int service, DurationMs wait_left, TimeMs now
   decision = Decision::kGiveUp;
   int chosen = -1;
   for (int g = 0; g < n; ++g) {
+    if (!EligibleLocked(g)) continue;
     if (Decide(wait_left, marks_[g].fin_time, now, cost) != Decision::kGrab) continue;
     if (config_.scan == ScanOrder::kIndex) {
       chosen = g;
@@ -67,12 +78,18 @@ int RealtimeDispatcher::PickLocked(int service, DurationMs wait_left, TimeMs now
   return chosen;
 }
 
+bool RealtimeDispatcher::EligibleLocked(int gpu) const {
+  return enabled_[gpu] && (config_.max_per_gpu == 0 || running_[gpu] < config_.max_per_gpu);
+}
+
 std::optional<Lease> RealtimeDispatcher::TryAcquire(int service, DurationMs wait_left) {
   GS_CHECK(service >= 0 && service < static_cast<int>(config_.services.size()));
-  const uint64_t ticket = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t ticket =
+      ticket_base_ | next_ticket_.fetch_add(1, std::memory_order_relaxed);
   const int64_t now_ns = clock_.NowNs();
   const TimeMs now = now_ns / 1'000'000;
   std::lock_guard lock(mu_);
+  if (shut_down_.load()) return std::nullopt;
   Decision decision;
   const int gpu = PickLocked(service, wait_left, now, decision);
   if (config_.on_decision) {
@@ -98,6 +115,8 @@ std::optional<Lease> RealtimeDispatcher::TryAcquire(int service, DurationMs wait
     m.fin_time = config_.fin_update == FinTimeUpdate::kMax ? std::max(m.fin_time, fin) : fin;
   }
   metrics_.OnGrant(service, gpu, decision == Decision::kGrabDirect, now_ns);
+  running_[gpu]++;
+  leases_[ticket] = lease;
   return lease;
 }
 
@@ -109,10 +128,17 @@ StatusOr<Lease> RealtimeDispatcher::Acquire(int service) {
   const int64_t requested_ns = clock_.NowNs();
   DurationMs wait_left = s.wait_time;
   for (int attempt = 1;; ++attempt) {
+    if (shut_down_.load()) return FailedPrecondition("acquire: the dispatcher is shutting down");
     if (std::optional<Lease> lease = TryAcquire(service, wait_left)) {
       lease->requested_ns = requested_ns;
       lease->attempts = attempt;
+      std::lock_guard lock(mu_);
+      leases_[lease->ticket].requested_ns = requested_ns;
       return *lease;
+    }
+    if (config_.acquire_timeout > 0 &&
+        clock_.NowNs() - requested_ns >= config_.acquire_timeout * 1'000'000) {
+      return TimeoutError(service);
     }
     // CN113051059B claim 2: give up, wait try_time, try again with a smaller budget.
     clock_.SleepMs(s.try_time);
@@ -124,20 +150,83 @@ StatusOr<Lease> RealtimeDispatcher::Acquire(int service) {
   }
 }
 
-void RealtimeDispatcher::Complete(const Lease& lease) {
-  const int64_t now_ns = clock_.NowNs();
-  const double run_ms = static_cast<double>(now_ns - lease.granted_ns) / 1e6;
-  const double queue_ms = static_cast<double>(lease.granted_ns - lease.requested_ns) / 1e6;
+Status RealtimeDispatcher::TimeoutError(int service) const {
   std::lock_guard lock(mu_);
-  SignalMark& m = marks_[lease.gpu];
+  int disabled = 0, full = 0;
+  for (int g = 0; g < config_.gpu_count; ++g) {
+    if (!enabled_[g]) {
+      disabled++;
+    } else if (!EligibleLocked(g)) {
+      full++;
+    }
+  }
+  return Unavailable("acquire: no GPU granted to service \"" + config_.services[service].name +
+                     "\" within acquire_timeout " + std::to_string(config_.acquire_timeout) +
+                     " ms (" + std::to_string(full) + " of " + std::to_string(config_.gpu_count) +
+                     " GPUs at max_per_gpu " + std::to_string(config_.max_per_gpu) + ", " +
+                     std::to_string(disabled) + " out of service)");
+}
+
+Status RealtimeDispatcher::Release(const Lease& lease, Outcome outcome) {
+  const int64_t now_ns = clock_.NowNs();
+  std::lock_guard lock(mu_);
+  auto it = leases_.find(lease.ticket);
+  if (it == leases_.end()) {
+    return NotFound("lease: ticket " + std::to_string(lease.ticket) +
+                    " is not outstanding on this dispatcher (released already, never granted, "
+                    "or another dispatcher's)");
+  }
+  const Lease granted = it->second;
+  if (granted.gpu != lease.gpu || granted.service != lease.service) {
+    return InvalidArgument("lease: gpu " + std::to_string(lease.gpu) + " / service " +
+                           std::to_string(lease.service) + " do not match ticket " +
+                           std::to_string(lease.ticket) + " (granted gpu " +
+                           std::to_string(granted.gpu) + ", service " +
+                           std::to_string(granted.service) + ")");
+  }
+  leases_.erase(it);
+  running_[granted.gpu]--;
+  const double run_ms = static_cast<double>(now_ns - granted.granted_ns) / 1e6;
+  const double queue_ms = static_cast<double>(granted.granted_ns - granted.requested_ns) / 1e6;
+  SignalMark& m = marks_[granted.gpu];
   // CN113051059B claim 5: the finishing task resets the mark. Owner-checked by default, so a
   // co-runner that finishes first cannot clear a newer owner's lock and fin_time.
-  if (config_.release == ReleaseMode::kLiteral || m.owner == lease.ticket) {
+  if (config_.release == ReleaseMode::kLiteral || m.owner == granted.ticket) {
     m.fin_time = now_ns / 1'000'000;
     m.owner = 0;
   }
-  costs_.Observe(lease.service, run_ms);  // CN113051059B claim 6
-  metrics_.OnComplete(lease.service, lease.gpu, queue_ms, run_ms, now_ns);
+  if (outcome == Outcome::kSucceeded) {
+    costs_.Observe(granted.service, run_ms);  // CN113051059B claim 6
+  } else {
+    metrics_.OnFailed(granted.service);  // a failure says nothing about the cost
+  }
+  metrics_.OnComplete(granted.service, granted.gpu, queue_ms, run_ms, now_ns);
+  return Status::Ok();
+}
+
+Status RealtimeDispatcher::SetGpuEnabled(int gpu, bool enabled) {
+  if (gpu < 0 || gpu >= config_.gpu_count) {
+    return InvalidArgument("gpu: " + std::to_string(gpu) + " out of range [0, " +
+                           std::to_string(config_.gpu_count) + ")");
+  }
+  std::lock_guard lock(mu_);
+  enabled_[gpu] = enabled;
+  return Status::Ok();
+}
+
+bool RealtimeDispatcher::gpu_enabled(int gpu) const {
+  std::lock_guard lock(mu_);
+  return enabled_[gpu];
+}
+
+void RealtimeDispatcher::Shutdown(bool stop) {
+  std::lock_guard lock(mu_);
+  shut_down_.store(stop);
+}
+
+int RealtimeDispatcher::outstanding() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(leases_.size());
 }
 
 SignalMark RealtimeDispatcher::mark(int gpu) const {

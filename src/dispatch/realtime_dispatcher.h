@@ -11,8 +11,22 @@
 // Thread-safety: safe for any number of threads. All marks live under one mutex, so every
 // check-and-set is atomic (claim 8 scenario: no torn fin_time/owner). Waiting happens outside
 // the lock, on the injected Clock, so FakeClock drives every test.
+//
+// What the per-GPU lock is, and is not: it is an ownership token recorded in the GPU's mark
+// (PATENTS.md section 1, "Why grab when d >= cost_time?"). It is NOT mutual exclusion: a
+// request whose cost fits inside the owner's remaining busy window is granted the same GPU and
+// runs beside it (claim 1), and in direct mode B (claim 3) a request runs without the lock at
+// all. So several leases may run on one GPU at once; set DispatcherConfig::max_per_gpu to cap
+// that number. The lock guarantees only that marks are updated atomically and, with the
+// owner-checked release, that only the owner's release resets its GPU's mark.
+//
+// Leases: every grant gets a ticket unique in the process (dispatcher id in the high bits) and
+// is recorded as outstanding until Release; a ticket that is not outstanding here (released
+// twice, zeroed, made up, or another dispatcher's) is refused, so counters never go negative.
 
+#include <atomic>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,6 +65,9 @@ struct DecisionEvent {
 template <typename R>
 using RunResult = std::conditional_t<std::is_void_v<R>, Status, StatusOr<R>>;
 
+// How the work of a lease ended. A failed request's run time does not train cost_time.
+enum class Outcome { kSucceeded, kFailed };
+
 class RealtimeDispatcher final : public DispatchPolicy {
  public:
   // Validates `config` (ValidateConfig). `clock` must outlive the dispatcher; `pool`, when
@@ -66,10 +83,26 @@ class RealtimeDispatcher final : public DispatchPolicy {
   // One round of claims 1, 3 and 4 with remaining wait budget `wait_left`: a lease, or nothing
   // (GIVE_UP on every GPU). Never blocks on the clock.
   std::optional<Lease> TryAcquire(int service, DurationMs wait_left);
-  // The full request of claim 2: rounds every try_time until granted.
+  // The full request of claim 2: rounds every try_time until granted. Unavailable when
+  // config().acquire_timeout passed first; FailedPrecondition once Shutdown() was called.
   StatusOr<Lease> Acquire(int service) override;
-  // Claims 5 and 6: resets the mark (owner-checked or literal) and learns the run time.
-  void Complete(const Lease& lease) override;
+  // Claims 5 and 6: resets the mark (owner-checked or literal) and, for a succeeded request,
+  // learns the run time. Uses the GPU, service and grant time recorded for the ticket, not the
+  // caller's copy. NotFound for a ticket not outstanding here; InvalidArgument when the
+  // lease's gpu or service differ from the ticket's.
+  Status Release(const Lease& lease, Outcome outcome);
+  // Release(lease, kSucceeded), ignoring a refused lease (DispatchPolicy's interface).
+  void Complete(const Lease& lease) override { (void)Release(lease, Outcome::kSucceeded); }
+
+  // Takes `gpu` out of service (no new grants; its running leases finish normally) or puts
+  // it back. InvalidArgument for a bad index.
+  Status SetGpuEnabled(int gpu, bool enabled);
+  bool gpu_enabled(int gpu) const;
+  // After Shutdown(true) no lease is granted: requests in Acquire fail at their next round.
+  // Release still works. Shutdown(false) accepts requests again.
+  void Shutdown(bool stop);
+  // Leases granted and not yet released.
+  int outstanding() const;
 
   // Acquires a GPU for `service`, calls fn(gpu) on this thread, completes, and returns fn's
   // result. NotFound for an unknown service.
@@ -90,15 +123,24 @@ class RealtimeDispatcher final : public DispatchPolicy {
   RealtimeDispatcher(DispatcherConfig config, Clock& clock, WorkPool* pool);
   // REQUIRES: mu_ held. The GPU chosen by claim 1 (or claim 3 when wait_left <= 0), or -1.
   int PickLocked(int service, DurationMs wait_left, TimeMs now, Decision& decision) const;
+  // REQUIRES: mu_ held. May a new lease start on `gpu` (in service, under max_per_gpu)?
+  bool EligibleLocked(int gpu) const;
+  // Acquire's error once acquire_timeout passed: which limit kept the GPUs from it.
+  Status TimeoutError(int service) const;
   std::vector<double> CostsLocked() const;
 
   const DispatcherConfig config_;
   Clock& clock_;
   WorkPool* const pool_;
+  const uint64_t ticket_base_;  // this dispatcher's id in the high bits of its tickets
   std::atomic<uint64_t> next_ticket_{1};
+  std::atomic<bool> shut_down_{false};
 
   mutable std::mutex mu_;
   std::vector<SignalMark> marks_;
+  std::vector<int> running_;         // outstanding leases per GPU
+  std::vector<bool> enabled_;        // in service
+  std::map<uint64_t, Lease> leases_; // outstanding, by ticket
   CostModel costs_;
   MetricsRecorder metrics_;
 };
@@ -111,17 +153,21 @@ auto RealtimeDispatcher::Run(std::string_view service, Fn&& fn)
   if (!index.ok()) return index.status();
   StatusOr<Lease> lease = Acquire(*index);
   if (!lease.ok()) return lease.status();
-  // Complete even if fn throws, so a GPU's mark never stays locked by a dead request.
+  // Release even if fn throws (as failed), so a GPU's mark never stays locked by a dead request.
   struct Completer {
     RealtimeDispatcher* d;
     const Lease& l;
-    ~Completer() { d->Complete(l); }
+    Outcome outcome = Outcome::kFailed;
+    ~Completer() { (void)d->Release(l, outcome); }
   } completer{this, *lease};
   if constexpr (std::is_void_v<R>) {
     fn(lease->gpu);
+    completer.outcome = Outcome::kSucceeded;
     return Status::Ok();
   } else {
-    return StatusOr<R>(fn(lease->gpu));
+    StatusOr<R> result(fn(lease->gpu));
+    completer.outcome = Outcome::kSucceeded;
+    return result;
   }
 }
 

@@ -6,21 +6,10 @@
 
 #include <vector>
 
+#include "dispatch/realtime_test_util.h"
+
 namespace gpusched::dispatch {
 namespace {
-
-DispatcherConfig OneService(int gpus) {
-  DispatcherConfig c;
-  c.gpu_count = gpus;
-  c.services = {{.name = "ocr", .cost_time = 100, .wait_time = 50, .try_time = 10}};
-  return c;
-}
-
-std::unique_ptr<RealtimeDispatcher> Make(DispatcherConfig c, Clock& clock) {
-  auto d = RealtimeDispatcher::Create(std::move(c), clock);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return std::move(d).value();
-}
 
 TEST(CN113051059B, Claim1_DecisionTable) {
   EXPECT_EQ(Decide(50, -1, 0, 100), Decision::kGrab);    // idle, fin in the past

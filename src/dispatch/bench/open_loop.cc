@@ -88,7 +88,7 @@ std::vector<ServiceConfig> BenchServiceConfigs(const OpenLoopConfig& config) {
   std::vector<ServiceConfig> out;
   for (const auto& s : config.services) {
     const auto cost = static_cast<DurationMs>(std::llround(s.mean_ms));
-    out.push_back({s.name, cost, cost / 2, std::max<DurationMs>(1, cost / 10)});
+    out.push_back({s.name, s.mean_ms, cost / 2, std::max<DurationMs>(1, cost / 10)});
   }
   return out;
 }

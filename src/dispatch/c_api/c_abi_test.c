@@ -30,13 +30,13 @@ static int DispatcherGrantsTheIdleGpu(void) {
   EXPECT(lease.gpu == 0 && lease.locked == 1);
   EXPECT(gpusched_dispatcher_mark(d, 0, &owner, &fin_ms) == 0);
   EXPECT(owner == lease.ticket);
-  EXPECT(gpusched_dispatcher_release(d, &lease) == 0);
+  EXPECT(gpusched_dispatcher_release(d, &lease, GPUSCHED_SUCCEEDED) == 0);
   EXPECT(gpusched_dispatcher_mark(d, 0, &owner, &fin_ms) == 0);
   EXPECT(owner == 0); /* claim 5: the owner's release frees the mark */
   /* Errors come back as codes with a message, not aborts. */
   EXPECT(gpusched_dispatcher_acquire(d, "no-such-service", &lease) == 2);
   EXPECT(strlen(gpusched_last_error()) > 0);
-  gpusched_dispatcher_destroy(d);
+  EXPECT(gpusched_dispatcher_destroy(d) == 0);
   return 0;
 }
 
@@ -62,11 +62,12 @@ static int ChunksSumMatchesLoop(void) {
   EXPECT(total == expected);
   EXPECT(gpusched_chunks_stat(job, "subtasks") == 3);
   gpusched_chunks_job_free(job);
-  gpusched_chunks_destroy(rt);
+  EXPECT(gpusched_chunks_destroy(rt) == 0);
   return 0;
 }
 
 int main(void) {
+  EXPECT(gpusched_abi_version() == GPUSCHED_C_ABI_VERSION);
   if (DispatcherGrantsTheIdleGpu() != 0 || ChunksSumMatchesLoop() != 0) return 1;
   printf("c_abi_test OK\n");
   return 0;

@@ -1,70 +1,79 @@
-// The dispatcher and simulated-device half of gpusched_c.h. Every entry point converts Status
-// to an int code plus a thread-local message, and catches exceptions: none may cross the ABI.
+// The dispatcher and simulated-device half of gpusched_c.h. Every entry point passes its
+// handle's CallGate (so destroy can wait for it), converts Status to an int code plus a
+// thread-local message, and catches exceptions: none may cross the ABI.
 #include "gpusched_c.h"
 
-#include <cstring>
-#include <exception>
+#include <cmath>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
+#include "dispatch/c_api/c_status.h"
+#include "dispatch/c_api/call_gate.h"
 #include "dispatch/realtime_dispatcher.h"
 #include "dispatch/sim_device.h"
 
 using gpusched::Status;
 using gpusched::StatusOr;
+using gpusched::capi::CallGate;
+using gpusched::capi::Guard;
+using gpusched::capi::Null;
 using namespace gpusched::dispatch;
 
 struct gpusched_dispatcher {
   gpusched::RealClock clock;
-  std::unique_ptr<WorkPool> pool;
   std::unique_ptr<RealtimeDispatcher> dispatcher;
+  CallGate gate;
+  std::mutex mu;
+  // Tickets granted by gpusched_dispatcher_acquire and not yet released. A lease held inside
+  // gpusched_dispatcher_run is not among them, so no caller can release it from outside.
+  std::set<uint64_t> api_tickets;
 };
 
 struct gpusched_sim_devices {
   gpusched::RealClock clock;
   std::vector<std::unique_ptr<SimDevice>> devices;
+  CallGate gate;
 };
 
 namespace {
 
-thread_local std::string dispatch_c_error;
-
-int Fail(const Status& s) {
-  dispatch_c_error = s.ToString();
-  return static_cast<int>(s.code());
+Status Flag(const char* name, int32_t value) {
+  if (value == 0 || value == 1) return Status::Ok();
+  return gpusched::InvalidArgument(std::string("options.") + name + ": must be 0 or 1, got " +
+                                   std::to_string(value));
 }
 
-int Check(const Status& s) {
-  if (s.ok()) {
-    dispatch_c_error.clear();
-    return 0;
+StatusOr<DispatcherConfig> ToConfig(const gpusched_dispatcher_options& o,
+                                    const gpusched_service_config* services, int32_t count) {
+  GS_RETURN_IF_ERROR(Flag("literal_release", o.literal_release));
+  GS_RETURN_IF_ERROR(Flag("max_fin_time", o.max_fin_time));
+  GS_RETURN_IF_ERROR(Flag("earliest_finish_scan", o.earliest_finish_scan));
+  GS_RETURN_IF_ERROR(Flag("elapsed_budget", o.elapsed_budget));
+  GS_RETURN_IF_ERROR(Flag("direct_no_lock", o.direct_no_lock));
+  if (o.cost_learning < 0 || o.cost_learning > 2) {
+    return gpusched::InvalidArgument(
+        "options.cost_learning: must be 0 (cumulative mean), 1 (EMA) or 2 (offline), got " +
+        std::to_string(o.cost_learning));
   }
-  return Fail(s);
-}
-
-// Runs `body` (returning a Status), turning exceptions into kInternal.
-template <typename Body>
-int Guard(Body&& body) {
-  try {
-    return Check(body());
-  } catch (const std::exception& e) {
-    return Fail(gpusched::Internal(std::string("exception: ") + e.what()));
-  } catch (...) {
-    return Fail(gpusched::Internal("unknown exception"));
+  if (!(o.ema_alpha >= 0 && o.ema_alpha <= 1)) {  // also refuses NaN
+    return gpusched::InvalidArgument("options.ema_alpha: must be in (0, 1] (0: 0.2), got " +
+                                     std::to_string(o.ema_alpha));
   }
-}
-
-Status Null(const char* what) { return gpusched::InvalidArgument(std::string(what) + ": null"); }
-
-DispatcherConfig ToConfig(const gpusched_dispatcher_options& o,
-                          const gpusched_service_config* services, int32_t count) {
+  if (count < 0) {
+    return gpusched::InvalidArgument("service_count: must be >= 0, got " + std::to_string(count));
+  }
   DispatcherConfig c;
   c.gpu_count = o.gpu_count;
   for (int32_t i = 0; i < count; ++i) {
-    c.services.push_back({services[i].name ? services[i].name : "", services[i].cost_time_ms,
-                          services[i].wait_time_ms, services[i].try_time_ms});
+    if (services[i].name == nullptr) {
+      return Null(("services[" + std::to_string(i) + "].name").c_str());
+    }
+    c.services.push_back({services[i].name, services[i].cost_time_ms, services[i].wait_time_ms,
+                          services[i].try_time_ms});
   }
   c.release = o.literal_release ? ReleaseMode::kLiteral : ReleaseMode::kOwnerChecked;
   c.fin_update = o.max_fin_time ? FinTimeUpdate::kMax : FinTimeUpdate::kLiteral;
@@ -75,6 +84,8 @@ DispatcherConfig ToConfig(const gpusched_dispatcher_options& o,
                : o.cost_learning == 2 ? CostLearning::kOffline
                                       : CostLearning::kCumulativeMean;
   c.ema_alpha = o.ema_alpha > 0 ? o.ema_alpha : 0.2;
+  c.max_per_gpu = o.max_per_gpu;
+  c.acquire_timeout = o.acquire_timeout_ms;
   return c;
 }
 
@@ -90,6 +101,10 @@ Lease FromC(const gpusched_lease& l) {
   return lease;
 }
 
+gpusched_lease ToC(const Lease& l) {
+  return {l.gpu, l.service, l.ticket, l.locked ? 1 : 0, l.attempts, l.requested_ns, l.granted_ns};
+}
+
 Status CheckGpu(int32_t gpu, int32_t count) {
   if (gpu < 0 || gpu >= count) {
     return gpusched::InvalidArgument("gpu: " + std::to_string(gpu) + " out of range [0, " +
@@ -98,51 +113,111 @@ Status CheckGpu(int32_t gpu, int32_t count) {
   return Status::Ok();
 }
 
+StatusOr<Outcome> ToOutcome(int32_t outcome) {
+  if (outcome == GPUSCHED_SUCCEEDED) return Outcome::kSucceeded;
+  if (outcome == GPUSCHED_FAILED) return Outcome::kFailed;
+  return gpusched::InvalidArgument("outcome: must be 0 (GPUSCHED_SUCCEEDED) or 1 (GPUSCHED_FAILED), got " +
+                                   std::to_string(outcome));
+}
+
 }  // namespace
 
 extern "C" {
 
-const char* gpusched_last_error(void) { return dispatch_c_error.c_str(); }
+int gpusched_abi_version(void) { return GPUSCHED_C_ABI_VERSION; }
+
+const char* gpusched_last_error(void) { return gpusched::capi::LastError(); }
 
 int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
                                const gpusched_service_config* services, int32_t service_count,
                                gpusched_dispatcher** out) {
   return Guard([&]() -> Status {
-    if (!options || !out || (!services && service_count > 0)) return Null("options/services/out");
+    if (!options) return Null("options");
+    if (!out) return Null("out");
+    if (!services && service_count > 0) return Null("services");
+    GS_ASSIGN_OR_RETURN(DispatcherConfig config, ToConfig(*options, services, service_count));
     auto d = std::make_unique<gpusched_dispatcher>();
-    d->pool = std::make_unique<WorkPool>(options->submit_threads > 0 ? options->submit_threads : 16);
-    StatusOr<std::unique_ptr<RealtimeDispatcher>> r = RealtimeDispatcher::Create(
-        ToConfig(*options, services, service_count), d->clock, d->pool.get());
-    if (!r.ok()) return r.status();
-    d->dispatcher = std::move(r).value();
+    GS_ASSIGN_OR_RETURN(d->dispatcher, RealtimeDispatcher::Create(std::move(config), d->clock));
     *out = d.release();
     return Status::Ok();
   });
 }
 
-void gpusched_dispatcher_destroy(gpusched_dispatcher* d) { delete d; }
+int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
+  if (d == nullptr) return 0;
+  const int rc = Guard([&]() -> Status {
+    {
+      std::lock_guard lock(d->mu);
+      if (!d->api_tickets.empty()) {
+        return gpusched::FailedPrecondition(
+            "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
+            " lease(s) still out; release them first (the dispatcher stays usable)");
+      }
+    }
+    d->dispatcher->Shutdown(true);  // waiting acquires fail at their next round
+    if (Status s = d->gate.Close("gpusched_dispatcher_destroy"); !s.ok()) return s;
+    // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
+    std::lock_guard lock(d->mu);
+    if (!d->api_tickets.empty()) {
+      d->dispatcher->Shutdown(false);
+      d->gate.Reopen();
+      return gpusched::FailedPrecondition(
+          "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
+          " lease(s) were granted while destroying; release them first");
+    }
+    return Status::Ok();
+  });
+  if (rc == 0) delete d;
+  return rc;
+}
 
-int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
-                                gpusched_lease* out) {
+int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
   return Guard([&]() -> Status {
-    if (!d || !service || !out) return Null("dispatcher/service/out");
-    GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
-    GS_ASSIGN_OR_RETURN(Lease l, d->dispatcher->Acquire(index));
-    *out = {l.gpu, l.service, l.ticket, l.locked ? 1 : 0, l.attempts, l.requested_ns,
-            l.granted_ns};
+    if (!d) return Null("dispatcher");
+    if (stop != 0 && stop != 1) {
+      return gpusched::InvalidArgument("stop: must be 0 or 1, got " + std::to_string(stop));
+    }
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_shutdown");
+    GS_RETURN_IF_ERROR(pass.status());
+    d->dispatcher->Shutdown(stop == 1);
     return Status::Ok();
   });
 }
 
-int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease) {
+int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
+                                gpusched_lease* out) {
   return Guard([&]() -> Status {
-    if (!d || !lease) return Null("dispatcher/lease");
-    GS_RETURN_IF_ERROR(CheckGpu(lease->gpu, d->dispatcher->gpu_count()));
-    if (lease->service < 0 ||
-        lease->service >= static_cast<int32_t>(d->dispatcher->config().services.size())) {
-      return gpusched::InvalidArgument("lease.service: out of range");
+    if (!d) return Null("dispatcher");
+    if (!service) return Null("service");
+    if (!out) return Null("out");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_acquire");
+    GS_RETURN_IF_ERROR(pass.status());
+    GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+    GS_ASSIGN_OR_RETURN(Lease l, d->dispatcher->Acquire(index));
+    std::lock_guard lock(d->mu);
+    d->api_tickets.insert(l.ticket);
+    *out = ToC(l);
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease,
+                                int32_t outcome) {
+  return Guard([&]() -> Status {
+    if (!d) return Null("dispatcher");
+    if (!lease) return Null("lease");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
+    GS_RETURN_IF_ERROR(pass.status());
+    GS_ASSIGN_OR_RETURN(Outcome o, ToOutcome(outcome));
+    std::lock_guard lock(d->mu);  // keeps api_tickets in step with the dispatcher's leases
+    if (!d->api_tickets.contains(lease->ticket)) {  // a run's lease is not the caller's either
+      return gpusched::NotFound("lease: ticket " + std::to_string(lease->ticket) +
+                                " is not outstanding on this dispatcher (released already, "
+                                "never granted by gpusched_dispatcher_acquire, or another "
+                                "dispatcher's)");
     }
-    d->dispatcher->Complete(FromC(*lease));
+    GS_RETURN_IF_ERROR(d->dispatcher->Release(FromC(*lease), o));
+    d->api_tickets.erase(lease->ticket);
     return Status::Ok();
   });
 }
@@ -150,10 +225,22 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
 int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result) {
   return Guard([&]() -> Status {
-    if (!d || !service || !fn) return Null("dispatcher/service/fn");
-    StatusOr<int32_t> r = d->dispatcher->Run(service, [&](int gpu) { return fn(gpu, user); });
-    if (!r.ok()) return r.status();
-    if (fn_result) *fn_result = *r;
+    if (!d) return Null("dispatcher");
+    if (!service) return Null("service");
+    if (!fn) return Null("fn");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_run");
+    GS_RETURN_IF_ERROR(pass.status());
+    GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+    GS_ASSIGN_OR_RETURN(Lease lease, d->dispatcher->Acquire(index));
+    int32_t r = 0;
+    try {
+      r = fn(lease.gpu, user);
+    } catch (...) {  // a C++ callback that throws: free the GPU, then report it (Guard)
+      (void)d->dispatcher->Release(lease, Outcome::kFailed);
+      throw;
+    }
+    GS_RETURN_IF_ERROR(d->dispatcher->Release(lease, r == 0 ? Outcome::kSucceeded : Outcome::kFailed));
+    if (fn_result) *fn_result = r;
     return Status::Ok();
   });
 }
@@ -162,6 +249,8 @@ int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owne
                              int64_t* fin_time_ms) {
   return Guard([&]() -> Status {
     if (!d) return Null("dispatcher");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_mark");
+    GS_RETURN_IF_ERROR(pass.status());
     GS_RETURN_IF_ERROR(CheckGpu(gpu, d->dispatcher->gpu_count()));
     const SignalMark m = d->dispatcher->mark(gpu);
     if (owner) *owner = m.owner;
@@ -170,14 +259,30 @@ int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owne
   });
 }
 
+int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int32_t enabled) {
+  return Guard([&]() -> Status {
+    if (!d) return Null("dispatcher");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_set_gpu_enabled");
+    GS_RETURN_IF_ERROR(pass.status());
+    if (enabled != 0 && enabled != 1) {
+      return gpusched::InvalidArgument("enabled: must be 0 or 1, got " + std::to_string(enabled));
+    }
+    return d->dispatcher->SetGpuEnabled(gpu, enabled == 1);
+  });
+}
+
 int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* service,
                                         gpusched_service_metrics* out) {
   return Guard([&]() -> Status {
-    if (!d || !service || !out) return Null("dispatcher/service/out");
+    if (!d) return Null("dispatcher");
+    if (!service) return Null("service");
+    if (!out) return Null("out");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_service_metrics");
+    GS_RETURN_IF_ERROR(pass.status());
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
     const ServiceMetrics m = d->dispatcher->Metrics().services[index];
-    *out = {m.completed,   m.give_ups,   m.direct_grabs, m.queue_ms_mean, m.queue_ms_max,
-            m.run_ms_mean, m.run_ms_max, m.cost_time_ms};
+    *out = {m.completed,     m.failed,       m.give_ups,    m.direct_grabs, m.queue_ms_mean,
+            m.queue_ms_max,  m.run_ms_mean,  m.run_ms_max,  m.cost_time_ms};
     return Status::Ok();
   });
 }
@@ -185,7 +290,10 @@ int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* serv
 int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
                                     gpusched_gpu_metrics* out) {
   return Guard([&]() -> Status {
-    if (!d || !out) return Null("dispatcher/out");
+    if (!d) return Null("dispatcher");
+    if (!out) return Null("out");
+    CallGate::Pass pass(d->gate, "gpusched_dispatcher_gpu_metrics");
+    GS_RETURN_IF_ERROR(pass.status());
     GS_RETURN_IF_ERROR(CheckGpu(gpu, d->dispatcher->gpu_count()));
     const GpuMetrics m = d->dispatcher->Metrics().gpus[gpu];
     *out = {m.running, m.started, m.busy_ms, m.occupancy, m.mean_running};
@@ -197,9 +305,11 @@ int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t strea
                                 gpusched_sim_devices** out) {
   return Guard([&]() -> Status {
     if (!out) return Null("out");
-    if (count < 1) return gpusched::InvalidArgument("count: must be >= 1");
-    if (memory_mib < 1) return gpusched::InvalidArgument("memory_mib: must be >= 1");
-    if (streams < 1) return gpusched::InvalidArgument("streams: must be >= 1");
+    if (count < 1) return gpusched::InvalidArgument("count: must be >= 1, got " + std::to_string(count));
+    if (memory_mib < 1) {
+      return gpusched::InvalidArgument("memory_mib: must be >= 1, got " + std::to_string(memory_mib));
+    }
+    if (streams < 1) return gpusched::InvalidArgument("streams: must be >= 1, got " + std::to_string(streams));
     auto s = std::make_unique<gpusched_sim_devices>();
     for (int32_t i = 0; i < count; ++i) {
       s->devices.push_back(std::make_unique<SimDevice>(
@@ -211,12 +321,22 @@ int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t strea
   });
 }
 
-void gpusched_sim_devices_destroy(gpusched_sim_devices* s) { delete s; }
+int gpusched_sim_devices_destroy(gpusched_sim_devices* s) {
+  if (s == nullptr) return 0;
+  const int rc = Guard([&] { return s->gate.Close("gpusched_sim_devices_destroy"); });
+  if (rc == 0) delete s;
+  return rc;
+}
 
 int gpusched_sim_devices_compute(gpusched_sim_devices* s, int32_t gpu, double ms) {
   return Guard([&]() -> Status {
     if (!s) return Null("devices");
+    CallGate::Pass pass(s->gate, "gpusched_sim_devices_compute");
+    GS_RETURN_IF_ERROR(pass.status());
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
+    if (!std::isfinite(ms) || ms < 0) {
+      return gpusched::InvalidArgument("ms: must be finite and >= 0, got " + std::to_string(ms));
+    }
     SimDevice& dev = *s->devices[gpu];
     GS_ASSIGN_OR_RETURN(StreamId stream, dev.AcquireStream());
     Status st = dev.Launch(stream, [&dev, ms](const KernelContext&) { dev.ComputeMs(ms); });
@@ -230,6 +350,8 @@ int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* u
                                 int64_t* total_bytes) {
   return Guard([&]() -> Status {
     if (!s) return Null("devices");
+    CallGate::Pass pass(s->gate, "gpusched_sim_devices_memory");
+    GS_RETURN_IF_ERROR(pass.status());
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
     if (used_bytes) *used_bytes = static_cast<int64_t>(s->devices[gpu]->used_bytes());
     if (total_bytes) *total_bytes = static_cast<int64_t>(s->devices[gpu]->total_bytes());
@@ -240,8 +362,14 @@ int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* u
 int gpusched_sim_devices_scale(gpusched_sim_devices* s, int32_t gpu, float* host, int64_t count,
                                float factor) {
   return Guard([&]() -> Status {
-    if (!s || !host) return Null("devices/host");
-    if (count < 1) return gpusched::InvalidArgument("count: must be >= 1");
+    if (!s) return Null("devices");
+    if (!host) return Null("host");
+    CallGate::Pass pass(s->gate, "gpusched_sim_devices_scale");
+    GS_RETURN_IF_ERROR(pass.status());
+    if (count < 1) return gpusched::InvalidArgument("count: must be >= 1, got " + std::to_string(count));
+    if (!std::isfinite(factor)) {
+      return gpusched::InvalidArgument("factor: must be finite, got " + std::to_string(factor));
+    }
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
     SimDevice& dev = *s->devices[gpu];
     const size_t bytes = static_cast<size_t>(count) * sizeof(float);

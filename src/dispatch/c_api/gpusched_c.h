@@ -1,12 +1,30 @@
-/* gpusched_c.h: the C ABI of gpusched's node-level library (libgpusched_c.so), for C programs,
- * Python (ctypes, see python/gpusched) and the JVM (JNA). It declares the real-time dispatcher
- * and simulated devices here, and the chunk scheduler through gpusched_chunks_c.h, so one
- * header and one library cover the whole ABI.
+/* gpusched_c.h: the C ABI of gpusched's node-level library (libgpusched_c.so.1), for C programs,
+ * Python (ctypes, see python/gpusched) and the JVM (JNA, see java/). It declares the real-time
+ * dispatcher and simulated devices here, and the chunk scheduler through gpusched_chunks_c.h,
+ * so one header and one library cover the whole ABI.
+ *
+ * Finding it: `cmake --install BUILD --prefix P` puts the library in P/lib, these headers in
+ * P/include/gpusched and gpusched.pc in P/lib/pkgconfig, so
+ *   cc app.c $(PKG_CONFIG_PATH=P/lib/pkgconfig pkg-config --cflags --libs gpusched)
+ * builds a client (#include <gpusched/gpusched_c.h>).
  *
  * Conventions: functions return 0 on success and a positive gpusched status code on failure
- * (1 invalid argument, 2 not found, ... as StatusCode); gpusched_last_error() then describes
- * it for the calling thread. Times are ms, memory MiB. Every handle is thread-safe unless noted.
+ * (GPUSCHED_E_*: 1 invalid argument, 2 not found, ...); gpusched_last_error() then describes it
+ * for the calling thread, naming the argument and its value. Times are ms, memory MiB. Every
+ * argument is checked where it is given: options, enum values, negative or NaN times, sizes.
  * Nothing here throws or aborts on bad input.
+ *
+ * Lifetimes: every handle is thread-safe. Its destroy function refuses new calls, waits for the
+ * calls in flight on other threads (a blocked acquire fails with GPUSCHED_E_FAILED_PRECONDITION
+ * at its next round), and then frees it. A call that starts after destroy returned uses freed
+ * memory: stop your threads, or use the Python or Java wrappers, which guard this.
+ *
+ * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
+ * from the unversioned library: destroy functions return int; gpusched_dispatcher_release
+ * takes an outcome; cost_time_ms is a double; the options lost submit_threads and gained
+ * max_per_gpu and acquire_timeout_ms; service metrics gained `failed`; new functions
+ * gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled, gpusched_dispatcher_shutdown,
+ * gpusched_chunks_create_cuda and gpusched_cuda_device_count.
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -20,7 +38,25 @@
 extern "C" {
 #endif
 
-/* The message of the last failed call on this thread ("" if none). Valid until the next call. */
+#define GPUSCHED_C_ABI_VERSION 1
+
+/* Status codes (gpusched's StatusCode). */
+enum {
+  GPUSCHED_OK = 0,
+  GPUSCHED_E_INVALID_ARGUMENT = 1,
+  GPUSCHED_E_NOT_FOUND = 2,
+  GPUSCHED_E_ALREADY_EXISTS = 3,
+  GPUSCHED_E_FAILED_PRECONDITION = 4,
+  GPUSCHED_E_RESOURCE_EXHAUSTED = 5,
+  GPUSCHED_E_UNAVAILABLE = 6,
+  GPUSCHED_E_INTERNAL = 7
+};
+
+/* GPUSCHED_C_ABI_VERSION of the loaded library: compare it with the header's. */
+int gpusched_abi_version(void);
+
+/* The message of the last failed call on this thread ("" if none). Valid until the next call
+ * on this thread. Shared by the dispatcher, device and chunk functions. */
 const char* gpusched_last_error(void);
 
 /* ---- CN113051059B real-time dispatcher ---- */
@@ -29,31 +65,54 @@ typedef struct gpusched_dispatcher gpusched_dispatcher;
 
 typedef struct {
   const char* name;
-  int64_t cost_time_ms; /* expected run time; initial value of the learned cost (claim 6) */
+  double cost_time_ms;  /* expected run time, > 0, fractions allowed (0.25); the initial
+                           value of the learned cost (claim 6); rounded to whole ms only where
+                           it meets a GPU's fin_time */
   int64_t wait_time_ms; /* must be < cost_time_ms (claim 7) */
   int64_t try_time_ms;  /* retry period, > 0 (claim 2) */
 } gpusched_service_config;
 
-/* Options; 0 everywhere selects the defaults of PATENTS.md section 1. */
+/* Options; 0 everywhere selects the defaults of PATENTS.md section 1. Flags take 0 or 1 only;
+ * any other value is refused at create. */
 typedef struct {
-  int32_t gpu_count;
+  int32_t gpu_count;           /* >= 1 */
   int32_t literal_release;     /* claim 5: 1 = any finishing task clears the mark */
   int32_t max_fin_time;        /* claim 4: 1 = fin_time = max(fin_time, now + cost) */
   int32_t earliest_finish_scan;/* claim 1: 1 = scan GPUs by fin_time instead of index */
   int32_t elapsed_budget;      /* claim 2: 1 = budget = wait_time - elapsed */
   int32_t direct_no_lock;      /* claim 3: 1 = mode B, run without taking the lock */
   int32_t cost_learning;       /* claim 6: 0 cumulative mean, 1 EMA, 2 offline (fixed) */
-  double ema_alpha;            /* for cost_learning == 1; 0 means 0.2 */
-  int32_t submit_threads;      /* threads for gpusched_dispatcher_submit; 0 = 16 */
+  double ema_alpha;            /* for cost_learning == 1: in (0, 1]; 0 means 0.2 */
+  int32_t max_per_gpu;         /* backpressure: leases running at once on one GPU; 0 = no cap */
+  int64_t acquire_timeout_ms;  /* acquire fails with GPUSCHED_E_UNAVAILABLE after this; 0 = none */
 } gpusched_dispatcher_options;
 
-/* Creates a dispatcher on the real clock. Fails with 1 (invalid argument) on a bad config. */
+/* Creates a dispatcher on the real clock. GPUSCHED_E_INVALID_ARGUMENT on a bad option or
+ * service, the message naming it and its value. It starts no threads. */
 int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
                                const gpusched_service_config* services, int32_t service_count,
                                gpusched_dispatcher** out);
-void gpusched_dispatcher_destroy(gpusched_dispatcher* d);
+/* Refuses new calls, waits for the calls in flight (a gpusched_dispatcher_run in progress
+ * finishes its fn; a waiting acquire fails), then frees `d`. Refused with
+ * GPUSCHED_E_FAILED_PRECONDITION, leaving `d` usable, while leases from
+ * gpusched_dispatcher_acquire are still out (release them, then destroy again) or while another
+ * thread is destroying it. NULL: 0. */
+int gpusched_dispatcher_destroy(gpusched_dispatcher* d);
+/* stop = 1: grant no more leases (waiting and new acquires and runs fail with
+ * GPUSCHED_E_FAILED_PRECONDITION; release still works); stop = 0: grant again. Lets a wrapper
+ * end its threads' waits before it destroys `d`. */
+int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop);
 
-/* A granted request. Pass it back to gpusched_dispatcher_release when the work is done. */
+/* A granted request. Pass it back, unchanged, to gpusched_dispatcher_release when the work is
+ * done. `ticket` is unique in the process and identifies the lease to its dispatcher.
+ *
+ * What the per-GPU lock guarantees: `locked` = 1 means this request became the owner recorded
+ * in the GPU's signal mark (claim 4), and the default owner-checked release lets only the owner
+ * reset the mark (claim 5). What it does NOT guarantee: exclusive use of the GPU. A request
+ * whose expected cost fits inside the owner's remaining busy time is granted the same GPU and
+ * runs beside it (claim 1, the backfill reading of PATENTS.md), and after its wait budget a
+ * request may be granted a busy GPU directly (claim 3; with direct_no_lock without the lock).
+ * Use max_per_gpu to bound how many leases run on one GPU at once. */
 typedef struct {
   int32_t gpu;
   int32_t service;
@@ -64,13 +123,26 @@ typedef struct {
   int64_t granted_ns;
 } gpusched_lease;
 
-/* Blocks until a GPU is granted to a request of `service` (claims 1-4). */
+/* Blocks until a GPU is granted to a request of `service` (claims 1-4). GPUSCHED_E_NOT_FOUND
+ * for an unknown service; GPUSCHED_E_UNAVAILABLE when acquire_timeout_ms passed first (every
+ * GPU at max_per_gpu or out of service); GPUSCHED_E_FAILED_PRECONDITION while destroying. */
 int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
                                 gpusched_lease* out);
-/* The work of `lease` is done (claims 5, 6). */
-int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease);
 
-/* Acquire, call fn(gpu, user) on this thread, release. *fn_result receives fn's return. */
+/* How the work of a lease ended. */
+enum { GPUSCHED_SUCCEEDED = 0, GPUSCHED_FAILED = 1 };
+
+/* The work of `lease` is done (claims 5, 6): the GPU's mark is reset and, when `outcome` is
+ * GPUSCHED_SUCCEEDED, the run time trains the service's cost; a GPUSCHED_FAILED request counts
+ * in `failed` and trains nothing. Refused (nothing changes, counters never go negative):
+ * GPUSCHED_E_NOT_FOUND for a ticket not outstanding on `d` (released already, zeroed, made up,
+ * or another dispatcher's), GPUSCHED_E_INVALID_ARGUMENT for a lease whose gpu or service was
+ * altered, or an outcome other than 0 or 1. Allowed while `d` is being destroyed. */
+int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease,
+                                int32_t outcome);
+
+/* Acquire, call fn(gpu, user) on this thread, release. fn returns 0 on success; any other value
+ * releases the lease as GPUSCHED_FAILED. *fn_result receives fn's return. */
 typedef int32_t (*gpusched_run_fn)(int32_t gpu, void* user);
 int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result);
@@ -79,10 +151,15 @@ int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusche
 int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owner,
                              int64_t* fin_time_ms);
 
+/* Takes `gpu` out of service (enabled = 0: no new grants, its running leases finish normally)
+ * or puts it back (1). */
+int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int32_t enabled);
+
 /* ---- Metrics ---- */
 
 typedef struct {
-  uint64_t completed;
+  uint64_t completed;                 /* released, failed ones included */
+  uint64_t failed;                    /* released as GPUSCHED_FAILED */
   uint64_t give_ups;
   uint64_t direct_grabs;
   double queue_ms_mean, queue_ms_max; /* arrival -> GPU granted */
@@ -109,14 +186,16 @@ typedef struct gpusched_sim_devices gpusched_sim_devices;
 
 int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t streams,
                                 gpusched_sim_devices** out);
-void gpusched_sim_devices_destroy(gpusched_sim_devices* s);
-/* Runs a kernel that occupies device `gpu` for `ms` of processor-shared compute, on a free
- * stream, and waits for it. 5 (resource exhausted) when no stream is free. */
+/* Waits for the calls in flight, then frees `s`. NULL: 0. */
+int gpusched_sim_devices_destroy(gpusched_sim_devices* s);
+/* Runs a kernel that occupies device `gpu` for `ms` (finite, >= 0) of processor-shared
+ * compute, on a free stream, and waits for it. 5 (resource exhausted) when no stream is free. */
 int gpusched_sim_devices_compute(gpusched_sim_devices* s, int32_t gpu, double ms);
 int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* used_bytes,
                                 int64_t* total_bytes);
-/* Allocates `bytes` on `gpu`, copies `host` in, multiplies every float by `factor` in a
- * kernel, copies back to `host`, frees. A full round trip through the Device interface. */
+/* Allocates `count` floats on `gpu`, copies `host` in, multiplies every float by `factor`
+ * (finite) in a kernel, copies back to `host`, frees. A full round trip through the Device
+ * interface. */
 int gpusched_sim_devices_scale(gpusched_sim_devices* s, int32_t gpu, float* host, int64_t count,
                                float factor);
 

@@ -7,8 +7,14 @@
  * gpusched_chunks_run runs; gpusched never frees them.
  *
  * Every function returning int returns 0 on success or a gpusched StatusCode (1 invalid
- * argument, 2 not found, ...); gpusched_chunks_last_error() then describes the error of the
- * calling thread's last failed call. A runtime may be used from one thread at a time.
+ * argument, 2 not found, ...); gpusched_chunks_last_error() (the same as gpusched_last_error())
+ * then describes the error of the calling thread's last failed call, naming the argument and
+ * its value. Arguments are checked where they are given (sizes, alignment, NaN factors).
+ *
+ * Sharing: a runtime may be shared by any number of threads (an executor's task threads).
+ * Runs on one runtime queue: each gpusched_chunks_run waits for the one before it and then has
+ * every GPU and stream of the runtime, so no job ever believes it owns GPUs another job is
+ * using, and nothing can deadlock. A job handle belongs to one thread at a time.
  * Included by gpusched_c.h; both are plain C (the c_abi test compiles them as C11). */
 #ifndef GPUSCHED_CHUNKS_C_H_
 #define GPUSCHED_CHUNKS_C_H_
@@ -22,15 +28,25 @@ extern "C" {
 typedef struct gpusched_chunks_runtime gpusched_chunks_runtime;
 typedef struct gpusched_chunks_job gpusched_chunks_job;
 
-/* Creates `num_gpus` simulated GPUs of `gpu_memory_mib` MiB and 4 streams each, with the
- * PATENTS.md defaults except `chunk_bytes` (0 keeps the default 64 MiB). */
+/* Creates `num_gpus` (>= 1) simulated GPUs of `gpu_memory_mib` (>= 1) MiB and 4 streams each,
+ * with the PATENTS.md defaults except `chunk_bytes` (0 keeps the default 64 MiB; otherwise > 0
+ * and a multiple of 8, so no element of any built-in kernel is split). */
 int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chunk_bytes,
                                gpusched_chunks_runtime** out);
-void gpusched_chunks_destroy(gpusched_chunks_runtime* runtime);
+/* The same over real GPUs: CUDA devices 0 .. num_gpus - 1 (num_gpus 0: every visible one).
+ * GPUSCHED_E_FAILED_PRECONDITION (4) in a library built without CUDA, GPUSCHED_E_UNAVAILABLE
+ * (6) when a device cannot be opened. The built-in kernels have CPU implementations only, so a
+ * run on CUDA devices reports which kernel lacks a CUDA implementation. */
+int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out);
+/* CUDA devices visible to this library: 0 without a driver or GPU, -1 when built without CUDA. */
+int gpusched_cuda_device_count(void);
+/* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0. */
+int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime);
 
 /* A user kernel. map (kind 0): `out_bytes` == `in_bytes`; reduce (kind 1): writes a partial of
- * `result_bytes`, and `combine` folds a partial into the accumulator. `in1` is NULL for
- * one-input kernels. */
+ * `result_bytes` (> 0), and `combine` (required) folds a partial into the accumulator. `in1` is
+ * NULL for one-input kernels. `inputs` is 1 or 2; `element_bytes` > 0 and divides the runtime's
+ * chunk size. The callbacks run on the runtime's worker threads, several at once. */
 typedef void (*gpusched_chunks_kernel_fn)(const void* in0, const void* in1, int64_t in_bytes,
                                           void* out, int64_t out_bytes, void* user);
 typedef void (*gpusched_chunks_combine_fn)(void* acc, const void* partial, int64_t bytes,
@@ -43,12 +59,12 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
 gpusched_chunks_job* gpusched_chunks_job_new(void);
 void gpusched_chunks_job_free(gpusched_chunks_job* job);
 /* An input buffer (data != NULL), or a stage output's destination (data != NULL, exact size),
- * or an output the runner allocates (data == NULL, bytes 0). cache != 0 persists its chunks
- * in GPU memory. */
+ * or an output the runner allocates (data == NULL, bytes 0). bytes >= 0; cache 0 or 1 (1
+ * persists its chunks in GPU memory). */
 int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, void* data,
                                    int64_t bytes, int cache);
 /* `inputs`: buffer names separated by commas ("a" or "a,b"). `scalar` is the scale kernels'
- * factor, `bins` the histogram's bin count (0 keeps 256). */
+ * factor (finite), `bins` the histogram's bin count (>= 0; 0 keeps 256). */
 int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, const char* kernel,
                                   const char* inputs, const char* output, double scalar,
                                   int64_t bins);

@@ -1,16 +1,30 @@
-// The C ABI of gpusched_chunks_c.h over ChunkScheduler and StageRunner.
+// The C ABI of gpusched_chunks_c.h over ChunkScheduler and StageRunner. A runtime may be shared
+// by many threads: runs take `run_mu` in turn (a ChunkScheduler and its ThreadPool serve one
+// job at a time), and the CallGate lets destroy wait for them.
 
+#include <cmath>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/executor.h"
+#include "dispatch/c_api/c_status.h"
+#include "dispatch/c_api/call_gate.h"
 #include "dispatch/c_api/gpusched_chunks_c.h"
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
+#ifdef GPUSCHED_C_WITH_CUDA
+#include "dispatch/cuda/cuda_device.h"
+#endif
 
+using gpusched::Status;
+using gpusched::StatusOr;
+using gpusched::capi::CallGate;
+using gpusched::capi::Guard;
+using gpusched::capi::Null;
 using gpusched::chunks::ChunkConfig;
 using gpusched::chunks::ChunkScheduler;
 using gpusched::chunks::JobResult;
@@ -21,11 +35,13 @@ using gpusched::chunks::StageRunner;
 
 struct gpusched_chunks_runtime {
   gpusched::RealClock clock;
-  std::vector<std::unique_ptr<gpusched::dispatch::SimDevice>> devices;
+  std::vector<std::unique_ptr<gpusched::dispatch::Device>> devices;
   std::unique_ptr<KernelRegistry> kernels = KernelRegistry::WithBuiltins();
   std::unique_ptr<ChunkScheduler> scheduler;
   std::unique_ptr<gpusched::ThreadPool> pool;
   std::unique_ptr<StageRunner> runner;
+  std::mutex run_mu;  // one job at a time on the scheduler and pool; callers queue here
+  CallGate gate;
 };
 
 struct gpusched_chunks_job {
@@ -35,15 +51,33 @@ struct gpusched_chunks_job {
 
 namespace {
 
-thread_local std::string last_error;
+// Every built-in kernel's element size (4 or 8 bytes) divides a multiple of 8.
+constexpr int64_t kChunkAlignment = 8;
 
-int Fail(const gpusched::Status& s) {
-  last_error = s.ToString();
-  return static_cast<int>(s.code());
+std::string Got(int64_t v) { return ", got " + std::to_string(v); }
+
+StatusOr<ChunkConfig> ConfigFor(int64_t chunk_bytes) {
+  ChunkConfig config;
+  if (chunk_bytes < 0 || chunk_bytes % kChunkAlignment != 0) {
+    return gpusched::InvalidArgument("chunk_bytes: must be 0 (default) or a positive multiple of " +
+                                     std::to_string(kChunkAlignment) + Got(chunk_bytes));
+  }
+  if (chunk_bytes != 0) config.chunk_bytes = chunk_bytes;
+  GS_RETURN_IF_ERROR(config.Validate());
+  return config;
 }
 
-int Null(const char* what) {
-  return Fail(gpusched::InvalidArgument(std::string(what) + ": must not be null"));
+// Wires a runtime over `devices` (already opened) and hands it out.
+Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& config,
+                gpusched_chunks_runtime** out) {
+  std::vector<gpusched::dispatch::Device*> raw;
+  for (auto& d : rt->devices) raw.push_back(d.get());
+  rt->scheduler = std::make_unique<ChunkScheduler>(raw, config, rt->clock);
+  // One driver thread per stream keeps every stream busy (they block in Synchronize).
+  rt->pool = std::make_unique<gpusched::ThreadPool>(raw.size() * static_cast<size_t>(config.streams_per_gpu));
+  rt->runner = std::make_unique<StageRunner>(*rt->scheduler, *rt->kernels, *rt->pool);
+  *out = rt.release();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -52,112 +86,183 @@ extern "C" {
 
 int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chunk_bytes,
                                gpusched_chunks_runtime** out) {
-  if (out == nullptr) return Null("out");
-  if (num_gpus <= 0) {
-    return Fail(gpusched::InvalidArgument("num_gpus: must be > 0, got " + std::to_string(num_gpus)));
-  }
-  if (gpu_memory_mib <= 0) {
-    return Fail(gpusched::InvalidArgument("gpu_memory_mib: must be > 0, got " + std::to_string(gpu_memory_mib)));
-  }
-  ChunkConfig config;
-  if (chunk_bytes != 0) config.chunk_bytes = chunk_bytes;
-  if (gpusched::Status s = config.Validate(); !s.ok()) return Fail(s);
-  auto rt = std::make_unique<gpusched_chunks_runtime>();
-  std::vector<gpusched::dispatch::Device*> raw;
-  for (int i = 0; i < num_gpus; ++i) {
-    rt->devices.push_back(std::make_unique<gpusched::dispatch::SimDevice>(
-        gpusched::dispatch::SimDeviceOptions{i, "", gpu_memory_mib, config.streams_per_gpu}, rt->clock));
-    raw.push_back(rt->devices.back().get());
-  }
-  rt->scheduler = std::make_unique<ChunkScheduler>(raw, config, rt->clock);
-  // One driver thread per stream keeps every stream busy (they block in Synchronize).
-  rt->pool = std::make_unique<gpusched::ThreadPool>(static_cast<size_t>(num_gpus * config.streams_per_gpu));
-  rt->runner = std::make_unique<StageRunner>(*rt->scheduler, *rt->kernels, *rt->pool);
-  *out = rt.release();
-  return 0;
+  return Guard([&]() -> Status {
+    if (out == nullptr) return Null("out");
+    if (num_gpus <= 0) return gpusched::InvalidArgument("num_gpus: must be > 0" + Got(num_gpus));
+    if (gpu_memory_mib <= 0) {
+      return gpusched::InvalidArgument("gpu_memory_mib: must be > 0" + Got(gpu_memory_mib));
+    }
+    GS_ASSIGN_OR_RETURN(ChunkConfig config, ConfigFor(chunk_bytes));
+    auto rt = std::make_unique<gpusched_chunks_runtime>();
+    for (int i = 0; i < num_gpus; ++i) {
+      rt->devices.push_back(std::make_unique<gpusched::dispatch::SimDevice>(
+          gpusched::dispatch::SimDeviceOptions{i, "", gpu_memory_mib, config.streams_per_gpu},
+          rt->clock));
+    }
+    return Assemble(std::move(rt), config, out);
+  });
 }
 
-void gpusched_chunks_destroy(gpusched_chunks_runtime* runtime) { delete runtime; }
+int gpusched_cuda_device_count(void) {
+#ifdef GPUSCHED_C_WITH_CUDA
+  return gpusched::dispatch::CudaDevice::DeviceCount();
+#else
+  return -1;
+#endif
+}
+
+int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out) {
+  return Guard([&]() -> Status {
+    if (out == nullptr) return Null("out");
+    if (num_gpus < 0) return gpusched::InvalidArgument("num_gpus: must be >= 0 (0: all)" + Got(num_gpus));
+    GS_ASSIGN_OR_RETURN(ChunkConfig config, ConfigFor(chunk_bytes));
+#ifdef GPUSCHED_C_WITH_CUDA
+    const int visible = gpusched::dispatch::CudaDevice::DeviceCount();
+    const int count = num_gpus == 0 ? visible : num_gpus;
+    if (count == 0 || count > visible) {
+      return gpusched::Unavailable("num_gpus: " + std::to_string(num_gpus) + " asked, " +
+                                   std::to_string(visible) + " CUDA device(s) visible");
+    }
+    auto rt = std::make_unique<gpusched_chunks_runtime>();
+    for (int i = 0; i < count; ++i) {
+      GS_ASSIGN_OR_RETURN(rt->devices.emplace_back(),
+                          gpusched::dispatch::CudaDevice::Open(i, config.streams_per_gpu));
+    }
+    return Assemble(std::move(rt), config, out);
+#else
+    (void)config;
+    return gpusched::FailedPrecondition(
+        "gpusched_chunks_create_cuda: this libgpusched_c was built without CUDA (configure with "
+        "nvcc on the PATH or at /usr/local/cuda, GPUSCHED_CUDA=AUTO or ON)");
+#endif
+  });
+}
+
+int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime) {
+  if (runtime == nullptr) return 0;
+  const int rc = Guard([&] { return runtime->gate.Close("gpusched_chunks_destroy"); });
+  if (rc == 0) delete runtime;
+  return rc;
+}
 
 int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char* name, int kind,
                                     int inputs, int64_t element_bytes, int64_t result_bytes,
                                     gpusched_chunks_kernel_fn run,
                                     gpusched_chunks_combine_fn combine, void* user) {
-  if (runtime == nullptr) return Null("runtime");
-  if (name == nullptr) return Null("name");
-  if (run == nullptr) return Null("run");
-  if (kind != 0 && kind != 1) return Fail(gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce), got " + std::to_string(kind)));
-  Kernel k;
-  k.name = name;
-  k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
-  k.inputs = inputs;
-  k.element_bytes = element_bytes;
-  k.run = [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
-    run(io.in0, io.in1, io.in_bytes, io.out, io.out_bytes, user);
-  };
-  if (kind == 1) {
-    k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
-    if (combine != nullptr) {
+  return Guard([&]() -> Status {
+    if (runtime == nullptr) return Null("runtime");
+    if (name == nullptr) return Null("name");
+    if (run == nullptr) return Null("run");
+    CallGate::Pass pass(runtime->gate, "gpusched_chunks_register_kernel");
+    GS_RETURN_IF_ERROR(pass.status());
+    if (kind != 0 && kind != 1) {
+      return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
+    }
+    if (inputs != 1 && inputs != 2) return gpusched::InvalidArgument("inputs: must be 1 or 2" + Got(inputs));
+    const int64_t chunk = runtime->scheduler->config().chunk_bytes;
+    if (element_bytes <= 0 || chunk % element_bytes != 0) {
+      return gpusched::InvalidArgument("element_bytes: must be > 0 and divide the runtime's chunk_bytes " +
+                                       std::to_string(chunk) + Got(element_bytes));
+    }
+    if (kind == 1 && result_bytes <= 0) {
+      return gpusched::InvalidArgument("result_bytes: a reduce kernel's partial must be > 0 bytes" +
+                                       Got(result_bytes));
+    }
+    if (kind == 1 && combine == nullptr) return Null("combine (required for a reduce kernel)");
+    Kernel k;
+    k.name = name;
+    k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
+    k.inputs = inputs;
+    k.element_bytes = element_bytes;
+    k.run = [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
+      run(io.in0, io.in1, io.in_bytes, io.out, io.out_bytes, user);
+    };
+    if (kind == 1) {
+      k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
       k.combine = [combine, user](std::byte* acc, const std::byte* p, int64_t n) { combine(acc, p, n, user); };
     }
-  }
-  gpusched::Status s = runtime->kernels->Register(std::move(k));
-  return s.ok() ? 0 : Fail(s);
+    return runtime->kernels->Register(std::move(k));  // the registry is thread-safe
+  });
 }
 
-gpusched_chunks_job* gpusched_chunks_job_new(void) { return new gpusched_chunks_job(); }
+gpusched_chunks_job* gpusched_chunks_job_new(void) { return new (std::nothrow) gpusched_chunks_job(); }
 void gpusched_chunks_job_free(gpusched_chunks_job* job) { delete job; }
 
 int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, void* data,
                                    int64_t bytes, int cache) {
-  if (job == nullptr) return Null("job");
-  if (name == nullptr) return Null("name");
-  job->spec.buffers.push_back({name, {data, bytes}, cache != 0});
-  return 0;
+  return Guard([&]() -> Status {
+    if (job == nullptr) return Null("job");
+    if (name == nullptr) return Null("name");
+    const std::string field = std::string("buffer \"") + name + "\": ";
+    if (bytes < 0) return gpusched::InvalidArgument(field + "bytes must be >= 0" + Got(bytes));
+    if (data == nullptr && bytes != 0) {
+      return gpusched::InvalidArgument(field + "data is NULL, so bytes must be 0 (an output the "
+                                       "runner allocates)" + Got(bytes));
+    }
+    if (cache != 0 && cache != 1) return gpusched::InvalidArgument(field + "cache must be 0 or 1" + Got(cache));
+    job->spec.buffers.push_back({name, {data, bytes}, cache != 0});
+    return Status::Ok();
+  });
 }
 
 int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, const char* kernel,
                                   const char* inputs, const char* output, double scalar,
                                   int64_t bins) {
-  if (job == nullptr) return Null("job");
-  if (name == nullptr || kernel == nullptr || inputs == nullptr || output == nullptr) {
-    return Null("name, kernel, inputs and output");
-  }
-  gpusched::chunks::StageSpec st;
-  st.name = name;
-  st.kernel = kernel;
-  st.output = output;
-  st.params.scalar = scalar;
-  if (bins != 0) st.params.bins = bins;
-  std::string list = inputs;
-  for (size_t start = 0; start <= list.size();) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    if (comma > start) st.inputs.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  job->spec.stages.push_back(std::move(st));
-  return 0;
+  return Guard([&]() -> Status {
+    if (job == nullptr) return Null("job");
+    if (name == nullptr || kernel == nullptr || inputs == nullptr || output == nullptr) {
+      return Null("name, kernel, inputs and output");
+    }
+    const std::string field = std::string("stage \"") + name + "\": ";
+    if (!std::isfinite(scalar)) {
+      return gpusched::InvalidArgument(field + "scalar must be finite, got " + std::to_string(scalar));
+    }
+    if (bins < 0) return gpusched::InvalidArgument(field + "bins must be >= 0 (0: 256)" + Got(bins));
+    gpusched::chunks::StageSpec st;
+    st.name = name;
+    st.kernel = kernel;
+    st.output = output;
+    st.params.scalar = scalar;
+    if (bins != 0) st.params.bins = bins;
+    const std::string list = inputs;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) st.inputs.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+    if (st.inputs.empty()) {
+      return gpusched::InvalidArgument(field + "inputs must name 1 or 2 buffers, got \"" + list + "\"");
+    }
+    job->spec.stages.push_back(std::move(st));
+    return Status::Ok();
+  });
 }
 
 int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* stage, const char* after) {
-  if (job == nullptr || stage == nullptr || after == nullptr) return Null("job, stage and after");
-  for (auto& st : job->spec.stages) {
-    if (st.name == stage) {
-      st.after.push_back(after);
-      return 0;
+  return Guard([&]() -> Status {
+    if (job == nullptr || stage == nullptr || after == nullptr) return Null("job, stage and after");
+    for (auto& st : job->spec.stages) {
+      if (st.name == stage) {
+        st.after.push_back(after);
+        return Status::Ok();
+      }
     }
-  }
-  return Fail(gpusched::NotFound(std::string("stage: unknown stage \"") + stage + "\""));
+    return gpusched::NotFound(std::string("stage: unknown stage \"") + stage + "\"");
+  });
 }
 
 int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job) {
-  if (runtime == nullptr) return Null("runtime");
-  if (job == nullptr) return Null("job");
-  job->result.reset();
-  gpusched::StatusOr<JobResult> result = runtime->runner->Run(job->spec);
-  if (!result.ok()) return Fail(result.status());
-  job->result.emplace(std::move(result).value());
-  return 0;
+  return Guard([&]() -> Status {
+    if (runtime == nullptr) return Null("runtime");
+    if (job == nullptr) return Null("job");
+    CallGate::Pass pass(runtime->gate, "gpusched_chunks_run");
+    GS_RETURN_IF_ERROR(pass.status());
+    job->result.reset();
+    std::lock_guard lock(runtime->run_mu);  // jobs queue: one at a time over all the GPUs
+    GS_ASSIGN_OR_RETURN(JobResult result, runtime->runner->Run(job->spec));
+    job->result.emplace(std::move(result));
+    return Status::Ok();
+  });
 }
 
 const void* gpusched_chunks_output_data(const gpusched_chunks_job* job, const char* name) {
@@ -187,6 +292,6 @@ int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name) {
   return -1;
 }
 
-const char* gpusched_chunks_last_error(void) { return last_error.c_str(); }
+const char* gpusched_chunks_last_error(void) { return gpusched::capi::LastError(); }
 
 }  // extern "C"

@@ -1,0 +1,129 @@
+package io.gpusched;
+
+import com.sun.jna.Memory;
+import com.sun.jna.Pointer;
+import com.sun.jna.ptr.LongByReference;
+import com.sun.jna.ptr.PointerByReference;
+
+/**
+ * The CN113051059B real-time dispatcher (gpusched_dispatcher_*), shared by threads. close()
+ * (or try-with-resources) waits for calls in flight on other threads, ends their waiting
+ * acquires, and is refused with {@link GpuschedLibrary#E_FAILED_PRECONDITION} while leases from
+ * {@link #acquire} are out. The per-GPU lock is not exclusive: see {@link GpuschedLibrary}.
+ */
+public final class Dispatcher extends Handle {
+  /** One service: times in ms (cost may be fractional); wait < cost (claim 7), try > 0. */
+  public record Service(String name, double costMs, long waitMs, long tryMs) {}
+
+  /** A lease as a scope: released on close, as failed when {@link #fail()} was called. */
+  public final class LeaseScope implements AutoCloseable {
+    private final GpuschedLibrary.Lease lease;
+    private boolean failed;
+
+    private LeaseScope(GpuschedLibrary.Lease lease) {
+      this.lease = lease;
+    }
+
+    public int gpu() {
+      return lease.gpu;
+    }
+
+    public void fail() {
+      failed = true;
+    }
+
+    @Override
+    public void close() {
+      release(lease, failed);
+    }
+  }
+
+  private final String[] serviceNames;
+
+  public Dispatcher(GpuschedLibrary lib, GpuschedLibrary.DispatcherOptions options,
+                    Service... services) {
+    super(lib, create(lib, options, services));
+    serviceNames = new String[services.length];
+    for (int i = 0; i < services.length; ++i) serviceNames[i] = services[i].name();
+  }
+
+  private static Pointer create(GpuschedLibrary lib, GpuschedLibrary.DispatcherOptions options,
+                                Service[] services) {
+    GpuschedLibrary.ServiceConfig first = new GpuschedLibrary.ServiceConfig();
+    GpuschedLibrary.ServiceConfig[] array =
+        services.length > 0 ? (GpuschedLibrary.ServiceConfig[]) first.toArray(services.length) : null;
+    for (int i = 0; i < services.length; ++i) {
+      array[i].name = services[i].name();
+      array[i].cost_time_ms = services[i].costMs();
+      array[i].wait_time_ms = services[i].waitMs();
+      array[i].try_time_ms = services[i].tryMs();
+      array[i].write();
+    }
+    PointerByReference out = new PointerByReference();
+    GpuschedException.check(lib, lib.gpusched_dispatcher_create(
+        options, array != null ? array[0] : null, services.length, out));
+    return out.getValue();
+  }
+
+  @Override
+  protected void beforeWait(Pointer h) {
+    lib.gpusched_dispatcher_shutdown(h, 1);
+  }
+
+  @Override
+  protected void afterRefused(Pointer h) {
+    lib.gpusched_dispatcher_shutdown(h, 0);
+  }
+
+  @Override
+  protected int destroy(Pointer h) {
+    return lib.gpusched_dispatcher_destroy(h);
+  }
+
+  /** Blocks until a GPU is granted; hand the lease back to {@link #release}. */
+  public GpuschedLibrary.Lease acquire(String service) {
+    GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
+    call(false, h -> lib.gpusched_dispatcher_acquire(h, service, lease));
+    return lease;
+  }
+
+  /** Releases `lease`; a failed request's run time does not train the cost. */
+  public void release(GpuschedLibrary.Lease lease, boolean failed) {
+    int outcome = failed ? GpuschedLibrary.FAILED : GpuschedLibrary.SUCCEEDED;
+    call(true, h -> lib.gpusched_dispatcher_release(h, lease, outcome));  // ends what close waits for
+  }
+
+  public LeaseScope lease(String service) {
+    return new LeaseScope(acquire(service));
+  }
+
+  /** Acquire, fn.invoke(gpu, null) on this thread, release; returns fn's result. */
+  public int run(String service, GpuschedLibrary.RunFn fn) {
+    Memory result = new Memory(4);
+    call(false, h -> lib.gpusched_dispatcher_run(h, service, fn, null, result));
+    return result.getInt(0);
+  }
+
+  public void setGpuEnabled(int gpu, boolean enabled) {
+    call(false, h -> lib.gpusched_dispatcher_set_gpu_enabled(h, gpu, enabled ? 1 : 0));
+  }
+
+  /** The owner ticket of `gpu`'s signal mark (0: none). */
+  public long markOwner(int gpu) {
+    LongByReference owner = new LongByReference();
+    call(false, h -> lib.gpusched_dispatcher_mark(h, gpu, owner, null));
+    return owner.getValue();
+  }
+
+  public GpuschedLibrary.ServiceMetrics serviceMetrics(String service) {
+    GpuschedLibrary.ServiceMetrics m = new GpuschedLibrary.ServiceMetrics();
+    call(false, h -> lib.gpusched_dispatcher_service_metrics(h, service, m));
+    return m;
+  }
+
+  public GpuschedLibrary.GpuMetrics gpuMetrics(int gpu) {
+    GpuschedLibrary.GpuMetrics m = new GpuschedLibrary.GpuMetrics();
+    call(false, h -> lib.gpusched_dispatcher_gpu_metrics(h, gpu, m));
+    return m;
+  }
+}

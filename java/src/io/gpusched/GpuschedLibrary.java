@@ -1,0 +1,186 @@
+package io.gpusched;
+
+import com.sun.jna.Callback;
+import com.sun.jna.Library;
+import com.sun.jna.Native;
+import com.sun.jna.Pointer;
+import com.sun.jna.Structure;
+import com.sun.jna.ptr.LongByReference;
+import com.sun.jna.ptr.PointerByReference;
+import java.io.File;
+import java.nio.file.Paths;
+
+/**
+ * The whole C ABI of libgpusched_c.so.1 (gpusched_c.h and gpusched_chunks_c.h) as a JNA
+ * interface, with its structures and callbacks, so no user re-declares it. {@link Dispatcher}
+ * and {@link ChunkRuntime} wrap it with guarded, AutoCloseable handles; use this interface
+ * directly only for what they do not cover. Every int-returning function returns 0 or a status
+ * code ({@link #E_INVALID_ARGUMENT}, ...); {@link #gpusched_last_error()} then names the
+ * argument and its value.
+ *
+ * <p>Finding the library ({@link #load()}): the system property {@code gpusched.library} (a
+ * path), else $GPUSCHED_C_LIB, else {@code ../../lib/libgpusched_c.so.1} relative to this jar
+ * (where {@code cmake --install} puts both), else "gpusched_c" on {@code -Djna.library.path}.
+ * Debian's JNA also needs {@code -Djna.boot.library.path=/usr/lib/<multiarch>/jni}.
+ *
+ * <p>The per-GPU lock is an ownership token, not mutual exclusion: several leases can run on
+ * one GPU at once (see gpusched_c.h); set {@code max_per_gpu} to bound them.
+ */
+public interface GpuschedLibrary extends Library {
+  int ABI_VERSION = 1;
+  int OK = 0;
+  int E_INVALID_ARGUMENT = 1;
+  int E_NOT_FOUND = 2;
+  int E_ALREADY_EXISTS = 3;
+  int E_FAILED_PRECONDITION = 4;
+  int E_RESOURCE_EXHAUSTED = 5;
+  int E_UNAVAILABLE = 6;
+  int E_INTERNAL = 7;
+  int SUCCEEDED = 0;
+  int FAILED = 1;
+
+  /** Loads the library once per call (see the class comment for where it looks). */
+  static GpuschedLibrary load() {
+    String path = System.getProperty("gpusched.library");
+    if (path == null) path = System.getenv("GPUSCHED_C_LIB");
+    if (path == null) {
+      try {
+        File jar = Paths.get(GpuschedLibrary.class.getProtectionDomain().getCodeSource()
+                                 .getLocation().toURI()).toFile();
+        File installed = new File(jar.getParentFile(), "../../lib/libgpusched_c.so." + ABI_VERSION);
+        if (jar.isFile() && installed.isFile()) path = installed.getCanonicalPath();
+      } catch (Exception e) {
+        // no code source (e.g. a custom class loader): fall back to the name
+      }
+    }
+    GpuschedLibrary lib = Native.load(path != null ? path : "gpusched_c", GpuschedLibrary.class);
+    if (lib.gpusched_abi_version() != ABI_VERSION) {
+      throw new UnsatisfiedLinkError("libgpusched_c has ABI version " + lib.gpusched_abi_version()
+                                     + ", this binding needs " + ABI_VERSION);
+    }
+    return lib;
+  }
+
+  int gpusched_abi_version();
+  String gpusched_last_error();
+
+  // ---- CN113051059B real-time dispatcher ----
+
+  @Structure.FieldOrder({"name", "cost_time_ms", "wait_time_ms", "try_time_ms"})
+  class ServiceConfig extends Structure {
+    public String name;
+    public double cost_time_ms;
+    public long wait_time_ms;
+    public long try_time_ms;
+  }
+
+  @Structure.FieldOrder({"gpu_count", "literal_release", "max_fin_time", "earliest_finish_scan",
+                         "elapsed_budget", "direct_no_lock", "cost_learning", "ema_alpha",
+                         "max_per_gpu", "acquire_timeout_ms"})
+  class DispatcherOptions extends Structure {
+    public int gpu_count;
+    public int literal_release;
+    public int max_fin_time;
+    public int earliest_finish_scan;
+    public int elapsed_budget;
+    public int direct_no_lock;
+    public int cost_learning;
+    public double ema_alpha;
+    public int max_per_gpu;
+    public long acquire_timeout_ms;
+  }
+
+  @Structure.FieldOrder({"gpu", "service", "ticket", "locked", "attempts", "requested_ns",
+                         "granted_ns"})
+  class Lease extends Structure {
+    public int gpu;
+    public int service;
+    public long ticket;
+    public int locked;
+    public int attempts;
+    public long requested_ns;
+    public long granted_ns;
+  }
+
+  @Structure.FieldOrder({"completed", "failed", "give_ups", "direct_grabs", "queue_ms_mean",
+                         "queue_ms_max", "run_ms_mean", "run_ms_max", "cost_time_ms"})
+  class ServiceMetrics extends Structure {
+    public long completed;
+    public long failed;
+    public long give_ups;
+    public long direct_grabs;
+    public double queue_ms_mean;
+    public double queue_ms_max;
+    public double run_ms_mean;
+    public double run_ms_max;
+    public double cost_time_ms;
+  }
+
+  @Structure.FieldOrder({"running", "started", "busy_ms", "occupancy", "mean_running"})
+  class GpuMetrics extends Structure {
+    public int running;
+    public long started;
+    public double busy_ms;
+    public double occupancy;
+    public double mean_running;
+  }
+
+  /** gpusched_run_fn: returns 0 on success; anything else releases the lease as failed. */
+  interface RunFn extends Callback {
+    int invoke(int gpu, Pointer user);
+  }
+
+  int gpusched_dispatcher_create(DispatcherOptions options, ServiceConfig services,
+                                 int serviceCount, PointerByReference out);
+  int gpusched_dispatcher_destroy(Pointer d);
+  int gpusched_dispatcher_shutdown(Pointer d, int stop);
+  int gpusched_dispatcher_acquire(Pointer d, String service, Lease out);
+  int gpusched_dispatcher_release(Pointer d, Lease lease, int outcome);
+  int gpusched_dispatcher_run(Pointer d, String service, RunFn fn, Pointer user,
+                              Pointer fnResult);
+  int gpusched_dispatcher_mark(Pointer d, int gpu, LongByReference owner,
+                               LongByReference finTimeMs);
+  int gpusched_dispatcher_set_gpu_enabled(Pointer d, int gpu, int enabled);
+  int gpusched_dispatcher_service_metrics(Pointer d, String service, ServiceMetrics out);
+  int gpusched_dispatcher_gpu_metrics(Pointer d, int gpu, GpuMetrics out);
+
+  // ---- simulated devices ----
+
+  int gpusched_sim_devices_create(int count, long memoryMib, int streams, PointerByReference out);
+  int gpusched_sim_devices_destroy(Pointer s);
+  int gpusched_sim_devices_compute(Pointer s, int gpu, double ms);
+  int gpusched_sim_devices_memory(Pointer s, int gpu, LongByReference used, LongByReference total);
+  int gpusched_sim_devices_scale(Pointer s, int gpu, Pointer host, long count, float factor);
+
+  // ---- CN110955526B chunk scheduler ----
+
+  /** gpusched_chunks_kernel_fn; {@code in1} is null for one-input kernels. */
+  interface KernelFn extends Callback {
+    void invoke(Pointer in0, Pointer in1, long inBytes, Pointer out, long outBytes, Pointer user);
+  }
+
+  /** gpusched_chunks_combine_fn: folds a reduce partial into the accumulator. */
+  interface CombineFn extends Callback {
+    void invoke(Pointer acc, Pointer partial, long bytes, Pointer user);
+  }
+
+  int gpusched_chunks_create_sim(int numGpus, long gpuMemoryMib, long chunkBytes,
+                                 PointerByReference out);
+  int gpusched_chunks_create_cuda(int numGpus, long chunkBytes, PointerByReference out);
+  int gpusched_cuda_device_count();
+  int gpusched_chunks_destroy(Pointer runtime);
+  int gpusched_chunks_register_kernel(Pointer runtime, String name, int kind, int inputs,
+                                      long elementBytes, long resultBytes, KernelFn run,
+                                      CombineFn combine, Pointer user);
+  Pointer gpusched_chunks_job_new();
+  void gpusched_chunks_job_free(Pointer job);
+  int gpusched_chunks_job_add_buffer(Pointer job, String name, Pointer data, long bytes, int cache);
+  int gpusched_chunks_job_add_stage(Pointer job, String name, String kernel, String inputs,
+                                    String output, double scalar, long bins);
+  int gpusched_chunks_job_add_dependency(Pointer job, String stage, String after);
+  int gpusched_chunks_run(Pointer runtime, Pointer job);
+  Pointer gpusched_chunks_output_data(Pointer job, String name);
+  long gpusched_chunks_output_bytes(Pointer job, String name);
+  long gpusched_chunks_stat(Pointer job, String name);
+  String gpusched_chunks_last_error();
+}

@@ -1,0 +1,26 @@
+/* A client built from the installed tree only (dispatch_install_test): the header from
+ * <gpusched/...>, the library and flags from `pkg-config --cflags --libs gpusched`. */
+#include <gpusched/gpusched_c.h>
+
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+  gpusched_dispatcher_options options;
+  gpusched_service_config service = {"infer", 100, 50, 10};
+  gpusched_dispatcher* d = NULL;
+  gpusched_lease lease;
+  memset(&options, 0, sizeof options);
+  options.gpu_count = 2;
+  if (gpusched_abi_version() != GPUSCHED_C_ABI_VERSION ||
+      gpusched_dispatcher_create(&options, &service, 1, &d) != 0 ||
+      gpusched_dispatcher_acquire(d, "infer", &lease) != 0 ||
+      gpusched_dispatcher_release(d, &lease, GPUSCHED_SUCCEEDED) != 0 ||
+      gpusched_dispatcher_release(d, &lease, GPUSCHED_SUCCEEDED) != GPUSCHED_E_NOT_FOUND ||
+      gpusched_dispatcher_destroy(d) != 0) {
+    fprintf(stderr, "installed client failed: %s\n", gpusched_last_error());
+    return 1;
+  }
+  printf("installed client OK: gpu %d\n", lease.gpu);
+  return 0;
+}

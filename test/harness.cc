@@ -68,6 +68,10 @@ Proc& Proc::operator=(Proc&& o) noexcept {
   return *this;
 }
 
+void Proc::Signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
 void Proc::Kill(int sig) {
   if (pid_ <= 0) return;
   kill(pid_, sig);

@@ -22,6 +22,7 @@ class Proc {
   Proc(Proc&& o) noexcept;
   Proc& operator=(Proc&& o) noexcept;
   void Kill(int sig);  // signal, then wait for the exit
+  void Signal(int sig);  // signal only (SIGSTOP, SIGCONT)
   bool alive() const { return pid_ > 0; }
   std::string Log() const;
 

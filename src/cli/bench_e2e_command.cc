@@ -1,6 +1,7 @@
-// `gpusched bench e2e [--json]`: the whole control plane on loopback. 16 agents x 8 simulated
-// GPUs in this process, a real server with its SQLite store, trivial tasks (/bin/true, one
-// whole GPU each) run as real processes. Reports tasks submitted -> started -> finished per
+// `gpusched bench e2e [--store sqlite|etcd] [--json]`: the whole control plane on loopback. 16
+// agents x 8 simulated GPUs in this process, a real server with its SQLite store (or a real
+// 3-member etcd cluster, as the HA control plane stores its state), trivial tasks (/bin/true,
+// one whole GPU each) run as real processes. Reports tasks submitted -> started -> finished per
 // second and submit -> start latency (server timestamps: accepted -> agent reported running).
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/e2e_driver.h"
 #include "cli/local_cluster.h"
+#include "store/local_etcd.h"
 
 namespace gpusched::cli {
 
@@ -24,11 +26,14 @@ void RegisterBenchE2e(CLI::App& bench) {
   auto tasks = std::make_shared<int>(3000);
   auto agents = std::make_shared<int>(16);
   auto clients = std::make_shared<int>(4);
+  auto store = std::make_shared<std::string>("sqlite");
   CLI::App* cmd = bench.add_subcommand("e2e", "Control plane end to end: tasks per second");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--tasks", *tasks, "Tasks to run")->capture_default_str();
   cmd->add_option("--agents", *agents, "Agents of 8 simulated GPUs")->capture_default_str();
   cmd->add_option("--clients", *clients, "Concurrent submitting clients")->capture_default_str();
+  cmd->add_option("--store", *store, "sqlite, or etcd (a 3-member etcd cluster on loopback)")
+      ->capture_default_str();
   cmd->callback([=] {
     if (*tasks < 1 || *agents < 1 || *clients < 1) {
       Fail(InvalidArgument("--tasks, --agents and --clients must be >= 1"));
@@ -42,6 +47,18 @@ void RegisterBenchE2e(CLI::App& bench) {
     o.agents = *agents;
     o.gpus = "8x80GiB";
     o.quiet_agents = true;
+    std::unique_ptr<store::LocalEtcd> etcd;
+    if (*store == "etcd") {
+      store::LocalEtcd::Options eo;
+      eo.dir = dir + "/etcd";
+      auto e = store::LocalEtcd::Start(eo);
+      if (!e.ok()) Fail(e.status());
+      etcd = std::move(e).value();
+      o.server.store = "etcd";
+      o.server.etcd = etcd->client_urls();
+    } else if (*store != "sqlite") {
+      Fail(InvalidArgument("--store: \"" + *store + "\" (use sqlite or etcd)"));
+    }
     auto cluster = LocalCluster::Start(o);
     if (!cluster.ok()) Fail(cluster.status());
     E2eDriver probe((*cluster)->address());
@@ -88,7 +105,8 @@ void RegisterBenchE2e(CLI::App& bench) {
     const double rate = double(finished) / secs;
     const double p50 = Quantile(latency, 0.50), p99 = Quantile(latency, 0.99);
     if (*json) {
-      std::cout << nlohmann::json{{"agents", *agents},
+      std::cout << nlohmann::json{{"store", *store},
+                                  {"agents", *agents},
                                   {"gpus", *agents * 8},
                                   {"tasks", finished},
                                   {"tasks_per_s", rate},
@@ -99,7 +117,7 @@ void RegisterBenchE2e(CLI::App& bench) {
                        .dump()
                 << "\n";
     } else {
-      std::cout << "bench e2e: " << *agents << " agents x 8 simulated GPUs, " << finished << "/"
+      std::cout << "bench e2e: " << *store << " store, " << *agents << " agents x 8 simulated GPUs, " << finished << "/"
                 << *tasks << " tasks (/bin/true, 1 GPU each) in " << secs << " s\n"
                 << "  throughput            " << rate << " tasks/s (submitted -> finished)\n"
                 << "  submit -> start p50   " << p50 << " ms\n"

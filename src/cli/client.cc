@@ -76,6 +76,8 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
   // With several servers, one try may not take the whole deadline: a leader that stopped
   // answering (SIGSTOP, a partition) must not hold the call until it ends.
   const auto per_try = std::chrono::seconds(servers_.size() > 1 ? 5 : deadline_s);
+  const auto no_leader_deadline =
+      std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(10));
   for (;;) {
     grpc::ClientContext ctx;
     const auto try_deadline = std::min(deadline, std::chrono::system_clock::now() + per_try);
@@ -96,11 +98,14 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
       current_ = static_cast<size_t>(it - servers_.begin());
       continue;  // straight to the leader
     }
-    if (std::chrono::system_clock::now() >= deadline) {
+    // No leader anywhere: an election takes about one lease TTL; past no_leader_budget it is
+    // not an election but an outage (etcd down), and the caller is told.
+    const bool out_of_time = std::chrono::system_clock::now() >= deadline ||
+                             (not_leader && std::chrono::system_clock::now() >= no_leader_deadline);
+    if (out_of_time) {
       if (not_leader) {
         return Unavailable("no leader among " + std::to_string(servers_.size()) +
-                           " servers within " + std::to_string(deadline_s) + " s; " +
-                           servers_[current_] + " said: " + s.error_message());
+                           " server(s); " + servers_[current_] + " said: " + s.error_message());
       }
       return Convert(s);
     }

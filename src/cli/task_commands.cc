@@ -64,6 +64,8 @@ Status SubmitWithRetries(Client& c, const v1::SubmitRequest& req, v1::SubmitResp
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
     s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Submit(&ctx, req, &resp); });
     if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kNotStored) return s;
+    // The call already waited for an election that did not come (etcd down): say so now.
+    if (s.message().rfind("no leader among", 0) == 0) return s;
   }
   if (s.code() == StatusCode::kNotStored) {
     return NotStored("the server could not store the task: " + s.message() +

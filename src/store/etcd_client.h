@@ -3,8 +3,8 @@
 // status), over the JSON gateway that etcd 3.4 serves under /v3/ on its client URLs.
 //
 // Why the gateway rather than gRPC with our own copy of etcd's .proto: the calls are few and
-// small, and measured on loopback a gateway txn costs about what etcd's own raft commit costs
-// (see src/store/README.md), so a second protobuf schema would buy nothing. The gateway's
+// small, and a commit's cost is etcd's raft round and fsync, which a binary encoding would not
+// shorten (src/store/README.md). The gateway's
 // quirks are handled here and only here: byte fields are base64, int64 values come back as
 // strings, fields with default values (false, 0, empty) are omitted.
 //

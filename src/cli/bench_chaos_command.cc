@@ -186,37 +186,16 @@ ChaosResult RunChaos(const ChaosOptions& o) {
   // Every acknowledged task must reach a terminal state.
   E2eDriver d(cluster.address());
   const std::set<uint64_t> acked = submitter.acknowledged();
-  std::map<uint64_t, std::string> state;
-  for (int wait = 0; wait < 600; ++wait) {
-    auto all = d.List();
-    if (all.ok()) {
-      state.clear();
-      for (const auto& t : *all) state[t.id()] = t.state();
-      const bool done = std::all_of(acked.begin(), acked.end(), [&](uint64_t id) {
-        auto it = state.find(id);
-        return it != state.end() && (it->second == "succeeded" || it->second == "failed" ||
-                                     it->second == "cancelled");
-      });
-      if (done) break;
-    }
-    Sleep(200);
-  }
+  const auto state = WaitUntilTerminal(acked, [&] { return d.List(); }, 120'000);
   cluster.KillAll();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const LedgerCheck ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
   r.acknowledged = static_cast<int64_t>(acked.size());
   r.unacknowledged = submitter.unacknowledged();
-  for (uint64_t id : acked) {
-    auto it = state.find(id);
-    const std::string st = it == state.end() ? "" : it->second;
-    if (st == "succeeded") {
-      ++r.succeeded;
-    } else if (st == "failed" || st == "cancelled") {
-      ++r.failed;
-    } else {
-      ++r.lost;
-    }
-  }
+  const Outcomes outcomes = CountOutcomes(acked, state);
+  r.succeeded = outcomes.succeeded;
+  r.failed = outcomes.failed;
+  r.lost = outcomes.lost;
   r.completed_twice = ledger.completed_twice;
   r.overcommits = ledger.overcommits;
   if (!o.keep) fs::remove_all(dir);

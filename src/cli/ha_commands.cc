@@ -219,30 +219,17 @@ class HaSubmitter {
   std::string last_error_;
 };
 
-// Waits until every acknowledged task is terminal (listing through the leader); returns the
-// state of each.
+// Waits until every acknowledged task is terminal, listing through whichever server leads.
 std::map<uint64_t, std::string> WaitTerminal(HaCluster& cluster, const std::set<uint64_t>& acked,
                                              int64_t timeout_ms) {
-  std::map<uint64_t, std::string> state;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const int leader = cluster.Leader();
-    if (leader >= 0) {
-      auto all = E2eDriver(cluster.server_address(leader)).List();
-      if (all.ok()) {
-        state.clear();
-        for (const auto& t : *all) state[t.id()] = t.state();
-        const bool done = std::all_of(acked.begin(), acked.end(), [&](uint64_t id) {
-          auto it = state.find(id);
-          return it != state.end() && (it->second == "succeeded" || it->second == "failed" ||
-                                       it->second == "cancelled");
-        });
-        if (done) break;
-      }
-    }
-    Sleep(250);
-  }
-  return state;
+  return WaitUntilTerminal(
+      acked,
+      [&]() -> StatusOr<std::vector<v1::Task>> {
+        const int leader = cluster.Leader();
+        if (leader < 0) return Unavailable("no leader");
+        return E2eDriver(cluster.server_address(leader)).List();
+      },
+      timeout_ms);
 }
 
 void RegisterBenchFailover(CLI::App& bench) {
@@ -305,18 +292,8 @@ void RegisterBenchFailover(CLI::App& bench) {
     cluster.KillAll();
     const double seconds = MsSince(t_start, std::chrono::steady_clock::now()) / 1000;
     const LedgerCheck ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
-    int64_t lost = 0, succeeded = 0, failed = 0;
-    for (uint64_t id : acked) {
-      auto it = state.find(id);
-      const std::string st = it == state.end() ? "" : it->second;
-      if (st == "succeeded") {
-        ++succeeded;
-      } else if (st == "failed" || st == "cancelled") {
-        ++failed;
-      } else {
-        ++lost;
-      }
-    }
+    const Outcomes outcomes = CountOutcomes(acked, state);
+    const int64_t lost = outcomes.lost, succeeded = outcomes.succeeded, failed = outcomes.failed;
     std::vector<double> sorted = failover_ms;
     const double p50 = Quantile(sorted, 0.5), p99 = Quantile(sorted, 0.99);
     const double max = *std::max_element(failover_ms.begin(), failover_ms.end());
@@ -396,11 +373,7 @@ void RegisterHaDemo(CLI::App& app) {
     std::cout << "ha-demo: load stopped; waiting for " << acked.size() << " tasks to finish...\n";
     const auto state = WaitTerminal(cluster, acked, 120'000);
     const LedgerCheck ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
-    int64_t done = 0;
-    for (uint64_t id : acked) {
-      auto it = state.find(id);
-      done += it != state.end() && it->second == "succeeded";
-    }
+    const int64_t done = CountOutcomes(acked, state).succeeded;
     cluster.KillAll();
     std::cout << "ha-demo: summary: " << acked.size() << " acknowledged, " << done
               << " succeeded, " << acked.size() - static_cast<size_t>(done)

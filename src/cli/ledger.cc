@@ -1,6 +1,8 @@
 #include "cli/ledger.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -57,6 +59,47 @@ LedgerCheck CheckLedger(const fs::path& ledger, MiB gpu_mib) {
     }
   }
   return out;
+}
+
+namespace {
+bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
+}  // namespace
+
+std::map<uint64_t, std::string> WaitUntilTerminal(
+    const std::set<uint64_t>& acked,
+    const std::function<StatusOr<std::vector<::gpusched::v1::Task>>()>& list, int64_t timeout_ms) {
+  std::map<uint64_t, std::string> state;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto all = list();
+    if (all.ok()) {
+      state.clear();
+      for (const auto& t : *all) state[t.id()] = t.state();
+      const bool done = std::all_of(acked.begin(), acked.end(), [&](uint64_t id) {
+        auto it = state.find(id);
+        return it != state.end() && Terminal(it->second);
+      });
+      if (done) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return state;
+}
+
+Outcomes CountOutcomes(const std::set<uint64_t>& acked, const std::map<uint64_t, std::string>& state) {
+  Outcomes o;
+  for (uint64_t id : acked) {
+    auto it = state.find(id);
+    const std::string st = it == state.end() ? "" : it->second;
+    if (st == "succeeded") {
+      ++o.succeeded;
+    } else if (Terminal(st)) {
+      ++o.failed;
+    } else {
+      ++o.lost;
+    }
+  }
+  return o;
 }
 
 }  // namespace gpusched::cli

@@ -5,11 +5,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "base/units.h"
+#include "gpusched/v1/gpusched.pb.h"
 
 namespace gpusched::cli {
 
@@ -28,5 +32,17 @@ struct LedgerCheck {
 // Sweeps every GPU's start/end events in time order and counts the moments its running
 // shares exceed `gpu_mib`, and the tasks that ran to completion more than once.
 LedgerCheck CheckLedger(const std::filesystem::path& ledger, MiB gpu_mib);
+
+// Polls `list` (every task's current record) until each of `acked` is terminal or
+// `timeout_ms` passes; returns the last state seen of every task.
+std::map<uint64_t, std::string> WaitUntilTerminal(
+    const std::set<uint64_t>& acked,
+    const std::function<StatusOr<std::vector<::gpusched::v1::Task>>()>& list, int64_t timeout_ms);
+
+struct Outcomes {
+  int64_t succeeded = 0, failed = 0;  // failed or cancelled
+  int64_t lost = 0;                   // acknowledged, never terminal (or vanished)
+};
+Outcomes CountOutcomes(const std::set<uint64_t>& acked, const std::map<uint64_t, std::string>& state);
 
 }  // namespace gpusched::cli

@@ -177,13 +177,14 @@ class HaSubmitter {
       rpc::TaskSpecToProto(s, req.mutable_spec());
       req.set_idempotency_key("failover-" + std::to_string(seed_) + "-" + std::to_string(n));
       v1::SubmitResponse resp;
+      const SteadyTime sent = std::chrono::steady_clock::now();
       Client c(servers_);
       Status st = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Submit(&ctx, req, &resp); },
                          60);
       std::lock_guard<std::mutex> lock(mu_);
       if (st.ok()) {
         acknowledged_.insert(resp.id());
-        acks_.push_back(std::chrono::steady_clock::now());
+        acks_.emplace_back(sent, std::chrono::steady_clock::now());
       } else {
         ++unacknowledged_;
         last_error_ = st.message();
@@ -191,12 +192,14 @@ class HaSubmitter {
       Sleep(30);
     }
   }
-  // The first acknowledgement after `t`, if any.
+  // When the first submission sent after `t` was acknowledged, if one was. (One sent before
+  // and answered after would measure the old leader, not the new one.)
   std::optional<SteadyTime> FirstAckAfter(SteadyTime t) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::upper_bound(acks_.begin(), acks_.end(), t);
+    auto it = std::lower_bound(acks_.begin(), acks_.end(), t,
+                               [](const auto& ack, SteadyTime at) { return ack.first < at; });
     if (it == acks_.end()) return std::nullopt;
-    return *it;
+    return it->second;
   }
   std::set<uint64_t> acknowledged() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -214,9 +217,25 @@ class HaSubmitter {
   uint64_t seed_;
   std::mutex mu_;
   std::set<uint64_t> acknowledged_;
-  std::vector<SteadyTime> acks_;
+  std::vector<std::pair<SteadyTime, SteadyTime>> acks_;  // (sent, acknowledged), in order
   int64_t unacknowledged_ = 0;
   std::string last_error_;
+};
+
+// Runs a submitter on a thread of its own; stops and joins it when it goes out of scope (also
+// when Fail() ends the command by throwing).
+class LoadThread {
+ public:
+  explicit LoadThread(HaSubmitter& s) : thread_([this, &s] { s.Run(stop_); }) {}
+  ~LoadThread() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 // Waits until every acknowledged task is terminal, listing through whichever server leads.
@@ -259,8 +278,7 @@ void RegisterBenchFailover(CLI::App& bench) {
     if (Status s = cluster.Start(); !s.ok()) Fail(s);
     fs::create_directories(dir / "ledger");
     HaSubmitter submitter(cluster.servers(), dir / "ledger", o->seed);
-    std::atomic<bool> stop{false};
-    std::thread load([&] { submitter.Run(stop); });
+    LoadThread load(submitter);  // stops and joins even when Fail() throws
     std::vector<double> failover_ms;
     const auto t_start = std::chrono::steady_clock::now();
     for (int k = 0; k < o->kills; ++k) {
@@ -276,7 +294,10 @@ void RegisterBenchFailover(CLI::App& bench) {
              std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(60)) {
         Sleep(5);
       }
-      if (!ack) Fail(Unavailable("no submission was acknowledged within 60 s of a leader kill"));
+      if (!ack) {
+        Fail(Unavailable("no submission was acknowledged within 60 s of a leader kill (logs in " +
+                         dir.string() + ")"));
+      }
       failover_ms.push_back(MsSince(killed_at, *ack));
       if (!o->json) {
         std::cerr << "bench failover: kill " << k + 1 << "/" << o->kills << ": leader "
@@ -285,8 +306,7 @@ void RegisterBenchFailover(CLI::App& bench) {
       }
       if (Status s = cluster.StartServer(*leader); !s.ok()) Fail(s);  // back as a standby
     }
-    stop = true;
-    load.join();
+    load.Stop();
     const std::set<uint64_t> acked = submitter.acknowledged();
     const auto state = WaitTerminal(cluster, acked, 120'000);
     cluster.KillAll();
@@ -350,8 +370,7 @@ void RegisterHaDemo(CLI::App& app) {
               << "ha-demo: leader is " << cluster.server_address(leader) << " (lease TTL 5 s)\n";
     fs::create_directories(dir / "ledger");
     HaSubmitter submitter(cluster.servers(), dir / "ledger", 7);
-    std::atomic<bool> stop{false};
-    std::thread load([&] { submitter.Run(stop); });
+    LoadThread load(submitter);  // stops and joins even when Fail() throws
     Sleep(2'000);
     std::cout << "ha-demo: " << submitter.acknowledged().size()
               << " tasks acknowledged; kill -9 of the leader now\n";
@@ -367,8 +386,7 @@ void RegisterHaDemo(CLI::App& app) {
               << static_cast<int64_t>(MsSince(killed_at, *ack)) << " ms\n";
     (void)cluster.StartServer(leader);
     Sleep(2'000);
-    stop = true;
-    load.join();
+    load.Stop();
     const std::set<uint64_t> acked = submitter.acknowledged();
     std::cout << "ha-demo: load stopped; waiting for " << acked.size() << " tasks to finish...\n";
     const auto state = WaitTerminal(cluster, acked, 120'000);

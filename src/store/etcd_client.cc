@@ -11,11 +11,18 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace gpusched::store {
 
 using Json = nlohmann::json;
+
+namespace {
+// Bounds on what a peer may send: one header line, one answer.
+constexpr size_t kMaxHttpLine = 64 * 1024;
+constexpr size_t kMaxHttpBody = 64 * 1024 * 1024;
+}  // namespace
 
 // One keep-alive HTTP/1.1 connection to one endpoint. Our own small client rather than
 // cpp-httplib: etcd's gateway ends error answers with a chunked trailer
@@ -76,31 +83,11 @@ struct EtcdClient::Conn {
     return error;
   }
 
-  // Reads one line ending in CRLF from `buf` (refilled from the socket).
-  bool ReadLine(std::string& buf, std::string& line) {
-    for (;;) {
-      const size_t eol = buf.find("\r\n");
-      if (eol != std::string::npos) {
-        line = buf.substr(0, eol);
-        buf.erase(0, eol + 2);
-        return true;
-      }
-      if (!Fill(buf)) return false;
-    }
-  }
   bool Fill(std::string& buf) {
     char chunk[16384];
     const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
     if (n <= 0) return false;
     buf.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-  bool ReadExactly(std::string& buf, size_t n, std::string& out) {
-    while (buf.size() < n) {
-      if (!Fill(buf)) return false;
-    }
-    out.append(buf, 0, n);
-    buf.erase(0, n);
     return true;
   }
 
@@ -135,49 +122,15 @@ struct EtcdClient::Conn {
       }
       sent += static_cast<size_t>(n);
     }
-    std::string buf, line;
-    if (!ReadLine(buf, line) || line.size() < 12 || line.compare(0, 5, "HTTP/") != 0) {
-      error = "no HTTP answer";
+    std::string buf;
+    auto answer_or = ReadHttpAnswer([this](std::string& b) { return Fill(b); }, buf);
+    if (!answer_or.ok()) {
+      error = answer_or.status().message();
       return false;
     }
-    status = std::atoi(line.c_str() + 9);
-    int64_t length = -1;
-    bool chunked = false, close_after = false;
-    while (ReadLine(buf, line) && !line.empty()) {
-      std::string lower = line;
-      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (lower.rfind("content-length:", 0) == 0) length = std::atoll(lower.c_str() + 15);
-      if (lower.rfind("transfer-encoding:", 0) == 0 && lower.find("chunked") != std::string::npos) chunked = true;
-      if (lower.rfind("connection:", 0) == 0 && lower.find("close") != std::string::npos) close_after = true;
-    }
-    answer.clear();
-    if (chunked) {
-      for (;;) {
-        if (!ReadLine(buf, line)) {
-          error = "answer cut short";
-          return false;
-        }
-        const size_t size = std::strtoul(line.c_str(), nullptr, 16);
-        if (size == 0) break;
-        std::string crlf;
-        if (!ReadExactly(buf, size, answer) || !ReadExactly(buf, 2, crlf)) {
-          error = "answer cut short";
-          return false;
-        }
-      }
-      while (ReadLine(buf, line) && !line.empty()) {  // trailers (etcd sends one on errors)
-      }
-    } else if (length >= 0) {
-      if (!ReadExactly(buf, static_cast<size_t>(length), answer)) {
-        error = "answer cut short";
-        return false;
-      }
-    } else {
-      while (Fill(buf)) {
-      }
-      answer = std::move(buf);
-      close_after = true;
-    }
+    status = answer_or->status;
+    answer = std::move(answer_or->body);
+    const bool close_after = answer_or->close;
     if (close_after) Drop();
     return true;
   }
@@ -309,6 +262,98 @@ Status EtcdError(const std::string& url, int http_status, const std::string& bod
 }
 
 }  // namespace
+
+StatusOr<HttpAnswer> ReadHttpAnswer(const std::function<bool(std::string&)>& fill,
+                                    std::string& buf) {
+  auto line = [&](std::string& out) {
+    for (;;) {
+      const size_t eol = buf.find("\r\n");
+      if (eol != std::string::npos) {
+        out = buf.substr(0, eol);
+        buf.erase(0, eol + 2);
+        return true;
+      }
+      if (buf.size() > kMaxHttpLine || !fill(buf)) return false;
+    }
+  };
+  auto exactly = [&](size_t n, std::string& out) {
+    while (buf.size() < n) {
+      if (!fill(buf)) return false;
+    }
+    out.append(buf, 0, n);
+    buf.erase(0, n);
+    return true;
+  };
+  HttpAnswer a;
+  std::string l;
+  if (!line(l) || l.size() < 12 || l.compare(0, 5, "HTTP/") != 0 || !std::isdigit(uint8_t(l[9]))) {
+    return Unavailable("no HTTP answer");
+  }
+  a.status = std::atoi(l.c_str() + 9);
+  int64_t length = -1;
+  bool chunked = false;
+  while (line(l) && !l.empty()) {
+    std::string lower = l;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.rfind("content-length:", 0) == 0) length = std::atoll(lower.c_str() + 15);
+    if (lower.rfind("transfer-encoding:", 0) == 0 && lower.find("chunked") != std::string::npos) {
+      chunked = true;
+    }
+    if (lower.rfind("connection:", 0) == 0 && lower.find("close") != std::string::npos) a.close = true;
+  }
+  if (length > static_cast<int64_t>(kMaxHttpBody)) return Unavailable("answer of " + std::to_string(length) + " bytes is too large");
+  if (chunked) {
+    for (;;) {
+      if (!line(l)) return Unavailable("answer cut short");
+      char* end = nullptr;
+      const unsigned long size = std::strtoul(l.c_str(), &end, 16);
+      if (end == l.c_str()) return Unavailable("bad chunk size \"" + l.substr(0, 16) + "\"");
+      if (size == 0) break;
+      if (size > kMaxHttpBody || a.body.size() + size > kMaxHttpBody) return Unavailable("answer too large");
+      std::string crlf;
+      if (!exactly(size, a.body) || !exactly(2, crlf)) return Unavailable("answer cut short");
+    }
+    while (line(l) && !l.empty()) {  // trailers (etcd sends one on errors)
+    }
+  } else if (length >= 0) {
+    if (!exactly(static_cast<size_t>(length), a.body)) return Unavailable("answer cut short");
+  } else {
+    while (buf.size() <= kMaxHttpBody && fill(buf)) {
+    }
+    a.body = std::move(buf);
+    buf.clear();
+    a.close = true;
+  }
+  return a;
+}
+
+StatusOr<EtcdRange> ParseRangeAnswer(const std::string& text) {
+  try {
+    return ParseRange(Json::parse(text));
+  } catch (const std::exception& e) {
+    return Internal(std::string("etcd: unreadable range answer: ") + e.what());
+  }
+}
+
+StatusOr<EtcdTxnResult> ParseTxnAnswer(const std::string& text) {
+  try {
+    Json j = Json::parse(text);
+    EtcdTxnResult r;
+    r.succeeded = j.value("succeeded", false);
+    if (auto h = j.find("header"); h != j.end()) r.revision = Int(*h, "revision");
+    if (auto rs = j.find("responses"); rs != j.end() && rs->is_array()) {
+      for (const Json& e : *rs) {
+        if (auto rr = e.find("response_range"); rr != e.end()) {
+          GS_ASSIGN_OR_RETURN(EtcdRange range, ParseRange(*rr));
+          r.ranges.push_back(std::move(range));
+        }
+      }
+    }
+    return r;
+  } catch (const std::exception& e) {
+    return Internal(std::string("etcd: unreadable txn answer: ") + e.what());
+  }
+}
 
 EtcdOp EtcdOp::Put(std::string key, std::string value, int64_t lease) {
   EtcdOp op;
@@ -474,11 +519,7 @@ StatusOr<EtcdRange> EtcdClient::Range(const std::string& key, const std::string&
   Json req = OpJson(EtcdOp::Get(key, range_end, limit))["request_range"];
   if (revision > 0) req["revision"] = std::to_string(revision);
   GS_ASSIGN_OR_RETURN(std::string body, Post("/v3/kv/range", req.dump()));
-  try {
-    return ParseRange(Json::parse(body));
-  } catch (const std::exception& e) {
-    return Internal(std::string("etcd: unreadable range answer: ") + e.what());
-  }
+  return ParseRangeAnswer(body);
 }
 
 StatusOr<EtcdTxnResult> EtcdClient::Txn(const std::vector<EtcdCompare>& compare,
@@ -493,23 +534,7 @@ StatusOr<EtcdTxnResult> EtcdClient::Txn(const std::vector<EtcdCompare>& compare,
   if (!ok.empty()) req["success"] = ok;
   if (!bad.empty()) req["failure"] = bad;
   GS_ASSIGN_OR_RETURN(std::string body, Post("/v3/kv/txn", req.dump()));
-  try {
-    Json j = Json::parse(body);
-    EtcdTxnResult r;
-    r.succeeded = j.value("succeeded", false);
-    if (auto h = j.find("header"); h != j.end()) r.revision = Int(*h, "revision");
-    if (auto rs = j.find("responses"); rs != j.end() && rs->is_array()) {
-      for (const Json& e : *rs) {
-        if (auto rr = e.find("response_range"); rr != e.end()) {
-          GS_ASSIGN_OR_RETURN(EtcdRange range, ParseRange(*rr));
-          r.ranges.push_back(std::move(range));
-        }
-      }
-    }
-    return r;
-  } catch (const std::exception& e) {
-    return Internal(std::string("etcd: unreadable txn answer: ") + e.what());
-  }
+  return ParseTxnAnswer(body);
 }
 
 StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_s) {

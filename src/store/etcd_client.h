@@ -16,6 +16,7 @@
 // leader election and the store each use a client of their own.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -132,6 +133,21 @@ class EtcdClient {
   std::vector<std::unique_ptr<Conn>> conns_;  // one per endpoint
   size_t current_ = 0;
 };
+
+// ---- the wire, exposed for tests and the fuzz target (fuzz/etcd_wire_fuzzer.cc) ----
+struct HttpAnswer {
+  int status = 0;
+  std::string body;
+  bool close = false;  // the peer closes the connection after it
+};
+// Reads one HTTP/1.1 answer (Content-Length, chunked with trailers, or until close) from
+// `buf`, calling `fill` to append more bytes (false: no more). Unavailable when cut short,
+// malformed or over 64 MiB.
+StatusOr<HttpAnswer> ReadHttpAnswer(const std::function<bool(std::string&)>& fill,
+                                    std::string& buf);
+// The gateway's JSON answers to /v3/kv/range and /v3/kv/txn.
+StatusOr<EtcdRange> ParseRangeAnswer(const std::string& text);
+StatusOr<EtcdTxnResult> ParseTxnAnswer(const std::string& text);
 
 // Splits "http://a:1,http://b:2" into URLs; an entry without a scheme gets "http://".
 // InvalidArgument naming `field` for an empty list or an entry that is not HOST:PORT.

@@ -244,6 +244,43 @@ TEST(EtcdClientTest, Base64RoundTripsEveryByte) {
   EXPECT_EQ(EtcdClient::PrefixEnd("/a/"), "/a0");
 }
 
+// etcd's error answers end with a chunked trailer; cpp-httplib 0.11 read them as a broken
+// connection, which is why the client reads HTTP itself.
+TEST(EtcdClientTest, ReadsChunkedAnswersWithTrailersAndRefusesCutShortOnes) {
+  const std::string wire =
+      "HTTP/1.1 400 Bad Request\r\nTrailer: Grpc-Trailer-Content-Type\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n"
+      "Grpc-Trailer-Content-Type: application/grpc\r\n\r\nHTTP/1.1 200 OK";
+  size_t at = 0;
+  auto fill = [&](std::string& b) {  // three bytes per read, as a slow socket
+    if (at >= wire.size()) return false;
+    b.append(wire, at, 3);
+    at += 3;
+    return true;
+  };
+  std::string buf;
+  auto a = ReadHttpAnswer(fill, buf);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->status, 400);
+  EXPECT_EQ(a->body, "hello world");
+  EXPECT_FALSE(a->close);
+  // Bytes read past the answer (the start of the next one) are kept, not dropped.
+  EXPECT_EQ(std::string("HTTP/1.1 200 OK").rfind(buf, 0), 0u) << buf;
+
+  std::string cut = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
+  std::string b2;
+  bool given = false;
+  auto once = [&](std::string& b) {
+    if (given) return false;
+    b += cut;
+    given = true;
+    return true;
+  };
+  auto short_answer = ReadHttpAnswer(once, b2);
+  EXPECT_EQ(short_answer.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(short_answer.status().message().find("cut short"), std::string::npos);
+}
+
 TEST(EtcdClientTest, EndpointListsAreCheckedAndNamed) {
   auto ok = ParseEtcdEndpoints("127.0.0.1:2379,http://h:1/", "etcd");
   ASSERT_TRUE(ok.ok());

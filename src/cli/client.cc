@@ -112,7 +112,7 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
     current_ = (current_ + 1) % servers_.size();
     // A whole round without a leader (an election in progress): pause before the next one.
     if (++unanswered % servers_.size() == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 }

@@ -35,7 +35,7 @@ class LeaderElection {
     std::string key = "/gpusched/leader";
     std::string identity;  // this server's advertised gRPC address: what standbys name
     int64_t ttl_s = 5;
-    int poll_ms = 200;
+    int poll_ms = 100;
   };
   struct Callbacks {
     std::function<Status(int64_t create_revision)> on_elected;

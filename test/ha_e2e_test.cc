@@ -141,8 +141,11 @@ TEST_F(HaTest, KillMinus9OfTheLeaderUnderLoadFailsOverWithinTtlPlusOneSecondLosi
   EXPECT_GT(j["acknowledged"].get<int>(), 0);
   EXPECT_EQ(j["lost"], 0);
   EXPECT_EQ(j["completed_twice"], 0);
-  // A standby leads, and stores work, within the lease TTL + 1 s.
+  // A standby leads, and stores work, within the lease TTL + 1 s. (Not asserted under
+  // AddressSanitizer, whose slowdown is not the product's; the checks above still are.)
+#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LE(j["failover_p99_ms"].get<double>(), 3'000.0) << r.out;
+#endif
 }
 
 TEST_F(HaTest, LosingOneEtcdMemberOfThreeDoesNotInterrupt) {

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "base/units.h"
+#include "core/topology.h"
 
 namespace gpusched::agent {
 
@@ -26,6 +27,11 @@ class GpuDiscovery {
   // Free memory per GPU as the device reports it; -1 where unknown (simulated GPUs).
   virtual std::vector<MiB> FreeMib() = 0;
   virtual bool simulated() const = 0;
+  // One health check per GPU, in index order: true = passed. A simulated GPU always passes
+  // (its faults come from --fault-file); an NVML one passes when the device still answers.
+  virtual std::vector<bool> CheckHealth() { return std::vector<bool>(gpus().size(), true); }
+  // The interconnect as the driver reports it; empty when unknown (simulated GPUs).
+  virtual core::GpuTopology Topology() { return {}; }
 };
 
 // "8x80GiB", "2x16GiB", "4x24576" (MiB), "0" (no GPUs); model "SIM-<size>".

@@ -44,6 +44,14 @@ class NvmlGpus final : public GpuDiscovery {
     return out;
   }
   bool simulated() const override { return false; }
+  std::vector<bool> CheckHealth() override {
+    std::vector<bool> out;
+    for (NvmlDevice d : devices_) {
+      NvmlMemory m{};
+      out.push_back(api_.memory(d, &m) == 0);
+    }
+    return out;
+  }
 
  private:
   void* lib_;

@@ -49,7 +49,9 @@ nlohmann::json NodeJson(const ::gpusched::v1::Node& n) {
                     {"total_mib", g.total_mib()},
                     {"allocated_mib", g.allocated_mib()},
                     {"reported_free_mib", g.reported_free_mib()},
-                    {"tasks", g.tasks()}});
+                    {"tasks", g.tasks()},
+                    {"healthy", !g.unhealthy()},
+                    {"last_error", g.last_error()}});
   }
   return {{"name", n.name()},           {"address", n.address()},
           {"connected", n.connected()}, {"reachable", n.reachable()},

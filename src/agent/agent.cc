@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/gpu_discovery.h"
+#include "agent/gpu_memory_watchdog.h"
 #include "agent/log_service.h"
 #include "agent/noop_executor.h"
 #include "agent/process_runner.h"
@@ -49,6 +50,8 @@ struct Agent::Impl {
   // GPU health: the heartbeat thread only.
   std::unique_ptr<core::GpuHealthTracker> health;
   core::GpuTopology topology;  // reported at registration; empty = unknown
+  std::unique_ptr<MemoryWatchdog> watchdog;  // heartbeat thread only
+  std::map<TaskKey, TaskShare> shares;       // guarded by mu: the GPU tasks running here
   std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs ("0-7,16-23"), from sysfs
   size_t faults_seen = 0;       // faults of the fault file already applied
   std::string fault_file_error;  // the last parse error logged (each is logged once)
@@ -85,6 +88,7 @@ struct Agent::Impl {
   void InjectPreload(LaunchSpec& spec);
   void CheckGpuHealth(v1::NodeHeartbeat* hb);
   void PinToNuma(const v1::Assign& a, LaunchSpec& spec) const;
+  void WatchGpuMemory();
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -202,6 +206,7 @@ void Agent::Impl::HeartbeatLoop() {
       v1::NodeHeartbeat* hb = m.mutable_heartbeat();
       for (MiB f : gpus->FreeMib()) hb->add_gpu_free_mib(f);
       CheckGpuHealth(hb);
+      WatchGpuMemory();
       for (const auto& [id, attempt] : running) {
         v1::TaskRef* r = hb->add_running();
         r->set_id(id);
@@ -281,6 +286,13 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   spec.env["GPUSCHED_NODE"] = config.name;
   if (gpus->simulated()) spec.env["GPUSCHED_PEAK_MIB_FILE"] = spec.log_path + ".peak";
   if (!preload.empty() && a.gpus_size() > 0) InjectPreload(spec);
+  if (a.gpus_size() > 0) {
+    TaskShare share;
+    share.gpus.assign(a.gpus().begin(), a.gpus().end());
+    share.share_mib.assign(a.gpu_mem_mib().begin(), a.gpu_mem_mib().end());
+    std::lock_guard<std::mutex> lock(mu);
+    shares[{a.id(), a.attempt()}] = std::move(share);
+  }
   PinToNuma(a, spec);
   v1::TaskStatus st;
   st.set_id(a.id());
@@ -330,12 +342,56 @@ void Agent::Impl::CheckGpuHealth(v1::NodeHeartbeat* hb) {
       faults_seen = faults->size();
     }
   }
+  for (const core::GpuFault& f : gpus->PollFaults()) {
+    Log("GPU " + std::to_string(f.gpu) + ": " + f.error);
+    health->Fault(f, now);
+  }
   const std::vector<bool> passed = gpus->CheckHealth();
   for (size_t g = 0; g < passed.size(); ++g) health->Checked(static_cast<int>(g), passed[g], now);
   for (const core::GpuHealthView& view : health->Snapshot(now)) {
     v1::GpuHealth* h = hb->add_gpu_health();
     h->set_unhealthy(!view.healthy);
     h->set_last_error(view.last_error);
+  }
+}
+
+constexpr const char* kExceededShare = "exceeded its GPU memory share";
+
+// The task a process belongs to, from the GPUSCHED_TASK_ID and GPUSCHED_ATTEMPT its
+// environment inherited from the task (the agent runs as the tasks' user or root).
+static std::optional<TaskKey> TaskOfPid(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  std::optional<uint64_t> id;
+  std::optional<int64_t> attempt;
+  while (std::getline(in, var, '\0')) {
+    try {
+      if (var.rfind("GPUSCHED_TASK_ID=", 0) == 0) id = std::stoull(var.substr(17));
+      if (var.rfind("GPUSCHED_ATTEMPT=", 0) == 0) attempt = std::stoll(var.substr(17));
+    } catch (const std::exception&) {  // not a number: not one of ours
+      return std::nullopt;
+    }
+  }
+  if (!id || !attempt) return std::nullopt;
+  return TaskKey{*id, *attempt};
+}
+
+// The watchdog: what each task's processes hold per GPU (NVML), against its share.
+void Agent::Impl::WatchGpuMemory() {
+  std::map<TaskKey, TaskShare> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    tasks = shares;
+  }
+  if (tasks.empty()) return;
+  const std::vector<GpuProcessMemory> procs = gpus->ProcessMemory();
+  std::map<TaskKey, std::map<int, MiB>> used;
+  for (const GpuProcessMemory& p : procs) {
+    if (auto key = TaskOfPid(p.pid); key && tasks.count(*key)) used[*key][p.gpu] += p.used_mib;
+  }
+  for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
+    Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
+    executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
   }
 }
 
@@ -437,7 +493,12 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   std::ifstream in(peak_file);
   int64_t peak = 0;
   if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
-  const MemoryEvidence memory = ReadMemoryEvidence(LogPath(log_dir, e.id, e.attempt));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    shares.erase({e.id, e.attempt});
+  }
+  MemoryEvidence memory = ReadMemoryEvidence(LogPath(log_dir, e.id, e.attempt));
+  if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;
   if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
   if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
   Report(st);
@@ -488,6 +549,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     impl->topology = impl->gpus->Topology();
   }
   impl->numa_cpus = ReadNumaCpus();
+  impl->watchdog = std::make_unique<MemoryWatchdog>(config.gpu_memory_grace_ms);
   impl->health = std::make_unique<core::GpuHealthTracker>(
       static_cast<int>(impl->gpus->gpus().size()), config.gpu_health_period_ms);
   if (impl->preload.empty() && config.preload_path != "none") {

@@ -60,6 +60,9 @@ struct AgentConfig {
   // The GPU interconnect: "" = NVML's (none with simulated GPUs), or simulated:
   // "pcie", "nvlink-pairs", "nvswitch" (core/topology.h).
   std::string topology;
+  // How long a task may hold more GPU memory than its share (NVML per-process accounting)
+  // before the watchdog stops it.
+  DurationMs gpu_memory_grace_ms = 30'000;
   // How long a GPU that had a fault must pass its health checks before it takes tasks again.
   DurationMs gpu_health_period_ms = 300'000;
 };

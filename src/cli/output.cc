@@ -25,6 +25,8 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t) {
                       {"fail_cnt", t.fail_cnt()},
                       {"pt", t.pt()},
                       {"gpu_mem_mib", t.gpu_mem_need_mib()},
+                      {"mem_source", t.mem_source()},
+                      {"topology_rule", t.topology_rule()},
                       {"submitted_ms", t.submitted_ms()},
                       {"started_ms", t.started_ms()},
                       {"finished_ms", t.finished_ms()},

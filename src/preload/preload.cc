@@ -243,16 +243,33 @@ GPUSCHED_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 GPUSCHED_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 GPUSCHED_EXPORT CUresult cuArrayDestroy(CUarray array);
 
+// A device-pointer allocation through `call` (which stores the pointer in *dptr), charged to
+// the current device; an array creation likewise.
+template <typename Call>
+static CUresult ChargedPointer(CUdeviceptr* dptr, uint64_t bytes, Call call) {
+  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kDevicePtr,
+                           [&](uint64_t* key) {
+                             const CUresult r = call();
+                             if (key != nullptr) *key = *dptr;
+                             return r;
+                           },
+                           [](uint64_t key) { cuMemFree_v2(key); });
+}
+template <typename Call>
+static CUresult ChargedArray(CUarray* array, uint64_t bytes, Call call) {
+  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kArray,
+                           [&](uint64_t* key) {
+                             const CUresult r = call();
+                             if (key != nullptr) *key = reinterpret_cast<uintptr_t>(*array);
+                             return r;
+                           },
+                           [](uint64_t key) { cuArrayDestroy(reinterpret_cast<CUarray>(key)); });
+}
+
 GPUSCHED_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
   REAL(MemAllocFn, "cuMemAlloc_v2");
   if (dptr == nullptr) return real(dptr, bytes);
-  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kDevicePtr,
-                 [&](uint64_t* key) {
-                   const CUresult r = real(dptr, bytes);
-                   if (key != nullptr) *key = *dptr;
-                   return r;
-                 },
-                 [](uint64_t key) { cuMemFree_v2(key); });
+  return ChargedPointer(dptr, bytes, [&] { return real(dptr, bytes); });
 }
 
 GPUSCHED_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -267,13 +284,7 @@ GPUSCHED_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 GPUSCHED_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   REAL(MemAllocManagedFn, "cuMemAllocManaged");
   if (dptr == nullptr) return real(dptr, bytes, flags);
-  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kDevicePtr,
-                 [&](uint64_t* key) {
-                   const CUresult r = real(dptr, bytes, flags);
-                   if (key != nullptr) *key = *dptr;
-                   return r;
-                 },
-                 [](uint64_t key) { cuMemFree_v2(key); });
+  return ChargedPointer(dptr, bytes, [&] { return real(dptr, bytes, flags); });
 }
 
 // The pitch is the driver's choice: charged width x height first, then trued up to
@@ -333,13 +344,7 @@ GPUSCHED_EXPORT CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCR
   REAL(ArrayCreateFn, "cuArrayCreate_v2");
   if (array == nullptr || desc == nullptr) return real(array, desc);
   const uint64_t bytes = ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels);
-  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kArray,
-                 [&](uint64_t* key) {
-                   const CUresult r = real(array, desc);
-                   if (key != nullptr) *key = reinterpret_cast<uintptr_t>(*array);
-                   return r;
-                 },
-                 [](uint64_t key) { cuArrayDestroy(reinterpret_cast<CUarray>(key)); });
+  return ChargedArray(array, bytes, [&] { return real(array, desc); });
 }
 
 GPUSCHED_EXPORT CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
@@ -347,13 +352,7 @@ GPUSCHED_EXPORT CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_D
   if (array == nullptr || desc == nullptr) return real(array, desc);
   const uint64_t bytes =
       ArrayBytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
-  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kArray,
-                 [&](uint64_t* key) {
-                   const CUresult r = real(array, desc);
-                   if (key != nullptr) *key = reinterpret_cast<uintptr_t>(*array);
-                   return r;
-                 },
-                 [](uint64_t key) { cuArrayDestroy(reinterpret_cast<CUarray>(key)); });
+  return ChargedArray(array, bytes, [&] { return real(array, desc); });
 }
 
 GPUSCHED_EXPORT CUresult cuArrayDestroy(CUarray array) {
@@ -368,13 +367,7 @@ GPUSCHED_EXPORT CUresult cuArrayDestroy(CUarray array) {
 static CUresult AllocAsync(MemAllocAsyncFn real, CUdeviceptr* dptr, size_t bytes,
                            CUstream stream) {
   if (dptr == nullptr) return real(dptr, bytes, stream);
-  return ChargeAndAllocate(CurrentDevice(), bytes, AllocKind::kDevicePtr,
-                 [&](uint64_t* key) {
-                   const CUresult r = real(dptr, bytes, stream);
-                   if (key != nullptr) *key = *dptr;
-                   return r;
-                 },
-                 [](uint64_t key) { cuMemFree_v2(key); });
+  return ChargedPointer(dptr, bytes, [&] { return real(dptr, bytes, stream); });
 }
 
 GPUSCHED_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {

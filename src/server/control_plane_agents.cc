@@ -40,7 +40,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
   const std::shared_ptr<AgentChannel> channel = connections_[node];
   for (const v1::TaskStatus& st : reg.finished()) ApplyStatus(node, st, channel);
   std::set<std::pair<uint64_t, int64_t>> running;
-  core::NodeHeartbeat hb{node, {}, {}};
+  core::NodeHeartbeat hb{node, {}, {}, {}};
   for (const v1::TaskRef& r : reg.running()) {
     running.insert({r.id(), r.attempt()});
     hb.running.emplace_back(TaskId(r.id()), r.attempt());

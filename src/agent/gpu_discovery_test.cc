@@ -26,18 +26,13 @@ TEST(GpuDiscoveryTest, BadListsNameTheFlag) {
   }
 }
 
-}  // namespace
-}  // namespace gpusched::agent
-
-namespace gpusched::agent {
-namespace {
-
 // NVML through the test-only fake libnvidia-ml.so.1 (testing/fake_nvml.c), which answers
 // from FAKE_NVML_* variables.
 class NvmlTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_USED", "FAKE_NVML_PROCS", "FAKE_NVML_LOST"}) {
+    for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_USED", "FAKE_NVML_PROCS", "FAKE_NVML_LOST",
+                          "FAKE_NVML_EVENTS", "FAKE_NVML_NUMA", "FAKE_NVML_NVLINK"}) {
       unsetenv(v);
     }
   }
@@ -86,15 +81,9 @@ TEST_F(NvmlTest, NoLibraryIsNotFound) {
   EXPECT_EQ(OpenNvml("libgpusched-no-such-nvml.so.1").status().code(), StatusCode::kNotFound);
 }
 
-}  // namespace
-}  // namespace gpusched::agent
-
-namespace gpusched::agent {
-namespace {
-
 // Xid 79 (fell off the bus) and a double-bit ECC error are faults; Xid 13 (an application's
 // illegal instruction) is the application's, not the GPU's.
-TEST(NvmlEventsTest, XidAndEccEventsAreFaultsApplicationXidsAreNot) {
+TEST_F(NvmlTest, XidAndEccEventsAreFaultsApplicationXidsAreNot) {
   setenv("FAKE_NVML_GPUS", "A:16384,B:16384", 1);
   setenv("FAKE_NVML_EVENTS", "0:xid:79,1:xid:13,1:ecc", 1);
   auto nvml = OpenNvml(GPUSCHED_FAKE_NVML);
@@ -106,26 +95,15 @@ TEST(NvmlEventsTest, XidAndEccEventsAreFaultsApplicationXidsAreNot) {
   EXPECT_EQ(faults[1].gpu, 1);
   EXPECT_EQ(faults[1].error, "ECC uncorrectable errors: 1");
   EXPECT_TRUE((*nvml)->PollFaults().empty());  // each delivered once
-  unsetenv("FAKE_NVML_EVENTS");
-  unsetenv("FAKE_NVML_GPUS");
 }
 
-}  // namespace
-}  // namespace gpusched::agent
-
-namespace gpusched::agent {
-namespace {
-
-TEST(NvmlTopologyTest, NvLinkPairsAndNumaNodesAreReported) {
+TEST_F(NvmlTest, NvLinkPairsAndNumaNodesAreReported) {
   setenv("FAKE_NVML_GPUS", "A:16384,A:16384,A:16384,A:16384", 1);
   setenv("FAKE_NVML_NUMA", "0,0,1,1", 1);
   setenv("FAKE_NVML_NVLINK", "0-1,2-3", 1);
   auto nvml = OpenNvml(GPUSCHED_FAKE_NVML);
   ASSERT_TRUE(nvml.ok());
   const core::GpuTopology t = (*nvml)->Topology();
-  unsetenv("FAKE_NVML_NVLINK");
-  unsetenv("FAKE_NVML_NUMA");
-  unsetenv("FAKE_NVML_GPUS");
   ASSERT_EQ(t.gpus, 4);
   EXPECT_TRUE(core::ValidateTopology(t).ok());
   EXPECT_EQ(t.link(0, 1), core::GpuLink::kNvLink);

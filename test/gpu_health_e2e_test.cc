@@ -70,5 +70,26 @@ TEST_F(ClusterTest, GpuTasksRunWithTheShareLibraryPreloadedAndCpuTasksWithout) {
   EXPECT_EQ(Run({"logs", std::to_string(cpu)}).out, "[]\n");
 }
 
+
+// Cause-aware retry through agent, server and core: a task whose output shows CUDA running
+// out of memory is retried with a larger share; one that fails otherwise keeps its share.
+TEST_F(ClusterTest, ATaskThatRanOutOfGpuMemoryIsRetriedWithALargerShare) {
+  StartAgent("a", "1x16GiB");
+  const uint64_t oom = Submit({"--gpus", "1", "--gpu-mem", "4GiB", "--", "sh", "-c",
+                               "echo 'RuntimeError: CUDA out of memory. Tried to allocate'; exit 1"});
+  const uint64_t plain = Submit({"--gpus", "1", "--gpu-mem", "4GiB", "--", "sh", "-c", "exit 1"});
+  ASSERT_TRUE(WaitState(oom, "failed"));
+  ASSERT_TRUE(WaitState(plain, "failed"));
+  const Json grown = Task(oom);
+  EXPECT_EQ(grown["mem_source"], "grown") << grown.dump();
+  // Three runs (fail_max 2): 4 GiB, 6 GiB, 9 GiB; the last failure has no retry to grow for.
+  EXPECT_EQ(grown["gpu_mem_mib"], 9216) << grown.dump();
+  EXPECT_NE(grown.dump().find("GPU memory share exceeded; retried with 6GiB instead of 4GiB"),
+            std::string::npos) << grown.dump();
+  const Json same = Task(plain);
+  EXPECT_EQ(same["gpu_mem_mib"], 4096) << same.dump();
+  EXPECT_EQ(same["mem_source"], "explicit");
+}
+
 }  // namespace
 }  // namespace gpusched::testing

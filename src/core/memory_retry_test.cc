@@ -55,6 +55,18 @@ TEST_F(MemoryRetryTest, OtherFailuresRetryWithTheSameShare) {
   EXPECT_EQ(T(id).reason, "exited with code 1; retry 1/3 after the next t2");
 }
 
+TEST_F(MemoryRetryTest, TheLastFailureHasNoRetryToGrowFor) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  TaskSpec spec = SharedTask(4 * kGiB);
+  spec.max_retries = 0;
+  const TaskId id = Submit(spec);
+  FailRunning(id, true);
+  EXPECT_EQ(T(id).state, TaskState::kFailed);
+  EXPECT_EQ(T(id).gpu_mem_need_mib, 4 * kGiB);
+  EXPECT_EQ(T(id).reason,
+            "exited with code 1 (GPU memory share exceeded) (failed 1 times, limit 0 retries)");
+}
+
 TEST_F(MemoryRetryTest, GrowthIsAtLeastThePeakPlusHeadroomAndAtMostTheLargestGpu) {
   AddNode(MakeNode("a", 1, 16 * kGiB));
   const TaskId id = Submit(SharedTask(4 * kGiB));

@@ -199,7 +199,7 @@ class Scheduler {
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
   void OnCapacityWait(Task& t, const PlacementReport& report, const std::string& summary);
   void FailExecution(Task& t, const std::string& reason);
-  void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib);
+  void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried);
   void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
   void Requeue(Task& t, const std::string& reason);
   void CheckNodeLiveness(TimeMs now);

@@ -214,11 +214,14 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
     return Status::Ok();
   }
   std::string why = reason.empty() ? "exited with code " + std::to_string(exit_code) : reason;
+  const bool retried = t->fail_cnt + 1 <= t->spec.max_retries.value_or(config_.fail_max);
   if (gpu_mem_exceeded && !t->exclusive && t->spec.gpus > 0) {
     const MiB before = t->gpu_mem_need_mib;
-    GrowAfterMemoryFailure(*t, peak_gpu_mem_mib);
-    why += " (GPU memory share exceeded; retried with " + FormatSizeMiB(t->gpu_mem_need_mib) +
-           " instead of " + FormatSizeMiB(before) + ")";
+    GrowAfterMemoryFailure(*t, peak_gpu_mem_mib, retried);
+    why += retried ? " (GPU memory share exceeded; retried with " +
+                         FormatSizeMiB(t->gpu_mem_need_mib) + " instead of " +
+                         FormatSizeMiB(before) + ")"
+                   : " (GPU memory share exceeded)";
   }
   FailExecution(*t, why);
   return Status::Ok();
@@ -228,7 +231,8 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
 // grown by memory_retry_growth_percent (at least the observed peak plus the table's
 // headroom), capped at the largest GPU in the cluster; the table records the share as a
 // lower bound of the profile's peak, so the next task of that profile starts above it.
-void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib) {
+// Without a retry to come (`retried` false) only the table learns.
+void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried) {
   const MiB before = t.gpu_mem_need_mib;
   MiB grown = before + (before * config_.memory_retry_growth_percent + 99) / 100;
   const int64_t headroom = config_.memory_table.learned_headroom_percent;
@@ -237,7 +241,7 @@ void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib) {
   for (const NodeState& n : cluster_.nodes()) largest = std::max(largest, n.max_gpu_total_mib);
   if (largest > 0) grown = std::min(grown, largest);
   if (t.spec.profile) memory_table_.Observe(*t.spec.profile, std::max(before, peak_gpu_mem_mib));
-  if (grown <= before) return;
+  if (!retried || grown <= before) return;  // the last failure: the table learns, no retry
   t.gpu_mem_need_mib = grown;
   t.mem_source = "grown";
 }

@@ -55,11 +55,13 @@ class ClusterTest : public ::testing::Test {
     ASSERT_TRUE(PollUntil([&] { return Run({"nodes"}).code == 0; }, kDeadline))
         << ReadFile(path("server.log"));
   }
-  void StartAgent(const std::string& name, const std::string& gpus) {
-    agents_[name] = std::make_unique<Proc>(
-        std::vector<std::string>{"agent", "--server", server(), "--name", name, "--gpus", gpus,
-                                 "--simulate", "--data-dir", path(name)},
-        path(name + ".log"));
+  // `extra`: further `gpusched agent` flags.
+  void StartAgent(const std::string& name, const std::string& gpus,
+                  const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"agent", "--server", server(), "--name", name, "--gpus", gpus,
+                                  "--simulate", "--data-dir", path(name)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    agents_[name] = std::make_unique<Proc>(args, path(name + ".log"));
     ASSERT_TRUE(PollUntil(
         [&] {
           for (const Json& n : Json::parse(Run({"nodes", "--json"}).out)) {

@@ -11,14 +11,18 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "agent/gpu_discovery.h"
+#include "agent/gpu_memory_watchdog.h"
 #include "agent/log_service.h"
 #include "agent/noop_executor.h"
 #include "agent/process_runner.h"
 #include "base/clock.h"
+#include "core/gpu_health.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
+#include "preload/share_ledger.h"
 #include "rpc/channel.h"
 #include "rpc/leader_hint.h"
 
@@ -47,6 +51,15 @@ struct Agent::Impl {
   size_t current = 0;
   std::map<std::string, std::unique_ptr<v1::AgentLink::Stub>> stubs;
   std::unique_ptr<TaskExecutor> executor;
+  std::string preload;  // the GPU-memory share library to inject; "" = none
+  // GPU health: the heartbeat thread only.
+  std::unique_ptr<core::GpuHealthTracker> health;
+  core::GpuTopology topology;  // reported at registration; empty = unknown
+  std::unique_ptr<MemoryWatchdog> watchdog;  // heartbeat thread only
+  std::map<TaskKey, TaskShare> shares;       // guarded by mu: the GPU tasks running here
+  std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs ("0-7,16-23"), from sysfs
+  size_t faults_seen = 0;       // faults of the fault file already applied
+  std::string fault_file_error;  // the last parse error logged (each is logged once)
 
   std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
   std::mutex mu;  // guards everything below up to write_mu
@@ -77,7 +90,27 @@ struct Agent::Impl {
   void OnAssign(const v1::Assign& a);
   void OnExit(const TaskExit& e);
   void Report(v1::TaskStatus st);
+  void InjectPreload(LaunchSpec& spec);
+  void CheckGpuHealth(v1::NodeHeartbeat* hb);
+  void PinToNuma(const v1::Assign& a, LaunchSpec& spec) const;
+  void WatchGpuMemory();
 };
+
+// The share library: --preload PATH, or the one built next to this executable.
+static StatusOr<std::string> FindPreload(const AgentConfig& config) {
+  if (config.preload_path == "none") return std::string();
+  if (!config.preload_path.empty()) {
+    if (access(config.preload_path.c_str(), R_OK) != 0) {
+      return InvalidArgument("preload: \"" + config.preload_path + "\" cannot be read");
+    }
+    return std::filesystem::absolute(config.preload_path).string();
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path beside = exe.parent_path() / "libgpusched_preload.so";
+  if (ec || access(beside.c_str(), R_OK) != 0) return std::string();
+  return beside.string();
+}
 
 // REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
 v1::AgentMessage Agent::Impl::Register() {
@@ -98,6 +131,8 @@ v1::AgentMessage Agent::Impl::Register() {
   }
   for (const auto& [k, v] : config.labels) (*r->mutable_labels())[k] = v;
   r->set_simulated(gpus->simulated());
+  for (uint8_t l : topology.links) r->add_gpu_links(l);
+  for (int numa : topology.numa) r->add_gpu_numa(numa);
   // Two-way reconciliation: what runs here now (adopted tasks included) and every exit the
   // server has not acknowledged. This replaces resending the unacknowledged statuses.
   for (const auto& [id, attempt] : executor->Running()) {
@@ -195,6 +230,8 @@ void Agent::Impl::HeartbeatLoop() {
       v1::AgentMessage m;
       v1::NodeHeartbeat* hb = m.mutable_heartbeat();
       for (MiB f : gpus->FreeMib()) hb->add_gpu_free_mib(f);
+      CheckGpuHealth(hb);
+      WatchGpuMemory();
       for (const auto& [id, attempt] : running) {
         v1::TaskRef* r = hb->add_running();
         r->set_id(id);
@@ -236,6 +273,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     executor->Acknowledge(m.ack().id(), m.ack().attempt());
     std::error_code ec;
     std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".peak", ec);
+    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpumem", ec);
   }
 }
 
@@ -272,6 +310,15 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   spec.env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
   spec.env["GPUSCHED_NODE"] = config.name;
   if (gpus->simulated()) spec.env["GPUSCHED_PEAK_MIB_FILE"] = spec.log_path + ".peak";
+  if (!preload.empty() && a.gpus_size() > 0) InjectPreload(spec);
+  if (a.gpus_size() > 0) {
+    TaskShare share;
+    share.gpus.assign(a.gpus().begin(), a.gpus().end());
+    share.share_mib.assign(a.gpu_mem_mib().begin(), a.gpu_mem_mib().end());
+    std::lock_guard<std::mutex> lock(mu);
+    shares[{a.id(), a.attempt()}] = std::move(share);
+  }
+  PinToNuma(a, spec);
   v1::TaskStatus st;
   st.set_id(a.id());
   st.set_attempt(a.attempt());
@@ -297,6 +344,166 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   Report(st);
 }
 
+// Applies the faults added to the fault file since the last look and this round's health
+// checks, and reports every GPU's health (the server excludes an unhealthy GPU at once).
+void Agent::Impl::CheckGpuHealth(v1::NodeHeartbeat* hb) {
+  const TimeMs now = clock.NowMs();
+  const int count = static_cast<int>(gpus->gpus().size());
+  if (!config.fault_file.empty()) {
+    std::ifstream in(config.fault_file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto faults = core::ParseGpuFaults(text, count);
+    if (!faults.ok()) {
+      if (faults.status().message() != fault_file_error) {
+        fault_file_error = faults.status().message();
+        Log(config.fault_file + ": " + fault_file_error);
+      }
+    } else {
+      if (faults->size() < faults_seen) faults_seen = faults->size();  // rewritten shorter
+      for (size_t i = faults_seen; i < faults->size(); ++i) {
+        Log("GPU " + std::to_string((*faults)[i].gpu) + ": " + (*faults)[i].error + " (injected)");
+        health->Fault((*faults)[i], now);
+      }
+      faults_seen = faults->size();
+    }
+  }
+  for (const core::GpuFault& f : gpus->PollFaults()) {
+    Log("GPU " + std::to_string(f.gpu) + ": " + f.error);
+    health->Fault(f, now);
+  }
+  const std::vector<bool> passed = gpus->CheckHealth();
+  for (size_t g = 0; g < passed.size(); ++g) health->Checked(static_cast<int>(g), passed[g], now);
+  for (const core::GpuHealthView& view : health->Snapshot(now)) {
+    v1::GpuHealth* h = hb->add_gpu_health();
+    h->set_unhealthy(!view.healthy);
+    h->set_last_error(view.last_error);
+  }
+}
+
+constexpr const char* kExceededShare = "exceeded its GPU memory share";
+
+// The task a process belongs to, from the GPUSCHED_TASK_ID and GPUSCHED_ATTEMPT its
+// environment inherited from the task (the agent runs as the tasks' user or root).
+static std::optional<TaskKey> TaskOfPid(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string var;
+  std::optional<uint64_t> id;
+  std::optional<int64_t> attempt;
+  while (std::getline(in, var, '\0')) {
+    try {
+      if (var.rfind("GPUSCHED_TASK_ID=", 0) == 0) id = std::stoull(var.substr(17));
+      if (var.rfind("GPUSCHED_ATTEMPT=", 0) == 0) attempt = std::stoll(var.substr(17));
+    } catch (const std::exception&) {  // not a number: not one of ours
+      return std::nullopt;
+    }
+  }
+  if (!id || !attempt) return std::nullopt;
+  return TaskKey{*id, *attempt};
+}
+
+// The watchdog: what each task's processes hold per GPU (NVML), against its share.
+void Agent::Impl::WatchGpuMemory() {
+  std::map<TaskKey, TaskShare> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    tasks = shares;
+  }
+  if (tasks.empty()) return;
+  const std::vector<GpuProcessMemory> procs = gpus->ProcessMemory();
+  std::map<TaskKey, std::map<int, MiB>> used;
+  for (const GpuProcessMemory& p : procs) {
+    if (auto key = TaskOfPid(p.pid); key && tasks.count(*key)) used[*key][p.gpu] += p.used_mib;
+  }
+  for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
+    Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
+    executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
+  }
+}
+
+// A task runs on the CPUs of its GPUs' NUMA node(s) (gpusched-shim applies
+// GPUSCHED_TASK_CPUS before it execs the task). Nothing is pinned when the topology or the
+// node's CPU list is unknown.
+void Agent::Impl::PinToNuma(const v1::Assign& a, LaunchSpec& spec) const {
+  std::set<int> nodes;
+  for (int g : a.gpus()) {
+    const size_t gi = static_cast<size_t>(g);
+    if (g < 0 || gi >= topology.numa.size() || topology.numa[gi] < 0) return;
+    nodes.insert(topology.numa[gi]);
+  }
+  std::string cpus;
+  for (int n : nodes) {
+    auto it = numa_cpus.find(n);
+    if (it == numa_cpus.end()) return;
+    cpus += (cpus.empty() ? "" : ",") + it->second;
+  }
+  if (!cpus.empty()) spec.env["GPUSCHED_TASK_CPUS"] = cpus;
+}
+
+// NUMA node -> CPU list, from /sys/devices/system/node/node*/cpulist.
+static std::map<int, std::string> ReadNumaCpus() {
+  std::map<int, std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("node", 0) != 0 || name.size() == 4) continue;
+    int node = -1;
+    try {
+      node = std::stoi(name.substr(4));
+    } catch (const std::exception&) {  // not nodeN
+      continue;
+    }
+    std::ifstream in(entry.path() / "cpulist");
+    std::string list;
+    if (std::getline(in, list) && !list.empty()) out[node] = list;
+  }
+  return out;
+}
+
+// The share library goes first in LD_PRELOAD, before the task's own preloads (or the
+// agent's, which the task would inherit); its ledger is one file per attempt, shared by the
+// task's processes. gpusched-shim sets LD_PRELOAD from GPUSCHED_TASK_LD_PRELOAD just before
+// it execs the task, so the library never loads into the shim.
+void Agent::Impl::InjectPreload(LaunchSpec& spec) {
+  auto own = spec.env.find("LD_PRELOAD");
+  const char* inherited = std::getenv("LD_PRELOAD");
+  std::string rest = own != spec.env.end() ? own->second : (inherited ? inherited : "");
+  spec.env["GPUSCHED_TASK_LD_PRELOAD"] = preload + (rest.empty() ? "" : " " + rest);
+  spec.env.erase("LD_PRELOAD");
+  spec.env["GPUSCHED_PRELOAD_STATE"] = spec.log_path + ".gpumem";
+}
+
+// What says a task failed for GPU memory: allocations the share library refused (its
+// ledger, <log>.gpumem) or an out-of-memory message of CUDA or of the library in the last
+// 64 KiB of its output; and the most it held at once on one device, from the ledger.
+struct MemoryEvidence {
+  bool exceeded = false;
+  MiB peak_mib = 0;
+};
+static MemoryEvidence ReadMemoryEvidence(const std::string& log_path) {
+  MemoryEvidence out;
+  preload::LedgerLayout ledger{};
+  std::ifstream state(log_path + ".gpumem", std::ios::binary);
+  if (state.read(reinterpret_cast<char*>(&ledger), sizeof ledger)) {
+    out.exceeded = ledger.refused > 0;
+    for (uint64_t bytes : ledger.peak_bytes) {
+      out.peak_mib = std::max<MiB>(out.peak_mib, static_cast<MiB>((bytes + (1 << 20) - 1) >> 20));
+    }
+  }
+  std::ifstream log(log_path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = log ? static_cast<std::streamoff>(log.tellg()) : 0;
+  if (!out.exceeded && size > 0) {
+    const std::streamoff tail = std::min<std::streamoff>(size, 64 * 1024);
+    std::string text(static_cast<size_t>(tail), '\0');
+    log.seekg(size - tail);
+    log.read(text.data(), tail);
+    for (const char* marker : {"CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY",
+                               "cudaErrorMemoryAllocation", "gpusched: GPU memory share exceeded"}) {
+      if (text.find(marker) != std::string::npos) out.exceeded = true;
+    }
+  }
+  return out;
+}
+
 // With simulated GPUs nothing can observe device memory, so a task may state its own peak
 // (in MiB) in $GPUSCHED_PEAK_MIB_FILE; the memory table then learns from it as from NVML.
 // The file is kept until the server acknowledges the exit, so a re-report carries the peak.
@@ -311,6 +518,14 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   std::ifstream in(peak_file);
   int64_t peak = 0;
   if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    shares.erase({e.id, e.attempt});
+  }
+  MemoryEvidence memory = ReadMemoryEvidence(LogPath(log_dir, e.id, e.attempt));
+  if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;
+  if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
+  if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
   Report(st);
 }
 
@@ -345,6 +560,26 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   if (!impl->gpus) {
     GS_ASSIGN_OR_RETURN(std::vector<GpuInfo> sim, ParseGpuList(config.gpus));
     impl->gpus = MakeSimulatedGpus(std::move(sim));
+  }
+  GS_ASSIGN_OR_RETURN(impl->preload, FindPreload(config));
+  if (config.gpu_health_period_ms < 0) {
+    return InvalidArgument("gpu-health-period: must be >= 0, got " +
+                           std::to_string(config.gpu_health_period_ms) + " ms");
+  }
+  if (!config.topology.empty()) {
+    GS_ASSIGN_OR_RETURN(impl->topology,
+                        core::SimulatedTopology(config.topology,
+                                                static_cast<int>(impl->gpus->gpus().size())));
+  } else {
+    impl->topology = impl->gpus->Topology();
+  }
+  impl->numa_cpus = ReadNumaCpus();
+  impl->watchdog = std::make_unique<MemoryWatchdog>(config.gpu_memory_grace_ms);
+  impl->health = std::make_unique<core::GpuHealthTracker>(
+      static_cast<int>(impl->gpus->gpus().size()), config.gpu_health_period_ms);
+  if (impl->preload.empty() && config.preload_path != "none") {
+    impl->Log("libgpusched_preload.so is not next to this executable: GPU memory shares of "
+              "tasks are not enforced (only the watchdog, where NVML is)");
   }
   if (impl->config.data_dir.empty()) {
     // Named after the agent, not the process: the next agent of that name adopts its tasks.

@@ -51,6 +51,22 @@ struct AgentConfig {
   bool quiet = false;            // no connect/disconnect lines on stderr
   ExecutorKind executor = ExecutorKind::kProcess;
   std::string shim_path;         // "" = gpusched-shim next to this executable
+  // The library that holds GPU tasks to their memory share (src/preload), injected with
+  // LD_PRELOAD into every task given GPUs. "" = libgpusched_preload.so next to this
+  // executable (tasks run without it, and a warning says so, when it is not there);
+  // "none" = never inject.
+  std::string preload_path;
+  // Faults injected for tests, one a line (core/gpu_health.h: "1 xid 79", "0 ecc",
+  // "2 lost"): the agent reads lines added to the file as they come. "" = none.
+  std::string fault_file;
+  // The GPU interconnect: "" = NVML's (none with simulated GPUs), or simulated:
+  // "pcie", "nvlink-pairs", "nvswitch" (core/topology.h).
+  std::string topology;
+  // How long a task may hold more GPU memory than its share (NVML per-process accounting)
+  // before the watchdog stops it.
+  DurationMs gpu_memory_grace_ms = 30'000;
+  // How long a GPU that had a fault must pass its health checks before it takes tasks again.
+  DurationMs gpu_health_period_ms = 300'000;
 };
 
 class Agent {

@@ -10,12 +10,38 @@ namespace gpusched::agent {
 namespace {
 
 using NvmlReturn = int;  // nvmlReturn_t; 0 = NVML_SUCCESS
+constexpr NvmlReturn kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
 using NvmlDevice = void*;
 struct NvmlMemory {  // nvmlMemory_t
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
+
+struct NvmlProcessInfo {  // nvmlProcessInfo_t (v2 and v3 share this layout)
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+
+struct NvmlEventData {  // nvmlEventData_t
+  NvmlDevice device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the Xid for an Xid event
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+constexpr unsigned long long kEventDoubleBitEcc = 0x2;  // nvmlEventTypeDoubleBitEccError
+constexpr unsigned long long kEventXid = 0x8;           // nvmlEventTypeXidCriticalError
+// Xids an application causes (illegal address, bad launch, ...), not the GPU: the same ones
+// the NVIDIA device plugin for Kubernetes ignores.
+bool ApplicationXid(unsigned long long xid) {
+  for (unsigned long long x : {13ULL, 31ULL, 43ULL, 45ULL, 68ULL, 109ULL}) {
+    if (xid == x) return true;
+  }
+  return false;
+}
 
 struct NvmlApi {
   NvmlReturn (*init)();
@@ -24,13 +50,35 @@ struct NvmlApi {
   NvmlReturn (*handle)(unsigned int, NvmlDevice*);
   NvmlReturn (*memory)(NvmlDevice, NvmlMemory*);
   NvmlReturn (*name)(NvmlDevice, char*, unsigned int);
+  // Optional (older drivers lack it): per-process accounting for the watchdog.
+  NvmlReturn (*processes)(NvmlDevice, unsigned int*, NvmlProcessInfo*);
+  // Optional: Xid and ECC events for health.
+  NvmlReturn (*event_set_create)(void**);
+  NvmlReturn (*register_events)(NvmlDevice, unsigned long long, void*);
+  NvmlReturn (*event_set_wait)(void*, NvmlEventData*, unsigned int);
+  NvmlReturn (*event_set_free)(void*);
+  // Optional: topology.
+  NvmlReturn (*common_ancestor)(NvmlDevice, NvmlDevice, int*);
+  NvmlReturn (*p2p_status)(NvmlDevice, NvmlDevice, int, int*);
+  NvmlReturn (*numa_node)(NvmlDevice, unsigned int*);
 };
+constexpr int kP2pCapsNvLink = 3;        // NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int kTopologyMultiple = 20;    // NVML_TOPOLOGY_MULTIPLE: under PCIe switches
+constexpr int kTopologyNode = 40;        // NVML_TOPOLOGY_NODE: within one NUMA node
 
 class NvmlGpus final : public GpuDiscovery {
  public:
   NvmlGpus(void* lib, NvmlApi api, std::vector<NvmlDevice> devices, std::vector<GpuInfo> gpus)
-      : lib_(lib), api_(api), devices_(std::move(devices)), gpus_(std::move(gpus)) {}
+      : lib_(lib), api_(api), devices_(std::move(devices)), gpus_(std::move(gpus)) {
+    if (api_.event_set_create == nullptr || api_.register_events == nullptr ||
+        api_.event_set_wait == nullptr || api_.event_set_create(&events_) != 0) {
+      events_ = nullptr;
+      return;
+    }
+    for (NvmlDevice d : devices_) api_.register_events(d, kEventXid | kEventDoubleBitEcc, events_);
+  }
   ~NvmlGpus() override {
+    if (events_ != nullptr && api_.event_set_free != nullptr) api_.event_set_free(events_);
     api_.shutdown();
     dlclose(lib_);
   }
@@ -44,12 +92,91 @@ class NvmlGpus final : public GpuDiscovery {
     return out;
   }
   bool simulated() const override { return false; }
+  // NVLink where NVML's P2P status says so, else the PCIe level of the common ancestor;
+  // each GPU's NUMA node where the driver knows it. Empty when the driver lacks the calls.
+  core::GpuTopology Topology() override {
+    core::GpuTopology t;
+    if (api_.common_ancestor == nullptr || devices_.empty()) return t;
+    const int n = static_cast<int>(devices_.size());
+    t.gpus = n;
+    t.links.assign(static_cast<size_t>(n * n), 0);
+    for (int a = 0; a < n; ++a) {
+      for (int b = a + 1; b < n; ++b) {
+        int status = -1, level = 50;
+        core::GpuLink link = core::GpuLink::kCrossSocket;
+        if (api_.p2p_status != nullptr &&
+            api_.p2p_status(devices_[a], devices_[b], kP2pCapsNvLink, &status) == 0 && status == 0) {
+          link = core::GpuLink::kNvLink;
+        } else if (api_.common_ancestor(devices_[a], devices_[b], &level) == 0) {
+          link = level <= kTopologyMultiple ? core::GpuLink::kPcieSwitch
+                 : level <= kTopologyNode   ? core::GpuLink::kSameNuma
+                                            : core::GpuLink::kCrossSocket;
+        }
+        t.links[static_cast<size_t>(a * n + b)] = t.links[static_cast<size_t>(b * n + a)] =
+            static_cast<uint8_t>(link);
+      }
+    }
+    for (NvmlDevice d : devices_) {
+      unsigned int node = 0;
+      t.numa.push_back(api_.numa_node != nullptr && api_.numa_node(d, &node) == 0
+                           ? static_cast<int>(node)
+                           : -1);
+    }
+    return t;
+  }
+  std::vector<core::GpuFault> PollFaults() override {
+    std::vector<core::GpuFault> out;
+    NvmlEventData e{};
+    // Timeout 0: only what is pending. At most 64 a call, so a storm cannot stall the loop.
+    for (int n = 0; events_ != nullptr && n < 64 && api_.event_set_wait(events_, &e, 0) == 0; ++n) {
+      int gpu = -1;
+      for (size_t g = 0; g < devices_.size(); ++g) {
+        if (devices_[g] == e.device) gpu = static_cast<int>(g);
+      }
+      if (gpu < 0) continue;
+      if ((e.event_type & kEventXid) != 0 && !ApplicationXid(e.event_data)) {
+        out.push_back({gpu, "Xid " + std::to_string(e.event_data)});
+      } else if ((e.event_type & kEventDoubleBitEcc) != 0) {
+        out.push_back({gpu, "ECC uncorrectable errors: 1"});
+      }
+    }
+    return out;
+  }
+  std::vector<GpuProcessMemory> ProcessMemory() override {
+    std::vector<GpuProcessMemory> out;
+    if (api_.processes == nullptr) return out;
+    for (size_t g = 0; g < devices_.size(); ++g) {
+      std::vector<NvmlProcessInfo> infos(16);
+      unsigned int count = static_cast<unsigned int>(infos.size());
+      NvmlReturn r = api_.processes(devices_[g], &count, infos.data());
+      if (r == kInsufficientSize) {  // more processes than room: once more with enough
+        infos.resize(count + 8);
+        count = static_cast<unsigned int>(infos.size());
+        r = api_.processes(devices_[g], &count, infos.data());
+      }
+      if (r != 0) continue;
+      for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+        out.push_back({static_cast<int>(g), static_cast<int>(infos[i].pid),
+                       static_cast<MiB>(infos[i].used_gpu_memory >> 20)});
+      }
+    }
+    return out;
+  }
+  std::vector<bool> CheckHealth() override {
+    std::vector<bool> out;
+    for (NvmlDevice d : devices_) {
+      NvmlMemory m{};
+      out.push_back(api_.memory(d, &m) == 0);
+    }
+    return out;
+  }
 
  private:
   void* lib_;
   NvmlApi api_;
   std::vector<NvmlDevice> devices_;
   std::vector<GpuInfo> gpus_;
+  void* events_ = nullptr;  // nvmlEventSet_t; null when the driver has no events
 };
 
 template <typename Fn>
@@ -60,9 +187,9 @@ bool Load(void* lib, const char* symbol, Fn& fn) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuDiscovery>> OpenNvml() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return NotFound("nvml: libnvidia-ml.so.1 not found (no NVIDIA driver)");
+StatusOr<std::unique_ptr<GpuDiscovery>> OpenNvml(const std::string& library) {
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return NotFound("nvml: " + library + " not found (no NVIDIA driver)");
   NvmlApi api{};
   if (!Load(lib, "nvmlInit_v2", api.init) || !Load(lib, "nvmlShutdown", api.shutdown) ||
       !Load(lib, "nvmlDeviceGetCount_v2", api.count) ||
@@ -71,6 +198,16 @@ StatusOr<std::unique_ptr<GpuDiscovery>> OpenNvml() {
       !Load(lib, "nvmlDeviceGetName", api.name)) {
     dlclose(lib);
     return NotFound("nvml: libnvidia-ml.so.1 lacks a required symbol");
+  }
+  Load(lib, "nvmlDeviceGetTopologyCommonAncestor", api.common_ancestor);
+  Load(lib, "nvmlDeviceGetP2PStatus", api.p2p_status);
+  Load(lib, "nvmlDeviceGetNumaNodeId", api.numa_node);
+  Load(lib, "nvmlEventSetCreate", api.event_set_create);
+  Load(lib, "nvmlDeviceRegisterEvents", api.register_events);
+  Load(lib, "nvmlEventSetWait_v2", api.event_set_wait);
+  Load(lib, "nvmlEventSetFree", api.event_set_free);
+  if (!Load(lib, "nvmlDeviceGetComputeRunningProcesses_v3", api.processes)) {
+    Load(lib, "nvmlDeviceGetComputeRunningProcesses_v2", api.processes);
   }
   if (api.init() != 0) {
     dlclose(lib);

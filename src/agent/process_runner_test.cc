@@ -1,6 +1,7 @@
 #include "agent/process_runner.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <sstream>
@@ -40,6 +41,27 @@ TEST_F(ProcessRunnerTest, TaskLeadsItsOwnProcessGroupUnderItsShim) {
   EXPECT_EQ(pgid, pid);  // the task leads its own group, so kill(-pgid) reaches its children
   EXPECT_NE(sid, getsid(0));  // the shim's session, not the agent's
   EXPECT_NE(pgid, getpgid(0));
+}
+
+// gpusched-shim turns GPUSCHED_TASK_LD_PRELOAD into the task's LD_PRELOAD (the agent's share
+// library must never load into the shim itself) and pins the task to GPUSCHED_TASK_CPUS (its
+// GPUs' NUMA node).
+TEST_F(ProcessRunnerTest, TheShimGivesTheTaskItsPreloadAndItsCpus) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Spec(3, {"sh", "-c",
+                          "echo \"[$LD_PRELOAD][${GPUSCHED_TASK_LD_PRELOAD-unset}]\"; "
+                          "grep Cpus_allowed_list /proc/self/status"});
+  s.env["GPUSCHED_TASK_LD_PRELOAD"] = "libc.so.6";  // harmless to preload
+  s.env["GPUSCHED_TASK_CPUS"] = std::to_string(cpu);
+  ASSERT_TRUE(runner->Launch(s).ok());
+  ASSERT_TRUE(rec.WaitFor(3, 1));
+  EXPECT_EQ(ReadFile(s.log_path),
+            "[libc.so.6][unset]\nCpus_allowed_list:\t" + std::to_string(cpu) + "\n");
 }
 
 TEST_F(ProcessRunnerTest, UnknownCommandIsNotFound) {

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,34 @@ long long NowMs() {
   return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
+// Pins the calling process to "0-7,16-23" (the CPUs of the task's GPUs' NUMA node, from the
+// agent). A list that does not parse, or an affinity the kernel refuses, leaves it unpinned.
+void PinToCpus(const char* list) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const char* p = list;
+  while (*p != '\0') {
+    char* end = nullptr;
+    const long first = strtol(p, &end, 10);
+    if (end == p || first < 0 || first >= CPU_SETSIZE) return;
+    long last = first;
+    p = end;
+    if (*p == '-') {
+      last = strtol(p + 1, &end, 10);
+      if (end == p + 1 || last < first || last >= CPU_SETSIZE) return;
+      p = end;
+    }
+    for (long c = first; c <= last; ++c) CPU_SET(static_cast<int>(c), &set);
+    if (*p == ',') ++p;
+    else if (*p != '\0' && *p != '\n') return;
+    else break;
+  }
+  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    dprintf(2, "gpusched-shim: cannot pin the task to CPUs %s: %s\n", list, strerror(errno));
+  }
+  unsetenv("GPUSCHED_TASK_CPUS");
+}
+
 // The forked child: leads its own group, waits until the shim has recorded it (EOF on the
 // gate means the shim could not, and the task must not run), then execs the task.
 [[noreturn]] void ExecTask(int gate, const char* program, char** argv) {
@@ -69,6 +98,14 @@ long long NowMs() {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  // The task's LD_PRELOAD reaches the shim under another name (a preload must not load into
+  // the shim itself: under ASan it would come before the sanitizer runtime) and becomes
+  // LD_PRELOAD for the task only.
+  if (const char* cpus = getenv("GPUSCHED_TASK_CPUS")) PinToCpus(cpus);
+  if (const char* preload = getenv("GPUSCHED_TASK_LD_PRELOAD")) {
+    setenv("LD_PRELOAD", preload, 1);
+    unsetenv("GPUSCHED_TASK_LD_PRELOAD");
+  }
   execv(program, argv);
   dprintf(2, "gpusched-shim: cannot exec %s: %s\n", program, strerror(errno));
   _exit(127);

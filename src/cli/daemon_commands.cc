@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "base/units.h"
@@ -113,8 +114,29 @@ void RegisterAgent(CLI::App& app) {
                   "temp dir)");
   cmd->add_flag("--simulate", c->simulate, "Simulated GPUs even if NVML is present");
   AddExecutorFlag(cmd, *executor);
-  cmd->callback([c, executor] {
+  auto health_period = std::make_shared<std::string>("5m");
+  auto memory_grace = std::make_shared<std::string>("30s");
+  cmd->add_option("--gpu-memory-grace", *memory_grace,
+                  "How long a task may hold more GPU memory than its share (NVML) before the "
+                  "watchdog stops it")
+      ->capture_default_str();
+  cmd->add_option("--fault-file", c->fault_file,
+                  "Inject GPU faults for tests: lines \"GPU xid CODE\", \"GPU ecc [COUNT]\" or "
+                  "\"GPU lost\", read as they are appended");
+  cmd->add_option("--gpu-health-period", *health_period,
+                  "How long a GPU that had a fault must pass its health checks before it "
+                  "takes tasks again")
+      ->capture_default_str();
+  cmd->add_option("--topology", c->topology,
+                  "Simulated GPU interconnect: pcie, nvlink-pairs or nvswitch (default: NVML's; "
+                  "none with simulated GPUs)");
+  cmd->add_option("--preload", c->preload_path,
+                  "The GPU-memory share library injected into GPU tasks (default: "
+                  "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");
+  cmd->callback([c, executor, health_period, memory_grace] {
     c->executor = ExecutorFrom(*executor);
+    c->gpu_health_period_ms = OrFail(ParseDurationMs(*health_period, "gpu-health-period"));
+    c->gpu_memory_grace_ms = OrFail(ParseDurationMs(*memory_grace, "gpu-memory-grace"));
     BlockStopSignals();
     auto a = OrFail(agent::Agent::Start(*c));
     std::cerr << "gpusched agent " << a->name() << ": serving on " << a->address() << ", data "

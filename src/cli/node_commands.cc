@@ -10,6 +10,18 @@
 namespace gpusched::cli {
 namespace {
 
+// "ok", or each GPU that is unhealthy or has had a fault: "1 unhealthy: Xid 79; 0 ok, last:
+// ECC double-bit".
+std::string GpuHealthText(const v1::Node& n) {
+  std::string out;
+  for (const v1::Gpu& g : n.gpus()) {
+    if (!g.unhealthy() && g.last_error().empty()) continue;
+    out += (out.empty() ? "" : "; ") + std::to_string(g.index()) +
+           (g.unhealthy() ? " unhealthy: " + g.last_error() : " ok, last: " + g.last_error());
+  }
+  return out.empty() ? "ok" : out;
+}
+
 std::string NodeState(const v1::Node& n) {
   if (!n.connected()) return "disconnected";
   if (!n.available()) return "lost";
@@ -37,7 +49,7 @@ void RegisterNodes(CLI::App& app) {
       return;
     }
     std::vector<std::vector<std::string>> rows{
-        {"NAME", "STATE", "GPUS", "GPU MEMORY (alloc/total)", "TASKS", "ADDRESS"}};
+        {"NAME", "STATE", "GPUS", "GPU MEMORY (alloc/total)", "TASKS", "ADDRESS", "GPU HEALTH"}};
     for (const v1::Node& n : resp.nodes()) {
       MiB total = 0, alloc = 0;
       for (const v1::Gpu& g : n.gpus()) {
@@ -48,7 +60,7 @@ void RegisterNodes(CLI::App& app) {
                       std::to_string(n.gpus_size()) +
                           (n.gpus_size() ? " x " + n.gpus(0).model() : ""),
                       FormatSizeMiB(alloc) + " / " + FormatSizeMiB(total),
-                      std::to_string(n.running_tasks()), n.address()});
+                      std::to_string(n.running_tasks()), n.address(), GpuHealthText(n)});
     }
     PrintTable(std::cout, rows);
   });

@@ -25,6 +25,8 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t) {
                       {"fail_cnt", t.fail_cnt()},
                       {"pt", t.pt()},
                       {"gpu_mem_mib", t.gpu_mem_need_mib()},
+                      {"mem_source", t.mem_source()},
+                      {"topology_rule", t.topology_rule()},
                       {"submitted_ms", t.submitted_ms()},
                       {"started_ms", t.started_ms()},
                       {"finished_ms", t.finished_ms()},
@@ -49,7 +51,9 @@ nlohmann::json NodeJson(const ::gpusched::v1::Node& n) {
                     {"total_mib", g.total_mib()},
                     {"allocated_mib", g.allocated_mib()},
                     {"reported_free_mib", g.reported_free_mib()},
-                    {"tasks", g.tasks()}});
+                    {"tasks", g.tasks()},
+                    {"healthy", !g.unhealthy()},
+                    {"last_error", g.last_error()}});
   }
   return {{"name", n.name()},           {"address", n.address()},
           {"connected", n.connected()}, {"reachable", n.reachable()},

@@ -226,7 +226,8 @@ void RegisterShow(CLI::App& app) {
                 {"reason:", t.reason()},
                 {"command:", cmdline},
                 {"node:", t.node().empty() ? "-" : t.node()},
-                {"gpus:", t.gpus_size() ? JoinInts(t.gpus()) : "-"},
+                {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
+                              (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
                 {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
                                                            " per GPU (" + t.mem_source() + ")"
                                                      : t.mem_source()},
@@ -322,7 +323,8 @@ void RegisterWhy(CLI::App& app) {
                           {"placement_failures", w.placement_failures()},
                           {"total_nodes", w.total_nodes()},
                           {"feasible_nodes", w.feasible_nodes()},
-                          {"chosen_node", w.chosen_node()}};
+                          {"chosen_node", w.chosen_node()},
+                          {"topology_rule", w.topology_rule()}};
       j["rejected"] = std::map<std::string, int64_t>(w.rejected().begin(), w.rejected().end());
       std::cout << j.dump() << "\n";
       return;
@@ -342,6 +344,7 @@ void RegisterWhy(CLI::App& app) {
     for (const auto& p : w.breakdown()) {
       std::cout << "    score " << p.name() << " " << p.value() << " x " << p.weight() << "\n";
     }
+    if (!w.topology_rule().empty()) std::cout << "  GPUs chosen by " << w.topology_rule() << "\n";
   });
 }
 

@@ -35,6 +35,14 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
                              std::to_string(spec.gpus[i].total_mib));
     }
   }
+  if (!spec.topology.empty() && spec.topology.gpus != static_cast<int>(spec.gpus.size())) {
+    return InvalidArgument("node " + spec.name + ": topology of " +
+                           std::to_string(spec.topology.gpus) + " GPUs for " +
+                           std::to_string(spec.gpus.size()) + " GPUs");
+  }
+  if (Status s = ValidateTopology(spec.topology); !s.ok()) {
+    return InvalidArgument("node " + spec.name + ": " + s.message());
+  }
   auto existing = Find(spec.name);
   size_t index;
   if (existing) {
@@ -76,11 +84,14 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
     if (g < n.gpus.size()) {
       gpus[g].allocated_mib = n.gpus[g].allocated_mib;
       gpus[g].tasks = n.gpus[g].tasks;
+      gpus[g].healthy = n.gpus[g].healthy;  // until the agent's next heartbeat says
+      gpus[g].last_error = n.gpus[g].last_error;
     }
     n.gpu_total_mib += gpus[g].total_mib;
     n.max_gpu_total_mib = std::max(n.max_gpu_total_mib, gpus[g].total_mib);
   }
   n.gpus = std::move(gpus);
+  n.topology = spec.topology;
   n.inv_cpu = n.capacity.cpu_milli > 0 ? 1.0 / static_cast<double>(n.capacity.cpu_milli) : 0;
   n.inv_mem = n.capacity.mem_mib > 0 ? 1.0 / static_cast<double>(n.capacity.mem_mib) : 0;
   n.inv_gpu_mem = n.gpu_total_mib > 0 ? 1.0 / static_cast<double>(n.gpu_total_mib) : 0;
@@ -122,8 +133,13 @@ void ClusterState::Summarize(size_t index) {
   s.model_id = n.gpus.empty() ? -1 : n.gpus[0].model_id;
   s.whole_free_gpus = 0;
   s.max_gpu_free_mib = 0;
+  s.unhealthy_gpus = 0;
   for (const GpuState& g : n.gpus) {
     if (g.model_id != s.model_id) s.model_id = -1;
+    if (!g.healthy) {
+      ++s.unhealthy_gpus;
+      continue;
+    }
     if (g.tasks == 0 && g.allocated_mib == 0) ++s.whole_free_gpus;
     s.max_gpu_free_mib = std::max(s.max_gpu_free_mib, g.accounted_free());
   }

@@ -5,7 +5,8 @@ namespace gpusched::core {
 const char* FilterName(int id) {
   static constexpr const char* kNames[kNumFilters] = {
       "Reachable",   "Available",  "NodeUnschedulable", "TaintToleration", "NodeSelector",
-      "CpuFit",      "MemoryFit",  "GpuModel",          "GpuCount",        "GpuMemoryFit"};
+      "CpuFit",      "MemoryFit",  "GpuModel",          "GpuCount",        "GpuMemoryFit",
+      "GpuHealth"};
   return id >= 0 && id < kNumFilters ? kNames[id] : "none";
 }
 
@@ -20,7 +21,8 @@ const char* FilterReason(int id) {
       "insufficient memory",
       "no GPU of the requested model",
       "too few GPUs",
-      "insufficient GPU memory"};
+      "insufficient GPU memory",
+      "unhealthy GPUs (Xid, ECC or lost; back after the health period)"};
   return id >= 0 && id < kNumFilters ? kReasons[id] : "none";
 }
 

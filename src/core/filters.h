@@ -46,6 +46,7 @@ enum FilterId : int {
   kFilterGpuModel,
   kFilterGpuCount,
   kFilterGpuMemory,
+  kFilterGpuHealth,  // last so the ids of the others stay as they were
   kNumFilters,
 };
 
@@ -65,6 +66,7 @@ inline MiB EffectiveFree(const GpuState& g, const FilterOptions& o) {
 
 // True when GPU `g` can take one share of `r`.
 inline bool GpuFits(const GpuState& g, const PlacementRequest& r, const FilterOptions& o) {
+  if (!g.healthy) return false;
   if (r.model_id >= 0 && g.model_id != r.model_id) return false;
   if (r.exclusive) return g.tasks == 0 && g.allocated_mib == 0;
   return EffectiveFree(g, o) >= r.gpu_mem_mib;
@@ -90,14 +92,16 @@ inline int FirstRejectingFilter(const NodeState& n, const PlacementRequest& r,
   if (n.capacity.mem_mib - n.allocated.mem_mib < r.resources.mem_mib) return kFilterMemoryFit;
   if (r.gpus == 0) return kNumFilters;
   if (static_cast<int64_t>(n.gpus.size()) < r.gpus) return kFilterGpuCount;
-  int64_t model_matches = 0, fits = 0;
+  int64_t model_matches = 0, healthy = 0, fits = 0;
   for (const GpuState& g : n.gpus) {
     if (r.model_id >= 0 && g.model_id != r.model_id) continue;
     ++model_matches;
+    healthy += g.healthy ? 1 : 0;
     if (GpuFits(g, r, o) && ++fits >= r.gpus) return kNumFilters;
   }
   if (model_matches == 0) return kFilterGpuModel;
   if (model_matches < r.gpus) return kFilterGpuCount;
+  if (healthy < r.gpus) return kFilterGpuHealth;
   return kFilterGpuMemory;
 }
 
@@ -108,7 +112,8 @@ inline int FirstRejectingFilterFast(const NodeSummary& s, const NodeState& n,
   const bool needs_full = (s.has_taints) ||
                           (r.node_selector != nullptr && !r.node_selector->empty()) ||
                           o.use_reported_free || (r.gpus > 1 && !r.exclusive) ||
-                          (r.gpus > 0 && s.model_id < 0 && s.gpu_count > 0);
+                          (r.gpus > 0 && s.model_id < 0 && s.gpu_count > 0) ||
+                          (r.gpus > 0 && s.unhealthy_gpus > 0);
   if (!s.schedulable || needs_full) return FirstRejectingFilter(n, r, o);
   if (s.cpu_free < r.resources.cpu_milli) return kFilterCpuFit;
   if (s.mem_free < r.resources.mem_mib) return kFilterMemoryFit;

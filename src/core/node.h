@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "core/resources.h"
+#include "core/topology.h"
 
 namespace gpusched::core {
 
@@ -45,6 +46,7 @@ struct NodeSpec {
   std::vector<GpuSpec> gpus;
   std::map<std::string, std::string> labels;
   std::vector<Taint> taints;
+  GpuTopology topology;  // empty = unknown (placement ignores topology)
 };
 
 struct GpuState {
@@ -54,6 +56,11 @@ struct GpuState {
   MiB allocated_mib = 0;  // sum of reservations
   MiB reported_free_mib = -1;  // from the last heartbeat; -1 = never reported
   int tasks = 0;          // tasks holding a share of this GPU
+  // Health as the agent reports it (Xid, ECC, lost GPU, an injected fault). An unhealthy
+  // GPU takes no new task (filter GpuHealth); the agent says when it has passed its checks
+  // for the health period again.
+  bool healthy = true;
+  std::string last_error;  // the latest fault, kept after the GPU returns; "" = none
 
   MiB accounted_free() const { return total_mib - allocated_mib; }
 };
@@ -64,6 +71,7 @@ struct NodeState {
   Resources capacity;
   Resources allocated;
   std::vector<GpuState> gpus;
+  GpuTopology topology;
   std::map<std::string, std::string> labels;
   std::vector<Taint> taints;
 
@@ -93,6 +101,7 @@ struct NodeSummary {
   bool has_labels = false;
   int32_t model_id = -1;      // the one GPU model of the node, -1 = none or mixed
   int32_t gpu_count = 0;
+  int32_t unhealthy_gpus = 0;   // > 0: the filters read the full node
   int32_t whole_free_gpus = 0;  // GPUs with no reservation at all
   int32_t running_tasks = 0;
   uint32_t name_rank = 0;

@@ -1,5 +1,7 @@
 #include "core/placement.h"
 
+#include "core/topology_pick.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -16,7 +18,9 @@ std::string DescribeReport(const PlacementReport& report) {
                     report.breakdown[i].name.c_str(), report.breakdown[i].value);
       out += buf;
     }
-    return out + ")";
+    out += ")";
+    if (!report.topology_rule.empty()) out += "; " + report.topology_rule;
+    return out;
   }
   std::string out = std::to_string(report.feasible_nodes) + "/" +
                     std::to_string(report.total_nodes) + " nodes fit";
@@ -105,7 +109,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
   Placement& p = result.placement;
   p.node_index = best.index;
   p.node = node.name;
-  p.gpus = PickGpus(node, r);
+  p.gpus = PickGpus(node, r, &p.topology_rule);
   for (int g : p.gpus) {
     p.gpu_mem_mib.push_back(r.exclusive ? node.gpus[static_cast<size_t>(g)].total_mib
                                         : r.gpu_mem_mib);
@@ -114,6 +118,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
   p.exclusive = r.exclusive;
 
   result.report.chosen_node = node.name;
+  result.report.topology_rule = p.topology_rule;
   if (options_.node_order == NodeOrder::kWeightedScore) {
     result.report.score = -best.primary;
     for (int s = 0; s < kNumScorers; ++s) {
@@ -128,7 +133,8 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
   return result;
 }
 
-std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest& r) const {
+std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest& r,
+                                  std::string* rule) const {
   struct Key {
     double occupancy;  // (used + req) / total
     MiB leftover;      // free - req
@@ -154,12 +160,10 @@ std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest&
     }
     return a.index < b.index;
   });
-  std::vector<int> out;
-  for (size_t i = 0; i < fits.size() && static_cast<int64_t>(out.size()) < r.gpus; ++i) {
-    out.push_back(fits[i].index);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::vector<int> order;
+  order.reserve(fits.size());
+  for (const Key& k : fits) order.push_back(k.index);
+  return PickByTopology(node, order, r.gpus, rule);
 }
 
 }  // namespace gpusched::core

@@ -61,8 +61,11 @@ class Placer {
 
   PlacementResult Place(const ClusterState& cluster, const PlacementRequest& request) const;
 
-  // GPUs of `node` for the request, by the GPU order. REQUIRES: the node passes the filters.
-  std::vector<int> PickGpus(const NodeState& node, const PlacementRequest& request) const;
+  // GPUs of `node` for the request, by the GPU order, then the topology rules
+  // (topology_pick.h), which say in `rule` when they changed the choice. REQUIRES: the node
+  // passes the filters.
+  std::vector<int> PickGpus(const NodeState& node, const PlacementRequest& request,
+                            std::string* rule = nullptr) const;
 
   const PlacementOptions& options() const { return options_; }
 

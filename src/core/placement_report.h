@@ -24,6 +24,7 @@ struct PlacementReport {
   std::string chosen_node;
   double score = 0;
   std::vector<ScorePart> breakdown;  // of the chosen node
+  std::string topology_rule;         // the topology rule that chose the GPUs; "" = none
 };
 
 // "0/120 nodes fit: 80 insufficient GPU memory, 40 unreachable" or

@@ -74,7 +74,7 @@ TEST(Placer, TiesGoToTheLowestNodeName) {
 TEST(Placer, BestFitGpuOrderPacksSharedGpus) {
   ClusterState cluster;
   ASSERT_TRUE(cluster.Upsert(MakeNode("n", 2, 16 * kGiB), 0).ok());
-  Placement p{0, "n", {1}, {10 * kGiB}, {}, false};
+  Placement p{0, "n", {1}, {10 * kGiB}, {}, false, ""};
   cluster.Reserve(p);
   PlacementRequest r;
   r.gpus = 1;

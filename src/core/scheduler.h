@@ -58,6 +58,13 @@ struct NodeHeartbeat {
   std::vector<MiB> gpu_free_mib;
   // (task, attempt) pairs the agent is running right now.
   std::vector<std::pair<TaskId, int64_t>> running;
+  // Per GPU health; empty = not reported (kept as it was). A GPU that turns unhealthy is
+  // excluded at once and its tasks are killed and requeued with `error` as the reason.
+  struct GpuHealth {
+    bool healthy = true;
+    std::string error;  // the latest fault ("" = none ever)
+  };
+  std::vector<GpuHealth> gpu_health;
 };
 
 struct Explanation {
@@ -117,8 +124,11 @@ class Scheduler {
   // the task never ran. Stale attempts are FailedPrecondition.
   Status AssignmentLost(TaskId id, int64_t attempt, const std::string& reason);
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
+  // `gpu_mem_exceeded`: the task failed wanting more GPU memory than its share (an
+  // allocation refused, the watchdog, CUDA out of memory): its retry gets a larger estimate
+  // and the table learns that the share was too small (cause-aware retry).
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
-                      const std::string& reason = "");
+                      const std::string& reason = "", bool gpu_mem_exceeded = false);
 
   // ---- restart ----
   // Re-admits a task read back from a store after a restart, keeping its id, score, Pt, seq,
@@ -189,6 +199,8 @@ class Scheduler {
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
   void OnCapacityWait(Task& t, const PlacementReport& report, const std::string& summary);
   void FailExecution(Task& t, const std::string& reason);
+  void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried);
+  void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
   void Requeue(Task& t, const std::string& reason);
   void CheckNodeLiveness(TimeMs now);
   void CheckTaskLiveness(TimeMs now);

@@ -112,8 +112,8 @@ TEST_F(BadInputTest, BadNodeRegistrationAndHeartbeat) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("gpus[1].total_mib must be > 0, got -1"), std::string::npos);
   EXPECT_FALSE(sched_->cluster().Find("broken").has_value());
-  EXPECT_EQ(sched_->HandleNodeHeartbeat({"ghost", {}, {}}).code(), StatusCode::kNotFound);
-  Status wrong = sched_->HandleNodeHeartbeat({"n1", {1, 2, 3}, {}});
+  EXPECT_EQ(sched_->HandleNodeHeartbeat({"ghost", {}, {}, {}}).code(), StatusCode::kNotFound);
+  Status wrong = sched_->HandleNodeHeartbeat({"n1", {1, 2, 3}, {}, {}});
   EXPECT_NE(wrong.message().find("gpu_free_mib: 3 values for a node with 8 GPUs"),
             std::string::npos);
 }

@@ -17,6 +17,10 @@ Status SchedulerConfig::Validate() const {
   GS_RETURN_IF_ERROR(positive("task_timeout", task_timeout_ms));
   GS_RETURN_IF_ERROR(positive("default_duration", default_duration_ms));
   GS_RETURN_IF_ERROR(positive("max_placement_failures", max_placement_failures));
+  if (memory_retry_growth_percent < 0) {
+    return InvalidArgument("memory_retry_growth_percent: must be >= 0, got " +
+                           std::to_string(memory_retry_growth_percent));
+  }
   if (fail_max < 0) {
     return InvalidArgument("fail_max: must be >= 0, got " + std::to_string(fail_max));
   }

@@ -33,6 +33,8 @@ struct SchedulerConfig {
   DurationMs t1_ms = 5'000;       // CN115981827A: pass period (passes also run on events)
   DurationMs t2_ms = 30'000;      // CN115981827A: FQ -> Q period, with demotion
   int64_t fail_max = 3;           // CN115981827A claim 3: FAIL_MAX execution failures
+  // A task that failed for GPU memory retries with its estimate grown by this much.
+  int64_t memory_retry_growth_percent = 50;
   // Passes without a fitting node before a task is given up; default unlimited
   // (PATENTS.md section 6). Set to fail_max for the literal claim.
   int64_t max_placement_failures = std::numeric_limits<int64_t>::max();

@@ -63,7 +63,12 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
     return InvalidArgument("gpu_free_mib: " + std::to_string(hb.gpu_free_mib.size()) +
                            " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
   }
+  if (!hb.gpu_health.empty() && hb.gpu_health.size() != n.gpus.size()) {
+    return InvalidArgument("gpu_health: " + std::to_string(hb.gpu_health.size()) +
+                           " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
+  }
   if (!n.available) pass_requested_ = true;  // a node that comes back is eligible again
+  ApplyGpuHealth(*index, hb.gpu_health);
   const TimeMs now = clock_.NowMs();
   cluster_.Update(*index, [&](NodeState& m) {
     m.available = true;
@@ -83,6 +88,46 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
     }
   }
   return Status::Ok();
+}
+
+// A GPU that turns unhealthy is out at once: the tasks holding it are killed and requeued
+// (not counted as their failure) with the fault as the reason; one that turns healthy again
+// takes tasks at the next pass.
+void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health) {
+  const NodeState& n = cluster_.node(index);
+  std::vector<int> failed;
+  bool changed = false;
+  for (size_t g = 0; g < health.size(); ++g) {
+    const GpuState& gpu = n.gpus[g];
+    if (gpu.healthy == health[g].healthy && gpu.last_error == health[g].error) continue;
+    changed = true;
+    if (gpu.healthy && !health[g].healthy) failed.push_back(static_cast<int>(g));
+  }
+  if (!changed) return;
+  cluster_.Update(index, [&](NodeState& m) {
+    for (size_t g = 0; g < health.size(); ++g) {
+      m.gpus[g].healthy = health[g].healthy;
+      m.gpus[g].last_error = health[g].error;
+    }
+  });
+  pass_requested_ = true;
+  if (failed.empty()) return;
+  const std::string node = n.name;
+  // In id order (tasks_on_node_ is ordered): the requeued tasks keep their relative order.
+  const std::vector<TaskId> tasks(tasks_on_node_[index].begin(), tasks_on_node_[index].end());
+  for (TaskId id : tasks) {
+    Task& t = *Find(id);
+    if (!t.placement) continue;
+    int hit = -1;
+    for (int g : t.placement->gpus) {
+      if (std::find(failed.begin(), failed.end(), g) != failed.end()) hit = g;
+    }
+    if (hit < 0) continue;
+    const std::string reason = "GPU " + std::to_string(hit) + " of node " + node +
+                               " unhealthy: " + health[static_cast<size_t>(hit)].error;
+    actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, reason});
+    Requeue(t, reason);
+  }
 }
 
 Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
@@ -151,7 +196,7 @@ Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt) {
 }
 
 Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
-                               const std::string& reason) {
+                               const std::string& reason, bool gpu_mem_exceeded) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   if (peak_gpu_mem_mib > 0 && t->spec.profile) {
@@ -168,8 +213,37 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
     SetState(*t, TaskState::kSucceeded, reason.empty() ? "exited 0" : reason);
     return Status::Ok();
   }
-  FailExecution(*t, reason.empty() ? "exited with code " + std::to_string(exit_code) : reason);
+  std::string why = reason.empty() ? "exited with code " + std::to_string(exit_code) : reason;
+  const bool retried = t->fail_cnt + 1 <= t->spec.max_retries.value_or(config_.fail_max);
+  if (gpu_mem_exceeded && !t->exclusive && t->spec.gpus > 0) {
+    const MiB before = t->gpu_mem_need_mib;
+    GrowAfterMemoryFailure(*t, peak_gpu_mem_mib, retried);
+    why += retried ? " (GPU memory share exceeded; retried with " +
+                         FormatSizeMiB(t->gpu_mem_need_mib) + " instead of " +
+                         FormatSizeMiB(before) + ")"
+                   : " (GPU memory share exceeded)";
+  }
+  FailExecution(*t, why);
   return Status::Ok();
+}
+
+// A memory failure proves the task needs more than its share: the retry asks for the share
+// grown by memory_retry_growth_percent (at least the observed peak plus the table's
+// headroom), capped at the largest GPU in the cluster; the table records the share as a
+// lower bound of the profile's peak, so the next task of that profile starts above it.
+// Without a retry to come (`retried` false) only the table learns.
+void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried) {
+  const MiB before = t.gpu_mem_need_mib;
+  MiB grown = before + (before * config_.memory_retry_growth_percent + 99) / 100;
+  const int64_t headroom = config_.memory_table.learned_headroom_percent;
+  grown = std::max(grown, peak_gpu_mem_mib + (peak_gpu_mem_mib * headroom + 99) / 100);
+  MiB largest = 0;
+  for (const NodeState& n : cluster_.nodes()) largest = std::max(largest, n.max_gpu_total_mib);
+  if (largest > 0) grown = std::min(grown, largest);
+  if (t.spec.profile) memory_table_.Observe(*t.spec.profile, std::max(before, peak_gpu_mem_mib));
+  if (!retried || grown <= before) return;  // the last failure: the table learns, no retry
+  t.gpu_mem_need_mib = grown;
+  t.mem_source = "grown";
 }
 
 Status Scheduler::Preempt(TaskId id, const std::string& reason) {

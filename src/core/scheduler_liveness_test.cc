@@ -55,7 +55,7 @@ TEST_F(LivenessTest, ReturningNodeIsToldToKillWhatWasGivenUp) {
   sched_->Tick();
   sched_->TakeActions();
   // The node comes back still running attempt 1, which the scheduler gave up.
-  ASSERT_TRUE(sched_->HandleNodeHeartbeat({first, {}, {{id, 1}}}).ok());
+  ASSERT_TRUE(sched_->HandleNodeHeartbeat({first, {}, {{id, 1}}, {}}).ok());
   auto actions = sched_->TakeActions();
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(actions[0].kind, Action::Kind::kKill);
@@ -69,7 +69,7 @@ TEST_F(LivenessTest, HeartbeatListingTheCurrentAttemptIsKept) {
   const TaskId id = Submit(SharedTask(8 * kGiB));
   sched_->Tick();
   StartAssigned();
-  ASSERT_TRUE(sched_->HandleNodeHeartbeat({"a", {16 * kGiB - 100}, {{id, 1}}}).ok());
+  ASSERT_TRUE(sched_->HandleNodeHeartbeat({"a", {16 * kGiB - 100}, {{id, 1}}, {}}).ok());
   EXPECT_TRUE(sched_->TakeActions().empty());
   EXPECT_EQ(sched_->cluster().node(0).gpus[0].reported_free_mib, 16 * kGiB - 100);
 }

@@ -78,6 +78,8 @@ struct Placement {
   std::vector<MiB> gpu_mem_mib;   // reserved on each of them (same order as gpus)
   Resources resources;
   bool exclusive = false;
+  // The topology rule that chose these GPUs over the plain CN109992422A order; "" = none.
+  std::string topology_rule;
 };
 
 struct Transition {

@@ -1,6 +1,9 @@
 #include "rpc/convert.h"
 
+#include <algorithm>
+
 #include "core/filters.h"
+#include "core/topology.h"
 
 namespace gpusched::rpc {
 namespace {
@@ -117,10 +120,12 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
     p->set_node(t.placement->node);
     for (int g : t.placement->gpus) p->add_gpus(g);
     for (MiB m : t.placement->gpu_mem_mib) p->add_gpu_mem_mib(m);
+    p->set_topology_rule(t.placement->topology_rule);
   } else if (last != nullptr) {
     p->set_node(last->node);
     for (int g : last->gpus) p->add_gpus(g);
     for (MiB m : last->gpu_mem_mib) p->add_gpu_mem_mib(m);
+    p->set_topology_rule(last->topology_rule);
   }
   if (t.exit_code) p->set_exit_code(*t.exit_code);
   p->set_attempts(t.attempts);
@@ -166,6 +171,17 @@ StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p) {
     s.gpus.push_back({g.model(), g.total_mib()});
   }
   for (const auto& [k, v] : p.labels()) s.labels[k] = v;
+  if (p.gpu_links_size() > 0 || p.gpu_numa_size() > 0) {
+    s.topology.gpus = p.gpus_size();
+    for (uint32_t l : p.gpu_links()) s.topology.links.push_back(static_cast<uint8_t>(std::min(l, 255u)));
+    s.topology.numa.assign(p.gpu_numa().begin(), p.gpu_numa().end());
+    if (s.topology.links.empty()) {
+      return InvalidArgument("register.gpu_links: empty while gpu_numa is set");
+    }
+    if (Status v = core::ValidateTopology(s.topology); !v.ok()) {
+      return InvalidArgument("register." + v.message());
+    }
+  }
   return s;
 }
 
@@ -181,6 +197,8 @@ void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p) {
     g->set_total_mib(s.gpus[i].total_mib);
   }
   for (const auto& [k, v] : s.labels) (*p->mutable_labels())[k] = v;
+  for (uint8_t l : s.topology.links) p->add_gpu_links(l);
+  for (int numa : s.topology.numa) p->add_gpu_numa(numa);
 }
 
 void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bool connected,
@@ -206,6 +224,10 @@ void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bo
     o->set_allocated_mib(g.allocated_mib);
     o->set_reported_free_mib(g.reported_free_mib);
     o->set_tasks(g.tasks);
+    o->set_unhealthy(!g.healthy);
+    o->set_last_error(g.last_error);
+    const size_t gi = static_cast<size_t>(g.index);
+    o->set_numa_node(gi < n.topology.numa.size() ? n.topology.numa[gi] : -1);
   }
   for (const auto& [k, v] : n.labels) (*p->mutable_labels())[k] = v;
 }
@@ -231,6 +253,7 @@ void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p) {
   }
   p->set_chosen_node(r.chosen_node);
   p->set_score(r.score);
+  p->set_topology_rule(r.topology_rule);
   for (const core::ScorePart& s : r.breakdown) {
     v1::ScorePart* o = p->add_breakdown();
     o->set_name(s.name);

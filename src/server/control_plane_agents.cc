@@ -40,7 +40,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
   const std::shared_ptr<AgentChannel> channel = connections_[node];
   for (const v1::TaskStatus& st : reg.finished()) ApplyStatus(node, st, channel);
   std::set<std::pair<uint64_t, int64_t>> running;
-  core::NodeHeartbeat hb{node, {}, {}};
+  core::NodeHeartbeat hb{node, {}, {}, {}};
   for (const v1::TaskRef& r : reg.running()) {
     running.insert({r.id(), r.attempt()});
     hb.running.emplace_back(TaskId(r.id()), r.attempt());
@@ -74,8 +74,8 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   }
   const core::Task* t = sched_->GetTask(id);
   Status s = sched_->TaskFinished(id, st.attempt(), st.exit_code(), st.peak_gpu_mem_mib(),
-                                  st.reason());
-  if (s.ok() && st.peak_gpu_mem_mib() > 0 && t->spec.profile) {
+                                  st.reason(), st.gpu_mem_exceeded());
+  if (s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) && t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
@@ -107,6 +107,9 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
                              m.heartbeat().gpu_free_mib().end());
       for (const v1::TaskRef& r : m.heartbeat().running()) {
         hb.running.emplace_back(TaskId(r.id()), r.attempt());
+      }
+      for (const v1::GpuHealth& g : m.heartbeat().gpu_health()) {
+        hb.gpu_health.push_back({!g.unhealthy(), g.last_error()});
       }
       Status s = sched_->HandleNodeHeartbeat(hb);
       if (!s.ok()) {

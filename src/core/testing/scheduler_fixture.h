@@ -73,7 +73,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   void Heartbeat(const std::string& node) {
-    ASSERT_TRUE(sched_->HandleNodeHeartbeat({node, {}, {}}).ok());
+    ASSERT_TRUE(sched_->HandleNodeHeartbeat({node, {}, {}, {}}).ok());
   }
 
   // Advances time in 1 s steps; every node and every active task not marked silent sends its

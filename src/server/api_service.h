@@ -3,18 +3,15 @@
 // handler validates its request, calls the ControlPlane and maps Status to a gRPC status; no
 // exception or bad request can take the server down.
 
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "server/control_plane.h"
+#include "server/log_reader.h"
 
 namespace gpusched::server {
 
 class ApiService final : public v1::Scheduler::Service {
  public:
-  explicit ApiService(ControlPlane& cp) : cp_(cp) {}
+  explicit ApiService(ControlPlane& cp) : cp_(cp), logs_(cp) {}
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitResponse*) override;
   grpc::Status GetTask(grpc::ServerContext*, const v1::GetTaskRequest*, v1::Task*) override;
@@ -31,11 +28,8 @@ class ApiService final : public v1::Scheduler::Service {
   grpc::Status Logs(grpc::ServerContext*, const v1::LogsRequest*, v1::LogsResponse*) override;
 
  private:
-  std::shared_ptr<v1::Agent::Stub> AgentStub(const std::string& address);
-
   ControlPlane& cp_;
-  std::mutex stubs_mu_;
-  std::map<std::string, std::shared_ptr<v1::Agent::Stub>> stubs_;
+  LogReader logs_;
 };
 
 }  // namespace gpusched::server

@@ -83,7 +83,7 @@ views.cluster = async function () {
   const {nodes} = await api("/nodes");
   const cards = nodes.map((n) => {
     const gpus = n.gpus.map((g) => {
-      const bar = h("div", {class: "gpu-bar", role: "img", "data-total-mib": g.total_mib,
+      const bar = h("div", {class: "gpu-bar", role: "group", "data-total-mib": g.total_mib,
         "aria-label": "GPU " + g.index + ": " + size(g.allocated_mib) + " of " +
           size(g.total_mib) + " reserved by " + g.shares.length + " task(s)"});
       for (const s of g.shares) {
@@ -188,8 +188,7 @@ views.task = async function (args) {
   const rejected = why && Object.keys(why.rejected).length ? h("ul", {class: "rejected"},
     Object.entries(why.rejected).map(([f, n]) => h("li", {}, n + " node(s) rejected by " + f)))
     : null;
-  const log = h("pre", {id: "log", class: "log", tabindex: "0", "aria-label": "task output"});
-  followLog(t.id, log);
+  const log = logElement(t.id);
   const cancel = done ? null : h("button", {type: "button", id: "cancel", onclick: async () => {
     await api("/tasks/" + t.id + "/cancel", {method: "POST",
       headers: {"Content-Type": "application/json"}, body: "{}"});
@@ -208,24 +207,30 @@ views.task = async function (args) {
     h("section", {class: "card"}, h("h2", {}, "Output"), log)];
 };
 
-// Follows the task's log over server-sent events; stops when the view changes.
+// The task's output, followed over server-sent events. The element and its stream outlive a
+// redraw of the same task (the text is kept); another task's view closes them. A dropped
+// connection resumes where it stopped: the server numbers events by log offset.
 let logStream = null;
-function followLog(id, pre) {
-  if (logStream && logStream.id === id) {  // a redraw: keep the stream and its text
-    pre.replaceWith(logStream.pre);
-    return;
-  }
-  if (logStream) logStream.source.close();
+function logElement(id) {
+  if (logStream && logStream.id === id) return logStream.pre;
+  closeLog();
+  const pre = h("pre", {id: "log", class: "log", tabindex: "0", "aria-label": "task output"});
   const source = new EventSource(API + "/tasks/" + id + "/logs?follow=1");
   logStream = {id: id, source: source, pre: pre};
   source.addEventListener("log", (e) => pre.append(JSON.parse(e.data).data));
   source.addEventListener("attempt", (e) =>
     pre.append("--- attempt " + JSON.parse(e.data).attempt + " ---\n"));
   source.addEventListener("end", () => { source.close(); pre.dataset.done = "true"; });
-  source.addEventListener("error", (e) => {
-    if (e.data) pre.append("[" + JSON.parse(e.data).message + "]\n");
+  source.addEventListener("failure", (e) => {
+    pre.append("[" + JSON.parse(e.data).message + "]\n");
     source.close();
   });
+  return pre;
+}
+
+function closeLog() {
+  if (logStream) logStream.source.close();
+  logStream = null;
 }
 
 function chart(acct) {
@@ -303,11 +308,16 @@ async function refresh() {
     } catch (e) {
       content = [h("h1", {}, "Cannot show this view"), h("p", {class: "error"}, e.message)];
     }
-    const keepFocus = document.activeElement && document.activeElement.id;
+    // A live redraw must not lose the keyboard's place: refocus the same control.
+    const active = document.activeElement;
+    const focusId = active && active !== main && main.contains(active) ? active.id : "";
+    const focusHref = focusId ? "" : active && main.contains(active) && active.getAttribute("href");
     main.replaceChildren(...[content].flat().filter((x) => x));
     main.dataset.view = view;
     main.setAttribute("aria-busy", "false");
-    if (keepFocus && document.getElementById(keepFocus)) document.getElementById(keepFocus).focus();
+    const again = focusId ? document.getElementById(focusId)
+                : focusHref ? main.querySelector('[href="' + CSS.escape(focusHref) + '"]') : null;
+    if (again) again.focus();
     for (const a of document.querySelectorAll("nav a[data-view]")) {
       if (a.dataset.view === view) a.setAttribute("aria-current", "page");
       else a.removeAttribute("aria-current");
@@ -340,10 +350,7 @@ function connect() {
 }
 
 window.addEventListener("hashchange", () => {
-  if (logStream && route().view !== "task") {
-    logStream.source.close();
-    logStream = null;
-  }
+  if (route().view !== "task") closeLog();
   refresh().then(() => document.getElementById("main").focus());
 });
 refresh();

@@ -63,9 +63,10 @@ int HttpStatus(StatusCode c) {
   return 500;
 }
 
-// The parameter or field an error message starts with ("limit: ..." or "\"x\": ..."), or "".
+// The parameter or field an error message starts with ("limit: ...", "\"x\": ..." or, for an
+// object named by its id, "task 7: ..."), or "".
 std::string FieldOf(const std::string& message) {
-  static const std::regex field(R"re(^"?([A-Za-z_][A-Za-z0-9_.\[\]-]*)"?: )re");
+  static const std::regex field(R"re(^"?([A-Za-z_][A-Za-z0-9_.\[\]-]*)"?(?: [0-9]+)?: )re");
   std::smatch m;
   return std::regex_search(message, m, field) ? m[1].str() : "";
 }
@@ -386,8 +387,10 @@ void RestApi::Events(const Request& req, Response& res) {
       [self](bool) { self->streams_.fetch_sub(1); });
 }
 
-// Events: "log" {"attempt", "offset", "data"} for each chunk, "attempt" {"attempt"} when a
-// retry starts a new log, "end" {"attempt"} once the task is done and its log drained.
+// Events: "log" {"attempt", "offset", "data"} for each chunk (its id: the offset after it, so
+// a reconnecting EventSource resumes there through Last-Event-ID), "attempt" {"attempt"} when
+// a retry starts a new log, "end" {"attempt"} once the task is done and its log drained, and
+// "failure" {"message"} when the log cannot be read.
 void RestApi::FollowLogs(uint64_t id, int64_t offset, Response& res) {
   if (!TakeStream(res)) return;
   struct Cursor {
@@ -402,7 +405,7 @@ void RestApi::FollowLogs(uint64_t id, int64_t offset, Response& res) {
         StatusOr<v1::LogsResponse> r = self->logs_.Read(id, cursor->offset, 0);
         std::string out;
         if (!r.ok()) {
-          out = Event("error", {{"message", r.status().message()}});
+          out = Event("failure", {{"message", r.status().message()}});
           sink.write(out.data(), out.size());
           sink.done();
           return true;
@@ -415,7 +418,8 @@ void RestApi::FollowLogs(uint64_t id, int64_t offset, Response& res) {
         }
         cursor->attempt = r->attempt();
         if (!r->data().empty()) {
-          out = Event("log", {{"attempt", r->attempt()}, {"offset", cursor->offset},
+          out = "id: " + std::to_string(r->next_offset()) + "\n" +
+                Event("log", {{"attempt", r->attempt()}, {"offset", cursor->offset},
                               {"data", r->data()}});
           cursor->offset = r->next_offset();
           return sink.write(out.data(), out.size());
@@ -449,11 +453,14 @@ void RestApi::Register(httplib::Server& http) {
                         req.get_header_value("Accept").find("text/event-stream") !=
                             std::string::npos;
     if (!follow) return self->Route(Access::kRead, &RestApi::ReadLogs)(req, res);
-    rest::Query q;
     StatusOr<rest::Query> checked = rest::CheckQuery(req.params, {"offset", "follow"});
     StatusOr<uint64_t> id = rest::TaskIdParam(req.matches[1]);
     StatusOr<int64_t> offset = checked.ok() ? rest::IntParam(*checked, "offset", 0, INT64_MAX, 0)
                                             : StatusOr<int64_t>(checked.status());
+    if (offset.ok() && req.has_header("Last-Event-ID")) {  // a reconnect: resume there
+      offset = rest::IntParam({{"Last-Event-ID", req.get_header_value("Last-Event-ID")}},
+                              "Last-Event-ID", 0, INT64_MAX, 0);
+    }
     if (checked.ok() && checked->count("follow") && checked->at("follow") != "true" &&
         checked->at("follow") != "1") {
       offset = InvalidArgument("follow: \"" + checked->at("follow") + "\" must be true or 1");

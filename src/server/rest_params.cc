@@ -30,8 +30,10 @@ std::optional<int64_t> ParseInt(std::string_view text) {
 const char* TypeName(const Json& j) { return j.type_name(); }
 
 Status WrongType(const std::string& field, const Json& j, const std::string& want) {
-  return InvalidArgument(field + ": must be " + want + ", got " + TypeName(j) + " " +
-                         Quote(j.dump(-1, ' ', false, Json::error_handler_t::replace)));
+  // The value as JSON (a string keeps its quotes), cut to a readable length.
+  std::string value = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (value.size() > 64) value = value.substr(0, 64) + "...";
+  return InvalidArgument(field + ": must be " + want + ", got " + TypeName(j) + " " + value);
 }
 
 StatusOr<int64_t> JsonCount(const Json& j, const std::string& field) {

@@ -107,7 +107,7 @@ class RestApiTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r.body)
         self.assertIn(r.json()["state"], ["cancelled", "running"])
         C.wait_state(whole, "cancelled")
-        self.assertError(C.request("POST", "/api/v1/tasks/%d/cancel" % whole, {}), 409, "task",
+        self.assertError(C.request("POST", "/api/v1/tasks/%d/cancel" % whole, {}), 409, "",
                          "already cancelled")
         C.request("POST", "/api/v1/tasks/%d/cancel" % shared, {})
 

@@ -18,7 +18,7 @@ function h(tag, attrs, ...children) {
     if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -261,11 +261,11 @@ function chart(acct) {
       base[i] += v;
     });
   });
-  for (const i of [0, Math.floor(steps / 2), steps - 1]) {  // x labels
-    if (i < 0) continue;
-    root.append(svg("text", {x: L + i * bw, y: H - 8, class: "axis"},
+  // x labels: the window's start, middle and end, kept inside the chart.
+  [["start", 0], ["middle", acct.steps / 2], ["end", acct.steps]].forEach(([anchor, i]) => {
+    root.append(svg("text", {x: L + i * bw, y: H - 8, class: "axis", "text-anchor": anchor},
                     clock(acct.since_ms + i * acct.step_ms)));
-  }
+  });
   return root;
 }
 

@@ -48,8 +48,12 @@ def tearDownModule():
 class DashboardTest(unittest.TestCase):
     def open(self, route, ready, what):
         B.navigate(C.http + "/#/" + route)
-        B.wait_for("document.getElementById('main').dataset.view === '%s' && (%s)" %
-                   (route.split("/")[0], ready), what)
+        try:
+            B.wait_for("document.getElementById('main').dataset.view === '%s' && !!(%s)" %
+                       (route.split("/")[0], ready), what)
+        except AssertionError as e:
+            raise AssertionError("%s\nthe page shows: %r\nerrors: %s" % (
+                e, B.evaluate("document.body.innerText")[:1500], B.page_errors())) from None
 
     def shot(self, name):
         B.screenshot(os.path.join(SHOTS, name))
@@ -134,6 +138,7 @@ class DashboardTest(unittest.TestCase):
         self.assertNoPageErrors()
 
     def test_5_keyboard_reaches_the_views(self):
+        B.navigate("about:blank")  # a fresh load: the first Tab starts at the top
         self.open("cluster", "document.querySelectorAll('.seg').length", "cluster")
         B.call("Input.dispatchKeyEvent", type="keyDown", key="Tab", code="Tab",
                windowsVirtualKeyCode=9)

@@ -160,14 +160,19 @@ class Browser:
         return r["result"].get("value")
 
     def wait_for(self, expression, what, timeout=20):
-        """Polls `expression` until it is truthy; returns its value."""
+        """Polls `expression` until it is truthy; returns its value. (A DOM node comes back
+        as {}, which Python finds false: test it with !!node.)"""
         deadline = time.time() + timeout
+        last = ""
         while time.time() < deadline:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except RuntimeError as e:  # the page is loading: its elements are not there yet
+                value, last = None, str(e)
             if value:
                 return value
             time.sleep(0.1)
-        raise AssertionError("timed out waiting for " + what + " (" + expression + ")")
+        raise AssertionError("timed out waiting for %s (%s) %s" % (what, expression, last[:300]))
 
     def viewport(self, width, height, mobile=False):
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,

@@ -43,6 +43,7 @@ class DevCluster:
             stdout=self._log, stderr=subprocess.STDOUT, env=env)
         self.http = self._wait_for("dashboard: (http://127.0.0.1:[0-9]+)/")
         self.grpc = self._wait_for("server (127.0.0.1:[0-9]+)")
+        self.env["GPUSCHED_SERVER"] = self.grpc  # for the CLI (flags after `--` are the task's)
         self.wait(lambda: len(self.get("/api/v1/nodes").json()["nodes"]) == agents,
                   "agents registered")
 
@@ -81,7 +82,7 @@ class DevCluster:
 
     # ---- the CLI (gRPC)
     def cli(self, *args):
-        r = subprocess.run([self.gpusched, *args, "--server", self.grpc], env=self.env,
+        r = subprocess.run([self.gpusched, *args], env=self.env,
                            capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             raise RuntimeError("gpusched %s: exit %d: %s" % (args, r.returncode, r.stderr))

@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 import time
 
+from devcluster import wait_or_kill
+
 CHROMIUM_CANDIDATES = ["chromium", "chromium-browser", "google-chrome"]
 
 
@@ -197,10 +199,6 @@ class Browser:
             self.call("Browser.close")
         except (ConnectionError, RuntimeError, OSError):
             pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        wait_or_kill(self.proc, 10)
         self.ws.close()
         shutil.rmtree(self.profile, ignore_errors=True)

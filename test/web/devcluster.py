@@ -16,6 +16,15 @@ import urllib.request
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+def wait_or_kill(proc, timeout):
+    """Waits `timeout` seconds for `proc` to exit, then kills it."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Reply:
     def __init__(self, status, body, headers):
         self.status = status
@@ -66,11 +75,7 @@ class DevCluster:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        wait_or_kill(self.proc, 20)
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

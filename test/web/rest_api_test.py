@@ -177,25 +177,32 @@ class RestApiTest(unittest.TestCase):
         self.assertEqual(C.get("/api/v1/tasks?team=nobody").json()["tasks"], [])
         C.request("POST", "/api/v1/tasks/%d/cancel" % t, {})
 
+    # (path, the parameter the 400 must name, words its message must hold)
+    BAD_PARAMETERS = [
+        ("/api/v1/tasks?limit=0", "limit", ['"0"', "1..1000"]),
+        ("/api/v1/tasks?limit=abc", "limit", ['"abc"']),
+        ("/api/v1/tasks?limit=1001", "limit", []),
+        ("/api/v1/tasks?after=-1", "after", []),
+        ("/api/v1/tasks?state=sleeping", "state", ['"sleeping"']),
+        ("/api/v1/tasks?color=red", "color", ["unknown query"]),
+        ("/api/v1/tasks?limit=1&limit=2", "limit", ["more than once"]),
+        ("/api/v1/tasks/abc", "id", ['"abc"']),
+        ("/api/v1/tasks/0", "id", []),
+        ("/api/v1/queues?limit=x", "limit", []),
+        ("/api/v1/nodes?x=1", "x", []),
+        ("/api/v1/tasks/1/logs?offset=-5", "offset", []),
+        ("/api/v1/tasks/1/logs?follow=maybe", "follow", []),
+        ("/api/v1/accounting?by=planet", "by", ['"planet"']),
+        ("/api/v1/accounting?since=yesterday", "since", ["yesterday"]),
+        ("/api/v1/accounting?since=1h&until=2h", "since", ["before"]),
+        ("/api/v1/accounting?since=24h&step=1s", "step", ["2000"]),
+        ("/api/v1/accounting?step=0s", "step", []),
+    ]
+
     def test_bad_parameters_name_the_parameter(self):
-        self.assertError(C.get("/api/v1/tasks?limit=0"), 400, "limit", '"0"', "1..1000")
-        self.assertError(C.get("/api/v1/tasks?limit=abc"), 400, "limit", '"abc"')
-        self.assertError(C.get("/api/v1/tasks?limit=1001"), 400, "limit")
-        self.assertError(C.get("/api/v1/tasks?after=-1"), 400, "after")
-        self.assertError(C.get("/api/v1/tasks?state=sleeping"), 400, "state", '"sleeping"')
-        self.assertError(C.get("/api/v1/tasks?color=red"), 400, "color", "unknown query")
-        self.assertError(C.get("/api/v1/tasks?limit=1&limit=2"), 400, "limit", "more than once")
-        self.assertError(C.get("/api/v1/tasks/abc"), 400, "id", '"abc"')
-        self.assertError(C.get("/api/v1/tasks/0"), 400, "id")
-        self.assertError(C.get("/api/v1/queues?limit=x"), 400, "limit")
-        self.assertError(C.get("/api/v1/nodes?x=1"), 400, "x")
-        self.assertError(C.get("/api/v1/tasks/1/logs?offset=-5"), 400, "offset")
-        self.assertError(C.get("/api/v1/tasks/1/logs?follow=maybe"), 400, "follow")
-        self.assertError(C.get("/api/v1/accounting?by=planet"), 400, "by", '"planet"')
-        self.assertError(C.get("/api/v1/accounting?since=yesterday"), 400, "since", "yesterday")
-        self.assertError(C.get("/api/v1/accounting?since=1h&until=2h"), 400, "since", "before")
-        self.assertError(C.get("/api/v1/accounting?since=24h&step=1s"), 400, "step", "2000")
-        self.assertError(C.get("/api/v1/accounting?step=0s"), 400, "step")
+        for path, field, words in self.BAD_PARAMETERS:
+            with self.subTest(path=path):
+                self.assertError(C.get(path), 400, field, *words)
 
     def test_unknown_task_and_path_are_404(self):
         self.assertError(C.get("/api/v1/tasks/999999"), 404, "task", "999999")

@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "rpc/json.h"
 #include "server/accounting.h"

@@ -240,7 +240,7 @@ StatusOr<Json> RestApi::Nodes(const Request& req) {
                       {"name", t.name()},
                       {"state", t.state()},
                       {"mib", i < t.gpu_mem_mib_size() ? t.gpu_mem_mib(i) : 0},
-                      {"exclusive", t.spec().gpu_mem_mib() == 0}});
+                      {"exclusive", t.mem_source() == "whole-gpu"}});
     }
   }
   Json nodes = Json::array();

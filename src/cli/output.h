@@ -12,8 +12,13 @@
 
 namespace gpusched::cli {
 
-// id, name, state, node, gpus, exit_code (null if none), attempts, reason, and more.
-nlohmann::json TaskJson(const ::gpusched::v1::Task& t);
+// id, name, state, node, gpus, exit_code (null if none), attempts, reason, and more: the
+// request (what was asked for), workdir, and elapsed_ms (run time so far, at `now_ms`).
+nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms);
+// What the task asked for, as a user writes it: "2 GPUs x 6GiB, 4 CPU, 16GiB RAM, 2h limit".
+std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s);
+// Run time of the current (or last) attempt at `now_ms`; 0 if it never started.
+int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms);
 nlohmann::json NodeJson(const ::gpusched::v1::Node& n);
 // Columns padded to the widest cell; the first row is the header.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows);

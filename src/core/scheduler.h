@@ -68,6 +68,7 @@ struct Explanation {
   int64_t fail_cnt = 0, placement_failures = 0, attempts = 0;
   std::string queue;     // "Q", "FQ" or ""
   std::string summary;   // one line: where it runs or why it waits / failed
+  std::string need;      // pending: what it needs against the most free now (explain_need.h)
   PlacementReport last_report;
 };
 
@@ -107,8 +108,9 @@ class Scheduler {
   Status HandleNodeHeartbeat(const NodeHeartbeat& hb);
   Status SetNodeReachable(const std::string& node, bool reachable);
   Status Cordon(const std::string& node, bool cordoned);
-  // Cordons the node and sends its tasks back to Q (not counted as failures).
-  Status Drain(const std::string& node);
+  // Cordons the node and marks it draining. Its running tasks finish there (Slurm's drain),
+  // or with `evict` are stopped and sent back to Q, not counted as failures (kubectl's).
+  Status Drain(const std::string& node, bool evict);
   // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
   Status TaskStarted(TaskId id, int64_t attempt);
   Status TaskHeartbeat(TaskId id, int64_t attempt);
@@ -117,8 +119,10 @@ class Scheduler {
   // the task never ran. Stale attempts are FailedPrecondition.
   Status AssignmentLost(TaskId id, int64_t attempt, const std::string& reason);
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
+  // `permanent`: the attempt never ran, for a reason no retry can fix (no such program):
+  // the task fails at once instead of counting against FAIL_MAX.
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
-                      const std::string& reason = "");
+                      const std::string& reason = "", bool permanent = false);
 
   // ---- restart ----
   // Re-admits a task read back from a store after a restart, keeping its id, score, Pt, seq,
@@ -189,9 +193,13 @@ class Scheduler {
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
   void OnCapacityWait(Task& t, const PlacementReport& report, const std::string& summary);
   void FailExecution(Task& t, const std::string& reason);
+  // Fails the task at once, without a retry: no further attempt could succeed (it ran past
+  // its time limit, or its program or working directory does not exist).
+  void FailPermanently(Task& t, const std::string& reason);
   void Requeue(Task& t, const std::string& reason);
   void CheckNodeLiveness(TimeMs now);
   void CheckTaskLiveness(TimeMs now);
+  void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
   bool IsActive(const Task& t) const {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;

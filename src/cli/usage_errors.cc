@@ -83,9 +83,9 @@ std::string DescribeParseError(CLI::App& app, const std::vector<std::string>& ar
                                const CLI::ParseError& e) {
   // The chain of subcommands named on the command line: gpusched [bench] SUB ...
   CLI::App* leaf = &app;
-  std::string path = "gpusched";
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
+  std::string path;      // "submit", "bench core"
+  size_t leaf_args = 0;  // where the leaf's own flags and arguments start
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") break;
     if (a.empty() || a[0] == '-') continue;
@@ -96,28 +96,29 @@ std::string DescribeParseError(CLI::App& app, const std::vector<std::string>& ar
       } catch (const CLI::OptionNotFound&) {  // not one of leaf's subcommands
       }
       if (sub == nullptr) {
-        return WithHint(path + ": unknown command \"" + a + "\"",
+        return WithHint((path.empty() ? "" : path + ": ") + "unknown command \"" + a + "\"",
                         DidYouMean(a, SubcommandNames(*leaf))) +
-               " (see " + path + " --help)";
+               " (see gpusched " + (path.empty() ? "" : path + " ") + "--help)";
       }
       leaf = sub;
-      path += " " + a;
+      path += (path.empty() ? "" : " ") + a;
+      leaf_args = i + 1;
       continue;
     }
     break;  // leaf has no subcommands: the rest are its flags and arguments
   }
   if (leaf != &app) {
     const std::vector<std::string> known = FlagNames(*leaf);
-    for (; i < args.size() && args[i] != "--"; ++i) {
+    for (size_t i = leaf_args; i < args.size() && args[i] != "--"; ++i) {
       const std::string& a = args[i];
       if (a.size() < 2 || a[0] != '-' || std::isdigit(static_cast<unsigned char>(a[1]))) continue;
       const std::string name = a.substr(0, a.find('='));
       if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-      return WithHint(path + ": unknown flag " + name, DidYouMean(name, known)) + " (see " +
-             path + " --help)";
+      return WithHint(path + ": unknown flag " + name, DidYouMean(name, known)) +
+             " (see gpusched " + path + " --help)";
     }
   }
-  return path + ": " + e.what();
+  return (path.empty() ? "" : path + ": ") + e.what();
 }
 
 void SetJsonErrors(bool on) { json_errors = on; }

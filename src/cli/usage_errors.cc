@@ -1,8 +1,9 @@
 #include "cli/usage_errors.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <iostream>
 
 namespace gpusched::cli {
@@ -23,23 +24,6 @@ size_t EditDistance(const std::string& a, const std::string& b) {
     }
   }
   return row[b.size()];
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::vector<std::string> SubcommandNames(CLI::App& app) {
@@ -125,7 +109,8 @@ void SetJsonErrors(bool on) { json_errors = on; }
 
 void PrintError(const std::string& message, int exit_code) {
   if (json_errors) {
-    std::cerr << "{\"error\": " << JsonString(message) << ", \"code\": " << exit_code << "}\n";
+    const nlohmann::json j = {{"error", message}, {"code", exit_code}};
+    std::cerr << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cerr << "gpusched: " << message << "\n";
   }

@@ -287,19 +287,17 @@ void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report,
 // CN115981827A claim 3: an execution failure counts against FAIL_MAX; the task goes to FQ
 // while fail_cnt <= FAIL_MAX, else it is given up with its reason (never silently lost).
 void Scheduler::FailExecution(Task& t, const std::string& reason) {
+  const int64_t limit = t.spec.max_retries.value_or(config_.fail_max);
+  if (t.fail_cnt + 1 > limit) {
+    FailPermanently(t, reason + " (failed " + std::to_string(t.fail_cnt + 1) + " times, limit " +
+                           std::to_string(limit) + " retries)");
+    return;
+  }
   ReleasePlacement(t);
   RemoveFromQueues(t);
   ++t.fail_cnt;
   ++stats_.execution_failures;
   t.claim = ClaimStatus::kFailed;
-  const int64_t limit = t.spec.max_retries.value_or(config_.fail_max);
-  if (t.fail_cnt > limit) {
-    t.finished_ms = clock_.NowMs();
-    SetState(t, TaskState::kFailed,
-             reason + " (failed " + std::to_string(t.fail_cnt) + " times, limit " +
-                 std::to_string(limit) + " retries)");
-    return;
-  }
   SetState(t, TaskState::kPending, reason + "; retry " + std::to_string(t.fail_cnt) + "/" +
                                        std::to_string(limit) + " after the next t2");
   t.queue = QueueMembership::kFailure;

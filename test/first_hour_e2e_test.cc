@@ -262,3 +262,24 @@ TEST(Readme, EveryExampleRunsAsWritten) {
 
 }  // namespace
 }  // namespace gpusched::testing
+
+namespace gpusched::testing {
+namespace {
+
+TEST(Sim, ATraceInAnotherFormatSaysWhichFormatItReadsAs) {
+  const std::string trace =
+      (std::filesystem::temp_directory_path() / ("gpusched_sim_" + std::to_string(getpid()) +
+                                                 ".csv"))
+          .string();
+  WriteFile(trace, "job_id,num_gpu,submit_time,duration\n1,1,0,60\n2,2,10,120\n");
+  CliResult wrong = Cli({"sim", "--trace", trace, "--format", "philly", "--cluster", "2x8",
+                         "--no-progress"});
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.err.find("use --format csv"), std::string::npos) << wrong.err;
+  CliResult right = Cli({"sim", "--trace", trace, "--cluster", "2x8", "--no-progress", "--json"});
+  EXPECT_EQ(right.code, 0) << right.err;
+  std::filesystem::remove(trace);
+}
+
+}  // namespace
+}  // namespace gpusched::testing

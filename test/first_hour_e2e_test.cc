@@ -276,9 +276,16 @@ TEST(Sim, ATraceInAnotherFormatSaysWhichFormatItReadsAs) {
                          "--no-progress"});
   EXPECT_EQ(wrong.code, 2);
   EXPECT_NE(wrong.err.find("use --format csv"), std::string::npos) << wrong.err;
-  CliResult right = Cli({"sim", "--trace", trace, "--cluster", "2x8", "--no-progress", "--json"});
+  const std::string out = trace + ".out";
+  CliResult right = Cli({"sim", "--trace", trace, "--cluster", "2x8", "--no-progress", "--json",
+                         "--out", out});
   EXPECT_EQ(right.code, 0) << right.err;
+  // No task waited: the plot has no (empty) queue axis.
+  const std::string plots = ReadFile(out + "/plots.gp");
+  EXPECT_NE(plots.find("no task waited"), std::string::npos) << plots;
+  EXPECT_EQ(plots.find("y2label"), std::string::npos) << plots;
   std::filesystem::remove(trace);
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ class ClusterTest : public ::testing::Test {
   }
   std::map<uint64_t, Json> Tasks() {
     std::map<uint64_t, Json> out;
-    CliResult r = Run({"ls", "--json"});
+    CliResult r = Run({"ls", "--all", "--json"});
     if (r.code != 0) return out;
     for (const Json& t : Json::parse(r.out)) out[t["id"].get<uint64_t>()] = t;
     return out;

@@ -71,6 +71,10 @@ TEST_F(ClusterTest, TwoSixGibTasksShareASixteenGibGpuWhileAThirdWaits) {
   CliResult why = Run({"why", std::to_string(ids[2])});
   EXPECT_EQ(why.code, 0);
   EXPECT_NE(why.out.find("GPU memory"), std::string::npos) << why.out;
+  EXPECT_NE(why.out.find("needs 6GiB on one GPU; most free is 4GiB on n1 GPU 0"),
+            std::string::npos) << why.out;
+  CliResult gpus = Run({"nodes", "-v"});  // per GPU: 4GiB free of 16GiB, 2 tasks
+  EXPECT_NE(gpus.out.find("4GiB"), std::string::npos) << gpus.out;
   OpenGate("end");
   for (uint64_t id : ids) ASSERT_TRUE(WaitState(id, "succeeded"));
   EXPECT_EQ(Run({"logs", std::to_string(ids[0])}).out, "mem=6144 gpu=0\n");
@@ -207,7 +211,7 @@ TEST_F(ClusterTest, CordonDrainAndCancel) {
   EXPECT_NE(Run({"why", std::to_string(id)}).out.find("0/1"), std::string::npos);
   EXPECT_EQ(Run({"uncordon", "n1"}).code, 0);
   ASSERT_TRUE(WaitState(id, "running"));
-  EXPECT_EQ(Run({"drain", "n1"}).code, 0);
+  EXPECT_EQ(Run({"drain", "--evict", "n1"}).code, 0);
   ASSERT_TRUE(WaitState(id, "pending"));
   CliResult c = Run({"cancel", std::to_string(id)});
   EXPECT_EQ(c.code, 0) << c.err;

@@ -297,6 +297,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   spec.log_path = LogPath(log_dir, a.id(), a.attempt());
   if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
   for (const auto& [k, v] : a.env()) spec.env[k] = v;
+  spec.workdir = a.workdir();
   std::string visible, mem;
   for (int i = 0; i < a.gpus_size(); ++i) {
     visible += (i ? "," : "") + std::to_string(a.gpus(i));
@@ -341,6 +342,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(127);
   st.set_reason("launch failed: " + s.message());
+  st.set_permanent(s.code() == StatusCode::kNotFound);  // a retry would fail the same way
   Report(st);
 }
 
@@ -600,10 +602,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // refuse a port in use
   builder.RegisterService(impl->log_service.get());
   impl->log_server = builder.BuildAndStart();
   if (!impl->log_server || port == 0) {
-    return Unavailable("listen: cannot listen on " + config.listen);
+    return FailedPrecondition("listen: cannot listen on " + config.listen +
+                              " (address already in use?)");
   }
   impl->address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
   Impl* raw = impl.get();

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace gpusched::agent {
 namespace {
@@ -174,7 +175,15 @@ void ProcessRunner::Wake() {
 
 Status ProcessRunner::Launch(const LaunchSpec& spec) {
   if (spec.command.empty()) return InvalidArgument("command: empty");
-  GS_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec.command[0]));
+  std::error_code ec;
+  if (!spec.workdir.empty() && !std::filesystem::is_directory(spec.workdir, ec)) {
+    return NotFound("workdir: " + spec.workdir + ": no such directory on this node");
+  }
+  const bool relative = spec.command[0].find('/') != std::string::npos &&
+                        spec.command[0][0] != '/' && !spec.workdir.empty();
+  GS_ASSIGN_OR_RETURN(std::string program,
+                      ResolveProgram(relative ? spec.workdir + "/" + spec.command[0]
+                                              : spec.command[0]));
   const TaskKey key{spec.id, spec.attempt};
   // spawn_mu_ is held throughout: the check and the insertion are one step for concurrent
   // launches of the same task, the spawner is used by one thread at a time, and Stop waits

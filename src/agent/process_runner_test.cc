@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "agent/runner_test_support.h"
@@ -70,6 +72,23 @@ TEST_F(ProcessRunnerTest, UnknownCommandIsNotFound) {
   Status s = runner->Launch(Spec(3, {"gpusched-no-such-program"}));
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("gpusched-no-such-program"), std::string::npos);
+}
+
+TEST_F(ProcessRunnerTest, TaskRunsInItsWorkdirAndAMissingOneIsNotFound) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  std::filesystem::create_directories(path("wd"));
+  std::ofstream(path("wd/run.sh")) << "pwd -P\n";
+  LaunchSpec s = Spec(5, {"sh", "run.sh"});
+  s.workdir = path("wd");
+  ASSERT_TRUE(runner->Launch(s).ok());
+  ASSERT_TRUE(rec.WaitFor(5, 1));
+  EXPECT_EQ(ReadFile(s.log_path), std::filesystem::canonical(path("wd")).string() + "\n");
+  LaunchSpec missing = Spec(6, {"true"});
+  missing.workdir = path("no-such-dir");
+  Status st = runner->Launch(missing);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("workdir"), std::string::npos) << st.message();
 }
 
 TEST_F(ProcessRunnerTest, LaunchOfARunningTaskIsAlreadyExistsAndStartsNothing) {

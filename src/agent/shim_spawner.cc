@@ -24,7 +24,9 @@ struct ChildArgs {
   int null_fd;
   int status_fd;
   const sigset_t* shim_mask;
-  int exec_errno;  // written by the child when execve fails
+  const char* workdir;  // nullptr = the agent's
+  int exec_errno;       // written by the child when execve fails
+  int chdir_errno;      // written by the child when chdir fails
 };
 
 // Runs in the child, on its own stack, sharing the agent's memory until execve: only system
@@ -46,6 +48,10 @@ __attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
     dup2(a->status_fd, 3);
   }
   syscall(SYS_close_range, 4U, ~0U, 0U);  // no agent sockets leak into the shim or task
+  if (a->workdir != nullptr && chdir(a->workdir) != 0) {
+    a->chdir_errno = errno;
+    _exit(127);
+  }
   execve(a->shim, a->argv, a->envp);
   a->exec_errno = errno;
   _exit(127);
@@ -121,7 +127,8 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     sigaddset(&shim_mask, s);
   }
   ChildArgs child{shim_path_.c_str(), argv.data(), envp.data(), log_fd,
-                  null_fd,            status_pipe[1], &shim_mask, 0};
+                  null_fd,            status_pipe[1], &shim_mask,
+                  spec.workdir.empty() ? nullptr : spec.workdir.c_str(), 0, 0};
   // This thread is suspended until the child execs, so its stack and arguments stay valid.
   if (!child_stack_) child_stack_.reset(new char[kChildStackBytes]);
   sigset_t all, old;
@@ -137,6 +144,11 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
   if (pid < 0) {
     close(status_pipe[0]);
     return Unavailable(std::string("fork: ") + std::strerror(fork_errno));
+  }
+  if (child.chdir_errno != 0) {
+    waitpid(pid, nullptr, 0);
+    close(status_pipe[0]);
+    return NotFound("workdir: " + spec.workdir + ": " + std::strerror(child.chdir_errno));
   }
   if (child.exec_errno != 0) {
     waitpid(pid, nullptr, 0);

@@ -33,6 +33,7 @@ struct LaunchSpec {
   int64_t attempt = 0;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;  // added to the agent's environment
+  std::string workdir;                     // the task's working directory; "" = the agent's
   std::string log_path;
   DurationMs duration_ms = 0;  // NoopExecutor only: how long the task "runs"
 };
@@ -69,7 +70,7 @@ class TaskExecutor {
   virtual ~TaskExecutor() = default;
 
   // Starts the task; returns once it is under way (its exit will be reported). A command
-  // that cannot be found is NotFound.
+  // or working directory that cannot be found is NotFound (no retry can fix it).
   virtual Status Launch(const LaunchSpec& spec) = 0;
   // SIGTERM now, SIGKILL after `grace_ms`; the exit is then reported with the reason
   // "killed: <reason>".

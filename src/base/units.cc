@@ -38,6 +38,8 @@ std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace
 
+constexpr double kBytesPerMiB = 1024.0 * 1024;
+
 StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field) {
   double number = 0;
   std::string suffix;
@@ -49,9 +51,13 @@ StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field) {
   if (suffix.empty() || suffix == "mib" || suffix == "m" || suffix == "mi") scale = 1;
   else if (suffix == "gib" || suffix == "g" || suffix == "gi") scale = 1024;
   else if (suffix == "tib" || suffix == "t" || suffix == "ti") scale = 1024.0 * 1024;
+  // Decimal units, as GPU vendors and kubectl's G write them: 1GB = 10^9 bytes.
+  else if (suffix == "mb") scale = 1e6 / kBytesPerMiB;
+  else if (suffix == "gb") scale = 1e9 / kBytesPerMiB;
+  else if (suffix == "tb") scale = 1e12 / kBytesPerMiB;
   else {
     return InvalidArgument(std::string(field) + ": unknown size unit " + Quote(suffix) + " in " +
-                           Quote(text) + " (use MiB, GiB or TiB)");
+                           Quote(text) + " (use MiB, GiB, TiB, or MB, GB, TB for powers of 10)");
   }
   if (number < 0) {
     return InvalidArgument(std::string(field) + ": must be >= 0, got " + Quote(text));

@@ -14,7 +14,8 @@ namespace gpusched {
 
 using MiB = int64_t;
 
-// Accepts an integer or decimal followed by MiB, GiB or TiB (also M/G/T, case-insensitive).
+// Accepts an integer or decimal followed by MiB, GiB or TiB (also M/G/T, case-insensitive), or
+// by the decimal MB, GB or TB (10^6, 10^9, 10^12 bytes, rounded to the nearest MiB).
 // A bare number is MiB. Negative values are rejected. `field` names the value in errors.
 StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field);
 

@@ -13,6 +13,14 @@ TEST(Units, ParsesSizes) {
   EXPECT_EQ(*ParseSizeMiB("1TiB", "x"), 1024 * 1024);
 }
 
+TEST(Units, DecimalSizesAreTenToTheNinthBytes) {  // kubectl's G beside Gi
+  EXPECT_EQ(*ParseSizeMiB("6GB", "x"), 5722);  // 6e9 bytes = 5722.0 MiB
+  EXPECT_EQ(*ParseSizeMiB("1gb", "x"), 954);
+  EXPECT_EQ(*ParseSizeMiB("500MB", "x"), 477);
+  EXPECT_EQ(*ParseSizeMiB("1TB", "x"), 953674);
+  EXPECT_EQ(*ParseSizeMiB("6GiB", "x"), 6144);
+}
+
 TEST(Units, SizeErrorsNameFieldAndValue) {
   auto neg = ParseSizeMiB("-5GiB", "gpu_mem");
   ASSERT_FALSE(neg.ok());

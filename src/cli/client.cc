@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/usage_errors.h"
 #include "rpc/channel.h"
 #include "rpc/grpc_status.h"
 #include "rpc/leader_hint.h"
@@ -26,7 +27,7 @@ int ExitCodeFor(const Status& s) {
 }
 
 void Fail(const Status& s) {
-  std::cerr << "gpusched: " << s.message() << "\n";
+  PrintError(s.message(), ExitCodeFor(s));
   ExitWith(ExitCodeFor(s));
 }
 

@@ -2,7 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
+#include "cli/usage_errors.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
@@ -38,12 +43,20 @@ int main(int argc, char** argv) {
   gpusched::cli::RegisterHaCommands(app, *bench);
 #endif
 
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const auto end = std::find(args.begin(), args.end(), "--");  // the task's own words follow
+  gpusched::cli::SetJsonErrors(std::find(args.begin(), end, "--json") != end);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // a command ended with its own exit code
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : gpusched::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    gpusched::cli::PrintError(
+        args.empty() ? "missing command (see gpusched --help)"
+                     : gpusched::cli::DescribeParseError(app, args, e),
+        gpusched::cli::kExitUsage);
+    return gpusched::cli::kExitUsage;
   }
   return gpusched::cli::kExitOk;
 }

@@ -1,5 +1,6 @@
 // Client commands about nodes: nodes, cordon, uncordon, drain.
 
+#include <algorithm>
 #include <iostream>
 
 #include "base/units.h"
@@ -22,11 +23,26 @@ std::string GpuHealthText(const v1::Node& n) {
   return out.empty() ? "ok" : out;
 }
 
+// `nodes -v`: one row per GPU, since a node's total can hide that no single GPU has room.
+void PrintGpus(const v1::ListNodesResponse& resp) {
+  std::vector<std::vector<std::string>> rows{{"NODE", "GPU", "MODEL", "FREE", "TOTAL", "TASKS"}};
+  for (const v1::Node& n : resp.nodes()) {
+    for (const v1::Gpu& g : n.gpus()) {
+      rows.push_back({n.name(), std::to_string(g.index()), g.model(),
+                      FormatSizeMiB(std::max<MiB>(0, g.total_mib() - g.allocated_mib())),
+                      FormatSizeMiB(g.total_mib()), std::to_string(g.tasks())});
+    }
+  }
+  PrintTable(std::cout, rows);
+}
+
 void RegisterNodes(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
+  auto verbose = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("nodes", "List nodes and their GPUs");
   AddClientFlags(cmd, *flags);
-  cmd->callback([flags] {
+  cmd->add_flag("-v,--verbose", *verbose, "One row per GPU: its free memory and tasks");
+  cmd->callback([flags, verbose] {
     Client c(flags->server);
     v1::ListNodesRequest req;
     v1::ListNodesResponse resp;
@@ -39,6 +55,7 @@ void RegisterNodes(CLI::App& app) {
       std::cout << a.dump() << "\n";
       return;
     }
+    if (*verbose) return PrintGpus(resp);
     std::vector<std::vector<std::string>> rows{
         {"NAME", "STATE", "GPUS", "GPU MEMORY (alloc/total)", "TASKS", "ADDRESS", "GPU HEALTH"}};
     for (const v1::Node& n : resp.nodes()) {
@@ -61,16 +78,21 @@ void RegisterNodes(CLI::App& app) {
 void RegisterNodeAction(CLI::App& app, const std::string& name, const std::string& help) {
   auto flags = std::make_shared<ClientFlags>();
   auto node = std::make_shared<std::string>();
+  auto evict = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(name, help);
   AddClientFlags(cmd, *flags);
   cmd->add_option("NODE", *node, "Node name")->required();
-  cmd->callback([flags, node, name] {
+  if (name == "drain") {
+    cmd->add_flag("--evict", *evict, "Stop its running tasks now and requeue them elsewhere");
+  }
+  cmd->callback([flags, node, name, evict] {
     Client c(flags->server);
     v1::NodeResponse resp;
     Status s;
     if (name == "drain") {
       v1::DrainRequest req;
       req.set_node(*node);
+      req.set_evict(*evict);
       s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Drain(&ctx, req, &resp); });
     } else {
       v1::CordonRequest req;
@@ -83,8 +105,14 @@ void RegisterNodeAction(CLI::App& app, const std::string& name, const std::strin
       std::cout << NodeJson(resp.node()).dump() << "\n";
     } else {
       std::cout << "node " << *node << " "
-                << (name == "drain" ? "drained" : name == "cordon" ? "cordoned" : "uncordoned")
-                << "\n";
+                << (name == "drain" ? rpc::NodeStateName(resp.node())
+                    : name == "cordon" ? "cordoned"
+                                       : "uncordoned");
+      if (name == "drain" && !*evict && resp.node().running_tasks() > 0) {
+        std::cout << ": its " << resp.node().running_tasks()
+                  << " running task(s) finish there, no new ones start (--evict stops them)";
+      }
+      std::cout << "\n";
     }
   });
 }
@@ -95,7 +123,8 @@ void RegisterNodeCommands(CLI::App& app) {
   RegisterNodes(app);
   RegisterNodeAction(app, "cordon", "Stop placing new tasks on a node");
   RegisterNodeAction(app, "uncordon", "Allow new tasks on a node again");
-  RegisterNodeAction(app, "drain", "Cordon a node and move its tasks elsewhere");
+  RegisterNodeAction(app, "drain",
+                     "Cordon a node and let its running tasks finish (--evict: requeue them)");
 }
 
 }  // namespace gpusched::cli

@@ -13,6 +13,30 @@ std::string JoinInts(const google::protobuf::RepeatedField<int32_t>& v) {
   return s;
 }
 
+int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms) {
+  return TaskJson(t, now_ms)["elapsed_ms"].get<int64_t>();
+}
+
+std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s) {
+  std::string out;
+  auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (s.gpus() > 0 || s.gpu_mem_mib() > 0) {
+    const int64_t n = std::max<int64_t>(1, s.gpus());
+    std::string gpus = std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
+    gpus += s.gpu_mem_mib() > 0 ? " x " + FormatSizeMiB(s.gpu_mem_mib()) : " (whole)";
+    add(gpus);
+  }
+  if (s.cpu_milli() > 0) {
+    add(s.cpu_milli() % 1000 == 0 ? std::to_string(s.cpu_milli() / 1000) + " CPU"
+                                  : std::to_string(s.cpu_milli()) + "m CPU");
+  }
+  if (s.mem_mib() > 0) add(FormatSizeMiB(s.mem_mib()) + " RAM");
+  if (s.has_duration_ms()) add("expected " + FormatDurationMs(s.duration_ms()));
+  if (s.has_time_limit_ms()) add(FormatDurationMs(s.time_limit_ms()) + " limit");
+  if (s.has_max_retries()) add(std::to_string(s.max_retries()) + " retries");
+  return out.empty() ? "no GPU" : out;
+}
+
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {

@@ -70,7 +70,13 @@ void RunSim(const SimFlags& f) {
   } else {
     if (f.trace.empty()) Fail("--trace FILE is required (or --synthetic N)", kExitUsage);
     const sim::TraceFormat format = OrFail(sim::ParseTraceFormat(f.format));
-    trace = OrFail(sim::LoadTrace(f.trace, format, {f.skip_bad_lines}));
+    StatusOr<sim::Trace> loaded = sim::LoadTrace(f.trace, format, {f.skip_bad_lines});
+    if (!loaded.ok() && format != sim::TraceFormat::kCsv &&
+        sim::LoadTrace(f.trace, sim::TraceFormat::kCsv, {}).ok()) {
+      Fail(loaded.status().message() + " (the file reads as a plain CSV trace: use --format csv)",
+           kExitUsage);
+    }
+    trace = OrFail(std::move(loaded));
     info.trace = f.trace;
     info.format = f.format;
     info.skipped_lines = trace.skipped_lines;

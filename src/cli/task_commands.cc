@@ -1,9 +1,14 @@
 // Client commands about tasks: submit, ls, show, logs, cancel, why.
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -43,8 +48,40 @@ int64_t NowMs() {
 struct SubmitFlags {
   ClientFlags client;
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
+  std::string time, workdir;
+  bool export_env = false, keep_pending = false;
   std::vector<std::string> command;
 };
+
+// Flags given with -f fill what the file leaves out; one the file sets too is an error (a
+// silent override would run something else than the file says).
+void CheckNotInFile(CLI::App* cmd, const SubmitFlags& f, const char* flag, const char* field,
+                    bool file_sets) {
+  if (f.file.empty() || !cmd->count(flag) || !file_sets) return;
+  Fail(InvalidArgument(std::string(flag) + ": " + f.file + " sets " + field +
+                       " already; drop the flag or change the file"));
+}
+
+// The submit directory travels with the task (Slurm's default); a relative --workdir or
+// workdir: is taken from where the command runs.
+std::string AbsoluteDir(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(dir.empty() ? "." : dir, ec);
+  if (ec) Fail(InvalidArgument("--workdir: \"" + dir + "\": " + ec.message()));
+  return p.lexically_normal().string();
+}
+
+// --export: the caller's whole environment (Slurm's --export=ALL); the agent's own variables
+// (CUDA_VISIBLE_DEVICES, GPUSCHED_*) still win.
+std::map<std::string, std::string> CallerEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos && eq > 0) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
 
 // A key per invocation: the retries below (and a user re-running the same command with
 // --idempotency-key) never create a second task.
@@ -94,6 +131,19 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
     }
     Fail(InvalidArgument(std::string(field) + ": \"" + v + "\" is not a whole number >= 0"));
   };
+  CheckNotInFile(cmd, f, "--gpus", "gpus", s.gpus != 0);
+  CheckNotInFile(cmd, f, "--gpu-mem", "gpu_mem", s.gpu_mem_mib != 0);
+  CheckNotInFile(cmd, f, "--cpu", "cpu", s.resources.cpu_milli != 0);
+  CheckNotInFile(cmd, f, "--mem", "mem", s.resources.mem_mib != 0);
+  CheckNotInFile(cmd, f, "--duration", "duration", s.duration_ms.has_value());
+  CheckNotInFile(cmd, f, "--time", "time", s.time_limit_ms.has_value());
+  CheckNotInFile(cmd, f, "--name", "name", !s.name.empty());
+  CheckNotInFile(cmd, f, "--retries", "retries", s.max_retries.has_value());
+  CheckNotInFile(cmd, f, "--workdir", "workdir", !s.workdir.empty());
+  if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
+    Fail(InvalidArgument("command: " + f.file +
+                         " sets command already; drop the words after -- or change the file"));
+  }
   if (cmd->count("--gpus")) s.gpus = integer(f.gpus, "--gpus");
   if (cmd->count("--gpu-mem")) s.gpu_mem_mib = OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem"));
   if (cmd->count("--cpu")) {
@@ -110,6 +160,13 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--duration")) s.duration_ms = OrFail(ParseDurationMs(f.duration, "--duration"));
   if (cmd->count("--name")) s.name = f.name;
   if (cmd->count("--retries")) s.max_retries = integer(f.retries, "--retries");
+  if (cmd->count("--time")) s.time_limit_ms = OrFail(ParseDurationMs(f.time, "--time"));
+  if (cmd->count("--workdir")) s.workdir = f.workdir;
+  s.workdir = AbsoluteDir(s.workdir);
+  if (f.keep_pending) s.keep_pending_if_infeasible = true;
+  if (f.export_env) {
+    for (auto& [k, v] : CallerEnvironment()) s.env.emplace(k, v);  // the file's env: wins
+  }
   if (!f.command.empty()) s.command = f.command;
   if (s.command.empty()) {
     Fail(InvalidArgument("command: missing; write it after --, e.g. "
@@ -127,6 +184,13 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_option("--cpu", f->cpu, "CPU cores");
   cmd->add_option("--mem", f->mem, "RAM, e.g. 4GiB");
   cmd->add_option("--duration", f->duration, "Expected run time, e.g. 2h (for its priority)");
+  cmd->add_option("--time", f->time,
+                  "Time limit, e.g. 30m: the task is stopped (SIGTERM, then SIGKILL) and fails");
+  cmd->add_option("--workdir", f->workdir,
+                  "Working directory of the task (default: the directory you submit from)");
+  cmd->add_flag("--export", f->export_env, "Send your environment variables with the task");
+  cmd->add_flag("--keep-pending", f->keep_pending,
+                "Accept a task no current node can fit (nodes may join later)");
   cmd->add_option("--name", f->name, "Task name");
   cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
   cmd->add_option("-f,--file", f->file, "Task spec YAML");
@@ -152,44 +216,78 @@ void RegisterSubmit(CLI::App& app) {
   });
 }
 
+// Every task in `state` ("" = all), over every page, in id order.
+std::vector<v1::Task> ListTasks(Client& c, const std::string& state) {
+  std::vector<v1::Task> out;
+  for (uint64_t after = 0;;) {
+    v1::ListTasksRequest req;
+    req.set_state(state);
+    req.set_after_id(after);
+    v1::ListTasksResponse page;
+    Status s =
+        c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListTasks(&ctx, req, &page); });
+    if (!s.ok()) Fail(s);
+    for (v1::Task& t : *page.mutable_tasks()) out.push_back(std::move(t));
+    if (page.next_after_id() == 0) return out;
+    after = page.next_after_id();
+  }
+}
+
+// The tasks in any of `states` (each checked first: a typo is a usage error), in id order.
+std::vector<v1::Task> ListTasksIn(Client& c, const std::vector<std::string>& states) {
+  for (const std::string& st : states) (void)OrFail(rpc::TaskStateFromName(st, "--state"));
+  std::vector<v1::Task> out;
+  for (const std::string& st : std::set<std::string>(states.begin(), states.end())) {
+    for (v1::Task& t : ListTasks(c, st)) out.push_back(std::move(t));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const v1::Task& a, const v1::Task& b) { return a.id() < b.id(); });
+  return out;
+}
+
+// Like squeue: what is queued or running unless --all or --state asks for more.
+const std::vector<std::string> kActiveStates = {"pending", "assigned", "running"};
+
 void RegisterLs(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
-  auto state = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("ls", "List tasks");
+  auto states = std::make_shared<std::vector<std::string>>();
+  auto all = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("ls", "List queued and running tasks (--all: every task)");
   AddClientFlags(cmd, *flags);
-  cmd->add_option("--state", *state, "Only tasks in this state (pending, running, ...)");
-  cmd->callback([flags, state] {
-    if (!state->empty()) (void)OrFail(rpc::TaskStateFromName(*state, "--state"));
+  cmd->add_option("--state", *states,
+                  "Only tasks in this state (pending, running, succeeded, failed, cancelled); "
+                  "repeat it or separate with commas")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd->add_flag("-a,--all", *all, "Finished tasks too (the default shows active ones)");
+  cmd->callback([flags, states, all] {
     Client c(flags->server);
-    v1::ListTasksResponse resp;  // every page, in id order
-    for (uint64_t after = 0;;) {
-      v1::ListTasksRequest req;
-      req.set_state(*state);
-      req.set_after_id(after);
-      v1::ListTasksResponse page;
-      Status s =
-          c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListTasks(&ctx, req, &page); });
-      if (!s.ok()) Fail(s);
-      for (v1::Task& t : *page.mutable_tasks()) *resp.add_tasks() = std::move(t);
-      if (page.next_after_id() == 0) break;
-      after = page.next_after_id();
-    }
+    const std::vector<v1::Task> tasks =
+        !states->empty() ? ListTasksIn(c, *states)
+                         : (*all ? ListTasks(c, "") : ListTasksIn(c, kActiveStates));
+    const int64_t now = NowMs();
     if (flags->json) {
       nlohmann::json a = nlohmann::json::array();
-      for (const v1::Task& t : resp.tasks()) a.push_back(TaskJson(t));
+      for (const v1::Task& t : tasks) a.push_back(TaskJson(t, now));
       std::cout << a.dump() << "\n";
       return;
     }
-    std::vector<std::vector<std::string>> rows{
-        {"ID", "NAME", "STATE", "NODE", "GPUS", "EXIT", "ATTEMPTS", "REASON"}};
-    for (const v1::Task& t : resp.tasks()) {
+    std::vector<std::vector<std::string>> rows{{"ID", "NAME", "STATE", "NODE", "GPUS",
+                                                "SUBMITTED", "ELAPSED", "EXIT", "ATTEMPTS",
+                                                "REASON"}};
+    for (const v1::Task& t : tasks) {
+      const int64_t elapsed = ElapsedMs(t, now);
       rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(), t.state(),
                       t.node().empty() ? "-" : t.node(),
-                      t.gpus_size() ? JoinInts(t.gpus()) : "-",
+                      t.gpus_size() ? JoinInts(t.gpus()) : "-", Age(t.submitted_ms(), now),
+                      elapsed > 0 ? FormatDurationMs(elapsed) : "-",
                       t.has_exit_code() ? std::to_string(t.exit_code()) : "-",
                       std::to_string(t.attempts()), t.reason()});
     }
     PrintTable(std::cout, rows);
+    if (tasks.empty() && states->empty() && !*all) {
+      std::cerr << "(no queued or running tasks; gpusched ls --all shows finished ones)\n";
+    }
   });
 }
 
@@ -202,47 +300,72 @@ v1::Task GetTask(Client& c, uint64_t id) {
   return t;
 }
 
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
 void RegisterShow(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
+  auto verbose = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("show", "Show one task in full");
   AddClientFlags(cmd, *flags);
   cmd->add_option("ID", *id, "Task id")->required();
-  cmd->callback([flags, id] {
+  cmd->add_flag("-v,--verbose", *verbose,
+                "Also the scheduler's view: priority Pt and score St, queue, failure counters");
+  cmd->callback([flags, id, verbose] {
     const uint64_t task = ParseId(*id);
     Client c(flags->server);
     const v1::Task t = GetTask(c, task);
+    const int64_t now = NowMs();
     if (flags->json) {
-      std::cout << TaskJson(t).dump(2) << "\n";
+      std::cout << TaskJson(t, now).dump(2) << "\n";
       return;
     }
-    const int64_t now = NowMs();
     std::string cmdline;
     for (const std::string& a : t.spec().command()) cmdline += (cmdline.empty() ? "" : " ") + a;
-    PrintTable(std::cout,
-               {{"id:", std::to_string(t.id())},
-                {"name:", t.name().empty() ? "-" : t.name()},
-                {"state:", t.state()},
-                {"reason:", t.reason()},
-                {"command:", cmdline},
-                {"node:", t.node().empty() ? "-" : t.node()},
-                {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
-                              (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
-                {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
-                                                           " per GPU (" + t.mem_source() + ")"
-                                                     : t.mem_source()},
-                {"exit code:", t.has_exit_code() ? std::to_string(t.exit_code()) : "-"},
-                {"attempts:", std::to_string(t.attempts())},
-                {"failures:", std::to_string(t.fail_cnt())},
-                {"priority:", "Pt " + std::to_string(t.pt()) + " (St " + std::to_string(t.st()) +
-                                  ")"},
-                {"submitted:", Age(t.submitted_ms(), now)},
-                {"finished:", Age(t.finished_ms(), now)}});
+    const int64_t elapsed = ElapsedMs(t, now);
+    std::vector<std::vector<std::string>> rows = {
+        {"id:", std::to_string(t.id())},
+        {"name:", OrDash(t.name())},
+        {"state:", t.state()},
+        {"reason:", t.reason()},
+        {"command:", cmdline},
+        {"workdir:", OrDash(t.spec().workdir())},
+        {"request:", DescribeRequest(t.spec())},
+        {"node:", OrDash(t.node())},
+        {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
+                      (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
+        {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
+                                                   " per GPU (" + t.mem_source() + ")"
+                                             : t.mem_source()},
+        {"exit code:", t.has_exit_code() ? std::to_string(t.exit_code()) : "-"},
+        {"attempts:", std::to_string(t.attempts())},
+        {"submitted:", Age(t.submitted_ms(), now)},
+        {"started:", Age(t.started_ms(), now)},
+        {"finished:", Age(t.finished_ms(), now)},
+        {"elapsed:", elapsed > 0 ? FormatDurationMs(elapsed) : "-"}};
+    if (*verbose) {
+      rows.push_back({"failures:", std::to_string(t.fail_cnt()) + " (fail_cnt)"});
+      rows.push_back({"priority:", "Pt " + std::to_string(t.pt()) + " (St " +
+                                       std::to_string(t.st()) + ")"});
+      rows.push_back({"placement failures:", std::to_string(t.placement_failures())});
+    }
+    PrintTable(std::cout, rows);
     std::cout << "history:\n";
     for (const auto& h : t.history()) {
       std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";
     }
   });
+}
+
+// A task with no output that never ran says so, instead of printing nothing.
+void FailIfNeverRan(Client& c, uint64_t id) {
+  const v1::Task t = GetTask(c, id);
+  for (const auto& h : t.history()) {
+    if (h.state() == "running") return;  // it ran: its log is just empty
+  }
+  Fail(FailedPrecondition("task " + std::to_string(id) + " has no output: it never ran (" +
+                          t.state() + (t.reason().empty() ? "" : ": " + t.reason()) +
+                          "); see gpusched why " + std::to_string(id)));
 }
 
 void RegisterLogs(CLI::App& app) {
@@ -274,29 +397,61 @@ void RegisterLogs(CLI::App& app) {
       std::cout << resp.data() << std::flush;
       offset = resp.next_offset();
       if (!resp.data().empty()) continue;  // drain what is there
+      if (offset == 0 && (!*follow || resp.task_done())) FailIfNeverRan(c, task);
       if (!*follow || resp.task_done()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // follow: poll period
     }
   });
 }
 
+// `cancel ID...` or `cancel --state S`: each task is tried; the exit code is 1 if any failed.
+// (No --user: tasks record no user yet.)
 void RegisterCancel(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
-  auto id = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("cancel", "Cancel a task (kills it if running)");
+  auto ids = std::make_shared<std::vector<std::string>>();
+  auto states = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = app.add_subcommand("cancel", "Cancel tasks (kills them if running)");
   AddClientFlags(cmd, *flags);
-  cmd->add_option("ID", *id, "Task id")->required();
-  cmd->callback([flags, id] {
-    v1::CancelRequest req;
-    req.set_id(ParseId(*id));
+  cmd->add_option("ID", *ids, "Task ids");
+  cmd->add_option("--state", *states, "Every task in this state (pending, running, ...)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd->callback([flags, ids, states] {
+    if (ids->empty() && states->empty()) {
+      Fail(InvalidArgument("cancel: name the tasks: gpusched cancel ID [ID...] or "
+                           "gpusched cancel --state pending"));
+    }
+    std::vector<uint64_t> targets;
+    for (const std::string& text : *ids) targets.push_back(ParseId(text));
     Client c(flags->server);
-    v1::CancelResponse resp;
-    Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Cancel(&ctx, req, &resp); });
-    if (!s.ok()) Fail(s);
-    if (flags->json) {
-      std::cout << TaskJson(resp.task()).dump() << "\n";
-    } else {
-      std::cout << "task " << req.id() << " cancelled\n";
+    if (!states->empty()) {
+      for (const v1::Task& t : ListTasksIn(c, *states)) targets.push_back(t.id());
+      if (targets.empty() && !flags->json) std::cerr << "(no task in that state)\n";
+    }
+    nlohmann::json done = nlohmann::json::array();
+    Status first_error = Status::Ok();
+    for (uint64_t id : targets) {
+      v1::CancelRequest req;
+      req.set_id(id);
+      v1::CancelResponse resp;
+      Status s =
+          c.Call([&](grpc::ClientContext& ctx) { return c.stub().Cancel(&ctx, req, &resp); });
+      if (!s.ok()) {
+        if (s.code() == StatusCode::kUnavailable) Fail(s);
+        if (first_error.ok()) first_error = s;
+        if (!flags->json) std::cerr << "gpusched: " << s.message() << "\n";
+        continue;
+      }
+      if (flags->json) {
+        done.push_back(TaskJson(resp.task(), NowMs()));
+      } else {
+        std::cout << "task " << id << " cancelled\n";
+      }
+    }
+    if (flags->json) std::cout << done.dump() << "\n";
+    if (!first_error.ok()) {
+      if (flags->json) Fail(first_error);
+      ExitWith(ExitCodeFor(first_error));
     }
   });
 }
@@ -304,10 +459,13 @@ void RegisterCancel(CLI::App& app) {
 void RegisterWhy(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
+  auto verbose = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("why", "Explain where a task runs or why it waits");
   AddClientFlags(cmd, *flags);
   cmd->add_option("ID", *id, "Task id")->required();
-  cmd->callback([flags, id] {
+  cmd->add_flag("-v,--verbose", *verbose,
+                "Also the scheduler's view: priority Pt, score St, queue, score breakdown");
+  cmd->callback([flags, id, verbose] {
     v1::WhyRequest req;
     req.set_id(ParseId(*id));
     Client c(flags->server);
@@ -320,9 +478,13 @@ void RegisterWhy(CLI::App& app) {
       return;
     }
     std::cout << "task " << w.id() << " is " << w.state() << ": " << w.summary() << "\n";
-    std::cout << "  priority Pt " << w.pt() << " (St " << w.st() << "), queue "
-              << (w.queue().empty() ? "-" : w.queue()) << ", execution failures " << w.fail_cnt()
-              << ", passes without a fitting node " << w.placement_failures() << "\n";
+    if (!w.need().empty()) std::cout << "  " << w.need() << "\n";
+    if (*verbose) {
+      std::cout << "  priority Pt " << w.pt() << " (St " << w.st() << "), queue "
+                << (w.queue().empty() ? "-" : w.queue()) << ", execution failures "
+                << w.fail_cnt() << ", passes without a fitting node " << w.placement_failures()
+                << "\n";
+    }
     if (w.total_nodes() > 0) {
       std::cout << "  last decision: " << w.feasible_nodes() << "/" << w.total_nodes()
                 << " nodes fit\n";
@@ -332,6 +494,7 @@ void RegisterWhy(CLI::App& app) {
       }
     }
     for (const auto& p : w.breakdown()) {
+      if (!*verbose) break;  // the score breakdown is for --verbose
       std::cout << "    score " << p.name() << " " << p.value() << " x " << p.weight() << "\n";
     }
     if (!w.topology_rule().empty()) std::cout << "  GPUs chosen by " << w.topology_rule() << "\n";

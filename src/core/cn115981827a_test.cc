@@ -73,7 +73,7 @@ TEST_F(CN115981827ATest, Claim3_FailureQueueDemotesAndGivesUpAfterFailMax) {
     // Undo the placement made by this tick so the loop's own Tick() places it again.
     auto replay = sched_->TakeActions();
     ASSERT_EQ(replay.size(), 1u);
-    ASSERT_TRUE(sched_->Drain("n1").ok());
+    ASSERT_TRUE(sched_->Drain("n1", true).ok());
     ASSERT_TRUE(sched_->Cordon("n1", false).ok());
     sched_->TakeActions();
   }

@@ -7,7 +7,7 @@
 
 namespace gpusched::core {
 
-std::string DescribeReport(const PlacementReport& report) {
+std::string DescribeReport(const PlacementReport& report, bool whole_gpus) {
   char buf[96];
   if (!report.chosen_node.empty()) {
     std::string out = "placed on " + report.chosen_node;
@@ -32,8 +32,9 @@ std::string DescribeReport(const PlacementReport& report) {
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return report.rejected[a] > report.rejected[b]; });
   for (size_t i = 0; i < order.size(); ++i) {
+    const bool busy = whole_gpus && order[i] == kFilterGpuMemory;
     out += (i == 0 ? ": " : ", ") + std::to_string(report.rejected[order[i]]) + " " +
-           FilterReason(order[i]);
+           (busy ? "too few free GPUs (in use by other tasks)" : FilterReason(order[i]));
   }
   return out;
 }

@@ -29,6 +29,8 @@ struct PlacementReport {
 
 // "0/120 nodes fit: 80 insufficient GPU memory, 40 unreachable" or
 // "placed on node-7 (score 81.2: LeastAllocated 75.0, BalancedAllocation 87.4)".
-std::string DescribeReport(const PlacementReport& report);
+// `whole_gpus`: the request holds GPUs exclusively, so a node rejected by GpuMemoryFit lacks
+// free GPUs, not memory, and is described so.
+std::string DescribeReport(const PlacementReport& report, bool whole_gpus = false);
 
 }  // namespace gpusched::core

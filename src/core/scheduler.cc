@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "base/check.h"
+#include "core/explain_need.h"
 #include "core/task_validation.h"
 
 namespace gpusched::core {
@@ -85,7 +86,7 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
     for (const std::string& m : cluster_.models()) known += (known.empty() ? "" : ", ") + m;
     return InvalidArgument("gpu_model: unknown GPU model \"" + spec.gpu_model +
                            "\" (the cluster has: " + known +
-                           "; set keep_pending to wait for such a node)");
+                           "; submit with --keep-pending (YAML keep_pending: true) to wait for such a node)");
   }
   return CheckFeasible(spec, task);
 }
@@ -107,7 +108,7 @@ Status Scheduler::CheckFeasible(const TaskSpec& spec, const Task& task) const {
   }
   const int model = spec.gpu_model.empty() ? -1 : cluster_.ModelId(spec.gpu_model);
   const ClusterState::Extremes& e = ExtremesFor(spec.gpu_model);
-  const std::string hint = " (set keep_pending to wait for a bigger node)";
+  const std::string hint = " (submit with --keep-pending, or keep_pending: true in YAML, to wait for a bigger node)";
   if (spec.gpus > e.max_gpus) {
     return ResourceExhausted("gpus: " + std::to_string(spec.gpus) +
                              " requested but the largest node has " + std::to_string(e.max_gpus) +
@@ -286,23 +287,31 @@ void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report,
 // CN115981827A claim 3: an execution failure counts against FAIL_MAX; the task goes to FQ
 // while fail_cnt <= FAIL_MAX, else it is given up with its reason (never silently lost).
 void Scheduler::FailExecution(Task& t, const std::string& reason) {
+  const int64_t limit = t.spec.max_retries.value_or(config_.fail_max);
+  if (t.fail_cnt + 1 > limit) {
+    FailPermanently(t, reason + " (failed " + std::to_string(t.fail_cnt + 1) + " times, limit " +
+                           std::to_string(limit) + " retries)");
+    return;
+  }
   ReleasePlacement(t);
   RemoveFromQueues(t);
   ++t.fail_cnt;
   ++stats_.execution_failures;
   t.claim = ClaimStatus::kFailed;
-  const int64_t limit = t.spec.max_retries.value_or(config_.fail_max);
-  if (t.fail_cnt > limit) {
-    t.finished_ms = clock_.NowMs();
-    SetState(t, TaskState::kFailed,
-             reason + " (failed " + std::to_string(t.fail_cnt) + " times, limit " +
-                 std::to_string(limit) + " retries)");
-    return;
-  }
   SetState(t, TaskState::kPending, reason + "; retry " + std::to_string(t.fail_cnt) + "/" +
                                        std::to_string(limit) + " after the next t2");
   t.queue = QueueMembership::kFailure;
   failure_queue_.Push(t.id);
+}
+
+void Scheduler::FailPermanently(Task& t, const std::string& reason) {
+  ReleasePlacement(t);
+  RemoveFromQueues(t);
+  ++t.fail_cnt;
+  ++stats_.execution_failures;
+  t.claim = ClaimStatus::kFailed;
+  t.finished_ms = clock_.NowMs();
+  SetState(t, TaskState::kFailed, reason);
 }
 
 // Back to Q at its current priority without counting a failure (drain, lost assignment).
@@ -364,7 +373,7 @@ size_t Scheduler::Schedule() {
       ++placed;
       continue;
     }
-    std::string summary = DescribeReport(result.report);
+    std::string summary = DescribeReport(result.report, r.exclusive);
     OnCapacityWait(t, result.report, summary);
     if (plain) {
       failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(summary)));
@@ -390,6 +399,7 @@ size_t Scheduler::Tick() {
   const TimeMs now = clock_.NowMs();
   CheckNodeLiveness(now);
   CheckTaskLiveness(now);
+  CheckTimeLimits(now);
   if (now >= next_fq_flush_ms_) {
     FlushFailureQueue();
     next_fq_flush_ms_ = now + config_.t2_ms;
@@ -439,6 +449,7 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
       e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
                                                  : t->last_report_summary;
       if (t->fail_cnt > 0) e.summary = t->reason + "; last pass: " + e.summary;
+      e.need = DescribeNeed(cluster_, MakeRequest(*t), placer_.options().filter);
       break;
     case TaskState::kAssigned:
     case TaskState::kRunning:

@@ -75,6 +75,7 @@ struct Explanation {
   int64_t fail_cnt = 0, placement_failures = 0, attempts = 0;
   std::string queue;     // "Q", "FQ" or ""
   std::string summary;   // one line: where it runs or why it waits / failed
+  std::string need;      // pending: what it needs against the most free now (explain_need.h)
   PlacementReport last_report;
 };
 
@@ -114,8 +115,9 @@ class Scheduler {
   Status HandleNodeHeartbeat(const NodeHeartbeat& hb);
   Status SetNodeReachable(const std::string& node, bool reachable);
   Status Cordon(const std::string& node, bool cordoned);
-  // Cordons the node and sends its tasks back to Q (not counted as failures).
-  Status Drain(const std::string& node);
+  // Cordons the node and marks it draining. Its running tasks finish there (Slurm's drain),
+  // or with `evict` are stopped and sent back to Q, not counted as failures (kubectl's).
+  Status Drain(const std::string& node, bool evict);
   // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
   Status TaskStarted(TaskId id, int64_t attempt);
   Status TaskHeartbeat(TaskId id, int64_t attempt);
@@ -124,11 +126,18 @@ class Scheduler {
   // the task never ran. Stale attempts are FailedPrecondition.
   Status AssignmentLost(TaskId id, int64_t attempt, const std::string& reason);
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
-  // `gpu_mem_exceeded`: the task failed wanting more GPU memory than its share (an
-  // allocation refused, the watchdog, CUDA out of memory): its retry gets a larger estimate
-  // and the table learns that the share was too small (cause-aware retry).
+  // How an attempt ended, beyond its exit code.
+  struct FinishCause {
+    // The task wanted more GPU memory than its share (an allocation refused, the watchdog,
+    // CUDA out of memory): its retry gets a larger estimate and the table learns that the
+    // share was too small (cause-aware retry).
+    bool gpu_mem_exceeded = false;
+    // The attempt never ran, for a reason no retry can fix (no such program): the task fails
+    // at once instead of counting against FAIL_MAX.
+    bool permanent = false;
+  };
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
-                      const std::string& reason = "", bool gpu_mem_exceeded = false);
+                      const std::string& reason = "", FinishCause cause = {});
 
   // ---- restart ----
   // Re-admits a task read back from a store after a restart, keeping its id, score, Pt, seq,
@@ -204,9 +213,13 @@ class Scheduler {
   void FailExecution(Task& t, const std::string& reason);
   void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried);
   void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
+  // Fails the task at once, without a retry: no further attempt could succeed (it ran past
+  // its time limit, or its program or working directory does not exist).
+  void FailPermanently(Task& t, const std::string& reason);
   void Requeue(Task& t, const std::string& reason);
   void CheckNodeLiveness(TimeMs now);
   void CheckTaskLiveness(TimeMs now);
+  void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
   bool IsActive(const Task& t) const {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;

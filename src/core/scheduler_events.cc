@@ -44,6 +44,24 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
   }
 }
 
+// Slurm's --time: an attempt that runs past the task's limit is killed (SIGTERM, the kill
+// grace, SIGKILL) and the task fails; a retry would only hit the same limit.
+void Scheduler::CheckTimeLimits(TimeMs now) {
+  std::vector<TaskId> over;
+  for (TaskId id : active_) {
+    const Task& t = *Find(id);
+    if (t.spec.time_limit_ms && now - t.assigned_ms > *t.spec.time_limit_ms) over.push_back(id);
+  }
+  for (TaskId id : over) {
+    Task& t = *Find(id);
+    const std::string reason = "time limit " + FormatDurationMs(*t.spec.time_limit_ms) +
+                               " reached on " + t.placement->node;
+    actions_.push_back(
+        {Action::Kind::kKill, id, t.placement->node, t.attempts, {}, {}, "time limit"});
+    FailPermanently(t, reason);
+  }
+}
+
 // ---------------------------------------------------------------- node events
 
 Status Scheduler::RegisterNode(const NodeSpec& spec) {
@@ -149,18 +167,19 @@ Status Scheduler::Cordon(const std::string& node, bool cordoned) {
   return Status::Ok();
 }
 
-Status Scheduler::Drain(const std::string& node) {
+Status Scheduler::Drain(const std::string& node, bool evict) {
   auto index = cluster_.Find(node);
   if (!index) return NotFound("node " + node + ": not registered");
   cluster_.Update(*index, [](NodeState& m) {
     m.cordoned = true;
     m.draining = true;
   });
+  if (!evict) return Status::Ok();
   const std::vector<TaskId> tasks(tasks_on_node_[*index].begin(), tasks_on_node_[*index].end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
     actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, "node draining"});
-    Requeue(t, "node " + node + " drained");
+    Requeue(t, "node " + node + " drained (--evict)");
   }
   return Status::Ok();
 }
@@ -196,7 +215,7 @@ Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt) {
 }
 
 Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
-                               const std::string& reason, bool gpu_mem_exceeded) {
+                               const std::string& reason, FinishCause cause) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   if (peak_gpu_mem_mib > 0 && t->spec.profile) {
@@ -213,9 +232,13 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
     SetState(*t, TaskState::kSucceeded, reason.empty() ? "exited 0" : reason);
     return Status::Ok();
   }
+  if (cause.permanent) {
+    FailPermanently(*t, reason);
+    return Status::Ok();
+  }
   std::string why = reason.empty() ? "exited with code " + std::to_string(exit_code) : reason;
   const bool retried = t->fail_cnt + 1 <= t->spec.max_retries.value_or(config_.fail_max);
-  if (gpu_mem_exceeded && !t->exclusive && t->spec.gpus > 0) {
+  if (cause.gpu_mem_exceeded && !t->exclusive && t->spec.gpus > 0) {
     const MiB before = t->gpu_mem_need_mib;
     GrowAfterMemoryFailure(*t, peak_gpu_mem_mib, retried);
     why += retried ? " (GPU memory share exceeded; retried with " +

@@ -92,7 +92,7 @@ TEST_F(LivenessTest, DrainSendsTasksBackWithoutCountingFailures) {
   sched_->Tick();
   StartAssigned();
   const std::string first = T(id).placement->node;
-  ASSERT_TRUE(sched_->Drain(first).ok());
+  ASSERT_TRUE(sched_->Drain(first, true).ok());
   auto actions = sched_->TakeActions();
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(actions[0].kind, Action::Kind::kKill);

@@ -63,7 +63,7 @@ class PropertyTest : public testing::SchedulerTest,
         silent_node_.clear();
       } else if (p < 0.80) {
         const std::string n = "n" + std::to_string(rng.UniformInt(0, nodes - 1));
-        ASSERT_TRUE(sched_->Drain(n).ok());
+        ASSERT_TRUE(sched_->Drain(n, true).ok());
         ASSERT_TRUE(sched_->Cordon(n, false).ok());
       } else if (p < 0.82) {
         const TaskId id(static_cast<uint64_t>(rng.UniformInt(1, std::max(1, submitted))));

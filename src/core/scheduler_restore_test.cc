@@ -160,7 +160,7 @@ TEST(SchedulerMemoryTest, HistoryIsCapped) {
     b->Schedule();
     const Task* t = b->GetTask(*id);
     ASSERT_EQ(t->state, TaskState::kAssigned);
-    ASSERT_TRUE(b->Drain("n1").ok());
+    ASSERT_TRUE(b->Drain("n1", true).ok());
     ASSERT_TRUE(b->Cordon("n1", false).ok());
   }
   const Task* t = b->GetTask(*id);

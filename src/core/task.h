@@ -49,6 +49,9 @@ struct TaskSpec {
   // Carried for the agent; the core does not interpret them.
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  std::string workdir;  // absolute; "" = the agent's own working directory
+  // Wall-clock limit of one attempt: past it the task is killed and failed (not retried).
+  std::optional<DurationMs> time_limit_ms;
 };
 
 // Rich lifecycle state.

@@ -39,6 +39,10 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     GS_RETURN_IF_ERROR(
         Range("duration", *s.duration_ms, 1, kMaxDurationMs, std::to_string(*s.duration_ms) + "ms"));
   }
+  if (s.time_limit_ms) {
+    GS_RETURN_IF_ERROR(Range("time", *s.time_limit_ms, 1, kMaxDurationMs,
+                             std::to_string(*s.time_limit_ms) + "ms"));
+  }
   if (s.max_retries) {
     GS_RETURN_IF_ERROR(
         Range("retries", *s.max_retries, 0, kMaxRetries, std::to_string(*s.max_retries)));

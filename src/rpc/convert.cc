@@ -46,6 +46,14 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
   s.resources.mem_mib = p.mem_mib();
   if (p.has_duration_ms()) s.duration_ms = p.duration_ms();
   if (p.has_max_retries()) s.max_retries = p.max_retries();
+  if (p.has_time_limit_ms()) s.time_limit_ms = p.time_limit_ms();
+  if (p.workdir().find('\0') != std::string::npos) {
+    return InvalidArgument("workdir: contains a NUL byte");
+  }
+  if (!p.workdir().empty() && p.workdir()[0] != '/') {
+    return InvalidArgument("workdir: \"" + p.workdir() + "\" is not an absolute path");
+  }
+  s.workdir = p.workdir();
   if (p.command_size() == 0) return InvalidArgument("command: must not be empty");
   for (int i = 0; i < p.command_size(); ++i) {
     if (p.command(i).find('\0') != std::string::npos) {
@@ -89,6 +97,8 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
   p->set_mem_mib(s.resources.mem_mib);
   if (s.duration_ms) p->set_duration_ms(*s.duration_ms);
   if (s.max_retries) p->set_max_retries(*s.max_retries);
+  if (s.time_limit_ms) p->set_time_limit_ms(*s.time_limit_ms);
+  p->set_workdir(s.workdir);
   for (const std::string& c : s.command) p->add_command(c);
   for (const auto& [k, v] : s.env) (*p->mutable_env())[k] = v;
   p->set_gpu_model(s.gpu_model);
@@ -243,6 +253,7 @@ void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p) {
   p->set_attempts(e.attempts);
   p->set_queue(e.queue);
   p->set_summary(e.summary);
+  p->set_need(e.need);
   const core::PlacementReport& r = e.last_report;
   p->set_total_nodes(r.total_nodes);
   p->set_feasible_nodes(r.feasible_nodes);

@@ -14,6 +14,8 @@ v1::TaskSpec Valid() {
   p.set_gpu_mem_mib(6144);
   p.set_cpu_milli(2000);
   p.set_max_retries(1);
+  p.set_time_limit_ms(60'000);
+  p.set_workdir("/home/u/proj");
   p.add_command("python");
   p.add_command("train.py");
   (*p.mutable_env())["A"] = "1";
@@ -32,6 +34,8 @@ TEST(ConvertTest, TaskSpecRoundTrips) {
   EXPECT_EQ(s->resources.cpu_milli, 2000);
   EXPECT_EQ(s->max_retries, 1);
   EXPECT_FALSE(s->duration_ms.has_value());
+  EXPECT_EQ(s->time_limit_ms, 60'000);
+  EXPECT_EQ(s->workdir, "/home/u/proj");
   EXPECT_EQ(s->command, (std::vector<std::string>{"python", "train.py"}));
   ASSERT_EQ(s->tolerations.size(), 1u);
   EXPECT_TRUE(s->tolerations[0].has_effect);
@@ -52,6 +56,9 @@ TEST(ConvertTest, BadFieldsAreNamed) {
   p = Valid();
   (*p.mutable_env())["A=B"] = "x";
   EXPECT_NE(TaskSpecFromProto(p).status().message().find("env"), std::string::npos);
+  p = Valid();
+  p.set_workdir("proj");  // the CLI sends an absolute path; another client must too
+  EXPECT_NE(TaskSpecFromProto(p).status().message().find("workdir"), std::string::npos);
   EXPECT_EQ(TaskStateFromName("done", "state").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*TaskStateFromName("running", "state"), core::TaskState::kRunning);
 }

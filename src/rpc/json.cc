@@ -1,12 +1,13 @@
 #include "rpc/json.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace gpusched::rpc {
 
-nlohmann::json TaskJson(const ::gpusched::v1::Task& t) {
+nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
   nlohmann::json j = {{"id", t.id()},
                       {"name", t.name()},
                       {"state", t.state()},
@@ -26,6 +27,23 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t) {
                       {"command", std::vector<std::string>(t.spec().command().begin(),
                                                            t.spec().command().end())}};
   if (t.has_exit_code()) j["exit_code"] = t.exit_code();
+  const auto& s = t.spec();
+  auto optional = [](bool has, int64_t v) { return has ? nlohmann::json(v) : nlohmann::json(); };
+  j["request"] = {{"gpus", s.gpus()},
+                  {"gpu_mem_mib", s.gpu_mem_mib()},
+                  {"cpu_milli", s.cpu_milli()},
+                  {"mem_mib", s.mem_mib()},
+                  {"duration_ms", optional(s.has_duration_ms(), s.duration_ms())},
+                  {"time_limit_ms", optional(s.has_time_limit_ms(), s.time_limit_ms())},
+                  {"retries", optional(s.has_max_retries(), s.max_retries())},
+                  {"keep_pending", s.keep_pending()}};
+  j["workdir"] = s.workdir();
+  int64_t elapsed = 0;
+  if (t.started_ms() > 0) {
+    const int64_t end = t.finished_ms() >= t.started_ms() ? t.finished_ms() : now_ms;
+    elapsed = std::max<int64_t>(0, end - t.started_ms());
+  }
+  j["elapsed_ms"] = elapsed;
   if (t.history_size() > 0) {
     nlohmann::json h = nlohmann::json::array();
     for (const auto& x : t.history()) {
@@ -40,7 +58,7 @@ std::string NodeStateName(const ::gpusched::v1::Node& n) {
   if (!n.connected()) return "disconnected";
   if (!n.available()) return "lost";
   if (!n.reachable()) return "unreachable";
-  if (n.draining()) return "draining";
+  if (n.draining()) return n.running_tasks() > 0 ? "draining" : "drained";
   if (n.cordoned()) return "cordoned";
   return "ready";
 }
@@ -78,6 +96,7 @@ nlohmann::json WhyJson(const ::gpusched::v1::WhyResponse& w) {
                       {"feasible_nodes", w.feasible_nodes()},
                       {"chosen_node", w.chosen_node()},
                       {"topology_rule", w.topology_rule()},
+                      {"need", w.need()},
                       {"score", w.score()}};
   // Ordered by filter name: the same bytes for the same answer.
   j["rejected"] = std::map<std::string, int64_t>(w.rejected().begin(), w.rejected().end());

@@ -157,7 +157,7 @@ grpc::Status ApiService::Drain(grpc::ServerContext*, const v1::DrainRequest* req
   if (!gate.ok()) return rpc::ToGrpc(gate.status());
   ControlPlane& cp = **gate;
   if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
-  auto n = cp.Drain(req->node());
+  auto n = cp.Drain(req->node(), req->evict());
   if (!n.ok()) return rpc::ToGrpc(n.status());
   *resp->mutable_node() = std::move(n).value();
   return grpc::Status::OK;

@@ -98,7 +98,8 @@ class ControlPlane {
   StatusOr<v1::WhyResponse> Why(uint64_t id);
   std::vector<v1::Node> ListNodes();
   StatusOr<v1::Node> Cordon(const std::string& node, bool cordon);
-  StatusOr<v1::Node> Drain(const std::string& node);
+  // Slurm's drain (running tasks finish); `evict`: kubectl's (they are requeued).
+  StatusOr<v1::Node> Drain(const std::string& node, bool evict = false);
   struct LogSource {
     std::string address;  // the agent's --listen address
     int64_t attempt = 0;

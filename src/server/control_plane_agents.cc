@@ -74,7 +74,7 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   }
   const core::Task* t = sched_->GetTask(id);
   Status s = sched_->TaskFinished(id, st.attempt(), st.exit_code(), st.peak_gpu_mem_mib(),
-                                  st.reason(), st.gpu_mem_exceeded());
+                                  st.reason(), {st.gpu_mem_exceeded(), st.permanent()});
   if (s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) && t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }

@@ -227,8 +227,8 @@ StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
   return ChangeNode(node, [&] { return sched_->Cordon(node, cordon); });
 }
 
-StatusOr<v1::Node> ControlPlane::Drain(const std::string& node) {
-  return ChangeNode(node, [&] { return sched_->Drain(node); });
+StatusOr<v1::Node> ControlPlane::Drain(const std::string& node, bool evict) {
+  return ChangeNode(node, [&] { return sched_->Drain(node, evict); });
 }
 
 StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {

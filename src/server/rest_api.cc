@@ -157,7 +157,7 @@ StatusOr<Json> RestApi::ListTasks(const Request& req) {
     for (const v1::Task& t : page.tasks) {
       cursor = t.id();
       if (!wanted(t)) continue;
-      tasks.push_back(rpc::TaskJson(t));
+      tasks.push_back(rpc::TaskJson(t, cp_.clock().NowMs()));
       if (int64_t(tasks.size()) == limit) break;
     }
     const bool page_left = !page.tasks.empty() && cursor != page.tasks.back().id();
@@ -176,7 +176,7 @@ StatusOr<Json> RestApi::GetTask(const Request& req) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.GetTask(id, true));
-  Json j = rpc::TaskJson(t);
+  Json j = rpc::TaskJson(t, cp_.clock().NowMs());
   const TaskOwner o = OwnerOf(t);
   j["user"] = o.user;
   j["team"] = o.team;
@@ -211,7 +211,7 @@ StatusOr<Json> RestApi::CancelTask(const Request& req) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.Cancel(id));
-  return rpc::TaskJson(t);
+  return rpc::TaskJson(t, cp_.clock().NowMs());
 }
 
 StatusOr<Json> RestApi::ReadLogs(const Request& req) {
@@ -265,7 +265,7 @@ StatusOr<Json> RestApi::Queues(const Request& req) {
   auto list = [](const std::vector<QueuedTask>& tasks, size_t size) {
     Json a = Json::array();
     for (const QueuedTask& t : tasks) {
-      Json j = rpc::TaskJson(t.task);
+      Json j = rpc::TaskJson(t.task, cp_.clock().NowMs());
       j["position"] = a.size() + 1;
       j["why"] = t.why;
       a.push_back(std::move(j));

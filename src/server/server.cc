@@ -119,6 +119,13 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
   }
   GS_ASSIGN_OR_RETURN(auto hp, SplitHostPort(s.config.http, "http"));
   s.http = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
+  // the same port. Re-binding our own port after a role change still works (the old socket
+  // is closed first).
+  s.http->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (cp) {
     if (s.config.store == "etcd") {
       s.http->Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) {
@@ -138,7 +145,10 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
     if (port <= 0 && s.http_port > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (s.http_port == 0) break;
   }
-  if (port <= 0) return Unavailable("http: cannot listen on " + s.config.http + " (port in use?)");
+  if (port <= 0) {
+    return FailedPrecondition("http: cannot listen on " + s.config.http +
+                              ": address already in use");
+  }
   s.http_port = port;
   httplib::Server* raw = s.http.get();
   s.http_thread = std::thread([raw] { raw->listen_after_bind(); });
@@ -259,6 +269,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  // gRPC turns SO_REUSEPORT on by default: a second server on the same port would start
+  // and share the calls with the first at random. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s.api.get());
   builder.RegisterService(s.link.get());
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -268,7 +281,8 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   s.grpc = builder.BuildAndStart();
   if (!s.grpc || port == 0) {
-    return Unavailable("listen: cannot listen on " + config.listen + " (port in use?)");
+    return FailedPrecondition("listen: cannot listen on " + config.listen +
+                              ": address already in use (is another gpusched running?)");
   }
   s.address = listen.first + ":" + std::to_string(port);
   s.advertise = config.advertise.empty() ? s.address : config.advertise;

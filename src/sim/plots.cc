@@ -61,13 +61,23 @@ std::string PlotScript(const std::filesystem::path& dir, const SimResult& r,
     return gp;
   }
   gp += "set output " + Quote(dir / "utilization.png") + "\n";
-  gp += "set title 'Cluster use over time, " + title + "'\n";
-  gp += "set xlabel 'time (h)'\nset ylabel 'busy GPUs'\nset y2label 'queued tasks'\n"
-        "set ytics nomirror\nset y2tics\n";
-  gp += "plot " + Quote(dir / "usage.csv") +
-        " using ($1/3600):2 with steps title 'busy GPUs', '' using ($1/3600):6 axes x1y2 "
-        "with steps title 'queued'\n";
-  gp += "unset y2label\nunset y2tics\nset ytics mirror\n";
+  // A run where no task ever waited (a big cluster for its trace) has no queue axis: an
+  // all-zero series would stretch it to [-1:1] and draw an empty axis.
+  int64_t max_queued = 0;
+  for (const UsageSample& s : r.usage) max_queued = std::max(max_queued, s.queued);
+  gp += "set title 'Cluster use over time, " + title +
+        (max_queued == 0 ? " (no task waited)" : "") + "'\n";
+  gp += "set xlabel 'time (h)'\nset ylabel 'busy GPUs'\nset yrange [0:*]\n";
+  if (max_queued == 0) {
+    gp += "plot " + Quote(dir / "usage.csv") + " using ($1/3600):2 with steps title 'busy GPUs'\n";
+  } else {
+    gp += "set y2label 'queued tasks'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\n";
+    gp += "plot " + Quote(dir / "usage.csv") +
+          " using ($1/3600):2 with steps title 'busy GPUs', '' using ($1/3600):6 axes x1y2 "
+          "with steps title 'queued'\n";
+    gp += "unset y2label\nunset y2tics\nset ytics mirror\n";
+  }
+  gp += "set autoscale y\n";
   gp += "set output " + Quote(dir / "jct_cdf.png") + "\n";
   gp += "set title 'JCT distribution, " + title + "'\nset logscale x\n"
         "set xlabel 'JCT (h)'\nset ylabel 'fraction of jobs'\n";

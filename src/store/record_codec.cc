@@ -53,6 +53,8 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("profile")) s.profile = ProfileFrom(j.at("profile"));
   if (j.contains("duration_ms")) s.duration_ms = j.at("duration_ms").get<int64_t>();
   if (j.contains("max_retries")) s.max_retries = j.at("max_retries").get<int64_t>();
+  if (j.contains("time_limit_ms")) s.time_limit_ms = j.at("time_limit_ms").get<int64_t>();
+  if (j.contains("workdir")) s.workdir = j.at("workdir").get<std::string>();
   return s;
 }
 
@@ -170,7 +172,9 @@ std::string SpecJson(const core::TaskSpec& s) {
   w.Str("name", s.name);
   w.Raw("node_selector", Writer::Map(s.node_selector));
   if (s.profile) w.Raw("profile", ProfileJson(*s.profile).dump());
+  if (s.time_limit_ms) w.Int("time_limit_ms", *s.time_limit_ms);
   w.Raw("tolerations", tol);
+  if (!s.workdir.empty()) w.Str("workdir", s.workdir);
   return w.Done();
 }
 

@@ -37,6 +37,8 @@ TaskRecord RunningTask(uint64_t id) {
   t.spec.command = {"sh", "-c", "echo hi"};
   t.spec.env = {{"A", "1"}};
   t.spec.max_retries = 2;
+  t.spec.time_limit_ms = 90'000;
+  t.spec.workdir = "/home/u/proj";
   t.spec.profile = core::MemoryProfile{"classify", "resnet50", 32, 224, 224};
   t.spec.tolerations.push_back({"gpu", "", true, false, core::TaintEffect::kNoSchedule});
   t.state = core::TaskState::kRunning;
@@ -85,6 +87,8 @@ TEST_F(SqliteStoreTest, TasksSurviveReopenWithEveryField) {
   EXPECT_EQ(EncodeTask(r), EncodeTask(RunningTask(2)));
   EXPECT_EQ(r.task.placement->gpus, std::vector<int>{2});
   EXPECT_EQ(r.task.spec.profile->model, "resnet50");
+  EXPECT_EQ(r.task.spec.time_limit_ms, 90'000);
+  EXPECT_EQ(r.task.spec.workdir, "/home/u/proj");
   EXPECT_EQ(r.task.exit_code, 3);
   auto done = s->GetTask(1);
   ASSERT_TRUE(done.ok());

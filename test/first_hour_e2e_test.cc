@@ -1,0 +1,292 @@
+// The first hour of a new user, through the real binary: what a Slurm or kubectl user expects
+// of the everyday commands (issue 18).
+
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <sstream>
+
+#include "cluster_fixture.h"
+
+namespace gpusched::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool Has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+TEST_F(ClusterTest, ASecondServerOnAPortInUseIsRefused) {
+  const std::string http = "127.0.0.1:" + std::to_string(FreePort());
+  CliResult grpc = Cli({"server", "--listen", server(), "--http", http, "--data-dir",
+                        path("second")});
+  EXPECT_EQ(grpc.code, 1) << grpc.err;
+  EXPECT_TRUE(Has(grpc.err, "address already in use")) << grpc.err;
+  // The HTTP port too.
+  CliResult web = Cli({"server", "--listen", "127.0.0.1:" + std::to_string(FreePort()), "--http",
+                       "127.0.0.1:" + std::to_string(http_port_), "--data-dir", path("third")});
+  EXPECT_EQ(web.code, 1) << web.err;
+  EXPECT_TRUE(Has(web.err, "address already in use")) << web.err;
+  EXPECT_EQ(Run({"nodes"}).code, 0);  // the first one still serves
+}
+
+TEST_F(ClusterTest, TaskRunsInTheSubmitDirectoryWithTheCallersEnvironmentOnRequest) {
+  StartAgent("n1", "1x16GiB");
+  fs::create_directories(path("proj"));
+  WriteFile(path("proj/train.sh"), "echo \"in $(pwd -P) with [$FIRST_HOUR_VAR]\"\n");
+  const fs::path before = fs::current_path();
+  fs::current_path(path("proj"));
+  setenv("FIRST_HOUR_VAR", "hello", 1);
+  const uint64_t exported = Submit({"--export", "--", "sh", "train.sh"});
+  const uint64_t plain = Submit({"--", "sh", "train.sh"});
+  unsetenv("FIRST_HOUR_VAR");
+  fs::current_path(before);
+  const uint64_t chosen = Submit({"--workdir", path("proj"), "--", "sh", "train.sh"});
+  const std::string real = fs::canonical(path("proj")).string();
+  for (uint64_t id : {exported, plain, chosen}) ASSERT_TRUE(WaitState(id, "succeeded")) << id;
+  EXPECT_EQ(Run({"logs", std::to_string(exported)}).out, "in " + real + " with [hello]\n");
+  EXPECT_EQ(Run({"logs", std::to_string(plain)}).out, "in " + real + " with []\n");
+  EXPECT_EQ(Run({"logs", std::to_string(chosen)}).out, "in " + real + " with []\n");
+  EXPECT_EQ(Task(chosen)["workdir"], path("proj"));
+  EXPECT_TRUE(Has(Run({"show", std::to_string(chosen)}).out, path("proj")));
+}
+
+TEST_F(ClusterTest, TimeLimitStopsTheTaskAndFailsIt) {
+  StartAgent("n1", "1x16GiB");
+  const uint64_t id = Submit({"--time", "1s", "--", "sleep", "60"});
+  ASSERT_TRUE(WaitState(id, "failed"));
+  const Json t = Task(id);
+  EXPECT_TRUE(Has(t["reason"], "time limit")) << t;
+  EXPECT_EQ(t["attempts"], 1);
+  EXPECT_EQ(t["request"]["time_limit_ms"], 1000);
+}
+
+TEST_F(ClusterTest, LaunchFailuresThatNoRetryCanFixFailAtOnce) {
+  StartAgent("n1", "1x16GiB");
+  const uint64_t program = Submit({"--", "no-such-program-first-hour"});
+  const uint64_t dir = Submit({"--workdir", path("no-such-dir"), "--", "true"});
+  ASSERT_TRUE(WaitState(program, "failed"));
+  ASSERT_TRUE(WaitState(dir, "failed"));
+  EXPECT_EQ(Task(program)["attempts"], 1);
+  EXPECT_TRUE(Has(Task(program)["reason"], "not found")) << Task(program);
+  EXPECT_EQ(Task(dir)["attempts"], 1);
+  EXPECT_TRUE(Has(Task(dir)["reason"], "workdir")) << Task(dir);
+}
+
+TEST_F(ClusterTest, ParseErrorsNameTheFlagOrCommandWithADidYouMean) {
+  CliResult flag = Run({"submit", "--gpu", "1", "--", "sleep", "8"});
+  EXPECT_EQ(flag.code, 2);
+  EXPECT_TRUE(Has(flag.err, "unknown flag --gpu; did you mean --gpus?")) << flag.err;
+  CliResult cmd = Cli({"sumbit", "--gpus", "1", "--", "true"});
+  EXPECT_EQ(cmd.code, 2);
+  EXPECT_TRUE(Has(cmd.err, "unknown command \"sumbit\"; did you mean submit?")) << cmd.err;
+  CliResult json = Run({"show", "999", "--json"});
+  EXPECT_EQ(json.code, 1);
+  const Json e = Json::parse(json.err);
+  EXPECT_EQ(e["code"], 1);
+  EXPECT_TRUE(Has(e["error"], "999")) << json.err;
+  CliResult json_usage = Run({"ls", "--state", "done", "--json"});
+  EXPECT_EQ(json_usage.code, 2);
+  EXPECT_EQ(Json::parse(json_usage.err)["code"], 2) << json_usage.err;
+}
+
+TEST_F(ClusterTest, GbSizesRepeatedStateSeveralCancelsAndLogsOfATaskThatNeverRan) {
+  StartAgent("n1", "1x16GiB");
+  const uint64_t gb = Submit({"--gpu-mem", "6GB", "--", "true"});
+  EXPECT_EQ(Task(gb)["request"]["gpu_mem_mib"], 5722);
+  const uint64_t a = Submit({"--gpus", "9", "--keep-pending", "--", "true"});
+  const uint64_t b = Submit({"--gpus", "9", "--keep-pending", "--", "true"});
+  const uint64_t c = Submit({"--gpus", "9", "--keep-pending", "--", "true"});
+  ASSERT_TRUE(WaitState(gb, "succeeded"));
+  CliResult never = Run({"logs", std::to_string(a)});
+  EXPECT_EQ(never.code, 1);
+  EXPECT_TRUE(Has(never.err, "never ran")) << never.err;
+  CliResult two = Run({"cancel", std::to_string(a), std::to_string(b)});
+  EXPECT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(Task(a)["state"], "cancelled");
+  EXPECT_EQ(Task(b)["state"], "cancelled");
+  CliResult by_state = Run({"cancel", "--state", "pending"});
+  EXPECT_EQ(by_state.code, 0) << by_state.err;
+  EXPECT_EQ(Task(c)["state"], "cancelled");
+  CliResult ls = Run({"ls", "--state", "succeeded", "--state", "cancelled", "--json"});
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_EQ(Json::parse(ls.out).size(), 4u);
+  EXPECT_EQ(Json::parse(Run({"ls", "--state", "cancelled,succeeded", "--json"}).out).size(), 4u);
+}
+
+TEST_F(ClusterTest, LsShowsActiveTasksByDefaultAndShowTheRequestAndTimes) {
+  StartAgent("n1", "1x16GiB");
+  const uint64_t done = Submit({"--", "true"});
+  ASSERT_TRUE(WaitState(done, "succeeded"));
+  const uint64_t run = Submit({"--gpus", "1", "--cpu", "2", "--mem", "1GiB", "--duration", "1h",
+                               "--retries", "1", "--name", "r", "--", "sh", "-c",
+                               Gated("ls", "true")});
+  ASSERT_TRUE(WaitState(run, "running"));
+  const Json active = Json::parse(Run({"ls", "--json"}).out);
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0]["id"], run);
+  EXPECT_EQ(Json::parse(Run({"ls", "--all", "--json"}).out).size(), 2u);
+  const Json r = active[0]["request"];
+  EXPECT_EQ(r["gpus"], 1);
+  EXPECT_EQ(r["cpu_milli"], 2000);
+  EXPECT_EQ(r["mem_mib"], 1024);
+  EXPECT_EQ(r["duration_ms"], 3'600'000);
+  EXPECT_EQ(r["retries"], 1);
+  EXPECT_GT(active[0]["started_ms"].get<int64_t>(), 0);
+  CliResult ls = Run({"ls"});
+  EXPECT_TRUE(Has(ls.out, "SUBMITTED") && Has(ls.out, "ELAPSED")) << ls.out;
+  CliResult show = Run({"show", std::to_string(run)});
+  for (const char* needle : {"request:", "1 GPU (whole), 2 CPU, 1GiB RAM, expected 1h, 1 retries",
+                             "workdir:", "started:", "elapsed:"}) {
+    EXPECT_TRUE(Has(show.out, needle)) << needle << "\n" << show.out;
+  }
+  EXPECT_FALSE(Has(show.out, "Pt ")) << show.out;  // the patents' words: --verbose only
+  EXPECT_TRUE(Has(Run({"show", "-v", std::to_string(run)}).out, "Pt "));
+  OpenGate("ls");
+  ASSERT_TRUE(WaitState(run, "succeeded"));
+  EXPECT_GT(Task(run)["elapsed_ms"].get<int64_t>(), 0);
+}
+
+TEST_F(ClusterTest, FlagsWithAFileFillOnlyWhatTheFileLeavesOut) {
+  StartAgent("n1", "1x16GiB");
+  WriteFile(path("job.yaml"), "name: from-file\ngpus: 1\ncommand: [\"true\"]\n");
+  CliResult clash = Run({"submit", "-f", path("job.yaml"), "--gpus", "2"});
+  EXPECT_EQ(clash.code, 2);
+  EXPECT_TRUE(Has(clash.err, "--gpus: " + path("job.yaml") + " sets gpus already")) << clash.err;
+  CliResult cmd = Run({"submit", "-f", path("job.yaml"), "--", "false"});
+  EXPECT_EQ(cmd.code, 2);
+  EXPECT_TRUE(Has(cmd.err, "sets command already")) << cmd.err;
+  const uint64_t id = Submit({"-f", path("job.yaml"), "--time", "10m"});
+  const Json t = Task(id);
+  EXPECT_EQ(t["name"], "from-file");
+  EXPECT_EQ(t["request"]["time_limit_ms"], 600'000);
+  // The example in the docs parses and runs as written.
+  CliResult example = Run({"submit", "-f", GPUSCHED_SOURCE_DIR "/examples/job.yaml"});
+  EXPECT_EQ(example.code, 0) << example.err;
+}
+
+}  // namespace
+}  // namespace gpusched::testing
+
+namespace gpusched::testing {
+namespace {
+
+TEST_F(ClusterTest, DrainLetsRunningTasksFinishAndWhyNamesTheNeedForWholeGpus) {
+  StartAgent("n1", "2x16GiB");
+  const uint64_t one = Submit({"--gpus", "1", "--", "sh", "-c", Gated("drain", "true")});
+  ASSERT_TRUE(WaitState(one, "running"));
+  const uint64_t two = Submit({"--gpus", "2", "--", "true"});
+  ASSERT_TRUE(PollUntil([&] { return Has(Run({"why", std::to_string(two)}).out, "needs"); },
+                        kDeadline));
+  CliResult why = Run({"why", std::to_string(two)});
+  EXPECT_TRUE(Has(why.out, "needs 2 free GPUs on one node; n1 has 1")) << why.out;
+  EXPECT_TRUE(Has(why.out, "too few free GPUs")) << why.out;
+  EXPECT_FALSE(Has(why.out, "insufficient GPU memory")) << why.out;
+  EXPECT_FALSE(Has(why.out, "Pt ")) << why.out;  // --verbose only
+  CliResult cancel = Run({"cancel", std::to_string(two)});
+  ASSERT_EQ(cancel.code, 0) << cancel.err;
+  CliResult drain = Run({"drain", "n1"});
+  EXPECT_EQ(drain.code, 0) << drain.err;
+  EXPECT_TRUE(Has(drain.out, "node n1 draining")) << drain.out;
+  EXPECT_TRUE(Has(Run({"nodes"}).out, "draining"));
+  EXPECT_EQ(Task(one)["state"], "running");  // not killed
+  OpenGate("drain");
+  ASSERT_TRUE(WaitState(one, "succeeded"));
+  EXPECT_EQ(Task(one)["attempts"], 1);
+  EXPECT_TRUE(PollUntil([&] { return Has(Run({"nodes"}).out, "drained"); }, kDeadline));
+}
+
+}  // namespace
+}  // namespace gpusched::testing
+
+namespace gpusched::testing {
+namespace {
+
+// The lines of the README's first ```sh block after the marker, comments dropped.
+std::vector<std::string> ReadmeExamples() {
+  const std::string readme = ReadFile(GPUSCHED_SOURCE_DIR "/README.md");
+  const size_t marker = readme.find("<!-- test/first_hour_e2e_test.cc runs every line");
+  const size_t start = readme.find("```sh\n", marker);
+  const size_t end = readme.find("```", start + 6);
+  std::vector<std::string> lines;
+  std::istringstream in(readme.substr(start + 6, end - start - 6));
+  for (std::string line; std::getline(in, line);) {
+    const size_t comment = line.find("  #");
+    if (comment != std::string::npos) line.resize(comment);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST(Readme, EveryExampleRunsAsWritten) {
+  const std::vector<std::string> lines = ReadmeExamples();
+  ASSERT_GE(lines.size(), 5u);
+  // The first starts the cluster; on a free port here, since 7070 may be taken.
+  ASSERT_EQ(lines[0], "gpusched dev --agents 2 --gpus 4x16GiB &");
+  const fs::path dir = fs::temp_directory_path() / ("gpusched_readme_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string server = "127.0.0.1:" + std::to_string(FreePort());
+  Proc dev({"dev", "--agents", "2", "--gpus", "4x16GiB", "--listen", server, "--http",
+            "127.0.0.1:" + std::to_string(FreePort()), "--data-dir", (dir / "data").string()},
+           (dir / "dev.log").string());
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        CliResult r = Cli({"nodes", "--json", "--server", server});
+        return r.code == 0 && Json::parse(r.out).size() == 2;
+      },
+      kDeadline))
+      << ReadFile((dir / "dev.log").string());
+  const std::string bin_dir = fs::path(GPUSCHED_BIN).parent_path().string();
+  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "/usr/bin:/bin";
+  setenv("PATH", (bin_dir + ":" + path).c_str(), 1);
+  setenv("GPUSCHED_SERVER", server.c_str(), 1);
+  const fs::path before = fs::current_path();
+  fs::current_path(GPUSCHED_SOURCE_DIR);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::string out = (dir / "out").string();
+    const int status = std::system((lines[i] + " >" + out + " 2>&1").c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << lines[i] << "\n" << ReadFile(out);
+  }
+  fs::current_path(before);
+  setenv("PATH", path.c_str(), 1);
+  unsetenv("GPUSCHED_SERVER");
+  CliResult logs = Cli({"logs", "1", "--server", server});
+  EXPECT_TRUE(Has(logs.out, "training on GPUs")) << logs.out << logs.err;
+  dev.Kill(SIGTERM);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpusched::testing
+
+namespace gpusched::testing {
+namespace {
+
+TEST(Sim, ATraceInAnotherFormatSaysWhichFormatItReadsAs) {
+  const std::string trace =
+      (std::filesystem::temp_directory_path() / ("gpusched_sim_" + std::to_string(getpid()) +
+                                                 ".csv"))
+          .string();
+  WriteFile(trace, "job_id,num_gpu,submit_time,duration\n1,1,0,60\n2,2,10,120\n");
+  CliResult wrong = Cli({"sim", "--trace", trace, "--format", "philly", "--cluster", "2x8",
+                         "--no-progress"});
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.err.find("use --format csv"), std::string::npos) << wrong.err;
+  const std::string out = trace + ".out";
+  CliResult right = Cli({"sim", "--trace", trace, "--cluster", "2x8", "--no-progress", "--json",
+                         "--out", out});
+  EXPECT_EQ(right.code, 0) << right.err;
+  // No task waited: the plot has no (empty) queue axis.
+  const std::string plots = ReadFile(out + "/plots.gp");
+  EXPECT_NE(plots.find("no task waited"), std::string::npos) << plots;
+  EXPECT_EQ(plots.find("y2label"), std::string::npos) << plots;
+  std::filesystem::remove(trace);
+  std::filesystem::remove_all(out);
+}
+
+}  // namespace
+}  // namespace gpusched::testing

@@ -24,7 +24,7 @@ class MemoryRetryTest : public SchedulerTest {
     StartAssigned();
     ASSERT_TRUE(T(id).placement.has_value());
     ASSERT_TRUE(sched_->TaskFinished(id, T(id).attempts, 1, peak, "exited with code 1",
-                                     gpu_mem_exceeded)
+                                     {.gpu_mem_exceeded = gpu_mem_exceeded})
                     .ok());
   }
 };

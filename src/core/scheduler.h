@@ -89,6 +89,17 @@ struct SchedulerStats {
   int64_t preemptions = 0;
 };
 
+// How an attempt ended, beyond its exit code.
+struct FinishCause {
+  // The task wanted more GPU memory than its share (an allocation refused, the watchdog,
+  // CUDA out of memory): its retry gets a larger estimate and the table learns that the
+  // share was too small (cause-aware retry).
+  bool gpu_mem_exceeded = false;
+  // The attempt never ran, for a reason no retry can fix (no such program): the task fails
+  // at once instead of counting against FAIL_MAX.
+  bool permanent = false;
+};
+
 class Scheduler {
  public:
   // Validates the configuration. `executor` may be null (sequential filtering).
@@ -126,18 +137,8 @@ class Scheduler {
   // the task never ran. Stale attempts are FailedPrecondition.
   Status AssignmentLost(TaskId id, int64_t attempt, const std::string& reason);
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
-  // How an attempt ended, beyond its exit code.
-  struct FinishCause {
-    // The task wanted more GPU memory than its share (an allocation refused, the watchdog,
-    // CUDA out of memory): its retry gets a larger estimate and the table learns that the
-    // share was too small (cause-aware retry).
-    bool gpu_mem_exceeded = false;
-    // The attempt never ran, for a reason no retry can fix (no such program): the task fails
-    // at once instead of counting against FAIL_MAX.
-    bool permanent = false;
-  };
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
-                      const std::string& reason = "", FinishCause cause = {});
+                      const std::string& reason = "", FinishCause cause = FinishCause());
 
   // ---- restart ----
   // Re-admits a task read back from a store after a restart, keeping its id, score, Pt, seq,

@@ -183,7 +183,8 @@ void RegisterLs(CLI::App& app) {
     std::vector<std::vector<std::string>> rows{
         {"ID", "NAME", "STATE", "NODE", "GPUS", "EXIT", "ATTEMPTS", "REASON"}};
     for (const v1::Task& t : resp.tasks()) {
-      rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(), t.state(),
+      rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
+                      t.idle() ? t.state() + " (idle)" : t.state(),
                       t.node().empty() ? "-" : t.node(),
                       t.gpus_size() ? JoinInts(t.gpus()) : "-",
                       t.has_exit_code() ? std::to_string(t.exit_code()) : "-",
@@ -238,6 +239,14 @@ void RegisterShow(CLI::App& app) {
                                   ")"},
                 {"submitted:", Age(t.submitted_ms(), now)},
                 {"finished:", Age(t.finished_ms(), now)}});
+    if (t.has_gpu_util()) {  // CN109992422A claim 7: the executor's status
+      const std::string since = "0 % since " + Age(t.idle_since_ms(), now);
+      PrintTable(std::cout, {{"gpu use:", std::to_string(t.gpu_util()) + " %, " +
+                                              FormatSizeMiB(t.gpu_mem_used_mib()) + " held"},
+                             {"idle:", t.idle()               ? "yes (" + since + ")"
+                                       : t.gpu_util() == 0 ? "not yet (" + since + ")"
+                                                           : "no"}});
+    }
     std::cout << "history:\n";
     for (const auto& h : t.history()) {
       std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";

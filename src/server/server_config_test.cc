@@ -59,5 +59,30 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
   }
 }
 
+TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {
+  ServerConfig c;
+  EXPECT_EQ(c.idle_after_ms, 30 * 60'000);  // defaults: 30m, flag only
+  EXPECT_FALSE(c.idle_stop);
+  const std::string path = WriteFile("idle_after: 90s\nidle_action: stop\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.idle_after_ms, 90'000);
+  EXPECT_TRUE(c.idle_stop);
+  std::filesystem::remove(path);
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"idle_after: soon\n", "idle_after"},
+           {"idle_action: kill\n", "idle_action: \"kill\" (use flag or stop)"}}) {
+    ServerConfig bad;
+    const std::string file = WriteFile(text);
+    Status e = ApplyConfigFile(file, bad);
+    EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+    std::filesystem::remove(file);
+  }
+  ServerConfig negative;
+  negative.idle_after_ms = -1;
+  EXPECT_NE(negative.Validate().message().find("idle_after"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpusched::server

@@ -88,6 +88,12 @@ struct SchedulerStats {
   int64_t preemptions = 0;
 };
 
+// A running task's use of its GPUs, as its task heartbeat reports it.
+struct GpuUsage {
+  int util = 0;  // percent
+  MiB mem_used_mib = 0;
+};
+
 class Scheduler {
  public:
   // Validates the configuration. `executor` may be null (sequential filtering).
@@ -120,10 +126,6 @@ class Scheduler {
   Status TaskStarted(TaskId id, int64_t attempt);
   // A task heartbeat may carry the attempt's GPU use (CN109992422A claim 7: the executor's
   // status): utilisation > 0 restarts its idle clock.
-  struct GpuUsage {
-    int util = 0;  // percent
-    MiB mem_used_mib = 0;
-  };
   Status TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage = std::nullopt);
   // Idle allocations: flags every running task that reported its GPU use and has been at 0 %
   // for `idle_after` or longer (Task::idle), clears the flag of the others, and returns the

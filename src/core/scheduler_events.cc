@@ -199,7 +199,9 @@ Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsa
   if (usage && t->state == TaskState::kRunning) {  // claim 7: the executor's status
     t->gpu_util = usage->util;
     t->gpu_mem_used_mib = usage->mem_used_mib;
-    if (usage->util > 0) t->busy_ms = t->last_heartbeat_ms;
+    // Busy now, or the first report since a restart (busy_ms is not stored): the idle clock
+    // starts again.
+    if (usage->util > 0 || t->busy_ms == 0) t->busy_ms = t->last_heartbeat_ms;
     gpu_reporting_.insert(id);
   }
   return Status::Ok();

@@ -119,9 +119,9 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
       }
     } else if (m.has_task_heartbeats()) {
       for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
-        std::optional<core::Scheduler::GpuUsage> usage;
+        std::optional<core::GpuUsage> usage;
         if (r.has_gpu_util()) {
-          usage = core::Scheduler::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
+          usage = core::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
                                             std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
         }
         (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage);  // stale: ignored

@@ -455,15 +455,23 @@ class IdleTest : public ControlPlaneTest {
     Report(*cp, "n1", agent_, started);
     return cp;
   }
-  // A task heartbeat of task 1 carrying its GPU use (CN109992422A claim 7), then a loop pass.
-  void Beat(ControlPlane& cp, int util, DurationMs after_ms) {
+  // n1's node heartbeat and a task heartbeat of task 1, carrying its GPU use (CN109992422A
+  // claim 7) unless `util` is nullopt, then a loop pass.
+  void Beat(ControlPlane& cp, std::optional<int> util, DurationMs after_ms) {
     clock_.AdvanceMs(after_ms);
+    v1::AgentMessage node;
+    v1::TaskRef* running = node.mutable_heartbeat()->add_running();
+    running->set_id(1);
+    running->set_attempt(1);
+    cp.AgentMessage("n1", node, agent_);
     v1::AgentMessage m;
     v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
     r->set_id(1);
     r->set_attempt(1);
-    r->set_gpu_util(util);
-    r->set_gpu_mem_used_mib(512);
+    if (util) {
+      r->set_gpu_util(*util);
+      r->set_gpu_mem_used_mib(512);
+    }
     cp.AgentMessage("n1", m, agent_);
     cp.RunOnce();
   }
@@ -530,13 +538,7 @@ TEST_F(IdleTest, CN109992422A_Claim7_StopPolicyKillsTheIdleTaskWhichEndsFailedNo
 TEST_F(IdleTest, TaskWhoseHeartbeatsCarryNoGpuUseIsNeverIdle) {
   auto cp = StartRunning(/*stop=*/true);
   for (int i = 0; i < 12; ++i) {  // heartbeats without GPU use (no GPUs, noop executor)
-    clock_.AdvanceMs(5'000);
-    v1::AgentMessage m;
-    v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
-    r->set_id(1);
-    r->set_attempt(1);
-    cp->AgentMessage("n1", m, agent_);
-    cp->RunOnce();
+    Beat(*cp, std::nullopt, 5'000);
   }
   EXPECT_EQ(Get(*cp, 1).state(), "running");
   EXPECT_FALSE(Get(*cp, 1).idle());

@@ -28,7 +28,8 @@ struct ServerFlags {
 void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
   cmd->add_option("--data-dir", f.data_dir, "Directory of the SQLite state");
   cmd->add_option("--listen", f.listen, "gRPC address")->capture_default_str();
-  cmd->add_option("--http", f.http, "HTTP address (/metrics, /healthz)")->capture_default_str();
+  cmd->add_option("--http", f.http, "HTTP address (dashboard, /api/v1, /metrics, /healthz)")
+      ->capture_default_str();
   cmd->add_option("--config", f.config, "Server configuration YAML");
 }
 
@@ -181,8 +182,11 @@ void RegisterDev(CLI::App& app) {
     auto cluster = OrFail(LocalCluster::Start(o));
     std::cerr << "gpusched dev: server " << cluster->address() << ", " << *agents
               << " agents x " << *gpus << ", state in " << f->data_dir << "\n"
-              << "  metrics: http://127.0.0.1:" << cluster->http_port() << "/metrics\n"
-              << "  try:     gpusched submit --gpus 1 -- nvidia-smi || gpusched submit "
+              << "  dashboard: http://127.0.0.1:" << cluster->http_port() << "/\n"
+              << "  REST API:  http://127.0.0.1:" << cluster->http_port()
+              << "/api/v1 (see /api/v1/openapi.json)\n"
+              << "  metrics:   http://127.0.0.1:" << cluster->http_port() << "/metrics\n"
+              << "  try:       gpusched submit --gpus 1 -- nvidia-smi || gpusched submit "
                  "--gpu-mem 6GiB -- sh -c 'echo $CUDA_VISIBLE_DEVICES'\n"
               << "  Ctrl-C stops everything.\n";
     WaitForStopSignal();

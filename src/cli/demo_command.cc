@@ -72,7 +72,9 @@ void RegisterDemo(CLI::App& app) {
     E2eDriver d((*cluster)->address());
     if (Status s = d.WaitForNodes(*agents, 60'000); !s.ok()) Fail(s);
     std::cout << "  server " << (*cluster)->address() << ", metrics http://127.0.0.1:"
-              << (*cluster)->http_port() << "/metrics\n\nsubmitting:\n";
+              << (*cluster)->http_port() << "/metrics\n"
+              << "  dashboard http://127.0.0.1:" << (*cluster)->http_port()
+              << "/ (while the demo runs)\n\nsubmitting:\n";
     for (const DemoTask& t : Workload()) {
       core::TaskSpec s;
       s.name = t.name;
@@ -123,6 +125,8 @@ void RegisterDemo(CLI::App& app) {
     std::cout << "\n" << counts["succeeded"] << " succeeded, " << counts["failed"]
               << " failed (the flaky task, after its retries), " << tasks->size()
               << " tasks in " << std::setprecision(1) << wall << " s\n";
+    std::cout << "\nTo watch a cluster in the browser: gpusched dev, then open its dashboard at "
+                 "http://127.0.0.1:7071/ (REST API: /api/v1, described at /api/v1/openapi.json)\n";
     (*cluster)->Shutdown();
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

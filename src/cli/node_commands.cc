@@ -22,15 +22,6 @@ std::string GpuHealthText(const v1::Node& n) {
   return out.empty() ? "ok" : out;
 }
 
-std::string NodeState(const v1::Node& n) {
-  if (!n.connected()) return "disconnected";
-  if (!n.available()) return "lost";
-  if (!n.reachable()) return "unreachable";
-  if (n.draining()) return "draining";
-  if (n.cordoned()) return "cordoned";
-  return "ready";
-}
-
 void RegisterNodes(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   CLI::App* cmd = app.add_subcommand("nodes", "List nodes and their GPUs");
@@ -56,7 +47,7 @@ void RegisterNodes(CLI::App& app) {
         total += g.total_mib();
         alloc += g.allocated_mib();
       }
-      rows.push_back({n.name(), NodeState(n),
+      rows.push_back({n.name(), rpc::NodeStateName(n),
                       std::to_string(n.gpus_size()) +
                           (n.gpus_size() ? " x " + n.gpus(0).model() : ""),
                       FormatSizeMiB(alloc) + " / " + FormatSizeMiB(total),

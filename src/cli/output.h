@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "gpusched/v1/gpusched.pb.h"
+#include "rpc/json.h"
 
 namespace gpusched::cli {
 
-// id, name, state, node, gpus, exit_code (null if none), attempts, reason, and more.
-nlohmann::json TaskJson(const ::gpusched::v1::Task& t);
-nlohmann::json NodeJson(const ::gpusched::v1::Node& n);
+// The JSON shapes are shared with the server's REST API (rpc/json.h).
+using rpc::NodeJson;
+using rpc::TaskJson;
+using rpc::WhyJson;
 // Columns padded to the widest cell; the first row is the header.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
 std::string JoinInts(const google::protobuf::RepeatedField<int32_t>& v);

@@ -324,17 +324,7 @@ void RegisterWhy(CLI::App& app) {
     Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Why(&ctx, req, &w); });
     if (!s.ok()) Fail(s);
     if (flags->json) {
-      nlohmann::json j = {{"id", w.id()},         {"state", w.state()},
-                          {"summary", w.summary()}, {"queue", w.queue()},
-                          {"pt", w.pt()},           {"st", w.st()},
-                          {"claim_status", w.claim_status()},
-                          {"fail_cnt", w.fail_cnt()},
-                          {"placement_failures", w.placement_failures()},
-                          {"total_nodes", w.total_nodes()},
-                          {"feasible_nodes", w.feasible_nodes()},
-                          {"chosen_node", w.chosen_node()},
-                          {"topology_rule", w.topology_rule()}};
-      j["rejected"] = std::map<std::string, int64_t>(w.rejected().begin(), w.rejected().end());
+      nlohmann::json j = WhyJson(w);
       std::cout << j.dump() << "\n";
       return;
     }

@@ -412,6 +412,12 @@ std::vector<TaskId> Scheduler::TakeChangedTasks() {
   return out;
 }
 
+std::vector<TaskId> Scheduler::MainQueueOrder() const {
+  std::vector<TaskId> out;
+  for (const QueueKey& k : main_queue_.Snapshot()) out.push_back(k.id);
+  return out;
+}
+
 StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
   const Task* t = GetTask(id);
   if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");

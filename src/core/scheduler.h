@@ -190,6 +190,9 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   size_t main_queue_size() const { return main_queue_.size(); }
   size_t failure_queue_size() const { return failure_queue_.size(); }
+  // Q in the order the next pass serves it (CN115981827A claim 2), and FQ in failure order.
+  std::vector<TaskId> MainQueueOrder() const;
+  std::vector<TaskId> FailureQueueOrder() const { return failure_queue_.Snapshot(); }
   // When the next Tick() moves FQ back to Q (a simulator schedules its tick then).
   TimeMs next_failure_flush_ms() const { return next_fq_flush_ms_; }
   const SchedulerStats& stats() const { return stats_; }

@@ -16,10 +16,15 @@ bool FailureQueue::Erase(TaskId id) {
   return true;
 }
 
-std::vector<TaskId> FailureQueue::Drain() {
+std::vector<TaskId> FailureQueue::Snapshot() const {
   std::vector<TaskId> out;
   out.reserve(order_.size());
   for (const auto& e : order_) out.push_back(e.second);
+  return out;
+}
+
+std::vector<TaskId> FailureQueue::Drain() {
+  std::vector<TaskId> out = Snapshot();
   order_.clear();
   position_.clear();
   return out;

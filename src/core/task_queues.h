@@ -52,6 +52,8 @@ class FailureQueue {
   void Push(TaskId id);
   bool Erase(TaskId id);
   size_t size() const { return order_.size(); }
+  // The tasks in the order they failed, without removing them.
+  std::vector<TaskId> Snapshot() const;
   std::vector<TaskId> Drain();
 
  private:

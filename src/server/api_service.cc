@@ -1,16 +1,12 @@
 #include "server/api_service.h"
 
-#include <chrono>
 #include <set>
 
-#include "rpc/channel.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 
 namespace gpusched::server {
 namespace {
-
-constexpr int64_t kMaxLogChunk = 1 << 20;
 
 grpc::Status RequireId(uint64_t id) {
   if (id == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "id: must be a task id >= 1"};
@@ -167,13 +163,6 @@ grpc::Status ApiService::Drain(grpc::ServerContext*, const v1::DrainRequest* req
   return grpc::Status::OK;
 }
 
-std::shared_ptr<v1::Agent::Stub> ApiService::AgentStub(const std::string& address) {
-  std::lock_guard<std::mutex> lock(stubs_mu_);
-  auto& stub = stubs_[address];
-  if (!stub) stub = v1::Agent::NewStub(rpc::MakeChannel(address));
-  return stub;
-}
-
 // The log lives on the agent that ran the task's latest attempt; the server reads it there.
 grpc::Status ApiService::Logs(grpc::ServerContext*, const v1::LogsRequest* req,
                               v1::LogsResponse* resp) {
@@ -181,29 +170,9 @@ grpc::Status ApiService::Logs(grpc::ServerContext*, const v1::LogsRequest* req,
   if (!gate.ok()) return rpc::ToGrpc(gate.status());
   ControlPlane& cp = **gate;
   if (auto s = RequireId(req->id()); !s.ok()) return s;
-  if (req->offset() < 0) return {grpc::StatusCode::INVALID_ARGUMENT, "offset: must be >= 0"};
-  auto src = cp.LogSourceOf(req->id());
-  if (!src.ok()) return rpc::ToGrpc(src.status());
-  resp->set_task_done(src->done);
-  resp->set_attempt(src->attempt);
-  resp->set_next_offset(req->offset());
-  if (src->address.empty()) return grpc::Status::OK;  // not started yet
-  v1::ReadLogRequest r;
-  r.set_id(req->id());
-  r.set_attempt(src->attempt);
-  r.set_offset(req->offset());
-  r.set_max_bytes(req->max_bytes() > 0 ? std::min(req->max_bytes(), kMaxLogChunk) : kMaxLogChunk);
-  v1::ReadLogResponse out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::Status s = AgentStub(src->address)->ReadLog(&ctx, r, &out);
-  if (!s.ok()) {
-    return {grpc::StatusCode::UNAVAILABLE,
-            "log of task " + std::to_string(req->id()) + " is on " + src->address +
-                ", which did not answer: " + s.error_message()};
-  }
-  resp->set_data(out.data());
-  resp->set_next_offset(out.next_offset());
+  auto out = logs_.Read(cp, req->id(), req->offset(), req->max_bytes());
+  if (!out.ok()) return rpc::ToGrpc(out.status());
+  *resp = std::move(out).value();
   return grpc::Status::OK;
 }
 

@@ -11,6 +11,7 @@
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "server/control_plane.h"
 #include "server/control_plane_gate.h"
+#include "server/log_reader.h"
 
 namespace gpusched::server {
 
@@ -38,12 +39,9 @@ class ApiService final : public v1::Scheduler::Service {
                                v1::ServerStatus*) override;
 
  private:
-  std::shared_ptr<v1::Agent::Stub> AgentStub(const std::string& address);
-
   ControlPlaneGate& gate_;
   std::function<v1::ServerStatus()> status_;
-  std::mutex stubs_mu_;
-  std::map<std::string, std::shared_ptr<v1::Agent::Stub>> stubs_;
+  LogReader logs_;
 };
 
 }  // namespace gpusched::server

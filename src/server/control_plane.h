@@ -55,6 +55,20 @@ struct ListPage {
   uint64_t next_after_id = 0;  // 0 = last page
 };
 
+// Read-only views for the REST API and the dashboard (control_plane_views.cc).
+struct QueuedTask {
+  v1::Task task;
+  std::string why;  // the one-line explanation of `gpusched why`
+};
+struct QueuesView {
+  std::vector<QueuedTask> main, failure;  // Q in dispatch order, FQ in failure order
+  size_t main_size = 0, failure_size = 0;  // whole queues (the vectors may be cut)
+};
+struct ClusterView {
+  std::vector<v1::Node> nodes;   // by name
+  std::vector<v1::Task> active;  // assigned or running, ascending id
+};
+
 class ControlPlane {
  public:
   // Restores the stored nodes, live tasks and learned memory peaks; corrupt rows are
@@ -95,6 +109,12 @@ class ControlPlane {
   // appends the ids that changed (all ids when `since` is too old for the change log).
   uint64_t WaitForChanges(uint64_t since, DurationMs timeout_ms, std::vector<uint64_t>& ids,
                           bool& everything);
+
+  // ---- views (control_plane_views.cc), each taken under one lock ----
+  // The first `limit` tasks of Q and of FQ with their explanations.
+  QueuesView Queues(size_t limit);
+  // Nodes and the tasks holding their GPUs, consistent with each other.
+  ClusterView Cluster();
 
   // ---- agents ----
   Status AgentRegistered(const v1::RegisterNode& reg, std::shared_ptr<AgentChannel> channel);

@@ -1,5 +1,8 @@
 #include "server/http_routes.h"
 
+#include "server/dashboard.h"
+#include "server/rest_api.h"
+
 namespace gpusched::server {
 
 void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp) {
@@ -9,6 +12,8 @@ void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp) {
   http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
+  RegisterRestApi(http, cp);
+  RegisterDashboard(http);
 }
 
 }  // namespace gpusched::server

@@ -1,0 +1,43 @@
+#include "server/log_reader.h"
+
+#include <chrono>
+
+#include "rpc/channel.h"
+
+namespace gpusched::server {
+
+std::shared_ptr<v1::Agent::Stub> LogReader::AgentStub(const std::string& address) {
+  std::lock_guard<std::mutex> lock(stubs_mu_);
+  auto& stub = stubs_[address];
+  if (!stub) stub = v1::Agent::NewStub(rpc::MakeChannel(address));
+  return stub;
+}
+
+StatusOr<v1::LogsResponse> LogReader::Read(ControlPlane& cp, uint64_t id, int64_t offset,
+                                           int64_t max_bytes) {
+  if (offset < 0) return InvalidArgument("offset: must be >= 0");
+  GS_ASSIGN_OR_RETURN(ControlPlane::LogSource src, cp.LogSourceOf(id));
+  v1::LogsResponse resp;
+  resp.set_task_done(src.done);
+  resp.set_attempt(src.attempt);
+  resp.set_next_offset(offset);
+  if (src.address.empty()) return resp;  // not started yet
+  v1::ReadLogRequest r;
+  r.set_id(id);
+  r.set_attempt(src.attempt);
+  r.set_offset(offset);
+  r.set_max_bytes(max_bytes > 0 ? std::min(max_bytes, kMaxChunk) : kMaxChunk);
+  v1::ReadLogResponse out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Status s = AgentStub(src.address)->ReadLog(&ctx, r, &out);
+  if (!s.ok()) {
+    return Unavailable("log of task " + std::to_string(id) + " is on " + src.address +
+                       ", which did not answer: " + s.error_message());
+  }
+  resp.set_data(out.data());
+  resp.set_next_offset(out.next_offset());
+  return resp;
+}
+
+}  // namespace gpusched::server

@@ -1,0 +1,507 @@
+#include "server/rest_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "rpc/json.h"
+#include "server/accounting.h"
+#include "server/dashboard_assets.h"
+#include "server/log_reader.h"
+#include "server/rest_params.h"
+
+namespace gpusched::server {
+namespace {
+
+using Json = nlohmann::json;
+using httplib::Request;
+using httplib::Response;
+
+constexpr size_t kMaxBody = 1 << 20;
+constexpr int kMaxStreams = 32;          // open event and log streams, all clients together
+constexpr size_t kWorkers = kMaxStreams + 16;  // streams never starve the plain requests
+constexpr int64_t kStreamWaitMs = 500;   // a stream notices a stopping server this fast
+constexpr int64_t kTickMs = 2000;        // "tick" events: node health and memory move too
+constexpr int64_t kLogPollMs = 300;
+constexpr size_t kMaxIdsPerEvent = 1000;
+constexpr size_t kMaxScanPages = 50;     // a filtered listing reads at most this many pages
+
+// ---------------------------------------------------------------- access, errors, replies
+
+enum class Access { kRead, kWrite };
+
+// The one place every request is let in. Until the security issue lands there are no
+// identities, so everyone may do everything; the bearer-token check (Authorization header ->
+// user and team, Unauthenticated / PermissionDenied) goes here and nowhere else.
+// Writes must be JSON: a browser cannot send that across origins without a CORS preflight
+// (which this API never grants), so another web page cannot submit or cancel tasks.
+Status Authorize(const Request& req, Access access) {
+  if (access == Access::kWrite &&
+      req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
+    return InvalidArgument("Content-Type: must be application/json, got \"" +
+                           req.get_header_value("Content-Type") + "\"");
+  }
+  return Status::Ok();
+}
+
+int HttpStatus(StatusCode c) {
+  switch (c) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 422;  // no node could ever fit it
+    case StatusCode::kUnavailable:
+    case StatusCode::kNotStored: return 503;          // safe to retry
+    case StatusCode::kInternal:
+    case StatusCode::kDataLoss: break;
+  }
+  return 500;
+}
+
+// The parameter or field an error message starts with ("limit: ...", "\"x\": ..." or, for an
+// object named by its id, "task 7: ..."), or "".
+std::string FieldOf(const std::string& message) {
+  static const std::regex field(R"re(^"?([A-Za-z_][A-Za-z0-9_.\[\]-]*)"?(?: [0-9]+)?: )re");
+  std::smatch m;
+  return std::regex_search(message, m, field) ? m[1].str() : "";
+}
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+void SendJson(Response& res, int status, const Json& j) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(Dump(j) + "\n", "application/json");
+}
+
+void SendError(Response& res, const Status& s) {
+  SendJson(res, HttpStatus(s.code()),
+           {{"error",
+             {{"status", HttpStatus(s.code())},
+              {"code", StatusCodeName(s.code())},
+              {"message", s.message()},
+              {"field", FieldOf(s.message())}}}});
+}
+
+// ---------------------------------------------------------------- the API
+
+class RestApi : public std::enable_shared_from_this<RestApi> {
+ public:
+  explicit RestApi(ControlPlane& cp) : cp_(cp) {}
+  void Register(httplib::Server& http);
+
+ private:
+  using Handler = StatusOr<Json> (RestApi::*)(const Request&);
+  // A JSON route: access check, handler, reply (`ok` on success). Never throws.
+  httplib::Server::Handler Route(Access access, Handler h, int ok = 200);
+
+  StatusOr<Json> ListTasks(const Request& req);
+  StatusOr<Json> GetTask(const Request& req);
+  StatusOr<Json> SubmitTask(const Request& req);
+  StatusOr<Json> CancelTask(const Request& req);
+  StatusOr<Json> ReadLogs(const Request& req);
+  StatusOr<Json> Nodes(const Request& req);
+  StatusOr<Json> Queues(const Request& req);
+  StatusOr<Json> GetAccounting(const Request& req);
+  void Events(const Request& req, Response& res);
+  void FollowLogs(uint64_t id, int64_t offset, Response& res);
+  bool TakeStream(Response& res);
+
+  ControlPlane& cp_;
+  LogReader logs_;
+  std::atomic<int> streams_{0};
+};
+
+httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
+  auto self = shared_from_this();
+  return [self, access, h, ok](const Request& req, Response& res) {
+    Status allowed = Authorize(req, access);
+    if (!allowed.ok()) return SendError(res, allowed);
+    StatusOr<Json> out = Internal("no answer");
+    try {
+      out = ((*self).*h)(req);
+    } catch (const std::exception& e) {  // a third-party throw must not take the server down
+      out = Internal(std::string("internal error: ") + e.what());
+    }
+    if (!out.ok()) return SendError(res, out.status());
+    SendJson(res, ok, *out);
+  };
+}
+
+StatusOr<Json> RestApi::ListTasks(const Request& req) {
+  GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"state", "user", "team",
+                                                                   "node", "limit", "after"}));
+  GS_ASSIGN_OR_RETURN(std::optional<core::TaskState> state, rest::StateParam(q, "state"));
+  GS_ASSIGN_OR_RETURN(int64_t limit, rest::IntParam(q, "limit", 1, 1000, 100));
+  GS_ASSIGN_OR_RETURN(int64_t after, rest::IntParam(q, "after", 0, INT64_MAX, 0));
+  const std::string node = q.count("node") ? q.at("node") : "";
+  const std::string user = q.count("user") ? q.at("user") : "";
+  const std::string team = q.count("team") ? q.at("team") : "";
+  auto wanted = [&](const v1::Task& t) {
+    const TaskOwner o = OwnerOf(t);
+    return (node.empty() || t.node() == node) && (user.empty() || o.user == user) &&
+           (team.empty() || o.team == team);
+  };
+  Json tasks = Json::array();
+  uint64_t cursor = static_cast<uint64_t>(after), next = 0;
+  for (size_t pages = 0; pages < kMaxScanPages; ++pages) {
+    GS_ASSIGN_OR_RETURN(ListPage page, cp_.ListTasks(state, cursor, size_t(limit)));
+    for (const v1::Task& t : page.tasks) {
+      cursor = t.id();
+      if (!wanted(t)) continue;
+      tasks.push_back(rpc::TaskJson(t));
+      if (int64_t(tasks.size()) == limit) break;
+    }
+    const bool page_left = !page.tasks.empty() && cursor != page.tasks.back().id();
+    if (page_left || (page.next_after_id != 0 && int64_t(tasks.size()) == limit)) {
+      next = cursor;  // more may follow
+      break;
+    }
+    if (page.next_after_id == 0) break;
+    cursor = page.next_after_id;
+    next = cursor;  // kMaxScanPages reached: the client continues from here
+  }
+  return Json{{"tasks", tasks}, {"next_after", next == 0 ? Json() : Json(next)}};
+}
+
+StatusOr<Json> RestApi::GetTask(const Request& req) {
+  GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
+  GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
+  GS_ASSIGN_OR_RETURN(v1::Task t, cp_.GetTask(id, true));
+  Json j = rpc::TaskJson(t);
+  const TaskOwner o = OwnerOf(t);
+  j["user"] = o.user;
+  j["team"] = o.team;
+  j["st"] = t.st();
+  j["mem_source"] = t.mem_source();
+  j["placement"] = {{"node", t.node()},
+                    {"gpus", std::vector<int>(t.gpus().begin(), t.gpus().end())},
+                    {"gpu_mem_mib", std::vector<int64_t>(t.gpu_mem_mib().begin(),
+                                                         t.gpu_mem_mib().end())}};
+  StatusOr<v1::WhyResponse> why = cp_.Why(id);  // NotFound once it left memory
+  j["why"] = why.ok() ? rpc::WhyJson(*why) : Json();
+  return j;
+}
+
+StatusOr<Json> RestApi::SubmitTask(const Request& req) {
+  GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
+  if (req.body.size() > kMaxBody) {
+    return InvalidArgument("body: " + std::to_string(req.body.size()) + " bytes, at most " +
+                           std::to_string(kMaxBody));
+  }
+  GS_ASSIGN_OR_RETURN(rest::SubmitBody body, rest::ParseSubmitBody(req.body));
+  const std::string header = req.get_header_value("Idempotency-Key");
+  if (!header.empty() && !body.idempotency_key.empty() && header != body.idempotency_key) {
+    return InvalidArgument("idempotency_key: differs from the Idempotency-Key header");
+  }
+  const std::string key = header.empty() ? body.idempotency_key : header;
+  GS_ASSIGN_OR_RETURN(TaskId id, cp_.Submit(std::move(body.spec), key));
+  return Json{{"id", id.value()}, {"url", "/api/v1/tasks/" + std::to_string(id.value())}};
+}
+
+StatusOr<Json> RestApi::CancelTask(const Request& req) {
+  GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
+  GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
+  GS_ASSIGN_OR_RETURN(v1::Task t, cp_.Cancel(id));
+  return rpc::TaskJson(t);
+}
+
+StatusOr<Json> RestApi::ReadLogs(const Request& req) {
+  GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"offset", "max_bytes"}));
+  GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
+  GS_ASSIGN_OR_RETURN(int64_t offset, rest::IntParam(q, "offset", 0, INT64_MAX, 0));
+  GS_ASSIGN_OR_RETURN(int64_t max, rest::IntParam(q, "max_bytes", 1, LogReader::kMaxChunk,
+                                                  LogReader::kMaxChunk));
+  GS_ASSIGN_OR_RETURN(v1::LogsResponse r, logs_.Read(cp_, id, offset, max));
+  return Json{{"attempt", r.attempt()},
+              {"data", r.data()},
+              {"next_offset", r.next_offset()},
+              {"task_done", r.task_done()}};
+}
+
+StatusOr<Json> RestApi::Nodes(const Request& req) {
+  GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
+  ClusterView view = cp_.Cluster();
+  // (node, gpu) -> the tasks holding it, ascending id (view.active is).
+  std::map<std::pair<std::string, int>, Json> shares;
+  for (const v1::Task& t : view.active) {
+    for (int i = 0; i < t.gpus_size(); ++i) {
+      Json& list = shares[{t.node(), t.gpus(i)}];
+      if (list.is_null()) list = Json::array();
+      list.push_back({{"task", t.id()},
+                      {"name", t.name()},
+                      {"state", t.state()},
+                      {"mib", i < t.gpu_mem_mib_size() ? t.gpu_mem_mib(i) : 0},
+                      {"exclusive", t.mem_source() == "whole-gpu"}});
+    }
+  }
+  Json nodes = Json::array();
+  for (const v1::Node& n : view.nodes) {
+    Json j = rpc::NodeJson(n);
+    j["state"] = rpc::NodeStateName(n);
+    j["last_heartbeat_ms"] = n.last_heartbeat_ms();
+    for (Json& g : j["gpus"]) {
+      auto it = shares.find({n.name(), g["index"].get<int>()});
+      g["shares"] = it == shares.end() ? Json::array() : it->second;
+      g["free_mib"] = g["total_mib"].get<int64_t>() - g["allocated_mib"].get<int64_t>();
+    }
+    nodes.push_back(std::move(j));
+  }
+  return Json{{"nodes", nodes}};
+}
+
+StatusOr<Json> RestApi::Queues(const Request& req) {
+  GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"limit"}));
+  GS_ASSIGN_OR_RETURN(int64_t limit, rest::IntParam(q, "limit", 1, 10'000, 500));
+  QueuesView view = cp_.Queues(size_t(limit));
+  auto list = [](const std::vector<QueuedTask>& tasks, size_t size) {
+    Json a = Json::array();
+    for (const QueuedTask& t : tasks) {
+      Json j = rpc::TaskJson(t.task);
+      j["position"] = a.size() + 1;
+      j["why"] = t.why;
+      a.push_back(std::move(j));
+    }
+    return Json{{"size", size}, {"tasks", a}};
+  };
+  return Json{{"Q", list(view.main, view.main_size)},
+              {"FQ", list(view.failure, view.failure_size)}};
+}
+
+StatusOr<Json> RestApi::GetAccounting(const Request& req) {
+  GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"by", "user", "team", "since",
+                                                                   "until", "step"}));
+  AccountingQuery aq;
+  aq.now_ms = cp_.clock().NowMs();
+  const std::string by = q.count("by") ? q.at("by") : "team";
+  if (by != "team" && by != "user") {
+    return InvalidArgument("by: \"" + by + "\" is not a grouping (team or user)");
+  }
+  aq.by = by == "user" ? AccountingQuery::By::kUser : AccountingQuery::By::kTeam;
+  aq.user = q.count("user") ? q.at("user") : "";
+  aq.team = q.count("team") ? q.at("team") : "";
+  GS_ASSIGN_OR_RETURN(aq.until_ms, rest::TimeParam(q, "until", aq.now_ms, aq.now_ms));
+  GS_ASSIGN_OR_RETURN(aq.since_ms,
+                      rest::TimeParam(q, "since", aq.now_ms, aq.until_ms - 86'400'000));
+  if (aq.since_ms >= aq.until_ms) {
+    return InvalidArgument("since: must be before until (" + std::to_string(aq.since_ms) +
+                           " >= " + std::to_string(aq.until_ms) + ")");
+  }
+  const int64_t window = aq.until_ms - aq.since_ms;
+  GS_ASSIGN_OR_RETURN(aq.step_ms,
+                      rest::DurationParam(q, "step", std::max<int64_t>(1000, window / 48)));
+  if (window / aq.step_ms > 2000) {
+    return InvalidArgument("step: " + q.at("step") + " cuts the window into more than 2000 steps");
+  }
+  std::map<std::pair<std::string, int>, int64_t> totals;
+  for (const v1::Node& n : cp_.ListNodes()) {
+    for (const v1::Gpu& g : n.gpus()) totals[{n.name(), g.index()}] = g.total_mib();
+  }
+  Accounting acct(aq, std::move(totals));
+  // Every task that may have run inside the window, with its history.
+  for (uint64_t after = 0;;) {
+    GS_ASSIGN_OR_RETURN(ListPage page, cp_.ListTasks(std::nullopt, after, 1000));
+    for (const v1::Task& t : page.tasks) {
+      if (t.started_ms() == 0 && t.finished_ms() == 0) continue;  // never ran
+      if (t.finished_ms() != 0 && t.finished_ms() < aq.since_ms) continue;
+      if (t.submitted_ms() >= aq.until_ms) continue;
+      StatusOr<v1::Task> full = cp_.GetTask(t.id(), true);
+      if (full.ok()) acct.Add(*full);
+    }
+    if (page.next_after_id == 0) break;
+    after = page.next_after_id;
+  }
+  Json groups = Json::array();
+  for (const AccountingGroup& g : acct.Groups()) {
+    groups.push_back({{"name", g.name},
+                      {"gpu_hours", g.gpu_hours},
+                      {"gpu_mem_gib_hours", g.gpu_mem_gib_hours},
+                      {"tasks", g.tasks},
+                      {"gpu_hours_by_step", g.gpu_hours_by_step}});
+  }
+  return Json{{"by", by},         {"since_ms", aq.since_ms}, {"until_ms", aq.until_ms},
+              {"step_ms", aq.step_ms}, {"steps", acct.steps()}, {"groups", groups}};
+}
+
+// ---------------------------------------------------------------- streams (server-sent events)
+
+bool RestApi::TakeStream(Response& res) {
+  if (streams_.fetch_add(1) >= kMaxStreams) {
+    streams_.fetch_sub(1);
+    SendError(res, Unavailable("streams: " + std::to_string(kMaxStreams) +
+                               " event streams are open; close one or poll instead"));
+    return false;
+  }
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Accel-Buffering", "no");  // a proxy must not hold events back
+  return true;
+}
+
+std::string Event(const std::string& name, const Json& data) {
+  return "event: " + name + "\ndata: " + Dump(data) + "\n\n";
+}
+
+// "change" events name the tasks that changed ({"version", "ids", "all"}); "tick" events come
+// when nothing changed for kTickMs, so a view of nodes (heartbeats, health) stays fresh.
+void RestApi::Events(const Request& req, Response& res) {
+  if (Status s = rest::CheckQuery(req.params, {}).status(); !s.ok()) return SendError(res, s);
+  if (!TakeStream(res)) return;
+  std::vector<uint64_t> ids;
+  bool everything = false;
+  auto version = std::make_shared<uint64_t>(cp_.WaitForChanges(UINT64_MAX - 1, 0, ids,
+                                                               everything));
+  auto quiet_ms = std::make_shared<int64_t>(0);
+  auto self = shared_from_this();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [self, version, quiet_ms](size_t offset, httplib::DataSink& sink) {
+        if (offset == 0) {
+          const std::string hello = "retry: 2000\n\n" + Event("hello", {{"version", *version}});
+          return sink.write(hello.data(), hello.size());
+        }
+        std::vector<uint64_t> changed;
+        bool all = false;
+        const uint64_t v = self->cp_.WaitForChanges(*version, kStreamWaitMs, changed, all);
+        std::string out;
+        if (v != *version) {
+          *version = v;
+          *quiet_ms = 0;
+          if (changed.size() > kMaxIdsPerEvent) {
+            changed.clear();
+            all = true;
+          }
+          out = Event("change", {{"version", v}, {"ids", changed}, {"all", all}});
+        } else if ((*quiet_ms += kStreamWaitMs) >= kTickMs) {
+          *quiet_ms = 0;
+          out = Event("tick", {{"version", v}});
+        } else {
+          out = ":\n\n";  // a comment: finds a closed connection
+        }
+        return sink.write(out.data(), out.size());
+      },
+      [self](bool) { self->streams_.fetch_sub(1); });
+}
+
+// Events: "log" {"attempt", "offset", "data"} for each chunk (its id: the offset after it, so
+// a reconnecting EventSource resumes there through Last-Event-ID), "attempt" {"attempt"} when
+// a retry starts a new log, "end" {"attempt"} once the task is done and its log drained, and
+// "failure" {"message"} when the log cannot be read.
+void RestApi::FollowLogs(uint64_t id, int64_t offset, Response& res) {
+  if (!TakeStream(res)) return;
+  struct Cursor {
+    int64_t offset = 0, attempt = -1;
+  };
+  auto cursor = std::make_shared<Cursor>();
+  cursor->offset = offset;
+  auto self = shared_from_this();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [self, id, cursor](size_t, httplib::DataSink& sink) {
+        StatusOr<v1::LogsResponse> r = self->logs_.Read(self->cp_, id, cursor->offset, 0);
+        std::string out;
+        if (!r.ok()) {
+          out = Event("failure", {{"message", r.status().message()}});
+          sink.write(out.data(), out.size());
+          sink.done();
+          return true;
+        }
+        if (cursor->attempt >= 0 && r->attempt() != cursor->attempt) {
+          cursor->offset = 0;  // a retry started: its log is new
+          cursor->attempt = r->attempt();
+          out = Event("attempt", {{"attempt", r->attempt()}});
+          return sink.write(out.data(), out.size());
+        }
+        cursor->attempt = r->attempt();
+        if (!r->data().empty()) {
+          out = "id: " + std::to_string(r->next_offset()) + "\n" +
+                Event("log", {{"attempt", r->attempt()}, {"offset", cursor->offset},
+                              {"data", r->data()}});
+          cursor->offset = r->next_offset();
+          return sink.write(out.data(), out.size());
+        }
+        if (r->task_done()) {
+          out = Event("end", {{"attempt", r->attempt()}});
+          sink.write(out.data(), out.size());
+          sink.done();
+          return true;
+        }
+        self->cp_.clock().SleepMs(kLogPollMs);
+        out = ":\n\n";
+        return sink.write(out.data(), out.size());
+      },
+      [self](bool) { self->streams_.fetch_sub(1); });
+}
+
+// ---------------------------------------------------------------- routes
+
+void RestApi::Register(httplib::Server& http) {
+  auto self = shared_from_this();
+  http.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
+  http.Get("/api/v1/tasks", Route(Access::kRead, &RestApi::ListTasks));
+  http.Post("/api/v1/tasks", Route(Access::kWrite, &RestApi::SubmitTask, 201));
+  http.Get("/api/v1/tasks/([^/]+)", Route(Access::kRead, &RestApi::GetTask));
+  http.Post("/api/v1/tasks/([^/]+)/cancel", Route(Access::kWrite, &RestApi::CancelTask));
+  http.Get("/api/v1/tasks/([^/]+)/logs", [self](const Request& req, Response& res) {
+    Status allowed = Authorize(req, Access::kRead);
+    if (!allowed.ok()) return SendError(res, allowed);
+    const bool follow = req.has_param("follow") ||
+                        req.get_header_value("Accept").find("text/event-stream") !=
+                            std::string::npos;
+    if (!follow) return self->Route(Access::kRead, &RestApi::ReadLogs)(req, res);
+    StatusOr<rest::Query> checked = rest::CheckQuery(req.params, {"offset", "follow"});
+    StatusOr<uint64_t> id = rest::TaskIdParam(req.matches[1]);
+    StatusOr<int64_t> offset = checked.ok() ? rest::IntParam(*checked, "offset", 0, INT64_MAX, 0)
+                                            : StatusOr<int64_t>(checked.status());
+    if (offset.ok() && req.has_header("Last-Event-ID")) {  // a reconnect: resume there
+      offset = rest::IntParam({{"Last-Event-ID", req.get_header_value("Last-Event-ID")}},
+                              "Last-Event-ID", 0, INT64_MAX, 0);
+    }
+    if (checked.ok() && checked->count("follow") && checked->at("follow") != "true" &&
+        checked->at("follow") != "1") {
+      offset = InvalidArgument("follow: \"" + checked->at("follow") + "\" must be true or 1");
+    }
+    if (!id.ok()) return SendError(res, id.status());
+    if (!offset.ok()) return SendError(res, offset.status());
+    if (Status known = self->cp_.GetTask(*id, false).status(); !known.ok()) {
+      return SendError(res, known);
+    }
+    self->FollowLogs(*id, *offset, res);
+  });
+  http.Get("/api/v1/nodes", Route(Access::kRead, &RestApi::Nodes));
+  http.Get("/api/v1/queues", Route(Access::kRead, &RestApi::Queues));
+  http.Get("/api/v1/accounting", Route(Access::kRead, &RestApi::GetAccounting));
+  http.Get("/api/v1/events", [self](const Request& req, Response& res) {
+    Status allowed = Authorize(req, Access::kRead);
+    if (!allowed.ok()) return SendError(res, allowed);
+    self->Events(req, res);
+  });
+  http.Get("/api/v1/openapi.json", [](const Request&, Response& res) {
+    const Asset* a = FindAsset("openapi.json");
+    res.set_content(std::string(a->body), std::string(a->content_type));
+  });
+  auto unknown = [](const Request& req, Response& res) {
+    SendError(res, NotFound("path: no " + req.method + " " + req.path +
+                            " in this API (see /api/v1/openapi.json)"));
+  };
+  http.Get("/api/.*", unknown);
+  http.Post("/api/.*", unknown);
+  http.Put("/api/.*", unknown);
+  http.Delete("/api/.*", unknown);
+  http.Patch("/api/.*", unknown);
+}
+
+}  // namespace
+
+void RegisterRestApi(httplib::Server& http, ControlPlane& cp) {
+  std::make_shared<RestApi>(cp)->Register(http);
+}
+
+}  // namespace gpusched::server

@@ -1,0 +1,23 @@
+#pragma once
+// The REST API under /api/v1 (JSON) on the server's HTTP port: tasks (list with filters and
+// pagination, one task with its history and explanation, logs, submit, cancel), nodes with
+// each GPU's memory split by the tasks sharing it, the queues Q and FQ, accounting, a stream
+// of changes (server-sent events) and its OpenAPI document (/api/v1/openapi.json).
+//
+// Every answer is JSON; errors are {"error": {"status", "code", "message", "field"}} where the
+// message names the parameter or field and quotes the value. Every route goes through one
+// access check (Authorize in rest_api.cc), where the security issue's bearer tokens plug in.
+// The JSON shapes of tasks and nodes are those of `gpusched ls/show/nodes --json`.
+//
+// Thread-safety: handlers run on httplib's worker threads; all state is in ControlPlane.
+
+#include <httplib.h>
+
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+
+// REQUIRES: `cp` outlives `http`. Also sizes http's worker pool for the event streams.
+void RegisterRestApi(httplib::Server& http, ControlPlane& cp);
+
+}  // namespace gpusched::server

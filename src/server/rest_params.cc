@@ -1,0 +1,194 @@
+#include "server/rest_params.h"
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+
+#include "base/units.h"
+
+namespace gpusched::server::rest {
+namespace {
+
+using Json = nlohmann::json;
+
+// `value` quoted for an error message, cut to a readable length.
+std::string Quote(std::string_view value) {
+  constexpr size_t kMax = 64;
+  std::string out = "\"";
+  out += value.size() > kMax ? std::string(value.substr(0, kMax)) + "..." : std::string(value);
+  return out + "\"";
+}
+
+std::optional<int64_t> ParseInt(std::string_view text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end || text.empty()) return std::nullopt;
+  return v;
+}
+
+const char* TypeName(const Json& j) { return j.type_name(); }
+
+Status WrongType(const std::string& field, const Json& j, const std::string& want) {
+  // The value as JSON (a string keeps its quotes), cut to a readable length.
+  std::string value = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (value.size() > 64) value = value.substr(0, 64) + "...";
+  return InvalidArgument(field + ": must be " + want + ", got " + TypeName(j) + " " + value);
+}
+
+StatusOr<int64_t> JsonCount(const Json& j, const std::string& field) {
+  if (!j.is_number_integer() || j.get<int64_t>() < 0) {
+    return WrongType(field, j, "a whole number >= 0");
+  }
+  return j.get<int64_t>();
+}
+
+// A size (MiB) or duration (ms): a string with a unit, or a bare number of MiB or seconds.
+StatusOr<int64_t> JsonQuantity(const Json& j, const std::string& field, bool size) {
+  if (j.is_string()) {
+    const std::string text = j.get<std::string>();
+    return size ? ParseSizeMiB(text, field) : ParseDurationMs(text, field);
+  }
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+    const int64_t v = j.get<int64_t>();
+    if (size) return v;  // MiB
+    if (v > INT64_MAX / 1000) return WrongType(field, j, "a duration");
+    return v * 1000;     // seconds
+  }
+  return WrongType(field, j, size ? "a size (\"6GiB\" or a number of MiB)"
+                                  : "a duration (\"1h\" or a number of seconds)");
+}
+
+Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
+  core::TaskSpec& s = out.spec;
+  if (key == "command" || key == "env") {
+    if (key == "command" ? !v.is_array() : !v.is_object()) {
+      return WrongType(key, v, key == "command" ? "an array of strings" : "an object of strings");
+    }
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string where = key == "command" ? key + "[" + std::to_string(s.command.size()) +
+                                                       "]"
+                                                 : key + "." + it.key();
+      if (!it->is_string()) return WrongType(where, *it, "a string");
+      if (key == "command") s.command.push_back(it->get<std::string>());
+      else s.env[it.key()] = it->get<std::string>();
+    }
+    return Status::Ok();
+  }
+  if (key == "name" || key == "idempotency_key") {
+    if (!v.is_string()) return WrongType(key, v, "a string");
+    (key == "name" ? s.name : out.idempotency_key) = v.get<std::string>();
+    return Status::Ok();
+  }
+  if (key == "gpus") {
+    GS_ASSIGN_OR_RETURN(s.gpus, JsonCount(v, key));
+  } else if (key == "retries") {
+    GS_ASSIGN_OR_RETURN(int64_t n, JsonCount(v, key));
+    s.max_retries = n;
+  } else if (key == "gpu_mem") {
+    GS_ASSIGN_OR_RETURN(s.gpu_mem_mib, JsonQuantity(v, key, true));
+  } else if (key == "mem") {
+    GS_ASSIGN_OR_RETURN(s.resources.mem_mib, JsonQuantity(v, key, true));
+  } else if (key == "duration") {
+    GS_ASSIGN_OR_RETURN(int64_t ms, JsonQuantity(v, key, false));
+    s.duration_ms = ms;
+  } else if (key == "cpu") {
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1e6) {
+      return WrongType(key, v, "a number of cores in 0..1000000");
+    }
+    s.resources.cpu_milli = static_cast<int64_t>(v.get<double>() * 1000);
+  } else {
+    return InvalidArgument(Quote(key) + ": unknown field (known: command, name, gpus, gpu_mem, "
+                           "cpu, mem, duration, retries, env, idempotency_key)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Query> CheckQuery(const std::multimap<std::string, std::string>& params,
+                           const std::set<std::string>& allowed) {
+  Query q;
+  for (const auto& [name, value] : params) {
+    if (allowed.count(name) == 0) {
+      std::string known;
+      for (const std::string& a : allowed) known += (known.empty() ? "" : ", ") + a;
+      return InvalidArgument(Quote(name) + ": unknown query parameter (known: " +
+                             (known.empty() ? "none" : known) + ")");
+    }
+    if (!q.emplace(name, value).second) {
+      return InvalidArgument(name + ": given more than once");
+    }
+  }
+  return q;
+}
+
+StatusOr<int64_t> IntParam(const Query& q, const std::string& name, int64_t min, int64_t max,
+                           int64_t fallback) {
+  auto it = q.find(name);
+  if (it == q.end()) return fallback;
+  std::optional<int64_t> v = ParseInt(it->second);
+  if (!v || *v < min || *v > max) {
+    return InvalidArgument(name + ": " + Quote(it->second) + " is not a whole number in " +
+                           std::to_string(min) + ".." + std::to_string(max));
+  }
+  return *v;
+}
+
+StatusOr<std::optional<core::TaskState>> StateParam(const Query& q, const std::string& name) {
+  auto it = q.find(name);
+  if (it == q.end()) return std::optional<core::TaskState>();
+  for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kAssigned,
+                            core::TaskState::kRunning, core::TaskState::kSucceeded,
+                            core::TaskState::kFailed, core::TaskState::kCancelled}) {
+    if (it->second == core::TaskStateName(s)) return std::optional<core::TaskState>(s);
+  }
+  return InvalidArgument(name + ": " + Quote(it->second) +
+                         " is not a task state (pending, assigned, running, succeeded, failed, "
+                         "cancelled)");
+}
+
+StatusOr<int64_t> DurationParam(const Query& q, const std::string& name, int64_t fallback) {
+  auto it = q.find(name);
+  if (it == q.end()) return fallback;
+  GS_ASSIGN_OR_RETURN(int64_t ms, ParseDurationMs(it->second, name));
+  if (ms <= 0) return InvalidArgument(name + ": " + Quote(it->second) + " must be > 0");
+  return ms;
+}
+
+StatusOr<int64_t> TimeParam(const Query& q, const std::string& name, int64_t now_ms,
+                            int64_t fallback) {
+  constexpr int64_t kFirstUnixMs = 1'000'000'000'000;  // 2001: below it, a bare number is "ago"
+  auto it = q.find(name);
+  if (it == q.end()) return fallback;
+  if (std::optional<int64_t> v = ParseInt(it->second); v && *v >= kFirstUnixMs) return *v;
+  StatusOr<int64_t> ago = ParseDurationMs(it->second, name);
+  if (!ago.ok()) {
+    return InvalidArgument(name + ": " + Quote(it->second) +
+                           " is neither a duration ago (\"2h\") nor a Unix time in ms");
+  }
+  return now_ms - *ago;
+}
+
+StatusOr<uint64_t> TaskIdParam(const std::string& text) {
+  std::optional<int64_t> v = ParseInt(text);
+  if (!v || *v < 1) return InvalidArgument("id: " + Quote(text) + " is not a task id (>= 1)");
+  return static_cast<uint64_t>(*v);
+}
+
+StatusOr<SubmitBody> ParseSubmitBody(std::string_view body) {
+  const Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("body: not valid JSON");
+  if (!j.is_object()) return WrongType("body", j, "a JSON object");
+  SubmitBody out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    GS_RETURN_IF_ERROR(ApplyField(it.key(), *it, out));
+  }
+  if (out.spec.command.empty()) {
+    return InvalidArgument("command: missing; give the task's command as an array of strings, "
+                           "e.g. [\"python3\", \"train.py\"]");
+  }
+  return out;
+}
+
+}  // namespace gpusched::server::rest

@@ -1,0 +1,89 @@
+#include "server/rest_params.h"
+
+#include <gtest/gtest.h>
+
+namespace gpusched::server::rest {
+namespace {
+
+TEST(RestParamsTest, QueryRejectsUnknownAndRepeatedNames) {
+  auto q = CheckQuery({{"limit", "5"}, {"state", "running"}}, {"limit", "state"});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->at("limit"), "5");
+  auto unknown = CheckQuery({{"colour", "red"}}, {"limit"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "\"colour\": unknown query parameter (known: limit)");
+  auto twice = CheckQuery({{"limit", "1"}, {"limit", "2"}}, {"limit"});
+  EXPECT_EQ(twice.status().message(), "limit: given more than once");
+}
+
+TEST(RestParamsTest, IntegersAreWholeAndInRange) {
+  EXPECT_EQ(*IntParam({}, "limit", 1, 10, 7), 7);
+  EXPECT_EQ(*IntParam({{"limit", "10"}}, "limit", 1, 10, 7), 10);
+  for (const char* bad : {"0", "11", "1.5", "", "5x", " 5", "99999999999999999999"}) {
+    auto v = IntParam({{"limit", bad}}, "limit", 1, 10, 7);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_EQ(v.status().message(),
+              "limit: \"" + std::string(bad) + "\" is not a whole number in 1..10");
+  }
+}
+
+TEST(RestParamsTest, StatesDurationsTimesAndIds) {
+  EXPECT_EQ(**StateParam({{"state", "failed"}}, "state"), core::TaskState::kFailed);
+  EXPECT_FALSE(StateParam({}, "state")->has_value());
+  EXPECT_EQ(StateParam({{"state", "done"}}, "state").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(*DurationParam({{"step", "5m"}}, "step", 1), 300'000);
+  EXPECT_FALSE(DurationParam({{"step", "0s"}}, "step", 1).ok());
+  const int64_t now = 1'800'000'000'000;
+  EXPECT_EQ(*TimeParam({{"since", "2h"}}, "since", now, 0), now - 7'200'000);
+  EXPECT_EQ(*TimeParam({{"since", "1700000000000"}}, "since", now, 0), 1'700'000'000'000);
+  EXPECT_EQ(*TimeParam({{"since", "30"}}, "since", now, 0), now - 30'000);  // seconds ago
+  auto bad = TimeParam({{"since", "yesterday"}}, "since", now, 0);
+  EXPECT_EQ(bad.status().message(),
+            "since: \"yesterday\" is neither a duration ago (\"2h\") nor a Unix time in ms");
+  EXPECT_EQ(*TaskIdParam("42"), 42u);
+  EXPECT_EQ(TaskIdParam("0").status().message(), "id: \"0\" is not a task id (>= 1)");
+  EXPECT_FALSE(TaskIdParam("-3").ok());
+}
+
+TEST(RestParamsTest, SubmitBodyFields) {
+  auto b = ParseSubmitBody(R"({"command": ["python3", "t.py"], "name": "n", "gpus": 2,
+      "gpu_mem": "6GiB", "cpu": 1.5, "mem": 2048, "duration": "1h", "retries": 3,
+      "env": {"K": "V"}, "idempotency_key": "key"})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->spec.command, (std::vector<std::string>{"python3", "t.py"}));
+  EXPECT_EQ(b->spec.gpus, 2);
+  EXPECT_EQ(b->spec.gpu_mem_mib, 6144);
+  EXPECT_EQ(b->spec.resources.cpu_milli, 1500);
+  EXPECT_EQ(b->spec.resources.mem_mib, 2048);
+  EXPECT_EQ(b->spec.duration_ms, 3'600'000);
+  EXPECT_EQ(b->spec.max_retries, 3);
+  EXPECT_EQ(b->spec.env.at("K"), "V");
+  EXPECT_EQ(b->idempotency_key, "key");
+  EXPECT_EQ(*ParseSubmitBody(R"({"command": ["x"], "duration": 90})")->spec.duration_ms, 90'000);
+}
+
+TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "body: not valid JSON"},
+      {"[]", "body: must be a JSON object, got array []"},
+      {R"({"command": "x"})", "command: must be an array of strings, got string \"x\""},
+      {R"({"command": [1]})", "command[0]: must be a string, got number 1"},
+      {R"({"command": ["x"], "gpus": 1.5})", "gpus: must be a whole number >= 0, got number"},
+      {R"({"command": ["x"], "gpu_mem": "lots"})", "gpu_mem: "},
+      {R"({"command": ["x"], "duration": -1})", "duration: must be a duration"},
+      {R"({"command": ["x"], "cpu": "2"})", "cpu: must be a number of cores"},
+      {R"({"command": ["x"], "env": {"A": 1}})", "env.A: must be a string"},
+      {R"({"command": ["x"], "gpu": 1})", "\"gpu\": unknown field"},
+      {R"({"command": []})", "command: missing"},
+  };
+  for (const auto& [body, prefix] : cases) {
+    auto b = ParseSubmitBody(body);
+    ASSERT_FALSE(b.ok()) << body;
+    EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(b.status().message().rfind(prefix, 0), 0u) << body << " -> " << b.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace gpusched::server::rest

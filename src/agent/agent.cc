@@ -94,6 +94,11 @@ struct Agent::Impl {
   void CheckGpuHealth(v1::NodeHeartbeat* hb);
   void PinToNuma(const v1::Assign& a, LaunchSpec& spec) const;
   void WatchGpuMemory();
+  struct GpuUse {
+    int util = 0;  // percent
+    MiB mem_mib = 0;
+  };
+  std::map<TaskKey, GpuUse> MeasureGpuUse();
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -241,12 +246,18 @@ void Agent::Impl::HeartbeatLoop() {
       next_node = now + node_hb_ms.load();
     }
     if (now >= next_task && !running.empty()) {
-      // CN109992422A claim 7: task heartbeats, batched per node.
+      // CN109992422A claim 7: task heartbeats, batched per node, with each GPU task's use
+      // of its GPUs (the executor's status).
+      const std::map<TaskKey, GpuUse> use = MeasureGpuUse();
       v1::AgentMessage m;
       for (const auto& [id, attempt] : running) {
         v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
         r->set_id(id);
         r->set_attempt(attempt);
+        if (auto u = use.find({id, attempt}); u != use.end()) {
+          r->set_gpu_util(u->second.util);
+          r->set_gpu_mem_used_mib(u->second.mem_mib);
+        }
       }
       Send(m);
       next_task = now + task_hb_ms.load();
@@ -274,6 +285,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     std::error_code ec;
     std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".peak", ec);
     std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpumem", ec);
+    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpuutil", ec);
   }
 }
 
@@ -311,6 +323,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   spec.env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
   spec.env["GPUSCHED_NODE"] = config.name;
   if (gpus->simulated()) spec.env["GPUSCHED_PEAK_MIB_FILE"] = spec.log_path + ".peak";
+  if (gpus->simulated()) spec.env["GPUSCHED_SIM_GPU_UTIL_FILE"] = spec.log_path + ".gpuutil";
   if (!preload.empty() && a.gpus_size() > 0) InjectPreload(spec);
   if (a.gpus_size() > 0) {
     TaskShare share;
@@ -420,6 +433,47 @@ void Agent::Impl::WatchGpuMemory() {
     Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
     executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
   }
+}
+
+// The use of each GPU task's GPUs for its task heartbeat (idle allocations). NVML: the
+// highest SM utilisation of its processes' samples since the last call, and the memory they
+// hold. Simulated GPUs: what the task wrote to $GPUSCHED_SIM_GPU_UTIL_FILE, "UTIL [MEM_MIB]"
+// (0 % while it wrote nothing, as a task that never touches its GPU would show). None with
+// the noop executor (no process), or when the driver cannot tell.
+std::map<TaskKey, Agent::Impl::GpuUse> Agent::Impl::MeasureGpuUse() {
+  std::map<TaskKey, GpuUse> out;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& entry : shares) out[entry.first] = {};
+  }
+  if (out.empty() || config.executor != ExecutorKind::kProcess) return {};
+  if (gpus->simulated()) {
+    for (auto& [key, use] : out) {
+      std::ifstream in(LogPath(log_dir, key.first, key.second) + ".gpuutil");
+      if (!(in >> use.util)) use.util = 0;
+      if (!(in >> use.mem_mib)) use.mem_mib = 0;
+      use.util = std::clamp(use.util, 0, 100);
+      use.mem_mib = std::max<MiB>(use.mem_mib, 0);
+    }
+    return out;
+  }
+  const auto utils = gpus->ProcessUtilization();
+  if (!utils) return {};
+  std::map<int, std::optional<TaskKey>> owner;  // pid -> its task, each /proc read once
+  auto task_of = [&](int pid) -> std::optional<TaskKey> {
+    auto it = owner.find(pid);
+    if (it == owner.end()) it = owner.emplace(pid, TaskOfPid(pid)).first;
+    return it->second;
+  };
+  for (const GpuProcessUtil& p : *utils) {
+    if (auto key = task_of(p.pid); key && out.count(*key)) {
+      out[*key].util = std::max(out[*key].util, p.sm_util);
+    }
+  }
+  for (const GpuProcessMemory& p : gpus->ProcessMemory()) {
+    if (auto key = task_of(p.pid); key && out.count(*key)) out[*key].mem_mib += p.used_mib;
+  }
+  return out;
 }
 
 // A task runs on the CPUs of its GPUs' NUMA node(s) (gpusched-shim applies

@@ -6,6 +6,7 @@
 // Thread-safety: FreeMib may be called from any thread.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct GpuProcessMemory {
   MiB used_mib = 0;
 };
 
+// One process's recent GPU utilisation on one GPU (NVML's per-process samples: SM %).
+struct GpuProcessUtil {
+  int gpu = 0;
+  int pid = 0;
+  int sm_util = 0;  // percent, the highest of the samples since the last call
+};
+
 class GpuDiscovery {
  public:
   virtual ~GpuDiscovery() = default;
@@ -44,6 +52,10 @@ class GpuDiscovery {
   // What each process holds on each GPU; empty where unknown (simulated GPUs, a driver
   // without per-process accounting). In (gpu, pid) order.
   virtual std::vector<GpuProcessMemory> ProcessMemory() { return {}; }
+  // The processes that used the GPUs since the last call, with their utilisation; a process
+  // absent from it used none. nullopt where unknown (simulated GPUs, a driver without
+  // nvmlDeviceGetProcessUtilization). In (gpu, pid) order.
+  virtual std::optional<std::vector<GpuProcessUtil>> ProcessUtilization() { return std::nullopt; }
   // The interconnect as the driver reports it; empty when unknown (simulated GPUs).
   virtual core::GpuTopology Topology() { return {}; }
 };

@@ -32,7 +32,8 @@ class NvmlTest : public ::testing::Test {
  protected:
   void TearDown() override {
     for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_USED", "FAKE_NVML_PROCS", "FAKE_NVML_LOST",
-                          "FAKE_NVML_EVENTS", "FAKE_NVML_NUMA", "FAKE_NVML_NVLINK"}) {
+                          "FAKE_NVML_EVENTS", "FAKE_NVML_NUMA", "FAKE_NVML_NVLINK",
+                          "FAKE_NVML_UTIL"}) {
       unsetenv(v);
     }
   }
@@ -75,6 +76,41 @@ TEST_F(NvmlTest, PerProcessMemoryFeedsTheWatchdog) {
   EXPECT_EQ(seen[20].gpu, 1);
   EXPECT_EQ(seen[20].pid, 4243);
   EXPECT_EQ(seen[20].used_mib, 100);
+}
+
+// Idle allocations: per-process utilisation, the busiest sample per process and GPU; a GPU
+// no process used (NVML_ERROR_NOT_FOUND) adds nothing, and 70 samples on one GPU take the
+// second call with room enough.
+TEST_F(NvmlTest, CN109992422A_Claim7_PerProcessUtilisationForTaskHeartbeats) {
+  setenv("FAKE_NVML_GPUS", "A:16384,B:16384,C:16384", 1);
+  std::string util = "4242:0:35,4242:0:80,4243:1:0";
+  for (int i = 0; i < 70; ++i) util += ",5000:1:" + std::to_string(i);
+  setenv("FAKE_NVML_UTIL", util.c_str(), 1);
+  auto nvml = OpenNvml(GPUSCHED_FAKE_NVML);
+  ASSERT_TRUE(nvml.ok());
+  const auto seen = (*nvml)->ProcessUtilization();
+  ASSERT_TRUE(seen.has_value());
+  ASSERT_EQ(seen->size(), 3u);
+  EXPECT_EQ((*seen)[0].gpu, 0);
+  EXPECT_EQ((*seen)[0].pid, 4242);
+  EXPECT_EQ((*seen)[0].sm_util, 80);
+  EXPECT_EQ((*seen)[1].gpu, 1);
+  EXPECT_EQ((*seen)[1].pid, 4243);
+  EXPECT_EQ((*seen)[1].sm_util, 0);
+  EXPECT_EQ((*seen)[2].pid, 5000);
+  EXPECT_EQ((*seen)[2].sm_util, 69);
+  unsetenv("FAKE_NVML_UTIL");  // no process used any GPU since: known, and empty
+  const auto none = (*nvml)->ProcessUtilization();
+  ASSERT_TRUE(none.has_value());
+  EXPECT_TRUE(none->empty());
+  setenv("FAKE_NVML_LOST", "2", 1);  // the driver fails: unknown, not 0 %
+  EXPECT_FALSE((*nvml)->ProcessUtilization().has_value());
+}
+
+TEST(GpuDiscoveryTest, SimulatedGpusDoNotMeasureUtilisation) {
+  auto gpus = ParseGpuList("1x16GiB");
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_FALSE(MakeSimulatedGpus(*gpus)->ProcessUtilization().has_value());
 }
 
 TEST_F(NvmlTest, NoLibraryIsNotFound) {

@@ -4,6 +4,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <map>
+
 #include "agent/gpu_discovery.h"
 
 namespace gpusched::agent {
@@ -24,6 +27,16 @@ struct NvmlProcessInfo {  // nvmlProcessInfo_t (v2 and v3 share this layout)
   unsigned int gpu_instance_id;
   unsigned int compute_instance_id;
 };
+
+struct NvmlProcessUtilizationSample {  // nvmlProcessUtilizationSample_t
+  unsigned int pid;
+  unsigned long long time_stamp;  // CPU timestamp, microseconds
+  unsigned int sm_util;
+  unsigned int mem_util;
+  unsigned int enc_util;
+  unsigned int dec_util;
+};
+constexpr NvmlReturn kNotFound = 6;  // NVML_ERROR_NOT_FOUND: no samples since the timestamp
 
 struct NvmlEventData {  // nvmlEventData_t
   NvmlDevice device;
@@ -52,6 +65,9 @@ struct NvmlApi {
   NvmlReturn (*name)(NvmlDevice, char*, unsigned int);
   // Optional (older drivers lack it): per-process accounting for the watchdog.
   NvmlReturn (*processes)(NvmlDevice, unsigned int*, NvmlProcessInfo*);
+  // Optional: per-process utilisation samples for idle allocations.
+  NvmlReturn (*process_util)(NvmlDevice, NvmlProcessUtilizationSample*, unsigned int*,
+                             unsigned long long);
   // Optional: Xid and ECC events for health.
   NvmlReturn (*event_set_create)(void**);
   NvmlReturn (*register_events)(NvmlDevice, unsigned long long, void*);
@@ -162,6 +178,31 @@ class NvmlGpus final : public GpuDiscovery {
     }
     return out;
   }
+  std::optional<std::vector<GpuProcessUtil>> ProcessUtilization() override {
+    if (api_.process_util == nullptr) return std::nullopt;
+    last_sample_us_.resize(devices_.size(), 0);
+    std::vector<GpuProcessUtil> out;
+    for (size_t g = 0; g < devices_.size(); ++g) {
+      std::vector<NvmlProcessUtilizationSample> samples(64);
+      unsigned int count = static_cast<unsigned int>(samples.size());
+      NvmlReturn r = api_.process_util(devices_[g], samples.data(), &count, last_sample_us_[g]);
+      if (r == kInsufficientSize) {
+        samples.resize(count + 16);
+        count = static_cast<unsigned int>(samples.size());
+        r = api_.process_util(devices_[g], samples.data(), &count, last_sample_us_[g]);
+      }
+      if (r == kNotFound) continue;  // no process used this GPU since the last call
+      if (r != 0) return std::nullopt;
+      std::map<int, int> busiest;  // pid -> highest SM % of its samples
+      for (unsigned int i = 0; i < count && i < samples.size(); ++i) {
+        int& u = busiest[static_cast<int>(samples[i].pid)];
+        u = std::max(u, static_cast<int>(samples[i].sm_util));
+        last_sample_us_[g] = std::max(last_sample_us_[g], samples[i].time_stamp);
+      }
+      for (const auto& [pid, util] : busiest) out.push_back({static_cast<int>(g), pid, util});
+    }
+    return out;
+  }
   std::vector<bool> CheckHealth() override {
     std::vector<bool> out;
     for (NvmlDevice d : devices_) {
@@ -177,6 +218,7 @@ class NvmlGpus final : public GpuDiscovery {
   std::vector<NvmlDevice> devices_;
   std::vector<GpuInfo> gpus_;
   void* events_ = nullptr;  // nvmlEventSet_t; null when the driver has no events
+  std::vector<unsigned long long> last_sample_us_;  // per device: newest utilisation sample
 };
 
 template <typename Fn>
@@ -209,6 +251,7 @@ StatusOr<std::unique_ptr<GpuDiscovery>> OpenNvml(const std::string& library) {
   if (!Load(lib, "nvmlDeviceGetComputeRunningProcesses_v3", api.processes)) {
     Load(lib, "nvmlDeviceGetComputeRunningProcesses_v2", api.processes);
   }
+  Load(lib, "nvmlDeviceGetProcessUtilization", api.process_util);
   if (api.init() != 0) {
     dlclose(lib);
     return Unavailable("nvml: nvmlInit failed (driver not loaded?)");

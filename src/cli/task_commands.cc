@@ -277,7 +277,8 @@ void RegisterLs(CLI::App& app) {
                                                 "REASON"}};
     for (const v1::Task& t : tasks) {
       const int64_t elapsed = ElapsedMs(t, now);
-      rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(), t.state(),
+      rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
+                      t.idle() ? t.state() + " (idle)" : t.state(),
                       t.node().empty() ? "-" : t.node(),
                       t.gpus_size() ? JoinInts(t.gpus()) : "-", Age(t.submitted_ms(), now),
                       elapsed > 0 ? FormatDurationMs(elapsed) : "-",
@@ -350,6 +351,14 @@ void RegisterShow(CLI::App& app) {
       rows.push_back({"placement failures:", std::to_string(t.placement_failures())});
     }
     PrintTable(std::cout, rows);
+    if (t.has_gpu_util()) {  // CN109992422A claim 7: the executor's status
+      const std::string since = "0 % since " + Age(t.idle_since_ms(), now);
+      PrintTable(std::cout, {{"gpu use:", std::to_string(t.gpu_util()) + " %, " +
+                                              FormatSizeMiB(t.gpu_mem_used_mib()) + " held"},
+                             {"idle:", t.idle()               ? "yes (" + since + ")"
+                                       : t.gpu_util() == 0 ? "not yet (" + since + ")"
+                                                           : "no"}});
+    }
     std::cout << "history:\n";
     for (const auto& h : t.history()) {
       std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";

@@ -100,6 +100,12 @@ struct FinishCause {
   bool permanent = false;
 };
 
+// A running task's use of its GPUs, as its task heartbeat reports it.
+struct GpuUsage {
+  int util = 0;  // percent
+  MiB mem_used_mib = 0;
+};
+
 class Scheduler {
  public:
   // Validates the configuration. `executor` may be null (sequential filtering).
@@ -131,7 +137,16 @@ class Scheduler {
   Status Drain(const std::string& node, bool evict);
   // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
   Status TaskStarted(TaskId id, int64_t attempt);
-  Status TaskHeartbeat(TaskId id, int64_t attempt);
+  // A task heartbeat may carry the attempt's GPU use (CN109992422A claim 7: the executor's
+  // status): utilisation > 0 restarts its idle clock.
+  Status TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage = std::nullopt);
+  // Idle allocations: flags every running task that reported its GPU use and has been at 0 %
+  // for `idle_after` or longer (Task::idle), clears the flag of the others, and returns the
+  // flagged ones. O(tasks that report GPU use).
+  std::vector<TaskId> MarkIdle(DurationMs idle_after);
+  size_t idle_tasks() const { return idle_tasks_; }  // as of the last MarkIdle
+  // Stops an idle task: killed like a cancel, but it ends failed with `reason`, no retry.
+  Status StopIdle(TaskId id, const std::string& reason);
   // The task's agent does not run this attempt although it was assigned (the assignment was
   // lost with a connection or a server crash): back to Q without counting a failure, since
   // the task never ran. Stale attempts are FailedPrecondition.
@@ -245,6 +260,8 @@ class Scheduler {
   std::vector<std::set<TaskId>> tasks_on_node_;
   std::set<TaskId> active_;                      // assigned or running
   std::set<TaskId> changed_;
+  std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
+  size_t idle_tasks_ = 0;
   std::vector<Action> actions_;
   mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
 

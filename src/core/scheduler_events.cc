@@ -203,14 +203,59 @@ Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
   t->last_heartbeat_ms = clock_.NowMs();
   if (t->state == TaskState::kAssigned) {
     SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
+    t->gpu_util = -1;  // a new attempt: its idle clock starts now
+    t->gpu_mem_used_mib = -1;
+    t->busy_ms = t->last_heartbeat_ms;
+    t->idle = false;
   }
   return Status::Ok();
 }
 
-Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt) {
+Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   t->last_heartbeat_ms = clock_.NowMs();  // CN109992422A claim 7
+  if (usage && t->state == TaskState::kRunning) {  // claim 7: the executor's status
+    t->gpu_util = usage->util;
+    t->gpu_mem_used_mib = usage->mem_used_mib;
+    // Busy now, or the first report since a restart (busy_ms is not stored): the idle clock
+    // starts again.
+    if (usage->util > 0 || t->busy_ms == 0) t->busy_ms = t->last_heartbeat_ms;
+    gpu_reporting_.insert(id);
+  }
+  return Status::Ok();
+}
+
+std::vector<TaskId> Scheduler::MarkIdle(DurationMs idle_after) {
+  std::vector<TaskId> idle;
+  const TimeMs now = clock_.NowMs();
+  for (auto it = gpu_reporting_.begin(); it != gpu_reporting_.end();) {
+    Task* t = Find(*it);
+    if (t == nullptr || t->state != TaskState::kRunning || t->gpu_util < 0) {
+      if (t != nullptr) t->idle = false;
+      it = gpu_reporting_.erase(it);
+      continue;
+    }
+    t->idle = idle_after > 0 && t->gpu_util == 0 && now - t->busy_ms >= idle_after;
+    if (t->idle) idle.push_back(*it);
+    ++it;
+  }
+  idle_tasks_ = idle.size();
+  return idle;
+}
+
+Status Scheduler::StopIdle(TaskId id, const std::string& reason) {
+  Task* t = Find(id);
+  if (t == nullptr || t->state != TaskState::kRunning) {
+    return FailedPrecondition("task " + id.ToString() + " is not running");
+  }
+  actions_.push_back({Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  ReleasePlacement(*t);
+  RemoveFromQueues(*t);
+  t->claim = ClaimStatus::kFailed;
+  t->idle = false;
+  t->finished_ms = clock_.NowMs();
+  SetState(*t, TaskState::kFailed, reason);  // no retry: rerunning it would idle again
   return Status::Ok();
 }
 

@@ -119,6 +119,13 @@ struct Task {
   TimeMs submitted_ms = 0;
   TimeMs assigned_ms = 0;
   TimeMs last_heartbeat_ms = 0;
+  // The current attempt's GPU use from its task heartbeats (CN109992422A claim 7); memory
+  // only, not stored. -1 = not reported. busy_ms: the last report of utilisation > 0, or the
+  // start of the attempt; idle: at 0 % since busy_ms for the server's idle_after or longer.
+  int gpu_util = -1;
+  MiB gpu_mem_used_mib = -1;
+  TimeMs busy_ms = 0;
+  bool idle = false;
   TimeMs finished_ms = 0;
   std::optional<int> exit_code;
   std::string reason;  // why it is pending, failed or cancelled

@@ -149,6 +149,12 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
   p->set_submitted_ms(t.submitted_ms);
   p->set_assigned_ms(t.assigned_ms);
   p->set_finished_ms(t.finished_ms);
+  if (t.state == core::TaskState::kRunning && t.gpu_util >= 0) {  // CN109992422A claim 7
+    p->set_gpu_util(t.gpu_util);
+    p->set_gpu_mem_used_mib(t.gpu_mem_used_mib);
+    if (t.gpu_util == 0) p->set_idle_since_ms(t.busy_ms);  // at 0 % since then
+    p->set_idle(t.idle);
+  }
   for (auto it = t.history.rbegin(); it != t.history.rend(); ++it) {
     if (it->state == core::TaskState::kAssigned) break;  // the current attempt only
     if (it->state == core::TaskState::kRunning) {

@@ -44,6 +44,12 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
     elapsed = std::max<int64_t>(0, end - t.started_ms());
   }
   j["elapsed_ms"] = elapsed;
+  // A running task's GPU use from its heartbeats (CN109992422A claim 7); null = not reported.
+  j["gpu_util"] = t.has_gpu_util() ? nlohmann::json(t.gpu_util()) : nlohmann::json(nullptr);
+  j["gpu_mem_used_mib"] =
+      t.has_gpu_mem_used_mib() ? nlohmann::json(t.gpu_mem_used_mib()) : nlohmann::json(nullptr);
+  j["idle_since_ms"] = t.idle_since_ms();
+  j["idle"] = t.idle();
   if (t.history_size() > 0) {
     nlohmann::json h = nlohmann::json::array();
     for (const auto& x : t.history()) {

@@ -13,8 +13,9 @@ namespace gpusched::rpc {
 
 // id, name, state, node, gpus, exit_code (null if none), attempts, reason, fail_cnt, pt,
 // gpu_mem_mib, submitted_ms, started_ms, finished_ms, command, request{} (what was asked
-// for), workdir, elapsed_ms (run time of the current or last attempt at `now_ms`); history
-// when the message has it.
+// for), workdir, elapsed_ms (run time of the current or last attempt at `now_ms`), gpu_util and
+// gpu_mem_used_mib (null unless running and reported), idle_since_ms, idle; history when the
+// message has it.
 nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms);
 // One word for a node's health and scheduling state: disconnected, lost, unreachable,
 // draining (tasks still running), drained, cordoned or ready (the first that applies).

@@ -6,6 +6,8 @@
 
 #include <iostream>
 
+#include "base/units.h"
+
 namespace gpusched::server {
 namespace {
 
@@ -129,6 +131,12 @@ void ControlPlane::RunOnce() {
   const int64_t t0 = clock_.NowNs();
   sched_->Tick();
   if (sched_->stats().passes != passes) pass_seconds_.Observe((clock_.NowNs() - t0) * 1e-9);
+  for (TaskId id : sched_->MarkIdle(config_.idle_after_ms)) {
+    if (!config_.idle_stop) continue;
+    // Killed through the normal path (the kill waits for the failed record to be durable).
+    (void)sched_->StopIdle(id, "idle: 0 % GPU utilisation for " +
+                                   FormatDurationMs(config_.idle_after_ms));
+  }
   Flush();
   const bool unsent = !held_.empty() && held_.front().gate > durable_;
   const bool backoff = consecutive_failures_ > 0 && clock_.NowMs() < next_retry_ms_;

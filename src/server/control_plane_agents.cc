@@ -1,7 +1,9 @@
 // ControlPlane: agent events (register with two-way reconciliation, heartbeats, task status,
 // disconnect).
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "server/control_plane.h"
 
@@ -117,7 +119,12 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
       }
     } else if (m.has_task_heartbeats()) {
       for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
-        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt());  // stale ones are ignored
+        std::optional<core::GpuUsage> usage;
+        if (r.has_gpu_util()) {
+          usage = core::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
+                                            std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
+        }
+        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage);  // stale: ignored
       }
     } else if (m.has_status()) {
       ApplyStatus(node, m.status(), channel);

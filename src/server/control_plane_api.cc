@@ -312,6 +312,9 @@ std::string ControlPlane::MetricsText() {
   MetricHeader("gpusched_tasks_in_memory", "gauge",
                "Task records the server holds in memory (live and recently finished).", out);
   MetricLine("gpusched_tasks_in_memory", "", double(sched_->task_count()), out);
+  MetricHeader("gpusched_idle_tasks", "gauge",
+               "Running tasks at 0 % GPU utilisation for idle_after or longer.", out);
+  MetricLine("gpusched_idle_tasks", "", double(sched_->idle_tasks()), out);
   const core::SchedulerStats& s = sched_->stats();
   MetricHeader("gpusched_tasks_submitted_total", "counter", "Tasks accepted.", out);
   MetricLine("gpusched_tasks_submitted_total", "", double(submitted_), out);

@@ -436,5 +436,115 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_ProbeDaemonRunsOnTheInjectedClock) 
   EXPECT_FALSE(reachable()) << "the probe daemon never ran on the fake clock";
 }
 
+// ---------------------------------------------------------------- idle allocations
+
+class IdleTest : public ControlPlaneTest {
+ protected:
+  // One task running on n1 (STARTED at the current time), with idle_after 10s.
+  std::unique_ptr<ControlPlane> StartRunning(bool stop) {
+    config_.idle_after_ms = 10'000;
+    config_.idle_stop = stop;
+    auto cp = Start(std::make_unique<store::MemoryStore>());
+    agent_ = Connect(*cp, Node("n1"));
+    EXPECT_TRUE(cp->Submit(Spec()).ok());
+    cp->RunOnce();
+    v1::TaskStatus started;
+    started.set_id(1);
+    started.set_attempt(1);
+    started.set_kind(v1::TaskStatus::STARTED);
+    Report(*cp, "n1", agent_, started);
+    return cp;
+  }
+  // n1's node heartbeat and a task heartbeat of task 1, carrying its GPU use (CN109992422A
+  // claim 7) unless `util` is nullopt, then a loop pass.
+  void Beat(ControlPlane& cp, std::optional<int> util, DurationMs after_ms) {
+    clock_.AdvanceMs(after_ms);
+    v1::AgentMessage node;
+    v1::TaskRef* running = node.mutable_heartbeat()->add_running();
+    running->set_id(1);
+    running->set_attempt(1);
+    cp.AgentMessage("n1", node, agent_);
+    v1::AgentMessage m;
+    v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
+    r->set_id(1);
+    r->set_attempt(1);
+    if (util) {
+      r->set_gpu_util(*util);
+      r->set_gpu_mem_used_mib(512);
+    }
+    cp.AgentMessage("n1", m, agent_);
+    cp.RunOnce();
+  }
+  static bool IdleGauge(ControlPlane& cp, int n) {
+    return cp.MetricsText().find("\ngpusched_idle_tasks " + std::to_string(n) + "\n") !=
+           std::string::npos;
+  }
+  std::shared_ptr<FakeAgentChannel> agent_;
+};
+
+TEST_F(IdleTest, CN109992422A_Claim7_TaskAtZeroPercentIsFlaggedExactlyAfterIdleAfter) {
+  auto cp = StartRunning(/*stop=*/false);
+  const TimeMs started = clock_.NowMs();
+  Beat(*cp, 0, 9'999);
+  v1::Task t = Get(*cp, 1);
+  EXPECT_FALSE(t.idle()) << "flagged before idle_after";
+  EXPECT_EQ(t.gpu_util(), 0);
+  EXPECT_EQ(t.gpu_mem_used_mib(), 512);
+  EXPECT_EQ(t.idle_since_ms(), started);
+  EXPECT_TRUE(IdleGauge(*cp, 0));
+  Beat(*cp, 0, 1);
+  t = Get(*cp, 1);
+  EXPECT_TRUE(t.idle());
+  EXPECT_EQ(t.state(), "running");  // flag only: it keeps running
+  EXPECT_TRUE(IdleGauge(*cp, 1));
+  EXPECT_TRUE(agent_->kills().empty());
+}
+
+TEST_F(IdleTest, CN109992422A_Claim7_UtilisationAboveZeroRestartsTheIdleClock) {
+  auto cp = StartRunning(/*stop=*/false);
+  Beat(*cp, 0, 6'000);
+  Beat(*cp, 35, 3'000);  // busy at 9s: idle since then
+  const TimeMs busy = clock_.NowMs();
+  Beat(*cp, 0, 9'999);
+  EXPECT_FALSE(Get(*cp, 1).idle());
+  EXPECT_EQ(Get(*cp, 1).idle_since_ms(), busy);
+  Beat(*cp, 0, 1);
+  EXPECT_TRUE(Get(*cp, 1).idle());
+  Beat(*cp, 80, 1'000);  // busy again: no longer idle
+  EXPECT_FALSE(Get(*cp, 1).idle());
+  EXPECT_EQ(Get(*cp, 1).gpu_util(), 80);
+  EXPECT_TRUE(IdleGauge(*cp, 0));
+}
+
+TEST_F(IdleTest, CN109992422A_Claim7_StopPolicyKillsTheIdleTaskWhichEndsFailedNotRetried) {
+  auto cp = StartRunning(/*stop=*/true);
+  Beat(*cp, 0, 9'999);
+  EXPECT_TRUE(agent_->kills().empty());
+  Beat(*cp, 0, 1);
+  EXPECT_EQ(agent_->kills(), (std::vector<Ref>{{1, 1}}));
+  v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "failed");
+  EXPECT_EQ(t.reason(), "idle: 0 % GPU utilisation for 10s");
+  // The agent's report of the killed attempt changes nothing: no retry.
+  Report(*cp, "n1", agent_, Exit(1, 1, 143));
+  clock_.AdvanceMs(60'000);
+  cp->RunOnce();
+  t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "failed");
+  EXPECT_EQ(t.attempts(), 1);
+  EXPECT_EQ(agent_->assigns().size(), 1u);
+}
+
+TEST_F(IdleTest, TaskWhoseHeartbeatsCarryNoGpuUseIsNeverIdle) {
+  auto cp = StartRunning(/*stop=*/true);
+  for (int i = 0; i < 12; ++i) {  // heartbeats without GPU use (no GPUs, noop executor)
+    Beat(*cp, std::nullopt, 5'000);
+  }
+  EXPECT_EQ(Get(*cp, 1).state(), "running");
+  EXPECT_FALSE(Get(*cp, 1).idle());
+  EXPECT_FALSE(Get(*cp, 1).has_gpu_util());
+  EXPECT_TRUE(agent_->kills().empty());
+}
+
 }  // namespace
 }  // namespace gpusched::server

@@ -32,6 +32,7 @@ Status ServerConfig::Validate() const {
   }
   if (retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
   if (store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
+  if (idle_after_ms < 0) return InvalidArgument("idle_after: must be >= 0 (0 = off)");
   if (store != "sqlite" && store != "etcd") {
     return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
   }
@@ -114,6 +115,15 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"etcd", Text(c.etcd)},
       {"etcd_prefix", Text(c.etcd_prefix)},
       {"lease_ttl", Duration(c.lease_ttl_ms)},
+      {"idle_after", Duration(c.idle_after_ms)},
+      {"idle_action",
+       [&c](const std::string& v, const std::string& f) -> Status {
+         if (v != "flag" && v != "stop") {
+           return InvalidArgument(f + ": \"" + v + "\" (use flag or stop)");
+         }
+         c.idle_stop = v == "stop";
+         return Status::Ok();
+       }},
       {"capacity_wait",
        [&s](const std::string& v, const std::string& f) -> Status {
          if (v == "stay_queued") {

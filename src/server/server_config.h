@@ -20,6 +20,8 @@
 //   etcd: http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379
 //   lease_ttl: 5s          # leader lease: a standby takes over within about this
 //   etcd_prefix: /gpusched # several control planes can share one etcd cluster
+//   idle_after: 30m        # a task at 0 % GPU utilisation this long is idle; 0 = off
+//   idle_action: flag      # or stop: an idle task is killed and ends failed
 
 #include <string>
 
@@ -56,6 +58,11 @@ struct ServerConfig {
   DurationMs retain_finished_ms = 3'600'000;
   // Longest wait between retries of a failed store commit (exponential backoff from 50 ms).
   DurationMs store_retry_max_ms = 5'000;
+  // Idle allocations: a running task whose GPUs stay at 0 % utilisation (its task heartbeats
+  // say so) for idle_after is flagged idle (ls, show, /metrics); with idle_stop it is also
+  // stopped and ends failed, not retried. 0 = off.
+  DurationMs idle_after_ms = 30 * 60'000;
+  bool idle_stop = false;  // idle_action: flag (false) or stop (true)
 
   // The server waits in Q for capacity (a task starts as soon as capacity frees).
   static core::SchedulerConfig DefaultSchedulerConfig();

@@ -49,7 +49,10 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
                                                         {"node_heartbeat: 20s\n", "node_heartbeat"},
                                                         {"t1: [1, 2]\n", "t1"},
                                                         {"- a\n- b\n", "mapping"},
-                                                        {"t1: : :\n", "config"}}) {
+                                                        {"t1: : :\n", "config"},
+                                                        {"idle_after: soon\n", "idle_after"},
+                                                        {"idle_action: kill\n",
+                                                         "idle_action: \"kill\" (use flag"}}) {
     ServerConfig c;
     const std::string path = WriteFile(text);
     Status s = ApplyConfigFile(path, c);
@@ -57,6 +60,21 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     std::filesystem::remove(path);
   }
+}
+
+TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {
+  ServerConfig c;
+  EXPECT_EQ(c.idle_after_ms, 30 * 60'000);  // defaults: 30m, flag only
+  EXPECT_FALSE(c.idle_stop);
+  const std::string path = WriteFile("idle_after: 90s\nidle_action: stop\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.idle_after_ms, 90'000);
+  EXPECT_TRUE(c.idle_stop);
+  std::filesystem::remove(path);
+  ServerConfig negative;
+  negative.idle_after_ms = -1;
+  EXPECT_NE(negative.Validate().message().find("idle_after"), std::string::npos);
 }
 
 }  // namespace

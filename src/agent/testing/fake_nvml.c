@@ -5,6 +5,7 @@
 //   FAKE_NVML_USED   "0:1024,1:0"              (device:MiB used, default 0)
 //   FAKE_NVML_PROCS  "4242:0:700,4243:1:100"   (pid:device:MiB of compute processes)
 //   FAKE_NVML_LOST   "1"                        (devices whose queries fail: lost GPUs)
+//   FAKE_NVML_UTIL   "4242:0:35,4242:0:80"      (pid:device:SM % utilisation samples)
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,36 @@ EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count
   const int enough = infos != NULL && n <= *count;
   *count = n;
   return enough || n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+typedef struct {  // nvmlProcessUtilizationSample_t
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil, memUtil, encUtil, decUtil;
+} FakeUtilSample;
+// Every sample of FAKE_NVML_UTIL for the device, whatever lastSeenTimeStamp; NOT_FOUND (6)
+// when there is none, as the driver answers when no process used the GPU since then.
+EXPORT int nvmlDeviceGetProcessUtilization(void* device, FakeUtilSample* samples, unsigned* count,
+                                           unsigned long long last_seen) {
+  char buf[64];
+  const unsigned dev = (unsigned)(size_t)device - 1;
+  if (Lost(dev)) return NVML_ERROR_GPU_IS_LOST;
+  unsigned n = 0;
+  for (int i = 0; Item(Env("FAKE_NVML_UTIL", ""), i, buf, sizeof buf); ++i) {
+    unsigned pid = 0, d = 0, sm = 0;
+    if (sscanf(buf, "%u:%u:%u", &pid, &d, &sm) != 3 || d != dev) continue;
+    if (samples != NULL && n < *count) {
+      samples[n].pid = pid;
+      samples[n].timeStamp = last_seen + 1;
+      samples[n].smUtil = sm;
+      samples[n].memUtil = samples[n].encUtil = samples[n].decUtil = 0;
+    }
+    ++n;
+  }
+  const int enough = samples != NULL && n <= *count;
+  *count = n;
+  if (n == 0) return 6;  // NVML_ERROR_NOT_FOUND
+  return enough ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
 }
 
 // Events: FAKE_NVML_EVENTS "0:xid:79,1:xid:13,1:ecc" is delivered in order, each once.

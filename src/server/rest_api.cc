@@ -262,10 +262,11 @@ StatusOr<Json> RestApi::Queues(const Request& req) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"limit"}));
   GS_ASSIGN_OR_RETURN(int64_t limit, rest::IntParam(q, "limit", 1, 10'000, 500));
   QueuesView view = cp_.Queues(size_t(limit));
-  auto list = [](const std::vector<QueuedTask>& tasks, size_t size) {
+  const int64_t now = cp_.clock().NowMs();
+  auto list = [now](const std::vector<QueuedTask>& tasks, size_t size) {
     Json a = Json::array();
     for (const QueuedTask& t : tasks) {
-      Json j = rpc::TaskJson(t.task, cp_.clock().NowMs());
+      Json j = rpc::TaskJson(t.task, now);
       j["position"] = a.size() + 1;
       j["why"] = t.why;
       a.push_back(std::move(j));

@@ -681,12 +681,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     }
     impl->executor = std::move(runner).value();
   }
-  for (size_t start = 0; start <= config.server.size();) {
-    size_t comma = config.server.find(',', start);
-    if (comma == std::string::npos) comma = config.server.size();
-    if (comma > start) impl->servers.push_back(config.server.substr(start, comma - start));
-    start = comma + 1;
-  }
+  impl->servers = rpc::SplitServerList(config.server);
   if (impl->servers.empty()) return InvalidArgument("server: no address in \"" + config.server + "\"");
   impl->link_thread = std::thread([raw] { raw->LinkLoop(); });
   impl->heartbeat_thread = std::thread([raw] { raw->HeartbeatLoop(); });

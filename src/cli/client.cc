@@ -46,18 +46,7 @@ void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json) {
 }
 
 std::vector<std::string> SplitServers(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    std::string s = list.substr(start, comma - start);
-    while (!s.empty() && s.front() == ' ') s.erase(s.begin());
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    if (!s.empty()) out.push_back(s);
-    start = comma + 1;
-  }
-  return out;
+  return rpc::SplitServerList(list);
 }
 
 Client::Client(const std::string& server_flag) : servers_(SplitServers(ResolveServer(server_flag))) {

@@ -13,10 +13,6 @@ std::string JoinInts(const google::protobuf::RepeatedField<int32_t>& v) {
   return s;
 }
 
-int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms) {
-  return TaskJson(t, now_ms)["elapsed_ms"].get<int64_t>();
-}
-
 std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s) {
   std::string out;
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };

@@ -15,13 +15,12 @@ namespace gpusched::cli {
 
 // The JSON shapes are shared with the server's REST API (rpc/json.h). TaskJson also carries
 // the request (what was asked for), workdir, and elapsed_ms (run time so far, at `now_ms`).
+using rpc::ElapsedMs;
 using rpc::NodeJson;
 using rpc::TaskJson;
 using rpc::WhyJson;
 // What the task asked for, as a user writes it: "2 GPUs x 6GiB, 4 CPU, 16GiB RAM, 2h limit".
 std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s);
-// Run time of the current (or last) attempt at `now_ms`; 0 if it never started.
-int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms);
 // Columns padded to the widest cell; the first row is the header.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
 std::string JoinInts(const google::protobuf::RepeatedField<int32_t>& v);

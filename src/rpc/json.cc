@@ -7,6 +7,12 @@
 
 namespace gpusched::rpc {
 
+int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms) {
+  if (t.started_ms() <= 0) return 0;
+  const int64_t end = t.finished_ms() >= t.started_ms() ? t.finished_ms() : now_ms;
+  return std::max<int64_t>(0, end - t.started_ms());
+}
+
 nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
   nlohmann::json j = {{"id", t.id()},
                       {"name", t.name()},
@@ -38,12 +44,7 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                   {"retries", optional(s.has_max_retries(), s.max_retries())},
                   {"keep_pending", s.keep_pending()}};
   j["workdir"] = s.workdir();
-  int64_t elapsed = 0;
-  if (t.started_ms() > 0) {
-    const int64_t end = t.finished_ms() >= t.started_ms() ? t.finished_ms() : now_ms;
-    elapsed = std::max<int64_t>(0, end - t.started_ms());
-  }
-  j["elapsed_ms"] = elapsed;
+  j["elapsed_ms"] = ElapsedMs(t, now_ms);
   // A running task's GPU use from its heartbeats (CN109992422A claim 7); null = not reported.
   j["gpu_util"] = t.has_gpu_util() ? nlohmann::json(t.gpu_util()) : nlohmann::json(nullptr);
   j["gpu_mem_used_mib"] =

@@ -17,6 +17,8 @@ namespace gpusched::rpc {
 // gpu_mem_used_mib (null unless running and reported), idle_since_ms, idle; history when the
 // message has it.
 nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms);
+// Run time of the current (or last) attempt at `now_ms`; 0 if it never started.
+int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms);
 // One word for a node's health and scheduling state: disconnected, lost, unreachable,
 // draining (tasks still running), drained, cordoned or ready (the first that applies).
 std::string NodeStateName(const ::gpusched::v1::Node& n);

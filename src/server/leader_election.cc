@@ -115,16 +115,22 @@ void LeaderElection::CampaignLoop() {
       if (!Sleep(options_.poll_ms)) return;
       continue;
     }
+    int64_t revision = txn->revision;  // elected: the key's create revision is the fencing token
     if (!txn->succeeded) {
-      std::string leader;
-      if (!txn->ranges.empty() && !txn->ranges[0].kvs.empty()) leader = txn->ranges[0].kvs[0].value;
-      if (callbacks_.on_standby) callbacks_.on_standby(leader == options_.identity ? "" : leader, "");
-      if (!Sleep(options_.poll_ms)) return;
-      continue;
+      const store::EtcdKv* held =
+          !txn->ranges.empty() && !txn->ranges[0].kvs.empty() ? &txn->ranges[0].kvs[0] : nullptr;
+      if (held != nullptr && held->lease == lease) {
+        // Our own earlier attempt created the key (its answer was lost and the client sent
+        // the Txn again): this server leads since that revision.
+        revision = held->create_revision;
+      } else {
+        const std::string leader = held == nullptr ? "" : held->value;
+        if (callbacks_.on_standby) callbacks_.on_standby(leader == options_.identity ? "" : leader, "");
+        if (!Sleep(options_.poll_ms)) return;
+        continue;
+      }
     }
 
-    // Elected: the key's create revision is this term's fencing token.
-    const int64_t revision = txn->revision;
     std::cerr << "gpusched server: elected leader (" << options_.identity << ", fencing revision "
               << revision << ")\n";
     leading_ = true;

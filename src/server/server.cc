@@ -307,7 +307,14 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   eo.ttl_s = config.lease_ttl_ms / 1000;
   LeaderElection::Callbacks cb;
   cb.on_elected = [&s, endpoints](int64_t revision) -> Status {
-    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints));
+    // A write stuck on a member that lost its raft leader moves on to another member after
+    // 1.5 s instead of waiting out etcd's 7 s; the store's commit sequence makes the resend
+    // safe. Under the CLI's 5 s per try, so a client sees the write, not its own timeout.
+    store::EtcdClient::Options co;
+    co.connect_timeout_ms = 500;
+    co.request_timeout_ms = 1'500;
+    co.retry_for_ms = 4'000;
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, co));
     store::EtcdStore::Options so;
     so.prefix = s.config.etcd_prefix;
     so.fence = {LeaderKey(s.config), revision};

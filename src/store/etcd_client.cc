@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <chrono>
 #include <functional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 namespace gpusched::store {
@@ -35,6 +37,7 @@ struct EtcdClient::Conn {
   int fd = -1;
   int connect_timeout_ms = 1'000;
   int request_timeout_ms = 5'000;
+  bool timed_out = false;  // the last exchange failed for want of an answer in time
 
   ~Conn() { Drop(); }
   void Drop() {
@@ -86,22 +89,31 @@ struct EtcdClient::Conn {
   bool Fill(std::string& buf) {
     char chunk[16384];
     const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) timed_out = true;
     if (n <= 0) return false;
     buf.append(chunk, static_cast<size_t>(n));
     return true;
   }
 
-  // POSTs once on the open (or a new) connection. Transport failures set `error`.
+  // POSTs once on the open (or a new) connection. Transport failures set `error`;
+  // `alive` tells that the endpoint took the request but did not answer in time (as opposed
+  // to refusing the connection or closing it).
   bool Post(const std::string& path, const std::string& body, int& status, std::string& answer,
-            std::string& error) {
+            std::string& error, bool& alive) {
+    alive = false;
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool reused = fd >= 0;
       if (!reused) {
         error = Connect();
         if (!error.empty()) return false;
       }
+      timed_out = false;
       if (Exchange(path, body, status, answer, error)) return true;
       Drop();
+      if (timed_out) {
+        alive = true;
+        return false;
+      }
       if (!reused) return false;  // a kept-alive connection may have been closed by etcd: retry once
     }
     return false;
@@ -117,6 +129,7 @@ struct EtcdClient::Conn {
     while (sent < req.size()) {
       const ssize_t n = ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
       if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) timed_out = true;
         error = std::string("send: ") + std::strerror(errno);
         return false;
       }
@@ -497,19 +510,29 @@ EtcdClient::~EtcdClient() = default;
 
 StatusOr<std::string> EtcdClient::Post(const std::string& path, const std::string& body) {
   std::lock_guard<std::mutex> lock(mu_);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.retry_for_ms);
   std::string errors;
-  for (size_t tried = 0; tried < conns_.size(); ++tried) {
-    Conn& c = *conns_[(current_ + tried) % conns_.size()];
-    int status = 0;
-    std::string answer, error;
-    if (!c.Post(path, body, status, answer, error)) {
-      if (!errors.empty()) errors += "; ";
-      errors += c.url + ": " + error;
-      continue;
+  for (int pass = 0;; ++pass) {
+    bool reached = false;  // some endpoint took the request but did not answer in time
+    errors.clear();
+    for (size_t tried = 0; tried < conns_.size(); ++tried) {
+      Conn& c = *conns_[(current_ + tried) % conns_.size()];
+      int status = 0;
+      bool alive = false;
+      std::string answer, error;
+      if (!c.Post(path, body, status, answer, error, alive)) {
+        reached = reached || alive;
+        if (!errors.empty()) errors += "; ";
+        errors += c.url + ": " + error;
+        continue;
+      }
+      current_ = (current_ + tried) % conns_.size();
+      if (status != 200) return EtcdError(c.url, status, answer);
+      return answer;
     }
-    current_ = (current_ + tried) % conns_.size();
-    if (status != 200) return EtcdError(c.url, status, answer);
-    return answer;
+    if (!reached || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Unavailable("etcd unreachable (" + errors + ")");
 }
@@ -593,8 +616,9 @@ std::vector<EtcdMemberStatus> EtcdClient::MemberStatuses() {
     EtcdMemberStatus m;
     m.endpoint = c->url;
     int status = 0;
+    bool alive = false;
     std::string answer, error;
-    if (!c->Post("/v3/maintenance/status", "{}", status, answer, error)) {
+    if (!c->Post("/v3/maintenance/status", "{}", status, answer, error, alive)) {
       m.error = error;
     } else if (status != 200) {
       m.error = EtcdError(c->url, status, answer).message();

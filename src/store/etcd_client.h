@@ -9,8 +9,16 @@
 // strings, fields with default values (false, 0, empty) are omitted.
 //
 // Endpoints: a call tries the endpoint that answered last, then the others in order; a
-// transport error moves on, an answer from etcd (even an error) does not. Unavailable only
-// when no endpoint answered.
+// transport error moves on, an answer from etcd (even an error) does not. With
+// `retry_for_ms`, passes over the endpoints repeat while some endpoint accepted the
+// connection but did not answer in time (a member waiting out etcd's own leader election:
+// etcd holds such a request for 7 s before it answers "request timed out"); when every
+// endpoint refuses the connection the call fails at once. Unavailable only when no endpoint
+// answered.
+//
+// A request that timed out may still be applied by etcd later: callers that send it again
+// elsewhere must make it safe to apply twice or late (EtcdStore guards each Txn by its
+// commit sequence key).
 //
 // Thread-safety: safe from several threads; calls on one client are serialized, so the
 // leader election and the store each use a client of their own.
@@ -86,7 +94,8 @@ class EtcdClient {
  public:
   struct Options {
     int connect_timeout_ms = 1'000;
-    int request_timeout_ms = 5'000;
+    int request_timeout_ms = 5'000;  // per attempt on one endpoint
+    int retry_for_ms = 0;            // 0: one pass over the endpoints
   };
   // `endpoints`: URLs as etcd's --advertise-client-urls ("http://127.0.0.1:2379"); at least one.
   static StatusOr<std::unique_ptr<EtcdClient>> Create(std::vector<std::string> endpoints,

@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "store/record_codec.h"
@@ -41,13 +42,21 @@ StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(std::unique_ptr<EtcdClient>
     return InvalidArgument("etcd store: max_value_bytes must be >= 1 KiB and at most half of "
                            "max_request_bytes");
   }
-  // One read proves the cluster answers (and has a quorum: reads are linearizable).
-  GS_RETURN_IF_ERROR(client->Range(options.prefix + "/", "", 1).status());
-  return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(client), std::move(options)));
+  // One read proves the cluster answers (it has a quorum: reads are linearizable) and finds
+  // where the commit sequence stands.
+  GS_ASSIGN_OR_RETURN(EtcdRange seq, client->Range(options.prefix + "/w/commit"));
+  std::unique_ptr<EtcdStore> s(new EtcdStore(std::move(client), std::move(options)));
+  s->commit_rev_ = seq.kvs.empty() ? 0 : seq.kvs[0].mod_revision;
+  return s;
 }
 
 EtcdStore::EtcdStore(std::unique_ptr<EtcdClient> client, Options options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+    : client_(std::move(client)), options_(std::move(options)) {
+  std::random_device rd;
+  char nonce[17];
+  std::snprintf(nonce, sizeof nonce, "%08x%08x", rd(), rd());
+  writer_ = std::to_string(options_.fence.create_revision) + "-" + nonce;
+}
 
 EtcdStore::~EtcdStore() = default;
 
@@ -89,27 +98,73 @@ void EtcdStore::AddPut(std::vector<EtcdOp>& ops, const std::string& key,
 
 Status EtcdStore::SendTxn(std::vector<EtcdOp> ops) {
   std::vector<EtcdCompare> guard;
+  std::vector<EtcdOp> otherwise;
   if (!options_.fence.leader_key.empty()) {
     EtcdCompare c;
     c.key = options_.fence.leader_key;
     c.target = EtcdCompare::Target::kCreateRevision;
     c.number = options_.fence.create_revision;
     guard.push_back(std::move(c));
+    otherwise.push_back(EtcdOp::Get(options_.fence.leader_key));
   }
-  GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn(guard, ops));
+  const std::string seq_key = Key("w", "commit");
+  const std::string token = writer_ + "-" + std::to_string(++txn_count_);
+  EtcdCompare seq;
+  seq.key = seq_key;
+  seq.target = EtcdCompare::Target::kModRevision;
+  seq.number = commit_rev_;
+  guard.push_back(std::move(seq));
+  ops.push_back(EtcdOp::Put(seq_key, token));
+  otherwise.push_back(EtcdOp::Get(seq_key));
+  GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn(guard, ops, otherwise));
   ++stats_.txns;
   if (!r.succeeded) {
-    fenced_ = true;
-    fenced_status_ = FailedPrecondition(
-        "fenced: this server is no longer the leader (leader key " + options_.fence.leader_key +
-        " was not created at revision " + std::to_string(options_.fence.create_revision) +
-        "); nothing was written");
-    std::cerr << "gpusched server: " << fenced_status_.message() << "\n";
-    if (options_.on_fenced) options_.on_fenced(fenced_status_);
-    return fenced_status_;
+    GS_RETURN_IF_ERROR(ExplainFailedTxn(r, token));
+    ++stats_.retries_found_landed;
+  } else {
+    commit_rev_ = r.revision;
   }
   MaybeCompact(r.revision);
   return Status::Ok();
+}
+
+Status EtcdStore::ExplainFailedTxn(const EtcdTxnResult& r, const std::string& token) {
+  const bool fenced = !options_.fence.leader_key.empty();
+  if (r.ranges.size() != (fenced ? 2u : 1u)) {
+    return Internal("etcd store: a failed Txn answered " + std::to_string(r.ranges.size()) +
+                    " reads, not " + (fenced ? "2" : "1"));
+  }
+  if (fenced) {
+    const EtcdRange& leader = r.ranges[0];
+    if (leader.kvs.empty() || leader.kvs[0].create_revision != options_.fence.create_revision) {
+      Fence(FailedPrecondition(
+          "fenced: this server is no longer the leader (leader key " + options_.fence.leader_key +
+          " was not created at revision " + std::to_string(options_.fence.create_revision) +
+          "); nothing was written"));
+      return fenced_status_;
+    }
+  }
+  const EtcdRange& seq = r.ranges.back();
+  if (!seq.kvs.empty() && seq.kvs[0].value == token) {
+    // An earlier attempt of this very Txn landed (its answer was lost or late).
+    commit_rev_ = seq.kvs[0].mod_revision;
+    return Status::Ok();
+  }
+  Fence(FailedPrecondition(
+      "etcd store: the commit sequence moved under this writer (expected revision " +
+      std::to_string(commit_rev_) + ", found " +
+      (seq.kvs.empty() ? std::string("no key") : "\"" + seq.kvs[0].value + "\" at revision " +
+                                                   std::to_string(seq.kvs[0].mod_revision)) +
+      "): another writer, or a write reported failed that landed later; stepping down to "
+      "restore from etcd"));
+  return fenced_status_;
+}
+
+void EtcdStore::Fence(Status why) {
+  fenced_ = true;
+  fenced_status_ = std::move(why);
+  std::cerr << "gpusched server: " << fenced_status_.message() << "\n";
+  if (options_.on_fenced) options_.on_fenced(fenced_status_);
 }
 
 void EtcdStore::MaybeCompact(int64_t revision) {
@@ -128,16 +183,17 @@ void EtcdStore::MaybeCompact(int64_t revision) {
 Status EtcdStore::WriteGroups(std::vector<std::vector<EtcdOp>> groups) {
   std::vector<EtcdOp> txn;
   size_t bytes = 0;
+  const size_t max_ops = options_.max_txn_ops - 1;  // one is the commit sequence's put
   for (auto& g : groups) {
     size_t gbytes = 0;
     for (const EtcdOp& op : g) gbytes += OpBytes(op);
-    if (g.size() > options_.max_txn_ops || gbytes > options_.max_request_bytes) {
+    if (g.size() > max_ops || gbytes > options_.max_request_bytes) {
       return InvalidArgument("etcd store: one record needs " + std::to_string(g.size()) +
                              " operations and " + std::to_string(gbytes) +
                              " bytes, more than one etcd request may carry");
     }
     if (!txn.empty() &&
-        (txn.size() + g.size() > options_.max_txn_ops || bytes + gbytes > options_.max_request_bytes)) {
+        (txn.size() + g.size() > max_ops || bytes + gbytes > options_.max_request_bytes)) {
       GS_RETURN_IF_ERROR(SendTxn(std::move(txn)));
       txn.clear();
       bytes = 0;

@@ -5,11 +5,21 @@
 //   /t/<id, 20 digits>   task record (record_codec JSON)     /n/<name>   node record
 //   /k/<key>             idempotency key -> task id           /p/<profile> learned peak
 //   /q/<table>/<key>     quarantined row with its error       /x/<key>/<i> parts of a large value
+//   /w/commit            the commit sequence: the token of the last Txn written
 //
 // Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
 // (If CreateRevision(leader key) == fence revision Then writes). A deposed leader's write
 // finds another revision (or no key) and fails with FailedPrecondition "fenced"; the store
 // then refuses every later write and calls `on_fenced` once, so the server steps down.
+//
+// Exactly once: every Txn also compares the commit sequence key's mod revision with the one
+// this store wrote last (read at Open) and puts a token of its own there. A Txn the client sent
+// again after a timeout (to another member, or the same) then lands once: if an earlier
+// attempt landed, the retry fails its comparison, finds its own token and reports success; if
+// the retry landed first, a late earlier attempt fails its comparison and writes nothing, so an
+// old batch can never overwrite a newer one. Any other token there means a write this store
+// did not expect (two writers, or a Txn reported failed that landed after all): the store
+// refuses further writes as when fenced, and the server steps down and restores from etcd.
 //
 // Atomicity: a batch is one Txn when it fits etcd's request limits (max_txn_ops operations,
 // max_request_bytes bytes; etcd's defaults are 128 and 1.5 MiB). A larger batch is written as
@@ -74,6 +84,7 @@ class EtcdStore final : public StateStore {
     int64_t txns = 0;
     int64_t compactions = 0;
     int64_t split_values = 0;
+    int64_t retries_found_landed = 0;  // Txns sent again whose earlier attempt had landed
   };
   Stats stats();
   EtcdClient& client() { return *client_; }
@@ -89,6 +100,9 @@ class EtcdStore final : public StateStore {
   StatusOr<std::string> Assemble(const EtcdKv& kv);
   StatusOr<std::vector<EtcdKv>> ScanAll(const std::string& prefix);
   void MaybeCompact(int64_t revision);
+  // The Txn's answer when its comparisons failed: fenced, or an earlier attempt of it landed.
+  Status ExplainFailedTxn(const EtcdTxnResult& r, const std::string& token);
+  void Fence(Status why);
 
   std::unique_ptr<EtcdClient> client_;
   const Options options_;
@@ -101,6 +115,9 @@ class EtcdStore final : public StateStore {
   std::set<std::string> split_keys_;  // keys whose value is stored in parts now
   uint64_t max_id_ = 0;
   int64_t since_compact_ = 0;
+  int64_t commit_rev_ = 0;     // mod revision of the commit sequence key as this store left it
+  uint64_t txn_count_ = 0;
+  std::string writer_;         // this store's part of the tokens: fence revision and a nonce
   Stats stats_;
 };
 

@@ -70,7 +70,6 @@ class LeaderElection {
   bool stop_ = false;
   std::string depose_;                 // set by Depose
   int64_t lease_ = 0;
-  int64_t lease_granted_ttl_ms_ = 0;
   std::chrono::steady_clock::time_point last_keepalive_sent_;  // of the last success
   bool lease_gone_ = false;
   std::atomic<bool> leading_{false};

@@ -513,7 +513,7 @@ StatusOr<std::string> EtcdClient::Post(const std::string& path, const std::strin
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.retry_for_ms);
   std::string errors;
-  for (int pass = 0;; ++pass) {
+  for (;;) {
     bool reached = false;  // some endpoint took the request but did not answer in time
     errors.clear();
     for (size_t tried = 0; tried < conns_.size(); ++tried) {

@@ -55,6 +55,8 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("max_retries")) s.max_retries = j.at("max_retries").get<int64_t>();
   if (j.contains("time_limit_ms")) s.time_limit_ms = j.at("time_limit_ms").get<int64_t>();
   if (j.contains("workdir")) s.workdir = j.at("workdir").get<std::string>();
+  if (j.contains("user")) s.user = j.at("user").get<std::string>();
+  if (j.contains("team")) s.team = j.at("team").get<std::string>();
   return s;
 }
 
@@ -172,8 +174,10 @@ std::string SpecJson(const core::TaskSpec& s) {
   w.Str("name", s.name);
   w.Raw("node_selector", Writer::Map(s.node_selector));
   if (s.profile) w.Raw("profile", ProfileJson(*s.profile).dump());
+  if (!s.team.empty()) w.Str("team", s.team);
   if (s.time_limit_ms) w.Int("time_limit_ms", *s.time_limit_ms);
   w.Raw("tolerations", tol);
+  if (!s.user.empty()) w.Str("user", s.user);
   if (!s.workdir.empty()) w.Str("workdir", s.workdir);
   return w.Done();
 }

@@ -272,12 +272,14 @@ void RegisterLs(CLI::App& app) {
       std::cout << a.dump() << "\n";
       return;
     }
-    std::vector<std::vector<std::string>> rows{{"ID", "NAME", "STATE", "NODE", "GPUS",
-                                                "SUBMITTED", "ELAPSED", "EXIT", "ATTEMPTS",
-                                                "REASON"}};
+    std::vector<std::vector<std::string>> rows{{"ID", "NAME", "USER", "TEAM", "STATE", "NODE",
+                                                "GPUS", "SUBMITTED", "ELAPSED", "EXIT",
+                                                "ATTEMPTS", "REASON"}};
     for (const v1::Task& t : tasks) {
       const int64_t elapsed = ElapsedMs(t, now);
       rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
+                      t.spec().user().empty() ? "-" : t.spec().user(),
+                      t.spec().team().empty() ? "-" : t.spec().team(),
                       t.idle() ? t.state() + " (idle)" : t.state(),
                       t.node().empty() ? "-" : t.node(),
                       t.gpus_size() ? JoinInts(t.gpus()) : "-", Age(t.submitted_ms(), now),
@@ -327,6 +329,8 @@ void RegisterShow(CLI::App& app) {
     std::vector<std::vector<std::string>> rows = {
         {"id:", std::to_string(t.id())},
         {"name:", OrDash(t.name())},
+        {"user:", OrDash(t.spec().user())},
+        {"team:", OrDash(t.spec().team())},
         {"state:", t.state()},
         {"reason:", t.reason()},
         {"command:", cmdline},
@@ -414,7 +418,8 @@ void RegisterLogs(CLI::App& app) {
 }
 
 // `cancel ID...` or `cancel --state S`: each task is tried; the exit code is 1 if any failed.
-// (No --user: tasks record no user yet.)
+// With authentication on, a task that is not the caller's is refused (exit 4) unless the
+// caller is an admin; `--state` then tries every task in the state all the same.
 void RegisterCancel(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto ids = std::make_shared<std::vector<std::string>>();

@@ -313,4 +313,29 @@ StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text) {
                 [](const Json& j) -> StatusOr<core::MemoryProfile> { return ProfileFrom(j); });
 }
 
+std::string EncodeToken(const TokenRecord& r) {
+  return Json{{"v", 1},
+              {"id", r.id},
+              {"user", r.user},
+              {"team", r.team},
+              {"admin", r.admin},
+              {"created_ms", r.created_ms},
+              {"secret_sha256", r.secret_sha256}}
+      .dump();
+}
+
+StatusOr<TokenRecord> DecodeToken(const std::string& text) {
+  return Decode(text, "token", [](const Json& j) -> StatusOr<TokenRecord> {
+    TokenRecord r;
+    r.id = j.at("id").get<std::string>();
+    r.user = j.at("user").get<std::string>();
+    r.team = j.at("team").get<std::string>();
+    r.admin = j.at("admin").get<bool>();
+    r.created_ms = j.at("created_ms").get<int64_t>();
+    r.secret_sha256 = j.at("secret_sha256").get<std::string>();
+    if (r.id.empty()) return DataLoss("token: id is empty");
+    return r;
+  });
+}
+
 }  // namespace gpusched::store

@@ -186,9 +186,9 @@ TEST_F(AuthTest, AUserCannotCancelOrReadTheLogsOfAnothersTaskButItsOwnerAndAnAdm
   CliResult admin_cancel = Run({"cancel", std::to_string(other)});
   EXPECT_EQ(admin_cancel.code, 0) << admin_cancel.err;
 
-  for (const std::vector<std::string>& admin_only :
-       {std::vector<std::string>{"cordon", "n1"}, {"uncordon", "n1"}, {"drain", "n1"},
-        {"token", "create", "--user", "eve"}, {"token", "ls"}, {"token", "revoke", "x"}}) {
+  for (const std::vector<std::string>& admin_only : std::vector<std::vector<std::string>>{
+           {"cordon", "n1"}, {"uncordon", "n1"}, {"drain", "n1"},
+           {"token", "create", "--user", "eve"}, {"token", "ls"}, {"token", "revoke", "x"}}) {
     CliResult refused = RunAs(bob, admin_only);
     EXPECT_EQ(refused.code, 4) << admin_only[0] << ": " << refused.err;
     EXPECT_NE(refused.err.find("for admins only"), std::string::npos) << refused.err;

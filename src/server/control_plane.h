@@ -116,7 +116,7 @@ class ControlPlane {
   // Who calls, from a request's credentials: `authorization` is the Authorization header or
   // metadata value ("" = none). With authentication on, a valid bearer token is required
   // (Unauthenticated otherwise); with it off, everyone is an admin named `claimed_user`
-  // (the client's x-gpusched-user, "" = unnamed) in team "default".
+  // (the client's x-gpusched-user; "default" when it sent none) in team "default".
   StatusOr<Caller> Authenticate(const std::string& authorization,
                                 const std::string& claimed_user);
   bool auth_enabled() const { return config_.AuthEnabled(); }

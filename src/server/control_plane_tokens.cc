@@ -9,7 +9,7 @@ StatusOr<Caller> ControlPlane::Authenticate(const std::string& authorization,
                                             const std::string& claimed_user) {
   if (!auth_enabled()) {
     if (!claimed_user.empty()) GS_RETURN_IF_ERROR(CheckPrincipalName(claimed_user, "x-gpusched-user"));
-    return Caller{claimed_user, "default", true, ""};
+    return Caller{claimed_user.empty() ? "default" : claimed_user, "default", true, ""};
   }
   if (authorization.empty()) {
     return Unauthenticated("authentication required: send the header \"authorization: Bearer "

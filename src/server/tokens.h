@@ -24,7 +24,7 @@
 namespace gpusched::server {
 
 // Who is calling, once authenticated. With authentication off everyone is an admin (as
-// before tokens existed); `user` is then what the client said it is (or "").
+// before tokens existed); `user` is then what the client said it is (or "default").
 struct Caller {
   std::string user;
   std::string team;

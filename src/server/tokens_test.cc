@@ -52,15 +52,17 @@ TEST(TokensTest, BearerHeaderParsing) {
 }
 
 TEST(TokensTest, MalformedTokensAreUnauthenticatedAndNotEchoed) {
-  for (const std::string bad :
-       {"", "gst_", "abc", "gst_0123456789abcdef_" + std::string(63, 'a'),
+  for (const std::string& bad : std::vector<std::string>{
+           "", "gst_", "abc", "gst_0123456789abcdef_" + std::string(63, 'a'),
         "gst_0123456789ABCDEF_" + std::string(64, 'a'),
         "gst_0123456789abcdef-" + std::string(64, 'a'),
         "xst_0123456789abcdef_" + std::string(64, 'a')}) {
     auto p = ParseToken(bad);
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), StatusCode::kUnauthenticated);
-    if (!bad.empty()) EXPECT_EQ(p.status().message().find(bad), std::string::npos);
+    if (bad.size() > 8) {
+      EXPECT_EQ(p.status().message().find(bad), std::string::npos);
+    }
   }
 }
 
@@ -205,6 +207,7 @@ TEST_F(ControlPlaneTokensTest, WithAuthOffEveryoneIsAnAdminNamedByTheClient) {
   EXPECT_EQ(c->user, "carol");
   EXPECT_EQ(c->team, "default");
   EXPECT_TRUE(c->admin);
+  EXPECT_EQ(cp->Authenticate("", "").value().user, "default");
   EXPECT_EQ(cp->Authenticate("", "bad name").status().code(), StatusCode::kInvalidArgument);
 }
 

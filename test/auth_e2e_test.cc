@@ -46,10 +46,17 @@ class AuthTest : public ClusterTest {
     return Run({"nodes"}).code == 0;
   }
 
+  // --server after the (sub)command: `token create --server X`, `ls --server X`.
+  std::vector<std::string> WithServer(std::vector<std::string> args) {
+    const size_t at = args.size() > 1 && args[0] == "token" ? 2 : 1;
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(at), {"--server", server()});
+    return args;
+  }
+  // As the admin (GPUSCHED_TOKEN of this process).
+  CliResult Run(const std::vector<std::string>& args) { return Cli(WithServer(args)); }
   // `token` "" = none at all.
-  CliResult RunAs(const std::string& token, std::vector<std::string> args) {
-    args.insert(args.begin() + 1, {"--server", server()});
-    return Cli(args, {{"GPUSCHED_TOKEN", token}});
+  CliResult RunAs(const std::string& token, const std::vector<std::string>& args) {
+    return Cli(WithServer(args), {{"GPUSCHED_TOKEN", token}});
   }
   std::string CreateToken(const std::string& user, const std::string& team) {
     CliResult r = Run({"token", "create", "--user", user, "--team", team});

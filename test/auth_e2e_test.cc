@@ -186,6 +186,11 @@ TEST_F(AuthTest, AUserCannotCancelOrReadTheLogsOfAnothersTaskButItsOwnerAndAnAdm
   HttpResult rest_cancel = Post("/api/v1/tasks/" + r + "/cancel", bob, "{}");
   EXPECT_EQ(rest_cancel.status, 403) << rest_cancel.body;
   EXPECT_EQ(Json::parse(rest_cancel.body)["error"]["code"], "permission_denied");
+  // `cancel --state` leaves the tasks of others alone instead of failing on them.
+  CliResult bob_all = RunAs(bob, {"cancel", "--state", "pending,assigned,running"});
+  EXPECT_EQ(bob_all.code, 0) << bob_all.err;
+  EXPECT_NE(bob_all.err.find("of other users in that state left alone"), std::string::npos)
+      << bob_all.err;
   EXPECT_NE(Task(running)["state"], "cancelled");
   CliResult owner_cancel = RunAs(alice, {"cancel", r});
   EXPECT_EQ(owner_cancel.code, 0) << owner_cancel.err;

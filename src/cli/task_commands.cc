@@ -419,7 +419,8 @@ void RegisterLogs(CLI::App& app) {
 
 // `cancel ID...` or `cancel --state S`: each task is tried; the exit code is 1 if any failed.
 // With authentication on, a task that is not the caller's is refused (exit 4) unless the
-// caller is an admin; `--state` then tries every task in the state all the same.
+// caller is an admin; with `--state`, the tasks of others in that state are left alone and
+// counted on stderr, not an error (the caller cannot know beforehand which are theirs).
 void RegisterCancel(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto ids = std::make_shared<std::vector<std::string>>();
@@ -437,19 +438,26 @@ void RegisterCancel(CLI::App& app) {
     }
     std::vector<uint64_t> targets;
     for (const std::string& text : *ids) targets.push_back(ParseId(text));
+    const size_t named = targets.size();  // the rest come from --state
     Client c(flags->server);
     if (!states->empty()) {
       for (const v1::Task& t : ListTasksIn(c, *states)) targets.push_back(t.id());
       if (targets.empty() && !flags->json) std::cerr << "(no task in that state)\n";
     }
+    size_t others = 0;
     nlohmann::json done = nlohmann::json::array();
     Status first_error = Status::Ok();
-    for (uint64_t id : targets) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const uint64_t id = targets[i];
       v1::CancelRequest req;
       req.set_id(id);
       v1::CancelResponse resp;
       Status s =
           c.Call([&](grpc::ClientContext& ctx) { return c.stub().Cancel(&ctx, req, &resp); });
+      if (!s.ok() && s.code() == StatusCode::kPermissionDenied && i >= named) {
+        ++others;  // another user's task in that state
+        continue;
+      }
       if (!s.ok()) {
         if (s.code() == StatusCode::kUnavailable) Fail(s);
         if (first_error.ok()) first_error = s;
@@ -463,6 +471,9 @@ void RegisterCancel(CLI::App& app) {
       }
     }
     if (flags->json) std::cout << done.dump() << "\n";
+    if (others > 0 && !flags->json) {
+      std::cerr << "(" << others << " task(s) of other users in that state left alone)\n";
+    }
     if (!first_error.ok()) {
       if (flags->json) Fail(first_error);
       ExitWith(ExitCodeFor(first_error));

@@ -111,6 +111,9 @@ TEST_F(AuthTest, GrpcCallsWithoutAWrongOrARevokedTokenAreUnauthenticatedAndTheCl
   EXPECT_NE(none.err.find("not authenticated by " + server()), std::string::npos) << none.err;
   EXPECT_NE(none.err.find("set GPUSCHED_TOKEN"), std::string::npos) << none.err;
   EXPECT_NE(none.err.find("gpusched token create --user NAME"), std::string::npos) << none.err;
+  CliResult garbage = RunAs("gst_\x01 x", {"ls"});
+  EXPECT_EQ(garbage.code, 4) << garbage.err;
+  EXPECT_NE(garbage.err.find("control or non-ASCII character"), std::string::npos) << garbage.err;
   CliResult wrong = RunAs(kWellFormedUnknownToken, {"submit", "--", "true"});
   EXPECT_EQ(wrong.code, 4) << wrong.err;
   EXPECT_NE(wrong.err.find("refused"), std::string::npos) << wrong.err;

@@ -75,6 +75,14 @@ std::string UnixUser() {
   return name;
 }
 
+// gRPC metadata carries printable ASCII only; a token is never anything else.
+bool SendableToken(const std::string& token) {
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string ResolveToken() {
@@ -114,6 +122,11 @@ v1::Scheduler::Stub& Client::stub() {
 
 Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::ClientContext&)>& fn,
                                    int deadline_s) {
+  if (!SendableToken(token_)) {
+    return Unauthenticated("token: the token from GPUSCHED_TOKEN or the token file holds a "
+                           "space, control or non-ASCII character; a gpusched token is "
+                           "gst_<id>_<secret> on one line");
+  }
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(deadline_s);
   size_t unanswered = 0;  // servers in a row that could not be reached or had no leader
   // With several servers, one try may not take the whole deadline: a leader that stopped

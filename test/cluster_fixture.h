@@ -48,13 +48,17 @@ class ClusterTest : public ::testing::Test {
   std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
 
   void StartServer() {
-    server_ = Proc({"server", "--listen", server(), "--http",
-                    "127.0.0.1:" + std::to_string(http_port_), "--data-dir", path("data"),
-                    "--config", path("server.yaml")},
-                   path("server.log"));
-    ASSERT_TRUE(PollUntil([&] { return Run({"nodes"}).code == 0; }, kDeadline))
+    std::vector<std::string> args{"server", "--listen", server(), "--http",
+                                  "127.0.0.1:" + std::to_string(http_port_), "--data-dir",
+                                  path("data"), "--config", path("server.yaml")};
+    args.insert(args.end(), server_flags_.begin(), server_flags_.end());
+    server_ = Proc(args, path("server.log"));
+    ASSERT_TRUE(PollUntil([&] { return ServerAnswers(); }, kDeadline))
         << ReadFile(path("server.log"));
   }
+  // Whether the server started answers the CLI (fixtures with authentication find their
+  // token first).
+  virtual bool ServerAnswers() { return Run({"nodes"}).code == 0; }
   // `extra`: further `gpusched agent` flags.
   void StartAgent(const std::string& name, const std::string& gpus,
                   const std::vector<std::string>& extra = {}) {
@@ -110,6 +114,7 @@ class ClusterTest : public ::testing::Test {
   void OpenGate(const std::string& name) { WriteFile(path("gate-" + name), ""); }
 
   std::filesystem::path dir_;
+  std::vector<std::string> server_flags_;  // further `gpusched server` flags
   int port_ = 0, http_port_ = 0;
   Proc server_;
   std::map<std::string, std::unique_ptr<Proc>> agents_;

@@ -32,8 +32,9 @@ class HaTest : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     etcd_ = std::move(e).value();
   }
-  // Server i on free ports, lease TTL 2 s (etcd's minimum), quick liveness.
-  void StartServer(size_t i) {
+  // Server i on free ports, lease TTL 2 s (etcd's minimum), quick liveness; `extra`: further
+  // flags.
+  void StartServer(size_t i, const std::vector<std::string>& extra = {}) {
     while (ports_.size() <= i) {
       ports_.push_back(FreePort());
       http_.push_back(FreePort());
@@ -42,10 +43,12 @@ class HaTest : public ::testing::Test {
               "node_heartbeat: 250ms\nnode_timeout: 10s\ntask_heartbeat: 500ms\n"
               "task_timeout: 10s\n");
     servers_.resize(std::max(servers_.size(), i + 1));
-    servers_[i] = Proc({"server", "--store", "etcd", "--etcd", etcd_->client_urls(), "--listen",
-                        Address(i), "--http", "127.0.0.1:" + std::to_string(http_[i]),
-                        "--lease-ttl", "2s", "--config", (dir_ / "server.yaml").string()},
-                       (dir_ / ("server" + std::to_string(i) + ".log")).string());
+    std::vector<std::string> args{"server", "--store", "etcd", "--etcd", etcd_->client_urls(),
+                                  "--listen", Address(i), "--http",
+                                  "127.0.0.1:" + std::to_string(http_[i]), "--lease-ttl", "2s",
+                                  "--config", (dir_ / "server.yaml").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    servers_[i] = Proc(args, (dir_ / ("server" + std::to_string(i) + ".log")).string());
   }
   void StartAgent(const std::string& name) {
     agents_.emplace_back(std::vector<std::string>{"agent", "--server", All(), "--name", name,
@@ -105,6 +108,44 @@ class HaTest : public ::testing::Test {
   std::vector<Proc> servers_;
   std::vector<Proc> agents_;
 };
+
+// Tokens are records in etcd: the first leader writes the admin token into its own data
+// directory, and a token created there keeps working on the next leader after a kill -9.
+TEST_F(HaTest, TokensLiveInEtcdAndKeepWorkingAcrossAFailover) {
+  StartEtcd(1);
+  auto data = [&](int i) { return dir_ / ("data" + std::to_string(i)); };
+  for (int i = 0; i < 2; ++i) {
+    StartServer(static_cast<size_t>(i), {"--auth", "token", "--data-dir", data(i).string()});
+  }
+  const int leader = WaitLeader();
+  ASSERT_GE(leader, 0);
+  std::string admin;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        admin = ReadFile((data(leader) / "admin-token").string());
+        if (!admin.empty() && admin.back() == '\n') admin.pop_back();
+        return !admin.empty();
+      },
+      kDeadline));
+  const std::string no_config = (dir_ / "no-config").string();
+  auto as = [&](const std::string& token, std::vector<std::string> args) {
+    args.insert(args.end(), {"--server", All()});
+    return Cli(args, {{"GPUSCHED_TOKEN", token}, {"XDG_CONFIG_HOME", no_config}});
+  };
+  CliResult created = as(admin, {"token", "create", "--user", "alice", "--team", "ml"});
+  ASSERT_EQ(created.code, 0) << created.err;
+  const std::string alice = created.out.substr(0, created.out.find('\n'));
+  ASSERT_EQ(as(alice, {"ls"}).code, 0);
+
+  servers_[static_cast<size_t>(leader)].Kill(SIGKILL);
+  const int next = WaitLeader(leader);
+  ASSERT_GE(next, 0);
+  CliResult ls = as(alice, {"ls"});
+  EXPECT_EQ(ls.code, 0) << ls.err;
+  EXPECT_EQ(as("", {"ls"}).code, 4);
+  // The new leader found tokens in etcd and made no second admin token.
+  EXPECT_FALSE(std::filesystem::exists(data(next) / "admin-token"));
+}
 
 TEST_F(HaTest, StandbysNameTheLeaderAndStatusShowsServersAndStore) {
   StartEtcd(3);

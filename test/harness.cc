@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -15,7 +16,8 @@
 namespace gpusched::testing {
 namespace {
 
-pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
+            const std::map<std::string, std::string>& env = {}) {
   std::vector<std::string> full{GPUSCHED_BIN};
   full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -27,6 +29,13 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& out, const 
     const int e = err == out ? o : open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(o, 1);
     dup2(e, 2);
+    for (const auto& [name, value] : env) {
+      if (value.empty()) {
+        unsetenv(name.c_str());
+      } else {
+        setenv(name.c_str(), value.c_str(), 1);
+      }
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -81,12 +90,14 @@ void Proc::Kill(int sig) {
 
 std::string Proc::Log() const { return ReadFile(log_path_); }
 
-CliResult Cli(const std::vector<std::string>& args) {
+CliResult Cli(const std::vector<std::string>& args) { return Cli(args, {}); }
+
+CliResult Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
   char out_t[] = "/tmp/gpusched_cli_out_XXXXXX";
   char err_t[] = "/tmp/gpusched_cli_err_XXXXXX";
   close(mkstemp(out_t));
   close(mkstemp(err_t));
-  const pid_t pid = Spawn(args, out_t, err_t);
+  const pid_t pid = Spawn(args, out_t, err_t, env);
   int status = 0;
   waitpid(pid, &status, 0);
   CliResult r;
@@ -130,6 +141,28 @@ std::string HttpGet(int port, const std::string& path) {
   close(fd);
   const size_t split = body.find("\r\n\r\n");
   return split == std::string::npos ? "" : body.substr(split + 4);
+}
+
+HttpResult HttpRequest(int port, const std::string& method, const std::string& path,
+                       const std::vector<std::string>& headers, const std::string& body) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = Loopback(port);
+  std::string answer;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    std::string req = method + " " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n";
+    for (const std::string& h : headers) req += h + "\r\n";
+    req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    (void)!write(fd, req.data(), req.size());
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) answer.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  HttpResult r;
+  if (answer.rfind("HTTP/1.", 0) == 0 && answer.size() > 12) r.status = std::atoi(answer.c_str() + 9);
+  const size_t split = answer.find("\r\n\r\n");
+  if (split != std::string::npos) r.body = answer.substr(split + 4);
+  return r;
 }
 
 void SendGarbage(int port, const std::string& bytes) {

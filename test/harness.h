@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct CliResult {
   std::string out, err;
 };
 CliResult Cli(const std::vector<std::string>& args);
+// The same with environment variables changed for this run only ("" = unset).
+CliResult Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env);
 
 // Calls `fn` every 50 ms until it returns true or `timeout` passes.
 bool PollUntil(const std::function<bool()>& fn, std::chrono::milliseconds timeout);
@@ -44,6 +47,14 @@ std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& text);
 // GET http://127.0.0.1:port/path; the body, or "" on error.
 std::string HttpGet(int port, const std::string& path);
+struct HttpResult {
+  int status = 0;  // 0: no answer
+  std::string body;
+};
+// One HTTP/1.0 request to 127.0.0.1:port; `headers` as "Name: value".
+HttpResult HttpRequest(int port, const std::string& method, const std::string& path,
+                       const std::vector<std::string>& headers = {},
+                       const std::string& body = "");
 // Writes raw bytes to 127.0.0.1:port and closes.
 void SendGarbage(int port, const std::string& bytes);
 

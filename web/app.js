@@ -2,6 +2,12 @@
 // event stream (/api/v1/events) says something changed. No framework and no dependencies:
 // the DOM is built with createElement and textContent (never innerHTML, so a task name cannot
 // inject markup), and the accounting chart is plain SVG.
+//
+// Authentication: when the server answers 401, the page asks for an API token once, keeps it
+// in sessionStorage (this tab only; gone when it closes) and sends it as
+// "Authorization: Bearer TOKEN" on every request. The event streams are read with fetch
+// (EventSource cannot send headers), so the token never goes into a URL, where logs and
+// history would keep it.
 "use strict";
 
 const API = "/api/v1";
@@ -32,11 +38,111 @@ function svg(tag, attrs, ...children) {
   return e;
 }
 
+// ---------------------------------------------------------------- the API and its token
+
+const TOKEN_KEY = "gpusched-token";
+
+function authHeaders(extra) {
+  const headers = Object.assign({}, extra || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers["Authorization"] = "Bearer " + token;
+  return headers;
+}
+
+// An Error for a refused or failed request; `status` is the HTTP status.
+function apiError(status, message) {
+  const e = new Error(message);
+  e.status = status;
+  return e;
+}
+
 async function api(path, options) {
-  const res = await fetch(API + path, options);
+  const opts = Object.assign({}, options || {});
+  opts.headers = authHeaders(opts.headers);
+  const res = await fetch(API + path, opts);
   const body = await res.json();
-  if (!res.ok) throw new Error(body.error ? body.error.message : res.statusText);
+  if (!res.ok) throw apiError(res.status, body.error ? body.error.message : res.statusText);
   return body;
+}
+
+// A server-sent event stream read with fetch, so that it carries the Authorization header.
+// `on`: {EVENT: fn({data}), open(), error(), unauthorized()}. Reconnects after 2 s (with
+// Last-Event-ID, like EventSource) until close(); a 401 stops it and calls unauthorized().
+function openStream(path, on) {
+  const abort = new AbortController();
+  let lastId = null, closed = false;
+  const stream = {close() { closed = true; abort.abort(); }};
+  function dispatch(frame) {
+    let name = "message";
+    const data = [];
+    for (const line of frame.split("\n")) {
+      if (line === "" || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") name = value;
+      else if (field === "data") data.push(value);
+      else if (field === "id") lastId = value;
+    }
+    if (data.length && on[name]) on[name]({data: data.join("\n")});
+  }
+  (async () => {
+    while (!closed) {
+      try {
+        const headers = authHeaders({"Accept": "text/event-stream"});
+        if (lastId !== null) headers["Last-Event-ID"] = lastId;
+        const res = await fetch(API + path, {headers: headers, signal: abort.signal,
+                                             cache: "no-store"});
+        if (res.status === 401) {
+          closed = true;
+          if (on.unauthorized) on.unauthorized();
+          return;
+        }
+        if (!res.ok || !res.body) throw apiError(res.status, "HTTP " + res.status);
+        if (on.open) on.open();
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const {value, done} = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, {stream: true}).replace(/\r\n?/g, "\n");
+          let cut;
+          while (!closed && (cut = buffer.indexOf("\n\n")) >= 0) {
+            dispatch(buffer.slice(0, cut));
+            buffer = buffer.slice(cut + 2);
+          }
+        }
+      } catch (e) {
+        if (closed) return;  // closed on purpose: the fetch was aborted
+      }
+      if (closed) return;
+      if (on.error) on.error();
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  })();
+  return stream;
+}
+
+// What the page shows instead of a view when the server wants a token (or refused the one
+// it was given).
+function signIn(message) {
+  const input = h("input", {type: "password", id: "token-input", name: "token",
+    autocomplete: "off", spellcheck: "false", required: true, placeholder: "gst_..."});
+  const form = h("form", {id: "sign-in", class: "card", onsubmit: (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    connect();
+    refresh();
+  }},
+    h("h1", {}, "Sign in"),
+    h("p", {class: sessionStorage.getItem(TOKEN_KEY) ? "error" : "muted"}, message),
+    h("p", {class: "muted"}, "Paste an API token (an admin creates one with ",
+      h("code", {}, "gpusched token create --user NAME"), "). It is kept for this tab only."),
+    h("label", {for: "token-input"}, "API token"), " ", input, " ",
+    h("button", {type: "submit"}, "Sign in"));
+  return form;
 }
 
 function size(mib) {
@@ -215,16 +321,17 @@ function logElement(id) {
   if (logStream && logStream.id === id) return logStream.pre;
   closeLog();
   const pre = h("pre", {id: "log", class: "log", tabindex: "0", "aria-label": "task output"});
-  const source = new EventSource(API + "/tasks/" + id + "/logs?follow=1");
-  logStream = {id: id, source: source, pre: pre};
-  source.addEventListener("log", (e) => pre.append(JSON.parse(e.data).data));
-  source.addEventListener("attempt", (e) =>
-    pre.append("--- attempt " + JSON.parse(e.data).attempt + " ---\n"));
-  source.addEventListener("end", () => { source.close(); pre.dataset.done = "true"; });
-  source.addEventListener("failure", (e) => {
-    pre.append("[" + JSON.parse(e.data).message + "]\n");
-    source.close();
+  const source = openStream("/tasks/" + id + "/logs?follow=1", {
+    log: (e) => pre.append(JSON.parse(e.data).data),
+    attempt: (e) => pre.append("--- attempt " + JSON.parse(e.data).attempt + " ---\n"),
+    end: () => { source.close(); pre.dataset.done = "true"; },
+    failure: (e) => {
+      pre.append("[" + JSON.parse(e.data).message + "]\n");
+      source.close();
+    },
+    unauthorized: () => pre.append("[not signed in]\n"),
   });
+  logStream = {id: id, source: source, pre: pre};
   return pre;
 }
 
@@ -306,7 +413,8 @@ async function refresh() {
     try {
       content = await views[view](args);
     } catch (e) {
-      content = [h("h1", {}, "Cannot show this view"), h("p", {class: "error"}, e.message)];
+      content = e.status === 401 ? signIn(e.message)
+        : [h("h1", {}, "Cannot show this view"), h("p", {class: "error"}, e.message)];
     }
     // A live redraw must not lose the keyboard's place: refocus the same control.
     const active = document.activeElement;
@@ -337,16 +445,23 @@ function refreshSoon() {  // coalesce bursts of events into one redraw
   redrawTimer = setTimeout(refresh, 200);
 }
 
+let events = null;
 function connect() {
   const live = document.getElementById("live");
-  const events = new EventSource(API + "/events");
-  events.addEventListener("open", () => { live.textContent = "live"; live.className = "live on"; });
-  events.addEventListener("error", () => {
-    live.textContent = "reconnecting";
-    live.className = "live off";
+  if (events) events.close();
+  events = openStream("/events", {
+    open: () => { live.textContent = "live"; live.className = "live on"; },
+    error: () => {
+      live.textContent = "reconnecting";
+      live.className = "live off";
+    },
+    unauthorized: () => {
+      live.textContent = "signed out";
+      live.className = "live off";
+    },
+    change: refreshSoon,
+    tick: () => { if (route().view === "cluster") refreshSoon(); },
   });
-  events.addEventListener("change", refreshSoon);
-  events.addEventListener("tick", () => { if (route().view === "cluster") refreshSoon(); });
 }
 
 window.addEventListener("hashchange", () => {

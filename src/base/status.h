@@ -25,6 +25,8 @@ enum class StatusCode {
   kInternal,          // a broken invariant or an unexpected third-party failure
   kDataLoss,          // stored state is corrupt
   kNotStored,         // a change could not be made durable; nothing acted on it (safe to retry)
+  kUnauthenticated,   // no credentials, or credentials the server does not accept
+  kPermissionDenied,  // the caller is known but may not do this
 };
 
 // Returns the lower-case name of `code`, e.g. "invalid_argument".
@@ -63,6 +65,12 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status NotStored(std::string m) { return {StatusCode::kNotStored, std::move(m)}; }
+inline Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 
 // Holds either a value or a non-OK Status.
 template <typename T>

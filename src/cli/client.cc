@@ -1,8 +1,12 @@
 #include "cli/client.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -22,6 +26,8 @@ int ExitCodeFor(const Status& s) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kResourceExhausted: return kExitUsage;
     case StatusCode::kUnavailable: return kExitUnavailable;
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied: return kExitDenied;
     default: return kExitFailure;
   }
 }
@@ -38,6 +44,58 @@ std::string ResolveServer(const std::string& flag) {
   return "127.0.0.1:7070";
 }
 
+namespace {
+
+std::string Trim(std::string s) {
+  const char* space = " \t\r\n";
+  s.erase(0, s.find_first_not_of(space));
+  const size_t end = s.find_last_not_of(space);
+  s.erase(end == std::string::npos ? 0 : end + 1);
+  return s;
+}
+
+std::string TokenFile() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/gpusched/token";
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') {
+    const passwd* pw = getpwuid(geteuid());
+    home = pw != nullptr ? pw->pw_dir : nullptr;
+  }
+  return home != nullptr ? std::string(home) + "/.config/gpusched/token" : "";
+}
+
+// "" when unknown, or not printable ASCII (gRPC metadata could not carry it).
+std::string UnixUser() {
+  const passwd* pw = getpwuid(geteuid());
+  std::string name = pw != nullptr && pw->pw_name != nullptr ? pw->pw_name : "";
+  for (char c : name) {
+    if (c < 0x21 || c > 0x7e) return "";
+  }
+  return name;
+}
+
+// gRPC metadata carries printable ASCII only; a token is never anything else.
+bool SendableToken(const std::string& token) {
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ResolveToken() {
+  const char* env = std::getenv("GPUSCHED_TOKEN");
+  if (env != nullptr && *env != '\0') return Trim(env);
+  const std::string path = TokenFile();
+  if (path.empty()) return "";
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  return Trim(line);
+}
+
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json) {
   cmd->add_option("--server", flags.server,
                   "Server address, or a comma-separated list of the servers of an HA control "
@@ -49,7 +107,10 @@ std::vector<std::string> SplitServers(const std::string& list) {
   return rpc::SplitServerList(list);
 }
 
-Client::Client(const std::string& server_flag) : servers_(SplitServers(ResolveServer(server_flag))) {
+Client::Client(const std::string& server_flag)
+    : servers_(SplitServers(ResolveServer(server_flag))),
+      token_(ResolveToken()),
+      unix_user_(UnixUser()) {
   if (servers_.empty()) servers_.push_back("127.0.0.1:7070");
 }
 
@@ -61,6 +122,11 @@ v1::Scheduler::Stub& Client::stub() {
 
 Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::ClientContext&)>& fn,
                                    int deadline_s) {
+  if (!SendableToken(token_)) {
+    return Unauthenticated("token: the token from GPUSCHED_TOKEN or the token file holds a "
+                           "space, control or non-ASCII character; a gpusched token is "
+                           "gst_<id>_<secret> on one line");
+  }
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(deadline_s);
   size_t unanswered = 0;  // servers in a row that could not be reached or had no leader
   // With several servers, one try may not take the whole deadline: a leader that stopped
@@ -70,6 +136,8 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
       std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(10));
   for (;;) {
     grpc::ClientContext ctx;
+    if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+    if (!unix_user_.empty()) ctx.AddMetadata("x-gpusched-user", unix_user_);
     const auto try_deadline = std::min(deadline, std::chrono::system_clock::now() + per_try);
     ctx.set_deadline(try_deadline);
     grpc::Status s = fn(ctx);
@@ -109,6 +177,19 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
 
 Status Client::Convert(const grpc::Status& s) const {
   Status out = rpc::FromGrpc(s);
+  if (out.code() == StatusCode::kUnauthenticated) {
+    return Unauthenticated(
+        "not authenticated by " + servers_[current_] + " (" + s.error_message() + "): " +
+        (token_.empty() ? "no token was sent; set GPUSCHED_TOKEN or put a token in "
+                        : "the token sent was refused; set GPUSCHED_TOKEN to a valid one or put "
+                          "it in ") +
+        "~/.config/gpusched/token; an admin creates one with `gpusched token create --user "
+        "NAME`");
+  }
+  if (out.code() == StatusCode::kPermissionDenied) {
+    return PermissionDenied(s.error_message() + " (server " + servers_[current_] +
+                            "; an admin can do it, or give you an admin token)");
+  }
   if (out.code() == StatusCode::kUnavailable && !rpc::IsNotLeader(s.error_message())) {
     std::string names = servers_[current_];
     if (servers_.size() > 1) {

@@ -2,7 +2,13 @@
 // What every client subcommand shares: the server address (--server, else GPUSCHED_SERVER,
 // else 127.0.0.1:7070; a comma-separated list names the servers of a highly available control
 // plane), a stub with deadlines that follows the leader, and exit codes scripts can trust
-// (commands.h): 2 for bad input, 3 when the server cannot be reached, 1 for other failures.
+// (commands.h): 2 for bad input, 3 when the server cannot be reached, 4 when the server does
+// not accept the caller's token or refuses the call, 1 for other failures.
+//
+// Credentials: every call carries `authorization: Bearer TOKEN` when a token is found
+// (GPUSCHED_TOKEN, else the first line of $XDG_CONFIG_HOME/gpusched/token or
+// ~/.config/gpusched/token), and `x-gpusched-user` with the caller's Unix user name, which
+// a server uses only with authentication off.
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +38,9 @@ struct ClientFlags {
 // Adds --server (and --json when `json`) to `cmd`.
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json = true);
 std::string ResolveServer(const std::string& flag);
+// The bearer token to send: GPUSCHED_TOKEN, else the token file (first line, trimmed); ""
+// when none.
+std::string ResolveToken();
 
 // Splits "a:1,b:2" into addresses (empty entries dropped).
 std::vector<std::string> SplitServers(const std::string& list);
@@ -59,6 +68,8 @@ class Client {
   Status Convert(const grpc::Status& s) const;
   std::vector<std::string> servers_;
   size_t current_ = 0;
+  std::string token_;
+  std::string unix_user_;
   std::map<std::string, std::unique_ptr<v1::Scheduler::Stub>> stubs_;
 };
 

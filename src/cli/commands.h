@@ -23,6 +23,8 @@ void RegisterDemo(CLI::App& app);
 void RegisterTaskCommands(CLI::App& app);
 // nodes, cordon, uncordon, drain (node_commands.cc).
 void RegisterNodeCommands(CLI::App& app);
+// token create, ls, revoke (token_commands.cc).
+void RegisterTokenCommands(CLI::App& app);
 // server, agent, dev (daemon_commands.cc).
 void RegisterDaemons(CLI::App& app);
 // `gpusched bench e2e`: the control plane end to end on loopback.
@@ -47,5 +49,6 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;      // the command ran and reports failure
 inline constexpr int kExitUsage = 2;        // bad flags or input
 inline constexpr int kExitUnavailable = 3;  // the server could not be reached
+inline constexpr int kExitDenied = 4;       // not authenticated, or not allowed
 
 }  // namespace gpusched::cli

@@ -23,6 +23,7 @@ T OrFail(StatusOr<T> v) {
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
   std::string store, etcd, lease_ttl, advertise;
+  std::string auth;  // "" = the config file's, else by address (ServerConfig::auth)
 };
 
 void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
@@ -46,6 +47,7 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   if (!f.store.empty()) c.store = f.store;
   if (!f.etcd.empty()) c.etcd = f.etcd;
   if (!f.advertise.empty()) c.advertise = f.advertise;
+  if (!f.auth.empty()) c.auth = f.auth;
   if (!f.lease_ttl.empty()) {
     auto ttl = ParseDurationMs(f.lease_ttl, "--lease-ttl");
     if (!ttl.ok()) Fail(ttl.status());
@@ -68,6 +70,9 @@ void RegisterServer(CLI::App& app) {
   cmd->add_option("--advertise", f->advertise,
                   "The gRPC address clients and agents should use for this server (default: "
                   "--listen)");
+  cmd->add_option("--auth", f->auth,
+                  "API authentication: token (bearer tokens; the first start writes "
+                  "DATA_DIR/admin-token) or none (default: token unless --listen is loopback)");
   cmd->callback([f] {
     if (f->data_dir.empty() && f->store != "etcd") f->data_dir = "gpusched-data";
     server::ServerConfig c = ServerConfigFrom(*f);
@@ -77,7 +82,7 @@ void RegisterServer(CLI::App& app) {
               << (srv->http_port() > 0 ? std::to_string(srv->http_port()) : "off") << ", "
               << (c.store == "etcd" ? "etcd " + c.etcd + " (standby until elected)"
                                     : "data " + c.data_dir)
-              << "\n";
+              << ", auth " << (c.AuthEnabled() ? "token" : "none") << "\n";
     WaitForStopSignal();
     srv->Shutdown();
   });

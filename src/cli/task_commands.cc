@@ -272,12 +272,14 @@ void RegisterLs(CLI::App& app) {
       std::cout << a.dump() << "\n";
       return;
     }
-    std::vector<std::vector<std::string>> rows{{"ID", "NAME", "STATE", "NODE", "GPUS",
-                                                "SUBMITTED", "ELAPSED", "EXIT", "ATTEMPTS",
-                                                "REASON"}};
+    std::vector<std::vector<std::string>> rows{{"ID", "NAME", "USER", "TEAM", "STATE", "NODE",
+                                                "GPUS", "SUBMITTED", "ELAPSED", "EXIT",
+                                                "ATTEMPTS", "REASON"}};
     for (const v1::Task& t : tasks) {
       const int64_t elapsed = ElapsedMs(t, now);
       rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
+                      t.spec().user().empty() ? "-" : t.spec().user(),
+                      t.spec().team().empty() ? "-" : t.spec().team(),
                       t.idle() ? t.state() + " (idle)" : t.state(),
                       t.node().empty() ? "-" : t.node(),
                       t.gpus_size() ? JoinInts(t.gpus()) : "-", Age(t.submitted_ms(), now),
@@ -327,6 +329,8 @@ void RegisterShow(CLI::App& app) {
     std::vector<std::vector<std::string>> rows = {
         {"id:", std::to_string(t.id())},
         {"name:", OrDash(t.name())},
+        {"user:", OrDash(t.spec().user())},
+        {"team:", OrDash(t.spec().team())},
         {"state:", t.state()},
         {"reason:", t.reason()},
         {"command:", cmdline},
@@ -414,7 +418,9 @@ void RegisterLogs(CLI::App& app) {
 }
 
 // `cancel ID...` or `cancel --state S`: each task is tried; the exit code is 1 if any failed.
-// (No --user: tasks record no user yet.)
+// With authentication on, a task that is not the caller's is refused (exit 4) unless the
+// caller is an admin; with `--state`, the tasks of others in that state are left alone and
+// counted on stderr, not an error (the caller cannot know beforehand which are theirs).
 void RegisterCancel(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto ids = std::make_shared<std::vector<std::string>>();
@@ -432,19 +438,26 @@ void RegisterCancel(CLI::App& app) {
     }
     std::vector<uint64_t> targets;
     for (const std::string& text : *ids) targets.push_back(ParseId(text));
+    const size_t named = targets.size();  // the rest come from --state
     Client c(flags->server);
     if (!states->empty()) {
       for (const v1::Task& t : ListTasksIn(c, *states)) targets.push_back(t.id());
       if (targets.empty() && !flags->json) std::cerr << "(no task in that state)\n";
     }
+    size_t others = 0;
     nlohmann::json done = nlohmann::json::array();
     Status first_error = Status::Ok();
-    for (uint64_t id : targets) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const uint64_t id = targets[i];
       v1::CancelRequest req;
       req.set_id(id);
       v1::CancelResponse resp;
       Status s =
           c.Call([&](grpc::ClientContext& ctx) { return c.stub().Cancel(&ctx, req, &resp); });
+      if (!s.ok() && s.code() == StatusCode::kPermissionDenied && i >= named) {
+        ++others;  // another user's task in that state
+        continue;
+      }
       if (!s.ok()) {
         if (s.code() == StatusCode::kUnavailable) Fail(s);
         if (first_error.ok()) first_error = s;
@@ -458,6 +471,9 @@ void RegisterCancel(CLI::App& app) {
       }
     }
     if (flags->json) std::cout << done.dump() << "\n";
+    if (others > 0 && !flags->json) {
+      std::cerr << "(" << others << " task(s) of other users in that state left alone)\n";
+    }
     if (!first_error.ok()) {
       if (flags->json) Fail(first_error);
       ExitWith(ExitCodeFor(first_error));

@@ -52,6 +52,10 @@ struct TaskSpec {
   std::string workdir;  // absolute; "" = the agent's own working directory
   // Wall-clock limit of one attempt: past it the task is killed and failed (not retried).
   std::optional<DurationMs> time_limit_ms;
+  // Who submitted it and for which team: set by the server from the caller's identity, never
+  // taken from the request; the core does not interpret them.
+  std::string user;
+  std::string team;
 };
 
 // Rich lifecycle state.

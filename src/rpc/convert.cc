@@ -54,6 +54,8 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
     return InvalidArgument("workdir: \"" + p.workdir() + "\" is not an absolute path");
   }
   s.workdir = p.workdir();
+  s.user = p.user();
+  s.team = p.team();
   if (p.command_size() == 0) return InvalidArgument("command: must not be empty");
   for (int i = 0; i < p.command_size(); ++i) {
     if (p.command(i).find('\0') != std::string::npos) {
@@ -99,6 +101,8 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
   if (s.max_retries) p->set_max_retries(*s.max_retries);
   if (s.time_limit_ms) p->set_time_limit_ms(*s.time_limit_ms);
   p->set_workdir(s.workdir);
+  p->set_user(s.user);
+  p->set_team(s.team);
   for (const std::string& c : s.command) p->add_command(c);
   for (const auto& [k, v] : s.env) (*p->mutable_env())[k] = v;
   p->set_gpu_model(s.gpu_model);

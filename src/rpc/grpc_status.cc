@@ -17,6 +17,9 @@ grpc::Status ToGrpc(const Status& s) {
     // ABORTED: "retry at a higher level" is exactly what a client may do with the same
     // idempotency key.
     case StatusCode::kNotStored: return {grpc::StatusCode::ABORTED, s.message()};
+    case StatusCode::kUnauthenticated: return {grpc::StatusCode::UNAUTHENTICATED, s.message()};
+    case StatusCode::kPermissionDenied:
+      return {grpc::StatusCode::PERMISSION_DENIED, s.message()};
     case StatusCode::kInternal: break;
   }
   return {grpc::StatusCode::INTERNAL, s.message()};
@@ -36,6 +39,8 @@ Status FromGrpc(const grpc::Status& s) {
     case grpc::StatusCode::DEADLINE_EXCEEDED: return Unavailable(m.empty() ? "unavailable" : m);
     case grpc::StatusCode::DATA_LOSS: return DataLoss(m);
     case grpc::StatusCode::ABORTED: return NotStored(m);
+    case grpc::StatusCode::UNAUTHENTICATED: return Unauthenticated(m);
+    case grpc::StatusCode::PERMISSION_DENIED: return PermissionDenied(m);
     default: return Internal(m);
   }
 }

@@ -9,7 +9,10 @@ constexpr double kMsPerHour = 3'600'000.0;
 
 }  // namespace
 
-TaskOwner OwnerOf(const v1::Task&) { return {"default", "default"}; }
+TaskOwner OwnerOf(const v1::Task& t) {
+  return {t.spec().user().empty() ? "default" : t.spec().user(),
+          t.spec().team().empty() ? "default" : t.spec().team()};
+}
 
 Accounting::Accounting(AccountingQuery q,
                        std::map<std::pair<std::string, int>, int64_t> gpu_total_mib)

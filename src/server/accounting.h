@@ -7,9 +7,9 @@
 // up to at most that GPU. GPU-memory-hours are GiB reserved x hours.
 //
 // Limits of what a task records: the GPUs and shares are those of its latest placement, so
-// the intervals of earlier attempts are counted with them too; and tasks carry no user or
-// team yet (the security issue adds them): TaskOwner is the one place that says whose a task
-// is, and answers "default" until then.
+// the intervals of earlier attempts are counted with them too. TaskOwner is the one place
+// that says whose a task is: its recorded user and team (set by the server from the caller's
+// token), "default" for either when the task records none.
 //
 // Pure: no clock, no I/O. Deterministic: groups by name, series by time.
 

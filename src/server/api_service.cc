@@ -4,6 +4,7 @@
 
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
+#include "server/access.h"
 
 namespace gpusched::server {
 namespace {
@@ -13,26 +14,49 @@ grpc::Status RequireId(uint64_t id) {
   return grpc::Status::OK;
 }
 
+std::string Metadata(const grpc::ServerContext* ctx, const std::string& key) {
+  auto it = ctx->client_metadata().find(key);
+  return it == ctx->client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+void TokenInfoToProto(const store::TokenRecord& r, v1::TokenInfo* p) {
+  p->set_id(r.id);
+  p->set_user(r.user);
+  p->set_team(r.team);
+  p->set_admin(r.admin);
+  p->set_created_ms(r.created_ms);
+}
+
 }  // namespace
 
-grpc::Status ApiService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
+StatusOr<ApiService::Entered> ApiService::Enter(grpc::ServerContext* ctx) {
+  GS_ASSIGN_OR_RETURN(std::shared_ptr<ControlPlane> cp, gate_.Get());
+  GS_ASSIGN_OR_RETURN(Caller caller, cp->Authenticate(Metadata(ctx, "authorization"),
+                                                      Metadata(ctx, "x-gpusched-user")));
+  return Entered{std::move(cp), std::move(caller)};
+}
+
+grpc::Status ApiService::Submit(grpc::ServerContext* ctx, const v1::SubmitRequest* req,
                                 v1::SubmitResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
+  const Caller& caller = entered->caller;
   auto spec = rpc::TaskSpecFromProto(req->spec());
   if (!spec.ok()) return rpc::ToGrpc(spec.status());
+  spec->user = caller.user;  // who submits is the server's to say, never the client's
+  spec->team = caller.team;
   auto id = cp.Submit(std::move(spec).value(), req->idempotency_key());
   if (!id.ok()) return rpc::ToGrpc(id.status());
   resp->set_id(id->value());
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::GetTask(grpc::ServerContext*, const v1::GetTaskRequest* req,
+grpc::Status ApiService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequest* req,
                                  v1::Task* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
   if (auto s = RequireId(req->id()); !s.ok()) return s;
   auto t = cp.GetTask(req->id(), true);
   if (!t.ok()) return rpc::ToGrpc(t.status());
@@ -40,11 +64,11 @@ grpc::Status ApiService::GetTask(grpc::ServerContext*, const v1::GetTaskRequest*
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::ListTasks(grpc::ServerContext*, const v1::ListTasksRequest* req,
+grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasksRequest* req,
                                    v1::ListTasksResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
   std::optional<core::TaskState> state;
   if (!req->state().empty()) {
     auto s = rpc::TaskStateFromName(req->state(), "state");
@@ -62,12 +86,20 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext*, const v1::ListTasksRequ
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::Cancel(grpc::ServerContext*, const v1::CancelRequest* req,
+grpc::Status ApiService::Cancel(grpc::ServerContext* ctx, const v1::CancelRequest* req,
                                 v1::CancelResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
+  const Caller& caller = entered->caller;
   if (auto s = RequireId(req->id()); !s.ok()) return s;
+  if (!caller.admin) {
+    auto task = cp.GetTask(req->id(), false);
+    if (!task.ok()) return rpc::ToGrpc(task.status());
+    Status allowed =
+        RequireOwnerOrAdmin(caller, *task, "cancel task " + std::to_string(req->id()));
+    if (!allowed.ok()) return rpc::ToGrpc(allowed);
+  }
   auto t = cp.Cancel(req->id());
   if (!t.ok()) return rpc::ToGrpc(t.status());
   *resp->mutable_task() = std::move(t).value();
@@ -76,9 +108,9 @@ grpc::Status ApiService::Cancel(grpc::ServerContext*, const v1::CancelRequest* r
 
 grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
                                grpc::ServerWriter<v1::Task>* writer) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
   const std::set<uint64_t> wanted(req->ids().begin(), req->ids().end());
   auto send = [&](uint64_t id) {
     auto t = cp.GetTask(id, false);
@@ -118,11 +150,11 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::Why(grpc::ServerContext*, const v1::WhyRequest* req,
+grpc::Status ApiService::Why(grpc::ServerContext* ctx, const v1::WhyRequest* req,
                              v1::WhyResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
   if (auto s = RequireId(req->id()); !s.ok()) return s;
   auto w = cp.Why(req->id());
   if (!w.ok()) return rpc::ToGrpc(w.status());
@@ -130,33 +162,40 @@ grpc::Status ApiService::Why(grpc::ServerContext*, const v1::WhyRequest* req,
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+grpc::Status ApiService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                                    v1::ListNodesResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
   for (v1::Node& n : cp.ListNodes()) *resp->add_nodes() = std::move(n);
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::Cordon(grpc::ServerContext*, const v1::CordonRequest* req,
+grpc::Status ApiService::Cordon(grpc::ServerContext* ctx, const v1::CordonRequest* req,
                                 v1::NodeResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
+  const Caller& caller = entered->caller;
   if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  Status allowed = RequireAdmin(
+      caller, std::string(req->cordon() ? "cordon" : "uncordon") + " node " + req->node());
+  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   auto n = cp.Cordon(req->node(), req->cordon());
   if (!n.ok()) return rpc::ToGrpc(n.status());
   *resp->mutable_node() = std::move(n).value();
   return grpc::Status::OK;
 }
 
-grpc::Status ApiService::Drain(grpc::ServerContext*, const v1::DrainRequest* req,
+grpc::Status ApiService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest* req,
                                v1::NodeResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
+  const Caller& caller = entered->caller;
   if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  Status allowed = RequireAdmin(caller, "drain node " + req->node());
+  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   auto n = cp.Drain(req->node(), req->evict());
   if (!n.ok()) return rpc::ToGrpc(n.status());
   *resp->mutable_node() = std::move(n).value();
@@ -164,12 +203,20 @@ grpc::Status ApiService::Drain(grpc::ServerContext*, const v1::DrainRequest* req
 }
 
 // The log lives on the agent that ran the task's latest attempt; the server reads it there.
-grpc::Status ApiService::Logs(grpc::ServerContext*, const v1::LogsRequest* req,
+grpc::Status ApiService::Logs(grpc::ServerContext* ctx, const v1::LogsRequest* req,
                               v1::LogsResponse* resp) {
-  auto gate = gate_.Get();
-  if (!gate.ok()) return rpc::ToGrpc(gate.status());
-  ControlPlane& cp = **gate;
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
+  const Caller& caller = entered->caller;
   if (auto s = RequireId(req->id()); !s.ok()) return s;
+  if (!caller.admin) {
+    auto task = cp.GetTask(req->id(), false);
+    if (!task.ok()) return rpc::ToGrpc(task.status());
+    Status allowed = RequireOwnerOrAdmin(caller, *task,
+                                         "read the logs of task " + std::to_string(req->id()));
+    if (!allowed.ok()) return rpc::ToGrpc(allowed);
+  }
   auto out = logs_.Read(cp, req->id(), req->offset(), req->max_bytes());
   if (!out.ok()) return rpc::ToGrpc(out.status());
   *resp = std::move(out).value();
@@ -183,6 +230,48 @@ namespace gpusched::server {
 grpc::Status ApiService::GetServerStatus(grpc::ServerContext*, const v1::ServerStatusRequest*,
                                          v1::ServerStatus* resp) {
   *resp = status_();
+  return grpc::Status::OK;
+}
+
+}  // namespace gpusched::server
+
+namespace gpusched::server {
+
+grpc::Status ApiService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
+                                     v1::CreateTokenResponse* resp) {
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  Status allowed = RequireAdmin(entered->caller, "token create");
+  if (!allowed.ok()) return rpc::ToGrpc(allowed);
+  auto minted = entered->cp->CreateToken(req->user(), req->team(), req->admin());
+  if (!minted.ok()) return rpc::ToGrpc(minted.status());
+  TokenInfoToProto(minted->record, resp->mutable_info());
+  resp->set_token(minted->token);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ListTokens(grpc::ServerContext* ctx, const v1::ListTokensRequest*,
+                                    v1::ListTokensResponse* resp) {
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  Status allowed = RequireAdmin(entered->caller, "token ls");
+  if (!allowed.ok()) return rpc::ToGrpc(allowed);
+  for (const store::TokenRecord& r : entered->cp->ListTokens()) {
+    TokenInfoToProto(r, resp->add_tokens());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::RevokeToken(grpc::ServerContext* ctx, const v1::RevokeTokenRequest* req,
+                                     v1::RevokeTokenResponse* resp) {
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  Status allowed = RequireAdmin(entered->caller, "token revoke");
+  if (!allowed.ok()) return rpc::ToGrpc(allowed);
+  if (req->id().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "id: must be a token id"};
+  auto r = entered->cp->RevokeToken(req->id());
+  if (!r.ok()) return rpc::ToGrpc(r.status());
+  TokenInfoToProto(*r, resp->mutable_info());
   return grpc::Status::OK;
 }
 

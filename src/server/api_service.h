@@ -2,6 +2,11 @@
 // ApiService: the gpusched.v1.Scheduler gRPC service (what the CLI and programs call). Every
 // handler validates its request, calls the ControlPlane and maps Status to a gRPC status; no
 // exception or bad request can take the server down.
+//
+// Every call but GetServerStatus is authenticated first (ControlPlane::Authenticate, from the
+// `authorization` metadata, and `x-gpusched-user` with authentication off) and checked
+// against access.h; GetServerStatus is answered by standbys too, which hold no tokens, and
+// tells only the servers' roles and addresses.
 
 #include <functional>
 #include <map>
@@ -37,8 +42,21 @@ class ApiService final : public v1::Scheduler::Service {
   grpc::Status Logs(grpc::ServerContext*, const v1::LogsRequest*, v1::LogsResponse*) override;
   grpc::Status GetServerStatus(grpc::ServerContext*, const v1::ServerStatusRequest*,
                                v1::ServerStatus*) override;
+  grpc::Status CreateToken(grpc::ServerContext*, const v1::CreateTokenRequest*,
+                           v1::CreateTokenResponse*) override;
+  grpc::Status ListTokens(grpc::ServerContext*, const v1::ListTokensRequest*,
+                          v1::ListTokensResponse*) override;
+  grpc::Status RevokeToken(grpc::ServerContext*, const v1::RevokeTokenRequest*,
+                           v1::RevokeTokenResponse*) override;
 
  private:
+  // The leader's control plane and the authenticated caller, or the status to answer.
+  struct Entered {
+    std::shared_ptr<ControlPlane> cp;
+    Caller caller;
+  };
+  StatusOr<Entered> Enter(grpc::ServerContext* ctx);
+
   ControlPlaneGate& gate_;
   std::function<v1::ServerStatus()> status_;
   LogReader logs_;

@@ -72,6 +72,8 @@ Status ControlPlane::Restore() {
   for (const store::LearnedPeak& p : peaks) {
     sched_->memory_table().RestoreLearned(p.profile, p.max_peak_mib, p.observations);
   }
+  GS_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> tokens, store_->LoadTokens());
+  for (store::TokenRecord& t : tokens) tokens_.Put(std::move(t));
   GS_ASSIGN_OR_RETURN(auto counts, store_->CountTasksByState());
   for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
                             core::TaskState::kCancelled}) {  // not restored into memory
@@ -243,6 +245,13 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
     const auto [peak, observations] = sched_->memory_table().Learned(p);
     if (observations > 0) batch.peaks.push_back({p, peak, observations});
   }
+  for (const auto& [id, t] : w.tokens) {
+    if (t) {
+      batch.tokens.push_back(*t);
+    } else {
+      batch.revoked_tokens.push_back(id);
+    }
+  }
   return batch;
 }
 
@@ -286,6 +295,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
   pending_.keys.insert(w.keys.begin(), w.keys.end());
   pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
+  pending_.tokens.insert(w.tokens.begin(), w.tokens.end());  // newer (already pending) wins
 }
 
 // Sends every held message whose commit is durable, in the order the decisions were made.

@@ -46,6 +46,7 @@
 #include "server/agent_channel.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
+#include "server/tokens.h"
 #include "store/state_store.h"
 
 namespace gpusched::server {
@@ -111,6 +112,24 @@ class ControlPlane {
   uint64_t WaitForChanges(uint64_t since, DurationMs timeout_ms, std::vector<uint64_t>& ids,
                           bool& everything);
 
+  // ---- authentication (control_plane_tokens.cc; server/tokens.h) ----
+  // Who calls, from a request's credentials: `authorization` is the Authorization header or
+  // metadata value ("" = none). With authentication on, a valid bearer token is required
+  // (Unauthenticated otherwise); with it off, everyone is an admin named `claimed_user`
+  // (the client's x-gpusched-user; "default" when it sent none) in team "default".
+  StatusOr<Caller> Authenticate(const std::string& authorization,
+                                const std::string& claimed_user);
+  bool auth_enabled() const { return config_.AuthEnabled(); }
+  // Creates a token and returns it once its record is durable (NotStored, and no token,
+  // when that commit fails). Callers check that the caller is an admin.
+  StatusOr<MintedToken> CreateToken(const std::string& user, const std::string& team,
+                                    bool admin);
+  std::vector<store::TokenRecord> ListTokens();  // ascending id
+  // Stops accepting the token at once, then stores that (NotStored when the commit failed:
+  // the token stays refused here and the deletion is retried).
+  StatusOr<store::TokenRecord> RevokeToken(const std::string& id);
+  size_t TokenCount();
+
   // ---- views (control_plane_views.cc), each taken under one lock ----
   // The first `limit` tasks of Q and of FQ with their explanations.
   QueuesView Queues(size_t limit);
@@ -153,7 +172,10 @@ class ControlPlane {
     std::map<std::string, store::NodeRecord> nodes;
     std::map<std::string, uint64_t> keys;
     std::set<core::MemoryProfile> peaks;
-    bool empty() const { return tasks.empty() && nodes.empty() && keys.empty() && peaks.empty(); }
+    std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
+    bool empty() const {
+      return tasks.empty() && nodes.empty() && keys.empty() && peaks.empty() && tokens.empty();
+    }
   };
 
   ControlPlane(const ServerConfig& config, Clock& clock, std::unique_ptr<store::StateStore> store,
@@ -207,6 +229,7 @@ class ControlPlane {
   std::unordered_map<TaskId, std::array<int64_t, 5>> persisted_;
   std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
   std::map<std::string, bool> probe_ok_;
+  TokenTable tokens_;
 
   // ---- commit pipeline ----
   PendingWrite pending_;

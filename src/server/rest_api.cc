@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rpc/json.h"
+#include "server/access.h"
 #include "server/accounting.h"
 #include "server/dashboard_assets.h"
 #include "server/log_reader.h"
@@ -36,18 +37,21 @@ constexpr size_t kMaxScanPages = 50;     // a filtered listing reads at most thi
 
 enum class Access { kRead, kWrite };
 
-// The one place every request is let in. Until the security issue lands there are no
-// identities, so everyone may do everything; the bearer-token check (Authorization header ->
-// user and team, Unauthenticated / PermissionDenied) goes here and nowhere else.
+// The one place every request is let in: the caller named by the bearer token in the
+// Authorization header (Unauthenticated: 401), or with authentication off an admin named by
+// X-Gpusched-User (ControlPlane::Authenticate). What each caller may do is access.h's.
 // Writes must be JSON: a browser cannot send that across origins without a CORS preflight
-// (which this API never grants), so another web page cannot submit or cancel tasks.
-Status Authorize(const Request& req, Access access) {
+// (which this API never grants), so another web page cannot submit or cancel tasks. The
+// token travels in a header only, never in a URL (URLs end up in logs).
+StatusOr<Caller> Authorize(ControlPlane& cp, const Request& req, Access access) {
+  GS_ASSIGN_OR_RETURN(Caller caller, cp.Authenticate(req.get_header_value("Authorization"),
+                                                     req.get_header_value("X-Gpusched-User")));
   if (access == Access::kWrite &&
       req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
     return InvalidArgument("Content-Type: must be application/json, got \"" +
                            req.get_header_value("Content-Type") + "\"");
   }
-  return Status::Ok();
+  return caller;
 }
 
 int HttpStatus(StatusCode c) {
@@ -60,6 +64,8 @@ int HttpStatus(StatusCode c) {
     case StatusCode::kResourceExhausted: return 422;  // no node could ever fit it
     case StatusCode::kUnavailable:
     case StatusCode::kNotStored: return 503;          // safe to retry
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
     case StatusCode::kInternal:
     case StatusCode::kDataLoss: break;
   }
@@ -83,12 +89,22 @@ void SendJson(Response& res, int status, const Json& j) {
 }
 
 void SendError(Response& res, const Status& s) {
+  // RFC 6750: a 401 names the scheme it wants.
+  if (s.code() == StatusCode::kUnauthenticated) {
+    res.set_header("WWW-Authenticate", "Bearer realm=\"gpusched\"");
+  }
   SendJson(res, HttpStatus(s.code()),
            {{"error",
              {{"status", HttpStatus(s.code())},
               {"code", StatusCodeName(s.code())},
               {"message", s.message()},
               {"field", FieldOf(s.message())}}}});
+}
+
+// The task exists (NotFound otherwise) and the caller may read its logs (its owner or an admin).
+Status MayReadLogs(ControlPlane& cp, const Caller& caller, uint64_t id) {
+  GS_ASSIGN_OR_RETURN(v1::Task t, cp.GetTask(id, false));
+  return RequireOwnerOrAdmin(caller, t, "read the logs of task " + std::to_string(id));
 }
 
 // ---------------------------------------------------------------- the API
@@ -99,18 +115,18 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
   void Register(httplib::Server& http);
 
  private:
-  using Handler = StatusOr<Json> (RestApi::*)(const Request&);
+  using Handler = StatusOr<Json> (RestApi::*)(const Request&, const Caller&);
   // A JSON route: access check, handler, reply (`ok` on success). Never throws.
   httplib::Server::Handler Route(Access access, Handler h, int ok = 200);
 
-  StatusOr<Json> ListTasks(const Request& req);
-  StatusOr<Json> GetTask(const Request& req);
-  StatusOr<Json> SubmitTask(const Request& req);
-  StatusOr<Json> CancelTask(const Request& req);
-  StatusOr<Json> ReadLogs(const Request& req);
-  StatusOr<Json> Nodes(const Request& req);
-  StatusOr<Json> Queues(const Request& req);
-  StatusOr<Json> GetAccounting(const Request& req);
+  StatusOr<Json> ListTasks(const Request& req, const Caller& caller);
+  StatusOr<Json> GetTask(const Request& req, const Caller& caller);
+  StatusOr<Json> SubmitTask(const Request& req, const Caller& caller);
+  StatusOr<Json> CancelTask(const Request& req, const Caller& caller);
+  StatusOr<Json> ReadLogs(const Request& req, const Caller& caller);
+  StatusOr<Json> Nodes(const Request& req, const Caller& caller);
+  StatusOr<Json> Queues(const Request& req, const Caller& caller);
+  StatusOr<Json> GetAccounting(const Request& req, const Caller& caller);
   void Events(const Request& req, Response& res);
   void FollowLogs(uint64_t id, int64_t offset, Response& res);
   bool TakeStream(Response& res);
@@ -123,11 +139,11 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
 httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
   auto self = shared_from_this();
   return [self, access, h, ok](const Request& req, Response& res) {
-    Status allowed = Authorize(req, access);
-    if (!allowed.ok()) return SendError(res, allowed);
+    StatusOr<Caller> caller = Authorize(self->cp_, req, access);
+    if (!caller.ok()) return SendError(res, caller.status());
     StatusOr<Json> out = Internal("no answer");
     try {
-      out = ((*self).*h)(req);
+      out = ((*self).*h)(req, *caller);
     } catch (const std::exception& e) {  // a third-party throw must not take the server down
       out = Internal(std::string("internal error: ") + e.what());
     }
@@ -136,7 +152,7 @@ httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
   };
 }
 
-StatusOr<Json> RestApi::ListTasks(const Request& req) {
+StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller&) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"state", "user", "team",
                                                                    "node", "limit", "after"}));
   GS_ASSIGN_OR_RETURN(std::optional<core::TaskState> state, rest::StateParam(q, "state"));
@@ -172,7 +188,7 @@ StatusOr<Json> RestApi::ListTasks(const Request& req) {
   return Json{{"tasks", tasks}, {"next_after", next == 0 ? Json() : Json(next)}};
 }
 
-StatusOr<Json> RestApi::GetTask(const Request& req) {
+StatusOr<Json> RestApi::GetTask(const Request& req, const Caller&) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.GetTask(id, true));
@@ -191,13 +207,15 @@ StatusOr<Json> RestApi::GetTask(const Request& req) {
   return j;
 }
 
-StatusOr<Json> RestApi::SubmitTask(const Request& req) {
+StatusOr<Json> RestApi::SubmitTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   if (req.body.size() > kMaxBody) {
     return InvalidArgument("body: " + std::to_string(req.body.size()) + " bytes, at most " +
                            std::to_string(kMaxBody));
   }
   GS_ASSIGN_OR_RETURN(rest::SubmitBody body, rest::ParseSubmitBody(req.body));
+  body.spec.user = caller.user;  // the server says who submits, never the body
+  body.spec.team = caller.team;
   const std::string header = req.get_header_value("Idempotency-Key");
   if (!header.empty() && !body.idempotency_key.empty() && header != body.idempotency_key) {
     return InvalidArgument("idempotency_key: differs from the Idempotency-Key header");
@@ -207,19 +225,24 @@ StatusOr<Json> RestApi::SubmitTask(const Request& req) {
   return Json{{"id", id.value()}, {"url", "/api/v1/tasks/" + std::to_string(id.value())}};
 }
 
-StatusOr<Json> RestApi::CancelTask(const Request& req) {
+StatusOr<Json> RestApi::CancelTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
+  if (!caller.admin) {
+    GS_ASSIGN_OR_RETURN(v1::Task owned, cp_.GetTask(id, false));
+    GS_RETURN_IF_ERROR(RequireOwnerOrAdmin(caller, owned, "cancel task " + std::to_string(id)));
+  }
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.Cancel(id));
   return rpc::TaskJson(t, cp_.clock().NowMs());
 }
 
-StatusOr<Json> RestApi::ReadLogs(const Request& req) {
+StatusOr<Json> RestApi::ReadLogs(const Request& req, const Caller& caller) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"offset", "max_bytes"}));
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(int64_t offset, rest::IntParam(q, "offset", 0, INT64_MAX, 0));
   GS_ASSIGN_OR_RETURN(int64_t max, rest::IntParam(q, "max_bytes", 1, LogReader::kMaxChunk,
                                                   LogReader::kMaxChunk));
+  GS_RETURN_IF_ERROR(MayReadLogs(cp_, caller, id));
   GS_ASSIGN_OR_RETURN(v1::LogsResponse r, logs_.Read(cp_, id, offset, max));
   return Json{{"attempt", r.attempt()},
               {"data", r.data()},
@@ -227,7 +250,7 @@ StatusOr<Json> RestApi::ReadLogs(const Request& req) {
               {"task_done", r.task_done()}};
 }
 
-StatusOr<Json> RestApi::Nodes(const Request& req) {
+StatusOr<Json> RestApi::Nodes(const Request& req, const Caller&) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   ClusterView view = cp_.Cluster();
   // (node, gpu) -> the tasks holding it, ascending id (view.active is).
@@ -258,7 +281,7 @@ StatusOr<Json> RestApi::Nodes(const Request& req) {
   return Json{{"nodes", nodes}};
 }
 
-StatusOr<Json> RestApi::Queues(const Request& req) {
+StatusOr<Json> RestApi::Queues(const Request& req, const Caller&) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"limit"}));
   GS_ASSIGN_OR_RETURN(int64_t limit, rest::IntParam(q, "limit", 1, 10'000, 500));
   QueuesView view = cp_.Queues(size_t(limit));
@@ -277,7 +300,7 @@ StatusOr<Json> RestApi::Queues(const Request& req) {
               {"FQ", list(view.failure, view.failure_size)}};
 }
 
-StatusOr<Json> RestApi::GetAccounting(const Request& req) {
+StatusOr<Json> RestApi::GetAccounting(const Request& req, const Caller&) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"by", "user", "team", "since",
                                                                    "until", "step"}));
   AccountingQuery aq;
@@ -451,8 +474,8 @@ void RestApi::Register(httplib::Server& http) {
   http.Get("/api/v1/tasks/([^/]+)", Route(Access::kRead, &RestApi::GetTask));
   http.Post("/api/v1/tasks/([^/]+)/cancel", Route(Access::kWrite, &RestApi::CancelTask));
   http.Get("/api/v1/tasks/([^/]+)/logs", [self](const Request& req, Response& res) {
-    Status allowed = Authorize(req, Access::kRead);
-    if (!allowed.ok()) return SendError(res, allowed);
+    StatusOr<Caller> caller = Authorize(self->cp_, req, Access::kRead);
+    if (!caller.ok()) return SendError(res, caller.status());
     const bool follow = req.has_param("follow") ||
                         req.get_header_value("Accept").find("text/event-stream") !=
                             std::string::npos;
@@ -471,8 +494,8 @@ void RestApi::Register(httplib::Server& http) {
     }
     if (!id.ok()) return SendError(res, id.status());
     if (!offset.ok()) return SendError(res, offset.status());
-    if (Status known = self->cp_.GetTask(*id, false).status(); !known.ok()) {
-      return SendError(res, known);
+    if (Status allowed = MayReadLogs(self->cp_, *caller, *id); !allowed.ok()) {
+      return SendError(res, allowed);
     }
     self->FollowLogs(*id, *offset, res);
   });
@@ -480,8 +503,8 @@ void RestApi::Register(httplib::Server& http) {
   http.Get("/api/v1/queues", Route(Access::kRead, &RestApi::Queues));
   http.Get("/api/v1/accounting", Route(Access::kRead, &RestApi::GetAccounting));
   http.Get("/api/v1/events", [self](const Request& req, Response& res) {
-    Status allowed = Authorize(req, Access::kRead);
-    if (!allowed.ok()) return SendError(res, allowed);
+    StatusOr<Caller> caller = Authorize(self->cp_, req, Access::kRead);
+    if (!caller.ok()) return SendError(res, caller.status());
     self->Events(req, res);
   });
   http.Get("/api/v1/openapi.json", [](const Request&, Response& res) {

@@ -1,7 +1,13 @@
 #include "server/server.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -163,11 +169,53 @@ void StopHttp(Server::Impl& s) {
   s.http.reset();
 }
 
+// Writes `text` to `path`, readable by this user only (mode 0600 even when the file existed).
+Status WriteSecretFile(const std::string& path, const std::string& text) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("admin-token: cannot write " + path + ": " + std::strerror(errno));
+  bool ok = fchmod(fd, 0600) == 0 &&
+            write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            fsync(fd) == 0;
+  const int err = errno;
+  ok = close(fd) == 0 && ok;
+  if (!ok) return Internal("admin-token: cannot write " + path + ": " + std::strerror(err));
+  return Status::Ok();
+}
+
+// Authentication on and no token at all (a first start): creates an admin token and writes
+// it to DATA_DIR/admin-token, so an operator can create the others. The token itself is never
+// printed. Without a data directory (etcd, or a memory store) nothing is created and the
+// operator is told how to get one.
+Status BootstrapAdminToken(const ServerConfig& config, ControlPlane& cp) {
+  if (!cp.auth_enabled() || cp.TokenCount() > 0) return Status::Ok();
+  if (config.data_dir.empty()) {
+    std::cerr << "gpusched server: authentication is on and no token exists, and there is no "
+                 "--data-dir to write the first admin token to: start this server (one server "
+                 "of an HA control plane suffices) once with --data-dir DIR; DIR/admin-token "
+                 "then holds an admin token\n";
+    return Status::Ok();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) return InvalidArgument("data_dir: cannot create " + config.data_dir + ": " + ec.message());
+  GS_ASSIGN_OR_RETURN(MintedToken m, cp.CreateToken("admin", "default", true));
+  const std::string path = config.data_dir + "/admin-token";
+  if (Status w = WriteSecretFile(path, m.token + "\n"); !w.ok()) {
+    (void)cp.RevokeToken(m.record.id);  // nobody could use it
+    return w;
+  }
+  std::cerr << "gpusched server: authentication is on; wrote the first admin token (id "
+            << m.record.id << ") to " << path << " (mode 0600); create users' tokens with "
+            << "GPUSCHED_TOKEN=$(cat " << path << ") gpusched token create --user NAME\n";
+  return Status::Ok();
+}
+
 // Starts leading with `store`: restores the control plane, its loop and probe daemon, and
 // opens the gate.
 Status Lead(Server::Impl& s, std::unique_ptr<store::StateStore> store) {
   GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
                       ControlPlane::Create(s.config, s.clock, std::move(store)));
+  GS_RETURN_IF_ERROR(BootstrapAdminToken(s.config, *cp));
   std::lock_guard<std::mutex> lock(s.role_mu);
   s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
   s.cp->StartLoop();
@@ -259,6 +307,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
     GS_ASSIGN_OR_RETURN(std::unique_ptr<store::StateStore> store, OpenSqlite(config));
     GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
                         ControlPlane::Create(config, s.clock, std::move(store)));
+    GS_RETURN_IF_ERROR(BootstrapAdminToken(config, *cp));
     s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
   }
 

@@ -33,6 +33,9 @@ Status ServerConfig::Validate() const {
   if (retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
   if (store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
   if (idle_after_ms < 0) return InvalidArgument("idle_after: must be >= 0 (0 = off)");
+  if (!auth.empty() && auth != "token" && auth != "none") {
+    return InvalidArgument("auth: \"" + auth + "\" (use token or none)");
+  }
   if (store != "sqlite" && store != "etcd") {
     return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
   }
@@ -60,6 +63,18 @@ Status ServerConfig::Validate() const {
                            FormatDurationMs(scheduler.task_timeout_ms));
   }
   return Status::Ok();
+}
+
+// Loopback: 127.0.0.0/8, ::1 and "localhost". Anything else (0.0.0.0 and [::] included)
+// can be reached from other machines.
+bool ServerConfig::AuthEnabled() const {
+  if (!auth.empty()) return auth == "token";
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  return !loopback;
 }
 
 namespace {
@@ -116,6 +131,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"etcd_prefix", Text(c.etcd_prefix)},
       {"lease_ttl", Duration(c.lease_ttl_ms)},
       {"idle_after", Duration(c.idle_after_ms)},
+      {"auth", Text(c.auth)},
       {"idle_action",
        [&c](const std::string& v, const std::string& f) -> Status {
          if (v != "flag" && v != "stop") {

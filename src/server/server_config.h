@@ -22,6 +22,7 @@
 //   etcd_prefix: /gpusched # several control planes can share one etcd cluster
 //   idle_after: 30m        # a task at 0 % GPU utilisation this long is idle; 0 = off
 //   idle_action: flag      # or stop: an idle task is killed and ends failed
+//   auth: token            # or none; default: token unless listen is a loopback address
 
 #include <string>
 
@@ -63,6 +64,11 @@ struct ServerConfig {
   // stopped and ends failed, not retried. 0 = off.
   DurationMs idle_after_ms = 30 * 60'000;
   bool idle_stop = false;  // idle_action: flag (false) or stop (true)
+  // API authentication: "token" (bearer tokens, server/tokens.h), "none", or "" = token
+  // when `listen` is not a loopback address, none on loopback (`gpusched dev` stays
+  // zero-set-up). AuthEnabled() resolves it.
+  std::string auth;
+  bool AuthEnabled() const;
 
   // The server waits in Q for capacity (a task starts as soon as capacity frees).
   static core::SchedulerConfig DefaultSchedulerConfig();

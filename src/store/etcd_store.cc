@@ -1,5 +1,6 @@
 #include "store/etcd_store.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
@@ -250,6 +251,12 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
               {"observations", p.observations}};
     groups.push_back({EtcdOp::Put(Key("p", profile), v.dump())});
   }
+  for (const TokenRecord& t : batch.tokens) {
+    groups.push_back({EtcdOp::Put(Key("a", t.id), EncodeToken(t))});
+  }
+  for (const std::string& id : batch.revoked_tokens) {
+    groups.push_back({EtcdOp::Delete(Key("a", id))});
+  }
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
   ++stats_.commits;
   for (const std::string& k : now_split) {
@@ -453,6 +460,24 @@ StatusOr<std::vector<LearnedPeak>> EtcdStore::LoadLearnedPeaks() {
       std::cerr << "gpusched server: ignored learned peak " << kv.key << ": " << e.what() << "\n";
     }
   }
+  return out;
+}
+
+StatusOr<std::vector<TokenRecord>> EtcdStore::LoadTokens() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/a/"));
+  std::vector<TokenRecord> out;
+  for (const EtcdKv& kv : rows) {
+    StatusOr<TokenRecord> t = DecodeToken(kv.value);
+    if (!t.ok()) {  // cannot authenticate anyone; an admin creates another
+      std::cerr << "gpusched server: ignored token " << kv.key << ": " << t.status().message()
+                << "\n";
+      continue;
+    }
+    out.push_back(std::move(t).value());
+  }
+  std::sort(out.begin(), out.end(),
+            [](const TokenRecord& a, const TokenRecord& b) { return a.id < b.id; });
   return out;
 }
 

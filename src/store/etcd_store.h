@@ -5,6 +5,7 @@
 //   /t/<id, 20 digits>   task record (record_codec JSON)     /n/<name>   node record
 //   /k/<key>             idempotency key -> task id           /p/<profile> learned peak
 //   /q/<table>/<key>     quarantined row with its error       /x/<key>/<i> parts of a large value
+//   /a/<token id>        an API token's record (its secret's hash only)
 //   /w/commit            the commit sequence: the token of the last Txn written
 //
 // Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
@@ -76,6 +77,7 @@ class EtcdStore final : public StateStore {
   StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override;
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
+  StatusOr<std::vector<TokenRecord>> LoadTokens() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
   // For tests and `status`: commits written, Txns sent, compactions done.

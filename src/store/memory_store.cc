@@ -8,6 +8,8 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
   for (const LearnedPeak& p : batch.peaks) peaks_[p.profile] = p;
+  for (const TokenRecord& t : batch.tokens) tokens_[t.id] = t;
+  for (const std::string& id : batch.revoked_tokens) tokens_.erase(id);
   return Status::Ok();
 }
 
@@ -67,6 +69,13 @@ StatusOr<std::vector<LearnedPeak>> MemoryStore::LoadLearnedPeaks() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LearnedPeak> out;
   for (const auto& [profile, p] : peaks_) out.push_back(p);
+  return out;
+}
+
+StatusOr<std::vector<TokenRecord>> MemoryStore::LoadTokens() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TokenRecord> out;
+  for (const auto& [id, t] : tokens_) out.push_back(t);
   return out;
 }
 

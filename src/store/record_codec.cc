@@ -55,6 +55,8 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("max_retries")) s.max_retries = j.at("max_retries").get<int64_t>();
   if (j.contains("time_limit_ms")) s.time_limit_ms = j.at("time_limit_ms").get<int64_t>();
   if (j.contains("workdir")) s.workdir = j.at("workdir").get<std::string>();
+  if (j.contains("user")) s.user = j.at("user").get<std::string>();
+  if (j.contains("team")) s.team = j.at("team").get<std::string>();
   return s;
 }
 
@@ -172,8 +174,10 @@ std::string SpecJson(const core::TaskSpec& s) {
   w.Str("name", s.name);
   w.Raw("node_selector", Writer::Map(s.node_selector));
   if (s.profile) w.Raw("profile", ProfileJson(*s.profile).dump());
+  if (!s.team.empty()) w.Str("team", s.team);
   if (s.time_limit_ms) w.Int("time_limit_ms", *s.time_limit_ms);
   w.Raw("tolerations", tol);
+  if (!s.user.empty()) w.Str("user", s.user);
   if (!s.workdir.empty()) w.Str("workdir", s.workdir);
   return w.Done();
 }
@@ -307,6 +311,31 @@ std::string EncodeProfile(const core::MemoryProfile& profile) {
 StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text) {
   return Decode(text, "memory profile",
                 [](const Json& j) -> StatusOr<core::MemoryProfile> { return ProfileFrom(j); });
+}
+
+std::string EncodeToken(const TokenRecord& r) {
+  return Json{{"v", 1},
+              {"id", r.id},
+              {"user", r.user},
+              {"team", r.team},
+              {"admin", r.admin},
+              {"created_ms", r.created_ms},
+              {"secret_sha256", r.secret_sha256}}
+      .dump();
+}
+
+StatusOr<TokenRecord> DecodeToken(const std::string& text) {
+  return Decode(text, "token", [](const Json& j) -> StatusOr<TokenRecord> {
+    TokenRecord r;
+    r.id = j.at("id").get<std::string>();
+    r.user = j.at("user").get<std::string>();
+    r.team = j.at("team").get<std::string>();
+    r.admin = j.at("admin").get<bool>();
+    r.created_ms = j.at("created_ms").get<int64_t>();
+    r.secret_sha256 = j.at("secret_sha256").get<std::string>();
+    if (r.id.empty()) return DataLoss("token: id is empty");
+    return r;
+  });
 }
 
 }  // namespace gpusched::store

@@ -1,5 +1,5 @@
 #pragma once
-// JSON encoding of the records the SQLite store keeps. Versioned ("v": 1) so a later format
+// JSON encoding of the records the SQLite and etcd stores keep. Versioned ("v": 1) so a later format
 // can still read old rows; decoding errors are DataLoss naming the field.
 
 #include <string>
@@ -15,5 +15,7 @@ std::string EncodeNode(const NodeRecord& record);
 StatusOr<NodeRecord> DecodeNode(const std::string& text);
 std::string EncodeProfile(const core::MemoryProfile& profile);
 StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text);
+std::string EncodeToken(const TokenRecord& record);
+StatusOr<TokenRecord> DecodeToken(const std::string& text);
 
 }  // namespace gpusched::store

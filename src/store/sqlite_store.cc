@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <iostream>
+
 #include "store/record_codec.h"
 
 namespace gpusched::store {
@@ -17,6 +19,7 @@ constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS idempotency_keys (key TEXT PRIMARY KEY, task_id INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS learned_peaks (
     profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, observations INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, record TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS quarantine (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, key TEXT NOT NULL,
     record TEXT, error TEXT NOT NULL);
@@ -157,6 +160,21 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_peak.Bind(2, p.max_peak_mib);
     put_peak.Bind(3, p.observations);
     if (put_peak.Step() != SQLITE_DONE) return Error("write learned peak");
+  }
+  Statement put_token(db_, "INSERT OR REPLACE INTO tokens (id, record) VALUES (?, ?)");
+  if (!put_token.ok()) return Error("prepare");
+  for (const TokenRecord& t : batch.tokens) {
+    put_token.Reset();
+    put_token.Bind(1, t.id);
+    put_token.Bind(2, EncodeToken(t));
+    if (put_token.Step() != SQLITE_DONE) return Error("write token " + t.id);
+  }
+  Statement drop_token(db_, "DELETE FROM tokens WHERE id = ?");
+  if (!drop_token.ok()) return Error("prepare");
+  for (const std::string& id : batch.revoked_tokens) {
+    drop_token.Reset();
+    drop_token.Bind(1, id);
+    if (drop_token.Step() != SQLITE_DONE) return Error("delete token " + id);
   }
   return Status::Ok();
 }
@@ -314,6 +332,27 @@ StatusOr<std::vector<LearnedPeak>> SqliteStore::LoadLearnedPeaks() {
     out.push_back({*profile, q.Int(1), q.Int(2)});
   }
   if (rc != SQLITE_DONE) return Error("read learned peaks");
+  return out;
+}
+
+// A token row that does not decode is skipped with a message: it cannot authenticate anyone,
+// and an admin can create another.
+StatusOr<std::vector<TokenRecord>> SqliteStore::LoadTokens() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement q(db_, "SELECT id, record FROM tokens ORDER BY id");
+  if (!q.ok()) return Error("prepare");
+  std::vector<TokenRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    StatusOr<TokenRecord> t = DecodeToken(q.Text(1));
+    if (!t.ok()) {
+      std::cerr << "gpusched server: ignored token " << q.Text(0) << ": "
+                << t.status().message() << "\n";
+      continue;
+    }
+    out.push_back(std::move(t).value());
+  }
+  if (rc != SQLITE_DONE) return Error("read tokens");
   return out;
 }
 

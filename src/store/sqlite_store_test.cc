@@ -306,5 +306,29 @@ TEST_F(SqliteStoreTest, UnwritablePathNamesThePath) {
   EXPECT_NE(s.status().message().find("missing"), std::string::npos);
 }
 
+TEST_F(SqliteStoreTest, TokensSurviveReopenAndARevokedOneIsGone) {
+  {
+    auto s = Open();
+    WriteBatch b;
+    b.tokens = {{"00000000000000aa", "alice", "ml", false, 17, std::string(64, 'c')},
+                {"00000000000000bb", "ops", "default", true, 18, std::string(64, 'd')}};
+    ASSERT_TRUE(s->Commit(b).ok());
+    WriteBatch revoke;
+    revoke.revoked_tokens = {"00000000000000bb", "not-there"};  // an absent id is a no-op
+    ASSERT_TRUE(s->Commit(revoke).ok());
+  }
+  auto s = Open();
+  auto tokens = s->LoadTokens();
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  ASSERT_EQ(tokens->size(), 1u);
+  const TokenRecord& t = (*tokens)[0];
+  EXPECT_EQ(t.id, "00000000000000aa");
+  EXPECT_EQ(t.user, "alice");
+  EXPECT_EQ(t.team, "ml");
+  EXPECT_FALSE(t.admin);
+  EXPECT_EQ(t.created_ms, 17);
+  EXPECT_EQ(t.secret_sha256, std::string(64, 'c'));
+}
+
 }  // namespace
 }  // namespace gpusched::store

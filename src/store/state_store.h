@@ -1,7 +1,8 @@
 #pragma once
 // StateStore: where the control plane keeps what must survive a restart (DESIGN.md "State"):
-// every task record, the nodes (with cordon/drain flags), the idempotency keys of submissions
-// and what the CN109992422A memory table learned (one aggregate per profile).
+// every task record, the nodes (with cordon/drain flags), the idempotency keys of submissions,
+// what the CN109992422A memory table learned (one aggregate per profile) and the API's bearer
+// tokens (their hashes, never their secrets).
 //
 // Contract: Commit is all or nothing, and has returned OK only once the batch is durable
 // against a crash of the process (kill -9). On error nothing of the batch is visible, to this
@@ -42,14 +43,28 @@ struct LearnedPeak {
   int64_t observations = 0;
 };
 
+// A bearer token of the API (server/tokens.h): who it names, and the SHA-256 of its secret
+// (lower-case hex). The secret itself is never stored.
+struct TokenRecord {
+  std::string id;  // the public part of the token, unique
+  std::string user;
+  std::string team;
+  bool admin = false;
+  int64_t created_ms = 0;   // wall clock, ms since the epoch
+  std::string secret_sha256;
+};
+
 // One atomic write.
 struct WriteBatch {
   std::vector<TaskRecord> tasks;                     // insert or replace
   std::vector<NodeRecord> nodes;                     // insert or replace
   std::map<std::string, uint64_t> idempotency_keys;  // key -> task id; insert only
   std::vector<LearnedPeak> peaks;                    // insert or replace the aggregate
+  std::vector<TokenRecord> tokens;                   // insert or replace
+  std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   bool empty() const {
-    return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty();
+    return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty() &&
+           tokens.empty() && revoked_tokens.empty();
   }
 };
 
@@ -90,6 +105,7 @@ class StateStore {
 
   virtual StatusOr<std::vector<NodeRecord>> LoadNodes() = 0;  // ascending name
   virtual StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() = 0;
+  virtual StatusOr<std::vector<TokenRecord>> LoadTokens() = 0;  // ascending id
   virtual StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() = 0;
 };
 

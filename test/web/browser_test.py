@@ -8,7 +8,13 @@ Exits 77 (ctest: skipped) when no Chromium is installed.
 """
 
 import os
+import re
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 from cdp import Browser, find_chromium
@@ -179,6 +185,76 @@ class DashboardTest(unittest.TestCase):
         self.assertTrue(B.evaluate("!document.getElementById('js-error').hidden"))
         B.errors.clear()
         B.evaluate("window.gpuschedErrors.length = 0")
+
+
+class TokenSignInTest(unittest.TestCase):
+    """A server with `--auth token`: the dashboard asks for a token once, keeps it for the tab
+    in sessionStorage and sends it in a header on every request and stream, never in a URL."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="gpusched-web-auth-")
+        cls.log = open(os.path.join(cls.dir, "server.log"), "wb")
+        cls.proc = subprocess.Popen(
+            [GPUSCHED, "server", "--auth", "token", "--listen", "127.0.0.1:0", "--http",
+             "127.0.0.1:0", "--data-dir", os.path.join(cls.dir, "data")],
+            stdout=cls.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        cls.http = None
+        while time.time() < deadline and cls.http is None:
+            with open(os.path.join(cls.dir, "server.log"), errors="replace") as f:
+                m = re.search(r"listening on 127.0.0.1:[0-9]+, http ([0-9]+)", f.read())
+            if m:
+                cls.http = "http://127.0.0.1:" + m.group(1)
+            time.sleep(0.05)
+        if cls.http is None:
+            raise RuntimeError("gpusched server --auth token did not start")
+        with open(os.path.join(cls.dir, "data", "admin-token")) as f:
+            cls.token = f.read().strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.send_signal(signal.SIGTERM)
+        try:
+            cls.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            cls.proc.kill()
+            cls.proc.wait()
+        cls.log.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def sign_in(self, token):
+        B.evaluate("document.getElementById('token-input').value = %r; "
+                   "document.querySelector('#sign-in button').click(); 1" % token)
+
+    def test_1_asks_for_a_token_then_works_live_and_keeps_it_out_of_urls(self):
+        B.navigate(self.http + "/#/cluster")
+        B.wait_for("!!document.getElementById('sign-in')", "the sign-in form")
+        self.shot("sign-in-1280x800.png")
+        self.sign_in("gst_0123456789abcdef_" + "a" * 64)  # well formed, unknown
+        B.wait_for("!!document.getElementById('sign-in') && "
+                   "document.querySelector('#sign-in .error') !== null", "the refusal")
+        self.sign_in(self.token)
+        B.wait_for("document.getElementById('main').dataset.view === 'cluster' && "
+                   "!document.getElementById('sign-in')", "the cluster view")
+        B.wait_for("document.getElementById('live').textContent === 'live'",
+                   "the event stream, with the token in its header")
+        self.assertEqual(B.evaluate("sessionStorage.getItem('gpusched-token')"), self.token)
+        self.assertNotIn(self.token, B.evaluate("location.href"))
+        urls = B.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+        self.assertTrue(any("/api/v1/events" in u for u in urls), urls)
+        self.assertFalse(any(self.token in u for u in urls), urls)
+        # A reload in the same tab keeps the token: no second sign-in.
+        B.navigate(self.http + "/#/tasks")
+        B.wait_for("document.getElementById('main').dataset.view === 'tasks' && "
+                   "!document.getElementById('sign-in')", "the tasks view without signing in")
+        # The refused requests before signing in are the only errors the browser saw.
+        errors = [e for e in B.page_errors() if "status of 401" not in e]
+        self.assertEqual(errors, [])
+        B.errors.clear()
+
+    def shot(self, name):
+        B.screenshot(os.path.join(SHOTS, name))
 
 
 if __name__ == "__main__":

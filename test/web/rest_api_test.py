@@ -71,6 +71,11 @@ class RestApiTest(unittest.TestCase):
                      "/api/v1/tasks/{id}/logs", "/api/v1/nodes", "/api/v1/queues",
                      "/api/v1/accounting", "/api/v1/events"]:
             self.assertIn(path, doc["paths"])
+        # The bearer token and the errors it brings (docs/auth.md).
+        self.assertEqual(doc["components"]["securitySchemes"]["bearerToken"]["scheme"], "bearer")
+        self.assertIn("401", doc["paths"]["/api/v1/tasks"]["get"]["responses"])
+        self.assertIn("403", doc["paths"]["/api/v1/tasks/{id}/cancel"]["post"]["responses"])
+        self.assertIn("403", doc["paths"]["/api/v1/tasks/{id}/logs"]["get"]["responses"])
 
     def test_dashboard_is_served_from_the_binary(self):
         r = C.get("/")

@@ -1,0 +1,68 @@
+// ControlPlane: who calls (bearer tokens) and the tokens themselves, persisted through the
+// commit pipeline like every other record (store::TokenRecord: the secret's hash only).
+
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+
+StatusOr<Caller> ControlPlane::Authenticate(const std::string& authorization,
+                                            const std::string& claimed_user) {
+  if (!auth_enabled()) {
+    if (!claimed_user.empty()) GS_RETURN_IF_ERROR(CheckPrincipalName(claimed_user, "x-gpusched-user"));
+    return Caller{claimed_user.empty() ? "default" : claimed_user, "default", true, ""};
+  }
+  if (authorization.empty()) {
+    return Unauthenticated("authentication required: send the header \"authorization: Bearer "
+                           "TOKEN\"");
+  }
+  GS_ASSIGN_OR_RETURN(std::string token, ParseBearer(authorization));
+  std::lock_guard<std::mutex> lock(mu_);
+  return tokens_.Authenticate(token);
+}
+
+StatusOr<MintedToken> ControlPlane::CreateToken(const std::string& user, const std::string& team,
+                                                bool admin) {
+  GS_ASSIGN_OR_RETURN(MintedToken m, MintToken(user, team, admin, clock_.NowMs()));
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::string id = m.record.id;
+  tokens_.Put(m.record);  // nobody knows the secret before this returns
+  pending_.tokens[id] = m.record;
+  const uint64_t seq = Flush();
+  if (Status s = CommitThrough(lock, seq); !s.ok()) {
+    // The failed commit put the record back into pending_: take it out, or a retry would
+    // store a token that nobody was given.
+    tokens_.Remove(id);
+    if (auto it = pending_.tokens.find(id); it != pending_.tokens.end() && it->second) {
+      pending_.tokens.erase(it);
+    }
+    return NotStored("token not stored (" + s.message() + "); nothing was created: try again");
+  }
+  return m;
+}
+
+std::vector<store::TokenRecord> ControlPlane::ListTokens() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tokens_.List();
+}
+
+StatusOr<store::TokenRecord> ControlPlane::RevokeToken(const std::string& id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const store::TokenRecord* found = tokens_.Find(id);
+  if (found == nullptr) return NotFound("token " + id + ": no such token (see `gpusched token ls`)");
+  store::TokenRecord r = *found;
+  tokens_.Remove(id);  // refused from now on, stored or not
+  pending_.tokens[id] = std::nullopt;
+  const uint64_t seq = Flush();
+  if (Status s = CommitThrough(lock, seq); !s.ok()) {
+    return NotStored("token " + id + ": revoked on this server, but the revocation is not "
+                     "stored yet (" + s.message() + "); the server retries it");
+  }
+  return r;
+}
+
+size_t ControlPlane::TokenCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tokens_.size();
+}
+
+}  // namespace gpusched::server

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
+#include "rpc/tls.h"
 
 namespace gpusched::cli {
 
@@ -32,6 +33,13 @@ struct ClientFlags {
 // Adds --server (and --json when `json`) to `cmd`.
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json = true);
 std::string ResolveServer(const std::string& flag);
+
+// The CA certificate clients trust: the global --ca flag (main.cc sets it here), else
+// GPUSCHED_CA, else none (plaintext). With one, every client connects with TLS.
+void SetCaFile(const std::string& path);
+std::string ResolveCaFile();
+// Adds --ca FILE (SetCaFile) to `cmd`; AddClientFlags does it for every client command.
+void AddCaFlag(CLI::App* cmd);
 
 // Splits "a:1,b:2" into addresses (empty entries dropped).
 std::vector<std::string> SplitServers(const std::string& list);
@@ -58,6 +66,8 @@ class Client {
                              int deadline_s);
   Status Convert(const grpc::Status& s) const;
   std::vector<std::string> servers_;
+  std::string ca_file_;  // "" = plaintext
+  rpc::ClientTls tls_;
   size_t current_ = 0;
   std::map<std::string, std::unique_ptr<v1::Scheduler::Stub>> stubs_;
 };

@@ -19,6 +19,7 @@
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "harness.h"
 #include "rpc/channel.h"
+#include "store/local_etcd.h"
 
 namespace gpusched::testing {
 namespace {
@@ -208,6 +209,11 @@ TEST_F(TlsClusterTest, PlaintextClientFailsCleanlyAndTheCaMakesItWork) {
   EXPECT_EQ(Task(id)["node"], "n1");
   CliResult logs = Run({"logs", std::to_string(id)});
   EXPECT_NE(logs.out.find("over-tls"), std::string::npos) << logs.out << logs.err;
+  // A server list (an HA control plane): the first cannot be reached, the client moves on
+  // to the next over TLS.
+  CliResult listed = Cli({"nodes", "--server", "127.0.0.1:" + std::to_string(FreePort()) + "," +
+                          server(), "--ca", ca()});
+  EXPECT_EQ(listed.code, 0) << listed.err;
   setenv("GPUSCHED_CA", ca().c_str(), 1);
   CliResult env = Cli({"nodes", "--server", server()});
   unsetenv("GPUSCHED_CA");
@@ -285,6 +291,70 @@ TEST_F(TlsClusterTest, AgentWithAnotherNodesCertificateIsRefused) {
   EXPECT_TRUE(PollUntil([&] { return NodeConnected("n2"); }, kDeadline))
       << ReadFile(dir_ + "/n2.log");
   EXPECT_FALSE(NodeConnected("n1"));
+}
+
+// A highly available control plane over TLS: clients given the standby first follow its
+// "leader is ADDR" to the leader, agents too, every hop over TLS.
+TEST(TlsHaTest, ClientsAndAgentsFollowTheLeaderOverTls) {
+  if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed";
+  const std::string dir = TempDir("ha");
+  ASSERT_EQ(Cli({"certs", "init", dir + "/tls", "--agent", "n1"}).code, 0);
+  const std::string ca = dir + "/tls/ca.crt";
+  store::LocalEtcd::Options eo;
+  eo.dir = dir + "/etcd";
+  eo.members = 1;
+  auto etcd = store::LocalEtcd::Start(eo);
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  std::vector<std::string> addrs;
+  std::vector<std::unique_ptr<Proc>> servers;
+  WriteFile(dir + "/server.yaml", "node_heartbeat: 250ms\nnode_timeout: 10s\n");
+  for (int i = 0; i < 2; ++i) {
+    addrs.push_back("127.0.0.1:" + std::to_string(FreePort()));
+    servers.push_back(std::make_unique<Proc>(
+        std::vector<std::string>{"server", "--store", "etcd", "--etcd", (*etcd)->client_urls(),
+                                 "--listen", addrs[i], "--http",
+                                 "127.0.0.1:" + std::to_string(FreePort()), "--lease-ttl", "2s",
+                                 "--config", dir + "/server.yaml", "--tls-dir", dir + "/tls"},
+        dir + "/server" + std::to_string(i) + ".log"));
+  }
+  int leader = -1;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (int i = 0; i < 2; ++i) {
+          CliResult r = Cli({"status", "--json", "--server", addrs[i], "--ca", ca});
+          if (r.code == 0 && r.out.find("\"role\":\"leader\"") != std::string::npos) {
+            leader = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      kDeadline))
+      << servers[0]->Log() << servers[1]->Log();
+  const std::string standby_first = addrs[1 - leader] + "," + addrs[leader];
+  Proc agent({"agent", "--server", standby_first, "--name", "n1", "--gpus", "1x16GiB",
+              "--simulate", "--data-dir", dir + "/n1", "--tls-dir", dir + "/tls"},
+             dir + "/n1.log");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        CliResult r = Cli({"nodes", "--json", "--server", standby_first, "--ca", ca});
+        return r.code == 0 && r.out.find("\"connected\":true") != std::string::npos;
+      },
+      kDeadline))
+      << agent.Log();
+  CliResult sub = Cli({"submit", "--server", standby_first, "--ca", ca, "--", "true"});
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        CliResult r = Cli({"show", std::to_string(std::stoull(sub.out)), "--json", "--server",
+                           standby_first, "--ca", ca});
+        return r.code == 0 && Json::parse(r.out).value("state", "") == "succeeded";
+      },
+      kDeadline));
+  agent.Kill(SIGTERM);
+  for (auto& s : servers) s->Kill(SIGTERM);
+  etcd->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(UnsafeStartTest, NonLoopbackWithoutTlsIsRefusedUnlessInsecure) {

@@ -81,11 +81,12 @@ TEST(CertsInitTest, CreatesVerifiableCertificatesAndAddsAgentsLater) {
   }
   EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/server.crt", X509_PURPOSE_SSL_SERVER));
   EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_CLIENT));
-  // An agent's certificate is no server's, and the reverse.
-  EXPECT_FALSE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_SERVER));
+  // Both ends of the agents' log service too: the agent serves, the server is its client.
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_SERVER));
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/server.crt", X509_PURPOSE_SSL_CLIENT));
   X509* server = LoadCert(dir + "/server.crt");
   ASSERT_NE(server, nullptr);
-  for (const char* host : {"sched.example.com", "localhost"}) {
+  for (const char* host : {"sched.example.com", "localhost", "gpusched-server"}) {
     EXPECT_EQ(X509_check_host(server, host, 0, 0, nullptr), 1) << host;
   }
   for (const char* ip : {"10.1.2.3", "127.0.0.1"}) {
@@ -95,6 +96,7 @@ TEST(CertsInitTest, CreatesVerifiableCertificatesAndAddsAgentsLater) {
   X509_free(server);
   X509* n1 = LoadCert(dir + "/n1.crt");
   EXPECT_EQ(X509_check_host(n1, "n1", 0, 0, nullptr), 1);
+  EXPECT_NE(X509_check_host(n1, "gpusched-server", 0, 0, nullptr), 1);
   X509_free(n1);
 
   // Again, with another agent: the CA and n1 stay as they were, n2 is added.
@@ -209,6 +211,35 @@ TEST_F(TlsClusterTest, PlaintextClientFailsCleanlyAndTheCaMakesItWork) {
   EXPECT_EQ(Task(id)["node"], "n1");
   CliResult logs = Run({"logs", std::to_string(id)});
   EXPECT_NE(logs.out.find("over-tls"), std::string::npos) << logs.out << logs.err;
+  // The agent's log service (its --listen address) is mutual TLS as well, for the servers
+  // only: neither a plaintext client nor another agent's certificate reads a log there.
+  std::string agent_address;
+  for (const Json& n : Json::parse(Run({"nodes", "--json"}).out)) {
+    if (n["name"] == "n1") agent_address = n.value("address", "");
+  }
+  ASSERT_FALSE(agent_address.empty());
+  v1::ReadLogRequest read;
+  read.set_id(id);
+  read.set_attempt(1);
+  auto read_with = [&](const rpc::ClientTls* tls) {
+    auto stub = v1::Agent::NewStub(rpc::MakeChannel(agent_address, false, tls));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    v1::ReadLogResponse out;
+    return stub->ReadLog(&ctx, read, &out);
+  };
+  EXPECT_EQ(read_with(nullptr).error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto other_agent = rpc::LoadAgentTls(tls_, "n2");
+  ASSERT_TRUE(other_agent.ok()) << other_agent.status().ToString();
+  other_agent->server_name = "n1";
+  const grpc::Status by_agent = read_with(&*other_agent);
+  EXPECT_EQ(by_agent.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << by_agent.error_message();
+  auto as_server = rpc::LoadClientTls(ca(), tls_ + "/server.crt", tls_ + "/server.key");
+  ASSERT_TRUE(as_server.ok());
+  as_server->server_name = "n1";
+  EXPECT_TRUE(read_with(&*as_server).ok());
+
   // A server list (an HA control plane): the first cannot be reached, the client moves on
   // to the next over TLS.
   CliResult listed = Cli({"nodes", "--server", "127.0.0.1:" + std::to_string(FreePort()) + "," +

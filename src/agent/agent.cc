@@ -681,10 +681,22 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   std::filesystem::create_directories(impl->log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
 
-  impl->log_service = std::make_unique<LogService>(impl->log_dir);
+  if (!config.tls_dir.empty()) {
+    GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));
+  }
+  // With TLS the log service is mutual TLS too, answering the servers only (log_service.h).
+  impl->log_service = std::make_unique<LogService>(impl->log_dir, impl->tls.enabled());
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (impl->tls.enabled()) {
+    grpc::SslServerCredentialsOptions o(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    o.pem_root_certs = impl->tls.ca_pem;
+    o.pem_key_cert_pairs.push_back({impl->tls.key_pem, impl->tls.cert_pem});
+    credentials = grpc::SslServerCredentials(o);
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, credentials, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // refuse a port in use
   builder.RegisterService(impl->log_service.get());
   impl->log_server = builder.BuildAndStart();
@@ -709,9 +721,6 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
       return runner.status();
     }
     impl->executor = std::move(runner).value();
-  }
-  if (!config.tls_dir.empty()) {
-    GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));
   }
   impl->run_as_users = CanRunTasksAsOtherUsers();
   if (!impl->run_as_users && config.executor == ExecutorKind::kProcess) {

@@ -198,6 +198,7 @@ Status CheckPair(const std::string& crt_path, const std::string& key_path, X509*
 // The server certificate's names: every requested host, localhost and 127.0.0.1.
 std::string ServerSan(const std::vector<std::string>& hosts) {
   std::vector<std::string> all = hosts;
+  all.push_back(rpc::kServerCertName);  // what agents' log services admit
   all.push_back("localhost");
   all.push_back("127.0.0.1");
   std::vector<std::string> seen;
@@ -253,13 +254,15 @@ StatusOr<CertsResult> InitCerts(const CertsRequest& r) {
   Leaf server{dir + "/server.crt", dir + "/server.key", {}};
   server.profile.common_name = r.server_hosts.empty() ? "gpusched-server" : r.server_hosts[0];
   server.profile.san = ServerSan(r.server_hosts);
-  server.profile.extended_usage = "serverAuth";
+  // clientAuth too: the server is the client of every agent's log service.
+  server.profile.extended_usage = "serverAuth,clientAuth";
   leaves.push_back(server);
   for (const std::string& a : r.agents) {
     Leaf l{dir + "/" + a + ".crt", dir + "/" + a + ".key", {}};
     l.profile.common_name = a;
     l.profile.san = "DNS:" + a;
-    l.profile.extended_usage = "clientAuth";
+    // serverAuth too: the agent serves its task logs to the server over TLS.
+    l.profile.extended_usage = "clientAuth,serverAuth";
     leaves.push_back(l);
   }
   // Every pair is checked before anything is written: a half pair stops the run unchanged.

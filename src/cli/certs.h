@@ -4,8 +4,9 @@
 //
 // Keys are EC P-256, written 0600 and never overwritten; certificates are X.509 v3 with
 // random 159-bit serials, valid from an hour ago (clock skew) for kCaDays (the CA) or
-// kLeafDays (the rest). The server's certificate names every --server-host plus localhost
-// and 127.0.0.1 (serverAuth); agent NAME's has CN=NAME and DNS:NAME (clientAuth).
+// kLeafDays (the rest). The server's certificate names every --server-host plus localhost,
+// 127.0.0.1 and rpc::kServerCertName (serverAuth, and clientAuth to read agents' logs);
+// agent NAME's has CN=NAME and DNS:NAME (clientAuth, and serverAuth for its log service).
 //
 // Running it again on a directory reuses its CA and only adds what is missing, so an agent
 // can be added later. A file without its pair (a key without its certificate, or the

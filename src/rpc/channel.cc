@@ -19,6 +19,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keep
   if (tls == nullptr || !tls->enabled()) {
     return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   }
+  if (!tls->server_name.empty()) args.SetSslTargetNameOverride(tls->server_name);
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = tls->ca_pem;
   ssl.pem_cert_chain = tls->cert_pem;

@@ -102,8 +102,8 @@ Status CheckNodeCertName(std::string_view name, std::string_view field) {
   if (name.front() == '.' || name.front() == '-') {
     return InvalidArgument(quoted + " must not start with '.' or '-'");
   }
-  if (name == "ca" || name == "server") {
-    return InvalidArgument(quoted + " is reserved (its files are the CA's or the server's)");
+  if (name == "ca" || name == "server" || name == kServerCertName) {
+    return InvalidArgument(quoted + " is reserved (the CA's or the server's name)");
   }
   return Status::Ok();
 }

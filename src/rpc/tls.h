@@ -15,12 +15,19 @@
 
 namespace gpusched::rpc {
 
+// Every server certificate also names this (a DNS SAN), and no node may be called so: an
+// agent's log service admits only peers whose certificate names it, i.e. the servers.
+inline constexpr const char* kServerCertName = "gpusched-server";
+
 // PEM text of a client's TLS set-up. An empty ca_pem means plaintext. cert_pem and key_pem
 // are both set (a client certificate, as agents present) or both empty (CLI users).
 struct ClientTls {
   std::string ca_pem;
   std::string cert_pem;
   std::string key_pem;
+  // The name the peer's certificate must carry, when it is not the host of the address
+  // dialled (the server reads an agent's logs at its address; the certificate names the node).
+  std::string server_name;
   bool enabled() const { return !ca_pem.empty(); }
 };
 
@@ -49,8 +56,8 @@ bool IsLoopbackHost(std::string_view host);
 std::string HostOf(std::string_view address);
 
 // A node name that can name a certificate and its files: 1-63 of [A-Za-z0-9._-], not
-// starting with '.' or '-', and not "ca" or "server" (their files are the CA's and the
-// server's). InvalidArgument naming `field` and the value otherwise.
+// starting with '.' or '-', and not "ca", "server" (their files are the CA's and the
+// server's) or kServerCertName. InvalidArgument naming `field` and the value otherwise.
 Status CheckNodeCertName(std::string_view name, std::string_view field);
 // A host a server certificate can name: an IPv4 or IPv6 address, or a DNS name (labels of
 // [A-Za-z0-9-], optionally a leading "*." wildcard). InvalidArgument naming `field` otherwise.

@@ -26,7 +26,7 @@ TEST(TlsNamesTest, HostOfAddress) {
 TEST(TlsNamesTest, NodeCertNames) {
   EXPECT_TRUE(CheckNodeCertName("n1", "agent").ok());
   EXPECT_TRUE(CheckNodeCertName("gpu-07.rack_2", "agent").ok());
-  for (const char* bad : {"", "ca", "server", "-x", ".x", "a/b", "a b", "../x"}) {
+  for (const char* bad : {"", "ca", "server", "gpusched-server", "-x", ".x", "a/b", "a b", "../x"}) {
     Status s = CheckNodeCertName(bad, "--agent");
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("--agent"), std::string::npos) << s.message();

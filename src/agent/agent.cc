@@ -19,6 +19,7 @@
 #include "agent/log_service.h"
 #include "agent/noop_executor.h"
 #include "agent/process_runner.h"
+#include "agent/task_user.h"
 #include "base/clock.h"
 #include "core/gpu_health.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -62,6 +63,9 @@ struct Agent::Impl {
   std::string fault_file_error;  // the last parse error logged (each is logged once)
 
   std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
+  rpc::ClientTls tls;                // config.tls_dir's; disabled = plaintext
+  bool run_as_users = false;         // root: tasks run as the account their spec names
+  std::atomic<bool> allow_root_tasks{false};  // the server's allow_root_tasks
   std::mutex mu;  // guards everything below up to write_mu
   std::condition_variable cv;
   bool stop = false;
@@ -88,6 +92,9 @@ struct Agent::Impl {
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
   void OnAssign(const v1::Assign& a);
+  // Sets spec.user to the account `user` names when tasks run as their users here. Errors:
+  // the account is unknown or root (permanent for the task).
+  Status RunAs(const std::string& user, LaunchSpec& spec);
   void OnExit(const TaskExit& e);
   void Report(v1::TaskStatus st);
   void InjectPreload(LaunchSpec& spec);
@@ -157,7 +164,9 @@ void Agent::Impl::LinkLoop() {
     auto& stub = stubs[server];
     // Keepalive pings: a leader that stops answering (SIGSTOP, a partition) is left within
     // seconds, not when TCP gives up.
-    if (!stub) stub = v1::AgentLink::NewStub(rpc::MakeChannel(server, /*keepalive=*/true));
+    if (!stub) {
+      stub = v1::AgentLink::NewStub(rpc::MakeChannel(server, /*keepalive=*/true, &tls));
+    }
     grpc::ClientContext context;
     auto s = stub->Connect(&context);
     {
@@ -270,6 +279,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     node_hb_ms = std::max<int64_t>(m.registered().node_heartbeat_ms(), 10);
     task_hb_ms = std::max<int64_t>(m.registered().task_heartbeat_ms(), 10);
     kill_grace_ms = std::max<int64_t>(m.registered().kill_grace_ms(), 0);
+    allow_root_tasks = m.registered().allow_root_tasks();
     cv.notify_all();
   } else if (m.has_assign()) {
     OnAssign(m.assign());
@@ -289,6 +299,16 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
   }
 }
 
+Status Agent::Impl::RunAs(const std::string& user, LaunchSpec& spec) {
+  // An ordinary user cannot switch users: every task runs as the agent (said at start).
+  if (user.empty() || !run_as_users || config.executor != ExecutorKind::kProcess) {
+    return Status::Ok();
+  }
+  GS_ASSIGN_OR_RETURN(TaskUser u, LookUpTaskUser(user, config.name, allow_root_tasks.load()));
+  spec.user = std::move(u);
+  return Status::Ok();
+}
+
 void Agent::Impl::OnAssign(const v1::Assign& a) {
   std::optional<v1::TaskStatus> finished;
   {
@@ -305,10 +325,17 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   LaunchSpec spec;
   spec.id = a.id();
   spec.attempt = a.attempt();
+  Status who = RunAs(a.user(), spec);
   spec.command.assign(a.command().begin(), a.command().end());
   spec.log_path = LogPath(log_dir, a.id(), a.attempt());
   if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
   for (const auto& [k, v] : a.env()) spec.env[k] = v;
+  if (spec.user) {
+    // The account's own, as login would set them (the agent's would name root).
+    spec.env["USER"] = spec.user->name;
+    spec.env["LOGNAME"] = spec.user->name;
+    spec.env["HOME"] = spec.user->home;
+  }
   spec.workdir = a.workdir();
   std::string visible, mem;
   for (int i = 0; i < a.gpus_size(); ++i) {
@@ -336,8 +363,8 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   v1::TaskStatus st;
   st.set_id(a.id());
   st.set_attempt(a.attempt());
-  Status s;
-  {
+  Status s = who;
+  if (who.ok()) {
     // Launch and STARTED under write_mu: an exit report (Report takes write_mu) of a task
     // that ends at once (/bin/true, a noop task without duration) cannot overtake STARTED.
     // The executors never wait for their exit callbacks in Launch, so this cannot deadlock.
@@ -355,7 +382,9 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(127);
   st.set_reason("launch failed: " + s.message());
-  st.set_permanent(s.code() == StatusCode::kNotFound);  // a retry would fail the same way
+  // A retry would fail the same way: no such command, directory or user; a root account.
+  st.set_permanent(s.code() == StatusCode::kNotFound ||
+                   (!who.ok() && who.code() == StatusCode::kFailedPrecondition));
   Report(st);
 }
 
@@ -652,10 +681,22 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   std::filesystem::create_directories(impl->log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
 
-  impl->log_service = std::make_unique<LogService>(impl->log_dir);
+  if (!config.tls_dir.empty()) {
+    GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));
+  }
+  // With TLS the log service is mutual TLS too, answering the servers only (log_service.h).
+  impl->log_service = std::make_unique<LogService>(impl->log_dir, impl->tls.enabled());
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (impl->tls.enabled()) {
+    grpc::SslServerCredentialsOptions o(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    o.pem_root_certs = impl->tls.ca_pem;
+    o.pem_key_cert_pairs.push_back({impl->tls.key_pem, impl->tls.cert_pem});
+    credentials = grpc::SslServerCredentials(o);
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, credentials, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // refuse a port in use
   builder.RegisterService(impl->log_service.get());
   impl->log_server = builder.BuildAndStart();
@@ -680,6 +721,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
       return runner.status();
     }
     impl->executor = std::move(runner).value();
+  }
+  impl->run_as_users = CanRunTasksAsOtherUsers();
+  if (!impl->run_as_users && config.executor == ExecutorKind::kProcess) {
+    impl->Log("running as " + DescribeOwnUser() + ", not root: every task runs as this user, "
+              "whoever submitted it");
   }
   impl->servers = rpc::SplitServerList(config.server);
   if (impl->servers.empty()) return InvalidArgument("server: no address in \"" + config.server + "\"");

@@ -67,6 +67,9 @@ struct AgentConfig {
   DurationMs gpu_memory_grace_ms = 30'000;
   // How long a GPU that had a fault must pass its health checks before it takes tasks again.
   DurationMs gpu_health_period_ms = 300'000;
+  // Mutual TLS to the server: presents DIR/<name>.crt and .key, trusts DIR/ca.crt
+  // (`gpusched certs init DIR --agent NAME`). "" = plaintext.
+  std::string tls_dir;
 };
 
 class Agent {

@@ -13,12 +13,16 @@ std::string LogPath(const std::string& log_dir, uint64_t id, int64_t attempt);
 
 class LogService final : public ::gpusched::v1::Agent::Service {
  public:
-  explicit LogService(std::string log_dir) : log_dir_(std::move(log_dir)) {}
+  // `servers_only`: the service runs over mutual TLS and answers only peers whose verified
+  // certificate names rpc::kServerCertName (the servers), not other agents or users.
+  explicit LogService(std::string log_dir, bool servers_only = false)
+      : log_dir_(std::move(log_dir)), servers_only_(servers_only) {}
   grpc::Status ReadLog(grpc::ServerContext*, const ::gpusched::v1::ReadLogRequest* req,
                        ::gpusched::v1::ReadLogResponse* resp) override;
 
  private:
   const std::string log_dir_;
+  const bool servers_only_;
 };
 
 }  // namespace gpusched::agent

@@ -19,6 +19,10 @@
 //  3. When the task exits it kills what is left of the group, seals the record as
 //     ID.ATTEMPT.exit (exit lines appended, fsynced, renamed: it stays until the server has
 //     it), and exits with the task's exit code.
+// With GPUSCHED_TASK_CREDS (task_credentials.h: the agent is root and the task runs as its
+// user) the task's child drops to that uid, gid and supplementary groups before it execs;
+// the shim itself stays root, to journal and to signal the task's group. A drop that fails
+// fails the task (exit 127, the reason in its log), never runs it as root.
 // What it cannot journal (the .run or .exit record cannot be written, fork fails) it writes
 // as one line to fd 3 and to the log, so the agent that started it can report it.
 //
@@ -37,12 +41,17 @@
 #include <unistd.h>
 
 #include "agent/journal_record.h"
+#include "agent/task_credentials.h"
 
 namespace {
 
 namespace journal = gpusched::agent::journal;
 
 constexpr int kStatusFd = 3;
+
+// The task's identity when it is not the shim's (parsed before the fork; read by the child).
+gpusched::agent::TaskCredentials g_creds;
+bool g_drop = false;
 
 // One line for the agent that started this shim, and for the task's log.
 void Report(const char* message) {
@@ -94,6 +103,15 @@ void PinToCpus(const char* list) {
     n = read(gate, &go, 1);
   } while (n < 0 && errno == EINTR);
   if (n != 1) _exit(127);
+  if (g_drop) {
+    const char* step = "";
+    if (const int err = gpusched::agent::DropToCredentials(g_creds, &step); err != 0) {
+      dprintf(2, "gpusched-shim: cannot run the task as uid %u gid %u: %s: %s\n",
+              static_cast<unsigned>(g_creds.uid), static_cast<unsigned>(g_creds.gid), step,
+              strerror(err));
+      _exit(127);
+    }
+  }
   signal(SIGPIPE, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
@@ -173,6 +191,14 @@ int main(int argc, char** argv) {
   for (int s : kWaited) sigaddset(&waited, s);
   sigprocmask(SIG_BLOCK, &waited, nullptr);
 
+  if (const char* creds = getenv(gpusched::agent::kTaskCredsEnv)) {
+    if (!gpusched::agent::ParseTaskCredentials(creds, &g_creds)) {
+      Report("launch failed: the task's credentials (GPUSCHED_TASK_CREDS) do not parse");
+      return 127;
+    }
+    g_drop = true;
+    unsetenv(gpusched::agent::kTaskCredsEnv);  // the task need not see it
+  }
   journal::RunRecord run;
   if (!journal::ReadProcessId(getpid(), &run.shim)) {
     Report("launch failed: the task supervisor cannot read /proc (is it mounted?)");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "agent/task_credentials.h"
 
 extern char** environ;
 
@@ -57,6 +60,33 @@ __attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
   _exit(127);
 }
 
+// The files a task running as another user is told to write next to its log (the share
+// ledger, the simulated peak and utilisation): created here, owned by that user, 0600, as
+// the log directory is the agent's.
+const char* const kTaskFileEnv[] = {"GPUSCHED_PRELOAD_STATE", "GPUSCHED_PEAK_MIB_FILE",
+                                    "GPUSCHED_SIM_GPU_UTIL_FILE"};
+
+// Gives the log (open as `log_fd`) and the task's files to `user`, readable by it only.
+Status HandOver(const LaunchSpec& spec, const TaskUser& user, int log_fd) {
+  if (fchown(log_fd, user.uid, user.gid) != 0 || fchmod(log_fd, 0600) != 0) {
+    return Internal("log: cannot give " + spec.log_path + " to user " + user.name + ": " +
+                    std::strerror(errno));
+  }
+  for (const char* name : kTaskFileEnv) {
+    auto it = spec.env.find(name);
+    if (it == spec.env.end()) continue;
+    const int fd = open(it->second.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || fchown(fd, user.uid, user.gid) != 0 || fchmod(fd, 0600) != 0) {
+      const int err = errno;
+      if (fd >= 0) close(fd);
+      return Internal(std::string(name) + ": cannot give " + it->second + " to user " +
+                      user.name + ": " + std::strerror(err));
+    }
+    close(fd);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::string> ResolveProgram(const std::string& program) {
@@ -101,6 +131,22 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     if (spec.env.count(key) == 0) env_strings.push_back(kv);
   }
   for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  if (spec.user) {
+    TaskCredentials creds;
+    creds.uid = spec.user->uid;
+    creds.gid = spec.user->gid;
+    if (spec.user->groups.size() > kMaxTaskGroups) {
+      return InvalidArgument("user " + spec.user->name + " is in " +
+                             std::to_string(spec.user->groups.size()) + " groups (at most " +
+                             std::to_string(kMaxTaskGroups) + ")");
+    }
+    for (uint32_t g : spec.user->groups) creds.groups[creds.group_count++] = g;
+    char text[kMaxTaskGroups * 11 + 32];
+    if (FormatTaskCredentials(creds, text, sizeof text) == 0) {
+      return Internal("user " + spec.user->name + ": credentials do not fit");
+    }
+    env_strings.push_back(std::string(kTaskCredsEnv) + "=" + text);
+  }
   std::vector<char*> envp, argv;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -109,9 +155,16 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
   args.insert(args.end(), spec.command.begin(), spec.command.end());
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                          spec.user ? 0600 : 0644);
   if (log_fd < 0) {
     return Internal("log: cannot open " + spec.log_path + ": " + std::strerror(errno));
+  }
+  if (spec.user) {
+    if (Status handed = HandOver(spec, *spec.user, log_fd); !handed.ok()) {
+      close(log_fd);
+      return handed;
+    }
   }
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int status_pipe[2];

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,16 @@ namespace gpusched::agent {
 
 using TaskKey = std::pair<uint64_t, int64_t>;  // (task id, attempt)
 
+// The Unix account a task runs as when it is not the agent's own (the agent is root and the
+// task names its user): looked up on this node before the launch.
+struct TaskUser {
+  std::string name;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;  // supplementary groups (initgroups' list)
+  std::string home;              // HOME of the task
+};
+
 struct LaunchSpec {
   uint64_t id = 0;
   int64_t attempt = 0;
@@ -35,6 +46,9 @@ struct LaunchSpec {
   std::map<std::string, std::string> env;  // added to the agent's environment
   std::string workdir;                     // the task's working directory; "" = the agent's
   std::string log_path;
+  // Set: the task runs as this account (ProcessRunner only); its log is then owned by it and
+  // readable by it only (0600). Unset: as the agent's user.
+  std::optional<TaskUser> user;
   DurationMs duration_ms = 0;  // NoopExecutor only: how long the task "runs"
 };
 

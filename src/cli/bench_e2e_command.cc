@@ -3,6 +3,9 @@
 // 3-member etcd cluster, as the HA control plane stores its state), trivial tasks (/bin/true,
 // one whole GPU each) run as real processes. Reports tasks submitted -> started -> finished per
 // second and submit -> start latency (server timestamps: accepted -> agent reported running).
+// With --tls the same run goes over TLS: certificates made in the run's temp dir (certs init),
+// the server with --tls-dir, every agent presenting its own certificate (mutual TLS), the
+// clients trusting the CA; run both to report the cost of TLS as a ratio.
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/certs.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/e2e_driver.h"
@@ -27,6 +31,7 @@ void RegisterBenchE2e(CLI::App& bench) {
   auto agents = std::make_shared<int>(16);
   auto clients = std::make_shared<int>(4);
   auto store = std::make_shared<std::string>("sqlite");
+  auto tls = std::make_shared<bool>(false);
   CLI::App* cmd = bench.add_subcommand("e2e", "Control plane end to end: tasks per second");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--tasks", *tasks, "Tasks to run")->capture_default_str();
@@ -34,6 +39,9 @@ void RegisterBenchE2e(CLI::App& bench) {
   cmd->add_option("--clients", *clients, "Concurrent submitting clients")->capture_default_str();
   cmd->add_option("--store", *store, "sqlite, or etcd (a 3-member etcd cluster on loopback)")
       ->capture_default_str();
+  cmd->add_flag("--tls", *tls,
+                "TLS on every connection (server, agents with client certificates, clients), "
+                "certificates made in a temp dir");
   cmd->callback([=] {
     if (*tasks < 1 || *agents < 1 || *clients < 1) {
       Fail(InvalidArgument("--tasks, --agents and --clients must be >= 1"));
@@ -47,6 +55,17 @@ void RegisterBenchE2e(CLI::App& bench) {
     o.agents = *agents;
     o.gpus = "8x80GiB";
     o.quiet_agents = true;
+    rpc::ClientTls client_tls;
+    if (*tls) {
+      CertsRequest certs;
+      certs.dir = dir + "/tls";
+      for (int i = 1; i <= *agents; ++i) certs.agents.push_back("dev-" + std::to_string(i));
+      if (auto made = InitCerts(certs); !made.ok()) Fail(made.status());
+      o.server.tls_dir = certs.dir;
+      auto loaded = rpc::LoadClientTls(certs.dir + "/ca.crt");
+      if (!loaded.ok()) Fail(loaded.status());
+      client_tls = std::move(loaded).value();
+    }
     std::unique_ptr<store::LocalEtcd> etcd;
     if (*store == "etcd") {
       store::LocalEtcd::Options eo;
@@ -61,7 +80,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     }
     auto cluster = LocalCluster::Start(o);
     if (!cluster.ok()) Fail(cluster.status());
-    E2eDriver probe((*cluster)->address());
+    E2eDriver probe((*cluster)->address(), &client_tls);
     Status ready = probe.WaitForNodes(*agents, 60'000);
     if (!ready.ok()) Fail(ready);
     const auto t0 = std::chrono::steady_clock::now();
@@ -70,7 +89,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     std::vector<std::thread> threads;
     for (int c = 0; c < *clients; ++c) {
       threads.emplace_back([&] {
-        E2eDriver d((*cluster)->address());
+        E2eDriver d((*cluster)->address(), &client_tls);
         core::TaskSpec s;
         s.gpus = 1;
         s.command = {"true"};
@@ -106,6 +125,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     const double p50 = Quantile(latency, 0.50), p99 = Quantile(latency, 0.99);
     if (*json) {
       std::cout << nlohmann::json{{"store", *store},
+                                  {"tls", *tls},
                                   {"agents", *agents},
                                   {"gpus", *agents * 8},
                                   {"tasks", finished},
@@ -117,7 +137,7 @@ void RegisterBenchE2e(CLI::App& bench) {
                        .dump()
                 << "\n";
     } else {
-      std::cout << "bench e2e: " << *store << " store, " << *agents << " agents x 8 simulated GPUs, " << finished << "/"
+      std::cout << "bench e2e: " << *store << " store" << (*tls ? ", TLS" : "") << ", " << *agents << " agents x 8 simulated GPUs, " << finished << "/"
                 << *tasks << " tasks (/bin/true, 1 GPU each) in " << secs << " s\n"
                 << "  throughput            " << rate << " tasks/s (submitted -> finished)\n"
                 << "  submit -> start p50   " << p50 << " ms\n"

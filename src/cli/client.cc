@@ -94,9 +94,31 @@ std::string ResolveToken() {
   std::string line;
   if (!in || !std::getline(in, line)) return "";
   return Trim(line);
+
+namespace {
+std::string& CaFlag() {
+  static std::string ca;
+  return ca;
+}
+}  // namespace
+
+void SetCaFile(const std::string& path) { CaFlag() = path; }
+
+std::string ResolveCaFile() {
+  if (!CaFlag().empty()) return CaFlag();
+  const char* env = std::getenv("GPUSCHED_CA");
+  return env != nullptr ? env : "";
+}
+
+void AddCaFlag(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+      "--ca", SetCaFile,
+      "CA certificate to trust (ca.crt of `gpusched certs init`): connect with TLS "
+      "(default: $GPUSCHED_CA; neither = plaintext)");
 }
 
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json) {
+  AddCaFlag(cmd);
   cmd->add_option("--server", flags.server,
                   "Server address, or a comma-separated list of the servers of an HA control "
                   "plane (default: $GPUSCHED_SERVER, else 127.0.0.1:7070)");
@@ -110,13 +132,21 @@ std::vector<std::string> SplitServers(const std::string& list) {
 Client::Client(const std::string& server_flag)
     : servers_(SplitServers(ResolveServer(server_flag))),
       token_(ResolveToken()),
-      unix_user_(UnixUser()) {
+      unix_user_(UnixUser()),
+      ca_file_(ResolveCaFile()) {
   if (servers_.empty()) servers_.push_back("127.0.0.1:7070");
+  if (!ca_file_.empty()) {
+    auto tls = rpc::LoadClientTls(ca_file_);
+    if (!tls.ok()) {
+      Fail(InvalidArgument("--ca / GPUSCHED_CA: " + tls.status().message()));
+    }
+    tls_ = std::move(tls).value();
+  }
 }
 
 v1::Scheduler::Stub& Client::stub() {
   auto& stub = stubs_[servers_[current_]];
-  if (!stub) stub = v1::Scheduler::NewStub(rpc::MakeChannel(servers_[current_]));
+  if (!stub) stub = v1::Scheduler::NewStub(rpc::MakeChannel(servers_[current_], false, &tls_));
   return *stub;
 }
 
@@ -175,6 +205,18 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
   }
 }
 
+namespace {
+
+// What gRPC says when a TLS handshake fails (wrong CA, a plaintext server).
+bool LooksLikeTlsFailure(const std::string& message) {
+  for (const char* word : {"Ssl", "SSL", "handshake", "certificate", "CERTIFICATE", "TSI_"}) {
+    if (message.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Status Client::Convert(const grpc::Status& s) const {
   Status out = rpc::FromGrpc(s);
   if (out.code() == StatusCode::kUnauthenticated) {
@@ -196,8 +238,18 @@ Status Client::Convert(const grpc::Status& s) const {
       names = "any of";
       for (const std::string& a : servers_) names += " " + a;
     }
+    if (LooksLikeTlsFailure(s.error_message()) && !ca_file_.empty()) {
+      return Unavailable("TLS with the server at " + names + " failed (" + s.error_message() +
+                         "): check that it runs with --tls-dir and that " + ca_file_ +
+                         " (--ca / GPUSCHED_CA) is the ca.crt of its `gpusched certs init` "
+                         "directory; a server without TLS needs no --ca");
+    }
     return Unavailable("cannot reach the server at " + names + " (" + s.error_message() +
-                       "); start one with `gpusched dev` or set --server / GPUSCHED_SERVER");
+                       "); start one with `gpusched dev` or set --server / GPUSCHED_SERVER" +
+                       (ca_file_.empty()
+                            ? "; if the server uses TLS (--tls-dir), pass --ca FILE or set "
+                              "GPUSCHED_CA to its ca.crt"
+                            : ""));
   }
   return out;
 }

@@ -20,6 +20,7 @@
 
 #include "base/status.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
+#include "rpc/tls.h"
 
 namespace gpusched::cli {
 
@@ -41,6 +42,13 @@ std::string ResolveServer(const std::string& flag);
 // The bearer token to send: GPUSCHED_TOKEN, else the token file (first line, trimmed); ""
 // when none.
 std::string ResolveToken();
+
+// The CA certificate clients trust: the global --ca flag (main.cc sets it here), else
+// GPUSCHED_CA, else none (plaintext). With one, every client connects with TLS.
+void SetCaFile(const std::string& path);
+std::string ResolveCaFile();
+// Adds --ca FILE (SetCaFile) to `cmd`; AddClientFlags does it for every client command.
+void AddCaFlag(CLI::App* cmd);
 
 // Splits "a:1,b:2" into addresses (empty entries dropped).
 std::vector<std::string> SplitServers(const std::string& list);
@@ -67,6 +75,8 @@ class Client {
                              int deadline_s);
   Status Convert(const grpc::Status& s) const;
   std::vector<std::string> servers_;
+  std::string ca_file_;  // "" = plaintext
+  rpc::ClientTls tls_;
   size_t current_ = 0;
   std::string token_;
   std::string unix_user_;

@@ -27,6 +27,8 @@ void RegisterNodeCommands(CLI::App& app);
 void RegisterTokenCommands(CLI::App& app);
 // server, agent, dev (daemon_commands.cc).
 void RegisterDaemons(CLI::App& app);
+// `gpusched certs init`: CA, server and agent key pairs for TLS (certs_command.cc).
+void RegisterCerts(CLI::App& app);
 // `gpusched bench e2e`: the control plane end to end on loopback.
 void RegisterBenchE2e(CLI::App& bench);
 // `gpusched bench chaos`: kill -9 of the server or agents under load; nothing lost or doubled.

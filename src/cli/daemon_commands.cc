@@ -23,7 +23,8 @@ T OrFail(StatusOr<T> v) {
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
   std::string store, etcd, lease_ttl, advertise;
-  std::string auth;  // "" = the config file's, else by address (ServerConfig::auth)
+  std::string tls_dir, auth;
+  bool insecure = false;
 };
 
 void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
@@ -32,6 +33,8 @@ void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
   cmd->add_option("--http", f.http, "HTTP address (dashboard, /api/v1, /metrics, /healthz)")
       ->capture_default_str();
   cmd->add_option("--config", f.config, "Server configuration YAML");
+  cmd->add_flag("--insecure", f.insecure,
+                "Allow listening off loopback without TLS and authentication (warned loudly)");
 }
 
 server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
@@ -47,7 +50,9 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   if (!f.store.empty()) c.store = f.store;
   if (!f.etcd.empty()) c.etcd = f.etcd;
   if (!f.advertise.empty()) c.advertise = f.advertise;
+  if (!f.tls_dir.empty()) c.tls_dir = f.tls_dir;
   if (!f.auth.empty()) c.auth = f.auth;
+  if (f.insecure) c.insecure = true;
   if (!f.lease_ttl.empty()) {
     auto ttl = ParseDurationMs(f.lease_ttl, "--lease-ttl");
     if (!ttl.ok()) Fail(ttl.status());
@@ -70,6 +75,10 @@ void RegisterServer(CLI::App& app) {
   cmd->add_option("--advertise", f->advertise,
                   "The gRPC address clients and agents should use for this server (default: "
                   "--listen)");
+  cmd->add_option("--tls-dir", f->tls_dir,
+                  "Serve gRPC and HTTP over TLS with DIR/server.crt, server.key and ca.crt "
+                  "(`gpusched certs init DIR`); agents must present a certificate naming "
+                  "their node");
   cmd->add_option("--auth", f->auth,
                   "API authentication: token (bearer tokens; the first start writes "
                   "DATA_DIR/admin-token) or none (default: token unless --listen is loopback)");
@@ -78,7 +87,9 @@ void RegisterServer(CLI::App& app) {
     server::ServerConfig c = ServerConfigFrom(*f);
     BlockStopSignals();
     auto srv = OrFail(server::Server::Start(c));
-    std::cerr << "gpusched server: listening on " << srv->address() << ", http "
+    std::cerr << "gpusched server: listening on " << srv->address()
+              << (c.tls_dir.empty() ? "" : " (TLS)") << ", http"
+              << (c.tls_dir.empty() || srv->http_port() <= 0 ? " " : "s ")
               << (srv->http_port() > 0 ? std::to_string(srv->http_port()) : "off") << ", "
               << (c.store == "etcd" ? "etcd " + c.etcd + " (standby until elected)"
                                     : "data " + c.data_dir)
@@ -136,6 +147,9 @@ void RegisterAgent(CLI::App& app) {
   cmd->add_option("--topology", c->topology,
                   "Simulated GPU interconnect: pcie, nvlink-pairs or nvswitch (default: NVML's; "
                   "none with simulated GPUs)");
+  cmd->add_option("--tls-dir", c->tls_dir,
+                  "Mutual TLS to the server: present DIR/NAME.crt and NAME.key (NAME = --name), "
+                  "trust DIR/ca.crt (`gpusched certs init DIR --agent NAME`)");
   cmd->add_option("--preload", c->preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");

@@ -10,8 +10,8 @@
 
 namespace gpusched::cli {
 
-E2eDriver::E2eDriver(const std::string& address)
-    : channel_(rpc::MakeChannel(address)), stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
+E2eDriver::E2eDriver(const std::string& address, const rpc::ClientTls* tls)
+    : channel_(rpc::MakeChannel(address, false, tls)), stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
 
 StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
                                      const std::string& idempotency_key) {

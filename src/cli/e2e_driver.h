@@ -10,12 +10,14 @@
 #include "base/status.h"
 #include "core/task.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
+#include "rpc/tls.h"
 
 namespace gpusched::cli {
 
 class E2eDriver {
  public:
-  explicit E2eDriver(const std::string& address);
+  // `tls`: connect with TLS (nullptr or disabled: plaintext).
+  explicit E2eDriver(const std::string& address, const rpc::ClientTls* tls = nullptr);
   StatusOr<uint64_t> Submit(const core::TaskSpec& spec, const std::string& idempotency_key = "");
   StatusOr<std::vector<::gpusched::v1::Task>> List(const std::string& state = "");
   // Counts of tasks by state, e.g. {"running": 3, ...}.

@@ -15,6 +15,7 @@
 namespace gpusched::cli {
 
 struct LocalClusterOptions {
+  // With server.tls_dir, agent dev-N presents DIR/dev-N.crt (`certs init --agent dev-N`).
   server::ServerConfig server;
   int agents = 2;
   std::string gpus = "8x80GiB";

@@ -8,11 +8,18 @@
 
 #include "cli/commands.h"
 #include "cli/usage_errors.h"
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+#include "cli/client.h"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpusched 0.1.0");
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  // Global: `gpusched --ca FILE ls`; every client command also takes it after its name.
+  gpusched::cli::AddCaFlag(&app);
+#endif
 
   CLI::App* bench = app.add_subcommand("bench", "Run a benchmark suite");
   bench->require_subcommand(1);
@@ -37,6 +44,7 @@ int main(int argc, char** argv) {
   gpusched::cli::RegisterNodeCommands(app);
   gpusched::cli::RegisterTokenCommands(app);
   gpusched::cli::RegisterDaemons(app);
+  gpusched::cli::RegisterCerts(app);
   gpusched::cli::RegisterDemo(app);
   gpusched::cli::RegisterBenchE2e(*bench);
   gpusched::cli::RegisterBenchChaos(*bench);

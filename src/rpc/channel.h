@@ -7,11 +7,15 @@
 #include <memory>
 #include <string>
 
+#include "rpc/tls.h"
+
 namespace gpusched::rpc {
 
-// An insecure channel to "host:port" that never uses an HTTP proxy. With `keepalive`, the
-// channel pings every second and gives up on a peer silent for two (agents' links, so a
-// stopped leader is noticed; the server permits such pings).
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keepalive = false);
+// A channel to "host:port" that never uses an HTTP proxy: plaintext, or TLS when `tls` is
+// given and enabled (trusting its CA, presenting its certificate when it has one). With
+// `keepalive`, the channel pings every second and gives up on a peer silent for two
+// (agents' links, so a stopped leader is noticed; the server permits such pings).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keepalive = false,
+                                           const ClientTls* tls = nullptr);
 
 }  // namespace gpusched::rpc

@@ -359,6 +359,7 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
   if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
   as->set_workdir(t->spec.workdir);
+  as->set_user(t->spec.user);
   // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
   // (the assignment is then re-placed without counting a failure).
   if (!conn->second->Send(std::move(m))) conn->second->Close();

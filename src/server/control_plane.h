@@ -103,6 +103,7 @@ class ControlPlane {
   StatusOr<v1::Node> Drain(const std::string& node, bool evict = false);
   struct LogSource {
     std::string address;  // the agent's --listen address
+    std::string node;     // its name (what its TLS certificate names)
     int64_t attempt = 0;
     bool done = false;
   };

@@ -8,6 +8,15 @@
 #include "server/control_plane.h"
 
 namespace gpusched::server {
+namespace {
+
+// Whether `t` is placed on a node other than `node` (unknown or unplaced tasks are left to
+// the scheduler, which treats a report of them as stale).
+bool PlacedElsewhere(const core::Task* t, const std::string& node) {
+  return t != nullptr && t->placement.has_value() && t->placement->node != node;
+}
+
+}  // namespace
 
 void ControlPlane::UpdateReachable(const std::string& node) {
   auto probe = probe_ok_.find(node);
@@ -70,14 +79,24 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
 void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st,
                                const std::shared_ptr<AgentChannel>& channel) {
   const TaskId id(st.id());
+  const core::Task* t = sched_->GetTask(id);
+  // A node reports its own tasks only (with TLS, the node its certificate names): a report
+  // of a task placed on another node changes nothing. It is acknowledged like a stale one.
+  const bool elsewhere = PlacedElsewhere(t, node);
+  if (elsewhere) {
+    std::cerr << "gpusched server: ignored a report from " << node << " of task " << st.id()
+              << ", which runs on " << t->placement->node << "\n";
+  }
   if (st.kind() == v1::TaskStatus::STARTED) {
-    (void)sched_->TaskStarted(id, st.attempt());  // a stale attempt changes nothing
+    if (!elsewhere) (void)sched_->TaskStarted(id, st.attempt());  // stale: changes nothing
     return;
   }
-  const core::Task* t = sched_->GetTask(id);
-  Status s = sched_->TaskFinished(id, st.attempt(), st.exit_code(), st.peak_gpu_mem_mib(),
-                                  st.reason(), {st.gpu_mem_exceeded(), st.permanent()});
-  if (s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) && t->spec.profile) {
+  Status s = elsewhere ? Status::Ok()
+                       : sched_->TaskFinished(id, st.attempt(), st.exit_code(),
+                                              st.peak_gpu_mem_mib(), st.reason(),
+                                              {st.gpu_mem_exceeded(), st.permanent()});
+  if (!elsewhere && s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
+      t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
@@ -124,6 +143,7 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
           usage = core::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
                                             std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
         }
+        if (PlacedElsewhere(sched_->GetTask(TaskId(r.id())), node)) continue;  // not its own
         (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage);  // stale: ignored
       }
     } else if (m.has_status()) {

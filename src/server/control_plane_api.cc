@@ -256,6 +256,7 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto index = sched_->cluster().Find(last->node);
   if (index) src.address = sched_->cluster().node(*index).address;
+  src.node = last->node;
   return src;
 }
 

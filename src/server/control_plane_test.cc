@@ -321,6 +321,33 @@ TEST_F(ControlPlaneTest, MessagesFromAReplacedConnectionAreIgnored) {
   EXPECT_EQ(Get(*cp, 1).state(), "running");
 }
 
+// Agent identity (issue 11): a node may report only its own tasks; another node's report of
+// them (an exit, a start, a heartbeat) changes nothing.
+TEST_F(ControlPlaneTest, ANodeCannotReportAnotherNodesTask) {
+  auto cp = Start(Sqlite());
+  auto n1 = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  ASSERT_EQ(Get(*cp, 1).node(), "n1");
+  auto n2 = Connect(*cp, Node("n2"));
+  v1::TaskStatus started;
+  started.set_id(1);
+  started.set_attempt(1);
+  started.set_kind(v1::TaskStatus::STARTED);
+  Report(*cp, "n2", n2, started);
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "assigned");
+  Report(*cp, "n1", n1, started);
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "running");
+  Report(*cp, "n2", n2, Exit(1, 1, 0));
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "running");
+  Report(*cp, "n1", n1, Exit(1, 1, 0));
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "succeeded");
+}
+
 // Finding: the connection's outbox had no bound. An agent that stops reading is cut off.
 TEST_F(ControlPlaneTest, AgentThatStopsReadingIsCutOffNotBuffered) {
   auto cp = Start(Sqlite());

@@ -6,10 +6,19 @@
 
 namespace gpusched::server {
 
-std::shared_ptr<v1::Agent::Stub> LogReader::AgentStub(const std::string& address) {
+StatusOr<std::shared_ptr<v1::Agent::Stub>> LogReader::AgentStub(const ControlPlane& cp,
+                                                                 const std::string& address,
+                                                                 const std::string& node) {
   std::lock_guard<std::mutex> lock(stubs_mu_);
-  auto& stub = stubs_[address];
-  if (!stub) stub = v1::Agent::NewStub(rpc::MakeChannel(address));
+  auto& stub = stubs_[address + "/" + node];
+  if (stub) return stub;
+  rpc::ClientTls tls;
+  if (const std::string& dir = cp.config().tls_dir; !dir.empty()) {
+    GS_ASSIGN_OR_RETURN(tls, rpc::LoadClientTls(dir + "/ca.crt", dir + "/server.crt",
+                                                dir + "/server.key"));
+    tls.server_name = node;
+  }
+  stub = v1::Agent::NewStub(rpc::MakeChannel(address, false, &tls));
   return stub;
 }
 
@@ -30,7 +39,8 @@ StatusOr<v1::LogsResponse> LogReader::Read(ControlPlane& cp, uint64_t id, int64_
   v1::ReadLogResponse out;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::Status s = AgentStub(src.address)->ReadLog(&ctx, r, &out);
+  GS_ASSIGN_OR_RETURN(std::shared_ptr<v1::Agent::Stub> stub, AgentStub(cp, src.address, src.node));
+  grpc::Status s = stub->ReadLog(&ctx, r, &out);
   if (!s.ok()) {
     return Unavailable("log of task " + std::to_string(id) + " is on " + src.address +
                        ", which did not answer: " + s.error_message());

@@ -29,7 +29,11 @@ class LogReader {
                                   int64_t max_bytes);
 
  private:
-  std::shared_ptr<v1::Agent::Stub> AgentStub(const std::string& address);
+  // With TLS (cp's tls_dir) the channel presents the server's certificate and checks that
+  // the agent's names `node`.
+  StatusOr<std::shared_ptr<v1::Agent::Stub>> AgentStub(const ControlPlane& cp,
+                                                       const std::string& address,
+                                                       const std::string& node);
 
   std::mutex stubs_mu_;
   std::map<std::string, std::shared_ptr<v1::Agent::Stub>> stubs_;

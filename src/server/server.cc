@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "base/clock.h"
@@ -19,6 +20,7 @@
 #include "server/api_service.h"
 #include "server/control_plane.h"
 #include "rpc/leader_hint.h"
+#include "rpc/tls.h"
 #include "server/control_plane_gate.h"
 #include "server/http_routes.h"
 #include "server/leader_election.h"
@@ -39,6 +41,7 @@ struct Server::Impl {
   std::string address;  // bound
   std::string advertise;
   std::string store_kind;
+  std::optional<rpc::ServerTls> tls;  // set when config.tls_dir is
   // The leader's parts; with etcd, built at every take-over and dropped when stepping down.
   std::mutex role_mu;   // take-over and step-down against Shutdown
   std::shared_ptr<ControlPlane> cp;
@@ -124,7 +127,17 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
     s.http.reset();
   }
   GS_ASSIGN_OR_RETURN(auto hp, SplitHostPort(s.config.http, "http"));
-  s.http = std::make_unique<httplib::Server>();
+  if (s.tls) {
+    auto https = std::make_unique<httplib::SSLServer>(s.tls->cert_file.c_str(),
+                                                      s.tls->key_file.c_str());
+    if (!https->is_valid()) {
+      return FailedPrecondition("tls_dir: HTTPS cannot use " + s.tls->cert_file + " and " +
+                                s.tls->key_file + " (do they belong together?)");
+    }
+    s.http = std::move(https);
+  } else {
+    s.http = std::make_unique<httplib::Server>();
+  }
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
   // the same port. Re-binding our own port after a role change still works (the old socket
   // is closed first).
@@ -280,16 +293,40 @@ v1::ServerStatus StatusOf(Server::Impl& s, store::EtcdClient* etcd) {
   return st;
 }
 
+// gRPC credentials: plaintext, or TLS with the server's certificate, asking every client
+// for a certificate of the cluster CA and verifying it when one is presented (agents
+// present theirs; CLI users connect with TLS and no certificate, and authenticate otherwise).
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const Server::Impl& s) {
+  if (!s.tls) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_root_certs = s.tls->ca_pem;
+  o.pem_key_cert_pairs.push_back({s.tls->key_pem, s.tls->cert_pem});
+  return grpc::SslServerCredentials(o);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   GS_RETURN_IF_ERROR(config.Validate());
+  bool insecure_warning = false;
+  GS_RETURN_IF_ERROR(CheckExposure(config, &insecure_warning));
+  if (insecure_warning) {
+    std::cerr << "gpusched server: WARNING: --insecure: serving " << config.listen
+              << (config.http.empty() ? "" : " and http " + config.http)
+              << " to other machines WITHOUT "
+              << (config.tls_dir.empty() ? "TLS" : "authentication")
+              << ". Anyone who reaches these ports can run any command on every node. Use "
+                 "`gpusched certs init` and --tls-dir outside a network you fully trust.\n";
+  }
   GS_ASSIGN_OR_RETURN(auto listen, SplitHostPort(config.listen, "listen"));
   if (!config.http.empty()) GS_RETURN_IF_ERROR(SplitHostPort(config.http, "http").status());
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
   s.config = config;
   s.http_host = config.http.empty() ? "" : config.http.substr(0, config.http.rfind(':'));
+  if (!config.tls_dir.empty()) {
+    GS_ASSIGN_OR_RETURN(s.tls, rpc::LoadServerTls(config.tls_dir));
+  }
   const bool ha = config.store == "etcd";
   s.store_kind = ha ? "etcd" : (config.data_dir.empty() ? "memory" : "sqlite");
 
@@ -314,10 +351,10 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   s.api = std::make_unique<ApiService>(s.gate, [&s, status_client] {
     return StatusOf(s, status_client.get());
   });
-  s.link = std::make_unique<AgentLinkService>(s.gate);
+  s.link = std::make_unique<AgentLinkService>(s.gate, /*require_client_cert=*/s.tls.has_value());
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, GrpcCredentials(s), &port);
   // gRPC turns SO_REUSEPORT on by default: a second server on the same port would start
   // and share the calls with the first at random. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/units.h"
+#include "rpc/tls.h"
 #include "store/etcd_client.h"
 
 namespace gpusched::server {
@@ -65,16 +66,11 @@ Status ServerConfig::Validate() const {
   return Status::Ok();
 }
 
-// Loopback: 127.0.0.0/8, ::1 and "localhost". Anything else (0.0.0.0 and [::] included)
-// can be reached from other machines.
+// Token authentication unless `listen` is loopback (rpc::IsLoopbackHost: 127.0.0.0/8, ::1,
+// "localhost"); 0.0.0.0 and [::] can be reached from other machines.
 bool ServerConfig::AuthEnabled() const {
   if (!auth.empty()) return auth == "token";
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-  return !loopback;
+  return !rpc::IsLoopbackHost(rpc::HostOf(listen));
 }
 
 namespace {
@@ -100,6 +96,19 @@ Setter Integer(int64_t& out) {
   };
 }
 
+Setter Bool(bool& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    if (v == "true" || v == "yes" || v == "on") {
+      out = true;
+    } else if (v == "false" || v == "no" || v == "off") {
+      out = false;
+    } else {
+      return InvalidArgument(f + ": \"" + v + "\" (use true or false)");
+    }
+    return Status::Ok();
+  };
+}
+
 Setter Text(std::string& out) {
   return [&out](const std::string& v, const std::string&) -> Status {
     out = v;
@@ -108,6 +117,31 @@ Setter Text(std::string& out) {
 }
 
 }  // namespace
+
+Status CheckExposure(const ServerConfig& c, bool* warn) {
+  *warn = false;
+  std::string exposed;  // the first address reachable from other machines
+  for (const auto& [field, address] : {std::pair{"listen", c.listen}, {"http", c.http}}) {
+    if (!address.empty() && !rpc::IsLoopbackHost(rpc::HostOf(address))) {
+      exposed = std::string(field) + " " + address;
+      break;
+    }
+  }
+  if (exposed.empty()) return Status::Ok();
+  const bool protected_ = !c.tls_dir.empty() && c.AuthEnabled();
+  if (protected_) return Status::Ok();
+  if (c.insecure) {
+    *warn = true;
+    return Status::Ok();
+  }
+  return FailedPrecondition(
+      exposed + " is reachable from other machines, but the server runs without " +
+      (c.tls_dir.empty() ? std::string("TLS") : std::string("authentication")) +
+      ": anyone who reaches it could run any command on every node. Create certificates "
+      "with `gpusched certs init DIR --server-host HOST --agent NODE...` and start with "
+      "--tls-dir DIR (config tls_dir), or listen on 127.0.0.1, or pass --insecure (config "
+      "insecure: true) on a network you trust");
+}
 
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
   core::SchedulerConfig& s = c.scheduler;
@@ -131,7 +165,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"etcd_prefix", Text(c.etcd_prefix)},
       {"lease_ttl", Duration(c.lease_ttl_ms)},
       {"idle_after", Duration(c.idle_after_ms)},
+      {"tls_dir", Text(c.tls_dir)},
       {"auth", Text(c.auth)},
+      {"insecure", Bool(c.insecure)},
+      {"allow_root_tasks", Bool(c.allow_root_tasks)},
       {"idle_action",
        [&c](const std::string& v, const std::string& f) -> Status {
          if (v != "flag" && v != "stop") {

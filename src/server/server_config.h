@@ -23,6 +23,9 @@
 //   idle_after: 30m        # a task at 0 % GPU utilisation this long is idle; 0 = off
 //   idle_action: flag      # or stop: an idle task is killed and ends failed
 //   auth: token            # or none; default: token unless listen is a loopback address
+//   tls_dir: /etc/gpusched/tls  # `gpusched certs init` output: gRPC and HTTP over TLS
+//   insecure: false        # true = allow a non-loopback address without TLS (warned)
+//   allow_root_tasks: false  # agents running as root may start tasks as uid 0
 
 #include <string>
 
@@ -69,11 +72,23 @@ struct ServerConfig {
   // zero-set-up). AuthEnabled() resolves it.
   std::string auth;
   bool AuthEnabled() const;
+  // Trust (DESIGN.md "Trust"). tls_dir: DIR/server.crt, server.key and ca.crt; gRPC and HTTP
+  // are served over TLS, agents must present a certificate of that CA naming their node.
+  std::string tls_dir;
+  // Listening off loopback without TLS and authentication is refused unless this is set.
+  bool insecure = false;
+  // Whether agents running as root may start a task as a uid-0 account (sent at registration).
+  bool allow_root_tasks = false;
 
   // The server waits in Q for capacity (a task starts as soon as capacity frees).
   static core::SchedulerConfig DefaultSchedulerConfig();
   Status Validate() const;
 };
+
+// Whether `config` may listen where it is asked to: an address off loopback (gRPC or HTTP)
+// needs tls_dir and authentication (auth not "none"), or `insecure`. The error says how to
+// fix it. Sets *warn when the start is allowed only because of `insecure`.
+Status CheckExposure(const ServerConfig& config, bool* warn);
 
 // Applies the keys of a YAML file to `config`. Errors name the file and the key.
 Status ApplyConfigFile(const std::string& path, ServerConfig& config);

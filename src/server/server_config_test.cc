@@ -77,5 +77,57 @@ TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {
   EXPECT_NE(negative.Validate().message().find("idle_after"), std::string::npos);
 }
 
+TEST(ServerConfigTest, TrustKeysAreReadAndChecked) {
+  ServerConfig c;
+  EXPECT_FALSE(c.insecure);
+  EXPECT_FALSE(c.allow_root_tasks);
+  const std::string path =
+      WriteFile("tls_dir: /etc/gpusched/tls\ninsecure: true\nallow_root_tasks: yes\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.tls_dir, "/etc/gpusched/tls");
+  EXPECT_TRUE(c.insecure);
+  EXPECT_TRUE(c.allow_root_tasks);
+  std::filesystem::remove(path);
+  ServerConfig bad;
+  const std::string bad_path = WriteFile("insecure: maybe\n");
+  s = ApplyConfigFile(bad_path, bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("insecure: \"maybe\""), std::string::npos) << s.message();
+  std::filesystem::remove(bad_path);
+}
+
+TEST(ServerConfigTest, ListeningOffLoopbackNeedsTlsAndAuthOrInsecure) {
+  bool warn = true;
+  ServerConfig c;  // 127.0.0.1, no HTTP
+  EXPECT_TRUE(CheckExposure(c, &warn).ok());
+  EXPECT_FALSE(warn);
+  c.http = "[::1]:7071";
+  EXPECT_TRUE(CheckExposure(c, &warn).ok());
+  for (const auto& [listen, http] : {std::pair{"0.0.0.0:7070", ""},
+                                     {"10.0.0.1:7070", ""},
+                                     {":7070", ""},
+                                     {"127.0.0.1:7070", "0.0.0.0:7071"}}) {
+    ServerConfig open;
+    open.listen = listen;
+    open.http = http;
+    Status s = CheckExposure(open, &warn);
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << listen << " " << http;
+    EXPECT_NE(s.message().find("--tls-dir"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("--insecure"), std::string::npos) << s.message();
+    open.insecure = true;
+    EXPECT_TRUE(CheckExposure(open, &warn).ok());
+    EXPECT_TRUE(warn);
+    open.insecure = false;
+    open.tls_dir = "tls";
+    EXPECT_TRUE(CheckExposure(open, &warn).ok());
+    EXPECT_FALSE(warn);
+    open.auth = "none";  // TLS without authentication is not enough
+    s = CheckExposure(open, &warn);
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("without authentication"), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::server

@@ -1,0 +1,168 @@
+// Issue 11, run as the user: an agent running as root starts each task as the Unix account its
+// spec names (uid, gid, supplementary groups, HOME/USER/LOGNAME), keeps its log that user's
+// only (0600), refuses uid 0 unless the server allows it, and fails a task whose user does not
+// exist on the node, permanently, saying so. Needs root (skipped otherwise): creates a system
+// user for the test and removes it afterwards.
+
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/v1/gpusched.grpc.pb.h"
+#include "harness.h"
+#include "rpc/channel.h"
+
+namespace gpusched::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+namespace v1 = ::gpusched::v1;
+constexpr auto kDeadline = 90s;
+
+class RunAsUserTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (creates a user, runs an agent as root)";
+    user_ = "gpst" + std::to_string(getpid() % 100000);
+    const std::string add = "useradd --system --no-create-home --shell /bin/sh " + user_ +
+                            " >/dev/null 2>&1";
+    if (std::system(add.c_str()) != 0) GTEST_SKIP() << "useradd failed";
+    passwd* pw = getpwnam(user_.c_str());
+    ASSERT_NE(pw, nullptr);
+    uid_ = pw->pw_uid;
+    gid_ = pw->pw_gid;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpusched_runas_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    agent_.Kill(SIGTERM);
+    server_.Kill(SIGTERM);
+    if (HasFailure()) {
+      std::cerr << "server log:\n" << ReadFile(path("server.log")) << "\nagent log:\n"
+                << ReadFile(path("agent.log")) << "\n";
+    }
+    if (!user_.empty()) (void)!std::system(("userdel " + user_ + " >/dev/null 2>&1").c_str());
+    std::filesystem::remove_all(dir_);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  void Start(const std::string& extra_config) {
+    WriteFile(path("server.yaml"), "node_heartbeat: 200ms\ntask_heartbeat: 300ms\n" + extra_config);
+    port_ = FreePort();
+    server_ = Proc({"server", "--listen", server(), "--http", "", "--data-dir", path("data"),
+                    "--config", path("server.yaml")},
+                   path("server.log"));
+    ASSERT_TRUE(PollUntil([&] { return Cli({"nodes", "--server", server()}).code == 0; },
+                          kDeadline));
+    agent_ = Proc({"agent", "--server", server(), "--name", "n1", "--gpus", "1x16GiB",
+                   "--simulate", "--data-dir", path("n1")},
+                  path("agent.log"));
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          CliResult r = Cli({"nodes", "--server", server(), "--json"});
+          return r.code == 0 && r.out.find("\"connected\":true") != std::string::npos;
+        },
+        kDeadline));
+  }
+  // Submits through gRPC with spec.user set, as the server does from the caller's identity.
+  uint64_t Submit(const std::string& user, const std::string& script) {
+    auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    v1::SubmitRequest req;
+    req.mutable_spec()->set_user(user);
+    req.mutable_spec()->add_command("sh");
+    req.mutable_spec()->add_command("-c");
+    req.mutable_spec()->add_command(script);
+    req.mutable_spec()->set_max_retries(2);
+    v1::SubmitResponse resp;
+    const grpc::Status s = stub->Submit(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.id();
+  }
+  Json Task(uint64_t id) {
+    CliResult r = Cli({"show", std::to_string(id), "--server", server(), "--json"});
+    return r.code == 0 ? Json::parse(r.out) : Json::object();
+  }
+  bool WaitFinished(uint64_t id) {
+    return PollUntil(
+        [&] {
+          const std::string s = Task(id).value("state", "");
+          return s == "succeeded" || s == "failed";
+        },
+        kDeadline);
+  }
+  std::string LogFile(uint64_t id) const {
+    return path("n1/logs/task-" + std::to_string(id) + "-1.log");
+  }
+
+  std::filesystem::path dir_;
+  std::string user_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  int port_ = 0;
+  Proc server_, agent_;
+};
+
+TEST_F(RunAsUserTest, TaskRunsAsItsUserWithAPrivateLog) {
+  Start("");
+  const uint64_t id = Submit(user_, "id -u; id -g; echo \"$USER $LOGNAME $HOME\"");
+  ASSERT_TRUE(WaitFinished(id));
+  ASSERT_EQ(Task(id)["state"], "succeeded") << Task(id).dump();
+  const std::string log = ReadFile(LogFile(id));
+  EXPECT_NE(log.find(std::to_string(uid_) + "\n" + std::to_string(gid_) + "\n"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(user_ + " " + user_ + " "), std::string::npos) << log;
+  struct stat st{};
+  ASSERT_EQ(stat(LogFile(id).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid_);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  // Without a user: the agent's own (root), as before.
+  const uint64_t own = Submit("", "id -u");
+  ASSERT_TRUE(WaitFinished(own));
+  EXPECT_EQ(ReadFile(LogFile(own)), "0\n");
+}
+
+TEST_F(RunAsUserTest, RootAndUnknownUsersFailPermanently) {
+  Start("");
+  const uint64_t root = Submit("root", "id -u");
+  ASSERT_TRUE(WaitFinished(root));
+  Json t = Task(root);
+  EXPECT_EQ(t["state"], "failed") << t.dump();
+  EXPECT_EQ(t["attempts"], 1) << t.dump();  // permanent: no retry
+  EXPECT_NE(t.value("reason", "").find("user 'root' is uid 0 on node n1"), std::string::npos)
+      << t.dump();
+  EXPECT_NE(t.value("reason", "").find("allow_root_tasks"), std::string::npos) << t.dump();
+
+  const uint64_t ghost = Submit("nosuchuser-gpst", "id -u");
+  ASSERT_TRUE(WaitFinished(ghost));
+  t = Task(ghost);
+  EXPECT_EQ(t["state"], "failed") << t.dump();
+  EXPECT_EQ(t["attempts"], 1) << t.dump();
+  EXPECT_NE(t.value("reason", "").find("user 'nosuchuser-gpst' does not exist on node n1"),
+            std::string::npos)
+      << t.dump();
+}
+
+TEST_F(RunAsUserTest, RootAllowedWhenTheServerSaysSo) {
+  Start("allow_root_tasks: true\n");
+  const uint64_t id = Submit("root", "id -u");
+  ASSERT_TRUE(WaitFinished(id));
+  EXPECT_EQ(Task(id)["state"], "succeeded") << Task(id).dump();
+  EXPECT_EQ(ReadFile(LogFile(id)), "0\n");
+}
+
+}  // namespace
+}  // namespace gpusched::testing

@@ -1,0 +1,433 @@
+// Issue 11, trust: `certs init`, gRPC and HTTPS over TLS, agent identity by client
+// certificate, the refused unsafe start, and tasks run as their user's Unix account. Real
+// `gpusched` processes, real OpenSSL and gRPC TLS.
+
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/v1/gpusched.grpc.pb.h"
+#include "harness.h"
+#include "rpc/channel.h"
+#include "store/local_etcd.h"
+
+namespace gpusched::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+namespace v1 = ::gpusched::v1;
+constexpr auto kDeadline = 90s;
+
+std::string TempDir(const std::string& what) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("gpusched_tls_" + std::to_string(getpid()) + "_" + what);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st{};
+  stat(path.c_str(), &st);
+  return st.st_mode & 07777;
+}
+
+X509* LoadCert(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return nullptr;
+  X509* c = PEM_read_X509(f, nullptr, nullptr, nullptr);
+  fclose(f);
+  return c;
+}
+
+// Whether `leaf` verifies against `ca` as a TLS certificate for `purpose`.
+bool Verifies(const std::string& ca, const std::string& leaf, int purpose) {
+  X509* ca_cert = LoadCert(ca);
+  X509* leaf_cert = LoadCert(leaf);
+  X509_STORE* store = X509_STORE_new();
+  X509_STORE_add_cert(store, ca_cert);
+  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
+  X509_STORE_CTX_init(ctx, store, leaf_cert, nullptr);
+  X509_STORE_CTX_set_purpose(ctx, purpose);
+  const bool ok = X509_verify_cert(ctx) == 1;
+  X509_STORE_CTX_free(ctx);
+  X509_STORE_free(store);
+  X509_free(leaf_cert);
+  X509_free(ca_cert);
+  return ok;
+}
+
+TEST(CertsInitTest, CreatesVerifiableCertificatesAndAddsAgentsLater) {
+  const std::string dir = TempDir("certs") + "/tls";
+  CliResult r = Cli({"certs", "init", dir, "--server-host", "sched.example.com",
+                     "--server-host", "10.1.2.3", "--agent", "n1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* key : {"ca.key", "server.key", "n1.key"}) {
+    EXPECT_EQ(ModeOf(dir + "/" + key), 0600u) << key;
+  }
+  for (const char* crt : {"ca.crt", "server.crt", "n1.crt"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + crt)) << crt;
+  }
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/server.crt", X509_PURPOSE_SSL_SERVER));
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_CLIENT));
+  // Both ends of the agents' log service too: the agent serves, the server is its client.
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_SERVER));
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/server.crt", X509_PURPOSE_SSL_CLIENT));
+  X509* server = LoadCert(dir + "/server.crt");
+  ASSERT_NE(server, nullptr);
+  for (const char* host : {"sched.example.com", "localhost", "gpusched-server"}) {
+    EXPECT_EQ(X509_check_host(server, host, 0, 0, nullptr), 1) << host;
+  }
+  for (const char* ip : {"10.1.2.3", "127.0.0.1"}) {
+    EXPECT_EQ(X509_check_ip_asc(server, ip, 0), 1) << ip;
+  }
+  EXPECT_NE(X509_check_host(server, "other.example.com", 0, 0, nullptr), 1);
+  X509_free(server);
+  X509* n1 = LoadCert(dir + "/n1.crt");
+  EXPECT_EQ(X509_check_host(n1, "n1", 0, 0, nullptr), 1);
+  EXPECT_NE(X509_check_host(n1, "gpusched-server", 0, 0, nullptr), 1);
+  X509_free(n1);
+
+  // Again, with another agent: the CA and n1 stay as they were, n2 is added.
+  const std::string ca_before = ReadFile(dir + "/ca.crt");
+  const std::string ca_key_before = ReadFile(dir + "/ca.key");
+  const std::string n1_before = ReadFile(dir + "/n1.crt");
+  r = Cli({"certs", "init", dir, "--agent", "n1", "--agent", "n2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFile(dir + "/ca.crt"), ca_before);
+  EXPECT_EQ(ReadFile(dir + "/ca.key"), ca_key_before);
+  EXPECT_EQ(ReadFile(dir + "/n1.crt"), n1_before);
+  EXPECT_NE(r.out.find("created " + dir + "/n2.crt"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kept    " + dir + "/ca.crt"), std::string::npos) << r.out;
+  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n2.crt", X509_PURPOSE_SSL_CLIENT));
+
+  // A key without its certificate is never replaced: the run stops, naming both.
+  std::filesystem::remove(dir + "/n2.crt");
+  const std::string n2_key = ReadFile(dir + "/n2.key");
+  r = Cli({"certs", "init", dir, "--agent", "n2"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(dir + "/n2.key exists but " + dir + "/n2.crt does not"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(ReadFile(dir + "/n2.key"), n2_key);
+  // Bad names are refused, naming the flag and the value.
+  r = Cli({"certs", "init", dir, "--agent", "../evil"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--agent: \"../evil\""), std::string::npos) << r.err;
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// A server with --tls-dir on loopback, and helpers for agents and CLI calls.
+class TlsClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    tls_ = dir_ + "/tls";
+    CliResult r = Cli({"certs", "init", tls_, "--agent", "n1", "--agent", "n2"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    WriteFile(dir_ + "/server.yaml",
+              "node_timeout: 2s\nnode_heartbeat: 200ms\ntask_heartbeat: 300ms\n"
+              "task_timeout: 4s\nkill_grace: 1s\n" + extra_config_);
+    port_ = FreePort();
+    http_port_ = FreePort();
+    server_ = Proc({"server", "--listen", server(), "--http",
+                    "127.0.0.1:" + std::to_string(http_port_), "--data-dir", dir_ + "/data",
+                    "--config", dir_ + "/server.yaml", "--tls-dir", tls_},
+                   dir_ + "/server.log");
+    ASSERT_TRUE(PollUntil([&] { return Run({"nodes"}).code == 0; }, kDeadline))
+        << ReadFile(dir_ + "/server.log");
+  }
+  void TearDown() override {
+    agents_.clear();
+    server_.Kill(SIGTERM);
+    if (HasFailure()) std::cerr << "server log:\n" << ReadFile(dir_ + "/server.log") << "\n";
+    std::filesystem::remove_all(dir_);
+  }
+  std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string ca() const { return tls_ + "/ca.crt"; }
+  // A CLI call trusting the cluster CA.
+  CliResult Run(std::vector<std::string> args) {
+    args.insert(args.begin() + 1, {"--server", server(), "--ca", ca()});
+    return Cli(args);
+  }
+  void StartAgent(const std::string& name, const std::string& tls_dir) {
+    agents_[name] = std::make_unique<Proc>(
+        std::vector<std::string>{"agent", "--server", server(), "--name", name, "--gpus", "2x16GiB",
+                                 "--simulate", "--data-dir", dir_ + "/" + name, "--tls-dir",
+                                 tls_dir},
+        dir_ + "/" + name + ".log");
+  }
+  bool NodeConnected(const std::string& name) {
+    CliResult r = Run({"nodes", "--json"});
+    if (r.code != 0) return false;
+    for (const Json& n : Json::parse(r.out)) {
+      if (n["name"] == name && n["connected"] == true) return true;
+    }
+    return false;
+  }
+  Json Task(uint64_t id) {
+    CliResult r = Run({"show", std::to_string(id), "--json"});
+    return r.code == 0 ? Json::parse(r.out) : Json::object();
+  }
+  bool WaitState(uint64_t id, const std::string& state) {
+    return PollUntil([&] { return Task(id).value("state", "") == state; }, kDeadline);
+  }
+
+  std::string extra_config_;
+  std::string dir_, tls_;
+  int port_ = 0, http_port_ = 0;
+  Proc server_;
+  std::map<std::string, std::unique_ptr<Proc>> agents_;
+};
+
+TEST_F(TlsClusterTest, PlaintextClientFailsCleanlyAndTheCaMakesItWork) {
+  // No --ca: a clear failure, exit 3, saying what to do; not a hang.
+  const auto t0 = std::chrono::steady_clock::now();
+  CliResult plain = Cli({"nodes", "--server", server()});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(plain.code, 3) << plain.err;
+  EXPECT_NE(plain.err.find("GPUSCHED_CA"), std::string::npos) << plain.err;
+  EXPECT_NE(plain.err.find("--ca"), std::string::npos) << plain.err;
+
+  // With the CA (flag or environment) the whole path works: an agent over mutual TLS runs
+  // a task, its logs come back.
+  StartAgent("n1", tls_);
+  ASSERT_TRUE(PollUntil([&] { return NodeConnected("n1"); }, kDeadline))
+      << ReadFile(dir_ + "/n1.log");
+  CliResult sub = Run({"submit", "--", "sh", "-c", "echo over-tls"});
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  const uint64_t id = std::stoull(sub.out);
+  ASSERT_TRUE(WaitState(id, "succeeded")) << Task(id).dump();
+  EXPECT_EQ(Task(id)["node"], "n1");
+  CliResult logs = Run({"logs", std::to_string(id)});
+  EXPECT_NE(logs.out.find("over-tls"), std::string::npos) << logs.out << logs.err;
+  // The agent's log service (its --listen address) is mutual TLS as well, for the servers
+  // only: neither a plaintext client nor another agent's certificate reads a log there.
+  std::string agent_address;
+  for (const Json& n : Json::parse(Run({"nodes", "--json"}).out)) {
+    if (n["name"] == "n1") agent_address = n.value("address", "");
+  }
+  ASSERT_FALSE(agent_address.empty());
+  v1::ReadLogRequest read;
+  read.set_id(id);
+  read.set_attempt(1);
+  auto read_with = [&](const rpc::ClientTls* tls) {
+    auto stub = v1::Agent::NewStub(rpc::MakeChannel(agent_address, false, tls));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    v1::ReadLogResponse out;
+    return stub->ReadLog(&ctx, read, &out);
+  };
+  EXPECT_EQ(read_with(nullptr).error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto other_agent = rpc::LoadAgentTls(tls_, "n2");
+  ASSERT_TRUE(other_agent.ok()) << other_agent.status().ToString();
+  other_agent->server_name = "n1";
+  const grpc::Status by_agent = read_with(&*other_agent);
+  EXPECT_EQ(by_agent.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << by_agent.error_message();
+  auto as_server = rpc::LoadClientTls(ca(), tls_ + "/server.crt", tls_ + "/server.key");
+  ASSERT_TRUE(as_server.ok());
+  as_server->server_name = "n1";
+  EXPECT_TRUE(read_with(&*as_server).ok());
+
+  // A server list (an HA control plane): the first cannot be reached, the client moves on
+  // to the next over TLS.
+  CliResult listed = Cli({"nodes", "--server", "127.0.0.1:" + std::to_string(FreePort()) + "," +
+                          server(), "--ca", ca()});
+  EXPECT_EQ(listed.code, 0) << listed.err;
+  setenv("GPUSCHED_CA", ca().c_str(), 1);
+  CliResult env = Cli({"nodes", "--server", server()});
+  unsetenv("GPUSCHED_CA");
+  EXPECT_EQ(env.code, 0) << env.err;
+
+  // HTTP is HTTPS now, with the same certificate; plaintext HTTP gets nothing.
+  httplib::SSLClient https("127.0.0.1", http_port_);
+  https.set_ca_cert_path(ca().c_str());
+  https.enable_server_certificate_verification(true);
+  auto res = https.Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(HttpGet(http_port_, "/healthz"), "");
+}
+
+TEST_F(TlsClusterTest, TlsClientAgainstPlaintextServerFailsCleanly) {
+  const int plain_port = FreePort();
+  Proc plain({"server", "--listen", "127.0.0.1:" + std::to_string(plain_port), "--http", "",
+              "--data-dir", dir_ + "/plain"},
+             dir_ + "/plain.log");
+  const std::string addr = "127.0.0.1:" + std::to_string(plain_port);
+  ASSERT_TRUE(PollUntil([&] { return Cli({"nodes", "--server", addr}).code == 0; }, kDeadline));
+  CliResult r = Cli({"nodes", "--server", addr, "--ca", ca()});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("TLS with the server at " + addr + " failed"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("needs no --ca"), std::string::npos) << r.err;
+  plain.Kill(SIGTERM);
+}
+
+TEST_F(TlsClusterTest, AgentWithAnotherNodesCertificateIsRefused) {
+  // tls2/n1.crt is in truth n2's certificate (CN=n2): an agent claiming to be n1 with it.
+  const std::string impostor = dir_ + "/tls2";
+  std::filesystem::create_directories(impostor);
+  std::filesystem::copy_file(tls_ + "/ca.crt", impostor + "/ca.crt");
+  std::filesystem::copy_file(tls_ + "/n2.crt", impostor + "/n1.crt");
+  std::filesystem::copy_file(tls_ + "/n2.key", impostor + "/n1.key");
+  StartAgent("n1", impostor);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const std::string log = ReadFile(dir_ + "/server.log");
+        return log.find("refused agent \"n1\"") != std::string::npos;
+      },
+      kDeadline))
+      << ReadFile(dir_ + "/server.log");
+  EXPECT_NE(ReadFile(dir_ + "/server.log").find("its certificate names n2"), std::string::npos);
+  std::this_thread::sleep_for(1s);  // several reconnect attempts
+  CliResult nodes = Run({"nodes", "--json"});
+  ASSERT_EQ(nodes.code, 0) << nodes.err;
+  EXPECT_TRUE(Json::parse(nodes.out).empty()) << nodes.out;
+  EXPECT_NE(ReadFile(dir_ + "/n1.log").find("may only register as the node its certificate"),
+            std::string::npos)
+      << ReadFile(dir_ + "/n1.log");
+
+  // TLS without a client certificate (as the CLI connects) may not use the agent link.
+  auto tls = rpc::LoadClientTls(ca());
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  auto link = v1::AgentLink::NewStub(rpc::MakeChannel(server(), false, &*tls));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto stream = link->Connect(&ctx);
+  v1::AgentMessage reg;
+  reg.mutable_register_()->set_name("n1");
+  reg.mutable_register_()->set_address("127.0.0.1:1");
+  stream->Write(reg);
+  stream->WritesDone();
+  v1::ServerMessage ignored;
+  while (stream->Read(&ignored)) {
+  }
+  const grpc::Status st = stream->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << st.error_message();
+
+  // The genuine n2 is welcome.
+  StartAgent("n2", tls_);
+  EXPECT_TRUE(PollUntil([&] { return NodeConnected("n2"); }, kDeadline))
+      << ReadFile(dir_ + "/n2.log");
+  EXPECT_FALSE(NodeConnected("n1"));
+}
+
+// A highly available control plane over TLS: clients given the standby first follow its
+// "leader is ADDR" to the leader, agents too, every hop over TLS.
+TEST(TlsHaTest, ClientsAndAgentsFollowTheLeaderOverTls) {
+  if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed";
+  const std::string dir = TempDir("ha");
+  ASSERT_EQ(Cli({"certs", "init", dir + "/tls", "--agent", "n1"}).code, 0);
+  const std::string ca = dir + "/tls/ca.crt";
+  store::LocalEtcd::Options eo;
+  eo.dir = dir + "/etcd";
+  eo.members = 1;
+  auto etcd = store::LocalEtcd::Start(eo);
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  std::vector<std::string> addrs;
+  std::vector<std::unique_ptr<Proc>> servers;
+  WriteFile(dir + "/server.yaml", "node_heartbeat: 250ms\nnode_timeout: 10s\n");
+  for (int i = 0; i < 2; ++i) {
+    addrs.push_back("127.0.0.1:" + std::to_string(FreePort()));
+    servers.push_back(std::make_unique<Proc>(
+        std::vector<std::string>{"server", "--store", "etcd", "--etcd", (*etcd)->client_urls(),
+                                 "--listen", addrs[i], "--http",
+                                 "127.0.0.1:" + std::to_string(FreePort()), "--lease-ttl", "2s",
+                                 "--config", dir + "/server.yaml", "--tls-dir", dir + "/tls"},
+        dir + "/server" + std::to_string(i) + ".log"));
+  }
+  int leader = -1;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (int i = 0; i < 2; ++i) {
+          CliResult r = Cli({"status", "--json", "--server", addrs[i], "--ca", ca});
+          if (r.code == 0 && r.out.find("\"role\":\"leader\"") != std::string::npos) {
+            leader = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      kDeadline))
+      << servers[0]->Log() << servers[1]->Log();
+  const std::string standby_first = addrs[1 - leader] + "," + addrs[leader];
+  Proc agent({"agent", "--server", standby_first, "--name", "n1", "--gpus", "1x16GiB",
+              "--simulate", "--data-dir", dir + "/n1", "--tls-dir", dir + "/tls"},
+             dir + "/n1.log");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        CliResult r = Cli({"nodes", "--json", "--server", standby_first, "--ca", ca});
+        return r.code == 0 && r.out.find("\"connected\":true") != std::string::npos;
+      },
+      kDeadline))
+      << agent.Log();
+  CliResult sub = Cli({"submit", "--server", standby_first, "--ca", ca, "--", "true"});
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        CliResult r = Cli({"show", std::to_string(std::stoull(sub.out)), "--json", "--server",
+                           standby_first, "--ca", ca});
+        return r.code == 0 && Json::parse(r.out).value("state", "") == "succeeded";
+      },
+      kDeadline));
+  agent.Kill(SIGTERM);
+  for (auto& s : servers) s->Kill(SIGTERM);
+  etcd->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(UnsafeStartTest, NonLoopbackWithoutTlsIsRefusedUnlessInsecure) {
+  const std::string dir = TempDir("unsafe");
+  CliResult r = Cli({"server", "--listen", "0.0.0.0:0", "--http", "127.0.0.1:0", "--data-dir",
+                     dir + "/a"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("listen 0.0.0.0:0 is reachable from other machines"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("certs init"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--tls-dir"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--insecure"), std::string::npos) << r.err;
+  // HTTP off loopback alone is refused as well.
+  r = Cli({"server", "--listen", "127.0.0.1:0", "--http", "0.0.0.0:0", "--data-dir",
+           dir + "/b"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("http 0.0.0.0:0"), std::string::npos) << r.err;
+
+  // --insecure: it starts, and says loudly what that means.
+  Proc insecure({"server", "--listen", "0.0.0.0:0", "--http", "127.0.0.1:0", "--data-dir",
+                 dir + "/c", "--insecure"},
+                dir + "/insecure.log");
+  EXPECT_TRUE(PollUntil(
+      [&] { return ReadFile(dir + "/insecure.log").find("listening on") != std::string::npos; },
+      kDeadline))
+      << ReadFile(dir + "/insecure.log");
+  EXPECT_NE(ReadFile(dir + "/insecure.log").find("WARNING: --insecure"), std::string::npos);
+  insecure.Kill(SIGTERM);
+
+  // With TLS it starts off loopback without --insecure, and without the warning.
+  ASSERT_EQ(Cli({"certs", "init", dir + "/tls"}).code, 0);
+  Proc tls({"server", "--listen", "0.0.0.0:0", "--http", "127.0.0.1:0", "--data-dir",
+            dir + "/d", "--tls-dir", dir + "/tls"},
+           dir + "/tls.log");
+  EXPECT_TRUE(PollUntil(
+      [&] { return ReadFile(dir + "/tls.log").find("listening on") != std::string::npos; },
+      kDeadline))
+      << ReadFile(dir + "/tls.log");
+  EXPECT_EQ(ReadFile(dir + "/tls.log").find("WARNING"), std::string::npos);
+  tls.Kill(SIGTERM);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpusched::testing

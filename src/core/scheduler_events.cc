@@ -409,6 +409,8 @@ Status Scheduler::Restore(const Task& task) {
     cluster_.Reserve(*p);
     tasks_on_node_[p->node_index].insert(t.id);
     active_.insert(t.id);
+    CountUsage(t, *p, +1);
+    charged_until_[t.id] = clock_.NowMs();
     t.placement = std::move(p);
     t.last_heartbeat_ms = clock_.NowMs();
   }

@@ -23,6 +23,8 @@ void RegisterDemo(CLI::App& app);
 void RegisterTaskCommands(CLI::App& app);
 // nodes, cordon, uncordon, drain (node_commands.cc).
 void RegisterNodeCommands(CLI::App& app);
+// quota set | quota ls | acct
+void RegisterQuotaCommands(CLI::App& app);
 // server, agent, dev (daemon_commands.cc).
 void RegisterDaemons(CLI::App& app);
 // `gpusched bench e2e`: the control plane end to end on loopback.

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
   gpusched::cli::RegisterTaskCommands(app);
   gpusched::cli::RegisterNodeCommands(app);
+  gpusched::cli::RegisterQuotaCommands(app);
   gpusched::cli::RegisterDaemons(app);
   gpusched::cli::RegisterDemo(app);
   gpusched::cli::RegisterBenchE2e(*bench);

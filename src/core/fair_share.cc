@@ -1,15 +1,24 @@
 #include "core/fair_share.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace gpusched::core {
 
+namespace {
+std::string Num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+}  // namespace
+
 Status FairShareOptions::Validate() const {
   if (!(fair_share_weight >= 0) || !std::isfinite(fair_share_weight)) {
-    return InvalidArgument("fair_share_weight: must be >= 0, got " + std::to_string(fair_share_weight));
+    return InvalidArgument("fair_share_weight: must be >= 0, got " + Num(fair_share_weight));
   }
   if (!(priority_weight >= 0) || !std::isfinite(priority_weight)) {
-    return InvalidArgument("priority_weight: must be >= 0, got " + std::to_string(priority_weight));
+    return InvalidArgument("priority_weight: must be >= 0, got " + Num(priority_weight));
   }
   if (fair_share_weight > 1e9 || priority_weight > 1e9) {
     return InvalidArgument("fair_share_weight/priority_weight: must be <= 1e9");

@@ -37,6 +37,18 @@ bool ParseCount(std::string_view s, int64_t& out) {
 }
 }  // namespace
 
+StatusOr<int64_t> ParseGpuCount(std::string_view text, std::string_view field,
+                                bool allow_unlimited) {
+  if (allow_unlimited && text == "unlimited") return kUnlimitedBorrow;
+  int64_t v = 0;
+  if (!ParseCount(text, v) || v > 1'000'000) {
+    return InvalidArgument(std::string(field) + ": \"" + std::string(text) +
+                           "\" is not a GPU count (a whole number from 0 to 1000000" +
+                           (allow_unlimited ? ", or unlimited)" : ")"));
+  }
+  return v;
+}
+
 StatusOr<TeamQuota> ParseTeamQuota(std::string_view text) {
   const std::string quoted = "\"" + std::string(text) + "\"";
   const size_t eq = text.find('=');

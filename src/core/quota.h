@@ -46,6 +46,11 @@ struct TeamQuota {
 };
 
 // What a team holds now: its assigned or running tasks.
+// A GPU count as typed for a quota ("8"; with `allow_unlimited`, also "unlimited" =
+// kUnlimitedBorrow). Errors name `field` and the value: `--borrow: "x" is not ...`.
+StatusOr<int64_t> ParseGpuCount(std::string_view text, std::string_view field,
+                                bool allow_unlimited);
+
 // "TEAM=GPUS[:BORROW]" (BORROW a count or "unlimited"; absent = 0), as `gpusched sim --quota`
 // takes it. Errors name the flag and the value.
 StatusOr<TeamQuota> ParseTeamQuota(std::string_view text);

@@ -158,6 +158,7 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   task.claim = ClaimStatus::kWaiting;  // claim 7: status 2 on arrival
   const TaskId id = task.id;
   Task& t = tasks_.emplace(id.value(), std::move(task)).first->second;
+  CountLive(t, +1);
   SetState(t, TaskState::kPending, "submitted");
   if (hold) {
     held_.insert(id);
@@ -175,6 +176,7 @@ Status Scheduler::Release(TaskId id) {
 
 Status Scheduler::Withdraw(TaskId id) {
   if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  CountLive(*Find(id), -1);
   tasks_.erase(id.value());
   changed_.erase(id);
   return Status::Ok();
@@ -193,7 +195,13 @@ Status Scheduler::Forget(TaskId id) {
 
 // ---------------------------------------------------------------- state helpers
 
+void Scheduler::CountLive(const Task& t, int delta) {
+  auto key = std::make_pair(TeamOf(t.spec), t.spec.user);
+  if ((live_by_group_[key] += delta) <= 0) live_by_group_.erase(key);
+}
+
 void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
+  if (!IsTerminal(t.state) && IsTerminal(state)) CountLive(t, -1);
   t.state = state;
   t.reason = reason;
   // Bounded history: the first transition (submitted) and the latest ones. A task retried

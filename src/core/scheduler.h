@@ -322,6 +322,9 @@ class Scheduler {
   std::map<std::pair<std::string, std::string>, double> fs_factor_;  // as of the last recalc
   TimeMs next_fs_recalc_ms_ = 0;
   mutable bool fs_dirty_ = false;  // a new team or user appeared, or shares changed
+  // Non-terminal tasks per (team, user): who takes part in fair share, without a scan of tasks_.
+  std::map<std::pair<std::string, std::string>, int64_t> live_by_group_;
+  void CountLive(const Task& t, int delta);
 
   uint64_t next_seq_ = 1;
   TimeMs next_pass_ms_ = 0;

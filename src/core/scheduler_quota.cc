@@ -131,17 +131,15 @@ double Scheduler::CachedFactor(const std::string& team, const std::string& user)
   return 1.0;  // nothing used yet, as of the last recalc
 }
 
-// Teams: every team with a quota, usage or a task in memory; users: those of a team with
-// usage or a task in memory.
+// Teams: every team with a quota, usage or a live task; users: those of a team with
+// usage or a live task.
 std::map<std::string, std::set<std::string>> Scheduler::FairShareGroups() const {
   std::map<std::string, std::set<std::string>> users;
   for (const auto& [tm, us] : fs_usage_.users_by_team()) {
     for (const auto& [u, unused] : us) users[tm].insert(u);
   }
   for (const auto& [tm, q] : quotas_.quotas()) users[tm];
-  for (const auto& [raw, t] : tasks_) {
-    if (!IsTerminal(t.state)) users[TeamOf(t.spec)].insert(t.spec.user);
-  }
+  for (const auto& [group, n] : live_by_group_) users[group.first].insert(group.second);
   return users;
 }
 

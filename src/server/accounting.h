@@ -7,9 +7,8 @@
 // up to at most that GPU. GPU-memory-hours are GiB reserved x hours.
 //
 // Limits of what a task records: the GPUs and shares are those of its latest placement, so
-// the intervals of earlier attempts are counted with them too; and tasks carry no user or
-// team yet (the security issue adds them): TaskOwner is the one place that says whose a task
-// is, and answers "default" until then.
+// the intervals of earlier attempts are counted with them too. TaskOwner is the one place that
+// says whose a task is: its spec's user and team, "" = "default".
 //
 // Pure: no clock, no I/O. Deterministic: groups by name, series by time.
 
@@ -19,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "gpusched/v1/gpusched.pb.h"
 
 namespace gpusched::server {
@@ -29,7 +29,8 @@ struct TaskOwner {
 TaskOwner OwnerOf(const v1::Task& t);
 
 struct AccountingQuery {
-  enum class By { kUser, kTeam } by = By::kTeam;
+  // kTeamUser: one group per (team, user) pair, named "team/user".
+  enum class By { kUser, kTeam, kTeamUser } by = By::kTeam;
   int64_t since_ms = 0, until_ms = 0, step_ms = 0;  // REQUIRES: since < until, step > 0
   int64_t now_ms = 0;                                // the end of intervals still open
   std::string user, team;                            // "" = everyone
@@ -37,6 +38,7 @@ struct AccountingQuery {
 
 struct AccountingGroup {
   std::string name;
+  std::string team, user;  // kTeamUser: both; kTeam: team; kUser: user
   double gpu_hours = 0, gpu_mem_gib_hours = 0;
   int64_t tasks = 0;                 // tasks that ran inside the window
   std::vector<double> gpu_hours_by_step;  // one per step from since_ms
@@ -60,5 +62,11 @@ class Accounting {
   size_t steps_ = 0;
   std::map<std::string, AccountingGroup> groups_;
 };
+
+class ControlPlane;
+// Runs `acct` over every stored task that may have run inside the window (REST
+// /api/v1/accounting and gpusched acct). REQUIRES: q.since_ms < q.until_ms, q.step_ms > 0.
+StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
+                                                         const AccountingQuery& q);
 
 }  // namespace gpusched::server

@@ -4,6 +4,7 @@
 
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
+#include "server/accounting.h"
 
 namespace gpusched::server {
 namespace {
@@ -183,6 +184,81 @@ namespace gpusched::server {
 grpc::Status ApiService::GetServerStatus(grpc::ServerContext*, const v1::ServerStatusRequest*,
                                          v1::ServerStatus* resp) {
   *resp = status_();
+  return grpc::Status::OK;
+}
+
+}  // namespace gpusched::server
+
+// ---------------------------------------------------------------- quotas and accounting
+
+namespace gpusched::server {
+
+// admin only
+grpc::Status ApiService::SetQuota(grpc::ServerContext*, const v1::SetQuotaRequest* req,
+                                  v1::SetQuotaResponse* resp) {
+  auto gate = gate_.Get();
+  if (!gate.ok()) return rpc::ToGrpc(gate.status());
+  ControlPlane& cp = **gate;
+  core::TeamQuota q;
+  q.team = req->quota().team();
+  q.guaranteed_gpus = req->quota().guaranteed_gpus();
+  q.guaranteed_gpu_mem_mib = req->quota().guaranteed_gpu_mem_mib();
+  q.borrow_gpus = req->quota().borrow_gpus();
+  auto out = cp.SetQuota(q);
+  if (!out.ok()) return rpc::ToGrpc(out.status());
+  *resp->mutable_quota() = std::move(out).value();
+  return grpc::Status::OK;
+}
+
+// admin only
+grpc::Status ApiService::ListQuotas(grpc::ServerContext*, const v1::ListQuotasRequest*,
+                                    v1::ListQuotasResponse* resp) {
+  auto gate = gate_.Get();
+  if (!gate.ok()) return rpc::ToGrpc(gate.status());
+  *resp = (*gate)->ListQuotas();
+  return grpc::Status::OK;
+}
+
+// GPU-hours and GPU-memory-GiB-hours per (team, user) and per team over the window, from the
+// durable task records (server/accounting.h).
+grpc::Status ApiService::GetAccounting(grpc::ServerContext*, const v1::AccountingRequest* req,
+                                       v1::AccountingResponse* resp) {
+  auto gate = gate_.Get();
+  if (!gate.ok()) return rpc::ToGrpc(gate.status());
+  ControlPlane& cp = **gate;
+  if (req->since_ms() >= req->until_ms()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "since: must be before until (" + std::to_string(req->since_ms()) +
+                " >= " + std::to_string(req->until_ms()) + " ms)"};
+  }
+  std::map<std::pair<std::string, int>, int64_t> totals;
+  for (const v1::Node& n : cp.ListNodes()) {
+    for (const v1::Gpu& g : n.gpus()) totals[{n.name(), g.index()}] = g.total_mib();
+  }
+  AccountingQuery q;
+  q.now_ms = cp.clock().NowMs();
+  q.since_ms = req->since_ms();
+  q.until_ms = req->until_ms();
+  q.step_ms = req->until_ms() - req->since_ms();  // one step: the totals only
+  q.user = req->user();
+  q.team = req->team();
+  for (AccountingQuery::By by : {AccountingQuery::By::kTeamUser, AccountingQuery::By::kTeam}) {
+    q.by = by;
+    Accounting acct(q, totals);
+    auto groups = CollectAccounting(cp, acct, q);
+    if (!groups.ok()) return rpc::ToGrpc(groups.status());
+    for (const AccountingGroup& g : *groups) {
+      v1::AccountingRow* row =
+          by == AccountingQuery::By::kTeam ? resp->add_teams() : resp->add_users();
+      row->set_team(g.team);
+      row->set_user(g.user);
+      row->set_gpu_hours(g.gpu_hours);
+      row->set_gpu_mem_gib_hours(g.gpu_mem_gib_hours);
+      row->set_tasks(g.tasks);
+    }
+  }
+  resp->set_since_ms(q.since_ms);
+  resp->set_until_ms(q.until_ms);
   return grpc::Status::OK;
 }
 

@@ -37,6 +37,12 @@ class ApiService final : public v1::Scheduler::Service {
   grpc::Status Logs(grpc::ServerContext*, const v1::LogsRequest*, v1::LogsResponse*) override;
   grpc::Status GetServerStatus(grpc::ServerContext*, const v1::ServerStatusRequest*,
                                v1::ServerStatus*) override;
+  grpc::Status SetQuota(grpc::ServerContext*, const v1::SetQuotaRequest*,
+                        v1::SetQuotaResponse*) override;
+  grpc::Status ListQuotas(grpc::ServerContext*, const v1::ListQuotasRequest*,
+                          v1::ListQuotasResponse*) override;
+  grpc::Status GetAccounting(grpc::ServerContext*, const v1::AccountingRequest*,
+                             v1::AccountingResponse*) override;
 
  private:
   ControlPlaneGate& gate_;

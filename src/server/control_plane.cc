@@ -72,6 +72,11 @@ Status ControlPlane::Restore() {
   for (const store::LearnedPeak& p : peaks) {
     sched_->memory_table().RestoreLearned(p.profile, p.max_peak_mib, p.observations);
   }
+  GS_ASSIGN_OR_RETURN(std::vector<core::TeamQuota> quotas, store_->LoadQuotas());
+  for (const core::TeamQuota& q : quotas) {
+    Status s = sched_->SetQuota(q);
+    if (!s.ok()) std::cerr << "gpusched server: quota of team " << q.team << " ignored: " << s.ToString() << "\n";
+  }
   GS_ASSIGN_OR_RETURN(auto counts, store_->CountTasksByState());
   for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
                             core::TaskState::kCancelled}) {  // not restored into memory
@@ -243,6 +248,7 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
     const auto [peak, observations] = sched_->memory_table().Learned(p);
     if (observations > 0) batch.peaks.push_back({p, peak, observations});
   }
+  for (const auto& [team, q] : w.quotas) batch.quotas.push_back(q);
   return batch;
 }
 
@@ -286,6 +292,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
   pending_.keys.insert(w.keys.begin(), w.keys.end());
   pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
+  for (auto& [team, q] : w.quotas) pending_.quotas.emplace(team, std::move(q));  // newer wins
 }
 
 // Sends every held message whose commit is durable, in the order the decisions were made.

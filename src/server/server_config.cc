@@ -85,6 +85,28 @@ Setter Integer(int64_t& out) {
   };
 }
 
+Setter Number(double& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    try {
+      size_t used = 0;
+      out = std::stod(v, &used);
+      if (used == v.size()) return Status::Ok();
+    } catch (const std::exception&) {  // stod: not a number or out of range
+    }
+    return InvalidArgument(f + ": \"" + v + "\" is not a number");
+  };
+}
+
+Setter Boolean(bool& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    if (v == "true" || v == "false") {
+      out = v == "true";
+      return Status::Ok();
+    }
+    return InvalidArgument(f + ": \"" + v + "\" (use true or false)");
+  };
+}
+
 Setter Text(std::string& out) {
   return [&out](const std::string& v, const std::string&) -> Status {
     out = v;
@@ -116,6 +138,11 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"etcd_prefix", Text(c.etcd_prefix)},
       {"lease_ttl", Duration(c.lease_ttl_ms)},
       {"idle_after", Duration(c.idle_after_ms)},
+      {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
+      {"priority_weight", Number(s.fair_share.priority_weight)},
+      {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},
+      {"fair_share_recalc", Duration(s.fair_share.recalc_ms)},
+      {"reclaim_borrowed", Boolean(s.reclaim_borrowed)},
       {"idle_action",
        [&c](const std::string& v, const std::string& f) -> Status {
          if (v != "flag" && v != "stop") {

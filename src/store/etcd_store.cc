@@ -1,5 +1,6 @@
 #include "store/etcd_store.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <iostream>
@@ -250,6 +251,13 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
               {"observations", p.observations}};
     groups.push_back({EtcdOp::Put(Key("p", profile), v.dump())});
   }
+  for (const core::TeamQuota& q : batch.quotas) {
+    Json v = {{"team", q.team},
+              {"guaranteed_gpus", q.guaranteed_gpus},
+              {"guaranteed_gpu_mem_mib", q.guaranteed_gpu_mem_mib},
+              {"borrow_gpus", q.borrow_gpus}};
+    groups.push_back({EtcdOp::Put(Key("quota", q.team), v.dump())});
+  }
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
   ++stats_.commits;
   for (const std::string& k : now_split) {
@@ -453,6 +461,28 @@ StatusOr<std::vector<LearnedPeak>> EtcdStore::LoadLearnedPeaks() {
       std::cerr << "gpusched server: ignored learned peak " << kv.key << ": " << e.what() << "\n";
     }
   }
+  return out;
+}
+
+StatusOr<std::vector<core::TeamQuota>> EtcdStore::LoadQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/quota/"));
+  std::vector<core::TeamQuota> out;
+  for (const EtcdKv& kv : rows) {
+    try {
+      Json v = Json::parse(kv.value);
+      core::TeamQuota q;
+      q.team = v.at("team").get<std::string>();
+      q.guaranteed_gpus = v.at("guaranteed_gpus").get<int64_t>();
+      q.guaranteed_gpu_mem_mib = v.at("guaranteed_gpu_mem_mib").get<int64_t>();
+      q.borrow_gpus = v.at("borrow_gpus").get<int64_t>();
+      out.push_back(std::move(q));
+    } catch (const std::exception& e) {
+      std::cerr << "gpusched server: ignored quota " << kv.key << ": " << e.what() << "\n";
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const core::TeamQuota& a, const core::TeamQuota& b) { return a.team < b.team; });
   return out;
 }
 

@@ -8,7 +8,15 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
   for (const LearnedPeak& p : batch.peaks) peaks_[p.profile] = p;
+  for (const core::TeamQuota& q : batch.quotas) quotas_[q.team] = q;
   return Status::Ok();
+}
+
+StatusOr<std::vector<core::TeamQuota>> MemoryStore::LoadQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<core::TeamQuota> out;
+  for (const auto& [team, q] : quotas_) out.push_back(q);
+  return out;
 }
 
 StatusOr<LiveTasks> MemoryStore::LoadLiveTasks() {

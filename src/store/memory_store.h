@@ -21,6 +21,7 @@ class MemoryStore final : public StateStore {
   StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override;
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:
@@ -29,6 +30,7 @@ class MemoryStore final : public StateStore {
   std::map<std::string, NodeRecord> nodes_;
   std::map<std::string, uint64_t> keys_;
   std::map<core::MemoryProfile, LearnedPeak> peaks_;
+  std::map<std::string, core::TeamQuota> quotas_;
 };
 
 }  // namespace gpusched::store

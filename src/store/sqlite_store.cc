@@ -17,6 +17,9 @@ constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS idempotency_keys (key TEXT PRIMARY KEY, task_id INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS learned_peaks (
     profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, observations INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS quotas (
+    team TEXT PRIMARY KEY, guaranteed_gpus INTEGER NOT NULL,
+    guaranteed_gpu_mem_mib INTEGER NOT NULL, borrow_gpus INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS quarantine (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, key TEXT NOT NULL,
     record TEXT, error TEXT NOT NULL);
@@ -157,6 +160,16 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_peak.Bind(2, p.max_peak_mib);
     put_peak.Bind(3, p.observations);
     if (put_peak.Step() != SQLITE_DONE) return Error("write learned peak");
+  }
+  Statement put_quota(db_, "INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?)");
+  if (!put_quota.ok()) return Error("prepare");
+  for (const core::TeamQuota& q : batch.quotas) {
+    put_quota.Reset();
+    put_quota.Bind(1, q.team);
+    put_quota.Bind(2, q.guaranteed_gpus);
+    put_quota.Bind(3, q.guaranteed_gpu_mem_mib);
+    put_quota.Bind(4, q.borrow_gpus);
+    if (put_quota.Step() != SQLITE_DONE) return Error("write quota of team " + q.team);
   }
   return Status::Ok();
 }
@@ -314,6 +327,18 @@ StatusOr<std::vector<LearnedPeak>> SqliteStore::LoadLearnedPeaks() {
     out.push_back({*profile, q.Int(1), q.Int(2)});
   }
   if (rc != SQLITE_DONE) return Error("read learned peaks");
+  return out;
+}
+
+StatusOr<std::vector<core::TeamQuota>> SqliteStore::LoadQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement q(db_, "SELECT team, guaranteed_gpus, guaranteed_gpu_mem_mib, borrow_gpus FROM quotas "
+                   "ORDER BY team");
+  if (!q.ok()) return Error("prepare");
+  std::vector<core::TeamQuota> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Text(0), q.Int(1), q.Int(2), q.Int(3)});
+  if (rc != SQLITE_DONE) return Error("read quotas");
   return out;
 }
 

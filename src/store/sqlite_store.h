@@ -42,6 +42,7 @@ class SqliteStore final : public StateStore {
   StatusOr<std::optional<uint64_t>> LookupIdempotencyKey(const std::string& key) override;
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:

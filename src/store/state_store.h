@@ -1,7 +1,7 @@
 #pragma once
 // StateStore: where the control plane keeps what must survive a restart (DESIGN.md "State"):
 // every task record, the nodes (with cordon/drain flags), the idempotency keys of submissions
-// and what the CN109992422A memory table learned (one aggregate per profile).
+// what the CN109992422A memory table learned (one aggregate per profile) and the team quotas.
 //
 // Contract: Commit is all or nothing, and has returned OK only once the batch is durable
 // against a crash of the process (kill -9). On error nothing of the batch is visible, to this
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/quota.h"
 #include "core/task.h"
 
 namespace gpusched::store {
@@ -48,8 +49,10 @@ struct WriteBatch {
   std::vector<NodeRecord> nodes;                     // insert or replace
   std::map<std::string, uint64_t> idempotency_keys;  // key -> task id; insert only
   std::vector<LearnedPeak> peaks;                    // insert or replace the aggregate
+  std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   bool empty() const {
-    return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty();
+    return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty() &&
+           quotas.empty();
   }
 };
 
@@ -90,6 +93,7 @@ class StateStore {
 
   virtual StatusOr<std::vector<NodeRecord>> LoadNodes() = 0;  // ascending name
   virtual StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() = 0;
+  virtual StatusOr<std::vector<core::TeamQuota>> LoadQuotas() = 0;  // ascending team
   virtual StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() = 0;
 };
 

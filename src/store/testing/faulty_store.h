@@ -49,6 +49,7 @@ class FaultyStore final : public StateStore {
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override {
     return inner_->LoadLearnedPeaks();
   }
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override { return inner_->LoadQuotas(); }
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override {
     return inner_->LoadQuarantine();
   }

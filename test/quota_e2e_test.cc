@@ -33,8 +33,14 @@ class QuotaClusterTest : public ClusterTest {
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp.id();
   }
+  // `quota set|ls` take --server after the second word.
+  CliResult Quota(std::vector<std::string> args) {
+    args.insert(args.begin(), "quota");
+    args.insert(args.begin() + 2, {"--server", server()});
+    return Cli(args);
+  }
   Json Quotas() {
-    CliResult r = Run({"quota", "ls", "--json"});
+    CliResult r = Quota({"ls", "--json"});
     EXPECT_EQ(r.code, 0) << r.err;
     Json by_team = Json::object();
     if (r.code == 0) {
@@ -45,12 +51,12 @@ class QuotaClusterTest : public ClusterTest {
 };
 
 TEST_F(QuotaClusterTest, QuotaSetAndLsJsonSurviveARestart) {
-  CliResult r = Run({"quota", "set", "a", "--gpus", "2", "--gpu-mem", "32GiB", "--borrow", "1"});
+  CliResult r = Quota({"set", "a", "--gpus", "2", "--gpu-mem", "32GiB", "--borrow", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("team a: 2 GPUs guaranteed (32GiB GPU memory), borrows up to 1 more"),
             std::string::npos)
       << r.out;
-  ASSERT_EQ(Run({"quota", "set", "b", "--gpus", "0", "--borrow", "unlimited"}).code, 0);
+  ASSERT_EQ(Quota({"set", "b", "--gpus", "0", "--borrow", "unlimited"}).code, 0);
   Json q = Quotas();
   ASSERT_TRUE(q.contains("a")) << q.dump();
   EXPECT_EQ(q["a"]["guaranteed_gpus"], 2);
@@ -62,16 +68,16 @@ TEST_F(QuotaClusterTest, QuotaSetAndLsJsonSurviveARestart) {
   EXPECT_EQ(q["b"]["borrow_gpus"], -1);
 
   // Bad flags name the flag and the value; nothing is stored.
-  r = Run({"quota", "set", "a", "--gpus", "two"});
+  r = Quota({"set", "a", "--gpus", "two"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--gpus: \"two\" is not a GPU count"), std::string::npos) << r.err;
-  r = Run({"quota", "set", "a", "--gpus", "1", "--borrow=lots"});
+  r = Quota({"set", "a", "--gpus", "1", "--borrow=lots"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--borrow: \"lots\""), std::string::npos) << r.err;
-  r = Run({"quota", "set", "a", "--gpus", "1", "--gpu-mem", "12XB"});
+  r = Quota({"set", "a", "--gpus", "1", "--gpu-mem", "12XB"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--gpu-mem"), std::string::npos) << r.err;
-  r = Run({"quota", "set", "a b", "--gpus", "1"});
+  r = Quota({"set", "a b", "--gpus", "1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("team: \"a b\""), std::string::npos) << r.err;
 
@@ -85,8 +91,8 @@ TEST_F(QuotaClusterTest, QuotaSetAndLsJsonSurviveARestart) {
 
 TEST_F(QuotaClusterTest, BorrowersTaskGetsSigtermAndIsRequeuedWhenTheOwnerSubmits) {
   StartAgent("n1", "2x16GiB");
-  ASSERT_EQ(Run({"quota", "set", "a", "--gpus", "2"}).code, 0);
-  ASSERT_EQ(Run({"quota", "set", "b", "--gpus", "0", "--borrow", "2"}).code, 0);
+  ASSERT_EQ(Quota({"set", "a", "--gpus", "2"}).code, 0);
+  ASSERT_EQ(Quota({"set", "b", "--gpus", "0", "--borrow", "2"}).code, 0);
   auto borrower = [&](const std::string& name) {
     return "trap 'echo term >> \"" + path("term-" + name) +
            "\"; exit 143' TERM; echo $GPUSCHED_ATTEMPT >> \"" + path("runs-" + name) +

@@ -172,14 +172,13 @@ void Scheduler::RecalcFairShare() {
   next_fs_recalc_ms_ = now + config_.fair_share.recalc_ms;
   fs_dirty_ = false;
   fs_factor_.clear();
-  std::vector<QueueKey> keys = main_queue_.Snapshot();
-  std::set<std::pair<std::string, std::string>> groups;
-  for (const QueueKey& k : keys) {
-    const Task& t = *Find(k.id);
-    groups.insert({TeamOf(t.spec), t.spec.user});
-  }
+  // Every known (team, user), not only those in Q: a task of a known group entering Q later
+  // finds its factor instead of asking for another recomputation.
   const auto all = FairShareGroups();
-  for (const auto& [team, user] : groups) fs_factor_[{team, user}] = FactorAmong(all, team, user);
+  for (const auto& [team, users] : all) {
+    for (const std::string& user : users) fs_factor_[{team, user}] = FactorAmong(all, team, user);
+  }
+  std::vector<QueueKey> keys = main_queue_.Snapshot();
   for (const QueueKey& k : keys) {
     Task& t = *Find(k.id);
     main_queue_.Erase(k);

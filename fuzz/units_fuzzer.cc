@@ -29,5 +29,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_REQUIRE(ms.status().code() == StatusCode::kInvalidArgument, ms.status().ToString());
     FUZZ_REQUIRE(ms.status().message().starts_with("duration: "), ms.status().ToString());
   }
+  constexpr int64_t kNow = 1'800'000'000'000;  // 2027
+  if (auto at = ParseTimePointMs(text, "since", kNow); at.ok()) {
+    FUZZ_REQUIRE(*at >= kNow - 1'000'000'000'000'000 && *at < 253'402'300'800'000, shown);
+  } else {
+    FUZZ_REQUIRE(at.status().code() == StatusCode::kInvalidArgument, at.status().ToString());
+    FUZZ_REQUIRE(at.status().message().starts_with("since: "), at.status().ToString());
+  }
   return 0;
 }

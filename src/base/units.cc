@@ -92,6 +92,59 @@ StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field)
   return static_cast<int64_t>(std::llround(ms));
 }
 
+namespace {
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// Exactly `n` digits at text[pos...]; -1 when not.
+int64_t Digits(std::string_view text, size_t pos, size_t n) {
+  if (pos + n > text.size()) return -1;
+  int64_t v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (text[i] < '0' || text[i] > '9') return -1;
+    v = v * 10 + (text[i] - '0');
+  }
+  return v;
+}
+
+bool IsLeap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+}  // namespace
+
+StatusOr<int64_t> ParseTimePointMs(std::string_view text, std::string_view field, int64_t now_ms) {
+  const std::string bad = std::string(field) + ": " + Quote(text) +
+                          " is not a date (2026-11-30 or 2026-11-30T12:00:00Z, UTC) nor a time "
+                          "ago (7d, 12h, 30m)";
+  if (text.size() >= 10 && text[4] == '-' && text[7] == '-') {
+    const int64_t y = Digits(text, 0, 4), mo = Digits(text, 5, 2), d = Digits(text, 8, 2);
+    static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 ||
+        d > kDays[mo - 1] + (mo == 2 && IsLeap(y) ? 1 : 0)) {
+      return InvalidArgument(bad);
+    }
+    int64_t secs = DaysFromCivil(y, mo, d) * 86'400;
+    if (text.size() == 10) return secs * 1000;
+    if (text.size() != 20 || text[10] != 'T' || text[13] != ':' || text[16] != ':' ||
+        text[19] != 'Z') {
+      return InvalidArgument(bad);
+    }
+    const int64_t h = Digits(text, 11, 2), mi = Digits(text, 14, 2), s = Digits(text, 17, 2);
+    if (h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 59) return InvalidArgument(bad);
+    secs += h * 3600 + mi * 60 + s;
+    return secs * 1000;
+  }
+  if (text.empty() || !(text.back() >= 'a' && text.back() <= 'z')) return InvalidArgument(bad);
+  StatusOr<int64_t> ago = ParseDurationMs(text, field);
+  if (!ago.ok()) return InvalidArgument(bad);
+  return now_ms - *ago;
+}
+
 std::string FormatSizeMiB(MiB mib) {
   char buf[64];
   if (mib >= 1024 && mib % 1024 == 0) {

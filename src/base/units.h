@@ -22,6 +22,12 @@ StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field);
 // Accepts a number followed by ms, s, m or h. A bare number is seconds.
 StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field);
 
+// A point in time as users type it for a report window (`gpusched acct --since D`): an ISO date
+// "2026-11-30" (midnight UTC), "2026-11-30T12:00:00Z" (UTC; "T12:00Z" and fractions of a second
+// are refused to keep one spelling), or a duration ago ("7d", "12h", "30m": now_ms minus it).
+// Returns Unix ms. Errors name the field and the value, e.g. `since: "yesterday" is not ...`.
+StatusOr<int64_t> ParseTimePointMs(std::string_view text, std::string_view field, int64_t now_ms);
+
 // "80GiB", "1.5GiB", "512MiB".
 std::string FormatSizeMiB(MiB mib);
 // "1h30m", "45s", "250ms".

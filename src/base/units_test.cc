@@ -56,3 +56,28 @@ TEST(Units, Formats) {
 
 }  // namespace
 }  // namespace gpusched
+
+namespace gpusched {
+namespace {
+
+TEST(TimePointTest, IsoDatesAndTimesAgo) {
+  const int64_t now = 1'800'000'000'000;
+  EXPECT_EQ(*ParseTimePointMs("1970-01-01", "since", now), 0);
+  EXPECT_EQ(*ParseTimePointMs("2026-11-30", "since", now), 1'795'996'800'000);  // date -d
+  EXPECT_EQ(*ParseTimePointMs("2026-11-30T12:00:00Z", "until", now), 1'796'040'000'000);
+  EXPECT_EQ(*ParseTimePointMs("2024-02-29", "since", now), 1'709'164'800'000);
+  EXPECT_EQ(*ParseTimePointMs("7d", "since", now), now - 7 * 86'400'000LL);
+  EXPECT_EQ(*ParseTimePointMs("12h", "since", now), now - 12 * 3'600'000LL);
+  for (const char* bad : {"yesterday", "2026-13-01", "2026-02-29", "2026-11-30T25:00:00Z",
+                          "2026-11-30T12:00Z", "2026-11-30 12:00:00", "12", "", "-3d", "7x"}) {
+    StatusOr<int64_t> r = ParseTimePointMs(bad, "since", now);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              std::string("since: \"") + bad +
+                  "\" is not a date (2026-11-30 or 2026-11-30T12:00:00Z, UTC) nor a time ago "
+                  "(7d, 12h, 30m)");
+  }
+}
+
+}  // namespace
+}  // namespace gpusched

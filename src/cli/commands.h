@@ -25,6 +25,8 @@ void RegisterTaskCommands(CLI::App& app);
 void RegisterNodeCommands(CLI::App& app);
 // token create, ls, revoke (token_commands.cc).
 void RegisterTokenCommands(CLI::App& app);
+// quota set | quota ls | acct
+void RegisterQuotaCommands(CLI::App& app);
 // server, agent, dev (daemon_commands.cc).
 void RegisterDaemons(CLI::App& app);
 // `gpusched certs init`: CA, server and agent key pairs for TLS (certs_command.cc).

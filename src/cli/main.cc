@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   gpusched::cli::RegisterTaskCommands(app);
   gpusched::cli::RegisterNodeCommands(app);
   gpusched::cli::RegisterTokenCommands(app);
+  gpusched::cli::RegisterQuotaCommands(app);
   gpusched::cli::RegisterDaemons(app);
   gpusched::cli::RegisterCerts(app);
   gpusched::cli::RegisterDemo(app);

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/rng.h"
+#include "core/quota.h"
 #include "cli/commands.h"
 #include "sim/cluster_spec.h"
 #include "sim/report.h"
@@ -29,6 +30,8 @@ struct SimFlags {
   double arrivals_per_hour = 30;
   std::optional<uint64_t> seed;
   std::vector<double> las_thresholds_gpu_h;
+  std::vector<std::string> quotas;  // TEAM=GPUS[:BORROW]
+  bool by_team = false;
 };
 
 [[noreturn]] void Fail(const std::string& message, int code) {
@@ -99,6 +102,7 @@ void RunSim(const SimFlags& f) {
   for (double h : f.las_thresholds_gpu_h) {
     options.las_thresholds_gpu_ms.push_back(static_cast<int64_t>(h * 3'600'000.0));
   }
+  for (const std::string& q : f.quotas) options.quotas.push_back(OrFail(core::ParseTeamQuota(q)));
   options.allocation_replay = f.allocation_replay;
   options.progress = ProgressBar(!f.no_progress);
   info.policy = f.policy;
@@ -115,6 +119,13 @@ void RunSim(const SimFlags& f) {
     sim::WriteJson(std::cout, result, info);
   } else {
     sim::WriteSummaryTable(std::cout, result, info);
+    if (f.by_team) {
+      std::printf("\n%-12s %8s %14s %14s\n", "team (VC)", "jobs", "avg wait s", "avg JCT s");
+      for (const sim::TeamSummary& t : sim::SummarizeByTeam(result.jobs)) {
+        std::printf("%-12s %8lld %14.1f %14.1f\n", t.team.c_str(), static_cast<long long>(t.jobs),
+                    t.avg_wait_s, t.avg_jct_s);
+      }
+    }
   }
   if (!f.out.empty()) {
     std::string warning;
@@ -135,7 +146,8 @@ void RegisterSim(CLI::App& app) {
   cmd->add_option("--cluster", f->cluster, "Uniform cluster NxG[xMEM] (default 100x8)");
   cmd->add_option("--nodes", f->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
       ->excludes("--cluster");
-  cmd->add_option("--policy", f->policy, "gpusched | fifo | fifo-backfill | sjf | srtf | las")
+  cmd->add_option("--policy", f->policy, "gpusched | fifo | fifo-backfill | sjf | srtf | las | fairshare (gpusched plus fair share "
+                  "between the trace's virtual clusters)")
       ->capture_default_str();
   cmd->add_option("--placement", f->placement, "Node/GPU choice: gpusched | best-fit | worst-fit")
       ->capture_default_str();
@@ -152,6 +164,11 @@ void RegisterSim(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed of the synthetic workload (printed)");
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar");
+  cmd->add_option("--quota", f->quotas,
+                  "Team quota TEAM=GPUS[:BORROW] (BORROW a count or unlimited; teams are the "
+                  "trace's virtual clusters); repeatable");
+  cmd->add_flag("--by-team", f->by_team,
+                "Also print average wait and JCT per team (the trace's virtual cluster)");
   cmd->callback([f] { RunSim(*f); });
 }
 

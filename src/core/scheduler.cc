@@ -37,8 +37,10 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
     : config_(std::move(config)),
       clock_(clock),
       placer_(config_.placement, executor),
-      memory_table_(config_.memory_table) {
+      memory_table_(config_.memory_table),
+      fs_usage_(config_.fair_share.half_life_ms) {
   const TimeMs now = clock_.NowMs();
+  next_fs_recalc_ms_ = now + config_.fair_share.recalc_ms;
   next_pass_ms_ = now + config_.t1_ms;
   next_fq_flush_ms_ = now + config_.t2_ms;
 }
@@ -156,6 +158,7 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   task.claim = ClaimStatus::kWaiting;  // claim 7: status 2 on arrival
   const TaskId id = task.id;
   Task& t = tasks_.emplace(id.value(), std::move(task)).first->second;
+  CountLive(t, +1);
   SetState(t, TaskState::kPending, "submitted");
   if (hold) {
     held_.insert(id);
@@ -173,6 +176,7 @@ Status Scheduler::Release(TaskId id) {
 
 Status Scheduler::Withdraw(TaskId id) {
   if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  CountLive(*Find(id), -1);
   tasks_.erase(id.value());
   changed_.erase(id);
   return Status::Ok();
@@ -191,7 +195,13 @@ Status Scheduler::Forget(TaskId id) {
 
 // ---------------------------------------------------------------- state helpers
 
+void Scheduler::CountLive(const Task& t, int delta) {
+  auto key = std::make_pair(TeamOf(t.spec), t.spec.user);
+  if ((live_by_group_[key] += delta) <= 0) live_by_group_.erase(key);
+}
+
 void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
+  if (!IsTerminal(t.state) && IsTerminal(state)) CountLive(t, -1);
   t.state = state;
   t.reason = reason;
   // Bounded history: the first transition (submitted) and the latest ones. A task retried
@@ -205,11 +215,19 @@ void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
 
 // The key is a function of fields that do not change while the task is in Q (Pt, seq and
 // the attained service of past runs), so the same key finds it again.
+// Under fair share the rank is the one stored when the task entered Q (RecalcFairShare
+// re-keys Q when the factors change).
 QueueKey Scheduler::KeyOf(const Task& t) const {
-  return MakeQueueKey(config_.queue_order, t, t.attained_ms);
+  QueueKey key = MakeQueueKey(config_.queue_order, t, t.attained_ms);
+  if (FairShareActive()) key.rank = t.fs_rank;
+  return key;
 }
 
 void Scheduler::PushMain(Task& t) {
+  if (FairShareActive()) {
+    t.fs_rank = FairShareRank(config_.fair_share, t.pt, config_.max_priority_value,
+                              CachedFactor(TeamOf(t.spec), t.spec.user));
+  }
   t.queue = QueueMembership::kMain;
   t.claim = ClaimStatus::kWaiting;
   main_queue_.Push(KeyOf(t));
@@ -231,6 +249,8 @@ void Scheduler::Commit(Task& t, const Placement& p) {
   t.claim = ClaimStatus::kScheduled;  // claim 7: status 0
   ++t.attempts;
   const TimeMs now = clock_.NowMs();
+  CountUsage(t, p, +1);
+  charged_until_[t.id] = now;
   t.assigned_ms = now;
   t.last_heartbeat_ms = now;
   SetState(t, TaskState::kAssigned, "assigned to " + p.node);
@@ -248,6 +268,9 @@ void Scheduler::Commit(Task& t, const Placement& p) {
 void Scheduler::ReleasePlacement(Task& t) {
   if (!t.placement) return;
   t.attained_ms += std::max<DurationMs>(0, clock_.NowMs() - t.assigned_ms);
+  Charge(t, clock_.NowMs());
+  charged_until_.erase(t.id);
+  CountUsage(t, *t.placement, -1);
   cluster_.Release(*t.placement);
   tasks_on_node_[t.placement->node_index].erase(t.id);
   active_.erase(t.id);
@@ -342,45 +365,86 @@ PlacementRequest Scheduler::MakeRequest(const Task& t) const {
 size_t Scheduler::Schedule() {
   ++stats_.passes;
   pass_requested_ = false;
-  next_pass_ms_ = clock_.NowMs() + config_.t1_ms;
-  // Within one pass capacity only shrinks, so a request shape that found no node cannot find
-  // one later in the same pass: remember it and skip the scan (same result, same report).
-  using Shape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
-  std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes;  // report, summary
-  size_t placed = 0;
-  // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order; a task that
-  // fails is not retried in the same pass.
-  for (const QueueKey& key : main_queue_.Snapshot()) {
-    Task& t = *Find(key.id);
-    const PlacementRequest r = MakeRequest(t);
-    const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
-                       t.spec.tolerations.empty();
-    const Shape shape{r.gpus, r.gpu_mem_mib, r.exclusive, r.model_id, r.resources.cpu_milli,
-                      r.resources.mem_mib};
-    ++stats_.decisions;
-    if (plain) {
-      if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
-        OnCapacityWait(t, it->second.first, it->second.second);
-        if (config_.head_of_line_blocking) break;
-        continue;
-      }
+  const TimeMs now = clock_.NowMs();
+  next_pass_ms_ = now + config_.t1_ms;
+  if (FairShareActive() && (fs_dirty_ || now >= next_fs_recalc_ms_)) RecalcFairShare();
+  // Within one pass capacity only shrinks (until a reclaim frees some, which clears this), so
+  // a request shape that found no node cannot find one later in the same pass: remember it
+  // and skip the scan (same result, same report).
+  FailedShapes failed_shapes;  // report, summary
+  const size_t placed_before = static_cast<size_t>(stats_.placed);
+  // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order (or the fair-share
+  // order, core/fair_share.h); a task that fails is not retried in the same pass.
+  const std::vector<QueueKey> snapshot = main_queue_.Snapshot();
+  if (quotas_.empty()) {
+    // No quota anywhere: every team borrows idle capacity alike, one walk in queue order.
+    for (const QueueKey& key : snapshot) {
+      if (!TryPlace(*Find(key.id), failed_shapes, false) && config_.head_of_line_blocking) break;
     }
-    PlacementResult result = placer_.Place(cluster_, r);
-    if (result.placed) {
-      t.last_report = std::move(result.report);
-      t.last_report_summary = DescribeReport(t.last_report);
-      Commit(t, result.placement);
-      ++placed;
+    return static_cast<size_t>(stats_.placed) - placed_before;
+  }
+  // Team quotas (core/quota.h): first every task its team's guarantee covers, in queue order
+  // (each may reclaim borrowed GPUs); then, on what is left idle, the tasks that borrow.
+  std::vector<QueueKey> borrowers;
+  bool stop = false;
+  for (const QueueKey& key : snapshot) {
+    Task& t = *Find(key.id);
+    const std::string team = TeamOf(t.spec);
+    if (quotas_.Classify(team, team_usage_[team], t.spec.gpus, TaskGpuMemMib(t)) !=
+        QuotaClass::kWithinGuarantee) {
+      borrowers.push_back(key);
       continue;
     }
-    std::string summary = DescribeReport(result.report, r.exclusive);
-    OnCapacityWait(t, result.report, summary);
-    if (plain) {
-      failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(summary)));
+    if (!TryPlace(t, failed_shapes, config_.reclaim_borrowed) && config_.head_of_line_blocking) {
+      stop = true;
+      break;
     }
-    if (config_.head_of_line_blocking) break;
   }
-  return placed;
+  for (const QueueKey& key : borrowers) {
+    if (stop) break;
+    Task& t = *Find(key.id);
+    if (t.queue != QueueMembership::kMain) continue;  // placed or moved meanwhile
+    const std::string team = TeamOf(t.spec);
+    TeamUsage& used = team_usage_[team];
+    if (quotas_.Classify(team, used, t.spec.gpus, TaskGpuMemMib(t)) == QuotaClass::kOverLimit) {
+      QuotaWait(t, quotas_.DescribeLimit(team, used));
+      continue;
+    }
+    if (!TryPlace(t, failed_shapes, false) && config_.head_of_line_blocking) break;
+  }
+  return static_cast<size_t>(stats_.placed) - placed_before;
+}
+
+bool Scheduler::TryPlace(Task& t, FailedShapes& failed_shapes, bool reclaim) {
+  const PlacementRequest r = MakeRequest(t);
+  const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
+                     t.spec.tolerations.empty();
+  const Shape shape{r.gpus, r.gpu_mem_mib, r.exclusive, r.model_id, r.resources.cpu_milli,
+                    r.resources.mem_mib};
+  ++stats_.decisions;
+  if (plain && !reclaim) {
+    if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
+      OnCapacityWait(t, it->second.first, it->second.second);
+      return false;
+    }
+  }
+  PlacementResult result = placer_.Place(cluster_, r);
+  if (result.placed) {
+    t.last_report = std::move(result.report);
+    t.last_report_summary = DescribeReport(t.last_report);
+    Commit(t, result.placement);
+    return true;
+  }
+  if (reclaim && TryReclaim(t, r)) {
+    failed_shapes.clear();  // capacity grew: earlier failures may fit now
+    return true;
+  }
+  std::string summary = DescribeReport(result.report, r.exclusive);
+  OnCapacityWait(t, result.report, summary);
+  if (plain) {
+    failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(summary)));
+  }
+  return false;
 }
 
 void Scheduler::FlushFailureQueue() {

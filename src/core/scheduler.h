@@ -23,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -32,8 +33,10 @@
 #include "base/ids.h"
 #include "base/status.h"
 #include "core/cluster_state.h"
+#include "core/fair_share.h"
 #include "core/memory_table.h"
 #include "core/placement.h"
+#include "core/quota.h"
 #include "core/scheduler_config.h"
 #include "core/task.h"
 #include "core/task_queues.h"
@@ -79,6 +82,15 @@ struct Explanation {
   PlacementReport last_report;
 };
 
+// A team's quota and what it holds and waits for (gpusched quota ls).
+struct TeamStatus {
+  TeamQuota quota;         // the implicit one (guarantee 0, unlimited borrow) when !has_quota
+  bool has_quota = false;
+  TeamUsage used;          // assigned or running tasks
+  int64_t borrowed_gpus = 0;  // max(0, used GPUs - guaranteed GPUs)
+  int64_t pending = 0;     // tasks in Q or FQ
+};
+
 struct SchedulerStats {
   int64_t passes = 0;
   int64_t decisions = 0;          // placement attempts (placed or not)
@@ -87,6 +99,7 @@ struct SchedulerStats {
   int64_t nodes_lost = 0;
   int64_t tasks_reclaimed = 0;
   int64_t preemptions = 0;
+  int64_t reclaims = 0;           // tasks stopped so that a team gets its guaranteed GPUs
 };
 
 // How an attempt ended, beyond its exit code.
@@ -172,6 +185,21 @@ class Scheduler {
   // and it returns to Q (not counted as a failure) keeping its attained service, to be
   // resumed by a later pass. For the preemptive orders (core/preemption.h).
   Status Preempt(TaskId id, const std::string& reason = "preempted");
+  // ---- quotas and fair share (core/quota.h, core/fair_share.h) ----
+  // Sets or replaces a team's quota; a pass follows. Field-named errors.
+  Status SetQuota(const TeamQuota& quota);
+  const QuotaPolicy& quotas() const { return quotas_; }
+  // Every team with a quota or a live task, by name.
+  std::map<std::string, TeamStatus> Teams() const;
+  // GPUs and memory held per team (assigned or running tasks).
+  const std::map<std::string, TeamUsage>& team_usage() const { return team_usage_; }
+  // A task's fair-share factor F(team) * F(user) now, computed afresh (not the cached one Q
+  // was last ordered by).
+  double FairShareOf(const std::string& team, const std::string& user) const;
+  // GPU-ms used per team since this scheduler started (running tasks up to now), undecayed.
+  std::map<std::string, double> TeamGpuMs() const;
+  const FairShareUsage& fair_share_usage() const { return fs_usage_; }
+
   // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
   // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.
   size_t Tick();
@@ -237,6 +265,28 @@ class Scheduler {
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
+  // One placement attempt inside a pass. Returns false when the task did not fit (head-of-line
+  // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
+  using Shape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
+  using FailedShapes = std::map<Shape, std::pair<PlacementReport, std::string>>;
+  bool TryPlace(Task& t, FailedShapes& failed_shapes, bool reclaim);
+  // Stops the newest tasks of borrowing teams until `t` fits, then places it. False (nothing
+  // stopped) when no such set of tasks makes room.
+  bool TryReclaim(Task& t, const PlacementRequest& r);
+  void QuotaWait(Task& t, const std::string& reason);
+  // The task's GPU memory in all: its reservation when placed, else its need.
+  MiB TaskGpuMemMib(const Task& t) const;
+  void CountUsage(const Task& t, const Placement& p, int sign);
+  bool FairShareActive() const {
+    return config_.fair_share.enabled() && config_.queue_order.order == QueueOrder::kPriority;
+  }
+  double CachedFactor(const std::string& team, const std::string& user) const;
+  std::map<std::string, std::set<std::string>> FairShareGroups() const;
+  double FactorAmong(const std::map<std::string, std::set<std::string>>& groups,
+                     const std::string& team, const std::string& user) const;
+  // Charges running tasks up to now, recomputes the factors and re-orders Q.
+  void RecalcFairShare();
+  void Charge(const Task& t, TimeMs until_ms);
   bool IsActive(const Task& t) const {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
   }
@@ -264,6 +314,17 @@ class Scheduler {
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;
   mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
+
+  QuotaPolicy quotas_;
+  std::map<std::string, TeamUsage> team_usage_;
+  FairShareUsage fs_usage_;
+  std::unordered_map<TaskId, TimeMs> charged_until_;  // active tasks: usage charged up to
+  std::map<std::pair<std::string, std::string>, double> fs_factor_;  // as of the last recalc
+  TimeMs next_fs_recalc_ms_ = 0;
+  mutable bool fs_dirty_ = false;  // a new team or user appeared, or shares changed
+  // Non-terminal tasks per (team, user): who takes part in fair share, without a scan of tasks_.
+  std::map<std::pair<std::string, std::string>, int64_t> live_by_group_;
+  void CountLive(const Task& t, int delta);
 
   uint64_t next_seq_ = 1;
   TimeMs next_pass_ms_ = 0;

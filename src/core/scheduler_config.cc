@@ -7,6 +7,7 @@ namespace gpusched::core {
 Status SchedulerConfig::Validate() const {
   GS_RETURN_IF_ERROR(scoring.Validate());
   GS_RETURN_IF_ERROR(queue_order.Validate());
+  GS_RETURN_IF_ERROR(fair_share.Validate());
   auto positive = [](const char* field, int64_t v) {
     return v > 0 ? Status::Ok()
                  : InvalidArgument(std::string(field) + ": must be > 0, got " + std::to_string(v));

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "core/memory_table.h"
+#include "core/fair_share.h"
 #include "core/placement.h"
 #include "core/queue_order.h"
 #include "core/scoring.h"
@@ -55,6 +56,13 @@ struct SchedulerConfig {
 
   // Reject at submission what no registered node could ever fit (PATENTS.md section 6).
   bool reject_infeasible = true;
+
+  // Fair share between teams and between the users of a team (core/fair_share.h). Applies to
+  // the default queue order (kPriority) only; the baselines keep their own order.
+  FairShareOptions fair_share;
+  // Team quotas (core/quota.h): a within-guarantee task no node fits may stop the newest tasks
+  // of teams that borrow (requeued, not failures). Off: it waits like any other task.
+  bool reclaim_borrowed = true;
 
   Status Validate() const;
 };

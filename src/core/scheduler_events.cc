@@ -394,6 +394,7 @@ Status Scheduler::Restore(const Task& task) {
   next_id_ = task.id.value() + 1;
   Task& t = tasks_.emplace(task.id.value(), task).first->second;
   t.queue = QueueMembership::kNone;
+  if (!IsTerminal(t.state)) CountLive(t, +1);
   next_seq_ = std::max(next_seq_, t.seq + 1);
   const std::optional<Placement> stored = t.placement;
   t.placement.reset();
@@ -409,6 +410,8 @@ Status Scheduler::Restore(const Task& task) {
     cluster_.Reserve(*p);
     tasks_on_node_[p->node_index].insert(t.id);
     active_.insert(t.id);
+    CountUsage(t, *p, +1);
+    charged_until_[t.id] = clock_.NowMs();
     t.placement = std::move(p);
     t.last_heartbeat_ms = clock_.NowMs();
   }

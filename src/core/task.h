@@ -107,6 +107,8 @@ struct Task {
   int base_pt = 0;  // Pt at admission
   int pt = 0;       // current Pt, grows by demotion
   uint64_t seq = 0; // first-submission order; ties inside one Pt band
+  // Fair-share rank of its place in Q (core/fair_share.h), fixed while it is in Q; memory only.
+  int64_t fs_rank = 0;
 
   TaskState state = TaskState::kPending;
   ClaimStatus claim = ClaimStatus::kWaiting;

@@ -44,8 +44,9 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                   {"retries", optional(s.has_max_retries(), s.max_retries())},
                   {"keep_pending", s.keep_pending()}};
   j["workdir"] = s.workdir();
-  j["user"] = s.user();
-  j["team"] = s.team();
+  // Whose task it is, as accounting counts it (server/accounting.h OwnerOf): "" = "default".
+  j["user"] = s.user().empty() ? "default" : s.user();
+  j["team"] = s.team().empty() ? "default" : s.team();
   j["elapsed_ms"] = ElapsedMs(t, now_ms);
   // A running task's GPU use from its heartbeats (CN109992422A claim 7); null = not reported.
   j["gpu_util"] = t.has_gpu_util() ? nlohmann::json(t.gpu_util()) : nlohmann::json(nullptr);

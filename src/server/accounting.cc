@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/control_plane.h"
+
 namespace gpusched::server {
 namespace {
 
@@ -10,8 +12,9 @@ constexpr double kMsPerHour = 3'600'000.0;
 }  // namespace
 
 TaskOwner OwnerOf(const v1::Task& t) {
-  return {t.spec().user().empty() ? "default" : t.spec().user(),
-          t.spec().team().empty() ? "default" : t.spec().team()};
+  const std::string& user = t.spec().user();
+  const std::string& team = t.spec().team();
+  return {user.empty() ? "default" : user, team.empty() ? "default" : team};
 }
 
 Accounting::Accounting(AccountingQuery q,
@@ -48,9 +51,13 @@ void Accounting::Add(const v1::Task& t) {
   }
   if (start >= 0) close(t.finished_ms() > 0 ? t.finished_ms() : q_.now_ms);
   if (runs.empty()) return;
-  const std::string& name = q_.by == AccountingQuery::By::kUser ? owner.user : owner.team;
+  const std::string name = q_.by == AccountingQuery::By::kUser   ? owner.user
+                           : q_.by == AccountingQuery::By::kTeam ? owner.team
+                                                                 : owner.team + "/" + owner.user;
   AccountingGroup& g = groups_[name];
   g.name = name;
+  if (q_.by != AccountingQuery::By::kUser) g.team = owner.team;
+  if (q_.by != AccountingQuery::By::kTeam) g.user = owner.user;
   g.gpu_hours_by_step.resize(steps_);
   ++g.tasks;
   for (const auto& [from, to] : runs) AddInterval(g, from, to, gpus, gib);
@@ -72,6 +79,23 @@ std::vector<AccountingGroup> Accounting::Groups() const {
   std::vector<AccountingGroup> out;
   for (const auto& [name, g] : groups_) out.push_back(g);
   return out;
+}
+
+StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
+                                                         const AccountingQuery& q) {
+  for (uint64_t after = 0;;) {
+    GS_ASSIGN_OR_RETURN(ListPage page, cp.ListTasks(std::nullopt, after, 1000));
+    for (const v1::Task& t : page.tasks) {
+      if (t.started_ms() == 0 && t.finished_ms() == 0) continue;  // never ran
+      if (t.finished_ms() != 0 && t.finished_ms() < q.since_ms) continue;
+      if (t.submitted_ms() >= q.until_ms) continue;
+      StatusOr<v1::Task> full = cp.GetTask(t.id(), true);
+      if (full.ok()) acct.Add(*full);
+    }
+    if (page.next_after_id == 0) break;
+    after = page.next_after_id;
+  }
+  return acct.Groups();
 }
 
 }  // namespace gpusched::server

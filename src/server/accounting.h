@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "gpusched/v1/gpusched.pb.h"
 
 namespace gpusched::server {
@@ -29,7 +30,8 @@ struct TaskOwner {
 TaskOwner OwnerOf(const v1::Task& t);
 
 struct AccountingQuery {
-  enum class By { kUser, kTeam } by = By::kTeam;
+  // kTeamUser: one group per (team, user) pair, named "team/user".
+  enum class By { kUser, kTeam, kTeamUser } by = By::kTeam;
   int64_t since_ms = 0, until_ms = 0, step_ms = 0;  // REQUIRES: since < until, step > 0
   int64_t now_ms = 0;                                // the end of intervals still open
   std::string user, team;                            // "" = everyone
@@ -37,6 +39,7 @@ struct AccountingQuery {
 
 struct AccountingGroup {
   std::string name;
+  std::string team, user;  // kTeamUser: both; kTeam: team; kUser: user
   double gpu_hours = 0, gpu_mem_gib_hours = 0;
   int64_t tasks = 0;                 // tasks that ran inside the window
   std::vector<double> gpu_hours_by_step;  // one per step from since_ms
@@ -60,5 +63,11 @@ class Accounting {
   size_t steps_ = 0;
   std::map<std::string, AccountingGroup> groups_;
 };
+
+class ControlPlane;
+// Runs `acct` over every stored task that may have run inside the window (REST
+// /api/v1/accounting and gpusched acct). REQUIRES: q.since_ms < q.until_ms, q.step_ms > 0.
+StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
+                                                         const AccountingQuery& q);
 
 }  // namespace gpusched::server

@@ -81,3 +81,34 @@ TEST(AccountingTest, WindowAndFilters) {
 
 }  // namespace
 }  // namespace gpusched::server
+
+namespace gpusched::server {
+namespace {
+
+TEST(AccountingTest, OwnersAreTheTasksUserAndTeamEmptyIsDefault) {
+  auto owned = [](uint64_t id, const std::string& user, const std::string& team, int gpu) {
+    v1::Task t = RanTask(id, gpu, 16384, {{0, "running"}, {kHour, "succeeded"}}, kHour);
+    t.mutable_spec()->set_user(user);
+    t.mutable_spec()->set_team(team);
+    return t;
+  };
+  AccountingQuery q = Window(0, 2 * kHour, 2 * kHour, 2 * kHour);
+  q.by = AccountingQuery::By::kTeamUser;
+  Accounting a(q, {{{"n1", 0}, 16384}, {{"n1", 1}, 16384}});
+  a.Add(owned(1, "alice", "a", 0));
+  a.Add(owned(2, "bob", "b", 1));
+  a.Add(owned(3, "", "", 0));
+  auto groups = a.Groups();
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].name, "a/alice");
+  EXPECT_EQ(groups[0].team, "a");
+  EXPECT_EQ(groups[0].user, "alice");
+  EXPECT_DOUBLE_EQ(groups[0].gpu_hours, 1.0);
+  EXPECT_DOUBLE_EQ(groups[0].gpu_mem_gib_hours, 16.0);
+  EXPECT_EQ(groups[2].name, "default/default");
+  EXPECT_EQ(OwnerOf(owned(4, "carol", "", 0)).team, "default");
+  EXPECT_EQ(OwnerOf(owned(4, "carol", "", 0)).user, "carol");
+}
+
+}  // namespace
+}  // namespace gpusched::server

@@ -5,6 +5,7 @@
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 #include "server/access.h"
+#include "server/accounting.h"
 
 namespace gpusched::server {
 namespace {
@@ -272,6 +273,79 @@ grpc::Status ApiService::RevokeToken(grpc::ServerContext* ctx, const v1::RevokeT
   auto r = entered->cp->RevokeToken(req->id());
   if (!r.ok()) return rpc::ToGrpc(r.status());
   TokenInfoToProto(*r, resp->mutable_info());
+  return grpc::Status::OK;
+}
+
+// ---------------------------------------------------------------- quotas and accounting
+
+// Setting a quota is for admins; every authenticated caller may read quotas and accounting
+// (as Slurm's sshare and sacct are readable by users).
+grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRequest* req,
+                                  v1::SetQuotaResponse* resp) {
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  Status allowed = RequireAdmin(entered->caller, "quota set");
+  if (!allowed.ok()) return rpc::ToGrpc(allowed);
+  ControlPlane& cp = *entered->cp;
+  core::TeamQuota q;
+  q.team = req->quota().team();
+  q.guaranteed_gpus = req->quota().guaranteed_gpus();
+  q.guaranteed_gpu_mem_mib = req->quota().guaranteed_gpu_mem_mib();
+  q.borrow_gpus = req->quota().borrow_gpus();
+  auto out = cp.SetQuota(q);
+  if (!out.ok()) return rpc::ToGrpc(out.status());
+  *resp->mutable_quota() = std::move(out).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ListQuotas(grpc::ServerContext* ctx, const v1::ListQuotasRequest*,
+                                    v1::ListQuotasResponse* resp) {
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  *resp = entered->cp->ListQuotas();
+  return grpc::Status::OK;
+}
+
+// GPU-hours and GPU-memory-GiB-hours per (team, user) and per team over the window, from the
+// durable task records (server/accounting.h).
+grpc::Status ApiService::GetAccounting(grpc::ServerContext* ctx, const v1::AccountingRequest* req,
+                                       v1::AccountingResponse* resp) {
+  auto entered = Enter(ctx);
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  ControlPlane& cp = *entered->cp;
+  if (req->since_ms() >= req->until_ms()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "since: must be before until (" + std::to_string(req->since_ms()) +
+                " >= " + std::to_string(req->until_ms()) + " ms)"};
+  }
+  std::map<std::pair<std::string, int>, int64_t> totals;
+  for (const v1::Node& n : cp.ListNodes()) {
+    for (const v1::Gpu& g : n.gpus()) totals[{n.name(), g.index()}] = g.total_mib();
+  }
+  AccountingQuery q;
+  q.now_ms = cp.clock().NowMs();
+  q.since_ms = req->since_ms();
+  q.until_ms = req->until_ms();
+  q.step_ms = req->until_ms() - req->since_ms();  // one step: the totals only
+  q.user = req->user();
+  q.team = req->team();
+  for (AccountingQuery::By by : {AccountingQuery::By::kTeamUser, AccountingQuery::By::kTeam}) {
+    q.by = by;
+    Accounting acct(q, totals);
+    auto groups = CollectAccounting(cp, acct, q);
+    if (!groups.ok()) return rpc::ToGrpc(groups.status());
+    for (const AccountingGroup& g : *groups) {
+      v1::AccountingRow* row =
+          by == AccountingQuery::By::kTeam ? resp->add_teams() : resp->add_users();
+      row->set_team(g.team);
+      row->set_user(g.user);
+      row->set_gpu_hours(g.gpu_hours);
+      row->set_gpu_mem_gib_hours(g.gpu_mem_gib_hours);
+      row->set_tasks(g.tasks);
+    }
+  }
+  resp->set_since_ms(q.since_ms);
+  resp->set_until_ms(q.until_ms);
   return grpc::Status::OK;
 }
 

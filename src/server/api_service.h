@@ -48,6 +48,12 @@ class ApiService final : public v1::Scheduler::Service {
                           v1::ListTokensResponse*) override;
   grpc::Status RevokeToken(grpc::ServerContext*, const v1::RevokeTokenRequest*,
                            v1::RevokeTokenResponse*) override;
+  grpc::Status SetQuota(grpc::ServerContext*, const v1::SetQuotaRequest*,
+                        v1::SetQuotaResponse*) override;
+  grpc::Status ListQuotas(grpc::ServerContext*, const v1::ListQuotasRequest*,
+                          v1::ListQuotasResponse*) override;
+  grpc::Status GetAccounting(grpc::ServerContext*, const v1::AccountingRequest*,
+                             v1::AccountingResponse*) override;
 
  private:
   // The leader's control plane and the authenticated caller, or the status to answer.

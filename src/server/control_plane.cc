@@ -74,6 +74,11 @@ Status ControlPlane::Restore() {
   }
   GS_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> tokens, store_->LoadTokens());
   for (store::TokenRecord& t : tokens) tokens_.Put(std::move(t));
+  GS_ASSIGN_OR_RETURN(std::vector<core::TeamQuota> quotas, store_->LoadQuotas());
+  for (const core::TeamQuota& q : quotas) {
+    Status s = sched_->SetQuota(q);
+    if (!s.ok()) std::cerr << "gpusched server: quota of team " << q.team << " ignored: " << s.ToString() << "\n";
+  }
   GS_ASSIGN_OR_RETURN(auto counts, store_->CountTasksByState());
   for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
                             core::TaskState::kCancelled}) {  // not restored into memory
@@ -252,6 +257,7 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
       batch.revoked_tokens.push_back(id);
     }
   }
+  for (const auto& [team, q] : w.quotas) batch.quotas.push_back(q);
   return batch;
 }
 
@@ -296,6 +302,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   pending_.keys.insert(w.keys.begin(), w.keys.end());
   pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
   pending_.tokens.insert(w.tokens.begin(), w.tokens.end());  // newer (already pending) wins
+  for (auto& [team, q] : w.quotas) pending_.quotas.emplace(team, std::move(q));  // newer wins
 }
 
 // Sends every held message whose commit is durable, in the order the decisions were made.

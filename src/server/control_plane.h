@@ -108,6 +108,11 @@ class ControlPlane {
     bool done = false;
   };
   StatusOr<LogSource> LogSourceOf(uint64_t id);
+  // Team quotas (core/quota.h): applied to the scheduler and stored (restored at start and at
+  // an HA take-over). Field-named errors.
+  StatusOr<v1::TeamQuota> SetQuota(const core::TeamQuota& quota);
+  // Every team with a quota or a live task, by name.
+  v1::ListQuotasResponse ListQuotas();
   // Waits up to `timeout_ms` for task changes after `since`; returns the new version and
   // appends the ids that changed (all ids when `since` is too old for the change log).
   uint64_t WaitForChanges(uint64_t since, DurationMs timeout_ms, std::vector<uint64_t>& ids,
@@ -174,8 +179,10 @@ class ControlPlane {
     std::map<std::string, uint64_t> keys;
     std::set<core::MemoryProfile> peaks;
     std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
+    std::map<std::string, core::TeamQuota> quotas;
     bool empty() const {
-      return tasks.empty() && nodes.empty() && keys.empty() && peaks.empty() && tokens.empty();
+      return tasks.empty() && nodes.empty() && keys.empty() && peaks.empty() && tokens.empty() &&
+             quotas.empty();
     }
   };
 

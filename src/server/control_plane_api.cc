@@ -1,6 +1,7 @@
 // ControlPlane: the user-facing API (submit, show, ls, cancel, why, nodes, cordon, drain,
 // logs, watch) and the metrics.
 
+#include <algorithm>
 #include <iostream>
 
 #include "server/control_plane.h"
@@ -296,6 +297,42 @@ void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
 
 // ---------------------------------------------------------------- metrics
 
+// admin only
+StatusOr<v1::TeamQuota> ControlPlane::SetQuota(const core::TeamQuota& quota) {
+  std::unique_lock<std::mutex> lock(mu_);
+  GS_RETURN_IF_ERROR(sched_->SetQuota(quota));  // validates
+  pending_.quotas[quota.team] = quota;
+  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  lock.unlock();
+  Kick();  // a pass under the new quota
+  v1::TeamQuota out;
+  out.set_team(quota.team);
+  out.set_guaranteed_gpus(quota.guaranteed_gpus);
+  out.set_guaranteed_gpu_mem_mib(quota.guaranteed_gpu_mem_mib);
+  out.set_borrow_gpus(quota.borrow_gpus);
+  return out;
+}
+
+// admin only
+v1::ListQuotasResponse ControlPlane::ListQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ListQuotasResponse out;
+  for (const auto& [team, s] : sched_->Teams()) {
+    v1::TeamQuotaStatus* t = out.add_teams();
+    t->mutable_quota()->set_team(team);
+    t->mutable_quota()->set_guaranteed_gpus(s.quota.guaranteed_gpus);
+    t->mutable_quota()->set_guaranteed_gpu_mem_mib(s.quota.guaranteed_gpu_mem_mib);
+    t->mutable_quota()->set_borrow_gpus(s.quota.borrow_gpus);
+    t->set_quota_set(s.has_quota);
+    t->set_used_gpus(s.used.gpus);
+    t->set_used_gpu_mem_mib(s.used.gpu_mem_mib);
+    t->set_borrowed_gpus(s.borrowed_gpus);
+    t->set_pending(s.pending);
+    t->set_running(s.used.tasks);
+  }
+  return out;
+}
+
 std::string ControlPlane::MetricsText() {
   std::string out;
   std::lock_guard<std::mutex> lock(mu_);
@@ -332,6 +369,33 @@ std::string ControlPlane::MetricsText() {
   MetricHeader("gpusched_tasks_reclaimed_total", "counter", "Tasks reclaimed (no heartbeat).",
                out);
   MetricLine("gpusched_tasks_reclaimed_total", "", double(s.tasks_reclaimed), out);
+  MetricHeader("gpusched_team_gpu_seconds_total", "counter",
+               "GPU-seconds used per team since this server leads (GPUs held x time; "
+               "O(running tasks)).", out);
+  for (const auto& [team, gpu_ms] : sched_->TeamGpuMs()) {
+    MetricLine("gpusched_team_gpu_seconds_total", "team=\"" + LabelValue(team) + "\"",
+               gpu_ms / 1000.0, out);
+  }
+  // O(teams): the scheduler keeps the GPUs each team holds.
+  std::map<std::string, int64_t> in_use;
+  for (const auto& [team, q] : sched_->quotas().quotas()) in_use[team] = 0;
+  for (const auto& [team, u] : sched_->team_usage()) in_use[team] = u.gpus;
+  MetricHeader("gpusched_team_gpus_in_use", "gauge",
+               "GPUs held per team by assigned or running tasks.", out);
+  for (const auto& [team, gpus] : in_use) {
+    MetricLine("gpusched_team_gpus_in_use", "team=\"" + LabelValue(team) + "\"", double(gpus),
+               out);
+  }
+  MetricHeader("gpusched_team_borrowed_gpus", "gauge",
+               "GPUs a team holds beyond its guaranteed GPUs.", out);
+  for (const auto& [team, gpus] : in_use) {
+    const int64_t over = gpus - sched_->quotas().Of(team).guaranteed_gpus;
+    MetricLine("gpusched_team_borrowed_gpus", "team=\"" + LabelValue(team) + "\"",
+               double(std::max<int64_t>(0, over)), out);
+  }
+  MetricHeader("gpusched_quota_reclaims_total", "counter",
+               "Tasks stopped so that a team gets its guaranteed GPUs back.", out);
+  MetricLine("gpusched_quota_reclaims_total", "", double(s.reclaims), out);
   MetricHeader("gpusched_store_errors_total", "counter", "Failed store commits.", out);
   MetricLine("gpusched_store_errors_total", "", double(store_errors_), out);
   MetricHeader("gpusched_store_quarantined_rows", "gauge",

@@ -575,3 +575,40 @@ TEST_F(IdleTest, TaskWhoseHeartbeatsCarryNoGpuUseIsNeverIdle) {
 
 }  // namespace
 }  // namespace gpusched::server
+
+namespace gpusched::server {
+namespace {
+
+// Quotas are written before they are acknowledged and come back on restart (the same path as
+// an HA take-over: Create restores from the store).
+TEST_F(ControlPlaneTest, QuotasAreStoredAndRestoredAndAFailedWriteIsReported) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  core::TeamQuota a{"a", 2, 0, 1};
+  ASSERT_TRUE(cp->SetQuota(a).ok());
+  EXPECT_EQ(cp->SetQuota({"", 1, 0, 0}).status().code(), StatusCode::kInvalidArgument);
+  core::TaskSpec s = Spec();
+  s.team = "a";
+  ASSERT_TRUE(cp->Submit(s).ok());
+  cp->RunOnce();
+  v1::ListQuotasResponse ls = cp->ListQuotas();
+  ASSERT_EQ(ls.teams_size(), 1);
+  EXPECT_EQ(ls.teams(0).quota().team(), "a");
+  EXPECT_EQ(ls.teams(0).used_gpus(), 1);
+  EXPECT_TRUE(ls.teams(0).quota_set());
+  faults->FailNextCommits(1);
+  EXPECT_FALSE(cp->SetQuota({"b", 4, 0, 0}).ok());  // not stored: the caller hears it
+  const std::string metrics = cp->MetricsText();
+  EXPECT_NE(metrics.find("gpusched_team_gpus_in_use{team=\"a\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpusched_team_borrowed_gpus{team=\"a\"} 0"), std::string::npos);
+  cp.reset();
+  auto again = Start(Sqlite());
+  ls = again->ListQuotas();
+  ASSERT_GE(ls.teams_size(), 1);
+  EXPECT_EQ(ls.teams(0).quota().guaranteed_gpus(), 2);
+  EXPECT_EQ(ls.teams(0).quota().borrow_gpus(), 1);
+}
+
+}  // namespace
+}  // namespace gpusched::server

@@ -331,20 +331,9 @@ StatusOr<Json> RestApi::GetAccounting(const Request& req, const Caller&) {
   }
   Accounting acct(aq, std::move(totals));
   // Every task that may have run inside the window, with its history.
-  for (uint64_t after = 0;;) {
-    GS_ASSIGN_OR_RETURN(ListPage page, cp_.ListTasks(std::nullopt, after, 1000));
-    for (const v1::Task& t : page.tasks) {
-      if (t.started_ms() == 0 && t.finished_ms() == 0) continue;  // never ran
-      if (t.finished_ms() != 0 && t.finished_ms() < aq.since_ms) continue;
-      if (t.submitted_ms() >= aq.until_ms) continue;
-      StatusOr<v1::Task> full = cp_.GetTask(t.id(), true);
-      if (full.ok()) acct.Add(*full);
-    }
-    if (page.next_after_id == 0) break;
-    after = page.next_after_id;
-  }
+  GS_ASSIGN_OR_RETURN(std::vector<AccountingGroup> found, CollectAccounting(cp_, acct, aq));
   Json groups = Json::array();
-  for (const AccountingGroup& g : acct.Groups()) {
+  for (const AccountingGroup& g : found) {
     groups.push_back({{"name", g.name},
                       {"gpu_hours", g.gpu_hours},
                       {"gpu_mem_gib_hours", g.gpu_mem_gib_hours},

@@ -109,6 +109,18 @@ Setter Bool(bool& out) {
   };
 }
 
+Setter Number(double& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    try {
+      size_t used = 0;
+      out = std::stod(v, &used);
+      if (used == v.size()) return Status::Ok();
+    } catch (const std::exception&) {  // stod: not a number or out of range
+    }
+    return InvalidArgument(f + ": \"" + v + "\" is not a number");
+  };
+}
+
 Setter Text(std::string& out) {
   return [&out](const std::string& v, const std::string&) -> Status {
     out = v;
@@ -169,6 +181,11 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"auth", Text(c.auth)},
       {"insecure", Bool(c.insecure)},
       {"allow_root_tasks", Bool(c.allow_root_tasks)},
+      {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
+      {"priority_weight", Number(s.fair_share.priority_weight)},
+      {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},
+      {"fair_share_recalc", Duration(s.fair_share.recalc_ms)},
+      {"reclaim_borrowed", Bool(s.reclaim_borrowed)},
       {"idle_action",
        [&c](const std::string& v, const std::string& f) -> Status {
          if (v != "flag" && v != "stop") {

@@ -52,7 +52,15 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
                                                         {"t1: : :\n", "config"},
                                                         {"idle_after: soon\n", "idle_after"},
                                                         {"idle_action: kill\n",
-                                                         "idle_action: \"kill\" (use flag"}}) {
+                                                         "idle_action: \"kill\" (use flag"},
+                                                        {"fair_share_weight: lots\n",
+                                                         "fair_share_weight: \"lots\" is not a number"},
+                                                        {"fair_share_weight: -1\n",
+                                                         "fair_share_weight: must be >= 0, got -1"},
+                                                        {"fair_share_half_life: 7y\n",
+                                                         "fair_share_half_life"},
+                                                        {"reclaim_borrowed: maybe\n",
+                                                         "reclaim_borrowed: \"maybe\" (use true or false)"}}) {
     ServerConfig c;
     const std::string path = WriteFile(text);
     Status s = ApplyConfigFile(path, c);
@@ -60,6 +68,23 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
     std::filesystem::remove(path);
   }
+}
+
+TEST(ServerConfigTest, FairShareKeysAreRead) {
+  ServerConfig c;
+  EXPECT_EQ(c.scheduler.fair_share.fair_share_weight, 1000);  // defaults
+  EXPECT_EQ(c.scheduler.fair_share.half_life_ms, 7 * 86'400'000LL);
+  const std::string path = WriteFile(
+      "fair_share_weight: 250.5\npriority_weight: 2000\nfair_share_half_life: 2d\n"
+      "fair_share_recalc: 1m\nreclaim_borrowed: false\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.fair_share.fair_share_weight, 250.5);
+  EXPECT_EQ(c.scheduler.fair_share.priority_weight, 2000);
+  EXPECT_EQ(c.scheduler.fair_share.half_life_ms, 2 * 86'400'000LL);
+  EXPECT_EQ(c.scheduler.fair_share.recalc_ms, 60'000);
+  EXPECT_FALSE(c.scheduler.reclaim_borrowed);
+  std::filesystem::remove(path);
 }
 
 TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {

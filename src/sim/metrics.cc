@@ -1,6 +1,7 @@
 #include "sim/metrics.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <limits>
 
@@ -57,6 +58,26 @@ Integrals Integrate(const std::vector<UsageSample>& usage, TimeMs begin, TimeMs 
 }
 
 }  // namespace
+
+std::vector<TeamSummary> SummarizeByTeam(const std::vector<JobRecord>& jobs) {
+  std::map<std::string, TeamSummary> by;
+  for (const JobRecord& j : jobs) {
+    if (j.outcome != JobOutcome::kFinished) continue;
+    TeamSummary& t = by[j.team.empty() ? "default" : j.team];
+    ++t.jobs;
+    const double c = static_cast<double>(j.finish_ms - j.submit_ms) / 1000.0;
+    t.avg_jct_s += c;
+    t.avg_wait_s += c - static_cast<double>(j.duration_ms) / 1000.0;
+  }
+  std::vector<TeamSummary> out;
+  for (auto& [name, t] : by) {
+    t.team = name;
+    t.avg_jct_s /= static_cast<double>(t.jobs);
+    t.avg_wait_s /= static_cast<double>(t.jobs);
+    out.push_back(t);
+  }
+  return out;
+}
 
 Summary Summarize(const std::vector<JobRecord>& jobs, const std::vector<UsageSample>& usage,
                   int64_t total_gpus, MiB total_gpu_mib) {

@@ -45,6 +45,7 @@ struct JobRecord {
   int64_t preemptions = 0;
   JobOutcome outcome = JobOutcome::kUnfinished;
   std::string reason;  // why rejected or unallocated
+  std::string team;    // the trace's virtual cluster ("" = none)
 };
 
 // Cluster usage from time `at_ms` until the next sample.
@@ -70,6 +71,15 @@ struct Summary {
 
 // Nearest-rank percentile of `values` (sorted ascending). 0 when empty.
 double Percentile(const std::vector<double>& sorted, double p);
+
+// Average wait and JCT of the finished jobs of one team (the trace's virtual cluster).
+struct TeamSummary {
+  std::string team;
+  int64_t jobs = 0;
+  double avg_wait_s = 0, avg_jct_s = 0;
+};
+// One row per team that has a finished job, by name ("" = "default").
+std::vector<TeamSummary> SummarizeByTeam(const std::vector<JobRecord>& jobs);
 
 Summary Summarize(const std::vector<JobRecord>& jobs, const std::vector<UsageSample>& usage,
                   int64_t total_gpus, MiB total_gpu_mib);

@@ -128,3 +128,45 @@ TEST(PoliciesTest, JobsNoNodeCanFitAreRejected) {
 
 }  // namespace
 }  // namespace gpusched::sim
+
+namespace gpusched::sim {
+namespace {
+
+// Fair share across virtual clusters (README "Hand-computed scenarios"): on 1x1, x's X0 holds
+// the GPU until 3600 s; X1 (x, at 10 s) and Y0 (y, at 20 s) wait in FQ with the same Pt.
+// gpusched serves X1 first (first submission); fairshare serves y, which used nothing, first.
+// Each waiter that misses the release at 3600 s starts at the next t2 flush, 3720 s.
+TEST(PoliciesTest, FairShareServesTheVirtualClusterThatUsedLessFirst) {
+  const SimResult g = Simulate("tiny_vcs.csv", TraceFormat::kCsv, "1x1", With(Policy::kGpusched));
+  EXPECT_EQ(Jcts(g), (std::map<std::string, double>{{"X0", 3600}, {"X1", 3690}, {"Y0", 3800}}));
+  const SimResult f = Simulate("tiny_vcs.csv", TraceFormat::kCsv, "1x1", With(Policy::kFairShare));
+  EXPECT_EQ(Jcts(f), (std::map<std::string, double>{{"X0", 3600}, {"X1", 3810}, {"Y0", 3680}}));
+  const auto teams = SummarizeByTeam(f.jobs);
+  ASSERT_EQ(teams.size(), 2u);
+  EXPECT_EQ(teams[0].team, "x");
+  EXPECT_DOUBLE_EQ(teams[0].avg_jct_s, (3600 + 3810) / 2.0);
+  EXPECT_DOUBLE_EQ(teams[1].avg_wait_s, 3580);
+}
+
+// Quotas in the simulator: a (guarantee 2) reclaims the two GPUs b borrows at 100 s; b's jobs
+// are suspended (attained 100 s kept) and finish at 200 + 900 s. Without quotas A0 waits for
+// them: the t2 flushes run every 30 s from its first failure at 100 s, so one falls at
+// 1000 s, when they end, and A0 starts then.
+TEST(PoliciesTest, QuotaOwnerReclaimsBorrowedGpus) {
+  SimOptions o = With(Policy::kGpusched);
+  o.quotas = {{"a", 2, 0, 0}, {"b", 0, 0, 2}};
+  const SimResult q = Simulate("tiny_reclaim.csv", TraceFormat::kCsv, "1x2", o);
+  EXPECT_EQ(Jcts(q), (std::map<std::string, double>{{"A0", 100}, {"B0", 1100}, {"B1", 1100}}));
+  EXPECT_EQ(q.stats.reclaims, 2);
+  const SimResult plain =
+      Simulate("tiny_reclaim.csv", TraceFormat::kCsv, "1x2", With(Policy::kGpusched));
+  EXPECT_EQ(Jcts(plain), (std::map<std::string, double>{{"A0", 1000}, {"B0", 1000}, {"B1", 1000}}));
+}
+
+TEST(PoliciesTest, FairShareIsAPolicyName) {
+  EXPECT_EQ(*ParsePolicy("fairshare"), Policy::kFairShare);
+  EXPECT_NE(ParsePolicy("fair").status().message().find("fairshare"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::sim

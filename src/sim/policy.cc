@@ -17,6 +17,7 @@ const char* PolicyName(Policy p) {
     case Policy::kSjf: return "sjf";
     case Policy::kSrtf: return "srtf";
     case Policy::kLas: return "las";
+    case Policy::kFairShare: return "fairshare";
   }
   return "unknown";
 }
@@ -25,8 +26,9 @@ StatusOr<Policy> ParsePolicy(std::string_view name) {
   for (Policy p : AllPolicies()) {
     if (name == PolicyName(p)) return p;
   }
+  if (name == PolicyName(Policy::kFairShare)) return Policy::kFairShare;
   return InvalidArgument("policy: \"" + std::string(name) +
-                         "\" is not one of gpusched, fifo, fifo-backfill, sjf, srtf, las");
+                         "\" is not one of gpusched, fifo, fifo-backfill, sjf, srtf, las, fairshare");
 }
 
 const char* PlacementPolicyName(PlacementPolicy p) {
@@ -55,9 +57,11 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
   const int64_t never = std::numeric_limits<int64_t>::max() / 4;
   c.node_timeout_ms = never;
   c.task_timeout_ms = never;
-  if (policy != Policy::kGpusched) c.capacity_wait = core::CapacityWait::kStayQueued;
+  if (policy != Policy::kFairShare) c.fair_share.fair_share_weight = 0;
+  if (policy != Policy::kGpusched && policy != Policy::kFairShare) c.capacity_wait = core::CapacityWait::kStayQueued;
   switch (policy) {
     case Policy::kGpusched: break;
+    case Policy::kFairShare: break;
     case Policy::kFifo:
       c.queue_order.order = core::QueueOrder::kSubmission;
       c.head_of_line_blocking = true;

@@ -16,6 +16,11 @@
 //   las            discretized least attained service on GPU-time (thresholds configurable),
 //                  FIFO inside a queue, preemptive like srtf, also re-decided when a running
 //                  task crosses a threshold.
+//   fairshare      the gpusched policy plus fair share between teams (the trace's virtual
+//                  clusters) and users (core/fair_share.h: half-life 7 days, recomputed every
+//                  5 min of simulated time, weights 1000/1000). With --quota, team quotas
+//                  with borrowing and reclaim (core/quota.h) apply under every policy.
+// Fair share is off (weight 0) under every other policy, so their results do not change.
 // Every baseline waits in Q for capacity (CapacityWait::kStayQueued) and passes run on every
 // event. All policies see the trace's true duration as the task's stated duration (it feeds
 // the CN115981827A score of the gpusched policy).
@@ -36,11 +41,12 @@
 
 namespace gpusched::sim {
 
-enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas };
+enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas, kFairShare };
 enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit };
 
 StatusOr<Policy> ParsePolicy(std::string_view name);
 const char* PolicyName(Policy p);
+// The policies of the golden regression table (fairshare is not among them).
 std::vector<Policy> AllPolicies();
 StatusOr<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 const char* PlacementPolicyName(PlacementPolicy p);

@@ -22,6 +22,7 @@ core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib) {
     spec.gpu_mem_mib = std::max<MiB>(1, job.gpu_milli * smallest_gpu_mib / 1000);
   }
   spec.resources = {job.cpu_milli, job.mem_mib};
+  spec.team = job.cluster;
   spec.duration_ms = std::max<DurationMs>(1, job.duration_ms);  // the core needs >= 1 ms
   return spec;
 }
@@ -44,6 +45,7 @@ class Run {
       r.gpu_share = static_cast<double>(j.num_gpu) * static_cast<double>(j.gpu_milli) / 1000.0;
       r.submit_ms = j.submit_ms;
       r.duration_ms = j.duration_ms;
+      r.team = j.cluster;
     }
   }
 
@@ -268,6 +270,7 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));
+  for (const core::TeamQuota& q : options.quotas) GS_RETURN_IF_ERROR(sched->SetQuota(q));
   const ClusterTotals totals = Totals(nodes);
   Run run(trace, options, *sched, clock, totals);
   SimResult result = options.allocation_replay ? run.AllocationReplay() : run.Replay();

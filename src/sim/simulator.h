@@ -36,6 +36,8 @@ struct SimOptions {
   PlacementPolicy placement = PlacementPolicy::kGpusched;
   std::vector<int64_t> las_thresholds_gpu_ms;  // empty = the core's default
   bool allocation_replay = false;              // the FGD experiment instead of a JCT replay
+  // Team quotas (core/quota.h); a job's team is its trace's virtual cluster.
+  std::vector<core::TeamQuota> quotas;
   // Called now and then with (jobs arrived, jobs in the trace); may be empty.
   std::function<void(size_t, size_t)> progress;
 };
@@ -69,7 +71,8 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
                                   const SimOptions& options);
 
 // The TaskSpec a trace job is submitted as. A share of one GPU (gpu_milli < 1000) becomes
-// gpu_milli/1000 of the cluster's smallest GPU memory; whole GPUs are exclusive.
+// gpu_milli/1000 of the cluster's smallest GPU memory; whole GPUs are exclusive. Its team is
+// the job's virtual cluster (Philly VC; "" = the team "default").
 core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib);
 
 }  // namespace gpusched::sim

@@ -257,6 +257,13 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
   for (const std::string& id : batch.revoked_tokens) {
     groups.push_back({EtcdOp::Delete(Key("a", id))});
   }
+  for (const core::TeamQuota& q : batch.quotas) {
+    Json v = {{"team", q.team},
+              {"guaranteed_gpus", q.guaranteed_gpus},
+              {"guaranteed_gpu_mem_mib", q.guaranteed_gpu_mem_mib},
+              {"borrow_gpus", q.borrow_gpus}};
+    groups.push_back({EtcdOp::Put(Key("quota", q.team), v.dump())});
+  }
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
   ++stats_.commits;
   for (const std::string& k : now_split) {
@@ -478,6 +485,28 @@ StatusOr<std::vector<TokenRecord>> EtcdStore::LoadTokens() {
   }
   std::sort(out.begin(), out.end(),
             [](const TokenRecord& a, const TokenRecord& b) { return a.id < b.id; });
+  return out;
+}
+
+StatusOr<std::vector<core::TeamQuota>> EtcdStore::LoadQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/quota/"));
+  std::vector<core::TeamQuota> out;
+  for (const EtcdKv& kv : rows) {
+    try {
+      Json v = Json::parse(kv.value);
+      core::TeamQuota q;
+      q.team = v.at("team").get<std::string>();
+      q.guaranteed_gpus = v.at("guaranteed_gpus").get<int64_t>();
+      q.guaranteed_gpu_mem_mib = v.at("guaranteed_gpu_mem_mib").get<int64_t>();
+      q.borrow_gpus = v.at("borrow_gpus").get<int64_t>();
+      out.push_back(std::move(q));
+    } catch (const std::exception& e) {
+      std::cerr << "gpusched server: ignored quota " << kv.key << ": " << e.what() << "\n";
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const core::TeamQuota& a, const core::TeamQuota& b) { return a.team < b.team; });
   return out;
 }
 

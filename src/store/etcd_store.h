@@ -4,6 +4,7 @@
 // Layout under the prefix (default "/gpusched"):
 //   /t/<id, 20 digits>   task record (record_codec JSON)     /n/<name>   node record
 //   /k/<key>             idempotency key -> task id           /p/<profile> learned peak
+//   /quota/<team>        team quota (JSON)
 //   /q/<table>/<key>     quarantined row with its error       /x/<key>/<i> parts of a large value
 //   /a/<token id>        an API token's record (its secret's hash only)
 //   /w/commit            the commit sequence: the token of the last Txn written
@@ -78,6 +79,7 @@ class EtcdStore final : public StateStore {
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
   // For tests and `status`: commits written, Txns sent, compactions done.

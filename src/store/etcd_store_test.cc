@@ -28,6 +28,13 @@ TaskRecord Task(uint64_t id, core::TaskState state = core::TaskState::kPending) 
   return r;
 }
 
+// A batch of task records only.
+WriteBatch Tasks(std::vector<TaskRecord> tasks) {
+  WriteBatch b;
+  b.tasks = std::move(tasks);
+  return b;
+}
+
 class EtcdStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -69,6 +76,7 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   p.max_peak_mib = 5000;
   p.observations = 3;
   b.peaks = {p};
+  b.quotas = {{"team-b", 2, 0, core::kUnlimitedBorrow}, {"team-a", 4, 81920, 2}};
   ASSERT_TRUE(s->Commit(b).ok());
 
   // A new leader's store (a fresh object) sees all of it.
@@ -88,11 +96,16 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   ASSERT_EQ(peaks->size(), 1u);
   EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
   EXPECT_EQ((*peaks)[0].profile, p.profile);
+  auto quotas = t->LoadQuotas();
+  ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
+  ASSERT_EQ(quotas->size(), 2u);
+  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"team-a", 4, 81920, 2}));
+  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"team-b", 2, 0, core::kUnlimitedBorrow}));
   EXPECT_EQ(t->GetTask(3)->task.state, core::TaskState::kSucceeded);
   EXPECT_EQ(t->GetTask(9).status().code(), StatusCode::kNotFound);
 
   // The state index follows a state change.
-  ASSERT_TRUE(t->Commit({{Task(1, core::TaskState::kFailed)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(t->Commit(Tasks({Task(1, core::TaskState::kFailed)})).ok());
   auto counts = t->CountTasksByState();
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ((*counts)["failed"], 1);
@@ -157,7 +170,7 @@ TEST_F(EtcdStoreTest, LargeValuesAreSplitBelowTheRequestLimitAndShrinkCleanly) {
   auto s = Open(o);
   TaskRecord big = Task(1);
   big.task.spec.command = {"echo", std::string(20'000, 'x')};  // ~5 parts
-  ASSERT_TRUE(s->Commit({{big}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({big})).ok());
   EXPECT_EQ(s->stats().split_values, 1);
   auto t = Open(o);
   auto read = t->GetTask(1);
@@ -165,7 +178,7 @@ TEST_F(EtcdStoreTest, LargeValuesAreSplitBelowTheRequestLimitAndShrinkCleanly) {
   EXPECT_EQ(read->task.spec.command[1].size(), 20'000u);
   ASSERT_TRUE(t->LoadLiveTasks().ok());
   // Shrinks back to one value: the parts are deleted in the same transaction.
-  ASSERT_TRUE(t->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(t->Commit(Tasks({Task(1)})).ok());
   auto parts = t->client().Range("/gpusched/x/", EtcdClient::PrefixEnd("/gpusched/x/"));
   ASSERT_TRUE(parts.ok());
   EXPECT_TRUE(parts->kvs.empty());
@@ -202,15 +215,15 @@ TEST_F(EtcdStoreTest, ADeposedLeaderCannotWriteAndIsToldOnce) {
   o.fence = {"/gpusched/leader", rev};
   o.on_fenced = [&](const Status&) { ++told; };
   auto s = Open(o);
-  ASSERT_TRUE(s->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
 
   // Another server takes over: the key is deleted and created again (a new create revision).
   ASSERT_TRUE(c->Txn({}, {EtcdOp::Delete("/gpusched/leader")}).ok());
   ASSERT_TRUE(c->Txn({}, {EtcdOp::Put("/gpusched/leader", "b")}).ok());
-  Status fenced = s->Commit({{Task(2)}, {}, {}, {}, {}, {}});
+  Status fenced = s->Commit(Tasks({Task(2)}));
   EXPECT_EQ(fenced.code(), StatusCode::kFailedPrecondition) << fenced.ToString();
   EXPECT_NE(fenced.message().find("no longer the leader"), std::string::npos);
-  EXPECT_EQ(s->Commit({{Task(3)}, {}, {}, {}, {}, {}}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Commit(Tasks({Task(3)})).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(told, 1);
   // Nothing of the fenced batches was written.
   auto reader = Open();
@@ -221,14 +234,14 @@ TEST_F(EtcdStoreTest, ADeposedLeaderCannotWriteAndIsToldOnce) {
 
 TEST_F(EtcdStoreTest, RefusesWritesWhileEtcdIsDownAndResumesWhenItReturns) {
   auto s = Open();
-  ASSERT_TRUE(s->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
   etcd_->Kill(0);
-  Status down = s->Commit({{Task(2)}, {}, {}, {}, {}, {}});
+  Status down = s->Commit(Tasks({Task(2)}));
   EXPECT_EQ(down.code(), StatusCode::kUnavailable) << down.ToString();
   EXPECT_NE(down.message().find("etcd unreachable"), std::string::npos);
   ASSERT_TRUE(etcd_->Restart(0).ok());
   ASSERT_TRUE(etcd_->WaitHealthy(20'000).ok());
-  ASSERT_TRUE(s->Commit({{Task(2)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(2)})).ok());
   EXPECT_TRUE(Open()->GetTask(2).ok());
 }
 
@@ -238,7 +251,7 @@ TEST_F(EtcdStoreTest, CompactsOldRevisions) {
   o.keep_revisions = 3;
   auto s = Open(o);
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(s->Commit({{Task(1, i % 2 ? core::TaskState::kRunning : core::TaskState::kPending)}, {}, {}, {}, {}, {}}).ok());
+    ASSERT_TRUE(s->Commit(Tasks({Task(1, i % 2 ? core::TaskState::kRunning : core::TaskState::kPending)})).ok());
   }
   EXPECT_EQ(s->stats().compactions, 4);
   // The history is gone: compacting to an early revision again is a no-op, a read of it fails.
@@ -249,7 +262,7 @@ TEST_F(EtcdStoreTest, CompactsOldRevisions) {
 
 TEST_F(EtcdStoreTest, QuarantinesARecordThatDoesNotDecode) {
   auto s = Open();
-  ASSERT_TRUE(s->Commit({{Task(1), Task(2)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1), Task(2)})).ok());
   ASSERT_TRUE(s->client().Txn({}, {EtcdOp::Put("/gpusched/t/00000000000000000002", "{not json")}).ok());
   auto live = Open()->LoadLiveTasks();
   ASSERT_TRUE(live.ok()) << live.status().ToString();
@@ -277,12 +290,12 @@ TEST_F(EtcdStoreTest, ATxnWhoseAnswerWasLostAfterItLandedIsAppliedOnceAndReporte
   auto opened = EtcdStore::Open(ClientVia({proxy.url(), real}, 2'000), {});
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   auto& s = *opened;
-  ASSERT_TRUE(s->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
 
   // etcd applies the next Txn, the answer is lost, the client sends it again to the other
   // endpoint: the retry finds its own token and the batch counts as written, once.
   proxy.Arm(testing::FaultyProxy::Fault::kLoseAnswer);
-  Status st = s->Commit({{Task(2, core::TaskState::kRunning)}, {}, {}, {}, {}, {}});
+  Status st = s->Commit(Tasks({Task(2, core::TaskState::kRunning)}));
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_TRUE(proxy.WaitFaulted(0));
   EXPECT_EQ(s->stats().retries_found_landed, 1);
@@ -291,7 +304,7 @@ TEST_F(EtcdStoreTest, ATxnWhoseAnswerWasLostAfterItLandedIsAppliedOnceAndReporte
   ASSERT_EQ(key->kvs.size(), 1u);
   EXPECT_EQ(key->kvs[0].version, 1) << "the task was put more than once";
   // The chain goes on from the landed attempt.
-  ASSERT_TRUE(s->Commit({{Task(3)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(3)})).ok());
   auto reader = Open();
   EXPECT_EQ(reader->GetTask(2)->task.state, core::TaskState::kRunning);
   EXPECT_TRUE(reader->GetTask(3).ok());
@@ -303,14 +316,14 @@ TEST_F(EtcdStoreTest, ATxnThatLandsLateCannotOverwriteANewerOne) {
   auto opened = EtcdStore::Open(ClientVia({proxy.url(), real}, 300), {});
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   auto& s = *opened;
-  ASSERT_TRUE(s->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
 
   // The running record is held at the proxy; the client times out and writes it through the
   // other endpoint; then the task finishes.
   proxy.Arm(testing::FaultyProxy::Fault::kHold);
-  ASSERT_TRUE(s->Commit({{Task(1, core::TaskState::kRunning)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1, core::TaskState::kRunning)})).ok());
   ASSERT_TRUE(proxy.WaitFaulted(0));
-  ASSERT_TRUE(s->Commit({{Task(1, core::TaskState::kSucceeded)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1, core::TaskState::kSucceeded)})).ok());
   // Now the held attempt reaches etcd: its comparison fails and it writes nothing.
   const std::string late = proxy.Release();
   ASSERT_FALSE(late.empty());
@@ -318,7 +331,7 @@ TEST_F(EtcdStoreTest, ATxnThatLandsLateCannotOverwriteANewerOne) {
   ASSERT_TRUE(answer.ok()) << late;
   EXPECT_FALSE(answer->succeeded) << late;
   EXPECT_EQ(Open()->GetTask(1)->task.state, core::TaskState::kSucceeded);
-  ASSERT_TRUE(s->Commit({{Task(2)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(2)})).ok());
 }
 
 TEST_F(EtcdStoreTest, ASecondWriterIsCaughtEvenWithoutAFence) {
@@ -327,12 +340,12 @@ TEST_F(EtcdStoreTest, ASecondWriterIsCaughtEvenWithoutAFence) {
   o.on_fenced = [&](const Status&) { ++told; };
   auto a = Open(o);
   auto b = Open();
-  ASSERT_TRUE(a->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE(a->Commit(Tasks({Task(1)})).ok());
   // b read the sequence before a wrote: its write is refused, not laid over a's.
-  EXPECT_EQ(b->Commit({{Task(2)}, {}, {}, {}, {}, {}}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b->Commit(Tasks({Task(2)})).code(), StatusCode::kFailedPrecondition);
   auto c = Open();
-  ASSERT_TRUE(c->Commit({{Task(3)}, {}, {}, {}, {}, {}}).ok());
-  Status moved = a->Commit({{Task(4)}, {}, {}, {}, {}, {}});
+  ASSERT_TRUE(c->Commit(Tasks({Task(3)})).ok());
+  Status moved = a->Commit(Tasks({Task(4)}));
   EXPECT_EQ(moved.code(), StatusCode::kFailedPrecondition) << moved.ToString();
   EXPECT_NE(moved.message().find("commit sequence moved"), std::string::npos) << moved.ToString();
   EXPECT_EQ(told, 1);
@@ -371,10 +384,10 @@ TEST(EtcdFailoverTest, AWriteCaughtInEtcdsOwnLeaderElectionMovesOnAndLands) {
   co.retry_for_ms = 10'000;
   auto store = EtcdStore::Open(std::move(EtcdClient::Create(followers_first, co)).value(), {});
   ASSERT_TRUE(store.ok());
-  ASSERT_TRUE((*store)->Commit({{Task(1)}, {}, {}, {}, {}, {}}).ok());
+  ASSERT_TRUE((*store)->Commit(Tasks({Task(1)})).ok());
   (*etcd)->Kill(leader);
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = (*store)->Commit({{Task(2)}, {}, {}, {}, {}, {}});
+  Status st = (*store)->Commit(Tasks({Task(2)}));
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(st.ok()) << st.ToString();

@@ -10,7 +10,15 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   for (const LearnedPeak& p : batch.peaks) peaks_[p.profile] = p;
   for (const TokenRecord& t : batch.tokens) tokens_[t.id] = t;
   for (const std::string& id : batch.revoked_tokens) tokens_.erase(id);
+  for (const core::TeamQuota& q : batch.quotas) quotas_[q.team] = q;
   return Status::Ok();
+}
+
+StatusOr<std::vector<core::TeamQuota>> MemoryStore::LoadQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<core::TeamQuota> out;
+  for (const auto& [team, q] : quotas_) out.push_back(q);
+  return out;
 }
 
 StatusOr<LiveTasks> MemoryStore::LoadLiveTasks() {

@@ -22,6 +22,7 @@ class MemoryStore final : public StateStore {
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:
@@ -31,6 +32,7 @@ class MemoryStore final : public StateStore {
   std::map<std::string, uint64_t> keys_;
   std::map<core::MemoryProfile, LearnedPeak> peaks_;
   std::map<std::string, TokenRecord> tokens_;
+  std::map<std::string, core::TeamQuota> quotas_;
 };
 
 }  // namespace gpusched::store

@@ -20,6 +20,9 @@ constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS learned_peaks (
     profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, observations INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, record TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS quotas (
+    team TEXT PRIMARY KEY, guaranteed_gpus INTEGER NOT NULL,
+    guaranteed_gpu_mem_mib INTEGER NOT NULL, borrow_gpus INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS quarantine (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, key TEXT NOT NULL,
     record TEXT, error TEXT NOT NULL);
@@ -175,6 +178,16 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     drop_token.Reset();
     drop_token.Bind(1, id);
     if (drop_token.Step() != SQLITE_DONE) return Error("delete token " + id);
+  }
+  Statement put_quota(db_, "INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?)");
+  if (!put_quota.ok()) return Error("prepare");
+  for (const core::TeamQuota& q : batch.quotas) {
+    put_quota.Reset();
+    put_quota.Bind(1, q.team);
+    put_quota.Bind(2, q.guaranteed_gpus);
+    put_quota.Bind(3, q.guaranteed_gpu_mem_mib);
+    put_quota.Bind(4, q.borrow_gpus);
+    if (put_quota.Step() != SQLITE_DONE) return Error("write quota of team " + q.team);
   }
   return Status::Ok();
 }
@@ -353,6 +366,18 @@ StatusOr<std::vector<TokenRecord>> SqliteStore::LoadTokens() {
     out.push_back(std::move(t).value());
   }
   if (rc != SQLITE_DONE) return Error("read tokens");
+  return out;
+}
+
+StatusOr<std::vector<core::TeamQuota>> SqliteStore::LoadQuotas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement q(db_, "SELECT team, guaranteed_gpus, guaranteed_gpu_mem_mib, borrow_gpus FROM quotas "
+                   "ORDER BY team");
+  if (!q.ok()) return Error("prepare");
+  std::vector<core::TeamQuota> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Text(0), q.Int(1), q.Int(2), q.Int(3)});
+  if (rc != SQLITE_DONE) return Error("read quotas");
   return out;
 }
 

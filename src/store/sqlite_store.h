@@ -43,6 +43,7 @@ class SqliteStore final : public StateStore {
   StatusOr<std::vector<NodeRecord>> LoadNodes() override;
   StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() override;
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:

@@ -193,6 +193,22 @@ TEST_F(SqliteStoreTest, NodesAndLearnedPeaksSurviveReopenOneRowPerProfile) {
   EXPECT_EQ((*peaks)[0].profile.batch, 32);
 }
 
+TEST_F(SqliteStoreTest, QuotasSurviveReopenOneRowPerTeam) {
+  {
+    auto s = Open();
+    WriteBatch b;
+    b.quotas = {{"b", 2, 0, core::kUnlimitedBorrow}, {"a", 4, 81920, 2}};
+    ASSERT_TRUE(s->Commit(b).ok());
+    b.quotas = {{"a", 8, 0, 0}};  // replaces a's
+    ASSERT_TRUE(s->Commit(b).ok());
+  }
+  auto quotas = Open()->LoadQuotas();
+  ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
+  ASSERT_EQ(quotas->size(), 2u);
+  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"a", 8, 0, 0}));
+  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"b", 2, 0, core::kUnlimitedBorrow}));
+}
+
 // Rows that do not decode are moved to the quarantine table; the rest loads and the server
 // starts. Before the quarantine, one corrupt row made LoadTasks fail and the server refuse
 // to start.

@@ -1,8 +1,8 @@
 #pragma once
 // StateStore: where the control plane keeps what must survive a restart (DESIGN.md "State"):
 // every task record, the nodes (with cordon/drain flags), the idempotency keys of submissions,
-// what the CN109992422A memory table learned (one aggregate per profile) and the API's bearer
-// tokens (their hashes, never their secrets).
+// what the CN109992422A memory table learned (one aggregate per profile), the API's bearer
+// tokens (their hashes, never their secrets) and the team quotas.
 //
 // Contract: Commit is all or nothing, and has returned OK only once the batch is durable
 // against a crash of the process (kill -9). On error nothing of the batch is visible, to this
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "core/quota.h"
 #include "core/task.h"
 
 namespace gpusched::store {
@@ -62,9 +63,10 @@ struct WriteBatch {
   std::vector<LearnedPeak> peaks;                    // insert or replace the aggregate
   std::vector<TokenRecord> tokens;                   // insert or replace
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
+  std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   bool empty() const {
     return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty() &&
-           tokens.empty() && revoked_tokens.empty();
+           tokens.empty() && revoked_tokens.empty() && quotas.empty();
   }
 };
 
@@ -106,6 +108,7 @@ class StateStore {
   virtual StatusOr<std::vector<NodeRecord>> LoadNodes() = 0;  // ascending name
   virtual StatusOr<std::vector<LearnedPeak>> LoadLearnedPeaks() = 0;
   virtual StatusOr<std::vector<TokenRecord>> LoadTokens() = 0;  // ascending id
+  virtual StatusOr<std::vector<core::TeamQuota>> LoadQuotas() = 0;  // ascending team
   virtual StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() = 0;
 };
 

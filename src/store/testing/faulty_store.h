@@ -50,6 +50,7 @@ class FaultyStore final : public StateStore {
     return inner_->LoadLearnedPeaks();
   }
   StatusOr<std::vector<TokenRecord>> LoadTokens() override { return inner_->LoadTokens(); }
+  StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override { return inner_->LoadQuotas(); }
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override {
     return inner_->LoadQuarantine();
   }

@@ -16,36 +16,8 @@ namespace {
 
 const std::string kWellFormedUnknownToken = "gst_0123456789abcdef_" + std::string(64, 'a');
 
-std::string Trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-class AuthTest : public ClusterTest {
+class AuthTest : public AuthClusterTest {
  protected:
-  void SetUp() override {
-    // Only what a test gives explicitly: no token of whoever runs the tests leaks in.
-    unsetenv("GPUSCHED_TOKEN");
-    setenv("XDG_CONFIG_HOME",
-           (std::filesystem::temp_directory_path() / "gpusched_auth_test_no_config").c_str(), 1);
-    server_flags_ = {"--auth", "token"};
-    ClusterTest::SetUp();
-  }
-  void TearDown() override {
-    unsetenv("GPUSCHED_TOKEN");
-    unsetenv("XDG_CONFIG_HOME");
-    ClusterTest::TearDown();
-  }
-  // The first start writes DATA_DIR/admin-token; every Run() then goes as that admin.
-  bool ServerAnswers() override {
-    if (admin_.empty()) {
-      admin_ = Trimmed(ReadFile(path("data/admin-token")));
-      if (admin_.empty()) return false;
-      setenv("GPUSCHED_TOKEN", admin_.c_str(), 1);
-    }
-    return Run({"nodes"}).code == 0;
-  }
-
   // --server after the (sub)command: `token create --server X`, `ls --server X`.
   std::vector<std::string> WithServer(std::vector<std::string> args) {
     const size_t at = args.size() > 1 && args[0] == "token" ? 2 : 1;
@@ -57,11 +29,6 @@ class AuthTest : public ClusterTest {
   // `token` "" = none at all.
   CliResult RunAs(const std::string& token, const std::vector<std::string>& args) {
     return Cli(WithServer(args), {{"GPUSCHED_TOKEN", token}});
-  }
-  std::string CreateToken(const std::string& user, const std::string& team) {
-    CliResult r = Run({"token", "create", "--user", user, "--team", team});
-    EXPECT_EQ(r.code, 0) << r.err;
-    return Trimmed(r.out);
   }
   std::string TokenId(const std::string& user) {
     for (const Json& t : Json::parse(Run({"token", "ls", "--json"}).out)) {
@@ -95,8 +62,6 @@ class AuthTest : public ClusterTest {
     if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
     return HttpRequest(http_port_, "POST", url, headers, body);
   }
-
-  std::string admin_;
 };
 
 TEST_F(AuthTest, GrpcCallsWithoutAWrongOrARevokedTokenAreUnauthenticatedAndTheCliExits4) {

@@ -120,4 +120,43 @@ class ClusterTest : public ::testing::Test {
   std::map<std::string, std::unique_ptr<Proc>> agents_;
 };
 
+// The same cluster with `--auth token`: the first start writes DATA_DIR/admin-token, and every
+// Run() goes as that admin (GPUSCHED_TOKEN of this process); others act with their own token.
+class AuthClusterTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    // Only what a test gives explicitly: no token of whoever runs the tests leaks in.
+    unsetenv("GPUSCHED_TOKEN");
+    setenv("XDG_CONFIG_HOME",
+           (std::filesystem::temp_directory_path() / "gpusched_auth_test_no_config").c_str(), 1);
+    server_flags_ = {"--auth", "token"};
+    ClusterTest::SetUp();
+  }
+  void TearDown() override {
+    unsetenv("GPUSCHED_TOKEN");
+    unsetenv("XDG_CONFIG_HOME");
+    ClusterTest::TearDown();
+  }
+  bool ServerAnswers() override {
+    if (admin_.empty()) {
+      admin_ = Trimmed(ReadFile(path("data/admin-token")));
+      if (admin_.empty()) return false;
+      setenv("GPUSCHED_TOKEN", admin_.c_str(), 1);
+    }
+    return Cli({"nodes", "--server", server()}).code == 0;
+  }
+  // A token for `user` in `team`, made by the admin.
+  std::string CreateToken(const std::string& user, const std::string& team) {
+    CliResult r = Cli({"token", "create", "--server", server(), "--user", user, "--team", team});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return Trimmed(r.out);
+  }
+  static std::string Trimmed(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  std::string admin_;
+};
+
 }  // namespace gpusched::testing

@@ -2,8 +2,8 @@
 // `quota set` / `quota ls --json` (kept across a restart), a borrower's task stopped with
 // SIGTERM and requeued (not failed) when the owner team submits, and `acct --json` totals.
 //
-// Tasks get their team and user from the submission request here: without authentication the
-// server keeps what the request says (with tokens, the token's user and team win).
+// The server runs with `--auth token`: a task's team and user are those of the token it was
+// submitted with (AuthClusterTest makes one per user), the quota commands go as the admin.
 
 #include <thread>
 
@@ -14,17 +14,18 @@
 namespace gpusched::testing {
 namespace {
 
-class QuotaClusterTest : public ClusterTest {
+class QuotaClusterTest : public AuthClusterTest {
  protected:
   uint64_t SubmitAs(const std::string& team, const std::string& user, int gpus,
                     const std::string& script) {
+    std::string& token = tokens_[user];
+    if (token.empty()) token = CreateToken(user, team);
     auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
     grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
     v1::SubmitRequest req;
     v1::TaskSpec* s = req.mutable_spec();
     s->set_gpus(gpus);
-    s->set_team(team);
-    s->set_user(user);
     s->set_name(team + "-" + user);
     for (const char* a : {"sh", "-c"}) s->add_command(a);
     s->add_command(script);
@@ -48,6 +49,8 @@ class QuotaClusterTest : public ClusterTest {
     }
     return by_team;
   }
+
+  std::map<std::string, std::string> tokens_;  // user -> token
 };
 
 TEST_F(QuotaClusterTest, QuotaSetAndLsJsonSurviveARestart) {
@@ -93,10 +96,11 @@ TEST_F(QuotaClusterTest, BorrowersTaskGetsSigtermAndIsRequeuedWhenTheOwnerSubmit
   StartAgent("n1", "2x16GiB");
   ASSERT_EQ(Quota({"set", "a", "--gpus", "2"}).code, 0);
   ASSERT_EQ(Quota({"set", "b", "--gpus", "0", "--borrow", "2"}).code, 0);
+  // Runs until stopped, or until the test's folder is gone (tasks outlive their agents).
   auto borrower = [&](const std::string& name) {
     return "trap 'echo term >> \"" + path("term-" + name) +
            "\"; exit 143' TERM; echo $GPUSCHED_ATTEMPT >> \"" + path("runs-" + name) +
-           "\"; while :; do sleep 0.05; done";
+           "\"; while [ -d '" + dir_.string() + "' ]; do sleep 0.05; done";
   };
   const uint64_t b1 = SubmitAs("b", "bob", 1, borrower("b1"));
   ASSERT_TRUE(WaitState(b1, "running"));

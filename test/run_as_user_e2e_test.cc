@@ -74,13 +74,14 @@ class RunAsUserTest : public ::testing::Test {
         },
         kDeadline));
   }
-  // Submits through gRPC with spec.user set, as the server does from the caller's identity.
+  // Submits through gRPC as `user`: the server runs without authentication here, so it takes
+  // the caller's name from `x-gpusched-user` (with tokens it would be the token's user).
   uint64_t Submit(const std::string& user, const std::string& script) {
     auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    ctx.AddMetadata("x-gpusched-user", user);
     v1::SubmitRequest req;
-    req.mutable_spec()->set_user(user);
     req.mutable_spec()->add_command("sh");
     req.mutable_spec()->add_command("-c");
     req.mutable_spec()->add_command(script);

@@ -5,11 +5,14 @@
 // second and submit -> start latency (server timestamps: accepted -> agent reported running).
 // With --tls the same run goes over TLS: certificates made in the run's temp dir (certs init),
 // the server with --tls-dir, every agent presenting its own certificate (mutual TLS), the
-// clients trusting the CA; run both to report the cost of TLS as a ratio.
+// clients trusting the CA; run both to report the cost of TLS as a ratio. With --auth the
+// server asks for bearer tokens (--auth token) and every client call carries the admin token
+// its first start wrote: --tls --auth against neither is the cost of security.
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 #include <unistd.h>
@@ -32,6 +35,7 @@ void RegisterBenchE2e(CLI::App& bench) {
   auto clients = std::make_shared<int>(4);
   auto store = std::make_shared<std::string>("sqlite");
   auto tls = std::make_shared<bool>(false);
+  auto auth = std::make_shared<bool>(false);
   CLI::App* cmd = bench.add_subcommand("e2e", "Control plane end to end: tasks per second");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--tasks", *tasks, "Tasks to run")->capture_default_str();
@@ -42,6 +46,8 @@ void RegisterBenchE2e(CLI::App& bench) {
   cmd->add_flag("--tls", *tls,
                 "TLS on every connection (server, agents with client certificates, clients), "
                 "certificates made in a temp dir");
+  cmd->add_flag("--auth", *auth,
+                "Bearer tokens: the server runs with --auth token and every call carries a token");
   cmd->callback([=] {
     if (*tasks < 1 || *agents < 1 || *clients < 1) {
       Fail(InvalidArgument("--tasks, --agents and --clients must be >= 1"));
@@ -66,6 +72,7 @@ void RegisterBenchE2e(CLI::App& bench) {
       if (!loaded.ok()) Fail(loaded.status());
       client_tls = std::move(loaded).value();
     }
+    if (*auth) o.server.auth = "token";
     std::unique_ptr<store::LocalEtcd> etcd;
     if (*store == "etcd") {
       store::LocalEtcd::Options eo;
@@ -80,7 +87,14 @@ void RegisterBenchE2e(CLI::App& bench) {
     }
     auto cluster = LocalCluster::Start(o);
     if (!cluster.ok()) Fail(cluster.status());
-    E2eDriver probe((*cluster)->address(), &client_tls);
+    std::string token;
+    if (*auth) {  // the first start of a server with authentication writes it
+      std::ifstream in(dir + "/admin-token");
+      if (!std::getline(in, token) || token.empty()) {
+        Fail(FailedPrecondition("bench e2e --auth: the server wrote no " + dir + "/admin-token"));
+      }
+    }
+    E2eDriver probe((*cluster)->address(), &client_tls, token);
     Status ready = probe.WaitForNodes(*agents, 60'000);
     if (!ready.ok()) Fail(ready);
     const auto t0 = std::chrono::steady_clock::now();
@@ -89,7 +103,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     std::vector<std::thread> threads;
     for (int c = 0; c < *clients; ++c) {
       threads.emplace_back([&] {
-        E2eDriver d((*cluster)->address(), &client_tls);
+        E2eDriver d((*cluster)->address(), &client_tls, token);
         core::TaskSpec s;
         s.gpus = 1;
         s.command = {"true"};
@@ -126,6 +140,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     if (*json) {
       std::cout << nlohmann::json{{"store", *store},
                                   {"tls", *tls},
+                                  {"auth", *auth},
                                   {"agents", *agents},
                                   {"gpus", *agents * 8},
                                   {"tasks", finished},
@@ -137,7 +152,7 @@ void RegisterBenchE2e(CLI::App& bench) {
                        .dump()
                 << "\n";
     } else {
-      std::cout << "bench e2e: " << *store << " store" << (*tls ? ", TLS" : "") << ", " << *agents << " agents x 8 simulated GPUs, " << finished << "/"
+      std::cout << "bench e2e: " << *store << " store" << (*tls ? ", TLS" : "") << (*auth ? ", tokens" : "") << ", " << *agents << " agents x 8 simulated GPUs, " << finished << "/"
                 << *tasks << " tasks (/bin/true, 1 GPU each) in " << secs << " s\n"
                 << "  throughput            " << rate << " tasks/s (submitted -> finished)\n"
                 << "  submit -> start p50   " << p50 << " ms\n"

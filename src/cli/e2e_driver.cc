@@ -10,8 +10,14 @@
 
 namespace gpusched::cli {
 
-E2eDriver::E2eDriver(const std::string& address, const rpc::ClientTls* tls)
-    : channel_(rpc::MakeChannel(address, false, tls)), stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
+E2eDriver::E2eDriver(const std::string& address, const rpc::ClientTls* tls, std::string token)
+    : channel_(rpc::MakeChannel(address, false, tls)),
+      token_(std::move(token)),
+      stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
+
+void E2eDriver::Authorize(grpc::ClientContext& ctx) const {
+  if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+}
 
 StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
                                      const std::string& idempotency_key) {
@@ -21,6 +27,7 @@ StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
   ::gpusched::v1::SubmitResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  Authorize(ctx);
   GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->Submit(&ctx, req, &resp)));
   return resp.id();
 }
@@ -35,6 +42,7 @@ StatusOr<std::vector<::gpusched::v1::Task>> E2eDriver::List(const std::string& s
     ::gpusched::v1::ListTasksResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    Authorize(ctx);
     GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
     out.insert(out.end(), resp.tasks().begin(), resp.tasks().end());
     if (resp.next_after_id() == 0) return out;
@@ -55,6 +63,7 @@ Status E2eDriver::WaitForNodes(int n, int64_t timeout_ms) {
     ::gpusched::v1::ListNodesResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    Authorize(ctx);
     int connected = 0;
     if (stub_->ListNodes(&ctx, {}, &resp).ok()) {
       for (const auto& node : resp.nodes()) connected += node.connected() && node.available();

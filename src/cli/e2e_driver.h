@@ -16,8 +16,10 @@ namespace gpusched::cli {
 
 class E2eDriver {
  public:
-  // `tls`: connect with TLS (nullptr or disabled: plaintext).
-  explicit E2eDriver(const std::string& address, const rpc::ClientTls* tls = nullptr);
+  // `tls`: connect with TLS (nullptr or disabled: plaintext). `token`: the bearer token every
+  // call carries ("" = none, for a server without authentication).
+  explicit E2eDriver(const std::string& address, const rpc::ClientTls* tls = nullptr,
+                     std::string token = "");
   StatusOr<uint64_t> Submit(const core::TaskSpec& spec, const std::string& idempotency_key = "");
   StatusOr<std::vector<::gpusched::v1::Task>> List(const std::string& state = "");
   // Counts of tasks by state, e.g. {"running": 3, ...}.
@@ -26,7 +28,10 @@ class E2eDriver {
   Status WaitForNodes(int n, int64_t timeout_ms);
 
  private:
+  void Authorize(grpc::ClientContext& ctx) const;
+
   std::shared_ptr<grpc::Channel> channel_;
+  std::string token_;
   std::unique_ptr<::gpusched::v1::Scheduler::Stub> stub_;
 };
 

@@ -59,28 +59,41 @@ class RunAsUserTest : public ::testing::Test {
   void Start(const std::string& extra_config) {
     WriteFile(path("server.yaml"), "node_heartbeat: 200ms\ntask_heartbeat: 300ms\n" + extra_config);
     port_ = FreePort();
+    // With tokens: only an authenticated user changes the account a task runs as.
     server_ = Proc({"server", "--listen", server(), "--http", "", "--data-dir", path("data"),
-                    "--config", path("server.yaml")},
+                    "--config", path("server.yaml"), "--auth", "token"},
                    path("server.log"));
-    ASSERT_TRUE(PollUntil([&] { return Cli({"nodes", "--server", server()}).code == 0; },
-                          kDeadline));
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          admin_ = ReadFile(path("data/admin-token"));
+          while (!admin_.empty() && (admin_.back() == '\n' || admin_.back() == ' ')) admin_.pop_back();
+          return !admin_.empty() && Admin({"nodes", "--server", server()}).code == 0;
+        },
+        kDeadline));
     agent_ = Proc({"agent", "--server", server(), "--name", "n1", "--gpus", "1x16GiB",
                    "--simulate", "--data-dir", path("n1")},
                   path("agent.log"));
     ASSERT_TRUE(PollUntil(
         [&] {
-          CliResult r = Cli({"nodes", "--server", server(), "--json"});
+          CliResult r = Admin({"nodes", "--server", server(), "--json"});
           return r.code == 0 && r.out.find("\"connected\":true") != std::string::npos;
         },
         kDeadline));
   }
-  // Submits through gRPC as `user`: the server runs without authentication here, so it takes
-  // the caller's name from `x-gpusched-user` (with tokens it would be the token's user).
+  CliResult Admin(const std::vector<std::string>& args) {
+    return Cli(args, {{"GPUSCHED_TOKEN", admin_}});
+  }
+  // Submits through gRPC with a token of `user` (made by the admin): the task's user is the
+  // token's.
   uint64_t Submit(const std::string& user, const std::string& script) {
+    CliResult made = Admin({"token", "create", "--server", server(), "--user", user});
+    EXPECT_EQ(made.code, 0) << made.err;
+    std::string token = made.out;
+    while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
     auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 30s);
-    ctx.AddMetadata("x-gpusched-user", user);
+    ctx.AddMetadata("authorization", "Bearer " + token);
     v1::SubmitRequest req;
     req.mutable_spec()->add_command("sh");
     req.mutable_spec()->add_command("-c");
@@ -92,7 +105,7 @@ class RunAsUserTest : public ::testing::Test {
     return resp.id();
   }
   Json Task(uint64_t id) {
-    CliResult r = Cli({"show", std::to_string(id), "--server", server(), "--json"});
+    CliResult r = Admin({"show", std::to_string(id), "--server", server(), "--json"});
     return r.code == 0 ? Json::parse(r.out) : Json::object();
   }
   bool WaitFinished(uint64_t id) {
@@ -112,6 +125,7 @@ class RunAsUserTest : public ::testing::Test {
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   int port_ = 0;
+  std::string admin_;  // DATA_DIR/admin-token of the server
   Proc server_, agent_;
 };
 
@@ -129,11 +143,6 @@ TEST_F(RunAsUserTest, TaskRunsAsItsUserWithAPrivateLog) {
   ASSERT_EQ(stat(LogFile(id).c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, uid_);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-
-  // Without a user: the agent's own (root), as before.
-  const uint64_t own = Submit("", "id -u");
-  ASSERT_TRUE(WaitFinished(own));
-  EXPECT_EQ(ReadFile(LogFile(own)), "0\n");
 }
 
 TEST_F(RunAsUserTest, RootAndUnknownUsersFailPermanently) {

@@ -94,6 +94,7 @@ std::string ResolveToken() {
   std::string line;
   if (!in || !std::getline(in, line)) return "";
   return Trim(line);
+}
 
 namespace {
 std::string& CaFlag() {
@@ -131,9 +132,9 @@ std::vector<std::string> SplitServers(const std::string& list) {
 
 Client::Client(const std::string& server_flag)
     : servers_(SplitServers(ResolveServer(server_flag))),
+      ca_file_(ResolveCaFile()),
       token_(ResolveToken()),
-      unix_user_(UnixUser()),
-      ca_file_(ResolveCaFile()) {
+      unix_user_(UnixUser()) {
   if (servers_.empty()) servers_.push_back("127.0.0.1:7070");
   if (!ca_file_.empty()) {
     auto tls = rpc::LoadClientTls(ca_file_);

@@ -51,8 +51,23 @@ double FairShareUsage::At(const Decayed& d, TimeMs now_ms) const {
 }
 
 void FairShareUsage::Add(Decayed& d, double v, TimeMs at_ms) const {
-  d.value = At(d, at_ms) + v;
-  d.at_ms = std::max(d.at_ms, at_ms);
+  if (at_ms >= d.at_ms) {
+    d.value = At(d, at_ms) + v;
+    d.at_ms = at_ms;
+    return;
+  }
+  // A charge older than the sum (restored records come in id order, not time order): it has
+  // decayed from at_ms to the sum's time already.
+  d.value += half_life_ms_ <= 0 ? v : v * std::exp2(-double(d.at_ms - at_ms) / double(half_life_ms_));
+}
+
+void FairShareUsage::Restore(const std::string& team, const std::string& user, double gpu_ms,
+                             TimeMs at_ms) {
+  users_by_team_[team][user];
+  if (gpu_ms <= 0) return;
+  Add(total_, gpu_ms, at_ms);
+  Add(teams_[team], gpu_ms, at_ms);
+  Add(users_[{team, user}], gpu_ms, at_ms);
 }
 
 void FairShareUsage::Charge(const std::string& team, const std::string& user, double gpu_ms,

@@ -57,6 +57,9 @@ class FairShareUsage {
   explicit FairShareUsage(DurationMs half_life_ms) : half_life_ms_(half_life_ms) {}
   // Adds `gpu_ms` of use by (team, user) at `at_ms`.
   void Charge(const std::string& team, const std::string& user, double gpu_ms, TimeMs at_ms);
+  // Usage from before this process (stored task records): decayed like a charge, but not
+  // added to team_totals(), which count what this server saw.
+  void Restore(const std::string& team, const std::string& user, double gpu_ms, TimeMs at_ms);
   // Decayed usage at `now_ms`.
   double Team(const std::string& team, TimeMs now_ms) const;
   double User(const std::string& team, const std::string& user, TimeMs now_ms) const;

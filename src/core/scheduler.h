@@ -199,6 +199,10 @@ class Scheduler {
   // GPU-ms used per team since this scheduler started (running tasks up to now), undecayed.
   std::map<std::string, double> TeamGpuMs() const;
   const FairShareUsage& fair_share_usage() const { return fs_usage_; }
+  // Usage recorded before this scheduler started: `gpus` GPUs for `service_ms`, ending at
+  // `at_ms`. The control plane feeds every stored task's record through it at start and at an
+  // HA take-over, so fair share does not forget who used the cluster when a server restarts.
+  void RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms, TimeMs at_ms);
 
   // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
   // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.

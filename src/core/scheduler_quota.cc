@@ -124,6 +124,13 @@ void Scheduler::Charge(const Task& t, TimeMs until_ms) {
   it->second = std::max(it->second, until_ms);
 }
 
+void Scheduler::RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms,
+                             TimeMs at_ms) {
+  if (gpus <= 0 || service_ms <= 0) return;
+  fs_usage_.Restore(TeamOf(spec), spec.user, double(gpus) * double(service_ms), at_ms);
+  fs_dirty_ = true;
+}
+
 double Scheduler::CachedFactor(const std::string& team, const std::string& user) const {
   auto it = fs_factor_.find({team, user});
   if (it != fs_factor_.end()) return it->second;

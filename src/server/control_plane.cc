@@ -40,6 +40,39 @@ ControlPlane::ControlPlane(const ServerConfig& config, Clock& clock,
 
 ControlPlane::~ControlPlane() { StopLoop(); }
 
+// Fair share's memory of usage, from every stored task: the GPUs of its last placement for
+// its last run (assignment to finish; a live task's run up to now, from where the scheduler
+// charges it on), as of when that run ended. Earlier attempts of a retried task are not in its
+// record and are not counted. O(stored tasks), once per start or take-over, like the
+// accounting views; records older than 20 half-lives are skipped (under a millionth is left).
+Status ControlPlane::RestoreFairShareUsage() {
+  const TimeMs now = clock_.NowMs();
+  const DurationMs half_life = sched_->config().fair_share.half_life_ms;
+  for (uint64_t after = 0;;) {
+    GS_ASSIGN_OR_RETURN(store::TaskPage page, store_->ListTasks(std::nullopt, after, 1000));
+    for (const store::TaskRecord& r : page.tasks) {
+      const core::Task& t = r.task;
+      const std::optional<core::Placement>& p = t.placement ? t.placement : r.last_placement;
+      if (!p || t.assigned_ms <= 0) continue;
+      const bool live = !core::IsTerminal(t.state);
+      if (live && t.state == core::TaskState::kPending) continue;  // not holding GPUs now
+      const TimeMs end = live ? now : t.finished_ms;
+      if (end <= t.assigned_ms) continue;
+      if (half_life > 0 && now - end > 20 * half_life) continue;
+      sched_->RestoreUsage(t.spec, static_cast<int64_t>(p->gpus.size()), end - t.assigned_ms,
+                           end);
+    }
+    if (page.next_after_id == 0) break;
+    after = page.next_after_id;
+  }
+  return Status::Ok();
+}
+
+double ControlPlane::FairShareOf(const std::string& team, const std::string& user) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sched_->FairShareOf(team, user);
+}
+
 Status ControlPlane::Restore() {
   std::unique_lock<std::mutex> lock(mu_);
   GS_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_->LoadNodes());
@@ -68,6 +101,7 @@ Status ControlPlane::Restore() {
     IndexTask(t);
   }
   sched_->ReserveIdsBelow(live.max_id + 1);  // ids of finished or quarantined tasks stay used
+  if (sched_->config().fair_share.enabled()) GS_RETURN_IF_ERROR(RestoreFairShareUsage());
   GS_ASSIGN_OR_RETURN(std::vector<store::LearnedPeak> peaks, store_->LoadLearnedPeaks());
   for (const store::LearnedPeak& p : peaks) {
     sched_->memory_table().RestoreLearned(p.profile, p.max_peak_mib, p.observations);
@@ -366,7 +400,10 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
   if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
   as->set_workdir(t->spec.workdir);
-  as->set_user(t->spec.user);
+  // Only an identity the server checked (a token) changes the Unix account a task runs as:
+  // with authentication off the user is what the client claimed, recorded and shown, but the
+  // task runs as the agent's own user (so `gpusched dev` as root runs tasks as before).
+  if (config_.AuthEnabled()) as->set_user(t->spec.user);
   // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
   // (the assignment is then re-placed without counting a failure).
   if (!conn->second->Send(std::move(m))) conn->second->Close();

@@ -113,6 +113,8 @@ class ControlPlane {
   StatusOr<v1::TeamQuota> SetQuota(const core::TeamQuota& quota);
   // Every team with a quota or a live task, by name.
   v1::ListQuotasResponse ListQuotas();
+  // The fair-share factor of (team, user) now, F(team) * F(user) (core/fair_share.h).
+  double FairShareOf(const std::string& team, const std::string& user);
   // Waits up to `timeout_ms` for task changes after `since`; returns the new version and
   // appends the ids that changed (all ids when `since` is too old for the change log).
   uint64_t WaitForChanges(uint64_t since, DurationMs timeout_ms, std::vector<uint64_t>& ids,
@@ -189,6 +191,7 @@ class ControlPlane {
   ControlPlane(const ServerConfig& config, Clock& clock, std::unique_ptr<store::StateStore> store,
                std::unique_ptr<core::Scheduler> scheduler);
   Status Restore();
+  Status RestoreFairShareUsage();  // REQUIRES: mu_ held (within Restore)
   void LoopMain();
   void Kick();
 

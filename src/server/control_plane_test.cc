@@ -610,5 +610,28 @@ TEST_F(ControlPlaneTest, QuotasAreStoredAndRestoredAndAFailedWriteIsReported) {
   EXPECT_EQ(ls.teams(0).quota().borrow_gpus(), 1);
 }
 
+// Fair share remembers who used the cluster across a restart (and an HA take-over, which
+// restores the same way): the usage comes back from the stored task records.
+TEST_F(ControlPlaneTest, FairShareUsageSurvivesARestart) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  core::TaskSpec s = Spec();
+  s.team = "a";
+  s.user = "u";
+  auto id = cp->Submit(s);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  cp->RunOnce();
+  ASSERT_EQ(Get(*cp, id->value()).state(), "assigned");
+  clock_.AdvanceMs(3'600'000);  // one GPU for an hour
+  Report(*cp, "n1", agent, Exit(id->value(), 1, 0));
+  ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
+  // The only team and the only user have used everything: F = 2^-1 for each, 0.25 in all.
+  const double before = cp->FairShareOf("a", "u");
+  EXPECT_NEAR(before, 0.25, 1e-9);
+  cp.reset();
+  auto again = Start(Sqlite());
+  EXPECT_NEAR(again->FairShareOf("a", "u"), before, 1e-9);
+}
+
 }  // namespace
 }  // namespace gpusched::server

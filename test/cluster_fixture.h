@@ -64,6 +64,7 @@ class ClusterTest : public ::testing::Test {
                   const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args{"agent", "--server", server(), "--name", name, "--gpus", gpus,
                                   "--simulate", "--data-dir", path(name)};
+    args.insert(args.end(), agent_flags_.begin(), agent_flags_.end());
     args.insert(args.end(), extra.begin(), extra.end());
     agents_[name] = std::make_unique<Proc>(args, path(name + ".log"));
     ASSERT_TRUE(PollUntil(
@@ -115,6 +116,7 @@ class ClusterTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::vector<std::string> server_flags_;  // further `gpusched server` flags
+  std::vector<std::string> agent_flags_;   // further `gpusched agent` flags
   int port_ = 0, http_port_ = 0;
   Proc server_;
   std::map<std::string, std::unique_ptr<Proc>> agents_;
@@ -130,6 +132,8 @@ class AuthClusterTest : public ClusterTest {
     setenv("XDG_CONFIG_HOME",
            (std::filesystem::temp_directory_path() / "gpusched_auth_test_no_config").c_str(), 1);
     server_flags_ = {"--auth", "token"};
+    // Token users (alice, bob) have no Unix accounts here: tasks run as the agent's user.
+    agent_flags_ = {"--run-as-self"};
     ClusterTest::SetUp();
   }
   void TearDown() override {

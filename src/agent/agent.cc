@@ -722,8 +722,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     }
     impl->executor = std::move(runner).value();
   }
-  impl->run_as_users = CanRunTasksAsOtherUsers();
-  if (!impl->run_as_users && config.executor == ExecutorKind::kProcess) {
+  impl->run_as_users = !config.run_as_self && CanRunTasksAsOtherUsers();
+  if (config.run_as_self && config.executor == ExecutorKind::kProcess) {
+    impl->Log("--run-as-self: every task runs as " + DescribeOwnUser() +
+              ", whoever submitted it");
+  } else if (!impl->run_as_users && config.executor == ExecutorKind::kProcess) {
     impl->Log("running as " + DescribeOwnUser() + ", not root: every task runs as this user, "
               "whoever submitted it");
   }

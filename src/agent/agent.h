@@ -70,6 +70,9 @@ struct AgentConfig {
   // Mutual TLS to the server: presents DIR/<name>.crt and .key, trusts DIR/ca.crt
   // (`gpusched certs init DIR --agent NAME`). "" = plaintext.
   std::string tls_dir;
+  // Even as root, run every task as the agent's own user (a cluster whose submitters have no
+  // accounts on the nodes: containers, `gpusched dev`, tests). Said at start.
+  bool run_as_self = false;
 };
 
 class Agent {

@@ -150,6 +150,9 @@ void RegisterAgent(CLI::App& app) {
   cmd->add_option("--tls-dir", c->tls_dir,
                   "Mutual TLS to the server: present DIR/NAME.crt and NAME.key (NAME = --name), "
                   "trust DIR/ca.crt (`gpusched certs init DIR --agent NAME`)");
+  cmd->add_flag("--run-as-self", c->run_as_self,
+                "Even as root, run every task as this agent's user instead of its submitter's "
+                "account (nodes where the submitters have no accounts: containers, tests)");
   cmd->add_option("--preload", c->preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");

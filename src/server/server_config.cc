@@ -66,11 +66,12 @@ Status ServerConfig::Validate() const {
   return Status::Ok();
 }
 
-// Token authentication unless `listen` is loopback (rpc::IsLoopbackHost: 127.0.0.0/8, ::1,
-// "localhost"); 0.0.0.0 and [::] can be reached from other machines.
+// Token authentication unless both `listen` and `http` are loopback (rpc::IsLoopbackHost:
+// 127.0.0.0/8, ::1, "localhost"); 0.0.0.0 and [::] can be reached from other machines.
 bool ServerConfig::AuthEnabled() const {
   if (!auth.empty()) return auth == "token";
-  return !rpc::IsLoopbackHost(rpc::HostOf(listen));
+  const bool http_loopback = http.empty() || rpc::IsLoopbackHost(rpc::HostOf(http));
+  return !(rpc::IsLoopbackHost(rpc::HostOf(listen)) && http_loopback);
 }
 
 namespace {

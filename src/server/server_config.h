@@ -68,8 +68,8 @@ struct ServerConfig {
   DurationMs idle_after_ms = 30 * 60'000;
   bool idle_stop = false;  // idle_action: flag (false) or stop (true)
   // API authentication: "token" (bearer tokens, server/tokens.h), "none", or "" = token
-  // when `listen` is not a loopback address, none on loopback (`gpusched dev` stays
-  // zero-set-up). AuthEnabled() resolves it.
+  // when `listen` or `http` is not a loopback address, none when both are (`gpusched dev`
+  // stays zero-set-up). AuthEnabled() resolves it.
   std::string auth;
   bool AuthEnabled() const;
   // Trust (DESIGN.md "Trust"). tls_dir: DIR/server.crt, server.key and ca.crt; gRPC and HTTP

@@ -11,18 +11,10 @@ namespace {
 
 using testing::kGiB;
 using testing::MakeNode;
-using testing::SchedulerTest;
 using testing::SharedTask;
 using testing::WholeGpuTask;
 
-class FirstHourTest : public SchedulerTest {
- protected:
-  void SetUp() override {
-    SchedulerConfig config;
-    config.capacity_wait = CapacityWait::kStayQueued;
-    Init(config);
-  }
-};
+class FirstHourTest : public testing::StayQueuedSchedulerTest {};
 
 TEST_F(FirstHourTest, PastItsTimeLimitATaskIsKilledAndFailedWithoutRetry) {
   AddNode(MakeNode("a", 1, 16 * kGiB));

@@ -10,17 +10,9 @@ namespace {
 
 using testing::kGiB;
 using testing::MakeNode;
-using testing::SchedulerTest;
 using testing::SharedTask;
 
-class LivenessTest : public SchedulerTest {
- protected:
-  void SetUp() override {
-    SchedulerConfig config;
-    config.capacity_wait = CapacityWait::kStayQueued;
-    Init(config);
-  }
-};
+class LivenessTest : public testing::StayQueuedSchedulerTest {};
 
 TEST_F(LivenessTest, CN109992422A_Claim6_LostNodeFailsItsTasksIntoFQAndTheyRunElsewhere) {
   AddNode(MakeNode("a", 1, 16 * kGiB));

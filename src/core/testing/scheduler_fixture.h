@@ -107,4 +107,15 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<Scheduler> sched_;
 };
 
+// The scheduler as the server runs it: a task that does not fit waits in Q for capacity
+// (CapacityWait::kStayQueued) instead of going to FQ.
+class StayQueuedSchedulerTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerConfig config;
+    config.capacity_wait = CapacityWait::kStayQueued;
+    Init(config);
+  }
+};
+
 }  // namespace gpusched::core::testing

@@ -37,6 +37,10 @@ class KubeSyncTest : public ::testing::Test {
     sync_ = std::make_unique<KubeSync>(api_, cache_, clock_, options);
     sync_->Start();
     ASSERT_TRUE(Eventually([&] { return cache_.synced(); }));
+    // The informers open their watches after the lists that sync the cache: a test that
+    // drops or expires watches must find both open, or an informer whose watch was not yet
+    // open would never see the drop (and never relist).
+    ASSERT_TRUE(Eventually([&] { return api_.open_watches() == 2; }));
   }
   // Free MiB of a node's GPU as the cache sees it; -1 for an unknown node.
   MiB Free(const std::string& node, int gpu) {

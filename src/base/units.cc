@@ -92,8 +92,6 @@ StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field)
   return static_cast<int64_t>(std::llround(ms));
 }
 
-namespace {
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
 int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
   y -= m <= 2;
   const int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -102,6 +100,8 @@ int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
   const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
   return era * 146097 + doe - 719468;
 }
+
+namespace {
 
 // Exactly `n` digits at text[pos...]; -1 when not.
 int64_t Digits(std::string_view text, size_t pos, size_t n) {

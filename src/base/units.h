@@ -33,4 +33,7 @@ std::string FormatSizeMiB(MiB mib);
 // "1h30m", "45s", "250ms".
 std::string FormatDurationMs(int64_t ms);
 
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d);
+
 }  // namespace gpusched

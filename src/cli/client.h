@@ -30,6 +30,12 @@ namespace v1 = ::gpusched::v1;
 [[noreturn]] void ExitWith(int code);
 // Prints "gpusched: <message>" to stderr and ends with the exit code for `status`.
 [[noreturn]] void Fail(const Status& status);
+// The value, or Fail(its status).
+template <typename T>
+T OrFail(StatusOr<T> v) {
+  if (!v.ok()) Fail(v.status());
+  return std::move(v).value();
+}
 int ExitCodeFor(const Status& status);
 
 struct ClientFlags {

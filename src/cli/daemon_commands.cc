@@ -14,12 +14,6 @@
 namespace gpusched::cli {
 namespace {
 
-template <typename T>
-T OrFail(StatusOr<T> v) {
-  if (!v.ok()) Fail(v.status());
-  return std::move(v).value();
-}
-
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
   std::string store, etcd, lease_ttl, advertise;

@@ -15,12 +15,6 @@
 namespace gpusched::cli {
 namespace {
 
-template <typename T>
-T OrFail(StatusOr<T> v) {
-  if (!v.ok()) Fail(v.status());
-  return std::move(v).value();
-}
-
 // The CLI is a process edge: it reads the real clock once, for relative --since/--until.
 int64_t WallNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

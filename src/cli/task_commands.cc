@@ -33,12 +33,6 @@ uint64_t ParseId(const std::string& text) {
   Fail(InvalidArgument("id: \"" + text + "\" is not a task id (a number >= 1)"));
 }
 
-template <typename T>
-T OrFail(StatusOr<T> v) {
-  if (!v.ok()) Fail(v.status());
-  return std::move(v).value();
-}
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -72,12 +72,8 @@ void FairShareUsage::Restore(const std::string& team, const std::string& user, d
 
 void FairShareUsage::Charge(const std::string& team, const std::string& user, double gpu_ms,
                             TimeMs at_ms) {
-  users_by_team_[team][user];
-  if (gpu_ms <= 0) return;
-  Add(total_, gpu_ms, at_ms);
-  Add(teams_[team], gpu_ms, at_ms);
-  Add(users_[{team, user}], gpu_ms, at_ms);
-  team_totals_[team] += gpu_ms;
+  Restore(team, user, gpu_ms, at_ms);
+  if (gpu_ms > 0) team_totals_[team] += gpu_ms;
 }
 
 double FairShareUsage::Team(const std::string& team, TimeMs now_ms) const {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "base/units.h"
 #include "sim/csv_fields.h"
 
 namespace gpusched::sim {
@@ -35,16 +36,6 @@ StatusOr<std::vector<int>> FindColumns(const CsvHeader& header, const std::vecto
 
 std::string_view Field(const std::vector<std::string_view>& f, int index) {
   return index >= 0 && static_cast<size_t>(index) < f.size() ? f[index] : std::string_view();
-}
-
-// Days since 1970-01-01 of a civil date (proleptic Gregorian; H. Hinnant's algorithm).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
 }
 
 // "YYYY-MM-DD HH:MM:SS" (no time zone) to seconds since the epoch.

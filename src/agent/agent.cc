@@ -25,6 +25,7 @@
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "preload/share_ledger.h"
 #include "rpc/channel.h"
+#include "rpc/convert.h"
 #include "rpc/leader_hint.h"
 
 namespace gpusched::agent {
@@ -142,6 +143,7 @@ v1::AgentMessage Agent::Impl::Register() {
     g->set_total_mib(gpus->gpus()[i].total_mib);
   }
   for (const auto& [k, v] : config.labels) (*r->mutable_labels())[k] = v;
+  rpc::TaintsToProto(config.taints, r->mutable_taints());
   r->set_simulated(gpus->simulated());
   for (uint8_t l : topology.links) r->add_gpu_links(l);
   for (int numa : topology.numa) r->add_gpu_numa(numa);

@@ -23,9 +23,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/task_executor.h"
 #include "base/status.h"
+#include "core/node.h"
 
 namespace gpusched::agent {
 
@@ -47,7 +49,10 @@ struct AgentConfig {
   // Task logs (logs/) and the task journal (journal/). "" = <system temp dir>/gpusched-agent-
   // <name>: stable across restarts of an agent of that name, so it adopts its tasks.
   std::string data_dir;
+  // Kubernetes-style rules sent with the registration (CN115981827A claim 1): tasks select
+  // nodes by label, and only tasks that tolerate a taint are placed on its node.
   std::map<std::string, std::string> labels;
+  std::vector<core::Taint> taints;
   bool quiet = false;            // no connect/disconnect lines on stderr
   ExecutorKind executor = ExecutorKind::kProcess;
   std::string shim_path;         // "" = gpusched-shim next to this executable

@@ -8,8 +8,8 @@
 #include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
-#include "base/units.h"
 #include "cli/local_cluster.h"
+#include "cli/rule_flags.h"
 
 namespace gpusched::cli {
 namespace {
@@ -124,6 +124,13 @@ void RegisterAgent(CLI::App& app) {
                   "the agent adopts its running tasks (default: gpusched-agent-NAME in the "
                   "temp dir)");
   cmd->add_flag("--simulate", c->simulate, "Simulated GPUs even if NVML is present");
+  auto labels = std::make_shared<std::vector<std::string>>();
+  auto taints = std::make_shared<std::vector<std::string>>();
+  AddRepeatable(cmd, "--label", *labels,
+                "Node label KEY=VALUE, repeatable; tasks pick nodes by label (submit --selector)");
+  AddRepeatable(cmd, "--taint", *taints,
+                "Node taint KEY[=VALUE]:EFFECT (NoSchedule, PreferNoSchedule or NoExecute), "
+                "repeatable; only tasks that tolerate it (submit --toleration) are placed here");
   AddExecutorFlag(cmd, *executor);
   auto health_period = std::make_shared<std::string>("5m");
   auto memory_grace = std::make_shared<std::string>("30s");
@@ -150,7 +157,9 @@ void RegisterAgent(CLI::App& app) {
   cmd->add_option("--preload", c->preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");
-  cmd->callback([c, executor, health_period, memory_grace] {
+  cmd->callback([c, executor, health_period, memory_grace, labels, taints] {
+    c->labels = LabelFlags(*labels, "--label");
+    c->taints = TaintFlags(*taints, "--taint");
     c->executor = ExecutorFrom(*executor);
     c->gpu_health_period_ms = OrFail(ParseDurationMs(*health_period, "gpu-health-period"));
     c->gpu_memory_grace_ms = OrFail(ParseDurationMs(*memory_grace, "gpu-memory-grace"));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "base/units.h"
 #include "cli/client.h"
@@ -21,6 +22,26 @@ std::string GpuHealthText(const v1::Node& n) {
            (g.unhealthy() ? " unhealthy: " + g.last_error() : " ok, last: " + g.last_error());
   }
   return out.empty() ? "ok" : out;
+}
+
+// "zone=a,gpu=a100" and "dedicated=infer:NoSchedule": the rules tasks must meet there
+// (CN115981827A claim 1); "-" when there are none.
+std::string LabelsText(const v1::Node& n) {
+  const std::map<std::string, std::string> labels(n.labels().begin(), n.labels().end());
+  std::string out;
+  for (const auto& [k, v] : labels) {
+    out += (out.empty() ? "" : ",") + k + "=" + v;
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string TaintsText(const v1::Node& n) {
+  std::string out;
+  for (const v1::Taint& t : n.taints()) {
+    out += (out.empty() ? "" : ",") + t.key() + (t.value().empty() ? "" : "=" + t.value()) +
+           ":" + t.effect();
+  }
+  return out.empty() ? "-" : out;
 }
 
 // `nodes -v`: one row per GPU, since a node's total can hide that no single GPU has room.
@@ -57,7 +78,8 @@ void RegisterNodes(CLI::App& app) {
     }
     if (*verbose) return PrintGpus(resp);
     std::vector<std::vector<std::string>> rows{
-        {"NAME", "STATE", "GPUS", "GPU MEMORY (alloc/total)", "TASKS", "ADDRESS", "GPU HEALTH"}};
+        {"NAME", "STATE", "GPUS", "GPU MEMORY (alloc/total)", "TASKS", "ADDRESS", "GPU HEALTH",
+         "LABELS", "TAINTS"}};
     for (const v1::Node& n : resp.nodes()) {
       MiB total = 0, alloc = 0;
       for (const v1::Gpu& g : n.gpus()) {
@@ -68,7 +90,8 @@ void RegisterNodes(CLI::App& app) {
                       std::to_string(n.gpus_size()) +
                           (n.gpus_size() ? " x " + n.gpus(0).model() : ""),
                       FormatSizeMiB(alloc) + " / " + FormatSizeMiB(total),
-                      std::to_string(n.running_tasks()), n.address(), GpuHealthText(n)});
+                      std::to_string(n.running_tasks()), n.address(), GpuHealthText(n),
+                      LabelsText(n), TaintsText(n)});
     }
     PrintTable(std::cout, rows);
   });

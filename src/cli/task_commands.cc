@@ -17,6 +17,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/rule_flags.h"
 #include "rpc/convert.h"
 #include "spec/spec_yaml.h"
 
@@ -44,6 +45,7 @@ struct SubmitFlags {
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
   std::string time, workdir;
   bool export_env = false, keep_pending = false;
+  std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
 };
 
@@ -134,6 +136,8 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   CheckNotInFile(cmd, f, "--name", "name", !s.name.empty());
   CheckNotInFile(cmd, f, "--retries", "retries", s.max_retries.has_value());
   CheckNotInFile(cmd, f, "--workdir", "workdir", !s.workdir.empty());
+  CheckNotInFile(cmd, f, "--selector", "node_selector", !s.node_selector.empty());
+  CheckNotInFile(cmd, f, "--toleration", "tolerations", !s.tolerations.empty());
   if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
     Fail(InvalidArgument("command: " + f.file +
                          " sets command already; drop the words after -- or change the file"));
@@ -156,6 +160,8 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--retries")) s.max_retries = integer(f.retries, "--retries");
   if (cmd->count("--time")) s.time_limit_ms = OrFail(ParseDurationMs(f.time, "--time"));
   if (cmd->count("--workdir")) s.workdir = f.workdir;
+  if (cmd->count("--selector")) s.node_selector = LabelFlags(f.selector, "--selector");
+  if (cmd->count("--toleration")) s.tolerations = TolerationFlags(f.tolerations, "--toleration");
   s.workdir = AbsoluteDir(s.workdir);
   if (f.keep_pending) s.keep_pending_if_infeasible = true;
   if (f.export_env) {
@@ -185,6 +191,11 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_flag("--export", f->export_env, "Send your environment variables with the task");
   cmd->add_flag("--keep-pending", f->keep_pending,
                 "Accept a task no current node can fit (nodes may join later)");
+  AddRepeatable(cmd, "--selector", f->selector,
+                "Only nodes with this label, KEY=VALUE (repeatable: all must match; agent --label)");
+  AddRepeatable(cmd, "--toleration", f->tolerations,
+                "Tolerate a node taint: KEY=VALUE[:EFFECT], KEY[:EFFECT] (any value) or * "
+                "(every taint); repeatable (agent --taint)");
   cmd->add_option("--name", f->name, "Task name");
   cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
   cmd->add_option("-f,--file", f->file, "Task spec YAML");

@@ -63,8 +63,11 @@ TEST_F(CN115981827ATest, Claim3_FailureQueueDemotesAndGivesUpAfterFailMax) {
     EXPECT_EQ(sched_->failure_queue_size(), 1u);
     EXPECT_EQ(sched_->Tick(), 0u);
     const int pt_before = T(id).pt;
-    AdvanceAlive(t2 - 1000);
+    // Passes run all along (every t1) on an idle node: a task let out of FQ early would be
+    // placed by one of them.
+    EXPECT_EQ(RunFor(t2 - 1000), 0u) << "placed before t2";
     EXPECT_EQ(T(id).queue, QueueMembership::kFailure) << "left FQ before t2";
+    EXPECT_EQ(T(id).pt, pt_before) << "demoted before t2";
     clock_.AdvanceMs(1000);
     Heartbeat("n1");
     ASSERT_EQ(sched_->Tick(), 1u);  // FQ -> Q (demoted), placed in the same tick's pass
@@ -135,7 +138,8 @@ TEST_F(CN115981827ATest, Claim1_UntoleratedTaintFilteredThenHighestScoreWins) {
   EXPECT_EQ(T(t2).last_report.rejected[kFilterTaintToleration], 0);
 }
 
-TEST_F(CN115981827ATest, Claim9_ParallelFilterAboveNparGivesIdenticalResult) {
+// Claim 1's pre-filtering: above N_par the filter runs in parallel chunks with the same result.
+TEST_F(CN115981827ATest, Claim1_ParallelFilterAboveNparGivesIdenticalResult) {
   ThreadPool pool(4);
   Rng rng(7);
   std::printf("seed 7\n");
@@ -195,6 +199,53 @@ TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToOneOnFailure) {
   EXPECT_EQ(T(blocked).claim, ClaimStatus::kFailed);
 }
 
+// `why` and the pending reason name the rule that leaves no node (the selector), and a node
+// that joins with the label takes the task.
+TEST_F(CN115981827ATest, Claim1_NoNodeMatchesTheSelectorIsTheReasonUntilOneJoins) {
+  NodeSpec b = MakeNode("gpu-b", 1, 16 * kGiB);
+  b.labels = {{"zone", "b"}};
+  AddNode(b);
+  TaskSpec spec = SharedTask(kGiB);
+  spec.node_selector = {{"zone", "a"}};
+  const TaskId id = Submit(spec);
+  EXPECT_EQ(sched_->Tick(), 0u);
+  EXPECT_EQ(T(id).last_report.rejected[kFilterNodeSelector], 1);
+  EXPECT_NE(T(id).reason.find("no node matches the node selector zone=a"), std::string::npos)
+      << T(id).reason;
+  auto why = sched_->Explain(id);
+  ASSERT_TRUE(why.ok());
+  EXPECT_NE(why->summary.find("no node matches the node selector zone=a"), std::string::npos)
+      << why->summary;
+  NodeSpec a = MakeNode("gpu-a", 1, 16 * kGiB);
+  a.labels = {{"zone", "a"}, {"rack", "7"}};
+  AddNode(a);
+  AdvanceAlive(sched_->config().t2_ms);
+  EXPECT_EQ(sched_->Tick(), 1u);
+  ASSERT_TRUE(T(id).placement.has_value());
+  EXPECT_EQ(T(id).placement->node, "gpu-a");
+}
+
+TEST_F(CN115981827ATest, Claim1_UntoleratedTaintIsNamedInTheReasonAndATolerationPlaces) {
+  NodeSpec n = MakeNode("gpu1", 1, 16 * kGiB);
+  n.taints = {{"dedicated", "infer", TaintEffect::kNoSchedule},
+              {"spot", "", TaintEffect::kPreferNoSchedule}};
+  AddNode(n);
+  const TaskId plain = Submit(SharedTask(kGiB));
+  EXPECT_EQ(sched_->Tick(), 0u);
+  EXPECT_NE(T(plain).reason.find("every node left has a taint the task does not tolerate: gpu1 "
+                                 "has dedicated=infer:NoSchedule (submit with --toleration "
+                                 "dedicated=infer:NoSchedule)"),
+            std::string::npos)
+      << T(plain).reason;
+  TaskSpec tolerant = SharedTask(kGiB);
+  tolerant.tolerations = {{"dedicated", "infer", false, true, TaintEffect::kNoSchedule}};
+  const TaskId id = Submit(tolerant);
+  EXPECT_EQ(sched_->Tick(), 1u);
+  ASSERT_TRUE(T(id).placement.has_value());
+  EXPECT_EQ(T(id).placement->node, "gpu1");
+  EXPECT_FALSE(T(plain).placement.has_value());
+}
+
 // PATENTS.md section 6: waiting for capacity goes through FQ but is not an execution failure.
 TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresNotFailCnt) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
@@ -206,8 +257,10 @@ TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresNotFailCnt)
   EXPECT_EQ(T(waits).fail_cnt, 0);
   StartAssigned();
   ASSERT_TRUE(sched_->TaskFinished(big, 1, 0, 0).ok());
-  AdvanceAlive(sched_->config().t2_ms - 1000);
-  EXPECT_EQ(T(waits).state, TaskState::kPending);  // parked in FQ until t2
+  // The GPU is free again, and passes run every t1: only FQ keeps the task waiting until t2.
+  EXPECT_EQ(RunFor(sched_->config().t2_ms - 1000), 0u);
+  EXPECT_EQ(T(waits).state, TaskState::kPending);
+  EXPECT_EQ(T(waits).queue, QueueMembership::kFailure);
   AdvanceAlive(1000);
   EXPECT_EQ(sched_->Tick(), 1u);
   EXPECT_EQ(T(waits).state, TaskState::kAssigned);
@@ -266,6 +319,25 @@ TEST_F(CN115981827ATest, Section6_EventDrivenPassDoesNotWaitForT1) {
   EXPECT_EQ(T(id).state, TaskState::kAssigned);
   EXPECT_EQ(sched_->Tick(), 0u);  // nothing changed, t1 not elapsed: no pass
   EXPECT_EQ(sched_->stats().passes, 1);
+}
+
+// CN115981827A claim 2: Q is polled every t1 even when nothing happens at all (no
+// submission, release, heartbeat or node change asks for a pass).
+TEST_F(CN115981827ATest, Claim2_PassRunsAtT1WithoutAnyEvent) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  Submit(SharedTask(kGiB));
+  ASSERT_EQ(sched_->Tick(), 1u);  // the submission's pass
+  ASSERT_EQ(sched_->stats().passes, 1);
+  const DurationMs t1 = sched_->config().t1_ms;
+  clock_.AdvanceMs(t1 - 1);
+  EXPECT_EQ(sched_->Tick(), 0u);
+  EXPECT_EQ(sched_->stats().passes, 1) << "a pass before t1 without an event";
+  clock_.AdvanceMs(1);
+  sched_->Tick();
+  EXPECT_EQ(sched_->stats().passes, 2) << "no pass at t1";
+  clock_.AdvanceMs(t1);
+  sched_->Tick();
+  EXPECT_EQ(sched_->stats().passes, 3) << "no pass at 2 x t1";
 }
 
 TEST_F(CN115981827ATest, Section6_StayQueuedStartsAsSoonAsCapacityFrees) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/units.h"
+#include "core/node_rules.h"
 
 namespace gpusched::core {
 namespace {
@@ -64,6 +65,35 @@ std::string DescribeNeed(const ClusterState& cluster, const PlacementRequest& r,
            roomiest_node->name + " GPU " + std::to_string(roomiest_gpu);
   }
   return out;
+}
+
+std::string DescribeRules(const ClusterState& cluster, const PlacementRequest& r) {
+  const bool has_selector = r.node_selector != nullptr && !r.node_selector->empty();
+  const NodeState* tainted = nullptr;  // the first matching node (by name) with a bad taint
+  bool any_takes_work = false, any_matches = false;
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    const NodeState& n = cluster.node(i);
+    if (!TakesWork(n)) continue;
+    any_takes_work = true;
+    if (has_selector && !MatchesSelector(n.labels, r.node_selector)) continue;
+    any_matches = true;
+    if (ToleratesAll(n.taints, r.tolerations)) return "";
+    if (tainted == nullptr || n.name < tainted->name) tainted = &n;
+  }
+  if (!any_matches) {
+    if (!any_takes_work) return "";  // DescribeNeed and the filter counts say so
+    std::string terms;
+    for (const auto& [key, value] : *r.node_selector) {
+      terms += (terms.empty() ? "" : ",") + key + "=" + value;
+    }
+    return "no node matches the node selector " + terms;
+  }
+  for (const Taint& t : tainted->taints) {
+    if (ToleratesAll({t}, r.tolerations)) continue;
+    return "every node left has a taint the task does not tolerate: " + tainted->name +
+           " has " + FormatTaint(t) + " (submit with --toleration " + FormatTaint(t) + ")";
+  }
+  return "";
 }
 
 }  // namespace gpusched::core

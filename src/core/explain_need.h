@@ -15,4 +15,10 @@ namespace gpusched::core {
 std::string DescribeNeed(const ClusterState& cluster, const PlacementRequest& r,
                          const FilterOptions& o);
 
+// The Kubernetes-style rules (CN115981827A claim 1) when they alone leave no node: "no node
+// matches the node selector zone=a", or "every node left has a taint the task does not
+// tolerate: gpu1 has dedicated=infer:NoSchedule (...)". Looks at the nodes that take new work
+// (in name order); "" when one of them passes both the taint and the selector filters.
+std::string DescribeRules(const ClusterState& cluster, const PlacementRequest& r);
+
 }  // namespace gpusched::core

@@ -440,6 +440,11 @@ bool Scheduler::TryPlace(Task& t, FailedShapes& failed_shapes, bool reclaim) {
     return true;
   }
   std::string summary = DescribeReport(result.report, r.exclusive);
+  const FilterCounts& rejected = result.report.rejected;
+  if (rejected[kFilterNodeSelector] > 0 || rejected[kFilterTaintToleration] > 0) {
+    // Say which rule leaves no node, in the words of the task's own flags.
+    if (std::string rules = DescribeRules(cluster_, r); !rules.empty()) summary += "; " + rules;
+  }
   OnCapacityWait(t, result.report, summary);
   if (plain) {
     failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(summary)));

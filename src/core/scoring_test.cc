@@ -50,14 +50,33 @@ TEST(CN115981827A, Claim4_BetweenTiersTakeTheNextTierUp) {
   EXPECT_EQ(t.cpu_milli.Score(0), 5);           // a request of 0
 }
 
+// Pt = floor(St / 4) over the table of PATENTS.md section 4: St and Pt worked out by hand
+// from the tiers, including sums where rounding would differ from the floor (19, 15, 7, 5).
 TEST(CN115981827A, Claim6_PtIsFloorOfStOverFour) {
-  for (int cpu : {1, 2, 4, 8, 16, 32}) {
-    for (int gpu : {0, 500, 1024, 4096, 9000}) {
-      TaskScore s = Score(cpu, gpu, 4 * kGiB, 7);
-      EXPECT_EQ(s.pt, s.st / 4);
-      EXPECT_GE(s.st, 4);
-      EXPECT_LE(s.st, 20);
-    }
+  struct Case {
+    double cores;
+    int64_t gpu_mib, mem_mib;
+    double hours;
+    int st, pt;
+  };
+  const Case cases[] = {
+      {1, 500, 1 * kGiB, 0.5, 20, 5},       // 5+5+5+5
+      {2, 500, 1 * kGiB, 0.5, 19, 4},       // 4+5+5+5
+      {1, 500, 1 * kGiB, 8, 18, 4},         // 5+5+5+3
+      {2, 1 * kGiB, 2 * kGiB, 3, 16, 4},    // 4+4+4+4
+      {2, 1 * kGiB, 2 * kGiB, 8, 15, 3},    // 4+4+4+3
+      {4, 2 * kGiB, 4 * kGiB, 3, 13, 3},    // 3+3+3+4
+      {4, 2 * kGiB, 4 * kGiB, 8, 12, 3},    // 3+3+3+3
+      {4, 4 * kGiB, 8 * kGiB, 20, 9, 2},    // 3+2+2+2
+      {8, 4 * kGiB, 8 * kGiB, 20, 8, 2},    // 2+2+2+2
+      {8, 4 * kGiB, 8 * kGiB, 48, 7, 1},    // 2+2+2+1
+      {16, 8 * kGiB, 16 * kGiB, 20, 5, 1},  // 1+1+1+2
+      {16, 8 * kGiB, 16 * kGiB, 48, 4, 1},  // 1+1+1+1
+  };
+  for (const Case& c : cases) {
+    const TaskScore s = Score(c.cores, c.gpu_mib, c.mem_mib, c.hours);
+    EXPECT_EQ(s.st, c.st) << c.cores << " cores, " << c.gpu_mib << " MiB, " << c.hours << " h";
+    EXPECT_EQ(s.pt, c.pt) << "St " << c.st;
   }
 }
 

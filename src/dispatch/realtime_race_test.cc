@@ -19,10 +19,11 @@ DispatcherConfig Config(int gpus) {
   return c;
 }
 
-// 8 threads race for the GPUs with the clock frozen at t = 0. Every grab writes
+// Scenario 8 (PATENTS.md section 1; the patent has 7 claims): claim 4's marks under 8 racing
+// threads, with the clock frozen at t = 0. Every grab writes
 // {owner = ticket, fin = 100} and every owner's release writes {none, 0}, so a reader must
 // only ever see those two shapes: anything else is a torn update.
-TEST(CN113051059B, Claim8_RacingThreadsKeepMarksConsistent) {
+TEST(CN113051059B, Claim4_RacingThreadsKeepMarksConsistent) {
   FakeClock clock(0);
   DispatcherConfig c = Config(1);
   c.learning = CostLearning::kOffline;  // keep cost 100 so the invariant is exact

@@ -3,29 +3,10 @@
 #include <algorithm>
 
 #include "core/filters.h"
+#include "core/node_rules.h"
 #include "core/topology.h"
 
 namespace gpusched::rpc {
-namespace {
-
-StatusOr<core::TaintEffect> EffectFromName(const std::string& s, const std::string& field) {
-  if (s == "NoSchedule") return core::TaintEffect::kNoSchedule;
-  if (s == "PreferNoSchedule") return core::TaintEffect::kPreferNoSchedule;
-  if (s == "NoExecute") return core::TaintEffect::kNoExecute;
-  return InvalidArgument(field + ": unknown effect \"" + s +
-                         "\" (use NoSchedule, PreferNoSchedule or NoExecute)");
-}
-
-const char* EffectName(core::TaintEffect e) {
-  switch (e) {
-    case core::TaintEffect::kNoSchedule: return "NoSchedule";
-    case core::TaintEffect::kPreferNoSchedule: return "PreferNoSchedule";
-    case core::TaintEffect::kNoExecute: return "NoExecute";
-  }
-  return "NoSchedule";
-}
-
-}  // namespace
 
 StatusOr<core::TaskState> TaskStateFromName(const std::string& name, const std::string& field) {
   for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kAssigned,
@@ -79,7 +60,7 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
                          core::TaintEffect::kNoSchedule};
     if (out.has_effect) {
       GS_ASSIGN_OR_RETURN(out.effect,
-                          EffectFromName(t.effect(), "tolerations[" + std::to_string(i) + "]"));
+                          core::ParseTaintEffect(t.effect(), "tolerations[" + std::to_string(i) + "]"));
     }
     s.tolerations.push_back(out);
   }
@@ -112,7 +93,7 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
     o->set_key(t.key);
     o->set_value(t.value);
     o->set_exists(t.exists);
-    if (t.has_effect) o->set_effect(EffectName(t.effect));
+    if (t.has_effect) o->set_effect(core::TaintEffectName(t.effect));
   }
   p->set_keep_pending(s.keep_pending_if_infeasible);
   if (s.profile) {
@@ -191,6 +172,17 @@ StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p) {
     s.gpus.push_back({g.model(), g.total_mib()});
   }
   for (const auto& [k, v] : p.labels()) s.labels[k] = v;
+  for (const auto& [k, v] : s.labels) {  // in key order: the same error for the same labels
+    GS_RETURN_IF_ERROR(core::ValidateLabel(k, v, "register.labels", k + "=" + v));
+  }
+  for (int i = 0; i < p.taints_size(); ++i) {
+    const v1::Taint& t = p.taints(i);
+    const std::string field = "register.taints[" + std::to_string(i) + "]";
+    core::Taint out{t.key(), t.value(), core::TaintEffect::kNoSchedule};
+    GS_RETURN_IF_ERROR(core::ValidateLabel(t.key(), t.value(), field, t.key() + "=" + t.value()));
+    GS_ASSIGN_OR_RETURN(out.effect, core::ParseTaintEffect(t.effect(), field + ".effect"));
+    s.taints.push_back(std::move(out));
+  }
   if (p.gpu_links_size() > 0 || p.gpu_numa_size() > 0) {
     s.topology.gpus = p.gpus_size();
     for (uint32_t l : p.gpu_links()) s.topology.links.push_back(static_cast<uint8_t>(std::min(l, 255u)));
@@ -205,6 +197,16 @@ StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p) {
   return s;
 }
 
+void TaintsToProto(const std::vector<core::Taint>& taints,
+                   google::protobuf::RepeatedPtrField<v1::Taint>* out) {
+  for (const core::Taint& t : taints) {
+    v1::Taint* o = out->Add();
+    o->set_key(t.key);
+    o->set_value(t.value);
+    o->set_effect(core::TaintEffectName(t.effect));
+  }
+}
+
 void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p) {
   p->set_name(s.name);
   p->set_address(s.address);
@@ -217,6 +219,7 @@ void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p) {
     g->set_total_mib(s.gpus[i].total_mib);
   }
   for (const auto& [k, v] : s.labels) (*p->mutable_labels())[k] = v;
+  TaintsToProto(s.taints, p->mutable_taints());
   for (uint8_t l : s.topology.links) p->add_gpu_links(l);
   for (int numa : s.topology.numa) p->add_gpu_numa(numa);
 }
@@ -250,6 +253,7 @@ void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bo
     o->set_numa_node(gi < n.topology.numa.size() ? n.topology.numa[gi] : -1);
   }
   for (const auto& [k, v] : n.labels) (*p->mutable_labels())[k] = v;
+  TaintsToProto(n.taints, p->mutable_taints());
 }
 
 void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p) {

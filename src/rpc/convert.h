@@ -25,7 +25,10 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p);
 void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
                  v1::Task* p);
 
+// Registration checks labels and taints as `gpusched agent` does (core/node_rules.h).
 StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p);
+void TaintsToProto(const std::vector<core::Taint>& taints,
+                   google::protobuf::RepeatedPtrField<v1::Taint>* out);
 void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p);
 void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bool connected,
                  v1::Node* p);

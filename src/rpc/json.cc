@@ -43,6 +43,17 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                   {"time_limit_ms", optional(s.has_time_limit_ms(), s.time_limit_ms())},
                   {"retries", optional(s.has_max_retries(), s.max_retries())},
                   {"keep_pending", s.keep_pending()}};
+  // Kubernetes-style rules (CN115981827A claim 1), ordered by key: the same bytes each time.
+  j["request"]["node_selector"] =
+      std::map<std::string, std::string>(s.node_selector().begin(), s.node_selector().end());
+  nlohmann::json tolerations = nlohmann::json::array();
+  for (const auto& t : s.tolerations()) {
+    tolerations.push_back({{"key", t.key()},
+                           {"operator", t.exists() ? "Exists" : "Equal"},
+                           {"value", t.value()},
+                           {"effect", t.effect()}});
+  }
+  j["request"]["tolerations"] = tolerations;
   j["workdir"] = s.workdir();
   // Whose task it is, as accounting counts it (server/accounting.h OwnerOf): "" = "default".
   j["user"] = s.user().empty() ? "default" : s.user();
@@ -85,11 +96,21 @@ nlohmann::json NodeJson(const ::gpusched::v1::Node& n) {
                     {"healthy", !g.unhealthy()},
                     {"last_error", g.last_error()}});
   }
-  return {{"name", n.name()},           {"address", n.address()},
-          {"connected", n.connected()}, {"reachable", n.reachable()},
-          {"available", n.available()}, {"cordoned", n.cordoned()},
-          {"draining", n.draining()},   {"running_tasks", n.running_tasks()},
-          {"gpus", gpus}};
+  nlohmann::json taints = nlohmann::json::array();
+  for (const auto& t : n.taints()) {
+    taints.push_back({{"key", t.key()}, {"value", t.value()}, {"effect", t.effect()}});
+  }
+  return {{"name", n.name()},
+          {"address", n.address()},
+          {"connected", n.connected()},
+          {"reachable", n.reachable()},
+          {"available", n.available()},
+          {"cordoned", n.cordoned()},
+          {"draining", n.draining()},
+          {"running_tasks", n.running_tasks()},
+          {"gpus", gpus},
+          {"labels", std::map<std::string, std::string>(n.labels().begin(), n.labels().end())},
+          {"taints", taints}};
 }
 
 nlohmann::json WhyJson(const ::gpusched::v1::WhyResponse& w) {

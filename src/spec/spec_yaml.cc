@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/units.h"
+#include "core/node_rules.h"
 
 namespace gpusched::spec {
 namespace {
@@ -139,10 +140,9 @@ class Parser {
     if (node["effect"]) {
       GS_ASSIGN_OR_RETURN(std::string e, Scalar(node["effect"], "tolerations.effect"));
       t.has_effect = true;
-      if (e == "NoSchedule") t.effect = core::TaintEffect::kNoSchedule;
-      else if (e == "PreferNoSchedule") t.effect = core::TaintEffect::kPreferNoSchedule;
-      else if (e == "NoExecute") t.effect = core::TaintEffect::kNoExecute;
-      else return Error(node["effect"], "tolerations.effect: \"" + e + "\" is not NoSchedule, PreferNoSchedule or NoExecute");
+      auto effect = core::ParseTaintEffect(e, "tolerations.effect");
+      if (!effect.ok()) return Error(node["effect"], effect.status().message());
+      t.effect = *effect;
     }
     return t;
   }

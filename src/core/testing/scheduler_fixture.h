@@ -96,6 +96,19 @@ class SchedulerTest : public ::testing::Test {
     }
   }
 
+  // AdvanceAlive with the scheduler's loop running: Tick() after every 1 s step, as the
+  // server's loop does (passes every t1, FQ flushed every t2). Returns the tasks placed.
+  size_t RunFor(DurationMs ms) {
+    size_t placed = 0;
+    for (DurationMs done = 0; done < ms;) {
+      const DurationMs step = std::min<DurationMs>(1000, ms - done);
+      AdvanceAlive(step);
+      done += step;
+      placed += sched_->Tick();
+    }
+    return placed;
+  }
+
   void ExpectInvariants() {
     Status s = sched_->CheckInvariants();
     EXPECT_TRUE(s.ok()) << s.ToString();

@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "dispatch/sim_device.h"
 
@@ -47,32 +51,76 @@ class StageRunnerTest : public ::testing::Test {
   std::unique_ptr<StageRunner> runner_;
 };
 
+// Registers "timed_<name>" for each built-in `name`: the same kernel, which also records
+// when each of its chunks starts and ends on a logical clock (one atomic counter, so every
+// start and end is ordered against every other).
+struct StageTimes {
+  std::atomic<int64_t> clock{0};
+  std::mutex mu;
+  std::map<std::string, std::pair<int64_t, int64_t>> span;  // kernel -> first start, last end
+
+  void Register(KernelRegistry& kernels, const std::string& name) {
+    Kernel timed = **kernels.Find(name);
+    timed.name = "timed_" + name;
+    timed.native_run = nullptr;
+    timed.run = [this, name, run = timed.run](const ChunkIo& io, const KernelParams& p) {
+      const int64_t start = ++clock;
+      run(io, p);
+      const int64_t end = ++clock;
+      std::lock_guard<std::mutex> lock(mu);
+      auto [it, fresh] = span.try_emplace(name, start, end);
+      it->second = {std::min(it->second.first, start), std::max(it->second.second, end)};
+    };
+    ASSERT_TRUE(kernels.Register(std::move(timed)).ok());
+  }
+};
+
 TEST_F(StageRunnerTest, CN110955526B_Step11_ThreeStagesRunInOrderWithBarrier) {
   ChunkConfig config;
   config.chunk_bytes = 4096;
   MakeGpus(3, 64, config);
+  StageTimes times;
+  for (const char* k : {"scale_u32", "vadd_u32", "sum_u32"}) times.Register(*kernels_, k);
   std::vector<uint32_t> a(64 * 1024);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint32_t>(i);
+  // The scheduler's own view, in the order its events happened (from the subtask threads).
+  std::mutex events_mu;
   std::vector<std::pair<SchedulerEvent::Kind, int>> events;
-  scheduler_->SetObserver([&](const SchedulerEvent& e) { events.push_back({e.kind, e.stage}); });
+  scheduler_->SetObserver([&](const SchedulerEvent& e) {
+    std::lock_guard<std::mutex> lock(events_mu);
+    events.push_back({e.kind, e.stage});
+  });
   JobSpec job;
   job.buffers = {{"a", {a.data(), static_cast<int64_t>(a.size() * 4)}}};
   // Declared out of order: the DAG, not the list, decides.
-  job.stages = {{"sum", "sum_u32", {}, {"c"}, "total", {}},
-                {"add", "vadd_u32", {}, {"b", "a"}, "c", {}},
-                {"triple", "scale_u32", {3.0}, {"a"}, "b", {}, 4}};
+  job.stages = {{"sum", "timed_sum_u32", {}, {"c"}, "total", {}},
+                {"add", "timed_vadd_u32", {}, {"b", "a"}, "c", {}},
+                {"triple", "timed_scale_u32", {3.0}, {"a"}, "b", {}, 4}};
   auto result = runner_->Run(job);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(result->stage_order, (std::vector<std::string>{"triple", "add", "sum"}));
-  // No subtask of a later stage is placed before every subtask of the earlier one completed.
+
+  // Barrier, on the kernels' own clock: a stage starts only after the previous one ended.
+  ASSERT_EQ(times.span.size(), 3u);
+  const auto triple = times.span.at("scale_u32"), add = times.span.at("vadd_u32"),
+             sum = times.span.at("sum_u32");
+  EXPECT_LT(triple.first, triple.second);
+  EXPECT_GT(add.first, triple.second) << "add started before triple ended";
+  EXPECT_GT(sum.first, add.second) << "sum started before add ended";
+
+  // And in the scheduler's events: every subtask of a stage completed before the first
+  // subtask of the next one was placed.
   const std::vector<int> stage_rank{2, 1, 0};  // stage index -> position in the run
-  int done_rank = -1;
-  for (auto [kind, stage] : events) {
-    if (kind == SchedulerEvent::Kind::kPlaced) {
-      EXPECT_GE(stage_rank[stage], done_rank);
+  std::vector<size_t> first_placed(3, events.size()), last_completed(3, 0);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const int rank = stage_rank[events[i].second];
+    if (events[i].first == SchedulerEvent::Kind::kPlaced) {
+      first_placed[rank] = std::min(first_placed[rank], i);
     }
-    if (kind == SchedulerEvent::Kind::kCompleted) done_rank = std::max(done_rank, stage_rank[stage]);
+    if (events[i].first == SchedulerEvent::Kind::kCompleted) last_completed[rank] = i;
   }
+  EXPECT_GT(first_placed[1], last_completed[0]);
+  EXPECT_GT(first_placed[2], last_completed[1]);
   EXPECT_EQ(events.size(), 3u * 2u * 64u);  // 64 chunks per stage, placed + completed
   uint64_t expected = 0;
   for (uint32_t v : a) expected += static_cast<uint32_t>(4 * v);

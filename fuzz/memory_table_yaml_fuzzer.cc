@@ -3,10 +3,13 @@
 // A loaded table is then asked for estimates the way admission asks: for every row's
 // profile, and for each row's model with the largest profile admission lets through
 // (core/task_validation.h), so a formula that loads must also give a sane estimate there.
+// The same bytes are also read as `submit --profile` (spec/profile_flag.h): what parses is
+// within admission's bounds, and errors name the flag.
 
 #include "core/memory_table.h"
 #include "core/task_validation.h"
 #include "fuzz/fuzz_check.h"
+#include "spec/profile_flag.h"
 #include "spec/spec_yaml.h"
 
 namespace {
@@ -25,6 +28,14 @@ void CheckEstimate(const core::GpuMemoryTable& table, const core::MemoryProfile&
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (auto p = spec::ParseProfileFlag(fuzz::Text(data, size), "--profile"); p.ok()) {
+    FUZZ_REQUIRE(!p->model.empty() && p->batch >= 1 && p->batch <= 1'000'000, p->model);
+    FUZZ_REQUIRE(p->height >= 0 && p->height <= 1'000'000, std::to_string(p->height));
+    FUZZ_REQUIRE(p->width >= 0 && p->width <= 1'000'000, std::to_string(p->width));
+  } else {
+    FUZZ_REQUIRE(p.status().code() == StatusCode::kInvalidArgument, p.status().ToString());
+    FUZZ_REQUIRE(p.status().message().starts_with("--profile: "), p.status().ToString());
+  }
   core::GpuMemoryTable table;
   const core::MemoryRow kept{{"train", "kept", 1, 0, 0}, 100};
   FUZZ_REQUIRE(table.AddRow(kept).ok(), "seed row");

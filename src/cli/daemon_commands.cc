@@ -17,7 +17,7 @@ namespace {
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
   std::string store, etcd, lease_ttl, advertise;
-  std::string tls_dir, auth;
+  std::string tls_dir, auth, memory_table;
   bool insecure = false;
 };
 
@@ -27,6 +27,9 @@ void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
   cmd->add_option("--http", f.http, "HTTP address (dashboard, /api/v1, /metrics, /healthz)")
       ->capture_default_str();
   cmd->add_option("--config", f.config, "Server configuration YAML");
+  cmd->add_option("--memory-table", f.memory_table,
+                  "GPU-memory table YAML (rows and formulas): tasks may name a profile "
+                  "(submit --profile) instead of a size");
   cmd->add_flag("--insecure", f.insecure,
                 "Allow listening off loopback without TLS and authentication (warned loudly)");
 }
@@ -46,6 +49,7 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   if (!f.advertise.empty()) c.advertise = f.advertise;
   if (!f.tls_dir.empty()) c.tls_dir = f.tls_dir;
   if (!f.auth.empty()) c.auth = f.auth;
+  if (!f.memory_table.empty()) c.memory_table = f.memory_table;
   if (f.insecure) c.insecure = true;
   if (!f.lease_ttl.empty()) {
     auto ttl = ParseDurationMs(f.lease_ttl, "--lease-ttl");

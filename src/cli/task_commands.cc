@@ -19,6 +19,7 @@
 #include "cli/output.h"
 #include "cli/rule_flags.h"
 #include "rpc/convert.h"
+#include "spec/profile_flag.h"
 #include "spec/spec_yaml.h"
 
 namespace gpusched::cli {
@@ -43,7 +44,7 @@ int64_t NowMs() {
 struct SubmitFlags {
   ClientFlags client;
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
-  std::string time, workdir;
+  std::string time, workdir, profile;
   bool export_env = false, keep_pending = false;
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
@@ -136,6 +137,7 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   CheckNotInFile(cmd, f, "--name", "name", !s.name.empty());
   CheckNotInFile(cmd, f, "--retries", "retries", s.max_retries.has_value());
   CheckNotInFile(cmd, f, "--workdir", "workdir", !s.workdir.empty());
+  CheckNotInFile(cmd, f, "--profile", "profile", s.profile.has_value());
   CheckNotInFile(cmd, f, "--selector", "node_selector", !s.node_selector.empty());
   CheckNotInFile(cmd, f, "--toleration", "tolerations", !s.tolerations.empty());
   if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
@@ -160,6 +162,9 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--retries")) s.max_retries = integer(f.retries, "--retries");
   if (cmd->count("--time")) s.time_limit_ms = OrFail(ParseDurationMs(f.time, "--time"));
   if (cmd->count("--workdir")) s.workdir = f.workdir;
+  if (cmd->count("--profile")) {
+    s.profile = OrFail(spec::ParseProfileFlag(f.profile, "--profile"));
+  }
   if (cmd->count("--selector")) s.node_selector = LabelFlags(f.selector, "--selector");
   if (cmd->count("--toleration")) s.tolerations = TolerationFlags(f.tolerations, "--toleration");
   s.workdir = AbsoluteDir(s.workdir);
@@ -181,6 +186,9 @@ void RegisterSubmit(CLI::App& app) {
   AddClientFlags(cmd, f->client);
   cmd->add_option("--gpus", f->gpus, "GPUs (whole GPUs unless --gpu-mem is given)");
   cmd->add_option("--gpu-mem", f->gpu_mem, "GPU memory per GPU, e.g. 6GiB (shares a GPU)");
+  cmd->add_option("--profile", f->profile,
+                  "What the task is, MODEL[,type=T][,batch=N][,size=HxW]: the server's "
+                  "GPU-memory table gives its GPU memory (instead of --gpu-mem)");
   cmd->add_option("--cpu", f->cpu, "CPU cores");
   cmd->add_option("--mem", f->mem, "RAM, e.g. 4GiB");
   cmd->add_option("--duration", f->duration, "Expected run time, e.g. 2h (for its priority)");

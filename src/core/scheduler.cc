@@ -66,7 +66,8 @@ std::vector<const Task*> Scheduler::Tasks() const {
 
 Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
   GS_RETURN_IF_ERROR(ValidateTaskSpec(spec));
-  if (spec.gpus == 0 && spec.gpu_mem_mib > 0) spec.gpus = 1;  // "--gpu-mem 6GiB": one share
+  // "--gpu-mem 6GiB" or "--profile resnet50" alone: one share of one GPU.
+  if (spec.gpus == 0 && (spec.gpu_mem_mib > 0 || spec.profile)) spec.gpus = 1;
   task.exclusive = false;
   if (spec.gpus == 0) {
     task.gpu_mem_need_mib = 0;

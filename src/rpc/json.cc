@@ -54,6 +54,12 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                            {"effect", t.effect()}});
   }
   j["request"]["tolerations"] = tolerations;
+  if (s.has_profile()) {  // CN109992422A claim 1: the memory table gave gpu_mem_mib
+    const auto& p = s.profile();
+    j["request"]["profile"] = {{"task_type", p.task_type()}, {"model", p.model()},
+                               {"batch", p.batch()},         {"height", p.height()},
+                               {"width", p.width()}};
+  }
   j["workdir"] = s.workdir();
   // Whose task it is, as accounting counts it (server/accounting.h OwnerOf): "" = "default".
   j["user"] = s.user().empty() ? "default" : s.user();

@@ -4,9 +4,12 @@
 
 #include "server/control_plane.h"
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "base/units.h"
+#include "spec/spec_yaml.h"
 
 namespace gpusched::server {
 namespace {
@@ -20,6 +23,23 @@ std::array<int64_t, 5> Fingerprint(const core::Task& t) {
           static_cast<int64_t>(t.history.size())};
 }
 
+// CN109992422A claim 1: the table of the config (a file, then an inline table). The learned
+// peaks are added by Restore, from the store.
+Status LoadMemoryTable(const ServerConfig& config, core::GpuMemoryTable& table) {
+  if (!config.memory_table.empty()) {
+    std::ifstream in(config.memory_table);
+    if (!in) return InvalidArgument("memory_table: cannot read " + config.memory_table);
+    std::stringstream text;
+    text << in.rdbuf();
+    GS_RETURN_IF_ERROR(spec::LoadMemoryTableYaml(text.str(), config.memory_table, &table));
+  }
+  if (!config.memory_table_yaml.empty()) {
+    GS_RETURN_IF_ERROR(
+        spec::LoadMemoryTableYaml(config.memory_table_yaml, "config memory_table", &table));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(
@@ -27,6 +47,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(
   GS_RETURN_IF_ERROR(config.Validate());
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(config.scheduler, clock));
+  GS_RETURN_IF_ERROR(LoadMemoryTable(config, sched->memory_table()));
   std::unique_ptr<ControlPlane> cp(
       new ControlPlane(config, clock, std::move(store), std::move(sched)));
   GS_RETURN_IF_ERROR(cp->Restore());

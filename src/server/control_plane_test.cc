@@ -633,5 +633,85 @@ TEST_F(ControlPlaneTest, FairShareUsageSurvivesARestart) {
   EXPECT_NEAR(again->FairShareOf("a", "u"), before, 1e-9);
 }
 
+// CN109992422A claim 1 through the server: the table from the config, a task that names only
+// a profile (no GPU count, no size), and the peak its agent saw refining the table for the
+// next task of that profile, across a restart.
+class MemoryTableTest : public ControlPlaneTest {
+ protected:
+  void SetUp() override {
+    config_.memory_table_yaml = "rows:\n  - {model: resnet50, mib: 5000}\n";
+  }
+  static core::TaskSpec ProfileOnly() {
+    core::TaskSpec s;
+    s.command = {"true"};
+    s.profile = core::MemoryProfile{"", "resnet50", 1, 0, 0};
+    return s;
+  }
+  static v1::TaskStatus ExitWithPeak(uint64_t id, MiB peak) {
+    v1::TaskStatus st = Exit(id, 1, 0);
+    st.set_peak_gpu_mem_mib(peak);
+    return st;
+  }
+};
+
+TEST_F(MemoryTableTest, CN109992422A_Claim1_ProfileOnlyTaskUsesTheTableAndLearnsItsPeak) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  auto id = cp->Submit(ProfileOnly());
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  cp->RunOnce();
+  v1::Task t = Get(*cp, id->value());
+  EXPECT_EQ(t.state(), "assigned");
+  EXPECT_EQ(t.gpu_mem_need_mib(), 5000);
+  EXPECT_EQ(t.mem_source(), "table");
+  ASSERT_EQ(t.gpu_mem_mib_size(), 1);
+  EXPECT_EQ(t.gpu_mem_mib(0), 5000);
+  Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000));
+  cp->RunOnce();
+  ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
+  cp.reset();
+  auto again = Start(Sqlite());
+  auto next = again->Submit(ProfileOnly());
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  t = Get(*again, next->value());
+  EXPECT_EQ(t.mem_source(), "learned");
+  EXPECT_EQ(t.gpu_mem_need_mib(), 6600);  // the peak + 10 % headroom
+}
+
+TEST_F(MemoryTableTest, LearnedPeakWhoseWriteFailedIsStoredByTheRetry) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  auto id = cp->Submit(ProfileOnly());
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  cp->RunOnce();
+  faults->FailNextCommits(1);
+  Report(*cp, "n1", agent, ExitWithPeak(id->value(), 7000));
+  cp->RunOnce();
+  EXPECT_GE(faults->failed_commits(), 1);
+  clock_.AdvanceMs(config_.store_retry_max_ms);
+  cp->RunOnce();
+  ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
+  cp.reset();
+  auto again = Start(Sqlite());
+  auto next = again->Submit(ProfileOnly());
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(Get(*again, next->value()).mem_source(), "learned");
+  EXPECT_EQ(Get(*again, next->value()).gpu_mem_need_mib(), 7700);
+}
+
+TEST_F(MemoryTableTest, UnreadableTableFileStopsTheStartNamingIt) {
+  config_.memory_table = (dir_ / "missing.yaml").string();
+  auto cp = ControlPlane::Create(config_, clock_, std::make_unique<store::MemoryStore>());
+  ASSERT_FALSE(cp.ok());
+  EXPECT_EQ(cp.status().message(), "memory_table: cannot read " + config_.memory_table);
+  config_.memory_table = "";
+  config_.memory_table_yaml = "rows:\n  - {model: resnet50}\n";
+  cp = ControlPlane::Create(config_, clock_, std::make_unique<store::MemoryStore>());
+  ASSERT_FALSE(cp.ok());
+  EXPECT_NE(cp.status().message().find("rows.mib: must be set"), std::string::npos)
+      << cp.status().message();
+}
+
 }  // namespace
 }  // namespace gpusched::server

@@ -2,11 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 
 #include "base/units.h"
 #include "rpc/tls.h"
+#include "spec/spec_yaml.h"
 #include "store/etcd_client.h"
 
 namespace gpusched::server {
@@ -156,6 +158,30 @@ Status CheckExposure(const ServerConfig& c, bool* warn) {
       "insecure: true) on a network you trust");
 }
 
+namespace {
+
+// `memory_table:` names a file (relative to the config file) or is the table itself, which is
+// checked now so that a bad row stops the start with its line.
+Status ApplyMemoryTable(const YAML::Node& value, const std::string& path, ServerConfig& c) {
+  const std::string field = "config " + path + ": memory_table";
+  if (value.IsScalar()) {
+    const std::filesystem::path file = value.as<std::string>();
+    if (file.empty()) return InvalidArgument(field + ": empty file name");
+    c.memory_table = file.is_absolute()
+                         ? file.string()
+                         : (std::filesystem::path(path).parent_path() / file).string();
+    return Status::Ok();
+  }
+  if (!value.IsMap()) {
+    return InvalidArgument(field + ": expected a file name or a table (rows:, formulas:)");
+  }
+  c.memory_table_yaml = YAML::Dump(value);
+  core::GpuMemoryTable scratch;
+  return spec::LoadMemoryTableYaml(c.memory_table_yaml, field, &scratch);
+}
+
+}  // namespace
+
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
   core::SchedulerConfig& s = c.scheduler;
   const std::map<std::string, Setter> keys = {
@@ -222,6 +248,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
                              ": a key must be an option name");
     }
     const std::string key = kv.first.as<std::string>();
+    if (key == "memory_table") {
+      GS_RETURN_IF_ERROR(ApplyMemoryTable(kv.second, path, c));
+      continue;
+    }
     auto it = keys.find(key);
     if (it == keys.end()) {
       return InvalidArgument("config " + path + ": unknown key \"" + key + "\"");

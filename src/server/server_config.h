@@ -26,6 +26,7 @@
 //   tls_dir: /etc/gpusched/tls  # `gpusched certs init` output: gRPC and HTTP over TLS
 //   insecure: false        # true = allow a non-loopback address without TLS (warned)
 //   allow_root_tasks: false  # agents running as root may start tasks as uid 0
+//   memory_table: tables/gpu-memory.yaml  # CN109992422A claim 1 (or the table inline)
 
 #include <string>
 
@@ -79,6 +80,13 @@ struct ServerConfig {
   bool insecure = false;
   // Whether agents running as root may start a task as a uid-0 account (sent at registration).
   bool allow_root_tasks = false;
+  // CN109992422A claim 1: the GPU-memory table a task's `profile` is looked up in (rows and
+  // formulas, spec/spec_yaml.h), loaded at start. `memory_table`: a YAML file (--memory-table
+  // FILE, or `memory_table: FILE` in the config file, relative to that file);
+  // `memory_table_yaml`: a table written inline in the config file (`memory_table: {rows:
+  // [...]}`). Both may be given; the learned peaks that refine them live in the store.
+  std::string memory_table;
+  std::string memory_table_yaml;
 
   // The server waits in Q for capacity (a task starts as soon as capacity frees).
   static core::SchedulerConfig DefaultSchedulerConfig();

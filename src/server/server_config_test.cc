@@ -70,6 +70,36 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
   }
 }
 
+// CN109992422A claim 1: `memory_table:` names a file (relative to the config file) or is the
+// table itself, checked at load so a bad row stops the start with its field.
+TEST(ServerConfigTest, MemoryTableIsAFileOrInlineAndABadRowIsNamed) {
+  ServerConfig c;
+  const std::string path = WriteFile("memory_table: tables/gpu.yaml\n");
+  ASSERT_TRUE(ApplyConfigFile(path, c).ok());
+  EXPECT_EQ(c.memory_table,
+            (std::filesystem::path(path).parent_path() / "tables/gpu.yaml").string());
+  ServerConfig absolute;
+  ASSERT_TRUE(ApplyConfigFile(WriteFile("memory_table: /etc/gpu.yaml\n"), absolute).ok());
+  EXPECT_EQ(absolute.memory_table, "/etc/gpu.yaml");
+
+  ServerConfig inline_table;
+  Status s = ApplyConfigFile(
+      WriteFile("memory_table:\n  rows:\n    - {model: resnet50, batch: 32, mib: 5000}\n"),
+      inline_table);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NE(inline_table.memory_table_yaml.find("resnet50"), std::string::npos);
+
+  ServerConfig bad;
+  s = ApplyConfigFile(WriteFile("memory_table:\n  rows:\n    - {model: resnet50, mib: -1}\n"),
+                      bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("memory_table"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rows.mib: must be >= 0"), std::string::npos) << s.message();
+  s = ApplyConfigFile(WriteFile("memory_table: [a, b]\n"), bad);
+  EXPECT_NE(s.message().find("memory_table: expected a file name or a table"), std::string::npos)
+      << s.message();
+}
+
 TEST(ServerConfigTest, FairShareKeysAreRead) {
   ServerConfig c;
   EXPECT_EQ(c.scheduler.fair_share.fair_share_weight, 1000);  // defaults

@@ -249,9 +249,12 @@ TEST_F(CN115981827ATest, Claim1_UntoleratedTaintIsNamedInTheReasonAndAToleration
 // PATENTS.md section 6: waiting for capacity goes through FQ but is not an execution failure.
 TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresNotFailCnt) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
+  // One FQ period first: the wait below is timed by the t2 cycle itself, not by the first
+  // flush the scheduler's creation scheduled.
+  ASSERT_EQ(RunFor(sched_->config().t2_ms), 0u);
   const TaskId big = Submit(SharedTask(12 * kGiB));
   const TaskId waits = Submit(SharedTask(12 * kGiB));
-  sched_->Schedule();
+  ASSERT_EQ(sched_->Tick(), 1u);
   EXPECT_EQ(T(waits).queue, QueueMembership::kFailure);
   EXPECT_EQ(T(waits).placement_failures, 1);
   EXPECT_EQ(T(waits).fail_cnt, 0);

@@ -5,6 +5,8 @@
 #include <charconv>
 
 #include "base/units.h"
+#include "core/node_rules.h"
+#include "spec/profile_flag.h"
 
 namespace gpusched::server::rest {
 namespace {
@@ -75,6 +77,32 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
     }
     return Status::Ok();
   }
+  if (key == "node_selector") {  // {"zone": "a"}: labels a node must have
+    if (!v.is_object()) return WrongType(key, v, "an object of label values");
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it->is_string()) return WrongType(key + "." + it.key(), *it, "a string");
+      const std::string value = it->get<std::string>();
+      GS_RETURN_IF_ERROR(core::ValidateLabel(it.key(), value, key, it.key() + "=" + value));
+      s.node_selector[it.key()] = value;
+    }
+    return Status::Ok();
+  }
+  if (key == "tolerations") {  // ["dedicated=infer:NoSchedule"], as `submit --toleration`
+    if (!v.is_array()) return WrongType(key, v, "an array of strings");
+    for (const Json& t : v) {
+      const std::string where = key + "[" + std::to_string(s.tolerations.size()) + "]";
+      if (!t.is_string()) return WrongType(where, t, "a string");
+      GS_ASSIGN_OR_RETURN(core::Toleration parsed,
+                          core::ParseToleration(t.get<std::string>(), where));
+      s.tolerations.push_back(std::move(parsed));
+    }
+    return Status::Ok();
+  }
+  if (key == "profile") {  // "resnet50,batch=32", as `submit --profile`
+    if (!v.is_string()) return WrongType(key, v, "a string");
+    GS_ASSIGN_OR_RETURN(s.profile, spec::ParseProfileFlag(v.get<std::string>(), key));
+    return Status::Ok();
+  }
   if (key == "name" || key == "idempotency_key") {
     if (!v.is_string()) return WrongType(key, v, "a string");
     (key == "name" ? s.name : out.idempotency_key) = v.get<std::string>();
@@ -99,7 +127,8 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
     s.resources.cpu_milli = static_cast<int64_t>(v.get<double>() * 1000);
   } else {
     return InvalidArgument(Quote(key) + ": unknown field (known: command, name, gpus, gpu_mem, "
-                           "cpu, mem, duration, retries, env, idempotency_key)");
+                           "cpu, mem, duration, retries, env, idempotency_key, node_selector, "
+                           "tolerations, profile)");
   }
   return Status::Ok();
 }

@@ -63,6 +63,33 @@ TEST(RestParamsTest, SubmitBodyFields) {
   EXPECT_EQ(*ParseSubmitBody(R"({"command": ["x"], "duration": 90})")->spec.duration_ms, 90'000);
 }
 
+// The REST form of `submit --selector/--toleration/--profile` (CN115981827A claim 1,
+// CN109992422A claim 1): the same parsers, the same errors.
+TEST(RestParamsTest, SubmitBodyNodeRulesAndProfile) {
+  auto b = ParseSubmitBody(R"({"command": ["x"], "node_selector": {"zone": "a"},
+      "tolerations": ["dedicated=infer:NoSchedule", "spot"], "profile": "resnet50,batch=32"})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->spec.node_selector, (std::map<std::string, std::string>{{"zone", "a"}}));
+  ASSERT_EQ(b->spec.tolerations.size(), 2u);
+  EXPECT_EQ(b->spec.tolerations[0],
+            (core::Toleration{"dedicated", "infer", false, true, core::TaintEffect::kNoSchedule}));
+  EXPECT_TRUE(b->spec.tolerations[1].exists);
+  ASSERT_TRUE(b->spec.profile.has_value());
+  EXPECT_EQ(*b->spec.profile, (core::MemoryProfile{"", "resnet50", 32, 0, 0}));
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"command": ["x"], "node_selector": {"": "a"}})", "node_selector: \"=a\": the key is empty"},
+      {R"({"command": ["x"], "node_selector": {"zone": 1}})", "node_selector.zone: must be a string"},
+      {R"({"command": ["x"], "tolerations": ["a=b:Sometimes"]})",
+       "tolerations[0]: \"a=b:Sometimes\": unknown effect \"Sometimes\""},
+      {R"({"command": ["x"], "profile": "resnet50,batch=0"})", "profile: \"resnet50,batch=0\": batch"},
+  };
+  for (const auto& [body, prefix] : bad) {
+    auto r = ParseSubmitBody(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().message().rfind(prefix, 0), 0u) << body << " -> " << r.status().message();
+  }
+}
+
 TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "body: not valid JSON"},

@@ -647,6 +647,15 @@ class MemoryTableTest : public ControlPlaneTest {
     s.profile = core::MemoryProfile{"", "resnet50", 1, 0, 0};
     return s;
   }
+  // Stops `cp`, starts again on the same SQLite file and submits the profile again: what the
+  // table says after the restart.
+  v1::Task ProfileTaskAfterRestart(std::unique_ptr<ControlPlane>& cp) {
+    cp.reset();
+    cp = Start(Sqlite());
+    auto id = cp->Submit(ProfileOnly());
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    return id.ok() ? Get(*cp, id->value()) : v1::Task();
+  }
   static v1::TaskStatus ExitWithPeak(uint64_t id, MiB peak) {
     v1::TaskStatus st = Exit(id, 1, 0);
     st.set_peak_gpu_mem_mib(peak);
@@ -669,11 +678,7 @@ TEST_F(MemoryTableTest, CN109992422A_Claim1_ProfileOnlyTaskUsesTheTableAndLearns
   Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000));
   cp->RunOnce();
   ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
-  cp.reset();
-  auto again = Start(Sqlite());
-  auto next = again->Submit(ProfileOnly());
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  t = Get(*again, next->value());
+  t = ProfileTaskAfterRestart(cp);
   EXPECT_EQ(t.mem_source(), "learned");
   EXPECT_EQ(t.gpu_mem_need_mib(), 6600);  // the peak + 10 % headroom
 }
@@ -692,12 +697,9 @@ TEST_F(MemoryTableTest, LearnedPeakWhoseWriteFailedIsStoredByTheRetry) {
   clock_.AdvanceMs(config_.store_retry_max_ms);
   cp->RunOnce();
   ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
-  cp.reset();
-  auto again = Start(Sqlite());
-  auto next = again->Submit(ProfileOnly());
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  EXPECT_EQ(Get(*again, next->value()).mem_source(), "learned");
-  EXPECT_EQ(Get(*again, next->value()).gpu_mem_need_mib(), 7700);
+  const v1::Task next = ProfileTaskAfterRestart(cp);
+  EXPECT_EQ(next.mem_source(), "learned");
+  EXPECT_EQ(next.gpu_mem_need_mib(), 7700);
 }
 
 TEST_F(MemoryTableTest, UnreadableTableFileStopsTheStartNamingIt) {

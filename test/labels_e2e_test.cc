@@ -52,7 +52,10 @@ TEST_F(ClusterTest, CN115981827A_Claim1_LabelsAndTaintsPlaceTasksEndToEnd) {
   // No node matches: it waits, and `why` says which rule.
   const uint64_t nowhere = Submit({"--gpu-mem", "1GiB", "--selector", "zone=c", "--", "true"});
   ASSERT_TRUE(PollUntil(
-      [&] { return Has(Run({"why", std::to_string(nowhere)}).out, "no node matches the node selector zone=c"); },
+      [&] {
+        return Has(Run({"why", std::to_string(nowhere)}).out,
+                   "no node matches the node selector zone=c");
+      },
       kDeadline))
       << Run({"why", std::to_string(nowhere)}).out;
   // The tainted node is the only one with the label: the taint is named, with the fix.
@@ -104,7 +107,8 @@ TEST_F(ClusterTest, BadLabelTaintSelectorAndTolerationFlagsAreUsageErrors) {
   WriteFile(path("job.yaml"), "node_selector: {zone: a}\ncommand: [\"true\"]\n");
   CliResult r = Run({"submit", "-f", path("job.yaml"), "--selector", "zone=b"});
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_TRUE(Has(r.err, "--selector: " + path("job.yaml") + " sets node_selector already")) << r.err;
+  EXPECT_TRUE(Has(r.err, "--selector: " + path("job.yaml") + " sets node_selector already"))
+      << r.err;
   // Nothing was submitted by any of them.
   EXPECT_TRUE(Tasks().empty());
 }

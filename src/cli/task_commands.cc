@@ -200,7 +200,8 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_flag("--keep-pending", f->keep_pending,
                 "Accept a task no current node can fit (nodes may join later)");
   AddRepeatable(cmd, "--selector", f->selector,
-                "Only nodes with this label, KEY=VALUE (repeatable: all must match; agent --label)");
+                "Only nodes with this label, KEY=VALUE (repeatable: all must match; agent "
+                "--label)");
   AddRepeatable(cmd, "--toleration", f->tolerations,
                 "Tolerate a node taint: KEY=VALUE[:EFFECT], KEY[:EFFECT] (any value) or * "
                 "(every taint); repeatable (agent --taint)");

@@ -98,7 +98,8 @@ TEST(NodeRules, CN115981827A_Claim1_ParsedRulesDriveTheTaintAndSelectorFilters) 
   const std::vector<Toleration> wrong = {*ParseToleration("dedicated=train", "--toleration")};
   r.tolerations = &wrong;
   EXPECT_EQ(FirstRejectingFilter(n, r, {}), kFilterTaintToleration);
-  const std::vector<Toleration> right = {*ParseToleration("dedicated=infer:NoSchedule", "--toleration")};
+  const std::vector<Toleration> right = {
+      *ParseToleration("dedicated=infer:NoSchedule", "--toleration")};
   r.tolerations = &right;
   EXPECT_EQ(FirstRejectingFilter(n, r, {}), kNumFilters);  // PreferNoSchedule never filters
 

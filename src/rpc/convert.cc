@@ -59,8 +59,8 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
     core::Toleration out{t.key(), t.value(), t.exists(), !t.effect().empty(),
                          core::TaintEffect::kNoSchedule};
     if (out.has_effect) {
-      GS_ASSIGN_OR_RETURN(out.effect,
-                          core::ParseTaintEffect(t.effect(), "tolerations[" + std::to_string(i) + "]"));
+      const std::string field = "tolerations[" + std::to_string(i) + "]";
+      GS_ASSIGN_OR_RETURN(out.effect, core::ParseTaintEffect(t.effect(), field));
     }
     s.tolerations.push_back(out);
   }

@@ -82,6 +82,29 @@ TEST_F(ClusterTest, CN115981827A_Claim1_LabelsAndTaintsPlaceTasksEndToEnd) {
   EXPECT_EQ(restored["taints"][0]["key"], "dedicated") << restored;
 }
 
+// The same rules from `gpusched agent --config FILE`: the file's labels and taints, a flag's
+// label winning over the file's for the same key.
+TEST_F(ClusterTest, AgentConfigFileCarriesLabelsAndTaints) {
+  WriteFile(path("agent.yaml"),
+            "labels: {zone: a, rack: r1}\n"
+            "taints: [dedicated=infer:NoSchedule, {key: spot, effect: PreferNoSchedule}]\n");
+  StartAgent("cfg", "1x16GiB", {"--config", path("agent.yaml"), "--label", "zone=b"});
+  const Json n = NodeNamed(Json::parse(Run({"nodes", "--json"}).out), "cfg");
+  EXPECT_EQ(n["labels"], (Json{{"rack", "r1"}, {"zone", "b"}})) << n;
+  ASSERT_EQ(n["taints"].size(), 2u) << n;
+  EXPECT_EQ(n["taints"][0]["key"], "dedicated");
+  EXPECT_EQ(n["taints"][1]["effect"], "PreferNoSchedule");
+  // Without --server, here or in the file: a usage error, not a default address.
+  CliResult r = Cli({"agent", "--name", "x", "--config", path("agent.yaml")});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(Has(r.err, "--server: missing")) << r.err;
+  WriteFile(path("bad.yaml"), "taints: [a=b:Sometimes]\n");
+  r = Run({"agent", "--name", "x", "--config", path("bad.yaml")});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(Has(r.err, path("bad.yaml") + ": taints[0]: \"a=b:Sometimes\": unknown effect"))
+      << r.err;
+}
+
 TEST_F(ClusterTest, BadLabelTaintSelectorAndTolerationFlagsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;

@@ -3,8 +3,11 @@
 // their supervisors (the next agent on its data dir adopts them); `gpusched dev` kills its
 // agents' tasks.
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "agent/agent_config.h"
 #include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -111,13 +114,40 @@ agent::ExecutorKind ExecutorFrom(const std::string& executor) {
   return *kind;
 }
 
+// `agent --config FILE` under the flags: a flag given wins; the file's labels and taints add
+// to the flags' (a label in both keeps the flag's value).
+void MergeAgentConfigFile(const std::string& path, CLI::App* cmd, agent::AgentConfig& c) {
+  std::ifstream in(path);
+  if (!in) Fail(InvalidArgument("--config: cannot read " + path));
+  std::stringstream text;
+  text << in.rdbuf();
+  agent::AgentConfig file;
+  file.server.clear();  // only what the file says
+  if (Status s = agent::ApplyAgentConfigYaml(text.str(), path, file); !s.ok()) Fail(s);
+  using Field = std::string agent::AgentConfig::*;
+  const std::pair<const char*, Field> scalars[] = {
+      {"--server", &agent::AgentConfig::server},   {"--name", &agent::AgentConfig::name},
+      {"--gpus", &agent::AgentConfig::gpus},       {"--listen", &agent::AgentConfig::listen},
+      {"--data-dir", &agent::AgentConfig::data_dir}, {"--tls-dir", &agent::AgentConfig::tls_dir},
+      {"--topology", &agent::AgentConfig::topology}};
+  for (const auto& [flag, field] : scalars) {
+    if (cmd->count(flag) == 0) c.*field = file.*field;
+  }
+  for (const auto& [key, value] : file.labels) c.labels.emplace(key, value);
+  c.taints.insert(c.taints.begin(), file.taints.begin(), file.taints.end());
+}
+
 void RegisterAgent(CLI::App& app) {
   auto c = std::make_shared<agent::AgentConfig>();
   auto executor = std::make_shared<std::string>("process");
   CLI::App* cmd = app.add_subcommand("agent", "Run a node agent");
+  auto config_file = std::make_shared<std::string>();
   cmd->add_option("--server", c->server,
-                  "Server address, or the comma-separated servers of an HA control plane")
-      ->required();
+                  "Server address, or the comma-separated servers of an HA control plane "
+                  "(required, here or in --config)");
+  cmd->add_option("--config", *config_file,
+                  "Agent configuration YAML: server, name, gpus, listen, data_dir, tls_dir, "
+                  "topology, labels, taints (flags given as well win)");
   cmd->add_option("--name", c->name, "Node name (default: host name)");
   cmd->add_option("--gpus", c->gpus, "Simulated GPUs when no NVIDIA driver, e.g. 8x80GiB")
       ->capture_default_str();
@@ -161,9 +191,14 @@ void RegisterAgent(CLI::App& app) {
   cmd->add_option("--preload", c->preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");
-  cmd->callback([c, executor, health_period, memory_grace, labels, taints] {
+  cmd->callback([c, cmd, config_file, executor, health_period, memory_grace, labels, taints] {
     c->labels = LabelFlags(*labels, "--label");
     c->taints = TaintFlags(*taints, "--taint");
+    if (cmd->count("--server") == 0) c->server.clear();  // no default: say where
+    if (!config_file->empty()) MergeAgentConfigFile(*config_file, cmd, *c);
+    if (c->server.empty()) {
+      Fail(InvalidArgument("--server: missing; give --server ADDR (or server: in --config)"));
+    }
     c->executor = ExecutorFrom(*executor);
     c->gpu_health_period_ms = OrFail(ParseDurationMs(*health_period, "gpu-health-period"));
     c->gpu_memory_grace_ms = OrFail(ParseDurationMs(*memory_grace, "gpu-memory-grace"));

@@ -1,0 +1,93 @@
+#include "agent/agent_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+
+#include "core/node_rules.h"
+
+namespace gpusched::agent {
+namespace {
+
+// One taint: the flag's text ("dedicated=infer:NoSchedule") or {key, value, effect}.
+StatusOr<core::Taint> TaintFrom(const YAML::Node& node, const std::string& field) {
+  if (node.IsScalar()) return core::ParseTaint(node.Scalar(), field);
+  if (!node.IsMap()) return InvalidArgument(field + ": expected KEY=VALUE:EFFECT or a mapping");
+  std::string key, value, effect;
+  for (const auto& kv : node) {
+    const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    std::string* out = name == "key"      ? &key
+                       : name == "value"  ? &value
+                       : name == "effect" ? &effect
+                                          : nullptr;
+    if (out == nullptr) {
+      return InvalidArgument(field + ": \"" + name + "\" is not key, value or effect");
+    }
+    if (!kv.second.IsScalar()) return InvalidArgument(field + "." + name + ": expected a word");
+    *out = kv.second.Scalar();
+  }
+  return core::ParseTaint(key + (value.empty() ? "" : "=" + value) + ":" + effect, field);
+}
+
+Status ApplyRules(const std::string& key, const YAML::Node& value, const std::string& field,
+                  AgentConfig& c) {
+  if (key == "labels") {
+    if (!value.IsMap()) return InvalidArgument(field + ": expected a mapping of label: value");
+    for (const auto& kv : value) {
+      if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+        return InvalidArgument(field + ": a label and its value must be single words");
+      }
+      const std::string k = kv.first.Scalar(), v = kv.second.Scalar();
+      GS_RETURN_IF_ERROR(core::ValidateLabel(k, v, field, k + "=" + v));
+      c.labels[k] = v;
+    }
+    return Status::Ok();
+  }
+  if (!value.IsSequence()) return InvalidArgument(field + ": expected a list of taints");
+  for (size_t i = 0; i < value.size(); ++i) {
+    GS_ASSIGN_OR_RETURN(core::Taint t,
+                        TaintFrom(value[i], field + "[" + std::to_string(i) + "]"));
+    c.taints.push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig& c) {
+  const std::map<std::string, std::string*> scalars = {
+      {"server", &c.server},   {"name", &c.name},       {"gpus", &c.gpus},
+      {"listen", &c.listen},   {"data_dir", &c.data_dir}, {"tls_dir", &c.tls_dir},
+      {"topology", &c.topology}};
+  for (const auto& kv : root) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    const std::string field = source + ": " + key;
+    if (key == "labels" || key == "taints") {
+      GS_RETURN_IF_ERROR(ApplyRules(key, kv.second, field, c));
+      continue;
+    }
+    auto it = scalars.find(key);
+    if (it == scalars.end()) {
+      return InvalidArgument(source + ": unknown key \"" + key +
+                             "\" (known: server, name, gpus, listen, data_dir, tls_dir, "
+                             "topology, labels, taints)");
+    }
+    if (!kv.second.IsScalar()) return InvalidArgument(field + ": expected a single value");
+    *it->second = kv.second.Scalar();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyAgentConfigYaml(std::string_view text, const std::string& source,
+                            AgentConfig& c) {
+  try {  // yaml-cpp throws on malformed text, and on some malformed nodes
+    const YAML::Node root = YAML::Load(std::string(text));
+    if (root.IsNull()) return Status::Ok();
+    if (!root.IsMap()) return InvalidArgument(source + ": expected a mapping of options");
+    return ApplyKeys(root, source, c);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+}  // namespace gpusched::agent

@@ -1,0 +1,31 @@
+#pragma once
+// `gpusched agent --config FILE`: the agent's options in YAML, for a node set up once (systemd,
+// configuration management) instead of a long command line. Flags given as well win; labels
+// and taints of the file and the flags add up (a label given in both takes the flag's value).
+//
+//   server: 10.0.0.1:7070,10.0.0.2:7070   # the server, or the servers of an HA control plane
+//   name: gpu1
+//   gpus: 8x80GiB          # simulated GPUs when no NVML
+//   listen: 0.0.0.0:7071
+//   data_dir: /var/lib/gpusched-agent
+//   tls_dir: /etc/gpusched/tls
+//   topology: nvlink-pairs
+//   labels: {zone: a, gpusched.io/gpu: a100}            # CN115981827A claim 1: node selectors
+//   taints: [dedicated=infer:NoSchedule, {key: spot, effect: PreferNoSchedule}]
+//
+// Unknown keys and bad values are errors naming the source, the key and the value
+// (core/node_rules.h for labels and taints).
+
+#include <string_view>
+
+#include "agent/agent.h"
+#include "base/status.h"
+
+namespace gpusched::agent {
+
+// Applies the YAML `text` to `config`; `source` (the file name) starts every error. On error
+// `config` may be partly changed (the command stops anyway).
+Status ApplyAgentConfigYaml(std::string_view text, const std::string& source,
+                            AgentConfig& config);
+
+}  // namespace gpusched::agent

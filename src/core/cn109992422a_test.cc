@@ -66,6 +66,46 @@ TEST_F(CN109992422ATest, Claim4_LeastLoadedServerThenLeastOccupiedGpu) {
   ExpectInvariants();
 }
 
+// CN109992422A claim 4, third preset principle (satisfaction of the remaining memory):
+// a task is admitted only where one GPU holds all of its request, and the final tie-break is
+// best fit, which keeps the large hole for a later large task. GPU0 is 20 GiB, GPU1 40 GiB;
+// with 10 GiB already on GPU1 a second 10 GiB task puts both GPUs at 50 % (a tie of the
+// occupancy principle), so best fit decides: GPU0 (10 GiB left) and not GPU1 (20 left),
+// and a 25 GiB task then still fits GPU1. Worst fit would leave 20 + 20 and strand it.
+TEST_F(CN109992422ATest, Claim4_SatisfactionPrincipleKeepsTheLargeHoleAndNeverSplitsARequest) {
+  SchedulerConfig config;
+  config.capacity_wait = CapacityWait::kStayQueued;
+  Init(config);
+  NodeSpec s = MakeNode("S", 2, 20 * kGiB);
+  s.gpus[1].total_mib = 40 * kGiB;
+  AddNode(s);
+  const TaskId first = Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();
+  ASSERT_EQ(T(first).placement->gpus, std::vector<int>{1});  // 25 % beats 50 %
+  const TaskId tie = Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(tie).placement->gpus, std::vector<int>{0}) << "best fit breaks the 50 % tie";
+  const TaskId large = Submit(SharedTask(25 * kGiB));
+  sched_->Schedule();
+  ASSERT_TRUE(T(large).placement.has_value()) << T(large).last_report_summary;
+  EXPECT_EQ(T(large).placement->gpus, std::vector<int>{1});
+
+  // Free now: GPU0 10 GiB, GPU1 5 GiB; 15 GiB in all, but no one GPU holds 12 GiB.
+  const TaskId split = Submit(SharedTask(12 * kGiB));
+  sched_->Schedule();
+  EXPECT_EQ(T(split).state, TaskState::kPending);
+  EXPECT_NE(T(split).last_report_summary.find("1 insufficient GPU memory"), std::string::npos)
+      << T(split).last_report_summary;
+  // The 10 GiB share on GPU0 ends: GPU0 has 20 GiB free and the waiting task gets it whole.
+  StartAssigned();
+  ASSERT_TRUE(sched_->TaskFinished(tie, T(tie).attempts, 0, 0).ok());
+  sched_->Schedule();
+  ASSERT_TRUE(T(split).placement.has_value()) << T(split).last_report_summary;
+  EXPECT_EQ(T(split).placement->gpus, std::vector<int>{0});
+  EXPECT_EQ(T(split).placement->gpu_mem_mib, std::vector<MiB>{12 * kGiB});
+  ExpectInvariants();
+}
+
 TEST_F(CN109992422ATest, Claim3_GpuWithoutMemoryFallsBackToTheOther) {
   AddNode(MakeNode("S", 2, 10 * kGiB));
   // GPU0 at 50 %, GPU1 at 80 %.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "base/testing/test_dir.h"
@@ -439,6 +440,39 @@ TEST_F(ControlPlaneTest, LoopWaitsOnTheInjectedClock) {
   }
   cp->StopLoop();
   EXPECT_EQ(fail_cnt, 1) << "the node was not declared lost by the loop";
+}
+
+// CN109992422A claim 4 from the server config: the same cluster and tasks, and the second
+// task lands on another node when the file changes the node order or the score weights.
+// "a" has 4 GPUs, "b" one: the weighted score prefers a's free GPUs, load balance prefers b
+// (no task yet), and so does a server_load-only weighting.
+TEST_F(ControlPlaneTest, CN109992422A_Claim4_ConfigNodeOrderDecidesWhereTheTaskLands) {
+  auto second_task_node = [&](const std::string& yaml) {
+    config_ = ServerConfig();
+    const std::string file = (dir_ / "order.yaml").string();
+    std::ofstream(file) << yaml;
+    const Status applied = ApplyConfigFile(file, config_);
+    EXPECT_TRUE(applied.ok()) << applied.ToString();
+    auto cp = Start(std::make_unique<store::MemoryStore>());
+    v1::RegisterNode a = Node("a");
+    for (int i = 2; i < 4; ++i) *a.add_gpus() = a.gpus(0);
+    for (int i = 2; i < 4; ++i) a.mutable_gpus(i)->set_index(i);
+    v1::RegisterNode b = Node("b");
+    b.mutable_gpus()->RemoveLast();
+    auto agent_a = Connect(*cp, a);
+    auto agent_b = Connect(*cp, b);
+    const uint64_t first = cp->Submit(Spec())->value();
+    cp->RunOnce();
+    EXPECT_EQ(Get(*cp, first).node(), "a") << yaml << ": with no task anywhere, a is first";
+    const uint64_t second = cp->Submit(Spec())->value();
+    cp->RunOnce();
+    return Get(*cp, second).node();
+  };
+  EXPECT_EQ(second_task_node(""), "a");
+  EXPECT_EQ(second_task_node("node_order: weighted_score\n"), "a");
+  EXPECT_EQ(second_task_node("node_order: load_balance\n"), "b");
+  EXPECT_EQ(second_task_node("score_weights: {server_load: 1}\n"), "b");
+  EXPECT_EQ(second_task_node("score_weights: {least_allocated: 1, server_load: 0}\n"), "a");
 }
 
 // CN115981827A claim 9 on the fake clock: the probe daemon's thread waits on the injected

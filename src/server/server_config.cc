@@ -2,9 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "base/units.h"
 #include "rpc/tls.h"
@@ -131,6 +135,22 @@ Setter Text(std::string& out) {
   };
 }
 
+// One of a fixed set of names; the error lists them ("use a, b or c").
+template <typename T>
+Setter Choice(T& out, std::vector<std::pair<std::string, T>> names) {
+  return [&out, names = std::move(names)](const std::string& v, const std::string& f) -> Status {
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (v == names[i].first) {
+        out = names[i].second;
+        return Status::Ok();
+      }
+      list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i].first;
+    }
+    return InvalidArgument(f + ": \"" + v + "\" (use " + list + ")");
+  };
+}
+
 }  // namespace
 
 Status CheckExposure(const ServerConfig& c, bool* warn) {
@@ -180,6 +200,45 @@ Status ApplyMemoryTable(const YAML::Node& value, const std::string& path, Server
   return spec::LoadMemoryTableYaml(c.memory_table_yaml, field, &scratch);
 }
 
+// CN109992422A claim 4 / CN115981827A k8s_select: `score_weights:` is a mapping from scorer
+// (core/scorers.h) to weight >= 0. It replaces the whole set: a scorer not named weighs 0.
+Status ApplyScoreWeights(const YAML::Node& value, const std::string& path, ServerConfig& c) {
+  static constexpr const char* kNames[core::kNumScorers] = {
+      "least_allocated", "balanced_allocation", "server_load", "gpu_best_fit"};
+  const std::string field = "config " + path + ": score_weights";
+  if (!value.IsMap() || value.size() == 0) {
+    return InvalidArgument(field + ": expected a mapping of scorer: weight (least_allocated, "
+                                   "balanced_allocation, server_load, gpu_best_fit)");
+  }
+  core::ScoreWeights w;
+  w.weight.fill(0);
+  for (const auto& kv : value) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+      return InvalidArgument(field + ": expected scorer: weight pairs");
+    }
+    const std::string name = kv.first.as<std::string>();
+    const auto* it = std::find(std::begin(kNames), std::end(kNames), name);
+    if (it == std::end(kNames)) {
+      return InvalidArgument(field + ": unknown scorer \"" + name +
+                             "\" (use least_allocated, balanced_allocation, server_load or "
+                             "gpu_best_fit)");
+    }
+    const std::string text = kv.second.as<std::string>();
+    double& out = w.weight[static_cast<size_t>(it - std::begin(kNames))];
+    GS_RETURN_IF_ERROR(Number(out)(text, field + "." + name));
+    if (!std::isfinite(out) || out < 0 || out > 1e6) {
+      return InvalidArgument(field + "." + name + ": \"" + text +
+                             "\" must be a number from 0 to 1e6");
+    }
+  }
+  if (std::all_of(w.weight.begin(), w.weight.end(), [](double x) { return x == 0; })) {
+    return InvalidArgument(field + ": every weight is 0 (every node would score the same); "
+                                   "give at least one scorer a weight > 0");
+  }
+  c.scheduler.placement.weights = w;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
@@ -213,25 +272,19 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},
       {"fair_share_recalc", Duration(s.fair_share.recalc_ms)},
       {"reclaim_borrowed", Bool(s.reclaim_borrowed)},
-      {"idle_action",
-       [&c](const std::string& v, const std::string& f) -> Status {
-         if (v != "flag" && v != "stop") {
-           return InvalidArgument(f + ": \"" + v + "\" (use flag or stop)");
-         }
-         c.idle_stop = v == "stop";
-         return Status::Ok();
-       }},
+      {"idle_action", Choice<bool>(c.idle_stop, {{"flag", false}, {"stop", true}})},
+      // CN109992422A claim 4: node order and GPU order (core/placement.h).
+      {"node_order", Choice<core::NodeOrder>(s.placement.node_order,
+                                             {{"weighted_score", core::NodeOrder::kWeightedScore},
+                                              {"load_balance", core::NodeOrder::kLoadBalance}})},
+      {"gpu_order", Choice<core::GpuOrder>(s.placement.gpu_order,
+                                           {{"spread", core::GpuOrder::kSpread},
+                                            {"best_fit", core::GpuOrder::kBestFit}})},
+      {"use_reported_free", Bool(s.placement.filter.use_reported_free)},
       {"capacity_wait",
-       [&s](const std::string& v, const std::string& f) -> Status {
-         if (v == "stay_queued") {
-           s.capacity_wait = core::CapacityWait::kStayQueued;
-         } else if (v == "failure_queue") {
-           s.capacity_wait = core::CapacityWait::kFailureQueue;
-         } else {
-           return InvalidArgument(f + ": \"" + v + "\" (use stay_queued or failure_queue)");
-         }
-         return Status::Ok();
-       }},
+       Choice<core::CapacityWait>(s.capacity_wait,
+                                  {{"stay_queued", core::CapacityWait::kStayQueued},
+                                   {"failure_queue", core::CapacityWait::kFailureQueue}})},
   };
   YAML::Node root;
   try {
@@ -250,6 +303,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     const std::string key = kv.first.as<std::string>();
     if (key == "memory_table") {
       GS_RETURN_IF_ERROR(ApplyMemoryTable(kv.second, path, c));
+      continue;
+    }
+    if (key == "score_weights") {
+      GS_RETURN_IF_ERROR(ApplyScoreWeights(kv.second, path, c));
       continue;
     }
     auto it = keys.find(key);

@@ -27,6 +27,12 @@
 //   insecure: false        # true = allow a non-loopback address without TLS (warned)
 //   allow_root_tasks: false  # agents running as root may start tasks as uid 0
 //   memory_table: tables/gpu-memory.yaml  # CN109992422A claim 1 (or the table inline)
+//   node_order: weighted_score  # or load_balance: CN109992422A claim 4 (fewest running tasks,
+//                               # then lowest mean GPU occupancy, then name)
+//   gpu_order: spread      # or best_fit: GPUs inside the node (CN109992422A claims 3-4)
+//   score_weights: {least_allocated: 1, balanced_allocation: 1}  # weighted_score's plugins;
+//                          # also server_load, gpu_best_fit. Scorers not named weigh 0.
+//   use_reported_free: false  # true: free = min(reported by the agent, accounted)
 
 #include <string>
 

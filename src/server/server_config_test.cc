@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 
@@ -60,12 +61,31 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
                                                         {"fair_share_half_life: 7y\n",
                                                          "fair_share_half_life"},
                                                         {"reclaim_borrowed: maybe\n",
-                                                         "reclaim_borrowed: \"maybe\" (use true or false)"}}) {
+                                                         "reclaim_borrowed: \"maybe\" (use true or false)"},
+           {"capacity_wait: later\n",
+            "capacity_wait: \"later\" (use stay_queued or failure_queue)"},
+           // CN109992422A claim 4's placement keys: the key and the value are named.
+           {"node_order: random\n",
+            "node_order: \"random\" (use weighted_score or load_balance)"},
+           {"gpu_order: worst_fit\n", "gpu_order: \"worst_fit\" (use spread or best_fit)"},
+           {"node_order: [a]\n", "node_order: expected a single value"},
+           {"use_reported_free: often\n", "use_reported_free: \"often\" (use true or false)"},
+           {"score_weights: 1\n", "score_weights: expected a mapping"},
+           {"score_weights: {}\n", "score_weights: expected a mapping"},
+           {"score_weights: {luck: 1}\n", "score_weights: unknown scorer \"luck\""},
+           {"score_weights: {server_load: -1}\n",
+            "score_weights.server_load: \"-1\" must be a number from 0 to 1e6"},
+           {"score_weights: {server_load: .nan}\n", "score_weights.server_load: \".nan\""},
+           {"score_weights: {server_load: heavy}\n",
+            "score_weights.server_load: \"heavy\" is not a number"},
+           {"score_weights: {server_load: [1]}\n", "score_weights: expected scorer: weight"},
+           {"score_weights: {server_load: 0, least_allocated: 0}\n",
+            "score_weights: every weight is 0"}}) {
     ServerConfig c;
     const std::string path = WriteFile(text);
     Status s = ApplyConfigFile(path, c);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << text;
-    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(needle), std::string::npos) << text << " -> " << s.message();
     std::filesystem::remove(path);
   }
 }
@@ -115,6 +135,35 @@ TEST(ServerConfigTest, FairShareKeysAreRead) {
   EXPECT_EQ(c.scheduler.fair_share.recalc_ms, 60'000);
   EXPECT_FALSE(c.scheduler.reclaim_borrowed);
   std::filesystem::remove(path);
+}
+
+// CN109992422A claim 4: node order, GPU order and score weights are config keys.
+TEST(ServerConfigTest, PlacementOrderKeysAreRead) {
+  ServerConfig c;
+  EXPECT_EQ(c.scheduler.placement.node_order, core::NodeOrder::kWeightedScore);  // defaults
+  EXPECT_EQ(c.scheduler.placement.gpu_order, core::GpuOrder::kSpread);
+  const std::string path = WriteFile(
+      "node_order: load_balance\ngpu_order: best_fit\nuse_reported_free: true\n"
+      "score_weights: {server_load: 2, gpu_best_fit: 0.5}\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const core::PlacementOptions& p = c.scheduler.placement;
+  EXPECT_EQ(p.node_order, core::NodeOrder::kLoadBalance);
+  EXPECT_EQ(p.gpu_order, core::GpuOrder::kBestFit);
+  EXPECT_TRUE(p.filter.use_reported_free);
+  // The mapping replaces the set: the two default scorers it does not name weigh 0.
+  EXPECT_EQ(p.weights.weight, (std::array<double, core::kNumScorers>{0, 0, 2, 0.5}));
+  std::filesystem::remove(path);
+
+  ServerConfig back;
+  const std::string again =
+      WriteFile("node_order: weighted_score\ngpu_order: spread\n"
+                "score_weights:\n  least_allocated: 3\n  balanced_allocation: 1\n");
+  ASSERT_TRUE(ApplyConfigFile(again, back).ok());
+  EXPECT_EQ(back.scheduler.placement.node_order, core::NodeOrder::kWeightedScore);
+  EXPECT_EQ(back.scheduler.placement.weights.weight,
+            (std::array<double, core::kNumScorers>{3, 1, 0, 0}));
+  std::filesystem::remove(again);
 }
 
 TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {

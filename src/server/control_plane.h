@@ -153,8 +153,17 @@ class ControlPlane {
   void DisconnectAgents();
 
   // ---- probe daemon (CN115981827A claim 9) ----
-  std::vector<std::pair<std::string, std::string>> ProbeTargets();  // (node, address)
+  struct ProbeTarget {
+    std::string node, address;
+    bool first = false;  // registered since the prober attached, no probe result yet
+  };
+  // Connected nodes, by name; `first_only`: those waiting for their first probe.
+  std::vector<ProbeTarget> ProbeTargets(bool first_only = false);
   void SetProbeResult(const std::string& node, bool reachable);
+  // While a prober is attached, a node that registers is unreachable until SetProbeResult
+  // says otherwise, and `wake` is called (with the lock held: it must not call back) so that
+  // it is probed at once. nullptr detaches; no `wake` runs after that returns.
+  void AttachProber(std::function<void()> wake);
 
   // ---- observability ----
   std::string MetricsText();  // O(states + nodes), never O(tasks)
@@ -240,6 +249,8 @@ class ControlPlane {
   std::unordered_map<TaskId, std::array<int64_t, 5>> persisted_;
   std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
   std::map<std::string, bool> probe_ok_;
+  std::function<void()> probe_wake_;   // the attached prober, or empty
+  std::set<std::string> probe_first_;  // registered, waiting for their first probe
   TokenTable tokens_;
 
   // ---- commit pipeline ----

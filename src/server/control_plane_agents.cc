@@ -20,7 +20,8 @@ bool PlacedElsewhere(const core::Task* t, const std::string& node) {
 
 void ControlPlane::UpdateReachable(const std::string& node) {
   auto probe = probe_ok_.find(node);
-  const bool ok = connections_.count(node) > 0 && (probe == probe_ok_.end() || probe->second);
+  const bool ok = connections_.count(node) > 0 && probe_first_.count(node) == 0 &&
+                  (probe == probe_ok_.end() || probe->second);
   (void)sched_->SetNodeReachable(node, ok);
 }
 
@@ -35,7 +36,13 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
     // that connection's own handler thread joins it.
     if (old != connections_.end() && old->second != channel) old->second->Close();
     connections_[spec.name] = std::move(channel);
-    probe_ok_.erase(spec.name);  // a fresh connection proves the address for now
+    probe_ok_.erase(spec.name);
+    // CN115981827A claim 9: with a probe daemon, the node's address is probed before the node
+    // gets its first task; without one, the fresh connection proves it for now.
+    if (probe_wake_) {
+      probe_first_.insert(spec.name);
+      probe_wake_();
+    }
     UpdateReachable(spec.name);
     Reconcile(spec.name, reg);
     QueueNode(spec.name);

@@ -276,11 +276,14 @@ uint64_t ControlPlane::WaitForChanges(uint64_t since, DurationMs timeout_ms,
 
 // ---------------------------------------------------------------- probe daemon
 
-std::vector<std::pair<std::string, std::string>> ControlPlane::ProbeTargets() {
+std::vector<ControlPlane::ProbeTarget> ControlPlane::ProbeTargets(bool first_only) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<ProbeTarget> out;
   for (const core::NodeState& n : sched_->cluster().nodes()) {
-    if (connections_.count(n.name) > 0) out.emplace_back(n.name, n.address);
+    const bool first = probe_first_.count(n.name) > 0;
+    if (connections_.count(n.name) > 0 && (first || !first_only)) {
+      out.push_back({n.name, n.address, first});
+    }
   }
   return out;
 }
@@ -289,10 +292,21 @@ void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     probe_ok_[node] = reachable;
+    probe_first_.erase(node);
     UpdateReachable(node);
     Flush();
   }
   Kick();
+}
+
+void ControlPlane::AttachProber(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  probe_wake_ = std::move(wake);
+  if (!probe_wake_) {  // nobody will probe them: back to trusting the connection
+    const std::set<std::string> waiting = std::move(probe_first_);
+    probe_first_.clear();
+    for (const std::string& node : waiting) UpdateReachable(node);
+  }
 }
 
 // ---------------------------------------------------------------- metrics

@@ -14,6 +14,7 @@
 #include "base/testing/test_dir.h"
 #include "server/probe_daemon.h"
 #include "server/testing/fake_agent_channel.h"
+#include "server/testing/tcp_peers.h"
 #include "store/memory_store.h"
 #include "store/sqlite_store.h"
 #include "store/testing/faulty_store.h"
@@ -495,6 +496,53 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_ProbeDaemonRunsOnTheInjectedClock) 
   }
   probe.Stop();
   EXPECT_FALSE(reachable()) << "the probe daemon never ran on the fake clock";
+}
+
+// CN115981827A claim 9: while the probe daemon runs, a node that registers is probed before
+// it gets a task. "a-silent" (its address accepts nothing) would win every tie by name, yet
+// gets nothing, before or after its probe timed out; "b-good" (a listening port) gets the
+// task once its probe answered.
+TEST_F(ControlPlaneTest, CN115981827A_Claim9_NewNodeIsProbedBeforeItsFirstTask) {
+  testing::ListeningPeer listening;
+  testing::SilentPeer silent;
+  ASSERT_FALSE(silent.address().empty()) << "could not fill the silent port's backlog";
+  config_.probe_timeout_ms = 300;
+  auto cp = Start(std::make_unique<store::MemoryStore>());
+  ProbeDaemon probe(*cp, clock_);
+  probe.Start();
+  auto node = [&](const std::string& name) {
+    for (const v1::Node& n : cp->ListNodes()) {
+      if (n.name() == name) return n;
+    }
+    return v1::Node();
+  };
+
+  v1::RegisterNode a = Node("a-silent");
+  a.set_address(silent.address());
+  auto agent_a = Connect(*cp, a);
+  EXPECT_FALSE(node("a-silent").reachable()) << "reachable before any probe";
+  const uint64_t id = cp->Submit(Spec())->value();
+  cp->RunOnce();
+  EXPECT_TRUE(agent_a->assigns().empty()) << "a task went to a node nobody probed";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * config_.probe_timeout_ms));
+  cp->RunOnce();
+  EXPECT_FALSE(node("a-silent").reachable());
+  EXPECT_TRUE(agent_a->assigns().empty());
+
+  v1::RegisterNode b = Node("b-good");
+  b.set_address(listening.address());
+  auto agent_b = Connect(*cp, b);
+  for (int spin = 0; !node("b-good").reachable() && spin < 400; ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(node("b-good").reachable()) << "the listening node's probe never answered";
+  cp->RunOnce();
+  EXPECT_EQ(agent_b->assigns(), (std::vector<Ref>{{id, 1}}));
+  EXPECT_TRUE(agent_a->assigns().empty());
+  probe.Stop();
+  // Without a daemon, nobody probes: a node that registers now is trusted on its connection.
+  auto agent_c = Connect(*cp, Node("c-late"));
+  EXPECT_TRUE(node("c-late").reachable());
 }
 
 // ---------------------------------------------------------------- idle allocations

@@ -41,11 +41,21 @@ bool ProbeTcp(const std::string& address, DurationMs timeout_ms) {
   return ok;
 }
 
+std::vector<bool> ProbeConcurrently(const std::vector<std::string>& addresses,
+                                    DurationMs timeout_ms, Executor& pool) {
+  std::vector<char> ok(addresses.size(), 0);  // not vector<bool>: written from many threads
+  pool.ParallelFor(addresses.size(),
+                   [&](size_t i) { ok[i] = ProbeTcp(addresses[i], timeout_ms) ? 1 : 0; });
+  return std::vector<bool>(ok.begin(), ok.end());
+}
+
 void ProbeDaemon::Start() {
+  cp_.AttachProber([this] { Wake(); });
   thread_ = std::thread([this] { Run(); });
 }
 
 void ProbeDaemon::Stop() {
+  cp_.AttachProber(nullptr);  // after this returns, no Wake() is running or will run
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -54,19 +64,47 @@ void ProbeDaemon::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void ProbeDaemon::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
 void ProbeDaemon::Run() {
   const DurationMs interval = cp_.config().probe_interval_ms;
+  TimeMs next_round = clock_.NowMs() + interval;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (clock_.WaitFor(lock, cv_, interval, [&] { return stop_; })) return;
+      clock_.WaitFor(lock, cv_, next_round - clock_.NowMs(), [&] { return stop_ || wake_; });
+      if (stop_) return;
+      wake_ = false;
     }
-    for (const auto& [node, address] : cp_.ProbeTargets()) {
-      const TimeMs now = clock_.NowMs();
-      auto [it, fresh] = last_success_.try_emplace(node, now);  // a new node starts trusted
-      if (!fresh && ProbeTcp(address, cp_.config().probe_timeout_ms)) it->second = now;
-      cp_.SetProbeResult(node, clock_.NowMs() - it->second <= 2 * interval);
+    const bool full = clock_.NowMs() >= next_round;
+    if (full) next_round = clock_.NowMs() + interval;
+    Round(cp_.ProbeTargets(/*first_only=*/!full), interval);
+  }
+}
+
+void ProbeDaemon::Round(const std::vector<ControlPlane::ProbeTarget>& targets,
+                        DurationMs interval) {
+  std::vector<std::string> addresses;
+  for (const auto& t : targets) addresses.push_back(t.address);
+  const std::vector<bool> ok = ProbeConcurrently(addresses, cp_.config().probe_timeout_ms, pool_);
+  const TimeMs now = clock_.NowMs();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const std::string& node = targets[i].node;
+    if (ok[i]) {
+      last_success_[node] = now;
+    } else if (targets[i].first) {
+      // A node that registered again is judged by its new probes alone: a success from
+      // before it went away proves nothing about the address it gives now.
+      last_success_.erase(node);
     }
+    auto it = last_success_.find(node);
+    cp_.SetProbeResult(node, it != last_success_.end() && now - it->second <= 2 * interval);
   }
 }
 

@@ -20,15 +20,7 @@ std::unique_ptr<Scheduler> MakeCluster(const CoreBenchConfig& c, Clock& clock, b
   config.memoize_failed_shapes = memo;
   auto s = Scheduler::Create(config, clock);
   GS_CHECK(s.ok());
-  for (int64_t i = 0; i < c.nodes; ++i) {
-    core::NodeSpec node;
-    char name[32];
-    std::snprintf(name, sizeof name, "node-%05lld", static_cast<long long>(i));
-    node.name = name;
-    node.capacity = {128'000, 1024 * 1024};
-    node.gpus.assign(static_cast<size_t>(c.gpus_per_node), {"H100-80GB", 80 * 1024});
-    GS_CHECK((*s)->RegisterNode(node).ok());
-  }
+  for (int64_t i = 0; i < c.nodes; ++i) GS_CHECK((*s)->RegisterNode(BenchNode(i, c.gpus_per_node)).ok());
   return std::move(s).value();
 }
 
@@ -62,6 +54,16 @@ double TimePass(Scheduler& s, int64_t* decisions, int64_t* placed) {
 }
 
 }  // namespace
+
+core::NodeSpec BenchNode(int64_t i, int64_t gpus) {
+  core::NodeSpec node;
+  char name[32];
+  std::snprintf(name, sizeof name, "node-%05lld", static_cast<long long>(i));
+  node.name = name;
+  node.capacity = {128'000, 1024 * 1024};
+  node.gpus.assign(static_cast<size_t>(gpus), {"H100-80GB", 80 * 1024});
+  return node;
+}
 
 CoreBenchResult RunCoreBench(const CoreBenchConfig& c) {
   CoreBenchResult r;

@@ -6,6 +6,8 @@
 #include <ostream>
 #include <vector>
 
+#include "core/node.h"
+
 namespace gpusched::bench {
 
 struct CoreBenchConfig {
@@ -26,6 +28,9 @@ struct CoreBenchResult {
   double uncached_decisions_per_s = 0;
   double ns_per_node_scan = 0;  // uncached pass time / (decisions x nodes)
 };
+
+// Node i of the benchmark clusters: "node-%05d", 128 cores, 1 TiB RAM, `gpus` H100s of 80 GiB.
+core::NodeSpec BenchNode(int64_t i, int64_t gpus);
 
 CoreBenchResult RunCoreBench(const CoreBenchConfig& config);
 void PrintCoreBenchRow(std::ostream& out, const CoreBenchResult& r);

@@ -46,6 +46,9 @@ void ThreadPool::WorkerLoop() {
 
 void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   if (n == 0) return;
+  // Without this, a second caller would replace the job of the first while it runs: indices
+  // skipped or run twice, and `finished_ == total_` never true for one of them (a hang).
+  std::lock_guard call(call_mu_);
   {
     std::lock_guard lock(mu_);
     job_ = &fn;

@@ -3,7 +3,9 @@
 // own. ParallelFor(n, fn) calls fn(i) for every i in [0, n) and returns when all are done.
 //
 // InlineExecutor runs everything on the calling thread. ThreadPool keeps `workers` threads.
-// Thread-safety: ParallelFor may be called from one thread at a time per ThreadPool.
+// Thread-safety: ParallelFor may be called from several threads; the calls on one ThreadPool
+// run one after the other (the pool holds one job at a time). REQUIRES: `fn` does not call
+// ParallelFor on the same pool (it would wait for itself).
 
 #include <condition_variable>
 #include <cstddef>
@@ -44,6 +46,7 @@ class ThreadPool final : public Executor {
   void WorkerLoop();
   bool RunOne();  // takes and runs one index of the current job; false when none is left
 
+  std::mutex call_mu_;  // held by the ParallelFor running; a second caller waits for it
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;

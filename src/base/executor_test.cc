@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 namespace gpusched {
@@ -16,6 +17,33 @@ TEST(ThreadPool, VisitsEveryIndexExactlyOnce) {
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
   }
   EXPECT_EQ(pool.concurrency(), 4u);
+}
+
+// Two threads share one pool (the scheduler's pool and any other caller): each call still
+// visits its own indices exactly once and returns. (Without the serialisation, the second
+// call replaced the first one's job: indices lost or run twice, or a caller waiting forever.)
+TEST(ThreadPool, TwoCallersAtOnceEachGetTheirOwnJob) {
+  ThreadPool pool(3);
+  std::atomic<int> ready{0};
+  constexpr int kRounds = 2000;
+  auto caller = [&](std::vector<std::atomic<int>>* hits) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      pool.ParallelFor(hits->size(), [hits](size_t i) {
+        for (volatile int spin = 0; spin < 200; spin = spin + 1) {
+        }
+        (*hits)[i].fetch_add(1);
+      });
+    }
+  };
+  std::vector<std::atomic<int>> a(16), b(23);
+  std::thread other(caller, &b);
+  caller(&a);
+  other.join();
+  for (auto& h : a) EXPECT_EQ(h.load(), kRounds);
+  for (auto& h : b) EXPECT_EQ(h.load(), kRounds);
 }
 
 TEST(InlineExecutor, RunsInOrder) {

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "bench/core_bench.h"
+#include "bench/filter_bench.h"
 #include "cli/commands.h"
 
 namespace gpusched::cli {
@@ -31,6 +32,33 @@ void RegisterBenchCore(CLI::App& bench) {
       if (!*json) bench::PrintCoreBenchRow(std::cout, results.back());
     }
     if (*json) bench::PrintCoreBenchJson(std::cout, results);
+  });
+  RegisterBenchFilter(bench);
+}
+
+// `gpusched bench filter`: from which cluster size the parallel node filter pays here
+// (CN115981827A claim 1; the server's parallel_threshold).
+void RegisterBenchFilter(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "filter", "Sequential vs parallel node filter per cluster size (where N_par belongs)");
+  auto json = std::make_shared<bool>(false);
+  auto config = std::make_shared<bench::FilterBenchConfig>();
+  cmd->add_flag("--json", *json, "Print one JSON object");
+  cmd->add_option("--nodes", config->nodes, "Cluster sizes (reachable nodes of 8 GPUs)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
+  cmd->add_option("--workers", config->workers, "Pool threads (0 = one per core, at most W)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1024}));
+  cmd->add_option("--chunks", config->chunks, "W, chunks of the node list")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1024}));
+  cmd->callback([=] {
+    const bench::FilterBenchResult r = bench::RunFilterBench(*config);
+    if (*json) {
+      bench::PrintFilterBenchJson(std::cout, r);
+    } else {
+      bench::PrintFilterBench(std::cout, r);
+    }
   });
 }
 

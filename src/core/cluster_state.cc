@@ -123,6 +123,13 @@ void ClusterState::RankNewName(size_t index) {
 void ClusterState::Summarize(size_t index) {
   const NodeState& n = nodes_[index];
   NodeSummary& s = summaries_[index];
+  if (s.reachable != n.reachable) {  // a new node's summary starts unreachable
+    if (n.reachable) {
+      ++reachable_count_;
+    } else {
+      --reachable_count_;
+    }
+  }
   s.reachable = n.reachable;
   s.available = n.available;
   s.unschedulable = n.cordoned || n.draining;

@@ -37,6 +37,9 @@ class ClusterState {
   }
   const std::vector<NodeState>& nodes() const { return nodes_; }
   size_t size() const { return nodes_.size(); }
+  // |M| of CN115981827A claim 1: the nodes the probe daemon marks reachable (kept current by
+  // every summary refresh, so reading it is O(1)).
+  size_t reachable_count() const { return reachable_count_; }
 
   // Interned GPU model names; -1 if no node has this model.
   int ModelId(const std::string& model) const;
@@ -69,6 +72,7 @@ class ClusterState {
   std::unordered_map<std::string, size_t> by_name_;
   std::vector<std::string> models_;
   std::unordered_map<std::string, int> model_ids_;
+  size_t reachable_count_ = 0;
 };
 
 }  // namespace gpusched::core

@@ -181,6 +181,34 @@ TEST_F(CN115981827ATest, Claim1_ParallelFilterAboveNparGivesIdenticalResult) {
   }
 }
 
+// CN115981827A claim 1: P = |M| > N_par ? parallel : sequential, where M is the set the probe
+// daemon marks reachable, not every registered node. 150 nodes with 60 unreachable (|M| = 90)
+// filter sequentially; with 49 unreachable (|M| = 101) in W chunks, with the same answer.
+TEST_F(CN115981827ATest, Claim1_ParallelThresholdCountsOnlyTheReachableSetM) {
+  ThreadPool pool(2);
+  Init({}, &pool);
+  for (int i = 0; i < 150; ++i) AddNode(MakeNode("n" + std::to_string(100 + i), 1, 16 * kGiB));
+  // Marks nodes n[100+from, 100+to) reachable or not, then places one small task.
+  auto place_after = [&](int from, int to, bool reachable) -> const Task& {
+    for (int i = from; i < to; ++i) {
+      EXPECT_TRUE(sched_->SetNodeReachable("n" + std::to_string(100 + i), reachable).ok());
+    }
+    const TaskId id = Submit(SharedTask(kGiB));
+    sched_->Schedule();
+    return T(id);
+  };
+  const Task& first = place_after(0, 60, false);
+  EXPECT_EQ(sched_->cluster().reachable_count(), 90u);
+  EXPECT_EQ(first.last_report.chunks_used, 1u) << "|M| = 90 <= N_par runs sequentially";
+  EXPECT_EQ(first.last_report.rejected[kFilterReachable], 60);
+  EXPECT_EQ(first.placement->node, "n160");  // ties by name among the reachable
+  const Task& second = place_after(49, 60, true);
+  EXPECT_EQ(sched_->cluster().reachable_count(), 101u);
+  EXPECT_EQ(second.last_report.chunks_used, 16u) << "|M| = 101 > N_par runs in W chunks";
+  EXPECT_EQ(second.last_report.rejected[kFilterReachable], 49);
+  EXPECT_EQ(second.placement->node, "n149");
+}
+
 TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToZeroOnSuccess) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
   const TaskId id = Submit(SharedTask(kGiB));

@@ -82,7 +82,10 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
   result.report.total_nodes = static_cast<int64_t>(n);
 
   Candidate best;
-  if (executor_ != nullptr && executor_->concurrency() > 1 && n > options_.parallel_threshold) {
+  // CN115981827A claim 1: the threshold applies to M, the nodes that passed the probe. The
+  // chunks still cover every node (an unreachable one costs one flag test and is counted).
+  const size_t m = cluster.reachable_count();
+  if (executor_ != nullptr && executor_->concurrency() > 1 && m > options_.parallel_threshold) {
     const size_t chunks = std::max<size_t>(1, options_.parallel_chunks);
     const size_t per_chunk = (n + chunks - 1) / chunks;
     std::vector<ChunkResult> parts(chunks);

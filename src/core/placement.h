@@ -4,8 +4,9 @@
 // or why it cannot go anywhere now, with per-filter rejection counts and the score breakdown
 // of the chosen node. Committing (reserving) is the Scheduler's job.
 //
-// CN115981827A claim 9 and section 4: above `parallel_threshold` candidate nodes the filter
-// and score run in W chunks of ceil(|M| / W) nodes on the Executor; the result is identical to
+// CN115981827A claim 1 and section 4: above `parallel_threshold` reachable nodes (|M|, the
+// nodes that passed the probe daemon) the filter and score run in W chunks of the node list
+// on the Executor; the result is identical to
 // the sequential one because each chunk keeps its best node and the merge uses the same total
 // order (score, then name).
 // CN109992422A claims 3-4: inside the chosen node, GPUs are picked by the preset principles.

@@ -430,6 +430,7 @@ bool Scheduler::TryPlace(Task& t, FailedShapes& failed_shapes, bool reclaim) {
     }
   }
   PlacementResult result = placer_.Place(cluster_, r);
+  if (result.report.chunks_used > 1) ++stats_.parallel_decisions;
   if (result.placed) {
     t.last_report = std::move(result.report);
     t.last_report_summary = DescribeReport(t.last_report);

@@ -95,6 +95,7 @@ struct SchedulerStats {
   int64_t passes = 0;
   int64_t decisions = 0;          // placement attempts (placed or not)
   int64_t placed = 0;
+  int64_t parallel_decisions = 0;  // attempts whose filter ran in chunks (|M| > N_par)
   int64_t execution_failures = 0;
   int64_t nodes_lost = 0;
   int64_t tasks_reclaimed = 0;

@@ -45,19 +45,26 @@ Status LoadMemoryTable(const ServerConfig& config, core::GpuMemoryTable& table) 
 StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(
     const ServerConfig& config, Clock& clock, std::unique_ptr<store::StateStore> store) {
   GS_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<ThreadPool> pool;
+  if (config.FilterWorkers() > 1) pool = std::make_unique<ThreadPool>(config.FilterWorkers());
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
-                      core::Scheduler::Create(config.scheduler, clock));
+                      core::Scheduler::Create(config.scheduler, clock, pool.get()));
   GS_RETURN_IF_ERROR(LoadMemoryTable(config, sched->memory_table()));
   std::unique_ptr<ControlPlane> cp(
-      new ControlPlane(config, clock, std::move(store), std::move(sched)));
+      new ControlPlane(config, clock, std::move(store), std::move(pool), std::move(sched)));
   GS_RETURN_IF_ERROR(cp->Restore());
   return cp;
 }
 
 ControlPlane::ControlPlane(const ServerConfig& config, Clock& clock,
                            std::unique_ptr<store::StateStore> store,
+                           std::unique_ptr<ThreadPool> filter_pool,
                            std::unique_ptr<core::Scheduler> scheduler)
-    : config_(config), clock_(clock), store_(std::move(store)), sched_(std::move(scheduler)) {}
+    : config_(config),
+      clock_(clock),
+      store_(std::move(store)),
+      filter_pool_(std::move(filter_pool)),
+      sched_(std::move(scheduler)) {}
 
 ControlPlane::~ControlPlane() { StopLoop(); }
 

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/executor.h"
 #include "core/scheduler.h"
 #include "rpc/convert.h"
 #include "server/agent_channel.h"
@@ -198,6 +199,7 @@ class ControlPlane {
   };
 
   ControlPlane(const ServerConfig& config, Clock& clock, std::unique_ptr<store::StateStore> store,
+               std::unique_ptr<ThreadPool> filter_pool,
                std::unique_ptr<core::Scheduler> scheduler);
   Status Restore();
   Status RestoreFairShareUsage();  // REQUIRES: mu_ held (within Restore)
@@ -241,6 +243,9 @@ class ControlPlane {
   mutable std::mutex mu_;
   std::condition_variable changes_cv_;
   std::condition_variable commit_cv_;
+  // CN115981827A claim 1: lent to the scheduler for the parallel node filter; only the
+  // scheduler calls it, under mu_. Null when filter_workers is 1. Outlives sched_.
+  std::unique_ptr<ThreadPool> filter_pool_;
   std::unique_ptr<core::Scheduler> sched_;
   std::unordered_map<TaskId, core::Placement> last_placement_;
   // What was last queued for writing per task (state, attempts, fail_cnt, Pt, history

@@ -376,6 +376,14 @@ std::string ControlPlane::MetricsText() {
   MetricLine("gpusched_decisions_total", "result=\"placed\"", double(s.placed), out);
   MetricLine("gpusched_decisions_total", "result=\"waiting\"", double(s.decisions - s.placed),
              out);
+  MetricHeader("gpusched_parallel_filter_decisions_total", "counter",
+               "Placement attempts whose node filter ran in chunks on the filter pool "
+               "(reachable nodes above parallel_threshold).", out);
+  MetricLine("gpusched_parallel_filter_decisions_total", "", double(s.parallel_decisions), out);
+  MetricHeader("gpusched_filter_workers", "gauge",
+               "Threads lent to the scheduler for the parallel node filter (1 = none).", out);
+  MetricLine("gpusched_filter_workers", "", double(filter_pool_ ? filter_pool_->concurrency() : 1),
+             out);
   MetricHeader("gpusched_execution_failures_total", "counter", "Execution failures.", out);
   MetricLine("gpusched_execution_failures_total", "", double(s.execution_failures), out);
   MetricHeader("gpusched_nodes_lost_total", "counter", "Nodes lost (no heartbeat).", out);

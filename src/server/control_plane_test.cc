@@ -476,6 +476,32 @@ TEST_F(ControlPlaneTest, CN109992422A_Claim4_ConfigNodeOrderDecidesWhereTheTaskL
   EXPECT_EQ(second_task_node("score_weights: {least_allocated: 1, server_load: 0}\n"), "a");
 }
 
+// CN115981827A claim 1: the server lends the scheduler a pool, and the filter runs in chunks
+// on it once the reachable set M is above N_par (here 2). A node the probe marks unreachable
+// leaves M (3 -> 2 nodes: sequential again); with filter_workers 1 there is no pool at all.
+TEST_F(ControlPlaneTest, CN115981827A_Claim1_ServerLendsTheSchedulerAPoolForTheFilterAboveM) {
+  auto parallel_decisions = [&](int64_t workers, bool one_unreachable) {
+    config_ = ServerConfig();
+    config_.filter_workers = workers;
+    config_.scheduler.placement.parallel_threshold = 2;
+    auto cp = Start(std::make_unique<store::MemoryStore>());
+    std::vector<std::shared_ptr<FakeAgentChannel>> agents;
+    for (const char* name : {"n1", "n2", "n3"}) agents.push_back(Connect(*cp, Node(name)));
+    if (one_unreachable) cp->SetProbeResult("n2", false);
+    EXPECT_TRUE(cp->Submit(Spec()).ok());
+    cp->RunOnce();
+    const std::string metrics = cp->MetricsText();
+    EXPECT_NE(metrics.find("gpusched_filter_workers " + std::to_string(workers) + "\n"),
+              std::string::npos);
+    const size_t at = metrics.find("\ngpusched_parallel_filter_decisions_total ");
+    return at == std::string::npos ? std::string("missing")
+                                   : metrics.substr(at + 1, metrics.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_EQ(parallel_decisions(2, false), "gpusched_parallel_filter_decisions_total 1");
+  EXPECT_EQ(parallel_decisions(2, true), "gpusched_parallel_filter_decisions_total 0");
+  EXPECT_EQ(parallel_decisions(1, false), "gpusched_parallel_filter_decisions_total 0");
+}
+
 // CN115981827A claim 9 on the fake clock: the probe daemon's thread waits on the injected
 // clock, and a node whose address stops answering becomes unreachable after two intervals.
 TEST_F(ControlPlaneTest, CN115981827A_Claim9_ProbeDaemonRunsOnTheInjectedClock) {

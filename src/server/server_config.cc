@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,10 @@ Status ServerConfig::Validate() const {
     if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
   }
   if (kill_grace_ms < 0) return InvalidArgument("kill_grace: must be >= 0");
+  if (filter_workers < 0 || filter_workers > 1024) {
+    return InvalidArgument("filter_workers: " + std::to_string(filter_workers) +
+                           " must be from 0 (one per core) to 1024");
+  }
   if (retain_finished < 0) {
     return InvalidArgument("retain_finished: " + std::to_string(retain_finished) +
                            " must be >= 0");
@@ -70,6 +75,12 @@ Status ServerConfig::Validate() const {
                            FormatDurationMs(scheduler.task_timeout_ms));
   }
   return Status::Ok();
+}
+
+size_t ServerConfig::FilterWorkers() const {
+  if (filter_workers > 0) return static_cast<size_t>(filter_workers);
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::min(cores, std::max<size_t>(1, scheduler.placement.parallel_chunks));
 }
 
 // Token authentication unless both `listen` and `http` are loopback (rpc::IsLoopbackHost:
@@ -125,6 +136,19 @@ Setter Number(double& out) {
     } catch (const std::exception&) {  // stod: not a number or out of range
     }
     return InvalidArgument(f + ": \"" + v + "\" is not a number");
+  };
+}
+
+// A whole number >= `min` into a size_t.
+Setter Count(size_t& out, size_t min) {
+  return [&out, min](const std::string& v, const std::string& f) -> Status {
+    int64_t n = 0;
+    GS_RETURN_IF_ERROR(Integer(n)(v, f));
+    if (n < static_cast<int64_t>(min)) {
+      return InvalidArgument(f + ": \"" + v + "\" must be >= " + std::to_string(min));
+    }
+    out = static_cast<size_t>(n);
+    return Status::Ok();
   };
 }
 
@@ -281,6 +305,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
                                            {{"spread", core::GpuOrder::kSpread},
                                             {"best_fit", core::GpuOrder::kBestFit}})},
       {"use_reported_free", Bool(s.placement.filter.use_reported_free)},
+      // CN115981827A claim 1: the parallel node filter.
+      {"parallel_threshold", Count(s.placement.parallel_threshold, 0)},
+      {"parallel_chunks", Count(s.placement.parallel_chunks, 1)},
+      {"filter_workers", Integer(c.filter_workers)},
       {"capacity_wait",
        Choice<core::CapacityWait>(s.capacity_wait,
                                   {{"stay_queued", core::CapacityWait::kStayQueued},

@@ -33,6 +33,9 @@
 //   score_weights: {least_allocated: 1, balanced_allocation: 1}  # weighted_score's plugins;
 //                          # also server_load, gpu_best_fit. Scorers not named weigh 0.
 //   use_reported_free: false  # true: free = min(reported by the agent, accounted)
+//   parallel_threshold: 100  # CN115981827A claim 1 N_par: above this many reachable nodes
+//   parallel_chunks: 16      # W chunks of the node filter
+//   filter_workers: 0        # threads for them; 0 = one per core (at most W), 1 = sequential
 
 #include <string>
 
@@ -93,6 +96,12 @@ struct ServerConfig {
   // [...]}`). Both may be given; the learned peaks that refine them live in the store.
   std::string memory_table;
   std::string memory_table_yaml;
+  // CN115981827A claim 1: threads of the pool the server lends the scheduler for the parallel
+  // node filter (above scheduler.placement.parallel_threshold reachable nodes, in
+  // parallel_chunks chunks). 0 = one per CPU core, at most parallel_chunks; 1 = no pool.
+  int64_t filter_workers = 0;
+  // The pool size filter_workers asks for on this machine.
+  size_t FilterWorkers() const;
 
   // The server waits in Q for capacity (a task starts as soon as capacity frees).
   static core::SchedulerConfig DefaultSchedulerConfig();

@@ -80,7 +80,13 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
             "score_weights.server_load: \"heavy\" is not a number"},
            {"score_weights: {server_load: [1]}\n", "score_weights: expected scorer: weight"},
            {"score_weights: {server_load: 0, least_allocated: 0}\n",
-            "score_weights: every weight is 0"}}) {
+            "score_weights: every weight is 0"},
+           // CN115981827A claim 1's parallel filter keys.
+           {"parallel_chunks: 0\n", "parallel_chunks: \"0\" must be >= 1"},
+           {"parallel_threshold: -1\n", "parallel_threshold: \"-1\" must be >= 0"},
+           {"parallel_threshold: lots\n", "parallel_threshold: \"lots\" is not an integer"},
+           {"filter_workers: -2\n", "filter_workers: -2 must be from 0 (one per core) to 1024"},
+           {"filter_workers: 5000\n", "filter_workers: 5000 must be from 0"}}) {
     ServerConfig c;
     const std::string path = WriteFile(text);
     Status s = ApplyConfigFile(path, c);
@@ -164,6 +170,23 @@ TEST(ServerConfigTest, PlacementOrderKeysAreRead) {
   EXPECT_EQ(back.scheduler.placement.weights.weight,
             (std::array<double, core::kNumScorers>{3, 1, 0, 0}));
   std::filesystem::remove(again);
+}
+
+// CN115981827A claim 1: N_par, W and the threads of the filter pool are config keys.
+TEST(ServerConfigTest, ParallelFilterKeysAreRead) {
+  ServerConfig c;
+  EXPECT_EQ(c.scheduler.placement.parallel_threshold, 100u);  // defaults
+  EXPECT_EQ(c.scheduler.placement.parallel_chunks, 16u);
+  EXPECT_GE(c.FilterWorkers(), 1u);  // one per core, at most W
+  EXPECT_LE(c.FilterWorkers(), 16u);
+  const std::string path =
+      WriteFile("parallel_threshold: 0\nparallel_chunks: 4\nfilter_workers: 3\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.placement.parallel_threshold, 0u);
+  EXPECT_EQ(c.scheduler.placement.parallel_chunks, 4u);
+  EXPECT_EQ(c.FilterWorkers(), 3u);
+  std::filesystem::remove(path);
 }
 
 TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {

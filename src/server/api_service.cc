@@ -37,6 +37,13 @@ StatusOr<ApiService::Entered> ApiService::Enter(grpc::ServerContext* ctx) {
   return Entered{std::move(cp), std::move(caller)};
 }
 
+StatusOr<ApiService::Entered> ApiService::EnterAsAdmin(grpc::ServerContext* ctx,
+                                                       const std::string& what) {
+  GS_ASSIGN_OR_RETURN(Entered entered, Enter(ctx));
+  GS_RETURN_IF_ERROR(RequireAdmin(entered.caller, what));
+  return entered;
+}
+
 grpc::Status ApiService::Submit(grpc::ServerContext* ctx, const v1::SubmitRequest* req,
                                 v1::SubmitResponse* resp) {
   auto entered = Enter(ctx);
@@ -240,10 +247,8 @@ namespace gpusched::server {
 
 grpc::Status ApiService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
                                      v1::CreateTokenResponse* resp) {
-  auto entered = Enter(ctx);
+  auto entered = EnterAsAdmin(ctx, "token create");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  Status allowed = RequireAdmin(entered->caller, "token create");
-  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   auto minted = entered->cp->CreateToken(req->user(), req->team(), req->admin());
   if (!minted.ok()) return rpc::ToGrpc(minted.status());
   TokenInfoToProto(minted->record, resp->mutable_info());
@@ -253,10 +258,8 @@ grpc::Status ApiService::CreateToken(grpc::ServerContext* ctx, const v1::CreateT
 
 grpc::Status ApiService::ListTokens(grpc::ServerContext* ctx, const v1::ListTokensRequest*,
                                     v1::ListTokensResponse* resp) {
-  auto entered = Enter(ctx);
+  auto entered = EnterAsAdmin(ctx, "token ls");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  Status allowed = RequireAdmin(entered->caller, "token ls");
-  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   for (const store::TokenRecord& r : entered->cp->ListTokens()) {
     TokenInfoToProto(r, resp->add_tokens());
   }
@@ -265,10 +268,8 @@ grpc::Status ApiService::ListTokens(grpc::ServerContext* ctx, const v1::ListToke
 
 grpc::Status ApiService::RevokeToken(grpc::ServerContext* ctx, const v1::RevokeTokenRequest* req,
                                      v1::RevokeTokenResponse* resp) {
-  auto entered = Enter(ctx);
+  auto entered = EnterAsAdmin(ctx, "token revoke");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  Status allowed = RequireAdmin(entered->caller, "token revoke");
-  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   if (req->id().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "id: must be a token id"};
   auto r = entered->cp->RevokeToken(req->id());
   if (!r.ok()) return rpc::ToGrpc(r.status());
@@ -282,10 +283,8 @@ grpc::Status ApiService::RevokeToken(grpc::ServerContext* ctx, const v1::RevokeT
 // (as Slurm's sshare and sacct are readable by users).
 grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRequest* req,
                                   v1::SetQuotaResponse* resp) {
-  auto entered = Enter(ctx);
+  auto entered = EnterAsAdmin(ctx, "quota set");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  Status allowed = RequireAdmin(entered->caller, "quota set");
-  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   ControlPlane& cp = *entered->cp;
   core::TeamQuota q;
   q.team = req->quota().team();

@@ -62,6 +62,8 @@ class ApiService final : public v1::Scheduler::Service {
     Caller caller;
   };
   StatusOr<Entered> Enter(grpc::ServerContext* ctx);
+  // Enter, then PermissionDenied naming `what` unless the caller is an admin.
+  StatusOr<Entered> EnterAsAdmin(grpc::ServerContext* ctx, const std::string& what);
 
   ControlPlaneGate& gate_;
   std::function<v1::ServerStatus()> status_;

@@ -128,10 +128,31 @@ public class GpuschedBindingTest {
     try (ChunkRuntime rt = ChunkRuntime.simulated(LIB, 1, 16, 0); ChunkRuntime.Job job = rt.newJob()) {
       expectError(GpuschedLibrary.E_INVALID_ARGUMENT, "scalar must be finite",
                   () -> job.stage("s", "scale_u32", "a", "b", Double.NaN, 0));
+      job.stage("s", "scale_u32", "a", "b", 2.0, 0);
+      expectError(GpuschedLibrary.E_INVALID_ARGUMENT, "tasks must be >= 1, got 0", () -> job.tasks("s", 0));
+      expectError(GpuschedLibrary.E_NOT_FOUND, "unknown stage", () -> job.tasks("t", 2));
     }
+    tasksThroughTheBinding();
     int cudas = LIB.gpusched_cuda_device_count();
     if (cudas < 0) {
       expectError(GpuschedLibrary.E_FAILED_PRECONDITION, "built without CUDA", () -> ChunkRuntime.cuda(LIB, 0, 0));
+    } else if (cudas == 0) {
+      expectError(GpuschedLibrary.E_UNAVAILABLE, "CUDA device(s) visible", () -> ChunkRuntime.cuda(LIB, 0, 0));
+    }
+  }
+
+  /** StageSpec::tasks from Java: 3 tasks over 4 chunks, all on the GPU executor. */
+  static void tasksThroughTheBinding() {
+    java.nio.ByteBuffer data = java.nio.ByteBuffer.allocateDirect(4 * 8192).order(java.nio.ByteOrder.nativeOrder());
+    for (int i = 0; i < 8192; ++i) data.putInt(i * 4, i);
+    java.nio.ByteBuffer total = java.nio.ByteBuffer.allocateDirect(8).order(java.nio.ByteOrder.nativeOrder());
+    try (ChunkRuntime rt = ChunkRuntime.simulated(LIB, 2, 16, 8192); ChunkRuntime.Job job = rt.newJob()) {
+      job.buffer("data", data, false).buffer("total", total, false)
+         .stage("sum", "sum_u32", "data", "total", 0, 0).tasks("sum", 3);
+      rt.run(job);
+      expect(total.getLong(0) == 8191L * 8192L / 2, "sum over 3 tasks: " + total.getLong(0));
+      expect(job.stat("gpu_tasks") == 3, "gpu_tasks: " + job.stat("gpu_tasks"));
+      expect(job.stat("cpu_tasks") == 0, "cpu_tasks: " + job.stat("cpu_tasks"));
     }
   }
 

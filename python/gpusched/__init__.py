@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = ["ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "SimDevices",
-           "load_library", "ABI_VERSION"]
+           "cuda_device_count", "load_library", "ABI_VERSION"]
 
 ABI_VERSION = 1
 _SONAME = f"libgpusched_c.so.{ABI_VERSION}"
@@ -120,6 +120,9 @@ def _declare(lib):
         "gpusched_sim_devices_scale": ([vp, i32, P(ctypes.c_float), i64, ctypes.c_float],
                                        ctypes.c_int),
         "gpusched_chunks_create_sim": ([ctypes.c_int, i64, i64, P(vp)], ctypes.c_int),
+        "gpusched_chunks_create_cuda": ([ctypes.c_int, i64, P(vp)], ctypes.c_int),
+        "gpusched_cuda_device_count": ([], ctypes.c_int),
+        "gpusched_chunks_job_set_tasks": ([vp, cp, ctypes.c_int], ctypes.c_int),
         "gpusched_chunks_destroy": ([vp], ctypes.c_int),
         "gpusched_chunks_job_new": ([], vp),
         "gpusched_chunks_job_free": ([vp], None),
@@ -373,23 +376,35 @@ class SimDevices(_Handle):
         return used.value, total.value
 
 
+def cuda_device_count():
+    """CUDA devices the library sees: 0 without a driver or GPU, -1 in a build without CUDA."""
+    return load_library().gpusched_cuda_device_count()
+
+
 class ChunkRuntime(_Handle):
-    """The CN110955526B chunk scheduler over simulated GPUs. Shared by threads: runs queue,
-    each one having every GPU of the runtime."""
+    """The CN110955526B chunk scheduler over simulated GPUs, or with cuda=True over CUDA
+    devices 0..gpus-1 (gpus=0: all; gpu_memory_mib is then unused). Shared by threads: runs
+    queue, each one having every GPU of the runtime."""
 
     _destroy = "gpusched_chunks_destroy"
 
-    def __init__(self, gpus, gpu_memory_mib=256, chunk_bytes=0):
+    def __init__(self, gpus, gpu_memory_mib=256, chunk_bytes=0, cuda=False):
         super().__init__()
         lib = load_library()
         handle = ctypes.c_void_p()
-        _check(lib.gpusched_chunks_create_sim(gpus, gpu_memory_mib, chunk_bytes,
-                                              ctypes.byref(handle)))
+        if cuda:
+            _check(lib.gpusched_chunks_create_cuda(gpus, chunk_bytes, ctypes.byref(handle)))
+        else:
+            _check(lib.gpusched_chunks_create_sim(gpus, gpu_memory_mib, chunk_bytes,
+                                                  ctypes.byref(handle)))
         self._h = handle
+        self.last_stats = {}
 
-    def sum_u32(self, values, scale=1):
+    def sum_u32(self, values, scale=1, tasks=1):
         """Runs scale_u32 then sum_u32 over `values` (uint32) on the GPUs: sum(v * scale)
-        modulo 2**32 per element, added as uint64."""
+        modulo 2**32 per element, added as uint64. Each stage is split into `tasks` tasks
+        (CN110955526B claim 2 picks each one's executor); the run's counters are left in
+        `last_stats`."""
         data = (ctypes.c_uint32 * len(values))(*values)
         total = ctypes.c_uint64()
         job = _lib.gpusched_chunks_job_new()
@@ -402,8 +417,13 @@ class ChunkRuntime(_Handle):
                                                       b"scaled", float(scale), 0))
             _check(_lib.gpusched_chunks_job_add_stage(job, b"sum", b"sum_u32", b"scaled",
                                                       b"total", 0.0, 0))
+            for stage in (b"scale", b"sum"):
+                _check(_lib.gpusched_chunks_job_set_tasks(job, stage, tasks))
             with self._call() as h:
                 _check(_lib.gpusched_chunks_run(h, job))
+            self.last_stats = {name: _lib.gpusched_chunks_stat(job, name.encode())
+                               for name in ("subtasks", "bytes_h2d", "cpu_runs", "gpu_tasks",
+                                            "cpu_tasks", "task_waves", "pinned_bytes")}
         finally:
             _lib.gpusched_chunks_job_free(job)
         return total.value

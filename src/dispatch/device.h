@@ -81,6 +81,16 @@ class Device {
   virtual Status Synchronize(StreamId stream) = 0;
   // Blocks until everything enqueued on every stream has run.
   virtual Status SynchronizeAll() = 0;
+
+  // --- Host memory for streaming ---
+  // Page-locks the caller's host range [ptr, ptr + bytes) so copies to and from it run
+  // asynchronously at full bandwidth (cudaHostRegister). Returns true when this call pinned it
+  // (UnpinHost it later, before it is freed), false when the backend has nothing to pin
+  // (SimDevice: host memory already). An error says why pinning failed; the range stays usable
+  // as pageable memory, only slower.
+  virtual StatusOr<bool> PinHost(void* /*ptr*/, size_t /*bytes*/) { return false; }
+  // Undoes a PinHost that returned true. REQUIRES: no enqueued copy still uses the range.
+  virtual Status UnpinHost(void* /*ptr*/) { return Status::Ok(); }
 };
 
 }  // namespace gpusched::dispatch

@@ -16,7 +16,8 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from gpusched import ChunkRuntime, Dispatcher, GpuschedError, Service, SimDevices  # noqa: E402
+from gpusched import (ChunkRuntime, Dispatcher, GpuschedError, Service, SimDevices,  # noqa: E402
+                      cuda_device_count)
 
 OCR = [Service("ocr", cost_ms=100, wait_ms=50, try_ms=1)]
 
@@ -205,6 +206,24 @@ class SharedChunkRuntime(unittest.TestCase):
             self.assertLess(time.monotonic() - start, 30)
         self.assertEqual(errors, [])
         self.assertEqual(results, [expected] * 4)
+
+    def test_tasks_split_each_stage(self):
+        values = list(range(20000))  # 80000 bytes: 10 chunks of 8 KiB per stage
+        with ChunkRuntime(gpus=2, gpu_memory_mib=16, chunk_bytes=8192) as rt:
+            self.assertEqual(rt.sum_u32(values, scale=2, tasks=4), sum(2 * v for v in values))
+            self.assertEqual(rt.last_stats["gpu_tasks"], 8)  # 4 per stage, 2 stages
+            self.assertEqual(rt.last_stats["cpu_tasks"], 0)
+            with self.assertRaises(GpuschedError) as ctx:
+                rt.sum_u32(values, tasks=0)
+            self.assertIn("tasks must be >= 1, got 0", str(ctx.exception))
+
+    def test_cuda_runtime_without_a_gpu_is_a_clear_error(self):
+        count = cuda_device_count()
+        if count > 0:
+            self.skipTest(f"{count} CUDA device(s): the error path needs none")
+        with self.assertRaises(GpuschedError) as ctx:
+            ChunkRuntime(gpus=0, cuda=True)
+        self.assertEqual(ctx.exception.code, 4 if count < 0 else 6)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,52 @@ static int ChunksSumMatchesLoop(void) {
   EXPECT(gpusched_chunks_run(rt, job) == 0);
   EXPECT(total == expected);
   EXPECT(gpusched_chunks_stat(job, "subtasks") == 3);
+  EXPECT(gpusched_chunks_stat(job, "gpu_tasks") == 1);
+  /* StageSpec::tasks through the ABI: 2 tasks over the 3 chunks, both on the GPU executor. */
+  EXPECT(gpusched_chunks_job_set_tasks(job, "sum", 2) == 0);
+  EXPECT(gpusched_chunks_run(rt, job) == 0);
+  EXPECT(total == expected);
+  EXPECT(gpusched_chunks_stat(job, "gpu_tasks") == 2);
+  EXPECT(gpusched_chunks_stat(job, "cpu_tasks") == 0);
+  EXPECT(gpusched_chunks_stat(job, "pin_failures") == 0);
+  EXPECT(gpusched_chunks_job_set_tasks(job, "sum", 0) == 1);
+  EXPECT(strstr(gpusched_last_error(), "tasks must be >= 1, got 0") != NULL);
+  EXPECT(gpusched_chunks_job_set_tasks(job, "nope", 2) == 2);
+  gpusched_chunks_job_free(job);
+  EXPECT(gpusched_chunks_destroy(rt) == 0);
+  return 0;
+}
+
+/* gpusched_cuda_device_count and gpusched_chunks_create_cuda answer in every build: -1 and
+ * FAILED_PRECONDITION without CUDA; with CUDA but no GPU 0 and UNAVAILABLE; with a GPU, a
+ * runtime whose CUDA kernels give the same sum as the loop. */
+static int CudaRuntimeAnswersInEveryBuild(void) {
+  enum { kCount = 3000 };
+  static uint32_t data[kCount];
+  uint64_t total = 0, expected = 0;
+  gpusched_chunks_runtime* rt = NULL;
+  gpusched_chunks_job* job = NULL;
+  const int count = gpusched_cuda_device_count();
+  int i;
+  EXPECT(count >= -1);
+  if (count <= 0) {
+    EXPECT(gpusched_chunks_create_cuda(0, 0, &rt) == (count < 0 ? 4 : 6));
+    EXPECT(rt == NULL);
+    printf("c_abi_test: CUDA device count %d, no CUDA run\n", count);
+    return 0;
+  }
+  for (i = 0; i < kCount; ++i) {
+    data[i] = (uint32_t)i * 2654435761u;
+    expected += data[i];
+  }
+  EXPECT(gpusched_chunks_create_cuda(0, 4096, &rt) == 0);
+  job = gpusched_chunks_job_new();
+  EXPECT(gpusched_chunks_job_add_buffer(job, "data", data, sizeof data, 0) == 0);
+  EXPECT(gpusched_chunks_job_add_buffer(job, "total", &total, sizeof total, 0) == 0);
+  EXPECT(gpusched_chunks_job_add_stage(job, "sum", "sum_u32", "data", "total", 0.0, 0) == 0);
+  EXPECT(gpusched_chunks_run(rt, job) == 0);
+  EXPECT(total == expected);
+  EXPECT(gpusched_chunks_stat(job, "bytes_h2d") == (int64_t)sizeof data);
   gpusched_chunks_job_free(job);
   EXPECT(gpusched_chunks_destroy(rt) == 0);
   return 0;
@@ -68,7 +114,10 @@ static int ChunksSumMatchesLoop(void) {
 
 int main(void) {
   EXPECT(gpusched_abi_version() == GPUSCHED_C_ABI_VERSION);
-  if (DispatcherGrantsTheIdleGpu() != 0 || ChunksSumMatchesLoop() != 0) return 1;
+  if (DispatcherGrantsTheIdleGpu() != 0 || ChunksSumMatchesLoop() != 0 ||
+      CudaRuntimeAnswersInEveryBuild() != 0) {
+    return 1;
+  }
   printf("c_abi_test OK\n");
   return 0;
 }

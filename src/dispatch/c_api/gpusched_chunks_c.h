@@ -35,8 +35,11 @@ int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chu
                                gpusched_chunks_runtime** out);
 /* The same over real GPUs: CUDA devices 0 .. num_gpus - 1 (num_gpus 0: every visible one).
  * GPUSCHED_E_FAILED_PRECONDITION (4) in a library built without CUDA, GPUSCHED_E_UNAVAILABLE
- * (6) when a device cannot be opened. The built-in kernels have CPU implementations only, so a
- * run on CUDA devices reports which kernel lacks a CUDA implementation. */
+ * (6) when no such device is visible or it cannot be opened. The built-in kernels run as CUDA
+ * kernels (H2D copy, kernel, D2H copy on a stream); a user kernel has no CUDA implementation,
+ * so a run of one on CUDA devices reports the kernel's name. Host buffers of 1 MiB or more are
+ * pinned (cudaHostRegister) for the run; one that cannot be pinned is streamed from pageable
+ * memory and the reason is printed on stderr. */
 int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out);
 /* CUDA devices visible to this library: 0 without a driver or GPU, -1 when built without CUDA. */
 int gpusched_cuda_device_count(void);
@@ -70,12 +73,17 @@ int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, co
                                   int64_t bins);
 int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* stage,
                                        const char* after);
+/* Splits `stage` into `tasks` (>= 1, default 1) Spark tasks: contiguous runs of its chunks, at
+ * most one per chunk. Each task goes to the GPU executor, or to the CPU executor when no GPU
+ * has the free memory one of its chunk subtasks needs (CN110955526B claim 2). */
+int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, int tasks);
 
 /* Runs the job to completion (a DAG of stages, a barrier between them). */
 int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job);
 /* After a successful run: an output's address and size (NULL / -1 when unknown), and a counter
  * of the run: "subtasks", "bytes_h2d", "bytes_d2h", "cached", "cache_hits", "moves", "waits",
- * "cpu_runs" (-1 when unknown). */
+ * "cpu_runs", "gpu_tasks", "cpu_tasks", "task_waves", "pinned_bytes", "pin_failures" (-1 when
+ * unknown). */
 const void* gpusched_chunks_output_data(const gpusched_chunks_job* job, const char* name);
 int64_t gpusched_chunks_output_bytes(const gpusched_chunks_job* job, const char* name);
 int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name);

@@ -143,6 +143,9 @@ std::optional<ChunkScheduler::Placed> ChunkScheduler::TryPlaceOne() {
         }
         if (placed) placed->decision = DescribeDecision(d);
       }
+    } else if (s.on_cpu) {  // CN110955526B claim 2: the task went to the CPU executor
+      placed = Placed(s, "cpu-executor");
+      placed->where = Placed::Where::kCpu;
     } else {
       const int64_t bytes = s.in_bytes * (s.key1 ? 2 : 1) + s.out_bytes;
       const StreamDecision d =
@@ -250,7 +253,8 @@ Status ChunkScheduler::Execute(Placed& p) {
       if (ctx.native_stream == nullptr) {
         p.s.kernel->run(io, *p.s.params);
       } else if (p.s.kernel->native_run) {
-        p.s.kernel->native_run(io, *p.s.params, ctx.native_stream);
+        const Status launched = p.s.kernel->native_run(io, *p.s.params, ctx.native_stream);
+        if (!launched.ok()) p.kernel_error = "kernel " + p.s.kernel->name + ": " + launched.message();
       } else {
         p.kernel_error = "kernel " + p.s.kernel->name + ": has no native (CUDA) implementation";
       }
@@ -307,6 +311,21 @@ void ChunkScheduler::Unpin(const ChunkKey& key) {
     (void)DeviceOf(it->second.gpu)->Free(it->second.ptr);
     cache_.erase(it);
   }
+}
+
+StatusOr<bool> ChunkScheduler::PinHost(void* ptr, size_t bytes) {
+  if (devices_.empty()) return false;
+  return devices_.front()->PinHost(ptr, bytes);
+}
+
+Status ChunkScheduler::UnpinHost(void* ptr) {
+  if (devices_.empty()) return Status::Ok();
+  return devices_.front()->UnpinHost(ptr);
+}
+
+std::vector<GpuView> ChunkScheduler::GpuSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Snapshot();
 }
 
 std::optional<int> ChunkScheduler::CachedOn(const ChunkKey& key) const {

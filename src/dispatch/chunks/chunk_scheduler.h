@@ -58,6 +58,8 @@ struct Subtask {
   // When set, the output stays resident on the GPU that computed it, under this key (a
   // persisted stage output), so a later stage finds it in the cache map.
   std::optional<ChunkKey> cache_output;
+  // CN110955526B claim 2: the task's executor is the CPU; the kernel runs on the host buffers.
+  bool on_cpu = false;
   int stage = 0;                       // for events only
 };
 
@@ -70,7 +72,7 @@ struct ChunkStats {
   int64_t cache_hits = 0;     // (10-5) runs on the caching GPU
   int64_t moves = 0;          // (10-6) moves
   int64_t waits = 0;          // Wait decisions (each time a worker found nothing to start)
-  int64_t cpu_runs = 0;       // (10-8)/(10-9) CPU fallbacks
+  int64_t cpu_runs = 0;       // (10-8)/(10-9) CPU fallbacks and claim 2 CPU-executor subtasks
 };
 
 struct SchedulerEvent {
@@ -97,6 +99,12 @@ class ChunkScheduler {
   // subtasks already started have finished.
   Status Run(std::vector<Subtask> subtasks, Executor& executor);
 
+  // Page-locks a host range for streaming through the lowest-id device (pinning is
+  // process-wide); see Device::PinHost. False: nothing to pin (simulated devices).
+  StatusOr<bool> PinHost(void* ptr, size_t bytes);
+  Status UnpinHost(void* ptr);
+  // Every GPU as the policies see it now (free memory, streams free to this scheduler).
+  std::vector<GpuView> GpuSnapshot() const;
   // The GPU holding `key`'s cached copy, if any.
   std::optional<int> CachedOn(const ChunkKey& key) const;
   // Frees every cached chunk of `buffer_id` (Spark's unpersist).

@@ -17,8 +17,10 @@
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
 #ifdef GPUSCHED_C_WITH_CUDA
+#include "dispatch/chunks/cuda_builtins.h"
 #include "dispatch/cuda/cuda_device.h"
 #endif
+#include <cstdio>
 
 using gpusched::Status;
 using gpusched::StatusOr;
@@ -36,7 +38,11 @@ using gpusched::chunks::StageRunner;
 struct gpusched_chunks_runtime {
   gpusched::RealClock clock;
   std::vector<std::unique_ptr<gpusched::dispatch::Device>> devices;
+#ifdef GPUSCHED_C_WITH_CUDA
+  std::unique_ptr<KernelRegistry> kernels = gpusched::chunks::WithCudaBuiltins();
+#else
   std::unique_ptr<KernelRegistry> kernels = KernelRegistry::WithBuiltins();
+#endif
   std::unique_ptr<ChunkScheduler> scheduler;
   std::unique_ptr<gpusched::ThreadPool> pool;
   std::unique_ptr<StageRunner> runner;
@@ -76,6 +82,8 @@ Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& 
   // One driver thread per stream keeps every stream busy (they block in Synchronize).
   rt->pool = std::make_unique<gpusched::ThreadPool>(raw.size() * static_cast<size_t>(config.streams_per_gpu));
   rt->runner = std::make_unique<StageRunner>(*rt->scheduler, *rt->kernels, *rt->pool);
+  // The process edge: a buffer streamed from pageable memory is worth a line on stderr.
+  rt->runner->SetLog([](const std::string& line) { std::fprintf(stderr, "gpusched: %s\n", line.c_str()); });
   *out = rt.release();
   return Status::Ok();
 }
@@ -251,6 +259,22 @@ int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* sta
   });
 }
 
+int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, int tasks) {
+  return Guard([&]() -> Status {
+    if (job == nullptr || stage == nullptr) return Null("job and stage");
+    if (tasks < 1) {
+      return gpusched::InvalidArgument(std::string("stage \"") + stage + "\": tasks must be >= 1" + Got(tasks));
+    }
+    for (auto& st : job->spec.stages) {
+      if (st.name == stage) {
+        st.tasks = tasks;
+        return Status::Ok();
+      }
+    }
+    return gpusched::NotFound(std::string("stage: unknown stage \"") + stage + "\"");
+  });
+}
+
 int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job) {
   return Guard([&]() -> Status {
     if (runtime == nullptr) return Null("runtime");
@@ -281,6 +305,11 @@ int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name) {
   if (job == nullptr || name == nullptr || !job->result) return -1;
   const gpusched::chunks::ChunkStats& s = job->result->stats;
   const std::string n = name;
+  if (n == "gpu_tasks") return job->result->gpu_tasks;
+  if (n == "cpu_tasks") return job->result->cpu_tasks;
+  if (n == "task_waves") return job->result->task_waves;
+  if (n == "pinned_bytes") return job->result->pinned_bytes;
+  if (n == "pin_failures") return job->result->pin_failures;
   if (n == "subtasks") return s.subtasks;
   if (n == "bytes_h2d") return s.bytes_h2d;
   if (n == "bytes_d2h") return s.bytes_d2h;

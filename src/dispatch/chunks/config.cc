@@ -12,6 +12,12 @@ Status ChunkConfig::Validate() const {
   if (idle_wait_ms < 0) {
     return InvalidArgument("idle_wait_ms: must be >= 0, got " + std::to_string(idle_wait_ms));
   }
+  if (free_cpus < 0) return InvalidArgument("free_cpus: must be >= 0 (0: no limit), got " + std::to_string(free_cpus));
+  if (task_cpus < 1) return InvalidArgument("task_cpus: must be >= 1, got " + std::to_string(task_cpus));
+  if (free_cpus != 0 && free_cpus < task_cpus) {
+    return InvalidArgument("free_cpus: must be 0 or >= task_cpus (" + std::to_string(task_cpus) +
+                           "), got " + std::to_string(free_cpus));
+  }
   return Status::Ok();
 }
 

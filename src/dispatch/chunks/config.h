@@ -49,6 +49,12 @@ struct ChunkConfig {
   // work is in flight (only other users of the GPUs could then release anything) before Run()
   // fails with ResourceExhausted. Measured on the injected Clock, retried every 1 ms.
   int64_t idle_wait_ms = 10'000;
+  // CN110955526B claim 2: tasks go to an executor by free memory and free CPUs. `free_cpus` is
+  // the node's CPUs free for this runner's tasks (0: no limit); each running task, on the GPU
+  // executor or the CPU one, holds `task_cpus` of them (Spark's spark.task.cpus). Tasks beyond
+  // the free CPUs run in a later wave of the stage.
+  int free_cpus = 0;
+  int task_cpus = 1;
 
   // Names the first bad field and its value, e.g. "chunk_bytes: must be > 0, got 0".
   Status Validate() const;

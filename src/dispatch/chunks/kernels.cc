@@ -82,9 +82,11 @@ Kernel HistogramU32() {
 
 }  // namespace
 
-std::unique_ptr<KernelRegistry> KernelRegistry::WithBuiltins() {
+std::unique_ptr<KernelRegistry> KernelRegistry::WithBuiltins(
+    const std::function<void(Kernel&)>& extend) {
   auto r = std::make_unique<KernelRegistry>();
   auto must = [&](Kernel k) {
+    if (extend) extend(k);
     Status s = r->Register(std::move(k));
     (void)s;  // built-in names are distinct and valid
   };

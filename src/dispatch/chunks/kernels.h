@@ -49,8 +49,9 @@ struct Kernel {
   std::function<int64_t(const KernelParams&)> result_bytes;
   std::function<void(const ChunkIo&, const KernelParams&)> run;
   // Optional: enqueues the kernel on a native (CUDA) stream, for devices whose buffers the CPU
-  // cannot read. A kernel without it runs only on the simulated devices and the CPU.
-  std::function<void(const ChunkIo&, const KernelParams&, void* native_stream)> native_run;
+  // cannot read; an error names the failed launch. A kernel without it runs only on the
+  // simulated devices and the CPU. The built-ins get theirs from chunks/cuda_builtins.h.
+  std::function<Status(const ChunkIo&, const KernelParams&, void* native_stream)> native_run;
   // Reduce only: acc <- acc (+) partial, both `bytes` long. Must be associative and
   // commutative, so the result does not depend on which chunk finishes first.
   std::function<void(std::byte* acc, const std::byte* partial, int64_t bytes)> combine;
@@ -59,9 +60,11 @@ struct Kernel {
 class KernelRegistry {
  public:
   // An empty registry. WithBuiltins() has vadd_u32, scale_u32, vadd_f32, scale_f32, sum_u32
-  // and histogram_u32.
+  // and histogram_u32; `extend`, when set, is called on each before it is registered (to add
+  // native implementations, see cuda_builtins.h).
   KernelRegistry() = default;
-  static std::unique_ptr<KernelRegistry> WithBuiltins();
+  static std::unique_ptr<KernelRegistry> WithBuiltins(
+      const std::function<void(Kernel&)>& extend = {});
 
   // Errors: a missing name/run, inputs not 1 or 2, element_bytes <= 0, a reduce kernel without
   // result_bytes/combine, or a name already registered.

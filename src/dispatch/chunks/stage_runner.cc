@@ -2,8 +2,55 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+
+#include "dispatch/chunks/executor_choice.h"
 
 namespace gpusched::chunks {
+namespace {
+
+// Page-locking costs time per page and gains nothing on small copies.
+constexpr int64_t kMinPinBytes = kMiB;
+
+// Task t of `tasks` over `n` chunks: chunks [first, last), sizes differing by at most one.
+std::pair<size_t, size_t> TaskRange(size_t n, size_t tasks, size_t t) {
+  return {n * t / tasks, n * (t + 1) / tasks};
+}
+
+}  // namespace
+
+// The host ranges pinned for a run or a stage; unpinned on destruction, so declare it after
+// the memory it pins.
+class StageRunner::HostPins {
+ public:
+  HostPins(ChunkScheduler& scheduler, const std::function<void(const std::string&)>& log,
+           JobResult& result)
+      : scheduler_(scheduler), log_(log), result_(result) {}
+  ~HostPins() {
+    for (void* p : pinned_) (void)scheduler_.UnpinHost(p);
+  }
+  HostPins(const HostPins&) = delete;
+  HostPins& operator=(const HostPins&) = delete;
+
+  void Pin(const std::string& what, void* data, int64_t bytes) {
+    if (data == nullptr || bytes < kMinPinBytes) return;
+    StatusOr<bool> pinned = scheduler_.PinHost(data, static_cast<size_t>(bytes));
+    if (!pinned.ok()) {
+      ++result_.pin_failures;
+      if (log_) log_(what + ": not pinned (" + pinned.status().message() + "); streamed from pageable memory");
+      return;
+    }
+    if (!*pinned) return;  // simulated devices: host memory already
+    pinned_.push_back(data);
+    result_.pinned_bytes += bytes;
+  }
+
+ private:
+  ChunkScheduler& scheduler_;
+  const std::function<void(const std::string&)>& log_;
+  JobResult& result_;
+  std::vector<void*> pinned_;
+};
 
 std::atomic<uint64_t> StageRunner::next_buffer_id_{1};
 
@@ -28,10 +75,12 @@ StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
   }
   const ChunkStats before = scheduler_.stats();
   cache_done_.clear();
+  HostPins pins(scheduler_, log_, result);  // after result.storage: unpinned before it is freed
+  for (const auto& [name, h] : buffers) pins.Pin("buffer \"" + name + "\"", h.data, h.bytes);
   Status status;
   for (int s : plan.order) {  // CN110955526B step (11): stage by stage, a barrier after each
     const StageSpec& st = job.stages[s];
-    status = RunStage(st, *plan.kernels[s], s, buffers, ids, cached);
+    status = RunStage(st, *plan.kernels[s], s, buffers, ids, cached, pins, result);
     if (!status.ok()) {
       status = Status(status.code(), "stage " + st.name + ": " + status.message());
       break;
@@ -53,7 +102,9 @@ StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
 Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stage_index,
                              const std::map<std::string, HostBuffer>& buffers,
                              const std::map<std::string, uint64_t>& ids,
-                             const std::vector<std::string>& cached) {
+                             const std::vector<std::string>& cached, HostPins& pins,
+                             JobResult& result) {
+  (void)pins;  // the job's buffers are pinned by Run
   const HostBuffer& in0 = buffers.at(st.inputs[0]);
   const HostBuffer* in1 = st.inputs.size() > 1 ? &buffers.at(st.inputs[1]) : nullptr;
   const HostBuffer& out = buffers.at(st.output);
@@ -85,6 +136,8 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
   const bool reduce = kernel.kind == KernelKind::kReduce;
   const int64_t partial_bytes = reduce ? out.bytes : 0;
   std::vector<std::byte> partials(static_cast<size_t>(partial_bytes) * chunks.size());
+  HostPins partial_pins(scheduler_, log_, result);  // after partials: unpinned first
+  partial_pins.Pin("stage " + st.name + " partials", partials.data(), static_cast<int64_t>(partials.size()));
   const bool cache_output = std::find(cached.begin(), cached.end(), st.output) != cached.end();
   std::vector<Subtask> subtasks;
   subtasks.reserve(chunks.size());
@@ -106,7 +159,10 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
     sub.stage = stage_index;
     subtasks.push_back(sub);
   }
-  GS_RETURN_IF_ERROR(scheduler_.Run(std::move(subtasks), executor_));  // the stage barrier
+  const int64_t subtask_bytes =  // what one chunk subtask needs on a GPU (the largest chunk)
+      (chunks.empty() ? 0 : chunks.front().bytes) * (in1 != nullptr ? 2 : 1) +
+      (reduce ? partial_bytes : (chunks.empty() ? 0 : chunks.front().bytes));
+  GS_RETURN_IF_ERROR(RunTasks(subtasks, st.tasks, subtask_bytes, result));  // the stage barrier
   if (cache_output && !reduce) cache_done_[st.output] = true;  // resident where computed
 
   if (reduce && out.bytes > 0) {  // fold the partials on the host, in chunk order
@@ -117,6 +173,38 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
       std::memcpy(acc, partials.data(), static_cast<size_t>(out.bytes));
       for (size_t i = 1; i < chunks.size(); ++i) kernel.combine(acc, partials.data() + i * partial_bytes, out.bytes);
     }
+  }
+  return Status::Ok();
+}
+
+Status StageRunner::RunTasks(const std::vector<Subtask>& subtasks, int tasks,
+                             int64_t subtask_bytes, JobResult& result) {
+  const ChunkConfig& config = scheduler_.config();
+  const size_t n = std::min(subtasks.size(), static_cast<size_t>(std::max(tasks, 1)));
+  const TaskDemand demand{subtask_bytes, config.task_cpus};
+  size_t next = 0;
+  while (next < n) {  // one wave: as many tasks as the free CPUs hold
+    const std::vector<GpuView> gpus = scheduler_.GpuSnapshot();
+    int free_cpus = config.free_cpus == 0 ? -1 : config.free_cpus;
+    std::vector<Subtask> wave;
+    const size_t first = next;
+    for (; next < n; ++next) {
+      const ExecutorDecision d = ChooseExecutor(gpus, free_cpus, demand);  // CN110955526B claim 2
+      if (std::holds_alternative<NoExecutor>(d)) break;
+      const bool on_cpu = std::holds_alternative<CpuExecutor>(d);
+      ++(on_cpu ? result.cpu_tasks : result.gpu_tasks);
+      if (free_cpus >= 0) free_cpus -= config.task_cpus;
+      const auto [begin, end] = TaskRange(subtasks.size(), n, next);
+      for (size_t i = begin; i < end; ++i) {
+        wave.push_back(subtasks[i]);
+        wave.back().on_cpu = on_cpu;
+      }
+    }
+    if (next == first) {  // ChunkConfig::Validate makes free_cpus >= task_cpus
+      return Internal("claim 2: no executor for a task with every CPU free");
+    }
+    ++result.task_waves;
+    GS_RETURN_IF_ERROR(scheduler_.Run(std::move(wave), executor_));
   }
   return Status::Ok();
 }

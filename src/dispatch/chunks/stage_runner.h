@@ -1,8 +1,13 @@
 #pragma once
 // StageRunner: executes a job's DAG of stages on a ChunkScheduler, one stage at a time with a
 // barrier between them (CN110955526B step (11), read as a master loop: [choice]). Each stage's
-// input is split into chunks (step 7), grouped into `tasks` Spark tasks, and run as chunk
+// input is split into chunks (step 7) and grouped into `tasks` Spark tasks (contiguous runs
+// of chunks, at most one task per chunk); claim 2 (executor_choice.h) sends each task to the
+// GPU executor or the CPU executor by free GPU memory and free CPUs, and tasks beyond the
+// free CPUs (ChunkConfig::free_cpus) run in a later wave. A task's chunks run as chunk
 // subtasks (step 8); cached buffers get CACHE subtasks (step 9) before their first use.
+// Host buffers of 1 MiB or more are pinned for the run (Device::PinHost); a buffer that cannot
+// be pinned is streamed from pageable memory and the reason goes to the log callback.
 // Map outputs are gathered chunk by chunk into host memory; reduce partials are combined on the
 // host in chunk order, so results never depend on timing.
 //
@@ -10,6 +15,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +33,11 @@ struct JobResult {
   std::map<std::string, HostBuffer> outputs;
   std::vector<std::string> stage_order;  // stage names as run
   ChunkStats stats;                      // this job's share of the scheduler's counters
+  int64_t gpu_tasks = 0;                 // claim 2: tasks sent to the GPU executor
+  int64_t cpu_tasks = 0;                 // claim 2: tasks sent to the CPU executor
+  int64_t task_waves = 0;                // scheduler runs of stream tasks, over all stages
+  int64_t pinned_bytes = 0;              // host bytes page-locked for the run
+  int64_t pin_failures = 0;              // buffers streamed from pageable memory after a failed pin
   std::vector<std::unique_ptr<std::byte[]>> storage;  // runner-allocated outputs
 };
 
@@ -39,15 +50,24 @@ class StageRunner {
   // Validates, plans and runs `job`; its cached chunks are freed at the end. Host buffers
   // must stay valid until Run() returns.
   StatusOr<JobResult> Run(const JobSpec& job);
+  // Receives one line per notable event (a buffer left unpinned, and why). Default: none.
+  // Call before Run.
+  void SetLog(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
  private:
+  class HostPins;  // stage_runner.cc
   Status RunStage(const StageSpec& stage, const Kernel& kernel, int stage_index,
                   const std::map<std::string, HostBuffer>& buffers,
-                  const std::map<std::string, uint64_t>& ids, const std::vector<std::string>& cached);
+                  const std::map<std::string, uint64_t>& ids, const std::vector<std::string>& cached,
+                  HostPins& pins, JobResult& result);
+  // Runs `subtasks` as `tasks` contiguous tasks, each on the executor claim 2 chooses.
+  Status RunTasks(const std::vector<Subtask>& subtasks, int tasks, int64_t subtask_bytes,
+                  JobResult& result);
 
   ChunkScheduler& scheduler_;
   const KernelRegistry& kernels_;
   Executor& executor_;
+  std::function<void(const std::string&)> log_;
   std::map<std::string, bool> cache_done_;  // per Run: cached input buffers already resident
   static std::atomic<uint64_t> next_buffer_id_;
 };

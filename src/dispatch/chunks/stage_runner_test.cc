@@ -264,5 +264,76 @@ TEST(ChunkKernels, BuiltinsComputeOnSmallArrays) {
   EXPECT_EQ(h[3], 1u);
 }
 
+// StageSpec::tasks: the stage's chunks are cut into that many contiguous tasks; with 2 free
+// CPUs, 6 tasks run in 3 waves, and no chunk of a wave starts before the last wave ended.
+TEST_F(StageRunnerTest, CN110955526B_Claim2_TasksRunInWavesOfFreeCpus) {
+  ChunkConfig config;
+  config.chunk_bytes = 4096;
+  config.free_cpus = 2;
+  MakeGpus(2, 64, config);
+  std::vector<uint32_t> a(64 * 1024);  // 64 chunks
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint32_t>(i);
+  std::mutex mu;
+  std::vector<std::pair<SchedulerEvent::Kind, int64_t>> events;
+  scheduler_->SetObserver([&](const SchedulerEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back({e.kind, e.key.index});
+  });
+  JobSpec job;
+  job.buffers = {{"a", {a.data(), static_cast<int64_t>(a.size() * 4)}}};
+  job.stages = {{"triple", "scale_u32", {3.0}, {"a"}, "b", {}, 6}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->gpu_tasks, 6);
+  EXPECT_EQ(result->cpu_tasks, 0);
+  EXPECT_EQ(result->task_waves, 3);
+  // Tasks of 10 or 11 chunks: waves start at chunks 0, 21 and 42.
+  for (int64_t wave_start : {21, 42}) {
+    size_t first_placed = events.size(), last_completed_before = 0;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const auto [kind, chunk] = events[i];
+      if (kind == SchedulerEvent::Kind::kPlaced && chunk >= wave_start) first_placed = std::min(first_placed, i);
+      if (kind == SchedulerEvent::Kind::kCompleted && chunk < wave_start) last_completed_before = i;
+    }
+    EXPECT_GT(first_placed, last_completed_before) << "wave at chunk " << wave_start;
+  }
+  const auto* b = static_cast<const uint32_t*>(result->outputs.at("b").data);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(b[i], 3 * a[i]) << i;
+
+  // More tasks than chunks: one task per chunk.
+  job.stages[0].tasks = 1000;
+  auto capped = runner_->Run(job);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  EXPECT_EQ(capped->gpu_tasks, 64);
+  EXPECT_EQ(capped->task_waves, 32);
+}
+
+// Claim 2 per stage, on 2 MiB GPUs with 1 MiB chunks: scale (1 MiB in + 1 MiB out) and sum
+// (1 MiB in + 8 bytes out) go to the GPU executor; vadd (two inputs and an output, 3 MiB) fits no GPU and goes to the CPU executor
+// instead of waiting for memory that never comes.
+TEST_F(StageRunnerTest, CN110955526B_Claim2_NoGpuMemoryRunsTasksOnCpuExecutor) {
+  ChunkConfig config;
+  config.chunk_bytes = kMiB;
+  config.idle_wait_ms = 5;
+  MakeGpus(2, 2, config);
+  std::vector<uint32_t> a(kMiB);  // 4 MiB: 4 chunks
+  for (size_t i = 0; i < a.size(); ++i) a[i] = Value(i);
+  JobSpec job;
+  job.buffers = {{"a", {a.data(), static_cast<int64_t>(a.size() * 4)}}};
+  job.stages = {{"triple", "scale_u32", {3.0}, {"a"}, "b", {}, 2},
+                {"add", "vadd_u32", {}, {"a", "b"}, "c", {}, 3},
+                {"sum", "sum_u32", {}, {"c"}, "total", {}, 1}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->gpu_tasks, 2 + 1);
+  EXPECT_EQ(result->cpu_tasks, 3);
+  EXPECT_EQ(result->stats.cpu_runs, 4);                // the add stage's 4 chunks
+  EXPECT_EQ(result->stats.bytes_h2d, 4 * kMiB * 2);    // scale's and sum's inputs only
+  uint64_t want = 0, got = 0;
+  for (uint32_t v : a) want += static_cast<uint32_t>(4 * v);
+  std::memcpy(&got, result->outputs.at("total").data, 8);
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace gpusched::chunks

@@ -173,4 +173,24 @@ Status CudaDevice::SynchronizeAll() {
   return Status::Ok();
 }
 
+StatusOr<bool> CudaDevice::PinHost(void* ptr, size_t bytes) {
+  if (ptr == nullptr || bytes == 0) return InvalidArgument("PinHost: empty range");
+  cudaSetDevice(index_);
+  const cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+  if (e == cudaSuccess) return true;
+  (void)cudaGetLastError();  // not sticky, but keep the next launch check clean
+  if (e == cudaErrorHostMemoryAlreadyRegistered) {
+    return FailedPrecondition("cudaHostRegister: the range is already (partly) registered");
+  }
+  return CudaError(e, "cudaHostRegister");
+}
+
+Status CudaDevice::UnpinHost(void* ptr) {
+  cudaSetDevice(index_);
+  const cudaError_t e = cudaHostUnregister(ptr);
+  if (e == cudaSuccess) return Status::Ok();
+  (void)cudaGetLastError();
+  return CudaError(e, "cudaHostUnregister");
+}
+
 }  // namespace gpusched::dispatch

@@ -42,6 +42,10 @@ class CudaDevice final : public Device {
   Status Launch(StreamId stream, Kernel kernel) override;
   Status Synchronize(StreamId stream) override;
   Status SynchronizeAll() override;
+  // cudaHostRegister (portable: every device's copies see it pinned). A range that is already
+  // registered, by this process or in part, is reported as FailedPrecondition and left alone.
+  StatusOr<bool> PinHost(void* ptr, size_t bytes) override;
+  Status UnpinHost(void* ptr) override;
 
  private:
   CudaDevice(int index, std::string name, size_t total_bytes, std::vector<void*> streams);

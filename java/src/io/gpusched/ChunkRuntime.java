@@ -37,6 +37,12 @@ public final class ChunkRuntime extends Handle {
       return this;
     }
 
+    /** Splits `stage` into `tasks` Spark tasks, each on the executor CN110955526B claim 2 picks. */
+    public Job tasks(String stage, int tasks) {
+      GpuschedException.check(lib, lib.gpusched_chunks_job_set_tasks(job, stage, tasks));
+      return this;
+    }
+
     public long stat(String name) {
       return lib.gpusched_chunks_stat(job, name);
     }

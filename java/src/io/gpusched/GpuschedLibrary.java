@@ -178,6 +178,7 @@ public interface GpuschedLibrary extends Library {
   int gpusched_chunks_job_add_stage(Pointer job, String name, String kernel, String inputs,
                                     String output, double scalar, long bins);
   int gpusched_chunks_job_add_dependency(Pointer job, String stage, String after);
+  int gpusched_chunks_job_set_tasks(Pointer job, String stage, int tasks);
   int gpusched_chunks_run(Pointer runtime, Pointer job);
   Pointer gpusched_chunks_output_data(Pointer job, String name);
   long gpusched_chunks_output_bytes(Pointer job, String name);

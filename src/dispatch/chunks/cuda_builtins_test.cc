@@ -92,6 +92,30 @@ TEST(CudaBuiltinsTest, EveryBuiltinHasACudaImplementation) {
   EXPECT_FALSE((*KernelRegistry::WithBuiltins()->Find("sum_u32"))->native_run);
 }
 
+// The GPU test's harness on simulated devices, where native_run is not used: the registry
+// with CUDA implementations computes what the CPU loop does.
+TEST(CudaBuiltinsTest, RegistryWithCudaImplementationsRunsOnSimulatedDevices) {
+  FakeClock clock{0, true};
+  dispatch::SimDevice sim(dispatch::SimDeviceOptions{0, "", 64, 4}, clock);
+  auto kernels = WithCudaBuiltins();
+  Inputs in;
+  KernelParams scale;
+  scale.scalar = 3.0;
+  const auto scaled = RunOn({&sim}, *kernels, in, "scale_u32", scale);
+  ASSERT_EQ(scaled.size(), static_cast<size_t>(kElements * 4));
+  const auto sum = RunOn({&sim}, *kernels, in, "sum_u32", {});
+  ASSERT_EQ(sum.size(), 8u);
+  uint64_t got = 0, want = 0;
+  std::memcpy(&got, sum.data(), 8);
+  for (int64_t i = 0; i < kElements; ++i) {
+    uint32_t v = 0;
+    std::memcpy(&v, scaled.data() + i * 4, 4);
+    ASSERT_EQ(v, in.a[i] * 3u) << i;
+    want += in.a[i];
+  }
+  EXPECT_EQ(got, want);
+}
+
 class CudaBuiltinsGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {

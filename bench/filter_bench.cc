@@ -24,7 +24,7 @@ double TimePlace(const core::Placer& placer, const core::ClusterState& cluster,
     const int64_t start = wall.NowNs();
     for (int64_t i = 0; i < decisions; ++i) {
       core::PlacementResult result = placer.Place(cluster, r);
-      GS_CHECK(result.placed);
+      GS_CHECK(result.placed());
       if (i == 0) *chosen = result.placement.node;
     }
     best = std::min(best, static_cast<double>(wall.NowNs() - start) / 1e3 /

@@ -218,5 +218,84 @@ TEST_F(CN109992422ATest, Claim2_ReservationVisibleToTheNextRequestBeforeAnyHeart
   EXPECT_NE(T(a).placement->node, T(b).placement->node);
 }
 
+// Claim 9: task management (admission: the memory table, the task table, Q) and resource
+// management (the state table, placement) are separate; the first computes what a task needs,
+// the second decides where it goes, and the pass commits exactly that answer.
+TEST_F(CN109992422ATest, Claim9_TaskSideTakesTheMemoryFromTheTableResourceSidePicksTheGpu) {
+  ASSERT_TRUE(sched_->memory_table().AddRow({{"classify", "resnet50", 32, 224, 224}, 5000}).ok());
+  AddNode(MakeNode("small", 2, 4 * kGiB));  // no GPU of it holds 5000 MiB
+  AddNode(MakeNode("big", 2, 16 * kGiB));
+  TaskSpec spec;
+  spec.profile = MemoryProfile{"classify", "resnet50", 32, 224, 224};  // no memory given
+  const TaskId id = Submit(spec);
+
+  StatusOr<ResourceRequest> request = sched_->RequestFor(id);
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  EXPECT_EQ(request->task, id);
+  EXPECT_EQ(request->shape.gpus, 1);
+  EXPECT_EQ(request->shape.gpu_mem_mib, 5000);  // the table's row
+  EXPECT_FALSE(request->shape.exclusive);
+
+  const PlacementResult answer = sched_->resources().Answer(*request);
+  ASSERT_EQ(answer.outcome, PlaceOutcome::kPlaced) << answer.reason;
+  EXPECT_EQ(answer.placement.node, "big");
+  EXPECT_EQ(answer.placement.gpu_mem_mib, std::vector<MiB>{5000});
+  EXPECT_EQ(answer.report.rejected[kFilterGpuMemory], 1);  // "small"
+  // Asking changed nothing: the state table holds no reservation yet.
+  EXPECT_EQ(sched_->cluster().node(1).gpus[0].allocated_mib, 0);
+
+  sched_->Schedule();
+  ASSERT_TRUE(T(id).placement.has_value());
+  EXPECT_EQ(T(id).placement->node, answer.placement.node);
+  EXPECT_EQ(T(id).placement->gpus, answer.placement.gpus);
+  EXPECT_EQ(sched_->resources().TasksOn(1), std::set<TaskId>{id});  // t -> (s, g, req)
+  EXPECT_EQ(sched_->cluster().node(1).gpus[static_cast<size_t>(answer.placement.gpus[0])]
+                .allocated_mib,
+            5000);
+  EXPECT_EQ(sched_->RequestFor(id).status().code(), StatusCode::kFailedPrecondition);
+}
+
+// Claim 10: the resource request is a value task management sends; resource management
+// answers it from the state table as heartbeats and reservations leave it.
+TEST_F(CN109992422ATest, Claim10_TheSameRequestIsAnsweredFromTheStateTableAsItChanges) {
+  SchedulerConfig config;
+  config.capacity_wait = CapacityWait::kStayQueued;
+  Init(config);
+  AddNode(MakeNode("S1", 1, 16 * kGiB));
+  const TaskId first = Submit(SharedTask(10 * kGiB));
+  const TaskId second = Submit(SharedTask(10 * kGiB));
+  const ResourceRequest request = *sched_->RequestFor(second);
+  const ResourceManager& resources = sched_->resources();
+  EXPECT_EQ(resources.Answer(request).outcome, PlaceOutcome::kPlaced);
+
+  // The server falls silent past T_srv: the state table marks it unavailable.
+  silent_node_.insert("S1");
+  AdvanceAlive(sched_->config().node_timeout_ms + 1000);
+  sched_->Tick();
+  PlacementResult answer = resources.Answer(request);
+  EXPECT_EQ(answer.outcome, PlaceOutcome::kRetryLater);
+  EXPECT_EQ(answer.reason, "0/1 nodes fit: 1 unavailable (no heartbeat)");
+
+  // Its next heartbeat makes it eligible again; the first task's reservation is in the table
+  // before any heartbeat reports it, so the second request now waits for memory.
+  silent_node_.clear();
+  Heartbeat("S1");
+  EXPECT_EQ(resources.Answer(request).outcome, PlaceOutcome::kPlaced);
+  sched_->Schedule();
+  ASSERT_TRUE(T(first).placement.has_value());
+  EXPECT_FALSE(T(second).placement.has_value());
+  answer = resources.Answer(request);
+  EXPECT_EQ(answer.outcome, PlaceOutcome::kRetryLater);
+  EXPECT_EQ(answer.reason, "0/1 nodes fit: 1 insufficient GPU memory");
+
+  // More GPUs than any server has: infeasible, whatever is released.
+  TaskSpec two = WholeGpuTask(2);
+  two.keep_pending_if_infeasible = true;
+  const TaskId wide = Submit(two);
+  answer = resources.Answer(*sched_->RequestFor(wide));
+  EXPECT_EQ(answer.outcome, PlaceOutcome::kInfeasible);
+  EXPECT_EQ(answer.reason, "0/1 nodes fit: 1 too few GPUs");
+}
+
 }  // namespace
 }  // namespace gpusched::core

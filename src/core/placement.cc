@@ -39,6 +39,33 @@ std::string DescribeReport(const PlacementReport& report, bool whole_gpus) {
   return out;
 }
 
+const char* PlaceOutcomeName(PlaceOutcome outcome) {
+  switch (outcome) {
+    case PlaceOutcome::kPlaced: return "placed";
+    case PlaceOutcome::kRetryLater: return "retry later";
+    case PlaceOutcome::kInfeasible: return "infeasible";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Filters that judge a node by what it is, not by its state or free capacity.
+bool RejectsForWhatTheNodeIs(int filter) {
+  return filter == kFilterTaintToleration || filter == kFilterNodeSelector ||
+         filter == kFilterGpuModel || filter == kFilterGpuCount;
+}
+
+PlaceOutcome NotPlacedOutcome(const PlacementReport& report) {
+  if (report.total_nodes == 0) return PlaceOutcome::kRetryLater;
+  for (int f = 0; f < kNumFilters; ++f) {
+    if (report.rejected[f] > 0 && !RejectsForWhatTheNodeIs(f)) return PlaceOutcome::kRetryLater;
+  }
+  return PlaceOutcome::kInfeasible;
+}
+
+}  // namespace
+
 Placer::Candidate Placer::Rank(const NodeSummary& n, size_t index,
                                const PlacementRequest& r) const {
   Candidate c;
@@ -106,10 +133,14 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
     result.report.feasible_nodes = all.feasible;
     best = all.best;
   }
-  if (best.index == SIZE_MAX) return result;
+  if (best.index == SIZE_MAX) {
+    result.outcome = NotPlacedOutcome(result.report);
+    result.reason = DescribeReport(result.report, r.exclusive);
+    return result;
+  }
 
   const NodeState& node = cluster.node(best.index);
-  result.placed = true;
+  result.outcome = PlaceOutcome::kPlaced;
   Placement& p = result.placement;
   p.node_index = best.index;
   p.node = node.name;

@@ -49,11 +49,27 @@ struct PlacementOptions {
   size_t parallel_chunks = 16;      // W
 };
 
+// What Place() answers, as Ray's scheduling policies do: a value, never an error.
+//   kPlaced      `placement` says where.
+//   kRetryLater  no node fits now, but one could after a release, a heartbeat or a node's
+//                return (at least one node was rejected for its state or its free capacity);
+//                `reason` says why.
+//   kInfeasible  every node rejects the request for what it is (taints, selector, GPU model,
+//                GPU count), so no release can help until the cluster changes; `reason` says
+//                why. An empty cluster is kRetryLater: nodes may still join.
+// `report` carries the filter counts and, when placed, the score breakdown.
+enum class PlaceOutcome { kPlaced, kRetryLater, kInfeasible };
+
 struct PlacementResult {
-  bool placed = false;
-  Placement placement;  // valid when placed
+  PlaceOutcome outcome = PlaceOutcome::kRetryLater;
+  Placement placement;  // kPlaced only
+  std::string reason;   // kRetryLater and kInfeasible: DescribeReport(report, exclusive)
   PlacementReport report;
+
+  bool placed() const { return outcome == PlaceOutcome::kPlaced; }
 };
+
+const char* PlaceOutcomeName(PlaceOutcome outcome);
 
 class Placer {
  public:

@@ -67,7 +67,7 @@ TEST(Placer, TiesGoToTheLowestNodeName) {
   r.gpus = 1;
   r.gpu_mem_mib = kGiB;
   PlacementResult result = placer.Place(cluster, r);
-  ASSERT_TRUE(result.placed);
+  ASSERT_TRUE(result.placed());
   EXPECT_EQ(result.placement.node, "a");
 }
 
@@ -94,12 +94,47 @@ TEST(Placer, ReportedFreeMemoryIsHonouredWhenAsked) {
   PlacementRequest r;
   r.gpus = 1;
   r.gpu_mem_mib = 8 * kGiB;
-  EXPECT_TRUE(Placer({}, nullptr).Place(cluster, r).placed);  // default: accounted free
+  EXPECT_TRUE(Placer({}, nullptr).Place(cluster, r).placed());  // default: accounted free
   PlacementOptions o;
   o.filter.use_reported_free = true;
   PlacementResult result = Placer(o, nullptr).Place(cluster, r);
-  EXPECT_FALSE(result.placed);
+  EXPECT_FALSE(result.placed());
   EXPECT_EQ(result.report.rejected[kFilterGpuMemory], 1);
+}
+
+// Ray's policies answer placed / retry later / infeasible; so does Place().
+TEST(Placer, OutcomeIsPlacedRetryLaterOrInfeasibleWithItsReason) {
+  ClusterState cluster;
+  PlacementRequest r;
+  r.gpus = 1;
+  r.gpu_mem_mib = 8 * kGiB;
+  const Placer placer({}, nullptr);
+  // No node yet: one may join.
+  EXPECT_EQ(placer.Place(cluster, r).outcome, PlaceOutcome::kRetryLater);
+
+  ASSERT_TRUE(cluster.Upsert(MakeNode("n", 2, 16 * kGiB), 0).ok());
+  const PlacementResult placed = placer.Place(cluster, r);
+  EXPECT_EQ(placed.outcome, PlaceOutcome::kPlaced);
+  EXPECT_EQ(placed.placement.node, "n");
+  EXPECT_EQ(placed.reason, "");
+
+  // Both GPUs held: a release can make room.
+  cluster.Reserve({0, "n", {0, 1}, {12 * kGiB, 12 * kGiB}, {}, false, ""});
+  const PlacementResult busy = placer.Place(cluster, r);
+  EXPECT_EQ(busy.outcome, PlaceOutcome::kRetryLater);
+  EXPECT_EQ(busy.reason, "0/1 nodes fit: 1 insufficient GPU memory");
+
+  // More GPUs than the node has: no release helps.
+  r.gpus = 3;
+  const PlacementResult too_many = placer.Place(cluster, r);
+  EXPECT_EQ(too_many.outcome, PlaceOutcome::kInfeasible);
+  EXPECT_EQ(too_many.reason, "0/1 nodes fit: 1 too few GPUs");
+
+  // The same request while one node is only cordoned: it may come back.
+  ASSERT_TRUE(cluster.Upsert(MakeNode("m", 4, 16 * kGiB), 0).ok());
+  cluster.Update(1, [](NodeState& n) { n.cordoned = true; });
+  EXPECT_EQ(placer.Place(cluster, r).outcome, PlaceOutcome::kRetryLater);
+  EXPECT_STREQ(PlaceOutcomeName(PlaceOutcome::kInfeasible), "infeasible");
 }
 
 TEST(Filters, TolerationSemantics) {

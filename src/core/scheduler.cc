@@ -36,7 +36,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig config, C
 Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
     : config_(std::move(config)),
       clock_(clock),
-      placer_(config_.placement, executor),
+      resources_(config_.placement, executor),
       memory_table_(config_.memory_table),
       fs_usage_(config_.fair_share.half_life_ms) {
   const TimeMs now = clock_.NowMs();
@@ -83,10 +83,10 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
     task.exclusive = true;
     task.mem_source = "whole-gpu";
   }
-  if (!spec.gpu_model.empty() && cluster_.size() > 0 && cluster_.ModelId(spec.gpu_model) < 0 &&
+  if (!spec.gpu_model.empty() && cluster().size() > 0 && cluster().ModelId(spec.gpu_model) < 0 &&
       !spec.keep_pending_if_infeasible) {
     std::string known;
-    for (const std::string& m : cluster_.models()) known += (known.empty() ? "" : ", ") + m;
+    for (const std::string& m : cluster().models()) known += (known.empty() ? "" : ", ") + m;
     return InvalidArgument("gpu_model: unknown GPU model \"" + spec.gpu_model +
                            "\" (the cluster has: " + known +
                            "; submit with --keep-pending (YAML keep_pending: true) to wait for such a node)");
@@ -94,22 +94,15 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
   return CheckFeasible(spec, task);
 }
 
-// The largest node and GPU for a model (-1 = any), cached until a node registers: the scan
-// is O(nodes) and admission runs it for every task.
 const ClusterState::Extremes& Scheduler::ExtremesFor(const std::string& gpu_model) const {
-  const int model = gpu_model.empty() ? -1 : cluster_.ModelId(gpu_model);
-  auto it = extremes_cache_.find(model);
-  if (it == extremes_cache_.end()) {
-    it = extremes_cache_.emplace(model, cluster_.ComputeExtremes(model)).first;
-  }
-  return it->second;
+  return resources_.Extremes(gpu_model.empty() ? -1 : cluster().ModelId(gpu_model));
 }
 
 Status Scheduler::CheckFeasible(const TaskSpec& spec, const Task& task) const {
-  if (!config_.reject_infeasible || spec.keep_pending_if_infeasible || cluster_.size() == 0) {
+  if (!config_.reject_infeasible || spec.keep_pending_if_infeasible || cluster().size() == 0) {
     return Status::Ok();
   }
-  const int model = spec.gpu_model.empty() ? -1 : cluster_.ModelId(spec.gpu_model);
+  const int model = spec.gpu_model.empty() ? -1 : cluster().ModelId(spec.gpu_model);
   const ClusterState::Extremes& e = ExtremesFor(spec.gpu_model);
   const std::string hint = " (submit with --keep-pending, or keep_pending: true in YAML, to wait for a bigger node)";
   if (spec.gpus > e.max_gpus) {
@@ -243,8 +236,7 @@ void Scheduler::RemoveFromQueues(Task& t) {
 
 void Scheduler::Commit(Task& t, const Placement& p) {
   RemoveFromQueues(t);
-  cluster_.Reserve(p);  // visible to the very next decision (CN109992422A test 6)
-  tasks_on_node_[p.node_index].insert(t.id);
+  resources_.Grant(t.id, p);  // visible to the very next decision (CN109992422A test 6)
   active_.insert(t.id);
   t.placement = p;
   t.claim = ClaimStatus::kScheduled;  // claim 7: status 0
@@ -272,17 +264,15 @@ void Scheduler::ReleasePlacement(Task& t) {
   Charge(t, clock_.NowMs());
   charged_until_.erase(t.id);
   CountUsage(t, *t.placement, -1);
-  cluster_.Release(*t.placement);
-  tasks_on_node_[t.placement->node_index].erase(t.id);
+  resources_.Return(t.id, *t.placement);
   active_.erase(t.id);
   t.placement.reset();
   pass_requested_ = true;  // capacity was freed
 }
 
-void Scheduler::OnCapacityWait(Task& t, const PlacementReport& report,
-                               const std::string& summary) {
+void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::string& summary) {
   ++t.placement_failures;
-  t.last_report = report;
+  t.last_report = std::move(report);
   // Only the counter moved when the task waits for the same reason as last pass: not a
   // change worth writing (see TakeChangedTasks), so a pass over a long Q reports nothing.
   if (t.last_report_summary != summary || t.reason != summary) {
@@ -348,110 +338,23 @@ void Scheduler::Requeue(Task& t, const std::string& reason) {
 
 // ---------------------------------------------------------------- passes
 
-PlacementRequest Scheduler::MakeRequest(const Task& t) const {
-  PlacementRequest r;
+// CN109992422A claims 9-10: task management turns a task into the request resource management
+// answers; the GPU memory per GPU is the need admission took from the memory table.
+ResourceRequest Scheduler::MakeRequest(const Task& t) const {
+  ResourceRequest req;
+  req.task = t.id;
+  PlacementRequest& r = req.shape;
   r.gpus = t.spec.gpus;
   r.gpu_mem_mib = t.gpu_mem_need_mib;
   r.exclusive = t.exclusive;
   if (!t.spec.gpu_model.empty()) {
-    const int id = cluster_.ModelId(t.spec.gpu_model);
+    const int id = cluster().ModelId(t.spec.gpu_model);
     r.model_id = id >= 0 ? id : kUnknownModel;
   }
   r.resources = t.spec.resources;
   r.node_selector = &t.spec.node_selector;
   r.tolerations = &t.spec.tolerations;
-  return r;
-}
-
-size_t Scheduler::Schedule() {
-  ++stats_.passes;
-  pass_requested_ = false;
-  const TimeMs now = clock_.NowMs();
-  next_pass_ms_ = now + config_.t1_ms;
-  if (FairShareActive() && (fs_dirty_ || now >= next_fs_recalc_ms_)) RecalcFairShare();
-  // Within one pass capacity only shrinks (until a reclaim frees some, which clears this), so
-  // a request shape that found no node cannot find one later in the same pass: remember it
-  // and skip the scan (same result, same report).
-  FailedShapes failed_shapes;  // report, summary
-  const size_t placed_before = static_cast<size_t>(stats_.placed);
-  // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order (or the fair-share
-  // order, core/fair_share.h); a task that fails is not retried in the same pass.
-  const std::vector<QueueKey> snapshot = main_queue_.Snapshot();
-  if (quotas_.empty()) {
-    // No quota anywhere: every team borrows idle capacity alike, one walk in queue order.
-    for (const QueueKey& key : snapshot) {
-      if (!TryPlace(*Find(key.id), failed_shapes, false) && config_.head_of_line_blocking) break;
-    }
-    return static_cast<size_t>(stats_.placed) - placed_before;
-  }
-  // Team quotas (core/quota.h): first every task its team's guarantee covers, in queue order
-  // (each may reclaim borrowed GPUs); then, on what is left idle, the tasks that borrow.
-  std::vector<QueueKey> borrowers;
-  bool stop = false;
-  for (const QueueKey& key : snapshot) {
-    Task& t = *Find(key.id);
-    const std::string team = TeamOf(t.spec);
-    if (quotas_.Classify(team, team_usage_[team], t.spec.gpus, TaskGpuMemMib(t)) !=
-        QuotaClass::kWithinGuarantee) {
-      borrowers.push_back(key);
-      continue;
-    }
-    if (!TryPlace(t, failed_shapes, config_.reclaim_borrowed) && config_.head_of_line_blocking) {
-      stop = true;
-      break;
-    }
-  }
-  for (const QueueKey& key : borrowers) {
-    if (stop) break;
-    Task& t = *Find(key.id);
-    if (t.queue != QueueMembership::kMain) continue;  // placed or moved meanwhile
-    const std::string team = TeamOf(t.spec);
-    TeamUsage& used = team_usage_[team];
-    if (quotas_.Classify(team, used, t.spec.gpus, TaskGpuMemMib(t)) == QuotaClass::kOverLimit) {
-      QuotaWait(t, quotas_.DescribeLimit(team, used));
-      continue;
-    }
-    if (!TryPlace(t, failed_shapes, false) && config_.head_of_line_blocking) break;
-  }
-  return static_cast<size_t>(stats_.placed) - placed_before;
-}
-
-bool Scheduler::TryPlace(Task& t, FailedShapes& failed_shapes, bool reclaim) {
-  const PlacementRequest r = MakeRequest(t);
-  const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
-                     t.spec.tolerations.empty();
-  const Shape shape{r.gpus, r.gpu_mem_mib, r.exclusive, r.model_id, r.resources.cpu_milli,
-                    r.resources.mem_mib};
-  ++stats_.decisions;
-  if (plain && !reclaim) {
-    if (auto it = failed_shapes.find(shape); it != failed_shapes.end()) {
-      OnCapacityWait(t, it->second.first, it->second.second);
-      return false;
-    }
-  }
-  PlacementResult result = placer_.Place(cluster_, r);
-  if (result.report.chunks_used > 1) ++stats_.parallel_decisions;
-  if (result.placed) {
-    t.last_report = std::move(result.report);
-    t.last_report_summary = DescribeReport(t.last_report);
-    Commit(t, result.placement);
-    return true;
-  }
-  if (reclaim && TryReclaim(t, r)) {
-    failed_shapes.clear();  // capacity grew: earlier failures may fit now
-    return true;
-  }
-  std::string summary = DescribeReport(result.report, r.exclusive);
-  const FilterCounts& rejected = result.report.rejected;
-  if (rejected[kFilterNodeSelector] > 0 || rejected[kFilterTaintToleration] > 0) {
-    // Say which rule leaves no node, in the words of the task's own flags.
-    if (std::string rules = DescribeRules(cluster_, r); !rules.empty()) summary += "; " + rules;
-  }
-  OnCapacityWait(t, result.report, summary);
-  if (plain) {
-    failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(summary)));
-  }
-  return false;
+  return req;
 }
 
 void Scheduler::FlushFailureQueue() {
@@ -520,7 +423,7 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
       e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
                                                  : t->last_report_summary;
       if (t->fail_cnt > 0) e.summary = t->reason + "; last pass: " + e.summary;
-      e.need = DescribeNeed(cluster_, MakeRequest(*t), placer_.options().filter);
+      e.need = DescribeNeed(cluster(), MakeRequest(*t).shape, resources_.placer().options().filter);
       break;
     case TaskState::kAssigned:
     case TaskState::kRunning:
@@ -532,12 +435,22 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
   return e;
 }
 
+StatusOr<ResourceRequest> Scheduler::RequestFor(TaskId id) const {
+  const Task* t = GetTask(id);
+  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
+  if (t->state != TaskState::kPending) {
+    return FailedPrecondition("task " + id.ToString() + " is " + TaskStateName(t->state) +
+                              ": only a pending task asks for resources");
+  }
+  return MakeRequest(*t);
+}
+
 Status Scheduler::CheckInvariants() const {
-  GS_RETURN_IF_ERROR(cluster_.CheckInvariants());
+  GS_RETURN_IF_ERROR(cluster().CheckInvariants());
   // Recompute every reservation from the tasks and compare with the state table.
-  std::vector<Resources> res(cluster_.size());
-  std::vector<std::vector<MiB>> gpu(cluster_.size());
-  for (size_t i = 0; i < cluster_.size(); ++i) gpu[i].assign(cluster_.node(i).gpus.size(), 0);
+  std::vector<Resources> res(cluster().size());
+  std::vector<std::vector<MiB>> gpu(cluster().size());
+  for (size_t i = 0; i < cluster().size(); ++i) gpu[i].assign(cluster().node(i).gpus.size(), 0);
   size_t in_main = 0, in_failure = 0;
   for (const auto& [raw_id, t] : tasks_) {
     const std::string who = "task " + t.id.ToString() + ": ";
@@ -563,8 +476,8 @@ Status Scheduler::CheckInvariants() const {
   if (in_main != main_queue_.size() || in_failure != failure_queue_.size()) {
     return Internal("queue sizes do not match task records");
   }
-  for (size_t i = 0; i < cluster_.size(); ++i) {
-    const NodeState& n = cluster_.node(i);
+  for (size_t i = 0; i < cluster().size(); ++i) {
+    const NodeState& n = cluster().node(i);
     if (!(res[i] == n.allocated)) return Internal("node " + n.name + ": CPU/RAM accounting drift");
     for (size_t g = 0; g < n.gpus.size(); ++g) {
       if (gpu[i][g] != n.gpus[g].allocated_mib) {

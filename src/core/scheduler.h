@@ -13,6 +13,12 @@
 // CN109992422A: GPU-memory table (claim 1), shared GPUs (claim 2), placement principles
 // (claims 3-4), server and task heartbeats and reclaim (claims 5-8).
 //
+// CN109992422A claims 9-10: this class is the task-management side (admission, the memory
+// table, the task table, Q and FQ, the pass planner); it asks the resource-management side
+// (ResourceManager: the state table and placement) with a ResourceRequest per task. A pass is
+// planned purely (PlanPass), then committed (README.md, "Task management and resource
+// management").
+//
 // Thread-safety: none. The caller serialises all calls (the server holds one mutex).
 // No I/O, no threads of its own (an Executor may be lent for parallel filtering), and time
 // only from the Clock it is given.
@@ -37,6 +43,7 @@
 #include "core/memory_table.h"
 #include "core/placement.h"
 #include "core/quota.h"
+#include "core/resource_manager.h"
 #include "core/scheduler_config.h"
 #include "core/task.h"
 #include "core/task_queues.h"
@@ -80,6 +87,32 @@ struct Explanation {
   std::string summary;   // one line: where it runs or why it waits / failed
   std::string need;      // pending: what it needs against the most free now (explain_need.h)
   PlacementReport last_report;
+};
+
+// One decision of a pass's plan (Scheduler::PlanPass), in the order the pass made it.
+struct PlanStep {
+  enum class Kind {
+    kAssign,     // the resource side placed the task: `placement`, `report`
+    kReclaim,    // stop `victims` (borrowers' newest tasks), then assign as kAssign
+    kWait,       // no node now (CN115981827A claim 3: Q or FQ by capacity_wait): `report`,
+                 // `reason`
+    kQuotaWait,  // over its team's limit: `reason`
+  };
+  Kind kind = Kind::kWait;
+  TaskId task;
+  Placement placement;          // kAssign, kReclaim
+  PlacementReport report;       // all but kQuotaWait
+  std::string reason;           // kWait, kQuotaWait
+  std::vector<TaskId> victims;  // kReclaim, in the order they are stopped
+};
+
+// What one pass decided, before anything is applied.
+struct PassPlan {
+  std::vector<PlanStep> steps;
+  int64_t decisions = 0;           // placement attempts
+  int64_t parallel_decisions = 0;  // of which filtered in chunks
+  // Teams whose quota class the pass looked up: they appear in team_usage() (zero if idle).
+  std::set<std::string> teams_classified;
 };
 
 // A team's quota and what it holds and waits for (gpusched quota ls).
@@ -208,8 +241,14 @@ class Scheduler {
   // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
   // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.
   size_t Tick();
-  // One dispatch pass over a snapshot of Q, now. Returns the number of tasks placed.
+  // One dispatch pass over a snapshot of Q, now: PlanPass, then the plan is applied
+  // (reservations, state changes, actions, events). Returns the number of tasks placed.
   size_t Schedule();
+  // The pass Schedule() would make now, decided over the queues, the task table and the state
+  // table as they are; changes nothing (twice over the same state gives the same plan). The
+  // plan's own reservations are made on a copy of the state table, so each decision sees the
+  // ones before it (CN109992422A test 6). Schedule() refreshes fair share first (when due).
+  PassPlan PlanPass() const;
 
   // ---- outputs ----
   std::vector<Action> TakeActions();
@@ -228,7 +267,12 @@ class Scheduler {
   std::vector<TaskId> TasksOnNode(const std::string& node) const;
   uint64_t next_id() const { return next_id_; }
   StatusOr<Explanation> Explain(TaskId id) const;
-  const ClusterState& cluster() const { return cluster_; }
+  // CN109992422A claim 10: the request task management sends resource management for a
+  // pending task (its GPU memory from admission: the table, an explicit value or whole GPUs).
+  // The request points into the task's spec: valid while the task is in memory.
+  StatusOr<ResourceRequest> RequestFor(TaskId id) const;
+  const ClusterState& cluster() const { return resources_.state(); }
+  const ResourceManager& resources() const { return resources_; }
   GpuMemoryTable& memory_table() { return memory_table_; }
   const SchedulerConfig& config() const { return config_; }
   size_t main_queue_size() const { return main_queue_.size(); }
@@ -250,7 +294,8 @@ class Scheduler {
   Status ValidateAndResolve(TaskSpec& spec, Task& task) const;
   Status CheckFeasible(const TaskSpec& spec, const Task& task) const;
   const ClusterState::Extremes& ExtremesFor(const std::string& gpu_model) const;
-  PlacementRequest MakeRequest(const Task& t) const;
+  // CN109992422A claim 10: the resource request task management sends for `t`.
+  ResourceRequest MakeRequest(const Task& t) const;
   QueueKey KeyOf(const Task& t) const;
   void SetState(Task& t, TaskState state, const std::string& reason);
   void PushMain(Task& t);
@@ -258,7 +303,7 @@ class Scheduler {
   void Commit(Task& t, const Placement& p);
   void ReleasePlacement(Task& t);
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
-  void OnCapacityWait(Task& t, const PlacementReport& report, const std::string& summary);
+  void OnCapacityWait(Task& t, PlacementReport report, const std::string& summary);
   void FailExecution(Task& t, const std::string& reason);
   void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried);
   void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
@@ -270,14 +315,17 @@ class Scheduler {
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
-  // One placement attempt inside a pass. Returns false when the task did not fit (head-of-line
-  // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
+  // ---- the pass (scheduler_plan.cc) ----
   using Shape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
-  using FailedShapes = std::map<Shape, std::pair<PlacementReport, std::string>>;
-  bool TryPlace(Task& t, FailedShapes& failed_shapes, bool reclaim);
-  // Stops the newest tasks of borrowing teams until `t` fits, then places it. False (nothing
-  // stopped) when no such set of tasks makes room.
-  bool TryReclaim(Task& t, const PlacementRequest& r);
+  struct Planning;  // a pass being planned: the plan and its view of the state table
+  // One placement attempt inside a plan. Returns false when the task did not fit (head-of-line
+  // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
+  bool PlanPlace(const Task& t, Planning& p, bool reclaim) const;
+  // Plans stopping the newest tasks of borrowing teams until `t` fits, then places it. False
+  // (nothing planned) when no such set of tasks makes room.
+  bool PlanReclaim(const Task& t, const ResourceRequest& r, Planning& p) const;
+  // Applies a plan. REQUIRES: made by PlanPass with no event since.
+  size_t CommitPlan(PassPlan plan);
   void QuotaWait(Task& t, const std::string& reason);
   // The task's GPU memory in all: its reservation when placed, else its need.
   MiB TaskGpuMemMib(const Task& t) const;
@@ -296,12 +344,10 @@ class Scheduler {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
   }
   Status CheckAttempt(const Task* t, TaskId id, int64_t attempt) const;
-  std::optional<Placement> RebindPlacement(const Placement& p) const;
 
   SchedulerConfig config_;
   Clock& clock_;
-  Placer placer_;
-  ClusterState cluster_;
+  ResourceManager resources_;  // CN109992422A claims 9-10: the state table and placement
   GpuMemoryTable memory_table_;
   MainQueue main_queue_;
   FailureQueue failure_queue_;
@@ -311,14 +357,11 @@ class Scheduler {
   std::map<uint64_t, Task> tasks_;
   std::set<TaskId> held_;
   uint64_t next_id_ = 1;
-  // By node index (RegisterNode keeps it as long as the cluster): assigned or running tasks.
-  std::vector<std::set<TaskId>> tasks_on_node_;
   std::set<TaskId> active_;                      // assigned or running
   std::set<TaskId> changed_;
   std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;
-  mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
 
   QuotaPolicy quotas_;
   std::map<std::string, TeamUsage> team_usage_;

@@ -13,14 +13,15 @@ namespace gpusched::core {
 // CN109992422A claims 5-6: a server silent for more than T_srv is unavailable; its tasks are
 // failed (execution failures) and re-queued; their resources are released.
 void Scheduler::CheckNodeLiveness(TimeMs now) {
-  for (size_t i = 0; i < cluster_.size(); ++i) {
-    const NodeState& n = cluster_.node(i);
+  for (size_t i = 0; i < cluster().size(); ++i) {
+    const NodeState& n = cluster().node(i);
     if (!n.available || now - n.last_heartbeat_ms <= config_.node_timeout_ms) continue;
-    cluster_.Update(i, [](NodeState& m) { m.available = false; });
+    resources_.Update(i, [](NodeState& m) { m.available = false; });
     ++stats_.nodes_lost;
     const std::string reason = "node " + n.name + " lost: no heartbeat for " +
                                FormatDurationMs(now - n.last_heartbeat_ms);
-    const std::vector<TaskId> victims(tasks_on_node_[i].begin(), tasks_on_node_[i].end());
+    const std::set<TaskId>& on_node = resources_.TasksOn(i);
+    const std::vector<TaskId> victims(on_node.begin(), on_node.end());
     for (TaskId id : victims) FailExecution(*Find(id), reason);
   }
 }
@@ -34,7 +35,7 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
   }
   for (TaskId id : silent) {
     Task& t = *Find(id);
-    const NodeState& n = cluster_.node(t.placement->node_index);
+    const NodeState& n = cluster().node(t.placement->node_index);
     if (!n.available) continue;  // the node rule handles it
     const std::string reason =
         "task heartbeat lost for " + FormatDurationMs(now - t.last_heartbeat_ms) + " on " + n.name;
@@ -65,18 +66,16 @@ void Scheduler::CheckTimeLimits(TimeMs now) {
 // ---------------------------------------------------------------- node events
 
 Status Scheduler::RegisterNode(const NodeSpec& spec) {
-  GS_ASSIGN_OR_RETURN(size_t index, cluster_.Upsert(spec, clock_.NowMs()));
-  tasks_on_node_.resize(cluster_.size());
+  GS_ASSIGN_OR_RETURN(size_t index, resources_.RegisterNode(spec, clock_.NowMs()));
   (void)index;
-  extremes_cache_.clear();
   pass_requested_ = true;
   return Status::Ok();
 }
 
 Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
-  auto index = cluster_.Find(hb.node);
+  auto index = cluster().Find(hb.node);
   if (!index) return NotFound("node " + hb.node + ": not registered");
-  const NodeState& n = cluster_.node(*index);
+  const NodeState& n = cluster().node(*index);
   if (!hb.gpu_free_mib.empty() && hb.gpu_free_mib.size() != n.gpus.size()) {
     return InvalidArgument("gpu_free_mib: " + std::to_string(hb.gpu_free_mib.size()) +
                            " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
@@ -88,7 +87,7 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
   if (!n.available) pass_requested_ = true;  // a node that comes back is eligible again
   ApplyGpuHealth(*index, hb.gpu_health);
   const TimeMs now = clock_.NowMs();
-  cluster_.Update(*index, [&](NodeState& m) {
+  resources_.Update(*index, [&](NodeState& m) {
     m.available = true;
     m.last_heartbeat_ms = now;
     for (size_t g = 0; g < hb.gpu_free_mib.size(); ++g) {
@@ -112,7 +111,7 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
 // (not counted as their failure) with the fault as the reason; one that turns healthy again
 // takes tasks at the next pass.
 void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health) {
-  const NodeState& n = cluster_.node(index);
+  const NodeState& n = cluster().node(index);
   std::vector<int> failed;
   bool changed = false;
   for (size_t g = 0; g < health.size(); ++g) {
@@ -122,7 +121,7 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
     if (gpu.healthy && !health[g].healthy) failed.push_back(static_cast<int>(g));
   }
   if (!changed) return;
-  cluster_.Update(index, [&](NodeState& m) {
+  resources_.Update(index, [&](NodeState& m) {
     for (size_t g = 0; g < health.size(); ++g) {
       m.gpus[g].healthy = health[g].healthy;
       m.gpus[g].last_error = health[g].error;
@@ -131,8 +130,9 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
   pass_requested_ = true;
   if (failed.empty()) return;
   const std::string node = n.name;
-  // In id order (tasks_on_node_ is ordered): the requeued tasks keep their relative order.
-  const std::vector<TaskId> tasks(tasks_on_node_[index].begin(), tasks_on_node_[index].end());
+  // In id order (TasksOn is ordered): the requeued tasks keep their relative order.
+  const std::set<TaskId>& on_node = resources_.TasksOn(index);
+  const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
     if (!t.placement) continue;
@@ -149,17 +149,17 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
 }
 
 Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
-  auto index = cluster_.Find(node);
+  auto index = cluster().Find(node);
   if (!index) return NotFound("node " + node + ": not registered");
-  if (cluster_.node(*index).reachable != reachable) pass_requested_ = true;
-  cluster_.Update(*index, [&](NodeState& m) { m.reachable = reachable; });
+  if (cluster().node(*index).reachable != reachable) pass_requested_ = true;
+  resources_.Update(*index, [&](NodeState& m) { m.reachable = reachable; });
   return Status::Ok();
 }
 
 Status Scheduler::Cordon(const std::string& node, bool cordoned) {
-  auto index = cluster_.Find(node);
+  auto index = cluster().Find(node);
   if (!index) return NotFound("node " + node + ": not registered");
-  cluster_.Update(*index, [&](NodeState& m) {
+  resources_.Update(*index, [&](NodeState& m) {
     m.cordoned = cordoned;
     if (!cordoned) m.draining = false;
   });
@@ -168,14 +168,15 @@ Status Scheduler::Cordon(const std::string& node, bool cordoned) {
 }
 
 Status Scheduler::Drain(const std::string& node, bool evict) {
-  auto index = cluster_.Find(node);
+  auto index = cluster().Find(node);
   if (!index) return NotFound("node " + node + ": not registered");
-  cluster_.Update(*index, [](NodeState& m) {
+  resources_.Update(*index, [](NodeState& m) {
     m.cordoned = true;
     m.draining = true;
   });
   if (!evict) return Status::Ok();
-  const std::vector<TaskId> tasks(tasks_on_node_[*index].begin(), tasks_on_node_[*index].end());
+  const std::set<TaskId>& on_node = resources_.TasksOn(*index);
+  const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
     actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, "node draining"});
@@ -306,7 +307,7 @@ void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retri
   const int64_t headroom = config_.memory_table.learned_headroom_percent;
   grown = std::max(grown, peak_gpu_mem_mib + (peak_gpu_mem_mib * headroom + 99) / 100);
   MiB largest = 0;
-  for (const NodeState& n : cluster_.nodes()) largest = std::max(largest, n.max_gpu_total_mib);
+  for (const NodeState& n : cluster().nodes()) largest = std::max(largest, n.max_gpu_total_mib);
   if (largest > 0) grown = std::min(grown, largest);
   if (t.spec.profile) memory_table_.Observe(*t.spec.profile, std::max(before, peak_gpu_mem_mib));
   if (!retried || grown <= before) return;  // the last failure: the table learns, no retry
@@ -356,35 +357,12 @@ Status Scheduler::AssignmentLost(TaskId id, int64_t attempt, const std::string& 
 }
 
 std::vector<TaskId> Scheduler::TasksOnNode(const std::string& node) const {
-  auto index = cluster_.Find(node);
+  auto index = cluster().Find(node);
   if (!index) return {};
-  return {tasks_on_node_[*index].begin(), tasks_on_node_[*index].end()};
+  return {resources_.TasksOn(*index).begin(), resources_.TasksOn(*index).end()};
 }
 
 // ---------------------------------------------------------------- restart
-
-// The stored placement names its node; node indices are those of this process.
-std::optional<Placement> Scheduler::RebindPlacement(const Placement& p) const {
-  auto index = cluster_.Find(p.node);
-  if (!index || p.gpus.size() != p.gpu_mem_mib.size()) return std::nullopt;
-  const NodeState& n = cluster_.node(*index);
-  Resources after = n.allocated;
-  after += p.resources;
-  if (after.cpu_milli > n.capacity.cpu_milli || after.mem_mib > n.capacity.mem_mib) {
-    return std::nullopt;
-  }
-  for (size_t k = 0; k < p.gpus.size(); ++k) {
-    const int g = p.gpus[k];
-    if (g < 0 || static_cast<size_t>(g) >= n.gpus.size() || p.gpu_mem_mib[k] < 0 ||
-        n.gpus[static_cast<size_t>(g)].allocated_mib + p.gpu_mem_mib[k] >
-            n.gpus[static_cast<size_t>(g)].total_mib) {
-      return std::nullopt;
-    }
-  }
-  Placement out = p;
-  out.node_index = *index;
-  return out;
-}
 
 Status Scheduler::Restore(const Task& task) {
   if (!task.id.valid() || task.id.value() < next_id_) {
@@ -401,14 +379,13 @@ Status Scheduler::Restore(const Task& task) {
   if (t.state == TaskState::kPending) {
     PushMain(t);
   } else if (IsActive(t)) {
-    std::optional<Placement> p = stored ? RebindPlacement(*stored) : std::nullopt;
+    std::optional<Placement> p = stored ? resources_.Rebind(*stored) : std::nullopt;
     if (!p) {
       SetState(t, TaskState::kPending, "requeued after restart: its placement could not be restored");
       PushMain(t);
       return Status::Ok();
     }
-    cluster_.Reserve(*p);
-    tasks_on_node_[p->node_index].insert(t.id);
+    resources_.Grant(t.id, *p);
     active_.insert(t.id);
     CountUsage(t, *p, +1);
     charged_until_[t.id] = clock_.NowMs();

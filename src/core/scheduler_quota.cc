@@ -66,53 +66,6 @@ void Scheduler::QuotaWait(Task& t, const std::string& reason) {
   }
 }
 
-// Victims: the tasks of teams that borrow (hold more than their guarantee), newest first
-// (latest assignment, ties by the larger id), taken while their team still borrows, until the
-// reclaimer fits on the cluster without them. Kueue's reclaimWithinCohort, minus priorities.
-bool Scheduler::TryReclaim(Task& t, const PlacementRequest& r) {
-  const std::string team = TeamOf(t.spec);
-  std::vector<Task*> candidates;
-  for (TaskId id : active_) {
-    Task& v = *Find(id);
-    const std::string vt = TeamOf(v.spec);
-    if (vt == team || v.spec.gpus == 0) continue;
-    if (quotas_.IsBorrowing(vt, team_usage_[vt])) candidates.push_back(&v);
-  }
-  if (candidates.empty()) return false;
-  std::sort(candidates.begin(), candidates.end(), [](const Task* a, const Task* b) {
-    if (a->assigned_ms != b->assigned_ms) return a->assigned_ms > b->assigned_ms;
-    return a->id > b->id;
-  });
-  ClusterState trial = cluster_;
-  std::map<std::string, TeamUsage> used = team_usage_;
-  std::vector<TaskId> victims;
-  bool fits = false;
-  for (Task* v : candidates) {
-    const std::string vt = TeamOf(v->spec);
-    if (!quotas_.IsBorrowing(vt, used[vt])) continue;  // no longer borrows: keep the rest
-    trial.Release(*v->placement);
-    TeamUsage& u = used[vt];
-    u.gpus -= static_cast<int64_t>(v->placement->gpus.size());
-    for (MiB m : v->placement->gpu_mem_mib) u.gpu_mem_mib -= m;
-    victims.push_back(v->id);
-    if (placer_.Place(trial, r).placed) {
-      fits = true;
-      break;
-    }
-  }
-  if (!fits) return false;
-  const std::string reason = "preempted: team " + team + " reclaims its guaranteed GPUs";
-  for (TaskId id : victims) {
-    if (Preempt(id, reason).ok()) ++stats_.reclaims;
-  }
-  PlacementResult result = placer_.Place(cluster_, r);
-  if (!result.placed) return false;  // cannot happen: the same state as the trial
-  t.last_report = std::move(result.report);
-  t.last_report_summary = DescribeReport(t.last_report);
-  Commit(t, result.placement);
-  return true;
-}
-
 // ---------------------------------------------------------------- fair share
 
 void Scheduler::Charge(const Task& t, TimeMs until_ms) {

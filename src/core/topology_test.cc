@@ -78,7 +78,7 @@ TEST(TopologyTest, MultiGpuTaskGetsTheBestConnectedSet) {
                                              : MakeNode("n", 4, 16 * kGiB), 0).ok());
     Hold(cluster, {0, 3}, kGiB);
     const PlacementResult result = Placer({}, nullptr).Place(cluster, Request(2, 4 * kGiB));
-    ASSERT_TRUE(result.placed);
+    ASSERT_TRUE(result.placed());
     if (!with_topology) {
       EXPECT_EQ(result.placement.gpus, (std::vector<int>{1, 2}));
       EXPECT_EQ(result.placement.topology_rule, "");
@@ -101,7 +101,7 @@ TEST(TopologyTest, SingleGpuTaskKeepsAFreeNvLinkPairWhole) {
                                              : MakeNode("n", 4, 16 * kGiB), 0).ok());
     Hold(cluster, {2}, 2 * kGiB);
     const PlacementResult result = Placer({}, nullptr).Place(cluster, Request(1, kGiB));
-    ASSERT_TRUE(result.placed);
+    ASSERT_TRUE(result.placed());
     if (!with_topology) {
       EXPECT_EQ(result.placement.gpus, std::vector<int>{0});
       continue;

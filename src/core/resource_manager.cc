@@ -1,0 +1,52 @@
+#include "core/resource_manager.h"
+
+namespace gpusched::core {
+
+StatusOr<size_t> ResourceManager::RegisterNode(const NodeSpec& spec, TimeMs now_ms) {
+  GS_ASSIGN_OR_RETURN(size_t index, state_.Upsert(spec, now_ms));
+  tasks_on_node_.resize(state_.size());
+  extremes_cache_.clear();
+  return index;
+}
+
+const ClusterState::Extremes& ResourceManager::Extremes(int model_id) const {
+  auto it = extremes_cache_.find(model_id);
+  if (it == extremes_cache_.end()) {
+    it = extremes_cache_.emplace(model_id, state_.ComputeExtremes(model_id)).first;
+  }
+  return it->second;
+}
+
+void ResourceManager::Grant(TaskId task, const Placement& p) {
+  state_.Reserve(p);
+  tasks_on_node_[p.node_index].insert(task);
+}
+
+void ResourceManager::Return(TaskId task, const Placement& p) {
+  state_.Release(p);
+  tasks_on_node_[p.node_index].erase(task);
+}
+
+std::optional<Placement> ResourceManager::Rebind(const Placement& p) const {
+  auto index = state_.Find(p.node);
+  if (!index || p.gpus.size() != p.gpu_mem_mib.size()) return std::nullopt;
+  const NodeState& n = state_.node(*index);
+  Resources after = n.allocated;
+  after += p.resources;
+  if (after.cpu_milli > n.capacity.cpu_milli || after.mem_mib > n.capacity.mem_mib) {
+    return std::nullopt;
+  }
+  for (size_t k = 0; k < p.gpus.size(); ++k) {
+    const int g = p.gpus[k];
+    if (g < 0 || static_cast<size_t>(g) >= n.gpus.size() || p.gpu_mem_mib[k] < 0 ||
+        n.gpus[static_cast<size_t>(g)].allocated_mib + p.gpu_mem_mib[k] >
+            n.gpus[static_cast<size_t>(g)].total_mib) {
+      return std::nullopt;
+    }
+  }
+  Placement out = p;
+  out.node_index = *index;
+  return out;
+}
+
+}  // namespace gpusched::core

@@ -1,0 +1,81 @@
+#pragma once
+// ResourceManager: CN109992422A's resource-management module (claims 9-10). It owns the state
+// table of servers and GPUs (ClusterState, fed by registrations and heartbeats), records which
+// task holds what (t -> (s, g, req)), and answers a ResourceRequest from task management with
+// a placement or the reason there is none (Placer). Task management (Scheduler: admission,
+// the memory table, the task table, Q and FQ) never reads the state table to decide where a
+// task goes; it sends a request and applies the answer.
+//
+// Thread-safety: none; the Scheduler that owns it serialises every call.
+
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/executor.h"
+#include "base/ids.h"
+#include "base/status.h"
+#include "core/cluster_state.h"
+#include "core/placement.h"
+
+namespace gpusched::core {
+
+// CN109992422A claim 10: what task management sends resource management for one task. The
+// shape carries the GPU memory per GPU that task management computed (memory table, explicit
+// value, or whole GPUs), the GPU count and model, CPU and RAM, and the node rules.
+struct ResourceRequest {
+  TaskId task;
+  PlacementRequest shape;
+};
+
+class ResourceManager {
+ public:
+  ResourceManager(PlacementOptions options, Executor* executor)
+      : placer_(std::move(options), executor) {}
+
+  // ---- the state table ----
+  const ClusterState& state() const { return state_; }
+  // Registers a node or updates a known one's capacity (ClusterState::Upsert).
+  StatusOr<size_t> RegisterNode(const NodeSpec& spec, TimeMs now_ms);
+  // Heartbeat data and flags (ClusterState::Update).
+  template <typename Fn>
+  void Update(size_t index, Fn&& fn) {
+    state_.Update(index, std::forward<Fn>(fn));
+  }
+  // The largest node and GPU for a model (-1 = any), cached until a node registers (the scan
+  // is O(nodes) and admission asks for every task).
+  const ClusterState::Extremes& Extremes(int model_id) const;
+
+  // ---- answers ----
+  // Where the request would go on the state table as it is now. Changes nothing.
+  PlacementResult Answer(const ResourceRequest& request) const {
+    return placer_.Place(state_, request.shape);
+  }
+  // The same answer over another view of the table (a pass's plan, a reclaim trial).
+  PlacementResult AnswerOn(const ClusterState& view, const ResourceRequest& request) const {
+    return placer_.Place(view, request.shape);
+  }
+  const Placer& placer() const { return placer_; }
+
+  // ---- grants ----
+  // Reserves `p` for `task`: visible to the very next answer (CN109992422A test 6).
+  // REQUIRES: p fits (it came from an answer on the current table, or from Rebind).
+  void Grant(TaskId task, const Placement& p);
+  // Gives `task`'s reservation back. REQUIRES: Grant(task, p) was called and not undone.
+  void Return(TaskId task, const Placement& p);
+  // Assigned or running tasks on the node at `index`, ascending id.
+  const std::set<TaskId>& TasksOn(size_t index) const { return tasks_on_node_[index]; }
+  // A placement stored before a restart, rebound to this table's node indices; nullopt when
+  // its node is unknown or it no longer fits.
+  std::optional<Placement> Rebind(const Placement& p) const;
+
+ private:
+  ClusterState state_;
+  Placer placer_;
+  std::vector<std::set<TaskId>> tasks_on_node_;  // by node index
+  mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
+};
+
+}  // namespace gpusched::core

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
 #include "agent/gpu_memory_watchdog.h"
 #include "agent/log_service.h"
@@ -59,6 +60,8 @@ struct Agent::Impl {
   core::GpuTopology topology;  // reported at registration; empty = unknown
   std::unique_ptr<MemoryWatchdog> watchdog;  // heartbeat thread only
   std::map<TaskKey, TaskShare> shares;       // guarded by mu: the GPU tasks running here
+  ExecutorObserver observer;                 // heartbeat thread only
+  std::set<TaskKey> hung;                    // heartbeat thread only: logged as hung
   std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs ("0-7,16-23"), from sysfs
   size_t faults_seen = 0;       // faults of the fault file already applied
   std::string fault_file_error;  // the last parse error logged (each is logged once)
@@ -107,6 +110,7 @@ struct Agent::Impl {
     MiB mem_mib = 0;
   };
   std::map<TaskKey, GpuUse> MeasureGpuUse();
+  std::map<TaskKey, TaskObservation> ObserveExecutor();
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -123,6 +127,15 @@ static StatusOr<std::string> FindPreload(const AgentConfig& config) {
   const std::filesystem::path beside = exe.parent_path() / "libgpusched_preload.so";
   if (ec || access(beside.c_str(), R_OK) != 0) return std::string();
   return beside.string();
+}
+
+static v1::TaskRef::ExecutorStatus ToProto(TaskHealth h) {
+  switch (h) {
+    case TaskHealth::kStopped: return v1::TaskRef::STOPPED;
+    case TaskHealth::kHeartbeatStale: return v1::TaskRef::HEARTBEAT_STALE;
+    case TaskHealth::kRunning: break;
+  }
+  return v1::TaskRef::RUNNING;
 }
 
 // REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
@@ -257,9 +270,11 @@ void Agent::Impl::HeartbeatLoop() {
       next_node = now + node_hb_ms.load();
     }
     if (now >= next_task && !running.empty()) {
-      // CN109992422A claim 7: task heartbeats, batched per node, with each GPU task's use
-      // of its GPUs (the executor's status).
+      // CN109992422A claim 7: task heartbeats, batched per node, with the executor's status
+      // (running, or hung: stopped, heartbeat file stale) and each GPU task's use of its
+      // GPUs. A hung task's heartbeat says so: the server reclaims it after T_task (claim 8).
       const std::map<TaskKey, GpuUse> use = MeasureGpuUse();
+      const std::map<TaskKey, TaskObservation> seen = ObserveExecutor();
       v1::AgentMessage m;
       for (const auto& [id, attempt] : running) {
         v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
@@ -269,6 +284,11 @@ void Agent::Impl::HeartbeatLoop() {
           r->set_gpu_util(u->second.util);
           r->set_gpu_mem_used_mib(u->second.mem_mib);
         }
+        if (config.executor != ExecutorKind::kProcess) continue;  // no process to look at
+        auto o = seen.find({id, attempt});
+        const TaskHealth health = o == seen.end() ? TaskHealth::kRunning : o->second.health;
+        r->set_executor_status(ToProto(health));
+        if (health != TaskHealth::kRunning) r->set_executor_detail(o->second.detail);
       }
       Send(m);
       next_task = now + task_hb_ms.load();
@@ -298,6 +318,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".peak", ec);
     std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpumem", ec);
     std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpuutil", ec);
+    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".heartbeat", ec);
   }
 }
 
@@ -354,6 +375,10 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   if (gpus->simulated()) spec.env["GPUSCHED_PEAK_MIB_FILE"] = spec.log_path + ".peak";
   if (gpus->simulated()) spec.env["GPUSCHED_SIM_GPU_UTIL_FILE"] = spec.log_path + ".gpuutil";
   if (!preload.empty() && a.gpus_size() > 0) InjectPreload(spec);
+  if (a.has_heartbeat_timeout_ms()) {  // CN109992422A claim 7 (executor_status.h)
+    spec.env[kHeartbeatFileEnv] = spec.log_path + ".heartbeat";
+    spec.env[kHeartbeatTimeoutEnv] = std::to_string(a.heartbeat_timeout_ms());
+  }
   if (a.gpus_size() > 0) {
     TaskShare share;
     share.gpus.assign(a.gpus().begin(), a.gpus().end());
@@ -505,6 +530,25 @@ std::map<TaskKey, Agent::Impl::GpuUse> Agent::Impl::MeasureGpuUse() {
     if (auto key = task_of(p.pid); key && out.count(*key)) out[*key].mem_mib += p.used_mib;
   }
   return out;
+}
+
+// The executor's status of each task with a known process (executor_status.h); a task that
+// turns hung, or recovers, is logged once.
+std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
+  std::map<TaskKey, TaskObservation> seen = observer.Observe(executor->Processes(), clock.NowMs());
+  std::set<TaskKey> now_hung;
+  for (const auto& [key, o] : seen) {
+    if (o.health == TaskHealth::kRunning) continue;
+    now_hung.insert(key);
+    if (!hung.count(key)) Log("task " + std::to_string(key.first) + " hung: " + o.detail);
+  }
+  for (const TaskKey& key : hung) {
+    if (!now_hung.count(key) && seen.count(key)) {
+      Log("task " + std::to_string(key.first) + " runs again");
+    }
+  }
+  hung = std::move(now_hung);
+  return seen;
 }
 
 // A task runs on the CPUs of its GPUs' NUMA node(s) (gpusched-shim applies

@@ -238,6 +238,19 @@ std::vector<TaskKey> ProcessRunner::Running() const {
   return KeysOf(shims_);
 }
 
+std::map<TaskKey, TaskProcess> ProcessRunner::Processes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<TaskKey, TaskProcess> out;
+  for (auto& [key, s] : shims_) {
+    if (s.process.pgid == 0 && journal_) {
+      StatusOr<journal::RunRecord> run = journal_->ReadRun(key);
+      if (run.ok() && run->task_pgid > 0) s.process = {run->task_pgid, run->started_ms};
+    }
+    if (s.process.pgid > 0) out[key] = s.process;
+  }
+  return out;
+}
+
 void ProcessRunner::Acknowledge(uint64_t id, int64_t attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_ || shims_.count({id, attempt}) != 0) return;

@@ -59,6 +59,8 @@ class ProcessRunner final : public TaskExecutor {
   void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
             const std::string& reason) override;
   std::vector<TaskKey> Running() const override;
+  // From each task's .run record (read once per task).
+  std::map<TaskKey, TaskProcess> Processes() override;
   // Deletes the task's records from the journal. Ignored while the task runs.
   void Acknowledge(uint64_t id, int64_t attempt) override;
   // kKillTasks: SIGKILL every task through its shim and wait for the shim to record the
@@ -76,6 +78,7 @@ class ProcessRunner final : public TaskExecutor {
     TimeMs kill_at_ms = -1;   // SIGUSR1 (SIGKILL of the group) deadline, -1 = none
     bool killed_hard = false;
     std::string kill_reason;
+    TaskProcess process;  // pgid 0 until the shim's .run record was read
   };
   ProcessRunner(Clock& clock, std::unique_ptr<Journal> journal, std::string shim_path,
                 ExitCallback on_exit);

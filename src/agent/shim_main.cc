@@ -14,8 +14,9 @@
 // the agent's unit needs KillMode=process, or stopping the agent kills its whole cgroup.)
 //  1. It forks the task into a process group of its own and, before the task execs, writes
 //     JOURNAL_DIR/ID.ATTEMPT.run (its own identity, the task's group).
-//  2. SIGTERM is forwarded to the task's group; SIGUSR1 becomes SIGKILL of the group (a
-//     SIGKILL sent to the shim itself would kill the shim, not the task).
+//  2. SIGTERM is forwarded to the task's group, followed by SIGCONT (a stopped task would
+//     not act on it); SIGUSR1 becomes SIGKILL of the group (a SIGKILL sent to the shim
+//     itself would kill the shim, not the task).
 //  3. When the task exits it kills what is left of the group, seals the record as
 //     ID.ATTEMPT.exit (exit lines appended, fsynced, renamed: it stays until the server has
 //     it), and exits with the task's exit code.
@@ -136,6 +137,7 @@ int Supervise(pid_t task, const sigset_t& waited) {
     const int sig = sigwaitinfo(&waited, &info);
     if (sig == SIGTERM) {
       kill(-task, SIGTERM);
+      kill(-task, SIGCONT);  // a stopped (hung) task gets to handle it, as systemd does
     } else if (sig == SIGUSR1) {
       kill(-task, SIGKILL);
     } else if (sig == SIGCHLD) {

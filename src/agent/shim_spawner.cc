@@ -61,10 +61,10 @@ __attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
 }
 
 // The files a task running as another user is told to write next to its log (the share
-// ledger, the simulated peak and utilisation): created here, owned by that user, 0600, as
-// the log directory is the agent's.
+// ledger, the simulated peak and utilisation, the heartbeat file): created here, owned by
+// that user, 0600, as the log directory is the agent's.
 const char* const kTaskFileEnv[] = {"GPUSCHED_PRELOAD_STATE", "GPUSCHED_PEAK_MIB_FILE",
-                                    "GPUSCHED_SIM_GPU_UTIL_FILE"};
+                                    "GPUSCHED_SIM_GPU_UTIL_FILE", "GPUSCHED_HEARTBEAT_FILE"};
 
 // Gives the log (open as `log_fd`) and the task's files to `user`, readable by it only.
 Status HandOver(const LaunchSpec& spec, const TaskUser& user, int log_fd) {

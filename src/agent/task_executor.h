@@ -14,6 +14,8 @@
 //
 // Thread-safety: every method may be called from any thread.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -59,6 +61,13 @@ struct TaskExit {
   std::string reason;  // "" for a plain exit
 };
 
+// The process group a running task leads, and when it started (Unix ms): what the agent
+// looks at for the executor status of its task heartbeat (executor_status.h).
+struct TaskProcess {
+  pid_t pgid = 0;
+  TimeMs started_ms = 0;
+};
+
 // What happens to running tasks when an agent stops.
 enum class ShutdownMode {
   // SIGKILL every task and wait for it to end: `gpusched dev`, the demo, benchmarks, tests.
@@ -92,6 +101,9 @@ class TaskExecutor {
                     const std::string& reason) = 0;
   // Every task running now, adopted ones included, in key order.
   virtual std::vector<TaskKey> Running() const = 0;
+  // The running tasks whose process is known (ProcessRunner: once the shim has recorded
+  // it). None by default: an executor without processes (NoopExecutor) reports no status.
+  virtual std::map<TaskKey, TaskProcess> Processes() { return {}; }
   // The server has recorded the exit of (id, attempt): forget it. Until then it is kept
   // (on disk, for ProcessRunner) and reported again by the next executor on the same node.
   virtual void Acknowledge(uint64_t id, int64_t attempt) = 0;

@@ -29,6 +29,9 @@ std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s) {
   if (s.mem_mib() > 0) add(FormatSizeMiB(s.mem_mib()) + " RAM");
   if (s.has_duration_ms()) add("expected " + FormatDurationMs(s.duration_ms()));
   if (s.has_time_limit_ms()) add(FormatDurationMs(s.time_limit_ms()) + " limit");
+  if (s.has_heartbeat_timeout_ms()) {
+    add("heartbeat file within " + FormatDurationMs(s.heartbeat_timeout_ms()));
+  }
   if (s.has_max_retries()) add(std::to_string(s.max_retries()) + " retries");
   return out.empty() ? "no GPU" : out;
 }

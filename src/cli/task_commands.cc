@@ -44,7 +44,7 @@ int64_t NowMs() {
 struct SubmitFlags {
   ClientFlags client;
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
-  std::string time, workdir, profile;
+  std::string time, workdir, profile, heartbeat_timeout;
   bool export_env = false, keep_pending = false;
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
@@ -134,6 +134,8 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   CheckNotInFile(cmd, f, "--mem", "mem", s.resources.mem_mib != 0);
   CheckNotInFile(cmd, f, "--duration", "duration", s.duration_ms.has_value());
   CheckNotInFile(cmd, f, "--time", "time", s.time_limit_ms.has_value());
+  CheckNotInFile(cmd, f, "--heartbeat-timeout", "heartbeat_timeout",
+                 s.heartbeat_timeout_ms.has_value());
   CheckNotInFile(cmd, f, "--name", "name", !s.name.empty());
   CheckNotInFile(cmd, f, "--retries", "retries", s.max_retries.has_value());
   CheckNotInFile(cmd, f, "--workdir", "workdir", !s.workdir.empty());
@@ -161,6 +163,9 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--name")) s.name = f.name;
   if (cmd->count("--retries")) s.max_retries = integer(f.retries, "--retries");
   if (cmd->count("--time")) s.time_limit_ms = OrFail(ParseDurationMs(f.time, "--time"));
+  if (cmd->count("--heartbeat-timeout")) {
+    s.heartbeat_timeout_ms = OrFail(ParseDurationMs(f.heartbeat_timeout, "--heartbeat-timeout"));
+  }
   if (cmd->count("--workdir")) s.workdir = f.workdir;
   if (cmd->count("--profile")) {
     s.profile = OrFail(spec::ParseProfileFlag(f.profile, "--profile"));
@@ -194,6 +199,10 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_option("--duration", f->duration, "Expected run time, e.g. 2h (for its priority)");
   cmd->add_option("--time", f->time,
                   "Time limit, e.g. 30m: the task is stopped (SIGTERM, then SIGKILL) and fails");
+  cmd->add_option("--heartbeat-timeout", f->heartbeat_timeout,
+                  "e.g. 5m: the task gets a file, $GPUSCHED_HEARTBEAT_FILE, to touch while it "
+                  "makes progress; untouched for this long it counts as hung and is "
+                  "reclaimed after the server's task_timeout (retried)");
   cmd->add_option("--workdir", f->workdir,
                   "Working directory of the task (default: the directory you submit from)");
   cmd->add_flag("--export", f->export_env, "Send your environment variables with the task");
@@ -376,6 +385,14 @@ void RegisterShow(CLI::App& app) {
                              {"idle:", t.idle()               ? "yes (" + since + ")"
                                        : t.gpu_util() == 0 ? "not yet (" + since + ")"
                                                            : "no"}});
+    }
+    if (t.last_heartbeat_ms() > 0) {  // CN109992422A claims 7-8: the task heartbeats
+      const std::string status = t.executor_status().empty() ? "-" : t.executor_status();
+      PrintTable(std::cout,
+                 {{"executor:", status + (t.executor_detail().empty()
+                                              ? ""
+                                              : " (" + t.executor_detail() + ")")},
+                  {"last alive:", Age(t.last_heartbeat_ms(), now) + " (task heartbeat)"}});
     }
     std::cout << "history:\n";
     for (const auto& h : t.history()) {

@@ -208,6 +208,62 @@ TEST_F(CN109992422ATest, Claim8_SilentTaskIsReclaimedAndThePendingTaskPlaced) {
   ExpectInvariants();
 }
 
+// Claims 7-8: the heartbeats of a task go on, but its executor says it is hung (every process
+// stopped): after T_task it is reclaimed like a silent task, its GPU memory freed, a kill
+// sent, and the pending task placed. One that runs again within T_task is kept.
+TEST_F(CN109992422ATest, Claim8_HungTaskIsReclaimedAfterTTaskAndThePendingTaskPlaced) {
+  SchedulerConfig config;
+  config.capacity_wait = CapacityWait::kStayQueued;
+  Init(config);
+  AddNode(MakeNode("n1", 2, 16 * kGiB));
+  const TaskId hung = Submit(SharedTask(12 * kGiB));
+  const TaskId recovers = Submit(SharedTask(12 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const TaskId waiting = Submit(SharedTask(12 * kGiB));
+  sched_->Tick();
+  EXPECT_EQ(T(waiting).state, TaskState::kPending);
+  const ExecutorReport stopped{ExecutorStatus::kStopped, "stopped: every process in state T"};
+  hung_task_[hung] = stopped;
+  hung_task_[recovers] = stopped;
+  AdvanceAlive(config.task_timeout_ms - 1000);
+  sched_->Tick();
+  // Within T_task nothing is reclaimed; the status is recorded (claim 7).
+  EXPECT_EQ(T(hung).state, TaskState::kRunning);
+  EXPECT_EQ(T(hung).executor_status, ExecutorStatus::kStopped);
+  EXPECT_EQ(T(hung).executor_detail, "stopped: every process in state T");
+  EXPECT_EQ(T(hung).last_heartbeat_ms, 0);  // not seen alive since its start
+  EXPECT_EQ(T(waiting).state, TaskState::kPending);
+  hung_task_[recovers] = {ExecutorStatus::kRunning, ""};  // SIGCONT: alive again
+  (void)sched_->TakeActions();
+  AdvanceAlive(2000);
+  sched_->Tick();
+  EXPECT_EQ(T(recovers).state, TaskState::kRunning);
+  EXPECT_EQ(T(recovers).executor_status, ExecutorStatus::kRunning);
+  EXPECT_EQ(T(hung).state, TaskState::kPending);  // reclaimed, retried like a failed run
+  EXPECT_EQ(T(hung).fail_cnt, 1);
+  bool recorded = false;  // the reason is in its history (a later pass says why it waits)
+  for (const Transition& tr : T(hung).history) {
+    recorded |= tr.reason.find("task hung on n1: stopped: every process in state T (not seen "
+                               "running for 31s)") != std::string::npos;
+  }
+  EXPECT_TRUE(recorded);
+  bool killed = false, assigned = false;
+  for (const Action& a : sched_->TakeActions()) {
+    killed |= a.kind == Action::Kind::kKill && a.task == hung;
+    assigned |= a.kind == Action::Kind::kAssign && a.task == waiting;
+  }
+  EXPECT_TRUE(killed);
+  EXPECT_TRUE(assigned);
+  // The hung task's GPU went to the waiting one: its 12 GiB are held once, not twice.
+  ASSERT_TRUE(T(waiting).placement.has_value());
+  const GpuState& gpu = sched_->cluster().node(0).gpus[T(waiting).placement->gpus[0]];
+  EXPECT_EQ(gpu.allocated_mib, 12 * kGiB);
+  EXPECT_EQ(gpu.tasks, 1);
+  EXPECT_EQ(sched_->stats().tasks_reclaimed, 1);
+  ExpectInvariants();
+}
+
 TEST_F(CN109992422ATest, Claim2_ReservationVisibleToTheNextRequestBeforeAnyHeartbeat) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
   AddNode(MakeNode("n2", 1, 16 * kGiB));

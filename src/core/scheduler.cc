@@ -22,6 +22,16 @@ const char* TaskStateName(TaskState s) {
   return "unknown";
 }
 
+const char* ExecutorStatusName(ExecutorStatus s) {
+  switch (s) {
+    case ExecutorStatus::kUnreported: return "";
+    case ExecutorStatus::kRunning: return "running";
+    case ExecutorStatus::kStopped: return "stopped";
+    case ExecutorStatus::kHeartbeatStale: return "heartbeat-stale";
+  }
+  return "";
+}
+
 namespace {
 // A GPU model no node has: matches nothing (the task waits for such a node to join).
 constexpr int kUnknownModel = INT_MAX;

@@ -153,6 +153,12 @@ struct GpuUsage {
   MiB mem_used_mib = 0;
 };
 
+// What a task heartbeat says of the task's executor (CN109992422A claim 7).
+struct ExecutorReport {
+  ExecutorStatus status = ExecutorStatus::kUnreported;
+  std::string detail;  // why it is hung, e.g. "heartbeat file not touched for 1m5s"
+};
+
 class Scheduler {
  public:
   // Validates the configuration. `executor` may be null (sequential filtering).
@@ -184,9 +190,12 @@ class Scheduler {
   Status Drain(const std::string& node, bool evict);
   // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
   Status TaskStarted(TaskId id, int64_t attempt);
-  // A task heartbeat may carry the attempt's GPU use (CN109992422A claim 7: the executor's
-  // status): utilisation > 0 restarts its idle clock.
-  Status TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage = std::nullopt);
+  // A task heartbeat may carry the attempt's GPU use and its executor's status
+  // (CN109992422A claim 7): utilisation > 0 restarts its idle clock; one that says the task
+  // is hung is recorded but does not count as a sign of life, so a task hung for longer than
+  // T_task is reclaimed like a silent one (claim 8).
+  Status TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage = std::nullopt,
+                       ExecutorReport executor = {});
   // Idle allocations: flags every running task that reported its GPU use and has been at 0 %
   // for `idle_after` or longer (Task::idle), clears the flag of the others, and returns the
   // flagged ones. O(tasks that report GPU use).

@@ -66,6 +66,12 @@ TEST_F(BadInputTest, ZeroOrNegativeDuration) {
   ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be >= 1, got -60000ms");
 }
 
+TEST_F(BadInputTest, HeartbeatTimeoutUnderOneSecond) {
+  TaskSpec t = SharedTask(1024);
+  t.heartbeat_timeout_ms = 500;
+  ExpectRejected(t, StatusCode::kInvalidArgument, "heartbeat_timeout: must be >= 1000, got 500ms");
+}
+
 TEST_F(BadInputTest, UnknownGpuModel) {
   TaskSpec t = SharedTask(kGiB);
   t.gpu_model = "TPUv9";

@@ -26,7 +26,8 @@ void Scheduler::CheckNodeLiveness(TimeMs now) {
   }
 }
 
-// CN109992422A claims 7-8: a task silent for more than T_task has its resources reclaimed.
+// CN109992422A claims 7-8: a task silent, or hung by its executor's account, for more than
+// T_task has its resources reclaimed (killed on its node, retried like a failed execution).
 void Scheduler::CheckTaskLiveness(TimeMs now) {
   std::vector<TaskId> silent;
   for (TaskId id : active_) {
@@ -37,8 +38,14 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
     Task& t = *Find(id);
     const NodeState& n = cluster().node(t.placement->node_index);
     if (!n.available) continue;  // the node rule handles it
+    const std::string quiet = FormatDurationMs(now - t.last_heartbeat_ms);
     const std::string reason =
-        "task heartbeat lost for " + FormatDurationMs(now - t.last_heartbeat_ms) + " on " + n.name;
+        IsHung(t.executor_status)
+            ? "task hung on " + n.name + ": " +
+                  (t.executor_detail.empty() ? ExecutorStatusName(t.executor_status)
+                                             : t.executor_detail) +
+                  " (not seen running for " + quiet + ")"
+            : "task heartbeat lost for " + quiet + " on " + n.name;
     actions_.push_back({Action::Kind::kKill, id, n.name, t.attempts, {}, {}, reason});
     ++stats_.tasks_reclaimed;
     FailExecution(t, reason);
@@ -208,20 +215,27 @@ Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
     t->gpu_mem_used_mib = -1;
     t->busy_ms = t->last_heartbeat_ms;
     t->idle = false;
+    t->executor_status = ExecutorStatus::kUnreported;
+    t->executor_detail.clear();
   }
   return Status::Ok();
 }
 
-Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage) {
+Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsage> usage,
+                                ExecutorReport executor) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
-  t->last_heartbeat_ms = clock_.NowMs();  // CN109992422A claim 7
+  // CN109992422A claim 7: t.last = now, t.status = status; a hung task is not alive (claim 8).
+  const TimeMs now = clock_.NowMs();
+  t->executor_status = executor.status;
+  t->executor_detail = IsHung(executor.status) ? std::move(executor.detail) : std::string();
+  if (!IsHung(executor.status)) t->last_heartbeat_ms = now;
   if (usage && t->state == TaskState::kRunning) {  // claim 7: the executor's status
     t->gpu_util = usage->util;
     t->gpu_mem_used_mib = usage->mem_used_mib;
     // Busy now, or the first report since a restart (busy_ms is not stored): the idle clock
     // starts again.
-    if (usage->util > 0 || t->busy_ms == 0) t->busy_ms = t->last_heartbeat_ms;
+    if (usage->util > 0 || t->busy_ms == 0) t->busy_ms = now;
     gpu_reporting_.insert(id);
   }
   return Status::Ok();

@@ -52,6 +52,9 @@ struct TaskSpec {
   std::string workdir;  // absolute; "" = the agent's own working directory
   // Wall-clock limit of one attempt: past it the task is killed and failed (not retried).
   std::optional<DurationMs> time_limit_ms;
+  // Set: the agent gives the task a heartbeat file and reports it hung when the file was not
+  // touched for this long (CN109992422A claim 7); the core only carries it.
+  std::optional<DurationMs> heartbeat_timeout_ms;
   // Who submitted it and for which team: set by the server from the caller's identity, never
   // taken from the request; the core does not interpret them.
   std::string user;
@@ -70,6 +73,20 @@ enum class TaskState {
 const char* TaskStateName(TaskState s);
 inline bool IsTerminal(TaskState s) {
   return s == TaskState::kSucceeded || s == TaskState::kFailed || s == TaskState::kCancelled;
+}
+
+// What the executor last said of a running attempt in its task heartbeat (CN109992422A
+// claim 7). A hung attempt (stopped, heartbeat-stale) is not alive: its heartbeats do not
+// keep it from being reclaimed after T_task (claim 8).
+enum class ExecutorStatus {
+  kUnreported,      // no status (noop executor, older agents): a heartbeat means alive
+  kRunning,
+  kStopped,         // every process of the task is stopped (SIGSTOP, SIGTSTP)
+  kHeartbeatStale,  // its heartbeat file is older than its heartbeat_timeout
+};
+const char* ExecutorStatusName(ExecutorStatus s);  // "", "running", "stopped", "heartbeat-stale"
+inline bool IsHung(ExecutorStatus s) {
+  return s == ExecutorStatus::kStopped || s == ExecutorStatus::kHeartbeatStale;
 }
 
 // CN115981827A claims 1, 3, 7: 2 = waiting to be scheduled, 0 = scheduled successfully,
@@ -124,7 +141,13 @@ struct Task {
   std::optional<Placement> placement;
   TimeMs submitted_ms = 0;
   TimeMs assigned_ms = 0;
+  // The attempt's last sign of life: its start, or a task heartbeat that did not say it is
+  // hung (CN109992422A claims 7-8).
   TimeMs last_heartbeat_ms = 0;
+  // What the latest task heartbeat said of the executor, and why it is hung ("" otherwise);
+  // memory only, reset for each attempt.
+  ExecutorStatus executor_status = ExecutorStatus::kUnreported;
+  std::string executor_detail;
   // The current attempt's GPU use from its task heartbeats (CN109992422A claim 7); memory
   // only, not stored. -1 = not reported. busy_ms: the last report of utilisation > 0, or the
   // start of the attempt; idle: at 0 % since busy_ms for the server's idle_after or longer.

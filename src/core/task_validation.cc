@@ -43,6 +43,11 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     GS_RETURN_IF_ERROR(Range("time", *s.time_limit_ms, 1, kMaxDurationMs,
                              std::to_string(*s.time_limit_ms) + "ms"));
   }
+  if (s.heartbeat_timeout_ms) {
+    // At least 1 s: the agent looks at the file once per task heartbeat.
+    GS_RETURN_IF_ERROR(Range("heartbeat_timeout", *s.heartbeat_timeout_ms, 1000, kMaxDurationMs,
+                             std::to_string(*s.heartbeat_timeout_ms) + "ms"));
+  }
   if (s.max_retries) {
     GS_RETURN_IF_ERROR(
         Range("retries", *s.max_retries, 0, kMaxRetries, std::to_string(*s.max_retries)));

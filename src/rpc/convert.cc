@@ -28,6 +28,7 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
   if (p.has_duration_ms()) s.duration_ms = p.duration_ms();
   if (p.has_max_retries()) s.max_retries = p.max_retries();
   if (p.has_time_limit_ms()) s.time_limit_ms = p.time_limit_ms();
+  if (p.has_heartbeat_timeout_ms()) s.heartbeat_timeout_ms = p.heartbeat_timeout_ms();
   if (p.workdir().find('\0') != std::string::npos) {
     return InvalidArgument("workdir: contains a NUL byte");
   }
@@ -81,6 +82,7 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
   if (s.duration_ms) p->set_duration_ms(*s.duration_ms);
   if (s.max_retries) p->set_max_retries(*s.max_retries);
   if (s.time_limit_ms) p->set_time_limit_ms(*s.time_limit_ms);
+  if (s.heartbeat_timeout_ms) p->set_heartbeat_timeout_ms(*s.heartbeat_timeout_ms);
   p->set_workdir(s.workdir);
   p->set_user(s.user);
   p->set_team(s.team);
@@ -139,6 +141,11 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
     p->set_gpu_mem_used_mib(t.gpu_mem_used_mib);
     if (t.gpu_util == 0) p->set_idle_since_ms(t.busy_ms);  // at 0 % since then
     p->set_idle(t.idle);
+  }
+  if (t.state == core::TaskState::kRunning) {  // CN109992422A claims 7-8
+    p->set_executor_status(core::ExecutorStatusName(t.executor_status));
+    p->set_executor_detail(t.executor_detail);
+    p->set_last_heartbeat_ms(t.last_heartbeat_ms);
   }
   for (auto it = t.history.rbegin(); it != t.history.rend(); ++it) {
     if (it->state == core::TaskState::kAssigned) break;  // the current attempt only

@@ -15,6 +15,7 @@ v1::TaskSpec Valid() {
   p.set_cpu_milli(2000);
   p.set_max_retries(1);
   p.set_time_limit_ms(60'000);
+  p.set_heartbeat_timeout_ms(5'000);
   p.set_workdir("/home/u/proj");
   p.add_command("python");
   p.add_command("train.py");
@@ -35,6 +36,7 @@ TEST(ConvertTest, TaskSpecRoundTrips) {
   EXPECT_EQ(s->max_retries, 1);
   EXPECT_FALSE(s->duration_ms.has_value());
   EXPECT_EQ(s->time_limit_ms, 60'000);
+  EXPECT_EQ(s->heartbeat_timeout_ms, 5'000);
   EXPECT_EQ(s->workdir, "/home/u/proj");
   EXPECT_EQ(s->command, (std::vector<std::string>{"python", "train.py"}));
   ASSERT_EQ(s->tolerations.size(), 1u);

@@ -41,6 +41,8 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                   {"mem_mib", s.mem_mib()},
                   {"duration_ms", optional(s.has_duration_ms(), s.duration_ms())},
                   {"time_limit_ms", optional(s.has_time_limit_ms(), s.time_limit_ms())},
+                  {"heartbeat_timeout_ms",
+                   optional(s.has_heartbeat_timeout_ms(), s.heartbeat_timeout_ms())},
                   {"retries", optional(s.has_max_retries(), s.max_retries())},
                   {"keep_pending", s.keep_pending()}};
   // Kubernetes-style rules (CN115981827A claim 1), ordered by key: the same bytes each time.
@@ -71,6 +73,11 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
       t.has_gpu_mem_used_mib() ? nlohmann::json(t.gpu_mem_used_mib()) : nlohmann::json(nullptr);
   j["idle_since_ms"] = t.idle_since_ms();
   j["idle"] = t.idle();
+  // A running task's last task heartbeat (CN109992422A claims 7-8): what its executor saw
+  // ("" = not reported) and when it was last seen alive (0 = not running).
+  j["executor_status"] = t.executor_status();
+  j["executor_detail"] = t.executor_detail();
+  j["last_heartbeat_ms"] = t.last_heartbeat_ms();
   if (t.history_size() > 0) {
     nlohmann::json h = nlohmann::json::array();
     for (const auto& x : t.history()) {

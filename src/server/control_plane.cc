@@ -427,6 +427,7 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   for (const std::string& c : t->spec.command) as->add_command(c);
   for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
   if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
+  if (t->spec.heartbeat_timeout_ms) as->set_heartbeat_timeout_ms(*t->spec.heartbeat_timeout_ms);
   as->set_workdir(t->spec.workdir);
   // Only an identity the server checked (a token) changes the Unix account a task runs as:
   // with authentication off the user is what the client claimed, recorded and shown, but the

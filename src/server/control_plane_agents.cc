@@ -16,6 +16,15 @@ bool PlacedElsewhere(const core::Task* t, const std::string& node) {
   return t != nullptr && t->placement.has_value() && t->placement->node != node;
 }
 
+core::ExecutorStatus ExecutorStatusFromProto(v1::TaskRef::ExecutorStatus s) {
+  switch (s) {
+    case v1::TaskRef::RUNNING: return core::ExecutorStatus::kRunning;
+    case v1::TaskRef::STOPPED: return core::ExecutorStatus::kStopped;
+    case v1::TaskRef::HEARTBEAT_STALE: return core::ExecutorStatus::kHeartbeatStale;
+    default: return core::ExecutorStatus::kUnreported;  // older agents, unknown values
+  }
+}
+
 }  // namespace
 
 void ControlPlane::UpdateReachable(const std::string& node) {
@@ -151,7 +160,10 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
                                             std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
         }
         if (PlacedElsewhere(sched_->GetTask(TaskId(r.id())), node)) continue;  // not its own
-        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage);  // stale: ignored
+        core::ExecutorReport executor{ExecutorStatusFromProto(r.executor_status()),
+                                      r.executor_detail()};
+        // Stale attempts are ignored.
+        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage, std::move(executor));
       }
     } else if (m.has_status()) {
       ApplyStatus(node, m.status(), channel);

@@ -592,7 +592,10 @@ class IdleTest : public ControlPlaneTest {
   }
   // n1's node heartbeat and a task heartbeat of task 1, carrying its GPU use (CN109992422A
   // claim 7) unless `util` is nullopt, then a loop pass.
-  void Beat(ControlPlane& cp, std::optional<int> util, DurationMs after_ms) {
+  // `status` and `detail`: the executor's status the task heartbeat carries.
+  void Beat(ControlPlane& cp, std::optional<int> util, DurationMs after_ms,
+            v1::TaskRef::ExecutorStatus status = v1::TaskRef::UNREPORTED,
+            const std::string& detail = "") {
     clock_.AdvanceMs(after_ms);
     v1::AgentMessage node;
     v1::TaskRef* running = node.mutable_heartbeat()->add_running();
@@ -607,6 +610,8 @@ class IdleTest : public ControlPlaneTest {
       r->set_gpu_util(*util);
       r->set_gpu_mem_used_mib(512);
     }
+    r->set_executor_status(status);
+    r->set_executor_detail(detail);
     cp.AgentMessage("n1", m, agent_);
     cp.RunOnce();
   }
@@ -633,6 +638,40 @@ TEST_F(IdleTest, CN109992422A_Claim7_TaskAtZeroPercentIsFlaggedExactlyAfterIdleA
   EXPECT_EQ(t.state(), "running");  // flag only: it keeps running
   EXPECT_TRUE(IdleGauge(*cp, 1));
   EXPECT_TRUE(agent_->kills().empty());
+}
+
+// Claims 7-8 through the control plane: task heartbeats saying the task is stopped are
+// recorded and shown but keep nothing alive; past task_timeout the task is killed on its
+// node and goes back to the queue as a failed execution.
+TEST_F(IdleTest, CN109992422A_Claim8_HeartbeatsSayingHungEndInAKillAfterTaskTimeout) {
+  auto cp = StartRunning(/*stop=*/false);
+  const DurationMs timeout = config_.scheduler.task_timeout_ms;
+  Beat(*cp, std::nullopt, 1'000, v1::TaskRef::RUNNING);
+  const TimeMs alive = clock_.NowMs();
+  v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.executor_status(), "running");
+  EXPECT_EQ(t.last_heartbeat_ms(), alive);
+  for (DurationMs d = 0; d < timeout; d += 1'000) {
+    Beat(*cp, std::nullopt, 1'000, v1::TaskRef::STOPPED, "stopped: all in state T");
+  }
+  t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "running") << "reclaimed at task_timeout, not after it";
+  EXPECT_EQ(t.executor_status(), "stopped");
+  EXPECT_EQ(t.executor_detail(), "stopped: all in state T");
+  EXPECT_EQ(t.last_heartbeat_ms(), alive);  // a hung task's heartbeat is no sign of life
+  EXPECT_TRUE(agent_->kills().empty());
+  Beat(*cp, std::nullopt, 1, v1::TaskRef::STOPPED, "stopped: all in state T");
+  cp->RunOnce();
+  EXPECT_EQ(agent_->kills(), (std::vector<Ref>{{1, 1}}));
+  t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "pending");
+  EXPECT_EQ(t.fail_cnt(), 1);
+  EXPECT_EQ(t.executor_status(), "");  // of running tasks only
+  bool recorded = false;
+  for (const v1::Transition& tr : t.history()) {
+    recorded |= tr.reason().find("task hung on n1: stopped: all in state T") != std::string::npos;
+  }
+  EXPECT_TRUE(recorded);
 }
 
 TEST_F(IdleTest, CN109992422A_Claim7_UtilisationAboveZeroRestartsTheIdleClock) {

@@ -177,7 +177,7 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
                                  {"name", "gpus", "gpu_mem", "gpu_model", "cpu", "mem",
                                   "duration", "retries", "profile", "node_selector",
                                   "tolerations", "keep_pending", "command", "env", "time",
-                                  "workdir"}));
+                                  "workdir", "heartbeat_timeout"}));
   if (doc["name"]) { GS_ASSIGN_OR_RETURN(s->name, p.Scalar(doc["name"], "name")); }
   if (doc["gpus"]) { GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus"], "gpus")); }
   if (doc["gpu_mem"]) { GS_ASSIGN_OR_RETURN(s->gpu_mem_mib, p.Size(doc["gpu_mem"], "gpu_mem")); }
@@ -186,6 +186,10 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
   if (doc["mem"]) { GS_ASSIGN_OR_RETURN(s->resources.mem_mib, p.Size(doc["mem"], "mem")); }
   if (doc["duration"]) { GS_ASSIGN_OR_RETURN(s->duration_ms, p.Duration(doc["duration"], "duration")); }
   if (doc["time"]) { GS_ASSIGN_OR_RETURN(s->time_limit_ms, p.Duration(doc["time"], "time")); }
+  if (doc["heartbeat_timeout"]) {
+    GS_ASSIGN_OR_RETURN(s->heartbeat_timeout_ms,
+                        p.Duration(doc["heartbeat_timeout"], "heartbeat_timeout"));
+  }
   if (doc["workdir"]) { GS_ASSIGN_OR_RETURN(s->workdir, p.Scalar(doc["workdir"], "workdir")); }
   if (doc["retries"]) { GS_ASSIGN_OR_RETURN(s->max_retries, p.Int(doc["retries"], "retries")); }
   if (doc["profile"]) { GS_ASSIGN_OR_RETURN(s->profile, p.Profile(doc["profile"], "profile")); }

@@ -15,6 +15,7 @@ cpu: 8
 mem: 64GiB
 duration: 6h
 time: 8h
+heartbeat_timeout: 90s
 workdir: /home/u/proj
 retries: 1
 profile: {task_type: classify, model: resnet50, batch: 32, height: 224, width: 224}
@@ -35,6 +36,7 @@ env: {WANDB_MODE: offline}
   EXPECT_EQ(spec->resources.mem_mib, 64 * 1024);
   EXPECT_EQ(spec->duration_ms, 6 * 3'600'000);
   EXPECT_EQ(spec->time_limit_ms, 8 * 3'600'000);
+  EXPECT_EQ(spec->heartbeat_timeout_ms, 90'000);
   EXPECT_EQ(spec->workdir, "/home/u/proj");
   EXPECT_EQ(spec->max_retries, 1);
   ASSERT_TRUE(spec->profile.has_value());

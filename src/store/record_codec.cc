@@ -54,6 +54,9 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("duration_ms")) s.duration_ms = j.at("duration_ms").get<int64_t>();
   if (j.contains("max_retries")) s.max_retries = j.at("max_retries").get<int64_t>();
   if (j.contains("time_limit_ms")) s.time_limit_ms = j.at("time_limit_ms").get<int64_t>();
+  if (j.contains("heartbeat_timeout_ms")) {
+    s.heartbeat_timeout_ms = j.at("heartbeat_timeout_ms").get<int64_t>();
+  }
   if (j.contains("workdir")) s.workdir = j.at("workdir").get<std::string>();
   if (j.contains("user")) s.user = j.at("user").get<std::string>();
   if (j.contains("team")) s.team = j.at("team").get<std::string>();
@@ -168,6 +171,7 @@ std::string SpecJson(const core::TaskSpec& s) {
   w.Int("gpu_mem_mib", s.gpu_mem_mib);
   w.Str("gpu_model", s.gpu_model);
   w.Int("gpus", s.gpus);
+  if (s.heartbeat_timeout_ms) w.Int("heartbeat_timeout_ms", *s.heartbeat_timeout_ms);
   w.Bool("keep_pending", s.keep_pending_if_infeasible);
   if (s.max_retries) w.Int("max_retries", *s.max_retries);
   w.Int("mem_mib", s.resources.mem_mib);

@@ -38,6 +38,7 @@ TaskRecord RunningTask(uint64_t id) {
   t.spec.env = {{"A", "1"}};
   t.spec.max_retries = 2;
   t.spec.time_limit_ms = 90'000;
+  t.spec.heartbeat_timeout_ms = 120'000;
   t.spec.workdir = "/home/u/proj";
   t.spec.profile = core::MemoryProfile{"classify", "resnet50", 32, 224, 224};
   t.spec.tolerations.push_back({"gpu", "", true, false, core::TaintEffect::kNoSchedule});
@@ -88,6 +89,7 @@ TEST_F(SqliteStoreTest, TasksSurviveReopenWithEveryField) {
   EXPECT_EQ(r.task.placement->gpus, std::vector<int>{2});
   EXPECT_EQ(r.task.spec.profile->model, "resnet50");
   EXPECT_EQ(r.task.spec.time_limit_ms, 90'000);
+  EXPECT_EQ(r.task.spec.heartbeat_timeout_ms, 120'000);
   EXPECT_EQ(r.task.spec.workdir, "/home/u/proj");
   EXPECT_EQ(r.task.exit_code, 3);
   auto done = s->GetTask(1);

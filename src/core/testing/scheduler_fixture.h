@@ -89,7 +89,10 @@ class SchedulerTest : public ::testing::Test {
       for (const Task* t : sched_->Tasks()) {
         if (t->state == TaskState::kAssigned || t->state == TaskState::kRunning) {
           if (!silent_task_.count(t->id)) {
-            EXPECT_TRUE(sched_->TaskHeartbeat(t->id, t->attempts).ok());
+            auto hung = hung_task_.find(t->id);
+            const ExecutorReport executor = hung == hung_task_.end() ? ExecutorReport{}
+                                                                     : hung->second;
+            EXPECT_TRUE(sched_->TaskHeartbeat(t->id, t->attempts, std::nullopt, executor).ok());
           }
         }
       }
@@ -116,6 +119,8 @@ class SchedulerTest : public ::testing::Test {
 
   std::set<std::string> silent_node_;  // AdvanceAlive skips these
   std::set<TaskId> silent_task_;
+  // AdvanceAlive's task heartbeats carry this executor status for these tasks.
+  std::map<TaskId, ExecutorReport> hung_task_;
   FakeClock clock_{0};
   std::unique_ptr<Scheduler> sched_;
 };

@@ -1,0 +1,70 @@
+#pragma once
+// The executor's status of each running task (CN109992422A claim 7), carried by its task
+// heartbeat. A task is hung when
+//  - every process of its group is stopped (state T in /proc/PID/stat: SIGSTOP, SIGTSTP;
+//    a debugger's tracing stop, t, is not), or
+//  - it was given a heartbeat file ($GPUSCHED_HEARTBEAT_FILE, `submit --heartbeat-timeout`)
+//    and neither the file's mtime nor, until the file exists, the task's start is within
+//    $GPUSCHED_HEARTBEAT_TIMEOUT_MS of now.
+// The server does not count a hung task's heartbeats as signs of life, so one hung for
+// task_timeout is reclaimed and killed (claim 8).
+//
+// Thread-safety: ExecutorObserver is not thread-safe (the agent's heartbeat thread owns
+// it); the free functions are.
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "agent/task_executor.h"
+#include "base/clock.h"
+
+namespace gpusched::agent {
+
+enum class TaskHealth { kRunning, kStopped, kHeartbeatStale };
+
+struct TaskObservation {
+  TaskHealth health = TaskHealth::kRunning;
+  std::string detail;  // why it is hung; "" while running
+};
+
+// The names of the task's heartbeat variables (set by the agent at launch).
+inline constexpr const char* kHeartbeatFileEnv = "GPUSCHED_HEARTBEAT_FILE";
+inline constexpr const char* kHeartbeatTimeoutEnv = "GPUSCHED_HEARTBEAT_TIMEOUT_MS";
+
+// The process groups among `groups` whose every live process is stopped (state T). Reads
+// each leader's stat; walks `proc_root` only when a leader is stopped.
+std::set<pid_t> StoppedGroups(const std::set<pid_t>& groups,
+                              const std::string& proc_root = "/proc");
+
+struct HeartbeatFile {
+  std::string path;
+  DurationMs timeout_ms = 0;
+};
+// The heartbeat file a process was given, from its environment (`proc_root`/PID/environ).
+// Unset: the process has no (valid) heartbeat variables, or its environment cannot be read.
+std::optional<HeartbeatFile> HeartbeatFileOf(pid_t pid, const std::string& proc_root = "/proc");
+
+// Why the task is hung by its heartbeat file, or nothing while it is fresh: the file's mtime,
+// or `started_ms` while there is no file, older than the timeout. Unix times in ms.
+std::optional<std::string> StaleHeartbeat(const HeartbeatFile& file, TimeMs started_ms,
+                                          TimeMs now_ms);
+
+class ExecutorObserver {
+ public:
+  explicit ExecutorObserver(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+
+  // The status of each task in `tasks` (TaskExecutor::Processes) at `now_ms` (Unix ms).
+  // Each task's heartbeat file is read from its leader's environment once.
+  std::map<TaskKey, TaskObservation> Observe(const std::map<TaskKey, TaskProcess>& tasks,
+                                             TimeMs now_ms);
+
+ private:
+  const std::string proc_root_;
+  std::map<TaskKey, std::optional<HeartbeatFile>> files_;  // the running tasks' only
+};
+
+}  // namespace gpusched::agent

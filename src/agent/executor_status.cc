@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,25 +14,12 @@
 namespace gpusched::agent {
 namespace {
 
-struct ProcStat {
-  char state = '?';
-  pid_t pgrp = 0;
-};
-
-// State and process group from PROC/PID/stat: "pid (comm) state ppid pgrp ...", where comm
-// may hold spaces and parentheses (hence the last ')').
+// The stat text of PROC/PID; nullopt when it cannot be read.
 std::optional<ProcStat> ReadStat(const std::string& proc_root, const std::string& pid) {
   std::ifstream in(proc_root + "/" + pid + "/stat");
   std::string text;
   if (!std::getline(in, text)) return std::nullopt;
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream rest(text.substr(close + 1));
-  ProcStat s;
-  long ppid = 0, pgrp = 0;
-  if (!(rest >> s.state >> ppid >> pgrp)) return std::nullopt;
-  s.pgrp = static_cast<pid_t>(pgrp);
-  return s;
+  return ParseProcStat(text);
 }
 
 bool IsNumber(const std::string& s) {
@@ -38,6 +27,45 @@ bool IsNumber(const std::string& s) {
 }
 
 }  // namespace
+
+std::optional<ProcStat> ParseProcStat(std::string_view text) {
+  // comm may hold spaces and parentheses: the fields after it follow the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::istringstream rest{std::string(text.substr(close + 1))};
+  ProcStat s;
+  long long ppid = 0, pgrp = 0;
+  if (!(rest >> s.state >> ppid >> pgrp)) return std::nullopt;
+  if (pgrp <= 0 || pgrp > std::numeric_limits<pid_t>::max()) return std::nullopt;
+  s.pgrp = static_cast<pid_t>(pgrp);
+  return s;
+}
+
+std::optional<HeartbeatFile> ParseHeartbeatEnviron(std::string_view environ) {
+  const std::string_view file_var = std::string_view(kHeartbeatFileEnv);
+  const std::string_view timeout_var = std::string_view(kHeartbeatTimeoutEnv);
+  HeartbeatFile f;
+  bool timeout_seen = false;
+  while (!environ.empty()) {
+    const size_t end = environ.find('\0');
+    const std::string_view var = environ.substr(0, end);
+    environ = end == std::string_view::npos ? std::string_view() : environ.substr(end + 1);
+    const size_t eq = var.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = var.substr(0, eq), value = var.substr(eq + 1);
+    if (name == file_var) f.path = std::string(value);
+    if (name == timeout_var) {
+      // A whole number (the agent writes it): anything else means no heartbeat file.
+      int64_t ms = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (ec != std::errc() || p != value.data() + value.size()) return std::nullopt;
+      f.timeout_ms = ms;
+      timeout_seen = true;
+    }
+  }
+  if (f.path.empty() || !timeout_seen || f.timeout_ms <= 0) return std::nullopt;
+  return f;
+}
 
 std::set<pid_t> StoppedGroups(const std::set<pid_t>& groups, const std::string& proc_root) {
   // Candidates: groups whose leader is stopped (the common case, a running leader, costs
@@ -64,22 +92,10 @@ std::set<pid_t> StoppedGroups(const std::set<pid_t>& groups, const std::string& 
 
 std::optional<HeartbeatFile> HeartbeatFileOf(pid_t pid, const std::string& proc_root) {
   std::ifstream in(proc_root + "/" + std::to_string(pid) + "/environ", std::ios::binary);
-  const std::string file_var = std::string(kHeartbeatFileEnv) + "=";
-  const std::string timeout_var = std::string(kHeartbeatTimeoutEnv) + "=";
-  HeartbeatFile f;
-  std::string var;
-  while (std::getline(in, var, '\0')) {
-    if (var.rfind(file_var, 0) == 0) f.path = var.substr(file_var.size());
-    if (var.rfind(timeout_var, 0) == 0) {
-      try {
-        f.timeout_ms = std::stoll(var.substr(timeout_var.size()));
-      } catch (const std::exception&) {  // not a number: no heartbeat file
-        return std::nullopt;
-      }
-    }
-  }
-  if (f.path.empty() || f.timeout_ms <= 0) return std::nullopt;
-  return f;
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseHeartbeatEnviron(text.str());
 }
 
 std::optional<std::string> StaleHeartbeat(const HeartbeatFile& file, TimeMs started_ms,

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "agent/task_executor.h"
 #include "base/clock.h"
@@ -35,6 +36,14 @@ struct TaskObservation {
 inline constexpr const char* kHeartbeatFileEnv = "GPUSCHED_HEARTBEAT_FILE";
 inline constexpr const char* kHeartbeatTimeoutEnv = "GPUSCHED_HEARTBEAT_TIMEOUT_MS";
 
+// A process's state and group, from the text of /proc/PID/stat: "pid (comm) state ppid pgrp
+// ...". comm may hold spaces and parentheses. nullopt when the text is not of that form.
+struct ProcStat {
+  char state = '?';
+  pid_t pgrp = 0;  // > 0
+};
+std::optional<ProcStat> ParseProcStat(std::string_view text);
+
 // The process groups among `groups` whose every live process is stopped (state T). Reads
 // each leader's stat; walks `proc_root` only when a leader is stopped.
 std::set<pid_t> StoppedGroups(const std::set<pid_t>& groups,
@@ -44,6 +53,9 @@ struct HeartbeatFile {
   std::string path;
   DurationMs timeout_ms = 0;
 };
+// The heartbeat file named by a NUL-separated environment (the text of /proc/PID/environ):
+// both variables set, the timeout a positive number of ms in digits; nullopt otherwise.
+std::optional<HeartbeatFile> ParseHeartbeatEnviron(std::string_view environ);
 // The heartbeat file a process was given, from its environment (`proc_root`/PID/environ).
 // Unset: the process has no (valid) heartbeat variables, or its environment cannot be read.
 std::optional<HeartbeatFile> HeartbeatFileOf(pid_t pid, const std::string& proc_root = "/proc");

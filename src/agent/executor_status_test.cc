@@ -153,4 +153,45 @@ TEST_F(CN109992422A, Claim7_ProcessRunnerTaskThatStopsItselfIsSeenStopped) {
 }
 
 }  // namespace
+TEST(ExecutorStatusParse, ProcStatTakesTheFieldsAfterTheLastParenthesis) {
+  auto s = ParseProcStat("4242 (a) b) T 1 4240 4240 0 -1");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, 'T');
+  EXPECT_EQ(s->pgrp, 4240);
+  s = ParseProcStat("7 (sh) S 1 7 7");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, 'S');
+  EXPECT_EQ(s->pgrp, 7);
+  EXPECT_FALSE(ParseProcStat(""));
+  EXPECT_FALSE(ParseProcStat("7 sh S 1 7"));         // no comm in parentheses
+  EXPECT_FALSE(ParseProcStat("7 (sh) S 1"));          // no group
+  EXPECT_FALSE(ParseProcStat("7 (sh) S 1 x"));        // group not a number
+  EXPECT_FALSE(ParseProcStat("7 (sh) S 1 0"));        // no group 0
+  EXPECT_FALSE(ParseProcStat("7 (sh) S 1 99999999999"));  // past pid_t
+}
+
+TEST(ExecutorStatusParse, HeartbeatEnvironNeedsAFileAndAWholePositiveTimeout) {
+  using namespace std::string_literals;
+  auto f = ParseHeartbeatEnviron("A=1\0GPUSCHED_HEARTBEAT_FILE=/w/hb\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=5000\0"s);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->path, "/w/hb");
+  EXPECT_EQ(f->timeout_ms, 5000);
+  // No trailing NUL, and a value holding '=' is kept whole.
+  f = ParseHeartbeatEnviron("GPUSCHED_HEARTBEAT_TIMEOUT_MS=7\0GPUSCHED_HEARTBEAT_FILE=/a=b"s);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->path, "/a=b");
+  EXPECT_EQ(f->timeout_ms, 7);
+  for (const std::string& bad :
+       {""s, "GPUSCHED_HEARTBEAT_FILE=/w/hb"s, "GPUSCHED_HEARTBEAT_TIMEOUT_MS=5000"s,
+        "GPUSCHED_HEARTBEAT_FILE=\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=5000"s,
+        "GPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=0"s,
+        "GPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=-5"s,
+        "GPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=5s"s,
+        "GPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS="s,
+        "GPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=99999999999999999999"s,
+        "XGPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=5"s}) {
+    EXPECT_FALSE(ParseHeartbeatEnviron(bad)) << bad;
+  }
+}
+
 }  // namespace gpusched::agent

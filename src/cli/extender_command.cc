@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "cli/usage_errors.h"
 #include "extender/extender_server.h"
 #include "extender/kube_api_http.h"
 #include "extender/kube_sync.h"
@@ -32,11 +33,6 @@ struct ExtenderFlags {
   std::string kube_api, token_file, ca_file;
   std::string gpushare_unit = "GiB";
 };
-
-[[noreturn]] void Die(int code, const std::string& message) {
-  std::cerr << "gpusched extender: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
 
 // Fills --kube-api, --token-file and --ca-file from the pod's environment when unset.
 void InClusterDefaults(ExtenderFlags& f) {
@@ -59,7 +55,7 @@ void RunExtender(ExtenderFlags f) {
   } else if (f.gpushare_unit == "MiB") {
     config.model.gpushare_unit_mib = 1;
   } else {
-    Die(kExitUsage, "--gpushare-unit: \"" + f.gpushare_unit + "\" (use GiB or MiB)");
+    Fail("--gpushare-unit: \"" + f.gpushare_unit + "\" (use GiB or MiB)", kExitUsage);
   }
   auto log_mu = std::make_shared<std::mutex>();
   config.log = [log_mu](const std::string& line) {
@@ -77,7 +73,7 @@ void RunExtender(ExtenderFlags f) {
     options.token_file = f.token_file;
     options.ca_file = f.ca_file;
     auto created = extender::HttpKubeApi::Create(options, clock);
-    if (!created.ok()) Die(kExitUsage, created.status().message());
+    if (!created.ok()) Fail(created.status().message(), kExitUsage);
     api = std::move(created).value();
     cache = std::make_unique<extender::KubeCache>(config.model, clock);
     extender::SyncOptions sync_options;
@@ -90,7 +86,7 @@ void RunExtender(ExtenderFlags f) {
   auto server = extender::ExtenderServer::Start(
       ext, extender::ServerOptions{f.listen, f.url_prefix},
       [cache_ptr] { return cache_ptr == nullptr || cache_ptr->synced(); });
-  if (!server.ok()) Die(kExitFailure, server.status().message());
+  if (!server.ok()) Fail(server.status().message(), kExitFailure);
   std::cerr << "gpusched extender: serving POST " << (*server)->url_prefix()
             << "/{filter,prioritize,bind,preempt} on " << f.listen << " (port " << (*server)->port()
             << "); Kubernetes API: " << (f.kube_api.empty() ? "none (NodeList mode only, no bind)" : f.kube_api)

@@ -46,9 +46,13 @@ StatusOr<HostPort> ParseHostPort(std::string_view text, std::string_view field,
   return out;
 }
 
-std::string FormatHostPort(std::string_view host, int port) {
+std::string FormatHostPort(std::string_view host, std::string_view port) {
   const std::string h(host);
-  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port);
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::string(port);
+}
+
+std::string FormatHostPort(std::string_view host, int port) {
+  return FormatHostPort(host, std::to_string(port));
 }
 
 }  // namespace gpusched

@@ -22,5 +22,7 @@ StatusOr<HostPort> ParseHostPort(std::string_view text, std::string_view field,
 
 // "host:port", or "[host]:port" when host has a ':' (IPv6).
 std::string FormatHostPort(std::string_view host, int port);
+// The same with the port as text (e.g. from the environment), not checked.
+std::string FormatHostPort(std::string_view host, std::string_view port);
 
 }  // namespace gpusched

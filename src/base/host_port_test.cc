@@ -65,6 +65,7 @@ TEST(ParseHostPort, ErrorsNameTheFieldAndTheValue) {
 TEST(FormatHostPort, BracketsIpv6AndRoundTrips) {
   EXPECT_EQ(FormatHostPort("10.0.0.1", 7070), "10.0.0.1:7070");
   EXPECT_EQ(FormatHostPort("::1", 80), "[::1]:80");
+  EXPECT_EQ(FormatHostPort("fd00::1", "443"), "[fd00::1]:443");
   for (const char* text : {"[::1]:80", "a.b:1", "[2001:db8::2]:65535"}) {
     auto hp = ParseHostPort(text, "x");
     ASSERT_TRUE(hp.ok());

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "base/clock.h"
+#include "base/host_port.h"
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "cli/usage_errors.h"
@@ -39,8 +40,7 @@ void InClusterDefaults(ExtenderFlags& f) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (!f.kube_api.empty() || host == nullptr || port == nullptr) return;
-  const std::string h = host;
-  f.kube_api = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
+  f.kube_api = "https://" + FormatHostPort(host, port);
   if (f.token_file.empty()) f.token_file = std::string(kServiceAccountDir) + "/token";
   if (f.ca_file.empty()) f.ca_file = std::string(kServiceAccountDir) + "/ca.crt";
 }

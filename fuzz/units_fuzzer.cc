@@ -1,9 +1,11 @@
-// Sizes and durations as users type them (base/units.h: "80GiB", "1.5GiB", "30s", "250ms").
-// What parses is within the documented range, and a size that prints exactly (whole GiB,
-// or under 1 GiB) parses back to itself.
+// Sizes and durations as users type them (base/units.h: "80GiB", "1.5GiB", "30s", "250ms"),
+// NxG counts ("8x80GiB") and HOST:PORT addresses (base/host_port.h). What parses is within
+// the documented range, and a size that prints exactly (whole GiB, or under 1 GiB) parses
+// back to itself; an address prints and parses back to itself; errors name the field.
 
 #include <string>
 
+#include "base/host_port.h"
 #include "base/units.h"
 #include "fuzz/fuzz_check.h"
 
@@ -35,6 +37,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     FUZZ_REQUIRE(at.status().code() == StatusCode::kInvalidArgument, at.status().ToString());
     FUZZ_REQUIRE(at.status().message().starts_with("since: "), at.status().ToString());
+  }
+  if (auto parts = SplitCountSpec(text, 2, 3, "cluster", "NxG[xMEM]"); parts.ok()) {
+    FUZZ_REQUIRE(parts->size() >= 2 && parts->size() <= 3, shown);
+    for (std::string_view p : *parts) {
+      FUZZ_REQUIRE(!p.empty() && p.find('x') == std::string_view::npos, shown);
+    }
+  } else {
+    FUZZ_REQUIRE(parts.status().message().starts_with("cluster: "), parts.status().ToString());
+  }
+  if (auto n = ParseWholeNumber(text, 1, 1'000'000, "N"); n.ok()) {
+    FUZZ_REQUIRE(*n >= 1 && *n <= 1'000'000 && std::to_string(*n).size() <= text.size(), shown);
+  } else {
+    FUZZ_REQUIRE(n.status().message().starts_with("N: "), n.status().ToString());
+  }
+  if (auto hp = ParseHostPort(text, "listen", /*allow_empty_host=*/true); hp.ok()) {
+    FUZZ_REQUIRE(hp->port >= 0 && hp->port <= 65535, shown);
+    auto back = ParseHostPort(FormatHostPort(hp->host, hp->port), "listen", true);
+    FUZZ_REQUIRE(back.ok() && back->host == hp->host && back->port == hp->port, shown);
+  } else {
+    FUZZ_REQUIRE(hp.status().code() == StatusCode::kInvalidArgument, hp.status().ToString());
+    FUZZ_REQUIRE(hp.status().message().starts_with("listen: "), hp.status().ToString());
   }
   return 0;
 }

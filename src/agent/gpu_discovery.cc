@@ -18,24 +18,13 @@ class SimulatedGpus final : public GpuDiscovery {
 
 StatusOr<std::vector<GpuInfo>> ParseGpuList(const std::string& text) {
   if (text == "0") return std::vector<GpuInfo>{};
-  const size_t x = text.find('x');
-  if (x == std::string::npos || x == 0) {
-    return InvalidArgument("gpus: \"" + text + "\" is not COUNTxSIZE, e.g. 8x80GiB");
-  }
-  int64_t count = 0;
-  try {
-    size_t used = 0;
-    count = std::stoll(text.substr(0, x), &used);
-    if (used != x) count = -1;
-  } catch (const std::exception&) {  // stoll: not a number
-    count = -1;
-  }
-  if (count < 1 || count > 64) {
-    return InvalidArgument("gpus: count in \"" + text + "\" must be 1..64");
-  }
-  GS_ASSIGN_OR_RETURN(MiB size, ParseSizeMiB(text.substr(x + 1), "gpus"));
+  GS_ASSIGN_OR_RETURN(const std::vector<std::string_view> parts,
+                      SplitCountSpec(text, 2, 2, "gpus", "COUNTxSIZE, e.g. 8x80GiB"));
+  const StatusOr<int64_t> count = ParseWholeNumber(parts[0], 1, 64, "gpus count");
+  if (!count.ok()) return InvalidArgument("gpus: count in \"" + text + "\" must be 1..64");
+  GS_ASSIGN_OR_RETURN(MiB size, ParseSizeMiB(parts[1], "gpus"));
   if (size <= 0) return InvalidArgument("gpus: size in \"" + text + "\" must be > 0");
-  return std::vector<GpuInfo>(static_cast<size_t>(count),
+  return std::vector<GpuInfo>(static_cast<size_t>(*count),
                               GpuInfo{"SIM-" + FormatSizeMiB(size), size});
 }
 

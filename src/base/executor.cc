@@ -1,68 +1,57 @@
 #include "base/executor.h"
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+
 #include "base/check.h"
 
 namespace gpusched {
+namespace {
+
+// One ParallelFor call: the indices still to run, and the helpers still working.
+struct Job {
+  Job(const std::function<void(size_t)>& f, size_t count, size_t helpers)
+      : fn(&f), n(count), helpers_left(helpers) {}
+
+  const std::function<void(size_t)>* const fn;
+  const size_t n;
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable done_cv;
+  size_t helpers_left;  // guarded by mu
+
+  void Drain() {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) (*fn)(i);
+  }
+};
+
+}  // namespace
 
 ThreadPool::ThreadPool(size_t workers) {
   GS_CHECK(workers >= 1);
-  for (size_t i = 1; i < workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  if (workers > 1) helpers_ = std::make_unique<WorkPool>(workers - 1);
 }
 
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  for (auto& t : threads_) t.join();
-}
-
-bool ThreadPool::RunOne() {
-  std::unique_lock lock(mu_);
-  if (job_ == nullptr || next_ >= total_) return false;
-  const size_t index = next_++;
-  const auto* job = job_;
-  lock.unlock();
-  (*job)(index);
-  lock.lock();
-  if (++finished_ == total_) done_cv_.notify_all();
-  return true;
-}
-
-void ThreadPool::WorkerLoop() {
-  uint64_t seen = 0;
-  for (;;) {
-    {
-      std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
-      if (stop_) return;
-      seen = generation_;
-    }
-    while (RunOne()) {
-    }
-  }
-}
+ThreadPool::~ThreadPool() = default;
 
 void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   if (n == 0) return;
-  // Without this, a second caller would replace the job of the first while it runs: indices
-  // skipped or run twice, and `finished_ == total_` never true for one of them (a hang).
+  // One job at a time (the contract): a second caller would otherwise wait behind the
+  // first one's helpers in the WorkPool's queue anyway.
   std::lock_guard call(call_mu_);
-  {
-    std::lock_guard lock(mu_);
-    job_ = &fn;
-    next_ = 0;
-    total_ = n;
-    finished_ = 0;
-    ++generation_;
+  const size_t helpers = helpers_ ? std::min(n - 1, helpers_->threads()) : 0;
+  Job job(fn, n, helpers);
+  for (size_t h = 0; h < helpers; ++h) {
+    helpers_->Post([j = &job] {  // one pointer: no allocation in std::function
+      j->Drain();
+      std::lock_guard lock(j->mu);  // notify under the lock: `job` lives until the wait ends
+      if (--j->helpers_left == 0) j->done_cv.notify_one();
+    });
   }
-  work_cv_.notify_all();
-  while (RunOne()) {
-  }
-  std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [&] { return finished_ == total_; });
-  job_ = nullptr;
+  job.Drain();
+  std::unique_lock lock(job.mu);
+  job.done_cv.wait(lock, [&] { return job.helpers_left == 0; });
 }
 
 }  // namespace gpusched

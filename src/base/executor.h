@@ -2,17 +2,18 @@
 // Executor: how a caller lends threads to `core` and `dispatch`, which start none of their
 // own. ParallelFor(n, fn) calls fn(i) for every i in [0, n) and returns when all are done.
 //
-// InlineExecutor runs everything on the calling thread. ThreadPool keeps `workers` threads.
+// InlineExecutor runs everything on the calling thread. ThreadPool works with the calling
+// thread and `workers - 1` threads of a WorkPool (base/work_pool.h).
 // Thread-safety: ParallelFor may be called from several threads; the calls on one ThreadPool
 // run one after the other (the pool holds one job at a time). REQUIRES: `fn` does not call
 // ParallelFor on the same pool (it would wait for itself).
 
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
-#include <thread>
-#include <vector>
+
+#include "base/work_pool.h"
 
 namespace gpusched {
 
@@ -39,22 +40,12 @@ class ThreadPool final : public Executor {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  size_t concurrency() const override { return threads_.size() + 1; }
+  size_t concurrency() const override { return helpers_ ? helpers_->threads() + 1 : 1; }
   void ParallelFor(size_t n, const std::function<void(size_t)>& fn) override;
 
  private:
-  void WorkerLoop();
-  bool RunOne();  // takes and runs one index of the current job; false when none is left
-
   std::mutex call_mu_;  // held by the ParallelFor running; a second caller waits for it
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  std::vector<std::thread> threads_;
-  const std::function<void(size_t)>* job_ = nullptr;
-  size_t next_ = 0, total_ = 0, finished_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::unique_ptr<WorkPool> helpers_;  // null for workers == 1
 };
 
 }  // namespace gpusched

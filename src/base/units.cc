@@ -167,4 +167,33 @@ std::string FormatDurationMs(int64_t ms) {
   return out;
 }
 
+StatusOr<std::vector<std::string_view>> SplitCountSpec(std::string_view text, size_t min_parts,
+                                                       size_t max_parts, std::string_view field,
+                                                       std::string_view form) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t x = text.find('x', start);
+    parts.push_back(text.substr(start, x == std::string_view::npos ? x : x - start));
+    if (x == std::string_view::npos || parts.size() > max_parts) break;
+    start = x + 1;
+  }
+  bool ok = parts.size() >= min_parts && parts.size() <= max_parts;
+  for (std::string_view p : parts) ok = ok && !p.empty();
+  if (!ok) return InvalidArgument(std::string(field) + ": " + Quote(text) + " is not " + std::string(form));
+  return parts;
+}
+
+StatusOr<int64_t> ParseWholeNumber(std::string_view text, int64_t lo, int64_t hi,
+                                   std::string_view field) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+  const auto r = std::from_chars(text.data(), end, v);
+  if (!digits || r.ec != std::errc() || r.ptr != end || v < lo || v > hi) {
+    return InvalidArgument(std::string(field) + ": " + Quote(text) + " is not a whole number from " +
+                           std::to_string(lo) + " to " + std::to_string(hi));
+  }
+  return v;
+}
+
 }  // namespace gpusched

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -27,6 +28,19 @@ StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field)
 // are refused to keep one spelling), or a duration ago ("7d", "12h", "30m": now_ms minus it).
 // Returns Unix ms. Errors name the field and the value, e.g. `since: "yesterday" is not ...`.
 StatusOr<int64_t> ParseTimePointMs(std::string_view text, std::string_view field, int64_t now_ms);
+
+// The "NxG" shape of counts users type: a GPU list "8x80GiB", a simulated cluster
+// "100x8x80GiB", an image size "224x224". Splits `text` at each 'x' into min_parts..max_parts
+// parts, none of them empty; else `field: "2x" is not FORM` (FORM says what was expected,
+// e.g. "COUNTxSIZE, e.g. 8x80GiB"). The parts point into `text`.
+StatusOr<std::vector<std::string_view>> SplitCountSpec(std::string_view text, size_t min_parts,
+                                                       size_t max_parts, std::string_view field,
+                                                       std::string_view form);
+
+// A whole number of decimal digits (no sign, no spaces) in [lo, hi]; else
+// `field: "x4" is not a whole number from lo to hi`.
+StatusOr<int64_t> ParseWholeNumber(std::string_view text, int64_t lo, int64_t hi,
+                                   std::string_view field);
 
 // "80GiB", "1.5GiB", "512MiB".
 std::string FormatSizeMiB(MiB mib);

@@ -81,3 +81,44 @@ TEST(TimePointTest, IsoDatesAndTimesAgo) {
 
 }  // namespace
 }  // namespace gpusched
+
+namespace gpusched {
+namespace {
+
+TEST(SplitCountSpec, SplitsAtEachX) {
+  auto p = SplitCountSpec("1x64x80GiB", 2, 3, "cluster", "NxG[xMEM]");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, (std::vector<std::string_view>{"1", "64", "80GiB"}));
+  EXPECT_EQ(SplitCountSpec("8x80GiB", 2, 2, "gpus", "COUNTxSIZE")->size(), 2u);
+}
+
+TEST(SplitCountSpec, RefusesEmptyPartsAndWrongCounts) {
+  for (const char* bad : {"2x", "x4", "x", "", "100", "1x2x3x4", "1xx2", "8x80GiBx"}) {
+    auto p = SplitCountSpec(bad, 2, 3, "cluster", "NxG[xMEM], e.g. 100x8");
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().message(),
+              "cluster: \"" + std::string(bad) + "\" is not NxG[xMEM], e.g. 100x8");
+  }
+}
+
+TEST(ParseWholeNumber, DigitsOnlyWithinBounds) {
+  EXPECT_EQ(*ParseWholeNumber("8", 1, 64, "count"), 8);
+  EXPECT_EQ(*ParseWholeNumber("0", 0, 1024, "G"), 0);
+  EXPECT_EQ(*ParseWholeNumber("007", 1, 64, "count"), 7);
+  for (const char* bad : {"0", "65", "", "-1", "+1", " 1", "1 ", "1.0", "0x8", "4x",
+                          "99999999999999999999999"}) {
+    auto n = ParseWholeNumber(bad, 1, 64, "count");
+    ASSERT_FALSE(n.ok()) << bad;
+    EXPECT_EQ(n.status().message(),
+              "count: \"" + std::string(bad) + "\" is not a whole number from 1 to 64");
+  }
+}
+
+TEST(ParseWholeNumber, NxGWithZeroNodesFailsOnN) {
+  auto parts = SplitCountSpec("0x8", 2, 3, "cluster", "NxG");
+  ASSERT_TRUE(parts.ok());  // the shape is fine; N is out of range
+  EXPECT_FALSE(ParseWholeNumber((*parts)[0], 1, 1'000'000, "cluster N").ok());
+}
+
+}  // namespace
+}  // namespace gpusched

@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/executor.h"
 #include "cli/commands.h"
+#include "cli/usage_errors.h"
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
 
@@ -136,7 +137,7 @@ void RegisterBenchChunks(CLI::App& bench) {
   cmd->add_flag("--json", options->json, "print one JSON object");
   cmd->callback([options] {
     const int rc = RunBench(*options);
-    if (rc != kExitOk) throw CLI::RuntimeError(rc);
+    if (rc != kExitOk) ExitWith(rc);
   });
 }
 

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/percentile.h"
 #include "cli/certs.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -136,7 +137,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     const double rate = double(finished) / secs;
-    const double p50 = Quantile(latency, 0.50), p99 = Quantile(latency, 0.99);
+    const double p50 = PercentileOf(latency, 50), p99 = PercentileOf(latency, 99);
     if (*json) {
       std::cout << nlohmann::json{{"store", *store},
                                   {"tls", *tls},

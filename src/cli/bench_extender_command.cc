@@ -18,8 +18,10 @@
 #include <httplib.h>
 
 #include "base/clock.h"
+#include "base/percentile.h"
 #include "base/rng.h"
 #include "cli/commands.h"
+#include "cli/usage_errors.h"
 #include "extender/extender_server.h"
 #include "extender/json_reader.h"
 #include "extender/json_writer.h"
@@ -163,12 +165,7 @@ struct Latency {
 
 Latency Percentiles(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
-  Latency l;
-  if (ms.empty()) return l;
-  l.p50_ms = ms[(ms.size() - 1) / 2];
-  l.p99_ms = ms[std::min(ms.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(ms.size())))];
-  l.max_ms = ms.back();
-  return l;
+  return {Percentile(ms, 50), Percentile(ms, 99), Percentile(ms, 100)};
 }
 
 struct ModeResult {
@@ -196,8 +193,7 @@ ModeResult RunMode(const std::string& mode, const std::vector<std::string>& bodi
       auto res = client.Post(std::string("/gpusched/") + verb, body, "application/json");
       const double ms = static_cast<double>(clock.NowNs() - t0) / 1e6;
       if (!res || res->status != 200) {
-        std::cerr << "gpusched bench extender: " << verb << " failed\n";
-        throw CLI::RuntimeError(kExitFailure);
+        Fail(std::string("bench extender: ") + verb + " failed", kExitFailure);
       }
       if (i < warmup) continue;
       (std::string(verb) == "filter" ? filter_ms : prioritize_ms).push_back(ms);
@@ -254,8 +250,7 @@ void RunBench(int64_t nodes, int64_t requests, uint64_t seed, bool json) {
   extender::Extender ext(extender::ExtenderConfig{}, clock, &cache, nullptr);
   auto server = extender::ExtenderServer::Start(ext, extender::ServerOptions{"127.0.0.1:0", "/gpusched"});
   if (!server.ok()) {
-    std::cerr << "gpusched bench extender: " << server.status().message() << "\n";
-    throw CLI::RuntimeError(kExitFailure);
+    Fail("bench extender: " + server.status().message(), kExitFailure);
   }
   const std::vector<std::string> pods = {PodObject("ask-whole", "", 1, 0, {}),
                                          PodObject("ask-shared", "", 0, 8 * 1024, {})};

@@ -18,25 +18,6 @@
 
 namespace gpusched::cli {
 
-void ExitWith(int code) { throw CLI::RuntimeError(code); }
-
-int ExitCodeFor(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return kExitOk;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kResourceExhausted: return kExitUsage;
-    case StatusCode::kUnavailable: return kExitUnavailable;
-    case StatusCode::kUnauthenticated:
-    case StatusCode::kPermissionDenied: return kExitDenied;
-    default: return kExitFailure;
-  }
-}
-
-void Fail(const Status& s) {
-  PrintError(s.message(), ExitCodeFor(s));
-  ExitWith(ExitCodeFor(s));
-}
-
 std::string ResolveServer(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("GPUSCHED_SERVER");

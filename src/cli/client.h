@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cli/usage_errors.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "rpc/tls.h"
 
@@ -26,17 +27,6 @@ namespace gpusched::cli {
 
 namespace v1 = ::gpusched::v1;
 
-// Ends the command with `code` (main returns it).
-[[noreturn]] void ExitWith(int code);
-// Prints "gpusched: <message>" to stderr and ends with the exit code for `status`.
-[[noreturn]] void Fail(const Status& status);
-// The value, or Fail(its status).
-template <typename T>
-T OrFail(StatusOr<T> v) {
-  if (!v.ok()) Fail(v.status());
-  return std::move(v).value();
-}
-int ExitCodeFor(const Status& status);
 
 struct ClientFlags {
   std::string server;

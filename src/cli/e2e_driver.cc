@@ -77,11 +77,4 @@ Status E2eDriver::WaitForNodes(int n, int64_t timeout_ms) {
   }
 }
 
-double Quantile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  return v[i];
-}
-
 }  // namespace gpusched::cli

@@ -35,7 +35,4 @@ class E2eDriver {
   std::unique_ptr<::gpusched::v1::Scheduler::Stub> stub_;
 };
 
-// Value at quantile q (0..1) of `v` (sorted in place); 0 for an empty vector.
-double Quantile(std::vector<double>& v, double q);
-
 }  // namespace gpusched::cli

@@ -15,8 +15,10 @@
 #include <mutex>
 
 #include "base/clock.h"
+#include "base/host_port.h"
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "cli/usage_errors.h"
 #include "extender/extender_server.h"
 #include "extender/kube_api_http.h"
 #include "extender/kube_sync.h"
@@ -33,18 +35,12 @@ struct ExtenderFlags {
   std::string gpushare_unit = "GiB";
 };
 
-[[noreturn]] void Die(int code, const std::string& message) {
-  std::cerr << "gpusched extender: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
-
 // Fills --kube-api, --token-file and --ca-file from the pod's environment when unset.
 void InClusterDefaults(ExtenderFlags& f) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (!f.kube_api.empty() || host == nullptr || port == nullptr) return;
-  const std::string h = host;
-  f.kube_api = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
+  f.kube_api = "https://" + FormatHostPort(host, port);
   if (f.token_file.empty()) f.token_file = std::string(kServiceAccountDir) + "/token";
   if (f.ca_file.empty()) f.ca_file = std::string(kServiceAccountDir) + "/ca.crt";
 }
@@ -59,7 +55,7 @@ void RunExtender(ExtenderFlags f) {
   } else if (f.gpushare_unit == "MiB") {
     config.model.gpushare_unit_mib = 1;
   } else {
-    Die(kExitUsage, "--gpushare-unit: \"" + f.gpushare_unit + "\" (use GiB or MiB)");
+    Fail("--gpushare-unit: \"" + f.gpushare_unit + "\" (use GiB or MiB)", kExitUsage);
   }
   auto log_mu = std::make_shared<std::mutex>();
   config.log = [log_mu](const std::string& line) {
@@ -77,7 +73,7 @@ void RunExtender(ExtenderFlags f) {
     options.token_file = f.token_file;
     options.ca_file = f.ca_file;
     auto created = extender::HttpKubeApi::Create(options, clock);
-    if (!created.ok()) Die(kExitUsage, created.status().message());
+    if (!created.ok()) Fail(created.status().message(), kExitUsage);
     api = std::move(created).value();
     cache = std::make_unique<extender::KubeCache>(config.model, clock);
     extender::SyncOptions sync_options;
@@ -90,7 +86,7 @@ void RunExtender(ExtenderFlags f) {
   auto server = extender::ExtenderServer::Start(
       ext, extender::ServerOptions{f.listen, f.url_prefix},
       [cache_ptr] { return cache_ptr == nullptr || cache_ptr->synced(); });
-  if (!server.ok()) Die(kExitFailure, server.status().message());
+  if (!server.ok()) Fail(server.status().message(), kExitFailure);
   std::cerr << "gpusched extender: serving POST " << (*server)->url_prefix()
             << "/{filter,prioritize,bind,preempt} on " << f.listen << " (port " << (*server)->port()
             << "); Kubernetes API: " << (f.kube_api.empty() ? "none (NodeList mode only, no bind)" : f.kube_api)

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/percentile.h"
 #include "base/rng.h"
 #include "base/units.h"
 #include "cli/client.h"
@@ -314,8 +315,7 @@ void RegisterBenchFailover(CLI::App& bench) {
     const LedgerCheck ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
     const Outcomes outcomes = CountOutcomes(acked, state);
     const int64_t lost = outcomes.lost, succeeded = outcomes.succeeded, failed = outcomes.failed;
-    std::vector<double> sorted = failover_ms;
-    const double p50 = Quantile(sorted, 0.5), p99 = Quantile(sorted, 0.99);
+    const double p50 = PercentileOf(failover_ms, 50), p99 = PercentileOf(failover_ms, 99);
     const double max = *std::max_element(failover_ms.begin(), failover_ms.end());
     if (!o->keep) fs::remove_all(dir);
     if (o->json) {

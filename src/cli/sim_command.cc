@@ -13,6 +13,7 @@
 #include "base/rng.h"
 #include "core/quota.h"
 #include "cli/commands.h"
+#include "cli/usage_errors.h"
 #include "sim/cluster_spec.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
@@ -33,17 +34,6 @@ struct SimFlags {
   std::vector<std::string> quotas;  // TEAM=GPUS[:BORROW]
   bool by_team = false;
 };
-
-[[noreturn]] void Fail(const std::string& message, int code) {
-  std::cerr << "gpusched sim: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
-
-template <typename T>
-T OrFail(StatusOr<T> v, int code = kExitUsage) {
-  if (!v.ok()) Fail(v.status().message(), code);
-  return std::move(v).value();
-}
 
 // A one-line progress bar on stderr, only when stderr is a terminal.
 std::function<void(size_t, size_t)> ProgressBar(bool enabled) {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
+
 #include <algorithm>
 #include <cctype>
 #include <iostream>
@@ -115,5 +117,26 @@ void PrintError(const std::string& message, int exit_code) {
     std::cerr << "gpusched: " << message << "\n";
   }
 }
+
+void ExitWith(int code) { throw CLI::RuntimeError(code); }
+
+void Fail(const std::string& message, int exit_code) {
+  PrintError(message, exit_code);
+  ExitWith(exit_code);
+}
+
+int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kResourceExhausted: return kExitUsage;
+    case StatusCode::kUnavailable: return kExitUnavailable;
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied: return kExitDenied;
+    default: return kExitFailure;
+  }
+}
+
+void Fail(const Status& s) { Fail(s.message(), ExitCodeFor(s)); }
 
 }  // namespace gpusched::cli

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+
 namespace gpusched::cli {
 
 // The candidate closest to `word` (edit distance <= 2, or `word` a prefix of it), "" if none.
@@ -22,5 +24,26 @@ std::string DescribeParseError(CLI::App& app, const std::vector<std::string>& ar
 void SetJsonErrors(bool on);
 // Prints "gpusched: <message>" (or the JSON object) to stderr.
 void PrintError(const std::string& message, int exit_code);
+
+// The one way a command ends on an error (every subcommand, so that --json holds for all):
+// Ends the command with `code` (main returns it).
+[[noreturn]] void ExitWith(int code);
+// PrintError(message, exit_code), then ExitWith(exit_code).
+[[noreturn]] void Fail(const std::string& message, int exit_code);
+// The exit code for `status` (commands.h): 2 bad input, 3 unreachable, 4 denied, 1 else.
+int ExitCodeFor(const Status& status);
+// Fail(status.message(), ExitCodeFor(status)).
+[[noreturn]] void Fail(const Status& status);
+// The value, or Fail(its status) (with `exit_code` when given).
+template <typename T>
+T OrFail(StatusOr<T> v) {
+  if (!v.ok()) Fail(v.status());
+  return std::move(v).value();
+}
+template <typename T>
+T OrFail(StatusOr<T> v, int exit_code) {
+  if (!v.ok()) Fail(v.status().message(), exit_code);
+  return std::move(v).value();
+}
 
 }  // namespace gpusched::cli

@@ -36,12 +36,12 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/work_pool.h"
 #include "dispatch/cost_model.h"
 #include "dispatch/decision.h"
 #include "dispatch/dispatch_metrics.h"
 #include "dispatch/dispatch_policy.h"
 #include "dispatch/realtime_config.h"
-#include "dispatch/work_pool.h"
 
 namespace gpusched::dispatch {
 

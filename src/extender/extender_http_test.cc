@@ -216,7 +216,8 @@ TEST(ExtenderServerTest, UrlPrefixIsNormalizedAndListenIsChecked) {
   FakeClock clock;
   Extender e(ExtenderConfig{}, clock, nullptr, nullptr);
   auto bad = ExtenderServer::Start(e, ServerOptions{"127.0.0.1", "/x"});
-  EXPECT_EQ(bad.status().message(), "--listen: \"127.0.0.1\" is not HOST:PORT");
+  EXPECT_TRUE(bad.status().message().starts_with("--listen: \"127.0.0.1\" has no port"))
+      << bad.status().message();
   auto s = ExtenderServer::Start(e, ServerOptions{"127.0.0.1:0", "/a.b"});
   ASSERT_TRUE(s.ok());
   httplib::Client c("127.0.0.1", (*s)->port());

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "base/host_port.h"
+
 namespace gpusched::extender {
 namespace {
 
@@ -13,27 +15,6 @@ std::string RegexEscape(const std::string& s) {
     out += c;
   }
   return out;
-}
-
-StatusOr<std::pair<std::string, int>> SplitListen(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    return InvalidArgument("--listen: \"" + listen + "\" is not HOST:PORT");
-  }
-  int port = -1;
-  const std::string digits = listen.substr(colon + 1);
-  if (!digits.empty() && digits.size() <= 5 &&
-      digits.find_first_not_of("0123456789") == std::string::npos) {
-    port = std::stoi(digits);
-  }
-  if (port < 0 || port > 65535) {
-    return InvalidArgument("--listen: \"" + listen + "\" has no valid port");
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return std::make_pair(host.empty() ? std::string("0.0.0.0") : host, port);
 }
 
 }  // namespace
@@ -48,7 +29,9 @@ std::string NormalizeUrlPrefix(const std::string& prefix) {
 StatusOr<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(Extender& extender,
                                                                 const ServerOptions& options,
                                                                 std::function<bool()> ready) {
-  GS_ASSIGN_OR_RETURN(auto host_port, SplitListen(options.listen));
+  GS_ASSIGN_OR_RETURN(HostPort listen,
+                      ParseHostPort(options.listen, "--listen", /*allow_empty_host=*/true));
+  if (listen.host.empty()) listen.host = "0.0.0.0";
   std::unique_ptr<ExtenderServer> s(new ExtenderServer());
   s->prefix_ = NormalizeUrlPrefix(options.url_prefix);
   s->http_ = std::make_unique<httplib::Server>();
@@ -72,9 +55,9 @@ StatusOr<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(Extender& extend
     res.status = ok ? 200 : 503;
     res.set_content(ok ? "ready\n" : "node cache not synced\n", "text/plain");
   });
-  const auto& [host, port] = host_port;
-  s->port_ = port == 0 ? s->http_->bind_to_any_port(host)
-                       : (s->http_->bind_to_port(host, port) ? port : -1);
+  s->port_ = listen.port == 0
+                 ? s->http_->bind_to_any_port(listen.host)
+                 : (s->http_->bind_to_port(listen.host, listen.port) ? listen.port : -1);
   if (s->port_ <= 0) return Unavailable("--listen: cannot listen on " + options.listen);
   httplib::Server* http = s->http_.get();
   s->thread_ = std::thread([http] { http->listen_after_bind(); });

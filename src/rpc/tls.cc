@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/host_port.h"
+
 namespace gpusched::rpc {
 
 StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& field) {
@@ -49,14 +51,14 @@ StatusOr<ServerTls> LoadServerTls(const std::string& dir) {
 }
 
 std::string HostOf(std::string_view address) {
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    if (close != std::string_view::npos) return std::string(address.substr(1, close - 1));
+  if (auto hp = ParseHostPort(address, "address", /*allow_empty_host=*/true); hp.ok()) {
+    return hp->host;
   }
-  const size_t colon = address.rfind(':');
-  // More than one colon without brackets: a bare IPv6 address, no port.
-  if (colon == std::string_view::npos || address.find(':') != colon) return std::string(address);
-  return std::string(address.substr(0, colon));
+  // Not HOST:PORT: a host alone ("host", a bare IPv6 "::1", "[::1]").
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']') {
+    address = address.substr(1, address.size() - 2);
+  }
+  return std::string(address);
 }
 
 bool IsIpAddress(std::string_view host) {

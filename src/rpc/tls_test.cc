@@ -21,6 +21,7 @@ TEST(TlsNamesTest, HostOfAddress) {
   EXPECT_EQ(HostOf("0.0.0.0:0"), "0.0.0.0");
   EXPECT_EQ(HostOf("::1"), "::1");
   EXPECT_EQ(HostOf("host"), "host");
+  EXPECT_EQ(HostOf("[::1]"), "::1");
 }
 
 TEST(TlsNamesTest, NodeCertNames) {

@@ -10,9 +10,9 @@
 namespace gpusched::server {
 namespace {
 
-grpc::Status RequireId(uint64_t id) {
-  if (id == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "id: must be a task id >= 1"};
-  return grpc::Status::OK;
+Status RequireId(uint64_t id) {
+  if (id == 0) return InvalidArgument("id: must be a task id >= 1");
+  return Status::Ok();
 }
 
 std::string Metadata(const grpc::ServerContext* ctx, const std::string& key) {
@@ -44,6 +44,17 @@ StatusOr<ApiService::Entered> ApiService::EnterAsAdmin(grpc::ServerContext* ctx,
   return entered;
 }
 
+StatusOr<ApiService::Entered> ApiService::EnterForTask(grpc::ServerContext* ctx, uint64_t id,
+                                                       const std::string& what) {
+  GS_ASSIGN_OR_RETURN(Entered entered, Enter(ctx));
+  GS_RETURN_IF_ERROR(RequireId(id));
+  if (!entered.caller.admin) {
+    GS_ASSIGN_OR_RETURN(const v1::Task task, entered.cp->GetTask(id, false));
+    GS_RETURN_IF_ERROR(RequireOwnerOrAdmin(entered.caller, task, what));
+  }
+  return entered;
+}
+
 grpc::Status ApiService::Submit(grpc::ServerContext* ctx, const v1::SubmitRequest* req,
                                 v1::SubmitResponse* resp) {
   auto entered = Enter(ctx);
@@ -65,7 +76,7 @@ grpc::Status ApiService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequ
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  if (auto s = RequireId(req->id()); !s.ok()) return s;
+  if (auto s = RequireId(req->id()); !s.ok()) return rpc::ToGrpc(s);
   auto t = cp.GetTask(req->id(), true);
   if (!t.ok()) return rpc::ToGrpc(t.status());
   *resp = std::move(t).value();
@@ -96,18 +107,9 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasks
 
 grpc::Status ApiService::Cancel(grpc::ServerContext* ctx, const v1::CancelRequest* req,
                                 v1::CancelResponse* resp) {
-  auto entered = Enter(ctx);
+  auto entered = EnterForTask(ctx, req->id(), "cancel task " + std::to_string(req->id()));
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  const Caller& caller = entered->caller;
-  if (auto s = RequireId(req->id()); !s.ok()) return s;
-  if (!caller.admin) {
-    auto task = cp.GetTask(req->id(), false);
-    if (!task.ok()) return rpc::ToGrpc(task.status());
-    Status allowed =
-        RequireOwnerOrAdmin(caller, *task, "cancel task " + std::to_string(req->id()));
-    if (!allowed.ok()) return rpc::ToGrpc(allowed);
-  }
   auto t = cp.Cancel(req->id());
   if (!t.ok()) return rpc::ToGrpc(t.status());
   *resp->mutable_task() = std::move(t).value();
@@ -163,7 +165,7 @@ grpc::Status ApiService::Why(grpc::ServerContext* ctx, const v1::WhyRequest* req
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  if (auto s = RequireId(req->id()); !s.ok()) return s;
+  if (auto s = RequireId(req->id()); !s.ok()) return rpc::ToGrpc(s);
   auto w = cp.Why(req->id());
   if (!w.ok()) return rpc::ToGrpc(w.status());
   *resp = std::move(w).value();
@@ -181,14 +183,11 @@ grpc::Status ApiService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodes
 
 grpc::Status ApiService::Cordon(grpc::ServerContext* ctx, const v1::CordonRequest* req,
                                 v1::NodeResponse* resp) {
-  auto entered = Enter(ctx);
+  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  auto entered = EnterAsAdmin(
+      ctx, std::string(req->cordon() ? "cordon" : "uncordon") + " node " + req->node());
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  const Caller& caller = entered->caller;
-  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
-  Status allowed = RequireAdmin(
-      caller, std::string(req->cordon() ? "cordon" : "uncordon") + " node " + req->node());
-  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   auto n = cp.Cordon(req->node(), req->cordon());
   if (!n.ok()) return rpc::ToGrpc(n.status());
   *resp->mutable_node() = std::move(n).value();
@@ -197,13 +196,10 @@ grpc::Status ApiService::Cordon(grpc::ServerContext* ctx, const v1::CordonReques
 
 grpc::Status ApiService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest* req,
                                v1::NodeResponse* resp) {
-  auto entered = Enter(ctx);
+  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  auto entered = EnterAsAdmin(ctx, "drain node " + req->node());
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  const Caller& caller = entered->caller;
-  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
-  Status allowed = RequireAdmin(caller, "drain node " + req->node());
-  if (!allowed.ok()) return rpc::ToGrpc(allowed);
   auto n = cp.Drain(req->node(), req->evict());
   if (!n.ok()) return rpc::ToGrpc(n.status());
   *resp->mutable_node() = std::move(n).value();
@@ -213,18 +209,10 @@ grpc::Status ApiService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest*
 // The log lives on the agent that ran the task's latest attempt; the server reads it there.
 grpc::Status ApiService::Logs(grpc::ServerContext* ctx, const v1::LogsRequest* req,
                               v1::LogsResponse* resp) {
-  auto entered = Enter(ctx);
+  auto entered =
+      EnterForTask(ctx, req->id(), "read the logs of task " + std::to_string(req->id()));
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  const Caller& caller = entered->caller;
-  if (auto s = RequireId(req->id()); !s.ok()) return s;
-  if (!caller.admin) {
-    auto task = cp.GetTask(req->id(), false);
-    if (!task.ok()) return rpc::ToGrpc(task.status());
-    Status allowed = RequireOwnerOrAdmin(caller, *task,
-                                         "read the logs of task " + std::to_string(req->id()));
-    if (!allowed.ok()) return rpc::ToGrpc(allowed);
-  }
   auto out = logs_.Read(cp, req->id(), req->offset(), req->max_bytes());
   if (!out.ok()) return rpc::ToGrpc(out.status());
   *resp = std::move(out).value();

@@ -64,6 +64,9 @@ class ApiService final : public v1::Scheduler::Service {
   StatusOr<Entered> Enter(grpc::ServerContext* ctx);
   // Enter, then PermissionDenied naming `what` unless the caller is an admin.
   StatusOr<Entered> EnterAsAdmin(grpc::ServerContext* ctx, const std::string& what);
+  // Enter, then InvalidArgument for task id 0, and PermissionDenied naming `what` unless the
+  // caller is an admin or owns task `id` (NotFound when there is no such task).
+  StatusOr<Entered> EnterForTask(grpc::ServerContext* ctx, uint64_t id, const std::string& what);
 
   ControlPlaneGate& gate_;
   std::function<v1::ServerStatus()> status_;

@@ -9,18 +9,20 @@
 
 #include <cerrno>
 
+#include "base/host_port.h"
+
 namespace gpusched::server {
 
 bool ProbeTcp(const std::string& address, DurationMs timeout_ms) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return false;
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  const std::string port = address.substr(colon + 1);
+  const StatusOr<HostPort> hp = ParseHostPort(address, "address");
+  if (!hp.ok()) return false;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return false;
+  if (getaddrinfo(hp->host.c_str(), std::to_string(hp->port).c_str(), &hints, &res) != 0 ||
+      res == nullptr) {
+    return false;
+  }
   bool ok = false;
   const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd >= 0) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/host_port.h"
 #include "server/agent_link_service.h"
 #include "server/api_service.h"
 #include "server/control_plane.h"
@@ -73,23 +74,6 @@ StatusOr<std::unique_ptr<store::StateStore>> OpenSqlite(const ServerConfig& conf
   return std::unique_ptr<store::StateStore>(std::move(s));
 }
 
-StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr,
-                                                    const std::string& field) {
-  const size_t colon = addr.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgument(field + ": \"" + addr + "\" is not HOST:PORT");
-  }
-  try {
-    size_t used = 0;
-    const int port = std::stoi(addr.substr(colon + 1), &used);
-    if (used == addr.size() - colon - 1 && port >= 0 && port <= 65535) {
-      return std::make_pair(addr.substr(0, colon), port);
-    }
-  } catch (const std::exception&) {  // stoi: not a number
-  }
-  return InvalidArgument(field + ": \"" + addr + "\" has no valid port");
-}
-
 std::string LeaderKey(const ServerConfig& c) { return c.etcd_prefix + "/leader"; }
 
 int64_t WallMs() {
@@ -126,7 +110,7 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
     if (s.http_thread.joinable()) s.http_thread.join();
     s.http.reset();
   }
-  GS_ASSIGN_OR_RETURN(auto hp, SplitHostPort(s.config.http, "http"));
+  GS_ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(s.config.http, "http"));
   if (s.tls) {
     auto https = std::make_unique<httplib::SSLServer>(s.tls->cert_file.c_str(),
                                                       s.tls->key_file.c_str());
@@ -156,11 +140,11 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
   } else {
     RegisterStandbyRoutes(*s.http, s.gate);
   }
-  const int want = s.http_port > 0 ? s.http_port : hp.second;
+  const int want = s.http_port > 0 ? s.http_port : hp.port;
   int port = -1;
   for (int attempt = 0; attempt < 20 && port <= 0; ++attempt) {
-    port = want == 0 ? s.http->bind_to_any_port(hp.first)
-                     : (s.http->bind_to_port(hp.first, want) ? want : -1);
+    port = want == 0 ? s.http->bind_to_any_port(hp.host)
+                     : (s.http->bind_to_port(hp.host, want) ? want : -1);
     if (port <= 0 && s.http_port > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (s.http_port == 0) break;
   }
@@ -271,7 +255,7 @@ v1::ServerStatus StatusOf(Server::Impl& s, store::EtcdClient* etcd) {
   st.set_role(leading ? "leader" : "standby");
   st.set_leader(s.gate.leader());
   st.set_detail(s.gate.detail());
-  if (s.http_port > 0) st.set_http(s.http_host + ":" + std::to_string(s.http_port));
+  if (s.http_port > 0) st.set_http(FormatHostPort(s.http_host, s.http_port));
   if (s.config.store == "etcd") {
     st.set_lease_ttl_ms(s.config.lease_ttl_ms);
     if (etcd != nullptr) {
@@ -318,12 +302,15 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
               << ". Anyone who reaches these ports can run any command on every node. Use "
                  "`gpusched certs init` and --tls-dir outside a network you fully trust.\n";
   }
-  GS_ASSIGN_OR_RETURN(auto listen, SplitHostPort(config.listen, "listen"));
-  if (!config.http.empty()) GS_RETURN_IF_ERROR(SplitHostPort(config.http, "http").status());
+  GS_ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(config.listen, "listen"));
+  HostPort http;
+  if (!config.http.empty()) {
+    GS_ASSIGN_OR_RETURN(http, ParseHostPort(config.http, "http"));
+  }
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
   s.config = config;
-  s.http_host = config.http.empty() ? "" : config.http.substr(0, config.http.rfind(':'));
+  s.http_host = http.host;
   if (!config.tls_dir.empty()) {
     GS_ASSIGN_OR_RETURN(s.tls, rpc::LoadServerTls(config.tls_dir));
   }
@@ -370,7 +357,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
     return FailedPrecondition("listen: cannot listen on " + config.listen +
                               ": address already in use (is another gpusched running?)");
   }
-  s.address = listen.first + ":" + std::to_string(port);
+  s.address = FormatHostPort(listen.host, port);
   s.advertise = config.advertise.empty() ? s.address : config.advertise;
 
   if (!ha) {

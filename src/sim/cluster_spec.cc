@@ -27,24 +27,15 @@ StatusOr<std::vector<core::NodeSpec>> ParseClusterSpec(std::string_view spec) {
     return InvalidArgument("cluster: \"" + text + "\" " + why +
                            " (expected NxG[xMEM], e.g. 100x8 or 1x64x80GiB)");
   };
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t x = text.find('x', start);
-    parts.push_back(text.substr(start, x == std::string::npos ? std::string::npos : x - start));
-    if (x == std::string::npos) break;
-    start = x + 1;
-  }
-  if (parts.size() < 2 || parts.size() > 3) return bad("has " + std::to_string(parts.size()) + " parts");
-  const std::string file = "cluster";
-  const CsvPos pos{&file, 1};
-  auto nodes = ParseInt(parts[0], pos, "N");
-  auto gpus = ParseInt(parts[1], pos, "G");
-  if (!nodes.ok() || *nodes < 1 || *nodes > 1'000'000) return bad("needs N >= 1 nodes");
-  if (!gpus.ok() || *gpus < 0 || *gpus > 1024) return bad("needs G in [0, 1024] GPUs");
+  const auto parts = SplitCountSpec(spec, 2, 3, "cluster", "NxG[xMEM], e.g. 100x8 or 1x64x80GiB");
+  if (!parts.ok()) return parts.status();
+  const auto nodes = ParseWholeNumber((*parts)[0], 1, 1'000'000, "cluster N");
+  const auto gpus = ParseWholeNumber((*parts)[1], 0, 1024, "cluster G");
+  if (!nodes.ok()) return bad("needs N >= 1 nodes");
+  if (!gpus.ok()) return bad("needs G in [0, 1024] GPUs");
   MiB gpu_mib = kDefaultUniformGpuMib;
-  if (parts.size() == 3) {
-    GS_ASSIGN_OR_RETURN(gpu_mib, ParseSizeMiB(parts[2], "cluster MEM"));
+  if (parts->size() == 3) {
+    GS_ASSIGN_OR_RETURN(gpu_mib, ParseSizeMiB((*parts)[2], "cluster MEM"));
     if (gpu_mib <= 0) return bad("needs MEM > 0");
   }
   const int64_t per = std::max<int64_t>(1, *gpus);

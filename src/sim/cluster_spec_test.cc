@@ -30,6 +30,14 @@ TEST(ClusterSpecTest, BadSpecsAreNamed) {
   EXPECT_NE(ParseClusterSpec("0x8").status().message().find("cluster: \"0x8\" needs N >= 1"),
             std::string::npos);
   EXPECT_FALSE(ParseClusterSpec("2x8x12XB").ok());
+  for (const char* bad : {"2x", "x4", "2x8x", "1x2x3x4"}) {
+    EXPECT_EQ(ParseClusterSpec(bad).status().message(),
+              "cluster: \"" + std::string(bad) + "\" is not NxG[xMEM], e.g. 100x8 or 1x64x80GiB");
+  }
+  EXPECT_NE(ParseClusterSpec("99999999999999999999x8").status().message().find("needs N >= 1"),
+            std::string::npos);  // overflow is out of range, not a wrap-around
+  EXPECT_NE(ParseClusterSpec("1x-1").status().message().find("needs G in [0, 1024]"),
+            std::string::npos);
 }
 
 TEST(ClusterSpecTest, NodeList) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/percentile.h"
+
 namespace gpusched::sim {
 
 const char* JobOutcomeName(JobOutcome o) {
@@ -16,13 +18,6 @@ const char* JobOutcomeName(JobOutcome o) {
     case JobOutcome::kAllocated: return "allocated";
   }
   return "unknown";
-}
-
-double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
-  const size_t index = static_cast<size_t>(std::max(1.0, rank)) - 1;
-  return sorted[std::min(index, sorted.size() - 1)];
 }
 
 namespace {

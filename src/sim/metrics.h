@@ -5,7 +5,8 @@
 //   JCT          finish - submit of every finished job.
 //   wait         JCT - true duration: all the time a job was not running (queued before its
 //                first start and while suspended). Equals start - submit without preemption.
-//   percentiles  nearest rank: the value at position ceil(p/100 * n) of the sorted values.
+//   percentiles  nearest rank: the value at position ceil(p/100 * n) of the sorted values
+//                (base/percentile.h).
 //   makespan     last finish - first submit.
 //   time averages are taken over [first submit, last finish] of the step functions sampled
 //   at every change:
@@ -68,9 +69,6 @@ struct Summary {
   double node_fragmentation = 0, gpu_mem_fragmentation = 0;
   int64_t preemptions = 0;
 };
-
-// Nearest-rank percentile of `values` (sorted ascending). 0 when empty.
-double Percentile(const std::vector<double>& sorted, double p);
 
 // Average wait and JCT of the finished jobs of one team (the trace's virtual cluster).
 struct TeamSummary {

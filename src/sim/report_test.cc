@@ -15,14 +15,6 @@ namespace {
 
 const std::string kData = GPUSCHED_SIM_TESTDATA;
 
-TEST(MetricsTest, NearestRankPercentile) {
-  const std::vector<double> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-  EXPECT_EQ(Percentile(v, 50), 5);
-  EXPECT_EQ(Percentile(v, 99), 10);
-  EXPECT_EQ(Percentile(v, 0), 1);
-  EXPECT_EQ(Percentile({}, 50), 0);
-}
-
 TEST(ReportTest, JsonHasTheContractKeys) {
   auto trace = LoadTrace(kData + "/tiny_nonpreemptive.csv", TraceFormat::kCsv);
   ASSERT_TRUE(trace.ok());

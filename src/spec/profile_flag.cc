@@ -1,21 +1,14 @@
 #include "spec/profile_flag.h"
 
-#include <charconv>
-#include <optional>
 #include <string>
+
+#include "base/units.h"
 
 namespace gpusched::spec {
 namespace {
 
-// A whole number in [min, 1'000'000] (ValidateTaskSpec's bounds), or nullopt.
-std::optional<int64_t> Whole(std::string_view s, int64_t min) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < min || v > 1'000'000) {
-    return std::nullopt;
-  }
-  return v;
-}
+// ValidateTaskSpec's bounds for batch, height and width.
+StatusOr<int64_t> Whole(std::string_view s) { return ParseWholeNumber(s, 1, 1'000'000, "profile"); }
 
 }  // namespace
 
@@ -37,17 +30,17 @@ StatusOr<core::MemoryProfile> ParseProfileFlag(std::string_view text, std::strin
     if (key == "type" && !value.empty()) {
       p.task_type = std::string(value);
     } else if (key == "batch") {
-      const auto batch = Whole(value, 1);
-      if (!batch) {
+      const auto batch = Whole(value);
+      if (!batch.ok()) {
         return InvalidArgument(head + "batch \"" + std::string(value) +
                                "\" is not a whole number from 1 to 1000000");
       }
       p.batch = *batch;
     } else if (key == "size") {
-      const size_t x = value.find('x');
-      const auto h = Whole(value.substr(0, x), 1);
-      const auto w = x == std::string_view::npos ? std::nullopt : Whole(value.substr(x + 1), 1);
-      if (!h || !w) {
+      const auto hw = SplitCountSpec(value, 2, 2, "size", "HEIGHTxWIDTH");
+      const auto h = hw.ok() ? Whole((*hw)[0]) : StatusOr<int64_t>(hw.status());
+      const auto w = hw.ok() ? Whole((*hw)[1]) : StatusOr<int64_t>(hw.status());
+      if (!h.ok() || !w.ok()) {
         return InvalidArgument(head + "size \"" + std::string(value) +
                                "\" is not HEIGHTxWIDTH in pixels, e.g. 224x224");
       }

@@ -16,6 +16,8 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "base/host_port.h"
+
 namespace gpusched::store {
 
 using Json = nlohmann::json;
@@ -121,8 +123,7 @@ struct EtcdClient::Conn {
 
   bool Exchange(const std::string& path, const std::string& body, int& status, std::string& answer,
                 std::string& error) {
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: " + host + ":" +
-                            std::to_string(port) +
+    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: " + FormatHostPort(host, port) +
                             "\r\nContent-Type: application/json\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body;
     size_t sent = 0;
@@ -475,10 +476,10 @@ StatusOr<std::vector<std::string>> ParseEtcdEndpoints(const std::string& list,
     }
     std::string hostport = e.rfind("http://", 0) == 0 ? e.substr(7) : e;
     while (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
-    const size_t colon = hostport.rfind(':');
-    bool ok = colon != std::string::npos && colon > 0 && colon + 1 < hostport.size();
-    for (size_t i = colon + 1; ok && i < hostport.size(); ++i) ok = std::isdigit(uint8_t(hostport[i]));
-    if (!ok) return InvalidArgument(field + ": \"" + e + "\" is not http://HOST:PORT");
+    if (const auto hp = ParseHostPort(hostport, field); !hp.ok()) {
+      return InvalidArgument(field + ": \"" + e + "\" is not http://HOST:PORT (" +
+                             hp.status().message() + ")");
+    }
     out.push_back("http://" + hostport);
   }
   if (out.empty()) return InvalidArgument(field + ": no etcd endpoint in \"" + list + "\"");
@@ -497,9 +498,9 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
     auto c = std::make_unique<Conn>();
     c->url = url;
     std::string hostport = url.rfind("http://", 0) == 0 ? url.substr(7) : url;
-    const size_t colon = hostport.rfind(':');
-    c->host = hostport.substr(0, colon);
-    c->port = colon == std::string::npos ? 2379 : std::atoi(hostport.c_str() + colon + 1);
+    const StatusOr<HostPort> hp = ParseHostPort(hostport, "etcd");
+    c->host = hp.ok() ? hp->host : hostport;  // no port: etcd's own
+    c->port = hp.ok() ? hp->port : 2379;
     c->connect_timeout_ms = options_.connect_timeout_ms;
     c->request_timeout_ms = options_.request_timeout_ms;
     conns_.push_back(std::move(c));

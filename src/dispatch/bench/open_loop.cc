@@ -6,8 +6,9 @@
 #include <cmath>
 #include <thread>
 
+#include "base/percentile.h"
 #include "dispatch/realtime_dispatcher.h"
-#include "dispatch/work_pool.h"
+#include "base/work_pool.h"
 
 namespace gpusched::dispatch {
 namespace {
@@ -37,11 +38,6 @@ std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
     out.push_back({static_cast<int64_t>(t_ms * 1e6), s, rng.LogNormal(mu, b.sigma)});
   }
   return out;
-}
-
-double Percentile(std::vector<double>& sorted, double q) {
-  const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) - 1;
-  return sorted[std::min(i, sorted.size() - 1)];
 }
 
 // One request: a GPU from the policy, a stream on it, the compute, release both.
@@ -120,9 +116,9 @@ OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devic
   r.policy = std::string(policy.name());
   r.load = config.load;
   std::sort(latency_ms.begin(), latency_ms.end());
-  r.p50_ms = Percentile(latency_ms, 0.50);
-  r.p99_ms = Percentile(latency_ms, 0.99);
-  r.p999_ms = Percentile(latency_ms, 0.999);
+  r.p50_ms = Percentile(latency_ms, 50);
+  r.p99_ms = Percentile(latency_ms, 99);
+  r.p999_ms = Percentile(latency_ms, 99.9);
   double sum = 0;
   for (double l : latency_ms) sum += l;
   r.mean_ms = sum / static_cast<double>(latency_ms.size());

@@ -1,7 +1,8 @@
 #pragma once
-// WorkPool: threads that run posted closures in FIFO order. The dispatch layer starts no
-// threads of its own; a caller that wants RealtimeDispatcher::Submit creates a WorkPool and
-// lends it, choosing how many requests may wait for a GPU at once.
+// WorkPool: threads that run posted closures in FIFO order; the one set of worker threads in
+// the tree. `core` and `dispatch` start no threads of their own: a caller that wants
+// RealtimeDispatcher::Submit lends a WorkPool (choosing how many requests may wait for a GPU
+// at once), and ThreadPool (base/executor.h) runs its ParallelFor helpers on one.
 //
 // Thread-safety: Post may be called from any thread. The destructor runs everything already
 // posted, then joins.
@@ -14,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace gpusched::dispatch {
+namespace gpusched {
 
 class WorkPool {
  public:
@@ -36,4 +37,4 @@ class WorkPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace gpusched::dispatch
+}  // namespace gpusched

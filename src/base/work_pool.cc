@@ -1,8 +1,8 @@
-#include "dispatch/work_pool.h"
+#include "base/work_pool.h"
 
 #include "base/check.h"
 
-namespace gpusched::dispatch {
+namespace gpusched {
 
 WorkPool::WorkPool(size_t threads) {
   GS_CHECK(threads >= 1);
@@ -39,4 +39,4 @@ void WorkPool::Loop() {
   }
 }
 
-}  // namespace gpusched::dispatch
+}  // namespace gpusched

@@ -69,7 +69,7 @@ void RunSim(const SimFlags& f) {
       Fail(loaded.status().message() + " (the file reads as a plain CSV trace: use --format csv)",
            kExitUsage);
     }
-    trace = OrFail(std::move(loaded));
+    trace = OrFail(std::move(loaded), kExitUsage);  // a missing or unreadable file too
     info.trace = f.trace;
     info.format = f.format;
     info.skipped_lines = trace.skipped_lines;
@@ -80,7 +80,7 @@ void RunSim(const SimFlags& f) {
   }
   std::vector<core::NodeSpec> nodes;
   if (!f.nodes.empty()) {
-    nodes = OrFail(sim::LoadNodeList(f.nodes));
+    nodes = OrFail(sim::LoadNodeList(f.nodes), kExitUsage);
     info.cluster = f.nodes;
   } else {
     info.cluster = f.cluster.empty() ? "100x8" : f.cluster;

@@ -32,7 +32,8 @@ TEST(ThreadPool, TwoCallersAtOnceEachGetTheirOwnJob) {
     }
     for (int round = 0; round < kRounds; ++round) {
       pool.ParallelFor(hits->size(), [hits](size_t i) {
-        for (volatile int spin = 0; spin < 200; spin = spin + 1) {
+        for (int spin = 0; spin < 200; ++spin) {  // a little work, not optimised away
+          std::atomic_signal_fence(std::memory_order_seq_cst);
         }
         (*hits)[i].fetch_add(1);
       });

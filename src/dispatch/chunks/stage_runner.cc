@@ -80,7 +80,7 @@ StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
   Status status;
   for (int s : plan.order) {  // CN110955526B step (11): stage by stage, a barrier after each
     const StageSpec& st = job.stages[s];
-    status = RunStage(st, *plan.kernels[s], s, buffers, ids, cached, pins, result);
+    status = RunStage(st, *plan.kernels[s], s, buffers, ids, cached, result);
     if (!status.ok()) {
       status = Status(status.code(), "stage " + st.name + ": " + status.message());
       break;
@@ -102,9 +102,8 @@ StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
 Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stage_index,
                              const std::map<std::string, HostBuffer>& buffers,
                              const std::map<std::string, uint64_t>& ids,
-                             const std::vector<std::string>& cached, HostPins& pins,
+                             const std::vector<std::string>& cached,
                              JobResult& result) {
-  (void)pins;  // the job's buffers are pinned by Run
   const HostBuffer& in0 = buffers.at(st.inputs[0]);
   const HostBuffer* in1 = st.inputs.size() > 1 ? &buffers.at(st.inputs[1]) : nullptr;
   const HostBuffer& out = buffers.at(st.output);

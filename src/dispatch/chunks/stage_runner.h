@@ -59,7 +59,7 @@ class StageRunner {
   Status RunStage(const StageSpec& stage, const Kernel& kernel, int stage_index,
                   const std::map<std::string, HostBuffer>& buffers,
                   const std::map<std::string, uint64_t>& ids, const std::vector<std::string>& cached,
-                  HostPins& pins, JobResult& result);
+                  JobResult& result);
   // Runs `subtasks` as `tasks` contiguous tasks, each on the executor claim 2 chooses.
   Status RunTasks(const std::vector<Subtask>& subtasks, int tasks, int64_t subtask_bytes,
                   JobResult& result);

@@ -44,6 +44,10 @@ Status ValidateGpuschedConfig(const GpuschedConfig& config) {
     return InvalidArgument("min_remaining_fraction: must be in [0, 1], got " +
                            std::to_string(config.min_remaining_fraction));
   }
+  if (!(config.co_runner_weight >= 0) || !std::isfinite(config.co_runner_weight)) {
+    return InvalidArgument("co_runner_weight: must be finite and >= 0, got " +
+                           std::to_string(config.co_runner_weight));
+  }
   std::set<std::string> names;
   for (const ServiceConfig& s : config.services) {
     if (s.name.empty()) return InvalidArgument("services[].name: must not be empty");
@@ -109,11 +113,11 @@ int GpuschedPolicy::PickLocked(double cost_ms) const {
     if (!EligibleLocked(gpu)) continue;
     // Under processor sharing the request and a co-runner slow each other down by as long as
     // both run: m = min(remaining, cost). Relative to each one's cost, that is the slowdown the
-    // grant adds. Strict < keeps the lowest index on a tie.
+    // grant adds (the co-runners' weighted). Strict < keeps the lowest index on a tie.
     double slowdown = 0;
     for (const Running& r : gpus_[gpu].running) {
       const double m = std::min(RemainingLocked(r, 0), cost_ms);
-      slowdown += m / cost_ms + m / costs_.cost_exact_ms(r.service);
+      slowdown += m / cost_ms + config_.co_runner_weight * m / costs_.cost_exact_ms(r.service);
     }
     if (best < 0 || slowdown < best_slowdown) {
       best = gpu;

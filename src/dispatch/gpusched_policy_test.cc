@@ -204,6 +204,10 @@ TEST(GpuschedPolicyTest, BadConfigNamesTheFieldAndTheValue) {
   c.services[1].name = "small";
   s = GpuschedPolicy::Create(c, clock).status();
   EXPECT_NE(s.message().find("duplicate \"small\""), std::string::npos) << s.ToString();
+  c = SmallAndBig(2);
+  c.co_runner_weight = -1;
+  EXPECT_NE(GpuschedPolicy::Create(c, clock).status().message().find("co_runner_weight"),
+            std::string::npos);
   c = SmallAndBig(0);
   EXPECT_NE(GpuschedPolicy::Create(c, clock).status().message().find("gpu_count"),
             std::string::npos);

@@ -18,15 +18,23 @@ struct CoreBenchConfig {
   int repetitions = 3;  // best of
 };
 
+// One pass places or parks every pending task: an attempt each. With the failed-shape memo on,
+// an attempt whose request shape already found no node in the pass is answered from the memo
+// (a memo hit, no node scan); the others are evaluated against the nodes.
 struct CoreBenchResult {
   CoreBenchConfig config;
-  int64_t decisions = 0;
+  int64_t attempts = 0;   // = pending
+  int64_t evaluated = 0;  // attempts that scanned the nodes
+  int64_t memo_hits = 0;  // attempts answered from the memo; attempts = evaluated + memo_hits
   int64_t placed = 0;
-  double seconds = 0;
+  double seconds = 0;  // the fastest pass with the memo on
+  // Evaluations per second of the pass with the memo on (memo hits are in its time, not in the
+  // count).
   double decisions_per_s = 0;
-  // The same pass with the failed-shape memo off: every decision scans every node.
+  double attempts_per_s = 0;  // attempts per second of the same pass, memo hits included
+  // The same pass with the memo off: every attempt is evaluated.
   double uncached_decisions_per_s = 0;
-  double ns_per_node_scan = 0;  // uncached pass time / (decisions x nodes)
+  double ns_per_node_scan = 0;  // uncached pass time / (attempts x nodes)
 };
 
 // Node i of the benchmark clusters: "node-%05d", 128 cores, 1 TiB RAM, `gpus` H100s of 80 GiB.

@@ -1,6 +1,8 @@
-// `gpusched bench dispatch [--json]`: the CN113051059B dispatcher (defaults, and patent-eft with
-// the earliest-finish scan and max fin_time options) against round-robin, random,
-// join-shortest-queue and least-expected-finish-time, under open-loop load on 8 simulated GPUs.
+// `gpusched bench dispatch [--json]`: the gpusched policy and the CN113051059B dispatcher
+// (defaults, and patent-eft with the earliest-finish scan and max fin_time options) against
+// round-robin, random, join-shortest-queue and least-expected-finish-time, under open-loop load
+// on 8 simulated GPUs. Each row counts served, given-up and dropped requests; latencies are
+// over served requests only.
 
 #include <cstdio>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "cli/commands.h"
 #include "dispatch/baseline_policies.h"
 #include "dispatch/bench/open_loop.h"
+#include "dispatch/gpusched_policy.h"
 #include "dispatch/realtime_dispatcher.h"
 #include "dispatch/sim_device.h"
 
@@ -20,19 +23,39 @@ namespace {
 
 using namespace gpusched::dispatch;
 
+// patent-eft is PATENTS.md section 1's pair of options (earliest-finish scan, max fin_time) on
+// the literal dispatcher: the row that shows how much of a gap to the baselines they close.
+const std::vector<std::string> kPolicies = {"gpusched", "patent", "patent-eft", "round-robin",
+                                            "random",   "jsq",    "left"};
+
 struct Options {
   bool json = false;
   int requests = 2000;
   uint64_t seed = 1;
+  std::vector<std::string> policies = kPolicies;
+  std::vector<double> loads = {0.5, 0.8, 0.95};
+  int max_per_gpu = 0;         // gpusched and patent policies
+  int64_t acquire_timeout = 0;  // gpusched and patent policies, ms
+  int max_in_flight = 0;       // the load generator's shedding
 };
 
 std::unique_ptr<DispatchPolicy> MakePolicy(const std::string& name, const OpenLoopConfig& c,
-                                           Clock& clock, Rng& rng) {
+                                           const Options& o, Clock& clock, Rng& rng) {
   const std::vector<ServiceConfig> services = BenchServiceConfigs(c);
+  if (name == "gpusched") {
+    GpuschedConfig gc;
+    gc.gpu_count = c.gpus;
+    gc.services = services;
+    gc.max_per_gpu = o.max_per_gpu;
+    gc.acquire_timeout = o.acquire_timeout;
+    return std::move(GpuschedPolicy::Create(gc, clock)).value();
+  }
   if (name == "patent" || name == "patent-eft") {
     DispatcherConfig dc;
     dc.gpu_count = c.gpus;
     dc.services = services;
+    dc.max_per_gpu = o.max_per_gpu;
+    dc.acquire_timeout = o.acquire_timeout;
     if (name == "patent-eft") {
       dc.scan = ScanOrder::kEarliestFinish;
       dc.fin_update = FinTimeUpdate::kMax;
@@ -46,57 +69,67 @@ std::unique_ptr<DispatchPolicy> MakePolicy(const std::string& name, const OpenLo
   return std::make_unique<BaselinePolicy>(kind, c.gpus, services, clock, &rng);
 }
 
+void PrintRow(const OpenLoopResult& r) {
+  std::printf("%-12s load %3.0f%%  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  mean %7.2f ms"
+              "  %7.1f req/s  served %d  given-up %d  dropped %d\n",
+              r.policy.c_str(), r.load * 100, r.p50_ms, r.p99_ms, r.p999_ms, r.mean_ms,
+              r.throughput_per_s, r.served, r.given_up, r.dropped);
+  std::fflush(stdout);
+}
+
+void PrintJson(const Options& o, double overhead_1, double overhead_2, double gpusched_1,
+               const std::vector<OpenLoopResult>& rows) {
+  std::printf("{\"seed\": %llu, \"requests\": %d, \"gpus\": 8, \"max_per_gpu\": %d,"
+              " \"acquire_timeout_ms\": %lld, \"max_in_flight\": %d,"
+              " \"overhead_ns_per_decision\": %.1f, \"overhead_ns_per_decision_2_threads\": %.1f,"
+              " \"gpusched_overhead_ns_per_decision\": %.1f, \"rows\": [",
+              static_cast<unsigned long long>(o.seed), o.requests, o.max_per_gpu,
+              static_cast<long long>(o.acquire_timeout), o.max_in_flight, overhead_1, overhead_2,
+              gpusched_1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const OpenLoopResult& r = rows[i];
+    std::printf("%s\n  {\"policy\": \"%s\", \"load\": %.2f, \"served\": %d, \"given_up\": %d,"
+                " \"dropped\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"p999_ms\": %.3f,"
+                " \"mean_ms\": %.3f, \"throughput_per_s\": %.1f}",
+                i ? "," : "", r.policy.c_str(), r.load, r.served, r.given_up, r.dropped, r.p50_ms,
+                r.p99_ms, r.p999_ms, r.mean_ms, r.throughput_per_s);
+  }
+  std::printf("\n]}\n");
+}
+
 void Run(const Options& o) {
   RealClock clock;
-  // patent-eft is PATENTS.md section 1's pair of options (earliest-finish scan, max fin_time)
-  // on the same dispatcher: the row that shows how much of a gap to the baselines they close.
-  const std::vector<std::string> policies = {"patent", "patent-eft", "round-robin", "random",
-                                             "jsq", "left"};
   const double overhead_1 = MeasureDecisionOverheadNs(clock, 8, 1, 200000);
   const double overhead_2 = MeasureDecisionOverheadNs(clock, 8, 2, 100000);
+  const double gpusched_1 = MeasureGpuschedOverheadNs(clock, 8, 1, 200000);
   std::vector<OpenLoopResult> rows;
-  for (double load : {0.5, 0.8, 0.95}) {
-    for (const std::string& p : policies) {
+  for (double load : o.loads) {
+    for (const std::string& p : o.policies) {
       OpenLoopConfig c;
       c.load = load;
       c.requests = o.requests;
+      c.max_in_flight = o.max_in_flight;
       const std::vector<std::unique_ptr<SimDevice>> owned =
           MakeBenchDevices(c.gpus, c.streams_per_gpu, clock);
       std::vector<SimDevice*> devices;
       for (const auto& d : owned) devices.push_back(d.get());
       Rng policy_rng(o.seed + 1000), load_rng(o.seed);  // same arrivals for every policy
-      std::unique_ptr<DispatchPolicy> policy = MakePolicy(p, c, clock, policy_rng);
+      std::unique_ptr<DispatchPolicy> policy = MakePolicy(p, c, o, clock, policy_rng);
       rows.push_back(RunOpenLoop(*policy, devices, c, clock, load_rng));
       rows.back().policy = p;  // the variant's label, not the class's name
-      if (!o.json) {
-        const OpenLoopResult& r = rows.back();
-        std::printf("%-12s load %3.0f%%  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  mean %7.2f ms"
-                    "  %7.1f req/s\n",
-                    r.policy.c_str(), r.load * 100, r.p50_ms, r.p99_ms, r.p999_ms, r.mean_ms,
-                    r.throughput_per_s);
-        std::fflush(stdout);
-      }
+      if (!o.json) PrintRow(rows.back());
     }
   }
   if (o.json) {
-    std::printf("{\"seed\": %llu, \"requests\": %d, \"gpus\": 8, \"overhead_ns_per_decision\": %.1f,"
-                " \"overhead_ns_per_decision_2_threads\": %.1f, \"rows\": [",
-                static_cast<unsigned long long>(o.seed), o.requests, overhead_1, overhead_2);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const OpenLoopResult& r = rows[i];
-      std::printf("%s\n  {\"policy\": \"%s\", \"load\": %.2f, \"p50_ms\": %.3f, \"p99_ms\": %.3f,"
-                  " \"p999_ms\": %.3f, \"mean_ms\": %.3f, \"throughput_per_s\": %.1f}",
-                  i ? "," : "", r.policy.c_str(), r.load, r.p50_ms, r.p99_ms, r.p999_ms,
-                  r.mean_ms, r.throughput_per_s);
-    }
-    std::printf("\n]}\n");
-  } else {
-    std::printf("dispatcher overhead: %.0f ns per decision (1 thread), %.0f ns (2 threads)\n",
-                overhead_1, overhead_2);
-    std::printf("seed %llu, %d requests per row, 8 simulated GPUs, services small (6 ms) and "
-                "large (18 ms), lognormal sigma 0.6\n",
-                static_cast<unsigned long long>(o.seed), o.requests);
+    PrintJson(o, overhead_1, overhead_2, gpusched_1, rows);
+    return;
   }
+  std::printf("dispatcher overhead: patent %.0f ns per decision (1 thread), %.0f ns (2 threads);"
+              " gpusched %.0f ns (1 thread)\n",
+              overhead_1, overhead_2, gpusched_1);
+  std::printf("seed %llu, %d requests per row, 8 simulated GPUs, services small (6 ms) and "
+              "large (18 ms), lognormal sigma 0.6; latency over served requests only\n",
+              static_cast<unsigned long long>(o.seed), o.requests);
 }
 
 }  // namespace
@@ -104,11 +137,31 @@ void Run(const Options& o) {
 void RegisterBenchDispatch(CLI::App& bench) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
-      "dispatch", "CN113051059B dispatcher vs baselines under open-loop load on 8 simulated GPUs");
+      "dispatch", "Dispatch policies (gpusched, CN113051059B, baselines) under open-loop load on "
+                  "8 simulated GPUs");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->add_option("--requests", opts->requests, "Requests per (policy, load) row")
       ->check(CLI::Range(100, 1000000));
   cmd->add_option("--seed", opts->seed, "Seed of the arrivals and service times");
+  cmd->add_option("--policy", opts->policies,
+                  "Policies to run, repeatable (default: all): gpusched, patent, patent-eft, "
+                  "round-robin, random, jsq, left")
+      ->check(CLI::IsMember(kPolicies));
+  cmd->add_option("--load", opts->loads,
+                  "Offered load as a fraction of the GPUs' time, repeatable (default: 0.5 0.8 "
+                  "0.95)")
+      ->check(CLI::Range(0.01, 2.0));
+  cmd->add_option("--max-per-gpu", opts->max_per_gpu,
+                  "gpusched and patent policies: leases at once on one GPU (0: no cap)")
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--acquire-timeout", opts->acquire_timeout,
+                  "gpusched and patent policies: give a request up after this many ms without "
+                  "a GPU (0: never); counted as given-up")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  cmd->add_option("--max-in-flight", opts->max_in_flight,
+                  "Drop a request that arrives while this many are in flight (0: never); "
+                  "counted as dropped")
+      ->check(CLI::Range(0, 1000000));
   cmd->callback([opts] { Run(*opts); });
 }
 

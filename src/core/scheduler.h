@@ -110,6 +110,7 @@ struct PlanStep {
 struct PassPlan {
   std::vector<PlanStep> steps;
   int64_t decisions = 0;           // placement attempts
+  int64_t memo_hits = 0;           // of which answered from the failed-shape memo (no scan)
   int64_t parallel_decisions = 0;  // of which filtered in chunks
   // Teams whose quota class the pass looked up: they appear in team_usage() (zero if idle).
   std::set<std::string> teams_classified;
@@ -126,7 +127,8 @@ struct TeamStatus {
 
 struct SchedulerStats {
   int64_t passes = 0;
-  int64_t decisions = 0;          // placement attempts (placed or not)
+  int64_t decisions = 0;          // placement attempts (placed or not), memo hits included
+  int64_t memo_hits = 0;          // attempts answered from the failed-shape memo: no node scan
   int64_t placed = 0;
   int64_t parallel_decisions = 0;  // attempts whose filter ran in chunks (|M| > N_par)
   int64_t execution_failures = 0;

@@ -103,6 +103,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   step.task = t.id;
   if (plain && !reclaim) {
     if (auto it = p.failed_shapes.find(shape); it != p.failed_shapes.end()) {
+      ++p.plan.memo_hits;
       step.kind = PlanStep::Kind::kWait;
       step.report = it->second.first;
       step.reason = it->second.second;
@@ -232,6 +233,7 @@ size_t Scheduler::Schedule() {
 size_t Scheduler::CommitPlan(PassPlan plan) {
   const int64_t placed_before = stats_.placed;
   stats_.decisions += plan.decisions;
+  stats_.memo_hits += plan.memo_hits;
   stats_.parallel_decisions += plan.parallel_decisions;
   for (const std::string& team : plan.teams_classified) team_usage_.try_emplace(team);
   for (PlanStep& step : plan.steps) {

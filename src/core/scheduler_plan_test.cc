@@ -22,7 +22,8 @@ std::string Join(const std::vector<int>& v) {
 }
 
 std::string Render(const PassPlan& plan) {
-  std::string out = "decisions " + std::to_string(plan.decisions) + " parallel " +
+  std::string out = "decisions " + std::to_string(plan.decisions) + " memo " +
+                    std::to_string(plan.memo_hits) + " parallel " +
                     std::to_string(plan.parallel_decisions) + "\n";
   for (const PlanStep& s : plan.steps) {
     out += std::to_string(static_cast<int>(s.kind)) + " " + s.task.ToString() + " " +
@@ -133,6 +134,38 @@ TEST_F(PassPlanTest, PlanningIsPureAndTheCommitAppliesExactlyThePlan) {
   EXPECT_EQ(plan.steps[4].kind, PlanStep::Kind::kAssign);
   EXPECT_EQ(plan.decisions, 5);
   EXPECT_EQ(sched_->failure_queue_size(), 2u);  // kFailureQueue: t3 and t4 wait in FQ
+}
+
+// A request shape that found no node is not scanned again in the same pass: the attempt
+// counts as a decision and as a memo hit, never as an evaluation of its own.
+TEST_F(PassPlanTest, MemoHitsAreCountedApartFromEvaluations) {
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();  // 6 GiB left
+  const int64_t decisions_before = sched_->stats().decisions;
+  for (int i = 0; i < 3; ++i) Submit(SharedTask(10 * kGiB));  // one scan, then the memo
+  Submit(SharedTask(12 * kGiB));                               // another shape: scanned
+  const PassPlan plan = PlanTwiceThenSchedule();
+  EXPECT_EQ(plan.decisions, 4);
+  EXPECT_EQ(plan.memo_hits, 2);
+  EXPECT_EQ(sched_->stats().decisions - decisions_before, 4);
+  EXPECT_EQ(sched_->stats().memo_hits, 2);
+  ASSERT_EQ(plan.steps.size(), 4u);
+  for (const PlanStep& step : plan.steps) {  // a memo hit answers as its scan did
+    EXPECT_EQ(step.kind, PlanStep::Kind::kWait);
+    EXPECT_EQ(step.reason, "0/1 nodes fit: 1 insufficient GPU memory");
+  }
+
+  SchedulerConfig no_memo;
+  no_memo.memoize_failed_shapes = false;
+  Init(no_memo);
+  AddNode(MakeNode("a", 1, 16 * kGiB));
+  Submit(SharedTask(10 * kGiB));
+  sched_->Schedule();
+  for (int i = 0; i < 3; ++i) Submit(SharedTask(10 * kGiB));
+  const PassPlan uncached = sched_->PlanPass();
+  EXPECT_EQ(uncached.decisions, 3);
+  EXPECT_EQ(uncached.memo_hits, 0);
 }
 
 TEST_F(PassPlanTest, ReclaimAndQuotaWaitsArePlannedWithoutStoppingAnything) {

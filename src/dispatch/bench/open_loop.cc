@@ -7,8 +7,9 @@
 #include <thread>
 
 #include "base/percentile.h"
-#include "dispatch/realtime_dispatcher.h"
 #include "base/work_pool.h"
+#include "dispatch/gpusched_policy.h"
+#include "dispatch/realtime_dispatcher.h"
 
 namespace gpusched::dispatch {
 namespace {
@@ -41,10 +42,10 @@ std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
 }
 
 // One request: a GPU from the policy, a stream on it, the compute, release both.
-void Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Request& r,
-           RealClock& clock) {
+RequestOutcome Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Request& r,
+                     RealClock& clock) {
   StatusOr<Lease> lease = policy.Acquire(r.service);
-  if (!lease.ok()) return;
+  if (!lease.ok()) return OutcomeOfAcquireError(lease.status());
   SimDevice& dev = *devices[lease->gpu];
   StatusOr<StreamId> stream = dev.AcquireStream();
   while (!stream.ok()) {  // every stream busy: the request queues on the GPU (polls every 50 µs)
@@ -55,9 +56,47 @@ void Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Reque
   (void)dev.Synchronize(*stream);
   (void)dev.ReleaseStream(*stream);
   policy.Complete(*lease);
+  return RequestOutcome::kServed;
 }
 
 }  // namespace
+
+RequestOutcome OutcomeOfAcquireError(const Status& error) {
+  return error.code() == StatusCode::kUnavailable ? RequestOutcome::kGivenUp
+                                                  : RequestOutcome::kDropped;
+}
+
+OpenLoopResult Summarize(std::string policy, double load, const std::vector<RequestRecord>& records,
+                         double served_span_s) {
+  OpenLoopResult r;
+  r.policy = std::move(policy);
+  r.load = load;
+  std::vector<double> latency_ms;
+  for (const RequestRecord& rec : records) {
+    switch (rec.outcome) {
+      case RequestOutcome::kServed:
+        latency_ms.push_back(rec.latency_ms);
+        break;
+      case RequestOutcome::kGivenUp:
+        ++r.given_up;
+        break;
+      case RequestOutcome::kDropped:
+        ++r.dropped;
+        break;
+    }
+  }
+  r.served = static_cast<int>(latency_ms.size());
+  if (latency_ms.empty()) return r;
+  std::sort(latency_ms.begin(), latency_ms.end());
+  r.p50_ms = Percentile(latency_ms, 50);
+  r.p99_ms = Percentile(latency_ms, 99);
+  r.p999_ms = Percentile(latency_ms, 99.9);
+  double sum = 0;
+  for (double l : latency_ms) sum += l;
+  r.mean_ms = sum / static_cast<double>(latency_ms.size());
+  if (served_span_s > 0) r.throughput_per_s = r.served / served_span_s;
+  return r;
+}
 
 void PreciseWaitUntilNs(const RealClock& clock, int64_t deadline_ns) {
   constexpr int64_t kSpinNs = 100'000;  // more than a sleep's usual overshoot
@@ -92,9 +131,9 @@ std::vector<ServiceConfig> BenchServiceConfigs(const OpenLoopConfig& config) {
 OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devices,
                            const OpenLoopConfig& config, RealClock& clock, Rng& rng) {
   const std::vector<Request> requests = MakeRequests(config, rng);
-  std::vector<double> latency_ms(requests.size());
-  std::atomic<int> done{0};
-  std::atomic<int64_t> last_done_ns{0};
+  std::vector<RequestRecord> records(requests.size());  // kDropped until a worker says otherwise
+  std::atomic<int> in_flight{0};
+  std::atomic<int64_t> last_served_ns{0};
   const int64_t start_ns = clock.NowNs();
   {
     WorkPool pool(static_cast<size_t>(config.worker_threads));
@@ -102,50 +141,67 @@ OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devic
     // the scheduled arrival, so any lateness (a busy machine) is still charged.
     for (size_t next = 0; next < requests.size(); ++next) {
       PreciseWaitUntilNs(clock, start_ns + requests[next].arrival_ns);
+      if (config.max_in_flight > 0 && in_flight.load() >= config.max_in_flight) continue;
+      in_flight.fetch_add(1);
       pool.Post([&, i = next] {
-        Serve(policy, devices, requests[i], clock);
+        const RequestOutcome outcome = Serve(policy, devices, requests[i], clock);
         const int64_t end = clock.NowNs();
-        latency_ms[i] = static_cast<double>(end - start_ns - requests[i].arrival_ns) / 1e6;
-        int64_t prev = last_done_ns.load();
-        while (prev < end && !last_done_ns.compare_exchange_weak(prev, end)) {}
-        done.fetch_add(1);
+        records[i] = {outcome,
+                      static_cast<double>(end - start_ns - requests[i].arrival_ns) / 1e6};
+        if (outcome == RequestOutcome::kServed) {
+          int64_t prev = last_served_ns.load();
+          while (prev < end && !last_served_ns.compare_exchange_weak(prev, end)) {}
+        }
+        in_flight.fetch_sub(1);
       });
     }
   }  // the pool drains and joins here
-  OpenLoopResult r;
-  r.policy = std::string(policy.name());
-  r.load = config.load;
-  std::sort(latency_ms.begin(), latency_ms.end());
-  r.p50_ms = Percentile(latency_ms, 50);
-  r.p99_ms = Percentile(latency_ms, 99);
-  r.p999_ms = Percentile(latency_ms, 99.9);
-  double sum = 0;
-  for (double l : latency_ms) sum += l;
-  r.mean_ms = sum / static_cast<double>(latency_ms.size());
-  r.throughput_per_s =
-      done.load() / (static_cast<double>(last_done_ns.load() - start_ns) / 1e9);
-  return r;
+  const int64_t last = last_served_ns.load();
+  return Summarize(std::string(policy.name()), config.load, records,
+                   last > start_ns ? static_cast<double>(last - start_ns) / 1e9 : 0);
 }
 
-double MeasureDecisionOverheadNs(Clock& clock, int gpus, int threads, int decisions_per_thread) {
-  DispatcherConfig c;
-  c.gpu_count = gpus;
-  c.services = {{"a", 10, 5, 1}, {"b", 30, 15, 3}};
-  auto d = std::move(RealtimeDispatcher::Create(c, clock)).value();
+namespace {
+
+// ns per call of `decide(thread, i)` with `threads` threads calling it at once.
+template <typename Decide>
+double NsPerDecision(Clock& clock, int threads, int decisions_per_thread, Decide decide) {
   const int64_t start = clock.NowNs();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      for (int i = 0; i < decisions_per_thread; ++i) {
-        const int service = (i + t) % 2;
-        std::optional<Lease> l = d->TryAcquire(service, 5);
-        if (l) d->Complete(*l);
-      }
+      for (int i = 0; i < decisions_per_thread; ++i) decide(t, i);
     });
   }
   for (auto& w : workers) w.join();
   const double total = static_cast<double>(threads) * decisions_per_thread;
   return static_cast<double>(clock.NowNs() - start) * threads / total;
+}
+
+const std::vector<ServiceConfig> kOverheadServices = {{"a", 10, 5, 1}, {"b", 30, 15, 3}};
+
+}  // namespace
+
+double MeasureDecisionOverheadNs(Clock& clock, int gpus, int threads, int decisions_per_thread) {
+  DispatcherConfig c;
+  c.gpu_count = gpus;
+  c.services = kOverheadServices;
+  auto d = std::move(RealtimeDispatcher::Create(c, clock)).value();
+  return NsPerDecision(clock, threads, decisions_per_thread, [&](int t, int i) {
+    std::optional<Lease> l = d->TryAcquire((i + t) % 2, 5);
+    if (l) d->Complete(*l);
+  });
+}
+
+double MeasureGpuschedOverheadNs(Clock& clock, int gpus, int threads, int decisions_per_thread) {
+  GpuschedConfig c;
+  c.gpu_count = gpus;
+  c.services = kOverheadServices;
+  auto p = std::move(GpuschedPolicy::Create(c, clock)).value();
+  return NsPerDecision(clock, threads, decisions_per_thread, [&](int t, int i) {
+    StatusOr<Lease> l = p->Acquire((i + t) % 2);
+    if (l.ok()) p->Complete(*l);
+  });
 }
 
 }  // namespace gpusched::dispatch

@@ -2,7 +2,9 @@
 // The open-loop load generator behind `gpusched bench dispatch`: Poisson arrivals of two
 // services with lognormal service times, run for real on SimDevices (processor-shared compute)
 // through any DispatchPolicy, on a real clock. Open loop: requests arrive on schedule whether
-// or not earlier ones finished, and latency counts from the scheduled arrival.
+// or not earlier ones finished, and latency counts from the scheduled arrival. Only served
+// requests have a latency: one the policy gave up on or the generator dropped is counted as
+// such and kept out of the percentiles.
 //
 // A benchmark, not a test: its numbers depend on the machine and are never asserted.
 
@@ -32,15 +34,41 @@ struct OpenLoopConfig {
   int requests = 2000;
   int streams_per_gpu = 64;
   int worker_threads = 256;  // requests that may be in flight (waiting or running) at once
+  // A request that arrives while this many are in flight is dropped (load shedding); 0: none
+  // is dropped, the extra ones queue for a worker thread (and that wait counts as latency).
+  int max_in_flight = 0;
   std::vector<BenchService> services = {{"small", 6, 0.6, 0.5}, {"large", 18, 0.6, 0.5}};
+};
+
+// How one request of the load ended.
+enum class RequestOutcome {
+  kServed,   // granted a GPU and run to the end
+  kGivenUp,  // the policy refused it after waiting (Acquire: Unavailable, its acquire_timeout)
+  kDropped,  // never run: it arrived with max_in_flight requests in flight, or Acquire failed
+             // for any other reason (shutdown, an error)
+};
+
+struct RequestRecord {
+  RequestOutcome outcome = RequestOutcome::kDropped;
+  double latency_ms = 0;  // scheduled arrival -> done; meaningful for kServed only
 };
 
 struct OpenLoopResult {
   std::string policy;
   double load = 0;
+  int served = 0, given_up = 0, dropped = 0;
+  // Over served requests only; 0 when none was served.
   double p50_ms = 0, p99_ms = 0, p999_ms = 0, mean_ms = 0;
-  double throughput_per_s = 0;
+  double throughput_per_s = 0;  // served requests / (last one served - start)
 };
+
+// The outcome of a request whose Acquire returned `error` (not ok).
+RequestOutcome OutcomeOfAcquireError(const Status& error);
+
+// Counts each outcome and takes latency percentiles (nearest rank) and the mean over the
+// served requests only. `served_span_s`: start to the end of the last served request.
+OpenLoopResult Summarize(std::string policy, double load, const std::vector<RequestRecord>& records,
+                         double served_span_s);
 
 // A wait of `ns` on the real clock, precise to a few µs: it sleeps until ~100 µs before the
 // deadline, then spins. Clock::SleepMs has whole-ms steps and a plain sleep overshoots by
@@ -64,5 +92,7 @@ OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devic
 // The dispatcher's own cost: ns per TryAcquire + Complete pair on `gpus` GPUs, `threads`
 // threads hammering one RealtimeDispatcher with the given clock.
 double MeasureDecisionOverheadNs(Clock& clock, int gpus, int threads, int decisions_per_thread);
+// The same for GpuschedPolicy: ns per Acquire + Complete pair.
+double MeasureGpuschedOverheadNs(Clock& clock, int gpus, int threads, int decisions_per_thread);
 
 }  // namespace gpusched::dispatch

@@ -1,0 +1,237 @@
+// GpuschedPolicy on the fake clock: earliest expected finish under processor sharing, ties by
+// GPU index, cost learned from received work, waits that end on a release.
+#include "dispatch/gpusched_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "dispatch/realtime_test_util.h"
+
+namespace gpusched::dispatch {
+namespace {
+
+GpuschedConfig SmallAndBig(int gpus) {
+  GpuschedConfig c;
+  c.gpu_count = gpus;
+  c.services = {{.name = "small", .cost_time = 10}, {.name = "big", .cost_time = 100}};
+  return c;
+}
+
+std::unique_ptr<GpuschedPolicy> MakePolicy(GpuschedConfig c, Clock& clock) {
+  auto p = GpuschedPolicy::Create(std::move(c), clock);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(p).value();
+}
+
+void WaitForSleepers(const FakeClock& clock, int n) {
+  while (clock.sleepers() < n) std::this_thread::yield();
+}
+
+TEST(GpuschedPolicyTest, TiesGoToTheLowestGpuIndex) {
+  FakeClock clock;
+  auto p = MakePolicy(SmallAndBig(3), clock);
+  std::vector<int> gpus;
+  for (int i = 0; i < 5; ++i) gpus.push_back(p->Acquire(0)->gpu);
+  // Idle GPUs tie at 0, then three GPUs with one equal co-runner each tie again.
+  EXPECT_EQ(gpus, (std::vector<int>{0, 1, 2, 0, 1}));
+}
+
+// GPU0 runs one big request that has most of its work left; GPU1 runs two small ones nearly
+// done. A new big request finishes first beside the two small ones, though GPU1 has more
+// co-runners (join-shortest-queue would pick GPU0).
+TEST(GpuschedPolicyTest, PicksTheEarliestExpectedFinishNotTheShortestQueue) {
+  FakeClock clock;
+  auto p = MakePolicy(SmallAndBig(2), clock);
+  ASSERT_TRUE(p->SetGpuEnabled(1, false).ok());
+  ASSERT_EQ(p->Acquire(1)->gpu, 0);
+  ASSERT_TRUE(p->SetGpuEnabled(1, true).ok());
+  ASSERT_TRUE(p->SetGpuEnabled(0, false).ok());
+  ASSERT_EQ(p->Acquire(0)->gpu, 1);
+  ASSERT_EQ(p->Acquire(0)->gpu, 1);
+  ASSERT_TRUE(p->SetGpuEnabled(0, true).ok());
+  clock.AdvanceMs(12);  // big: 12 of 100 done; each small: 6 of 10 (they share GPU1)
+  EXPECT_EQ(p->load(0).co_runners, 1);
+  EXPECT_EQ(p->load(1).co_runners, 2);
+  EXPECT_EQ(p->Acquire(1)->gpu, 1);
+  EXPECT_EQ(p->load(1).co_runners, 3);
+}
+
+TEST(GpuschedPolicyTest, TracksEachCoRunnersExpectedFinishUnderSharing) {
+  FakeClock clock;
+  GpuschedConfig c;
+  c.services = {{.name = "a", .cost_time = 10}, {.name = "b", .cost_time = 30}};
+  c.min_remaining_fraction = 0;  // trust cost_time exactly
+  auto p = MakePolicy(c, clock);
+  const Lease a = *p->Acquire(0);
+  const Lease b = *p->Acquire(1);
+  // Sharing one GPU: a's 10 ms take 20, then b runs alone for its last 20: done at 40.
+  GpuLoad load = p->load(0);
+  EXPECT_EQ(load.co_runners, 2);
+  EXPECT_EQ(load.expected_finish, (std::vector<TimeMs>{20, 40}));
+  EXPECT_EQ(load.mark.fin_time, 40);
+  EXPECT_EQ(load.mark.owner, b.ticket);
+  clock.AdvanceMs(10);  // the estimate does not move while the leases run as expected
+  EXPECT_EQ(p->load(0).expected_finish, (std::vector<TimeMs>{20, 40}));
+  clock.AdvanceMs(6);   // a ends early, at 16 (8 ms of work): b has 22 left, alone
+  ASSERT_TRUE(p->Release(a, Outcome::kSucceeded).ok());
+  load = p->load(0);
+  EXPECT_EQ(load.co_runners, 1);
+  EXPECT_EQ(load.expected_finish, (std::vector<TimeMs>{38}));
+  EXPECT_EQ(load.mark.owner, b.ticket);
+  EXPECT_DOUBLE_EQ(p->cost_time_ms(0), 8);
+}
+
+TEST(GpuschedPolicyTest, LearnsCostFromReceivedWorkNotWallTime) {
+  FakeClock clock;
+  auto p = MakePolicy(SmallAndBig(1), clock);
+  const Lease x = *p->Acquire(0), y = *p->Acquire(0);
+  clock.AdvanceMs(40);  // 40 ms of wall time each, on a GPU shared by two: 20 ms of work
+  ASSERT_TRUE(p->Release(x, Outcome::kSucceeded).ok());
+  ASSERT_TRUE(p->Release(y, Outcome::kFailed).ok());  // a failure does not train the cost
+  EXPECT_DOUBLE_EQ(p->cost_time_ms(0), 20);
+  EXPECT_EQ(p->outstanding(), 0);
+}
+
+// Claim 2's dispatcher, on one GPU busy with a 90 ms task that ends at t = 5, makes a 100 ms
+// request give up and retry every try_time: it starts at t = 10 and the GPU idles 5 ms. The
+// gpusched policy runs it beside the busy task at once.
+TEST(GpuschedPolicyTest, GrantsAtOnceWhereTheLiteralPolicyWaits) {
+  FakeClock clock;
+  DispatcherConfig literal_config = OneService(1);  // ocr: cost 100, wait 50, try 10
+  literal_config.services.push_back({.name = "warm", .cost_time = 90, .wait_time = 0,
+                                     .try_time = 10});
+  auto literal = Make(literal_config, clock);
+  GpuschedConfig ours_config;
+  ours_config.services = literal_config.services;
+  auto ours = MakePolicy(ours_config, clock);
+
+  const Lease literal_warm = *literal->TryAcquire(1, 0);
+  const Lease ours_warm = *ours->Acquire(1);
+  StatusOr<Lease> literal_lease = Unavailable("not yet");
+  std::thread request([&] { literal_lease = literal->Acquire(0); });
+  const StatusOr<Lease> ours_lease = ours->Acquire(0);
+  WaitForSleepers(clock, 1);  // the literal request gave up at t = 0
+  clock.AdvanceMs(5);
+  ASSERT_TRUE(literal->Release(literal_warm, Outcome::kSucceeded).ok());
+  ASSERT_TRUE(ours->Release(ours_warm, Outcome::kSucceeded).ok());
+  clock.AdvanceMs(5);
+  request.join();
+
+  ASSERT_TRUE(ours_lease.ok());
+  EXPECT_EQ(ours_lease->granted_ns, 0);
+  EXPECT_EQ(ours_lease->attempts, 1);
+  ASSERT_TRUE(literal_lease.ok()) << literal_lease.status().ToString();
+  EXPECT_EQ(literal_lease->granted_ns, 10'000'000);
+  EXPECT_EQ(literal_lease->attempts, 2);
+}
+
+TEST(GpuschedPolicyTest, BlockedAcquireWakesOnReleaseNotOnATimer) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  const Lease first = *p->Acquire(1);
+  StatusOr<Lease> second = Unavailable("not yet");
+  std::thread waiter([&] { second = p->Acquire(0); });
+  WaitForSleepers(clock, 1);
+  clock.AdvanceMs(3);  // the waiter re-checks and sleeps on: the GPU is still at its cap
+  WaitForSleepers(clock, 1);
+  ASSERT_TRUE(p->Release(first, Outcome::kSucceeded).ok());
+  waiter.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->granted_ns, 3'000'000);  // at the release, no timer ran out
+  EXPECT_EQ(second->requested_ns, 0);
+  EXPECT_EQ(second->attempts, 2);
+}
+
+TEST(GpuschedPolicyTest, AcquireTimeoutGivesUpWithUnavailable) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(2);
+  c.max_per_gpu = 1;
+  c.acquire_timeout = 20;
+  auto p = MakePolicy(c, clock);
+  ASSERT_TRUE(p->Acquire(1).ok());
+  ASSERT_TRUE(p->SetGpuEnabled(1, false).ok());
+  StatusOr<Lease> late = Unavailable("not yet");
+  std::thread waiter([&] { late = p->Acquire(0); });
+  WaitForSleepers(clock, 1);
+  clock.AdvanceMs(20);
+  waiter.join();
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(late.status().message().find("acquire_timeout 20 ms"), std::string::npos)
+      << late.status().ToString();
+}
+
+TEST(GpuschedPolicyTest, ShutdownWakesAWaiterAndRefusesNewRequests) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  ASSERT_TRUE(p->Acquire(0).ok());
+  StatusOr<Lease> waiting = Unavailable("not yet");
+  std::thread waiter([&] { waiting = p->Acquire(0); });
+  WaitForSleepers(clock, 1);
+  p->Shutdown(true);
+  waiter.join();
+  EXPECT_EQ(waiting.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p->Acquire(1).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(GpuschedPolicyTest, ReleaseChecksTheTicket) {
+  FakeClock clock;
+  auto p = MakePolicy(SmallAndBig(2), clock);
+  const Lease lease = *p->Acquire(0);
+  Lease wrong_gpu = lease;
+  wrong_gpu.gpu = 1;
+  EXPECT_EQ(p->Release(wrong_gpu, Outcome::kSucceeded).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(p->Release(lease, Outcome::kSucceeded).ok());
+  EXPECT_EQ(p->Release(lease, Outcome::kSucceeded).code(), StatusCode::kNotFound);
+  EXPECT_EQ(p->load(0).co_runners, 0);
+}
+
+TEST(GpuschedPolicyTest, BadConfigNamesTheFieldAndTheValue) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(2);
+  c.min_remaining_fraction = 1.5;
+  Status s = GpuschedPolicy::Create(c, clock).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("min_remaining_fraction"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("1.5"), std::string::npos) << s.ToString();
+  c = SmallAndBig(2);
+  c.services[1].name = "small";
+  s = GpuschedPolicy::Create(c, clock).status();
+  EXPECT_NE(s.message().find("duplicate \"small\""), std::string::npos) << s.ToString();
+  c = SmallAndBig(2);
+  c.co_runner_weight = -1;
+  EXPECT_NE(GpuschedPolicy::Create(c, clock).status().message().find("co_runner_weight"),
+            std::string::npos);
+  c = SmallAndBig(0);
+  EXPECT_NE(GpuschedPolicy::Create(c, clock).status().message().find("gpu_count"),
+            std::string::npos);
+}
+
+TEST(GpuschedPolicyTest, ManyThreadsLeaveNothingOutstanding) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(4);
+  c.max_per_gpu = 2;
+  auto p = MakePolicy(c, clock);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        StatusOr<Lease> lease = p->Acquire((i + t) % 2);
+        ASSERT_TRUE(lease.ok());
+        EXPECT_LE(p->load(lease->gpu).co_runners, 2);
+        ASSERT_TRUE(p->Release(*lease, Outcome::kSucceeded).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(p->outstanding(), 0);
+}
+
+}  // namespace
+}  // namespace gpusched::dispatch

@@ -21,8 +21,8 @@ enum class CapacityWait {
   // re-queued at the next t2, as CN115981827A claim 3 says.
   kFailureQueue,
   // It stays in Q at its priority and is retried in the next pass (a pass runs on every
-  // release, so it starts as soon as capacity frees). Used by `gpusched dev` and the
-  // simulator's baselines.
+  // release, so it starts as soon as capacity frees). Used by the simulator's baselines and
+  // by a server configured with `capacity_wait: stay_queued`.
   kStayQueued,
 };
 

@@ -32,11 +32,6 @@ const char* ExecutorStatusName(ExecutorStatus s) {
   return "";
 }
 
-namespace {
-// A GPU model no node has: matches nothing (the task waits for such a node to join).
-constexpr int kUnknownModel = INT_MAX;
-}  // namespace
-
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig config, Clock& clock,
                                                        Executor* executor) {
   GS_RETURN_IF_ERROR(config.Validate());
@@ -55,17 +50,20 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
   next_fq_flush_ms_ = now + config_.t2_ms;
 }
 
+// Raw: a parked task's record is caught up by RemoveFromQueues before anything changes it.
 Task* Scheduler::Find(TaskId id) {
   auto it = tasks_.find(id.value());
   return it == tasks_.end() ? nullptr : &it->second;
 }
 
 const Task* Scheduler::GetTask(TaskId id) const {
+  if (!parked_.empty()) CatchUp(id);
   auto it = tasks_.find(id.value());
   return it == tasks_.end() ? nullptr : &it->second;
 }
 
 std::vector<const Task*> Scheduler::Tasks() const {
+  CatchUpAll();
   std::vector<const Task*> out;
   out.reserve(tasks_.size());
   for (const auto& [id, t] : tasks_) out.push_back(&t);
@@ -240,7 +238,10 @@ void Scheduler::PushMain(Task& t) {
 
 void Scheduler::RemoveFromQueues(Task& t) {
   if (t.queue == QueueMembership::kMain) main_queue_.Erase(KeyOf(t));
-  if (t.queue == QueueMembership::kFailure) failure_queue_.Erase(t.id);
+  if (t.queue == QueueMembership::kFailure && !failure_queue_.Erase(t.id)) {
+    CatchUp(t.id);
+    parked_.Erase(t.id);
+  }
   t.queue = QueueMembership::kNone;
 }
 
@@ -248,6 +249,7 @@ void Scheduler::Commit(Task& t, const Placement& p) {
   RemoveFromQueues(t);
   resources_.Grant(t.id, p);  // visible to the very next decision (CN109992422A test 6)
   active_.insert(t.id);
+  if (t.spec.time_limit_ms) time_limited_.insert(t.id);
   t.placement = p;
   t.claim = ClaimStatus::kScheduled;  // claim 7: status 0
   ++t.attempts;
@@ -256,6 +258,7 @@ void Scheduler::Commit(Task& t, const Placement& p) {
   charged_until_[t.id] = now;
   t.assigned_ms = now;
   t.last_heartbeat_ms = now;
+  heartbeat_floor_ = std::min(heartbeat_floor_, now);
   SetState(t, TaskState::kAssigned, "assigned to " + p.node);
   Action a;
   a.kind = Action::Kind::kAssign;
@@ -276,6 +279,7 @@ void Scheduler::ReleasePlacement(Task& t) {
   CountUsage(t, *t.placement, -1);
   resources_.Return(t.id, *t.placement);
   active_.erase(t.id);
+  time_limited_.erase(t.id);
   t.placement.reset();
   pass_requested_ = true;  // capacity was freed
 }
@@ -365,18 +369,6 @@ ResourceRequest Scheduler::MakeRequest(const Task& t) const {
   r.node_selector = &t.spec.node_selector;
   r.tolerations = &t.spec.tolerations;
   return req;
-}
-
-void Scheduler::FlushFailureQueue() {
-  // CN115981827A claims 3, 8: every t2, each FQ task is demoted (Pt + 1, capped) and returns
-  // to Q, keeping its first-submission order inside the band.
-  for (TaskId id : failure_queue_.Drain()) {
-    Task& t = *Find(id);
-    t.queue = QueueMembership::kNone;
-    t.pt = std::min(t.pt + 1, config_.max_priority_value);
-    changed_.insert(id);
-    PushMain(t);
-  }
 }
 
 size_t Scheduler::Tick() {
@@ -483,8 +475,14 @@ Status Scheduler::CheckInvariants() const {
       return Internal(who + "the same GPU twice");
     }
   }
-  if (in_main != main_queue_.size() || in_failure != failure_queue_.size()) {
+  if (in_main != main_queue_.size() || in_failure != failure_queue_.size() + parked_.size()) {
     return Internal("queue sizes do not match task records");
+  }
+  for (const auto& [id, e] : parked_.entries()) {
+    const Task& t = tasks_.at(id.value());
+    if (t.queue != QueueMembership::kFailure || e.key != KeyOf(t)) {
+      return Internal("task " + id.ToString() + ": parked but not in FQ under its key");
+    }
   }
   for (size_t i = 0; i < cluster().size(); ++i) {
     const NodeState& n = cluster().node(i);

@@ -23,7 +23,9 @@
 // No I/O, no threads of its own (an Executor may be lent for parallel filtering), and time
 // only from the Clock it is given.
 
+#include <climits>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -97,6 +99,8 @@ struct PlanStep {
     kWait,       // no node now (CN115981827A claim 3: Q or FQ by capacity_wait): `report`,
                  // `reason`
     kQuotaWait,  // over its team's limit: `reason`
+    kParkedWait, // the parked tasks of `task`'s shape not placed by this flush pass wait
+                 // again, unvisited (lazy flush): `report`, `reason` of the shape
   };
   Kind kind = Kind::kWait;
   TaskId task;
@@ -112,6 +116,10 @@ struct PassPlan {
   int64_t decisions = 0;           // placement attempts
   int64_t memo_hits = 0;           // of which answered from the failed-shape memo (no scan)
   int64_t parallel_decisions = 0;  // of which filtered in chunks
+  // Of the decisions, those made for a parked group at once (kParkedWait), without a visit.
+  int64_t parked_waits = 0;
+  // The pass that follows an FQ flush: parked tasks take part and may be parked.
+  bool flush_pass = false;
   // Teams whose quota class the pass looked up: they appear in team_usage() (zero if idle).
   std::set<std::string> teams_classified;
 };
@@ -136,6 +144,9 @@ struct SchedulerStats {
   int64_t tasks_reclaimed = 0;
   int64_t preemptions = 0;
   int64_t reclaims = 0;           // tasks stopped so that a team gets its guaranteed GPUs
+  // Decisions of the lazy flush made for a parked group at once: those tasks were not
+  // visited one by one (decisions - parked_waits were).
+  int64_t parked_waits = 0;
 };
 
 // How an attempt ended, beyond its exit code.
@@ -265,11 +276,13 @@ class Scheduler {
   std::vector<Action> TakeActions();
   // Ids whose record changed since the last call, ascending (what the store must write).
   // A task that waits another pass for the same reason is not included: only its
-  // placement_failures counter moved.
+  // placement_failures counter moved. (Under the eager FQ flush every task that returns to FQ
+  // is included; a parked task of the lazy flush is included only when its reason changes.)
   std::vector<TaskId> TakeChangedTasks();
 
   // ---- queries ----
-  // The pointer stays valid until the task is forgotten (Forget) or withdrawn.
+  // The pointer stays valid until the task is forgotten (Forget) or withdrawn. A parked FQ
+  // task's counters are caught up first (lazy flush).
   const Task* GetTask(TaskId id) const;
   std::vector<const Task*> Tasks() const;  // ascending id; the tasks in memory
   size_t task_count() const { return tasks_.size(); }
@@ -287,10 +300,10 @@ class Scheduler {
   GpuMemoryTable& memory_table() { return memory_table_; }
   const SchedulerConfig& config() const { return config_; }
   size_t main_queue_size() const { return main_queue_.size(); }
-  size_t failure_queue_size() const { return failure_queue_.size(); }
+  size_t failure_queue_size() const { return failure_queue_.size() + parked_.size(); }
   // Q in the order the next pass serves it (CN115981827A claim 2), and FQ in failure order.
   std::vector<TaskId> MainQueueOrder() const;
-  std::vector<TaskId> FailureQueueOrder() const { return failure_queue_.Snapshot(); }
+  std::vector<TaskId> FailureQueueOrder() const;
   // When the next Tick() moves FQ back to Q (a simulator schedules its tick then).
   TimeMs next_failure_flush_ms() const { return next_fq_flush_ms_; }
   const SchedulerStats& stats() const { return stats_; }
@@ -326,12 +339,29 @@ class Scheduler {
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
+  // ---- the lazy flush (README.md, "The failure queue at scale") ----
+  using Shape = RequestShape;
+  // A GPU model no node has: matches nothing (the task waits for such a node to join).
+  static constexpr int kUnknownModel = INT_MAX;
+  Shape ShapeOf(const ResourceRequest& req) const;
+  bool LazyFlushActive() const;
+  // After a task waited in a flush pass: parks it when its key and shape allow.
+  void MaybePark(Task& t);
+  void ApplyParkedWait(PlanStep& step);
+  // Applies the flush passes a parked task waited through since its record was current.
+  // Logically const: what a reader sees is what the eager flush would have written.
+  void CatchUp(TaskId id) const;
+  void CatchUpAll() const;
+  // Every parked task back to the plain FQ, in FQ order (before quotas change the pass).
+  void UnparkAll();
   // ---- the pass (scheduler_plan.cc) ----
-  using Shape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
   struct Planning;  // a pass being planned: the plan and its view of the state table
   // One placement attempt inside a plan. Returns false when the task did not fit (head-of-line
   // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
   bool PlanPlace(const Task& t, Planning& p, bool reclaim) const;
+  // A flush pass with parked groups: the Q snapshot and each group's tasks merged in Q order,
+  // a group's tasks visited only while they are placed.
+  void PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const;
   // Plans stopping the newest tasks of borrowing teams until `t` fits, then places it. False
   // (nothing planned) when no such set of tasks makes room.
   bool PlanReclaim(const Task& t, const ResourceRequest& r, Planning& p) const;
@@ -362,6 +392,11 @@ class Scheduler {
   GpuMemoryTable memory_table_;
   MainQueue main_queue_;
   FailureQueue failure_queue_;
+  // Lazy flush: FQ's settled tasks, grouped by shape. Mutable: reads catch up their counters.
+  mutable ParkedQueue parked_;
+  int64_t flush_rounds_ = 0;        // flush passes committed
+  bool flush_pass_due_ = false;     // a flush happened; its pass has not run yet
+  uint64_t flush_block_end_ = 0;    // FQ positions below this failed in the latest flush pass
 
   // Every task in memory, by id (map nodes keep pointers stable). Terminal tasks leave
   // through Forget; a held submission (see Submit) is in held_ and in no queue.
@@ -369,6 +404,9 @@ class Scheduler {
   std::set<TaskId> held_;
   uint64_t next_id_ = 1;
   std::set<TaskId> active_;                      // assigned or running
+  std::set<TaskId> time_limited_;                // the active ones with a time limit
+  // At most the last heartbeat of every active task (exact after each liveness scan).
+  TimeMs heartbeat_floor_ = std::numeric_limits<TimeMs>::max();
   std::set<TaskId> changed_;
   std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
   size_t idle_tasks_ = 0;

@@ -21,8 +21,8 @@ enum class CapacityWait {
   // re-queued at the next t2, as CN115981827A claim 3 says.
   kFailureQueue,
   // It stays in Q at its priority and is retried in the next pass (a pass runs on every
-  // release, so it starts as soon as capacity frees). Used by `gpusched dev` and the
-  // simulator's baselines.
+  // release, so it starts as soon as capacity frees). Used by the simulator's baselines and
+  // by a server configured with `capacity_wait: stay_queued`.
   kStayQueued,
 };
 
@@ -48,6 +48,14 @@ struct SchedulerConfig {
   // Within a pass, skip the node scan for a request shape that already found no node (capacity
   // only shrinks during a pass, so the result is the same). Off only to measure raw scans.
   bool memoize_failed_shapes = true;
+  // Lazy flush of FQ (README.md, "The failure queue at scale"): a task whose Pt is at the cap
+  // and whose shape found no node at a flush is parked with the other tasks of its shape; the
+  // next flush tries only each shape's first task and, when it does not fit, the rest wait
+  // again unvisited (their counters are caught up when read). The same decisions, queue
+  // orders and counters as the eager flush. Applies under the default order with no fair
+  // share, no quota, no head-of-line blocking, memoize_failed_shapes and unlimited
+  // max_placement_failures; off only to compare with the eager flush.
+  bool lazy_failure_queue = true;
   // Expected duration of a task that gives none, for its score.
   DurationMs default_duration_ms = 3'600'000;
 

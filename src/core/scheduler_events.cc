@@ -4,6 +4,7 @@
 // are in scheduler.cc.
 
 #include <algorithm>
+#include <limits>
 
 #include "core/scheduler.h"
 
@@ -29,11 +30,17 @@ void Scheduler::CheckNodeLiveness(TimeMs now) {
 // CN109992422A claims 7-8: a task silent, or hung by its executor's account, for more than
 // T_task has its resources reclaimed (killed on its node, retried like a failed execution).
 void Scheduler::CheckTaskLiveness(TimeMs now) {
+  // No active task has been silent since before the floor: none can be silent for T_task yet
+  // (a Tick every second of the simulator's months would otherwise visit every running task).
+  if (now - config_.task_timeout_ms <= heartbeat_floor_) return;
   std::vector<TaskId> silent;
+  TimeMs floor = std::numeric_limits<TimeMs>::max();
   for (TaskId id : active_) {
     const Task& t = *Find(id);
+    floor = std::min(floor, t.last_heartbeat_ms);
     if (now - t.last_heartbeat_ms > config_.task_timeout_ms) silent.push_back(id);
   }
+  heartbeat_floor_ = floor;
   for (TaskId id : silent) {
     Task& t = *Find(id);
     const NodeState& n = cluster().node(t.placement->node_index);
@@ -56,9 +63,9 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
 // grace, SIGKILL) and the task fails; a retry would only hit the same limit.
 void Scheduler::CheckTimeLimits(TimeMs now) {
   std::vector<TaskId> over;
-  for (TaskId id : active_) {
+  for (TaskId id : time_limited_) {
     const Task& t = *Find(id);
-    if (t.spec.time_limit_ms && now - t.assigned_ms > *t.spec.time_limit_ms) over.push_back(id);
+    if (now - t.assigned_ms > *t.spec.time_limit_ms) over.push_back(id);
   }
   for (TaskId id : over) {
     Task& t = *Find(id);
@@ -209,6 +216,7 @@ Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   t->last_heartbeat_ms = clock_.NowMs();
+  heartbeat_floor_ = std::min(heartbeat_floor_, t->last_heartbeat_ms);
   if (t->state == TaskState::kAssigned) {
     SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
     t->gpu_util = -1;  // a new attempt: its idle clock starts now
@@ -229,7 +237,10 @@ Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsa
   const TimeMs now = clock_.NowMs();
   t->executor_status = executor.status;
   t->executor_detail = IsHung(executor.status) ? std::move(executor.detail) : std::string();
-  if (!IsHung(executor.status)) t->last_heartbeat_ms = now;
+  if (!IsHung(executor.status)) {
+    t->last_heartbeat_ms = now;
+    heartbeat_floor_ = std::min(heartbeat_floor_, now);
+  }
   if (usage && t->state == TaskState::kRunning) {  // claim 7: the executor's status
     t->gpu_util = usage->util;
     t->gpu_mem_used_mib = usage->mem_used_mib;
@@ -401,10 +412,12 @@ Status Scheduler::Restore(const Task& task) {
     }
     resources_.Grant(t.id, *p);
     active_.insert(t.id);
+    if (t.spec.time_limit_ms) time_limited_.insert(t.id);
     CountUsage(t, *p, +1);
     charged_until_[t.id] = clock_.NowMs();
     t.placement = std::move(p);
     t.last_heartbeat_ms = clock_.NowMs();
+    heartbeat_floor_ = std::min(heartbeat_floor_, t.last_heartbeat_ms);
   }
   return Status::Ok();
 }

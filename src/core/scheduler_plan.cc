@@ -52,6 +52,11 @@ PassPlan Scheduler::PlanPass() const {
   const std::vector<QueueKey> snapshot = main_queue_.Snapshot();
   p.plan.steps.reserve(snapshot.size());
   if (quotas_.empty()) {
+    p.plan.flush_pass = flush_pass_due_;
+    if (flush_pass_due_ && !parked_.empty()) {
+      PlanWithParked(snapshot, p);
+      return std::move(p.plan);
+    }
     // No quota anywhere: every team borrows idle capacity alike, one walk in queue order.
     for (const QueueKey& key : snapshot) {
       if (!PlanPlace(*GetTask(key.id), p, false) && config_.head_of_line_blocking) break;
@@ -96,8 +101,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   const PlacementRequest& r = req.shape;
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
                      t.spec.tolerations.empty();
-  const Shape shape{r.gpus, r.gpu_mem_mib, r.exclusive, r.model_id, r.resources.cpu_milli,
-                    r.resources.mem_mib};
+  const Shape shape = ShapeOf(req);
   ++p.plan.decisions;
   PlanStep step;
   step.task = t.id;
@@ -147,6 +151,57 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     p.failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(reason)));
   }
   return false;
+}
+
+void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const {
+  struct Cursor {
+    const Shape* shape;
+    const ParkedQueue::Group* group;
+    std::set<QueueKey>::const_iterator next;  // the group's first task this pass has not placed
+    int64_t placed = 0;
+  };
+  std::vector<Cursor> groups;
+  for (const auto& [shape, g] : parked_.groups()) groups.push_back({&shape, &g, g.keys.begin()});
+  size_t q = 0;
+  for (;;) {
+    // The smallest key of all: the next task of the Q snapshot or a group's next task.
+    Cursor* first = nullptr;
+    for (Cursor& c : groups) {
+      if (c.next != c.group->keys.end() && (first == nullptr || *c.next < *first->next)) {
+        first = &c;
+      }
+    }
+    if (q < snapshot.size() && (first == nullptr || snapshot[q] < *first->next)) {
+      PlanPlace(*GetTask(snapshot[q++].id), p, false);
+      continue;
+    }
+    if (first == nullptr) return;
+    const TaskId head = first->next->id;
+    bool visited = false;
+    if (p.failed_shapes.count(*first->shape) == 0) {
+      if (PlanPlace(*GetTask(head), p, false)) {
+        ++first->next;
+        ++first->placed;
+        continue;
+      }
+      visited = true;
+      p.plan.steps.pop_back();  // its kWait: it waits with its group, below
+      --p.plan.decisions;
+    }
+    // The shape found no node in this pass: each of the group's remaining tasks would fail on
+    // the memo, so they all wait now, with the memo's report, unvisited.
+    const auto& [report, reason] = p.failed_shapes.at(*first->shape);
+    const int64_t waiting = static_cast<int64_t>(first->group->keys.size()) - first->placed;
+    p.plan.decisions += waiting;
+    p.plan.parked_waits += waiting - (visited ? 1 : 0);
+    PlanStep step;
+    step.kind = PlanStep::Kind::kParkedWait;
+    step.task = head;
+    step.report = report;
+    step.reason = reason;
+    p.plan.steps.push_back(std::move(step));
+    first->next = first->group->keys.end();
+  }
 }
 
 // Victims: the tasks of teams that borrow (hold more than their guarantee), newest first
@@ -235,6 +290,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   stats_.decisions += plan.decisions;
   stats_.memo_hits += plan.memo_hits;
   stats_.parallel_decisions += plan.parallel_decisions;
+  stats_.parked_waits += plan.parked_waits;
   for (const std::string& team : plan.teams_classified) team_usage_.try_emplace(team);
   for (PlanStep& step : plan.steps) {
     Task& t = *Find(step.task);
@@ -254,11 +310,20 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         break;
       case PlanStep::Kind::kWait:
         OnCapacityWait(t, std::move(step.report), step.reason);
+        if (plan.flush_pass) MaybePark(t);
+        break;
+      case PlanStep::Kind::kParkedWait:
+        ApplyParkedWait(step);
         break;
       case PlanStep::Kind::kQuotaWait:
         QuotaWait(t, step.reason);
         break;
     }
+  }
+  if (plan.flush_pass) {
+    ++flush_rounds_;
+    flush_pass_due_ = false;
+    flush_block_end_ = failure_queue_.next_position();
   }
   return static_cast<size_t>(stats_.placed - placed_before);
 }

@@ -30,6 +30,7 @@ void Scheduler::CountUsage(const Task& t, const Placement& p, int sign) {
 
 Status Scheduler::SetQuota(const TeamQuota& quota) {
   GS_RETURN_IF_ERROR(quotas_.Set(quota));
+  UnparkAll();  // quotas change the pass: the lazy flush no longer applies
   pass_requested_ = true;
   fs_dirty_ = true;  // shares follow guarantees
   return Status::Ok();

@@ -30,4 +30,41 @@ std::vector<TaskId> FailureQueue::Drain() {
   return out;
 }
 
+void ParkedQueue::Park(const RequestShape& shape, const QueueKey& key, int64_t round,
+                       const PlacementReport& report, const std::string& summary) {
+  auto [it, fresh] = groups_.try_emplace(shape);
+  if (fresh) {
+    it->second.report = report;
+    it->second.summary = summary;
+    it->second.report_round = round;
+  }
+  it->second.keys.insert(key);
+  entries_[key.id] = Entry{shape, key, round};
+}
+
+bool ParkedQueue::Erase(TaskId id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return false;
+  auto g = groups_.find(it->second.shape);
+  g->second.keys.erase(it->second.key);
+  if (g->second.keys.empty()) groups_.erase(g);
+  entries_.erase(it);
+  return true;
+}
+
+ParkedQueue::Entry* ParkedQueue::Find(TaskId id) {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+const ParkedQueue::Entry* ParkedQueue::Find(TaskId id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void ParkedQueue::Clear() {
+  groups_.clear();
+  entries_.clear();
+}
+
 }  // namespace gpusched::core

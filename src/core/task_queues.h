@@ -7,11 +7,17 @@
 
 #include <compare>
 #include <cstdint>
+#include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/ids.h"
+#include "base/units.h"
+#include "core/placement_report.h"
 
 namespace gpusched::core {
 
@@ -55,11 +61,59 @@ class FailureQueue {
   // The tasks in the order they failed, without removing them.
   std::vector<TaskId> Snapshot() const;
   std::vector<TaskId> Drain();
+  // (position, id) in failure order. Positions grow with every Push and are never reused, so
+  // the position a Push will take next splits the tasks queued before and after it.
+  std::vector<std::pair<uint64_t, TaskId>> Entries() const { return {order_.begin(), order_.end()}; }
+  uint64_t next_position() const { return next_; }
 
  private:
   std::set<std::pair<uint64_t, TaskId>> order_;
   std::unordered_map<TaskId, uint64_t> position_;
   uint64_t next_ = 0;
+};
+
+// What a placement request needs, as the pass's failed-shape memo compares it: GPU count, GPU
+// memory per GPU, exclusive, GPU model id, CPU millicores, RAM MiB.
+using RequestShape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
+
+// The settled part of FQ, kept lazily (the Scheduler's lazy flush, README.md): tasks whose Pt
+// is at the demotion cap (a flush no longer changes their key) and whose request shape found
+// no node in the latest flush pass. They are grouped by shape, each group in Q order, with
+// the report of the shape's latest failure. A flush pass tries a group's first task only;
+// when it does not fit, the whole group waits again without being visited, and each task's
+// placement_failures, last report and reason are caught up when it is read (`round` says up
+// to which flush pass its own record is current).
+class ParkedQueue {
+ public:
+  struct Group {
+    std::set<QueueKey> keys;   // Q order
+    PlacementReport report;    // of the shape's latest failure
+    std::string summary;       // DescribeReport(report), the waiting tasks' reason
+    int64_t report_round = 0;  // the flush pass that made it
+  };
+  struct Entry {
+    RequestShape shape;
+    QueueKey key;
+    int64_t round = 0;  // the task's own record is current up to this flush pass
+  };
+
+  // Parks `key.id`; a new group takes `report` and `summary` as its latest failure.
+  void Park(const RequestShape& shape, const QueueKey& key, int64_t round,
+            const PlacementReport& report, const std::string& summary);
+  bool Erase(TaskId id);
+  Entry* Find(TaskId id);
+  const Entry* Find(TaskId id) const;
+  Group& GroupOf(const Entry& e) { return groups_.at(e.shape); }
+  const Group& GroupOf(const Entry& e) const { return groups_.at(e.shape); }
+  const std::map<RequestShape, Group>& groups() const { return groups_; }
+  const std::unordered_map<TaskId, Entry>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void Clear();
+
+ private:
+  std::map<RequestShape, Group> groups_;
+  std::unordered_map<TaskId, Entry> entries_;
 };
 
 }  // namespace gpusched::core

@@ -363,6 +363,8 @@ TEST_F(ControlPlaneTest, AgentThatStopsReadingIsCutOffNotBuffered) {
 
 // Bounded memory: finished tasks leave memory after the retention but stay readable.
 TEST_F(ControlPlaneTest, FinishedTasksLeaveMemoryAndStayInTheStore) {
+  // Each pass runs as soon as capacity or a node appears, without waiting for a t2 flush.
+  config_.scheduler.capacity_wait = core::CapacityWait::kStayQueued;
   config_.retain_finished = 2;
   config_.retain_finished_ms = 60'000;
   auto cp = Start(Sqlite());
@@ -394,6 +396,8 @@ TEST_F(ControlPlaneTest, FinishedTasksLeaveMemoryAndStayInTheStore) {
 }
 
 TEST_F(ControlPlaneTest, ListingPagesThroughMemoryAndStore) {
+  // Each pass runs as soon as capacity or a node appears, without waiting for a t2 flush.
+  config_.scheduler.capacity_wait = core::CapacityWait::kStayQueued;
   config_.retain_finished = 0;
   auto cp = Start(Sqlite());
   auto agent = Connect(*cp, Node("n1"));
@@ -532,6 +536,8 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_NewNodeIsProbedBeforeItsFirstTask) 
   testing::ListeningPeer listening;
   testing::SilentPeer silent;
   ASSERT_FALSE(silent.address().empty()) << "could not fill the silent port's backlog";
+  // Each pass runs as soon as capacity or a node appears, without waiting for a t2 flush.
+  config_.scheduler.capacity_wait = core::CapacityWait::kStayQueued;
   config_.probe_timeout_ms = 300;
   auto cp = Start(std::make_unique<store::MemoryStore>());
   ProbeDaemon probe(*cp, clock_);

@@ -18,11 +18,7 @@
 
 namespace gpusched::server {
 
-core::SchedulerConfig ServerConfig::DefaultSchedulerConfig() {
-  core::SchedulerConfig c;
-  c.capacity_wait = core::CapacityWait::kStayQueued;
-  return c;
-}
+core::SchedulerConfig ServerConfig::DefaultSchedulerConfig() { return core::SchedulerConfig(); }
 
 Status ServerConfig::Validate() const {
   GS_RETURN_IF_ERROR(scheduler.Validate());

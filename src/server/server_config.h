@@ -13,7 +13,7 @@
 //   probe_interval: 10s    # CN115981827A claim 9 probe daemon
 //   probe_timeout: 1s
 //   kill_grace: 10s        # SIGTERM -> SIGKILL on agents
-//   capacity_wait: stay_queued   # or failure_queue (PATENTS.md section 6)
+//   capacity_wait: failure_queue # the default (PATENTS.md section 6), or stay_queued
 //   retain_finished: 10000 # finished tasks kept in memory (all stay in the store)
 //   retain_finished_for: 1h
 //   store: etcd            # sqlite (the default with a data dir) or etcd (HA)
@@ -103,7 +103,8 @@ struct ServerConfig {
   // The pool size filter_workers asks for on this machine.
   size_t FilterWorkers() const;
 
-  // The server waits in Q for capacity (a task starts as soon as capacity frees).
+  // The core's defaults: a task no node fits waits in FQ until the next t2 (PATENTS.md
+  // section 6; core/README.md "The failure queue at scale").
   static core::SchedulerConfig DefaultSchedulerConfig();
   Status Validate() const;
 };

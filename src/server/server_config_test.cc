@@ -18,9 +18,9 @@ std::string WriteFile(const std::string& text) {
   return path;
 }
 
-TEST(ServerConfigTest, DefaultsWaitInQueueForCapacity) {
+TEST(ServerConfigTest, DefaultsWaitForCapacityInTheFailureQueueAsSection6Says) {
   ServerConfig c;
-  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kStayQueued);
+  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kFailureQueue);
   EXPECT_TRUE(c.Validate().ok());
 }
 
@@ -29,7 +29,7 @@ TEST(ServerConfigTest, FileSetsEveryTiming) {
   const std::string path = WriteFile(
       "t1: 1s\nt2: 300ms\nfail_max: 2\nnode_timeout: 1500ms\ntask_timeout: 2s\n"
       "node_heartbeat: 200ms\ntask_heartbeat: 250ms\nprobe_interval: 500ms\n"
-      "capacity_wait: failure_queue\n");
+      "capacity_wait: stay_queued\n");
   Status s = ApplyConfigFile(path, c);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(c.scheduler.t1_ms, 1000);
@@ -38,7 +38,7 @@ TEST(ServerConfigTest, FileSetsEveryTiming) {
   EXPECT_EQ(c.scheduler.max_priority_value, 7);
   EXPECT_EQ(c.scheduler.node_timeout_ms, 1500);
   EXPECT_EQ(c.node_heartbeat_ms, 200);
-  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kFailureQueue);
+  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kStayQueued);
   std::filesystem::remove(path);
 }
 

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -31,6 +32,7 @@ struct SimFlags {
   double arrivals_per_hour = 30;
   std::optional<uint64_t> seed;
   std::vector<double> las_thresholds_gpu_h;
+  double promote_knob = 0;
   std::vector<std::string> quotas;  // TEAM=GPUS[:BORROW]
   bool by_team = false;
 };
@@ -90,8 +92,12 @@ void RunSim(const SimFlags& f) {
   options.policy = OrFail(sim::ParsePolicy(f.policy));
   options.placement = OrFail(sim::ParsePlacementPolicy(f.placement));
   for (double h : f.las_thresholds_gpu_h) {
-    options.las_thresholds_gpu_ms.push_back(static_cast<int64_t>(h * 3'600'000.0));
+    options.las_thresholds_gpu_ms.push_back(std::llround(h * 3'600'000.0));
   }
+  if (f.promote_knob != 0 && options.policy != sim::Policy::kDlas) {
+    Fail("--promote-knob applies to --policy dlas only", kExitUsage);
+  }
+  options.promote_knob = f.promote_knob;
   for (const std::string& q : f.quotas) options.quotas.push_back(OrFail(core::ParseTeamQuota(q)));
   options.allocation_replay = f.allocation_replay;
   options.progress = ProgressBar(!f.no_progress);
@@ -136,8 +142,9 @@ void RegisterSim(CLI::App& app) {
   cmd->add_option("--cluster", f->cluster, "Uniform cluster NxG[xMEM] (default 100x8)");
   cmd->add_option("--nodes", f->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
       ->excludes("--cluster");
-  cmd->add_option("--policy", f->policy, "gpusched | fifo | fifo-backfill | sjf | srtf | las | fairshare (gpusched plus fair share "
-                  "between the trace's virtual clusters)")
+  cmd->add_option("--policy", f->policy,
+                  "gpusched | fifo | fifo-backfill | sjf | srtf | las | dlas (Tiresias 2D-LAS) | "
+                  "fairshare (gpusched plus fair share between the trace's virtual clusters)")
       ->capture_default_str();
   cmd->add_option("--placement", f->placement, "Node/GPU choice: gpusched | best-fit | worst-fit")
       ->capture_default_str();
@@ -148,7 +155,12 @@ void RegisterSim(CLI::App& app) {
                 "FGD (ATC'23) experiment: pods arrive, none leaves; allocation rate and "
                 "unallocated GPUs");
   cmd->add_option("--las-thresholds", f->las_thresholds_gpu_h,
-                  "LAS queue thresholds in GPU-hours, ascending (default 1 10)");
+                  "LAS queue thresholds in GPU-hours, ascending (las default 1 10; dlas default "
+                  "3250 and 7200 GPU-seconds)");
+  cmd->add_option("--promote-knob", f->promote_knob,
+                  "dlas starvation rule (Tiresias PROMOTEKNOB): a suspended job that waited "
+                  "knob x its executed time returns to queue 0; 0 = off")
+      ->capture_default_str();
   cmd->add_option("--synthetic", f->synthetic_jobs, "Generate N Philly-like jobs instead of --trace");
   cmd->add_option("--arrivals-per-hour", f->arrivals_per_hour, "Synthetic arrival rate")
       ->capture_default_str();

@@ -1,6 +1,6 @@
 #pragma once
-// Preemptive re-decision for the preemptive orders (SRTF, LAS): which running tasks must be
-// suspended so that the cluster serves the live tasks in queue order.
+// Preemptive re-decision for the preemptive orders (SRTF, LAS, 2D-LAS): which running tasks
+// must be suspended so that the cluster serves the live tasks in queue order.
 //
 // Semantics (exact, so results can be compared with other simulators):
 //   1. Every live task (pending, assigned or running) gets its queue key at `now`, with the

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
+
 #include "core/preemption.h"
 #include "core/testing/scheduler_fixture.h"
 
@@ -58,6 +61,67 @@ TEST(QueueOrderTest, ThresholdsMustAscend) {
   o.las_thresholds_gpu_ms = {10, 5};
   EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(o.Validate().message().find("las_thresholds[1]"), std::string::npos);
+}
+
+// 2D-LAS, default thresholds 3,250 and 7,200 GPU-seconds: 2 GPUs for 1,624 s = 3,248 GPU-s is
+// still queue 0, 1,625 s crosses into queue 1. Rank = 2 x queue + (0 if holding GPUs, else 1).
+TEST(QueueOrderTest, TwoDimLasRanksByQueueThenRunningAheadOfPending) {
+  Task t;
+  t.id = TaskId(1);
+  t.spec.gpus = 2;
+  QueueOrderOptions o;
+  o.order = QueueOrder::kTwoDimLas;
+  EXPECT_EQ(MakeQueueKey(o, t, 1624 * kS).rank, 1);
+  EXPECT_EQ(MakeQueueKey(o, t, 1625 * kS).rank, 3);
+  EXPECT_EQ(MakeQueueKey(o, t, 3600 * kS).rank, 5);
+  t.state = TaskState::kRunning;
+  EXPECT_EQ(MakeQueueKey(o, t, 1625 * kS).rank, 2);
+  EXPECT_EQ(MakeQueueKey(o, t, 0).rank, 0);
+  // After a starvation promotion only the service since then counts.
+  t.state = TaskState::kPending;
+  t.las_base_ms = 1625 * kS;
+  EXPECT_EQ(MakeQueueKey(o, t, 3000 * kS).rank, 1);
+  // Plain LAS ignores running state: 2 GPU-hours is queue 1 either way.
+  o.order = QueueOrder::kLeastAttained;
+  t.las_base_ms = 0;
+  EXPECT_EQ(MakeQueueKey(o, t, 3600 * kS).rank, 1);
+  t.state = TaskState::kRunning;
+  EXPECT_EQ(MakeQueueKey(o, t, 3600 * kS).rank, 1);
+}
+
+TEST(QueueOrderTest, PromotionFallsDueAfterKnobTimesTheExecutedTime) {
+  Task t;
+  t.state = TaskState::kPending;
+  t.attained_ms = 100 * kS;
+  t.las_base_ms = 40 * kS;
+  t.released_ms = 500 * kS;
+  QueueOrderOptions o;
+  o.order = QueueOrder::kTwoDimLas;
+  EXPECT_EQ(PromotionDueMs(o, t), std::nullopt);  // knob 0: off
+  o.dlas_promote_knob = 2;
+  EXPECT_EQ(PromotionDueMs(o, t), std::optional<TimeMs>(620 * kS));  // 500 + 2 x 60
+  o.dlas_promote_knob = 0.5;
+  EXPECT_EQ(PromotionDueMs(o, t), std::optional<TimeMs>(530 * kS));
+  t.state = TaskState::kRunning;
+  EXPECT_EQ(PromotionDueMs(o, t), std::nullopt);
+  t.state = TaskState::kPending;
+  t.las_base_ms = t.attained_ms;  // nothing executed since the last promotion
+  EXPECT_EQ(PromotionDueMs(o, t), std::nullopt);
+  o.order = QueueOrder::kLeastAttained;
+  t.las_base_ms = 0;
+  EXPECT_EQ(PromotionDueMs(o, t), std::nullopt);
+}
+
+TEST(QueueOrderTest, PromoteKnobMustBeFiniteAndNonNegative) {
+  QueueOrderOptions o;
+  for (double bad : {-1.0, std::nan(""), 2e6}) {
+    o.dlas_promote_knob = bad;
+    EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(o.Validate().message().find("dlas_promote_knob"), std::string::npos);
+  }
+  o.dlas_promote_knob = 0;
+  o.dlas_thresholds_gpu_ms = {0};
+  EXPECT_NE(o.Validate().message().find("dlas_thresholds[0]"), std::string::npos);
 }
 
 class QueueOrderSchedulerTest : public SchedulerTest {
@@ -139,6 +203,40 @@ TEST_F(QueueOrderSchedulerTest, PreemptReleasesResourcesAndKeepsAttainedService)
   clock_.AdvanceMs(70 * kS);
   ASSERT_TRUE(sched_->TaskFinished(long_job, 2, 0, 0).ok());
   EXPECT_EQ(T(long_job).attained_ms, 100 * kS);
+  ExpectInvariants();
+}
+
+// 2D-LAS starvation rule on 4 GPUs, threshold 100 GPU-s, knob 1: S (4 GPUs) runs 50 s (200
+// GPU-s, queue 1) and is suspended at 50 s; N (4 GPUs, new, queue 0) waits behind nothing.
+// Before 100 s S ranks after N; at 100 s (50 s waited = 1 x 50 s executed) S returns to
+// queue 0 and, submitted first, ranks before N. Its total attained service is kept.
+TEST_F(QueueOrderSchedulerTest, TwoDimLasPromotesAStarvedTaskToQueueZero) {
+  SchedulerConfig c;
+  c.queue_order.order = QueueOrder::kTwoDimLas;
+  c.queue_order.dlas_thresholds_gpu_ms = {100 * kS};
+  c.queue_order.dlas_promote_knob = 1;
+  c.capacity_wait = CapacityWait::kStayQueued;
+  c.node_timeout_ms = c.task_timeout_ms = int64_t{1} << 40;  // no heartbeats here
+  Init(c);
+  AddNode(MakeNode("n1", 4, 16 * testing::kGiB));
+  const TaskId starved = Submit(Job(4, 1000));
+  sched_->Schedule();
+  StartAssigned();
+  clock_.AdvanceMs(50 * kS);
+  ASSERT_TRUE(sched_->Preempt(starved).ok());
+  EXPECT_EQ(T(starved).released_ms, 50 * kS);
+  const TaskId fresh = Submit(Job(4, 10));
+  EXPECT_EQ(sched_->MainQueueOrder(), (std::vector<TaskId>{fresh, starved}));
+  clock_.AdvanceMs(50 * kS - 1);
+  EXPECT_EQ(sched_->PromoteStarved(), 0u);
+  EXPECT_EQ(sched_->MainQueueOrder(), (std::vector<TaskId>{fresh, starved}));
+  clock_.AdvanceMs(1);
+  sched_->Tick();  // Tick promotes, then the pass starts the promoted task
+  EXPECT_EQ(sched_->stats().las_promotions, 1);
+  EXPECT_EQ(T(starved).las_base_ms, 50 * kS);
+  EXPECT_EQ(T(starved).attained_ms, 50 * kS);
+  EXPECT_EQ(T(starved).state, TaskState::kAssigned);
+  EXPECT_EQ(T(fresh).state, TaskState::kPending);
   ExpectInvariants();
 }
 

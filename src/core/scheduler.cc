@@ -274,6 +274,7 @@ void Scheduler::Commit(Task& t, const Placement& p) {
 void Scheduler::ReleasePlacement(Task& t) {
   if (!t.placement) return;
   t.attained_ms += std::max<DurationMs>(0, clock_.NowMs() - t.assigned_ms);
+  t.released_ms = clock_.NowMs();
   Charge(t, clock_.NowMs());
   charged_until_.erase(t.id);
   CountUsage(t, *t.placement, -1);
@@ -350,6 +351,25 @@ void Scheduler::Requeue(Task& t, const std::string& reason) {
   PushMain(t);
 }
 
+size_t Scheduler::PromoteStarved() {
+  const QueueOrderOptions& order = config_.queue_order;
+  if (order.order != QueueOrder::kTwoDimLas || order.dlas_promote_knob <= 0) return 0;
+  const TimeMs now = clock_.NowMs();
+  size_t promoted = 0;
+  for (const QueueKey& key : main_queue_.Snapshot()) {
+    Task& t = *Find(key.id);
+    const std::optional<TimeMs> due = PromotionDueMs(order, t);
+    if (!due || now < *due) continue;
+    main_queue_.Erase(key);
+    t.las_base_ms = t.attained_ms;
+    main_queue_.Push(KeyOf(t));
+    ++promoted;
+  }
+  if (promoted > 0) pass_requested_ = true;
+  stats_.las_promotions += static_cast<int64_t>(promoted);
+  return promoted;
+}
+
 // ---------------------------------------------------------------- passes
 
 // CN109992422A claims 9-10: task management turns a task into the request resource management
@@ -380,6 +400,7 @@ size_t Scheduler::Tick() {
     FlushFailureQueue();
     next_fq_flush_ms_ = now + config_.t2_ms;
   }
+  PromoteStarved();
   if (pass_requested_ || now >= next_pass_ms_) return Schedule();
   return 0;
 }

@@ -147,6 +147,7 @@ struct SchedulerStats {
   // Decisions of the lazy flush made for a parked group at once: those tasks were not
   // visited one by one (decisions - parked_waits were).
   int64_t parked_waits = 0;
+  int64_t las_promotions = 0;     // 2D-LAS starvation promotions (PromoteStarved)
 };
 
 // How an attempt ended, beyond its exit code.
@@ -241,6 +242,10 @@ class Scheduler {
   // and it returns to Q (not counted as a failure) keeping its attained service, to be
   // resumed by a later pass. For the preemptive orders (core/preemption.h).
   Status Preempt(TaskId id, const std::string& reason = "preempted");
+  // 2D-LAS starvation rule (QueueOrder::kTwoDimLas with a promote knob): every task in Q whose
+  // promotion is due now (core/queue_order.h PromotionDueMs) returns to LAS queue 0 and is
+  // re-keyed; a pass follows. Returns how many. Tick calls it; a no-op under other orders.
+  size_t PromoteStarved();
   // ---- quotas and fair share (core/quota.h, core/fair_share.h) ----
   // Sets or replaces a team's quota; a pass follows. Field-named errors.
   Status SetQuota(const TeamQuota& quota);

@@ -137,6 +137,10 @@ struct Task {
   // Service received: time from assignment to release, summed over every finished, failed
   // or suspended run (the current run is not included; see core/queue_order.h AttainedMs).
   DurationMs attained_ms = 0;
+  // When the latest run ended, and attained_ms at the latest 2D-LAS starvation promotion
+  // (core/queue_order.h); memory only.
+  TimeMs released_ms = 0;
+  DurationMs las_base_ms = 0;
 
   std::optional<Placement> placement;
   TimeMs submitted_ms = 0;

@@ -38,7 +38,8 @@ TEST_P(GoldenTest, Philly500On1x64) {
   }
   static const std::map<Policy, double> kAvgJct = {
       {Policy::kGpusched, 30823.610}, {Policy::kFifo, 75800.904}, {Policy::kFifoBackfill, 30845.348},
-      {Policy::kSjf, 16884.514},      {Policy::kSrtf, 10244.192}, {Policy::kLas, 11700.710}};
+      {Policy::kSjf, 16884.514},      {Policy::kSrtf, 10244.192}, {Policy::kLas, 11700.710},
+      {Policy::kDlas, 10712.652}};
   std::printf("golden %s: jobs %lld avg_jct_s %.3f p50 %.3f p99 %.3f wait %.3f makespan %.3f "
               "util %.6f preemptions %lld\n",
               PolicyName(GetParam()), static_cast<long long>(s.jobs), s.avg_jct_s, s.p50_jct_s,
@@ -53,6 +54,22 @@ INSTANTIATE_TEST_SUITE_P(AllPolicies, GoldenTest, ::testing::ValuesIn(AllPolicie
                            for (char& c : n) c = c == '-' ? '_' : c;
                            return n;
                          });
+
+// Issue goal: the 2D-LAS policy, which needs no durations, stays within 10 % of the oracle
+// SRTF's average JCT on the golden slice.
+TEST(GoldenGoalTest, DlasIsWithinTenPercentOfOracleSrtf) {
+  if (!std::filesystem::exists(kGolden)) GTEST_SKIP() << "no shared traces at " << kGolden;
+  auto trace = LoadTrace(kGolden, TraceFormat::kCsv);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  const auto nodes = *ParseClusterSpec("1x64");
+  SimOptions options;
+  options.policy = Policy::kSrtf;
+  auto srtf = RunSimulation(*trace, nodes, options);
+  options.policy = Policy::kDlas;
+  auto dlas = RunSimulation(*trace, nodes, options);
+  ASSERT_TRUE(srtf.ok() && dlas.ok());
+  EXPECT_LE(dlas->summary.avg_jct_s, 1.10 * srtf->summary.avg_jct_s);
+}
 
 }  // namespace
 }  // namespace gpusched::sim

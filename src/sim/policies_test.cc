@@ -99,6 +99,52 @@ TEST(PoliciesTest, LasDemotesAtTheThresholdAndServesFifoInsideAQueue) {
   EXPECT_EQ(r.summary.preemptions, 2);
 }
 
+// 2D-LAS with the same 40 GPU-s threshold: P0 drops to queue 1 at 10 s and P1 preempts it;
+// P2 (20-40 s in queue 0) reaches queue 1 at 40 s while running, and inside a queue running
+// tasks stay ahead of pending ones, so P2 keeps its GPUs and P0 resumes only at 70 s. Plain
+// LAS (above) and FIFO (P0 first: 100, 110, 130) order the same jobs differently.
+TEST(PoliciesTest, DlasKeepsRunningTasksAheadInsideAQueue) {
+  const SimResult d = Simulate("tiny_preemptive.csv", TraceFormat::kCsv, "1x4",
+                               With(Policy::kDlas, {40'000}));
+  EXPECT_EQ(Jcts(d), (JctMap{{"P0", 160}, {"P1", 20}, {"P2", 50}}));
+  EXPECT_EQ(d.summary.preemptions, 1);
+  const SimResult las = Simulate("tiny_preemptive.csv", TraceFormat::kCsv, "1x4",
+                                 With(Policy::kLas, {40'000}));
+  EXPECT_NE(Jcts(las), Jcts(d));
+  const SimResult fifo =
+      Simulate("tiny_preemptive.csv", TraceFormat::kCsv, "1x4", With(Policy::kFifo));
+  EXPECT_EQ(Jcts(fifo), (JctMap{{"P0", 100}, {"P1", 110}, {"P2", 130}}));
+}
+
+// testdata/tiny_starvation.csv on 1x1, 2D-LAS threshold 100 GPU-s: A (1,000 s) from 0 s, then
+// B, C, D (90 s each, queue 0) at 150, 240, 330 s. Without the rule A is suspended at 150 s
+// and waits until D ends at 420 s. With knob 1, A (executed 150 s, suspended at 150 s) is
+// promoted to queue 0 at 300 s; C keeps the GPU (running first), and at 330 s A (submitted
+// before D) runs until its queue-0 service reaches 100 s at 430 s; D runs 430-520 s.
+TEST(PoliciesTest, DlasStarvationRulePromotesTheWaitingJob) {
+  const SimResult off = Simulate("tiny_starvation.csv", TraceFormat::kCsv, "1x1",
+                                 With(Policy::kDlas, {100'000}));
+  EXPECT_EQ(Jcts(off), (JctMap{{"A", 1270}, {"B", 90}, {"C", 90}, {"D", 90}}));
+  EXPECT_EQ(off.stats.las_promotions, 0);
+  SimOptions o = With(Policy::kDlas, {100'000});
+  o.promote_knob = 1;
+  const SimResult on = Simulate("tiny_starvation.csv", TraceFormat::kCsv, "1x1", o);
+  EXPECT_EQ(Jcts(on), (JctMap{{"A", 1270}, {"B", 90}, {"C", 90}, {"D", 190}}));
+  EXPECT_EQ(on.stats.las_promotions, 1);
+  EXPECT_EQ(on.summary.preemptions, 2);
+  EXPECT_EQ(on.jobs[3].start_ms, 430'000);
+}
+
+TEST(PoliciesTest, PromoteKnobOutOfRangeIsAnError) {
+  auto trace = LoadTrace(kData + "/tiny_starvation.csv", TraceFormat::kCsv);
+  ASSERT_TRUE(trace.ok());
+  SimOptions o = With(Policy::kDlas);
+  o.promote_knob = -1;
+  auto r = RunSimulation(*trace, *ParseClusterSpec("1x1"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dlas_promote_knob"), std::string::npos);
+}
+
 TEST(PoliciesTest, NonPreemptivePoliciesNeverPreempt) {
   for (Policy p : {Policy::kFifo, Policy::kFifoBackfill, Policy::kSjf, Policy::kGpusched}) {
     const SimResult r =

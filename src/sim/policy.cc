@@ -5,8 +5,8 @@
 namespace gpusched::sim {
 
 std::vector<Policy> AllPolicies() {
-  return {Policy::kGpusched, Policy::kFifo, Policy::kFifoBackfill,
-          Policy::kSjf,      Policy::kSrtf, Policy::kLas};
+  return {Policy::kGpusched, Policy::kFifo, Policy::kFifoBackfill, Policy::kSjf,
+          Policy::kSrtf,     Policy::kLas,  Policy::kDlas};
 }
 
 const char* PolicyName(Policy p) {
@@ -17,6 +17,7 @@ const char* PolicyName(Policy p) {
     case Policy::kSjf: return "sjf";
     case Policy::kSrtf: return "srtf";
     case Policy::kLas: return "las";
+    case Policy::kDlas: return "dlas";
     case Policy::kFairShare: return "fairshare";
   }
   return "unknown";
@@ -28,7 +29,8 @@ StatusOr<Policy> ParsePolicy(std::string_view name) {
   }
   if (name == PolicyName(Policy::kFairShare)) return Policy::kFairShare;
   return InvalidArgument("policy: \"" + std::string(name) +
-                         "\" is not one of gpusched, fifo, fifo-backfill, sjf, srtf, las, fairshare");
+                         "\" is not one of gpusched, fifo, fifo-backfill, sjf, srtf, las, dlas, "
+                         "fairshare");
 }
 
 const char* PlacementPolicyName(PlacementPolicy p) {
@@ -49,10 +51,13 @@ StatusOr<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
                          "\" is not one of gpusched, best-fit, worst-fit");
 }
 
-bool IsPreemptive(Policy p) { return p == Policy::kSrtf || p == Policy::kLas; }
+bool IsPreemptive(Policy p) {
+  return p == Policy::kSrtf || p == Policy::kLas || p == Policy::kDlas;
+}
 
 core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placement,
-                                          const std::vector<int64_t>& las_thresholds_gpu_ms) {
+                                          const std::vector<int64_t>& las_thresholds_gpu_ms,
+                                          double promote_knob) {
   core::SchedulerConfig c;
   const int64_t never = std::numeric_limits<int64_t>::max() / 4;
   c.node_timeout_ms = never;
@@ -70,8 +75,13 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
     case Policy::kSjf: c.queue_order.order = core::QueueOrder::kShortestDuration; break;
     case Policy::kSrtf: c.queue_order.order = core::QueueOrder::kShortestRemaining; break;
     case Policy::kLas: c.queue_order.order = core::QueueOrder::kLeastAttained; break;
+    case Policy::kDlas: c.queue_order.order = core::QueueOrder::kTwoDimLas; break;
   }
-  if (!las_thresholds_gpu_ms.empty()) c.queue_order.las_thresholds_gpu_ms = las_thresholds_gpu_ms;
+  if (!las_thresholds_gpu_ms.empty()) {  // each order reads its own
+    c.queue_order.las_thresholds_gpu_ms = las_thresholds_gpu_ms;
+    c.queue_order.dlas_thresholds_gpu_ms = las_thresholds_gpu_ms;
+  }
+  c.queue_order.dlas_promote_knob = promote_knob;
   switch (placement) {
     case PlacementPolicy::kGpusched: break;
     case PlacementPolicy::kBestFit:

@@ -16,6 +16,10 @@
 //   las            discretized least attained service on GPU-time (thresholds configurable),
 //                  FIFO inside a queue, preemptive like srtf, also re-decided when a running
 //                  task crosses a threshold.
+//   dlas           Tiresias's discretized 2D-LAS (no oracle): queues by GPU-time attained
+//                  (thresholds configurable, default 3,250 and 7,200 GPU-seconds), inside a
+//                  queue running tasks ahead of pending ones, then first submission;
+//                  preemptive like las. Optional starvation rule (promote knob, default off).
 //   fairshare      the gpusched policy plus fair share between teams (the trace's virtual
 //                  clusters) and users (core/fair_share.h: half-life 7 days, recomputed every
 //                  5 min of simulated time, weights 1000/1000). With --quota, team quotas
@@ -41,7 +45,7 @@
 
 namespace gpusched::sim {
 
-enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas, kFairShare };
+enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas, kDlas, kFairShare };
 enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit };
 
 StatusOr<Policy> ParsePolicy(std::string_view name);
@@ -54,8 +58,10 @@ const char* PlacementPolicyName(PlacementPolicy p);
 bool IsPreemptive(Policy p);
 
 // The scheduler configuration of a policy. Liveness timeouts are disabled: the simulator sends
-// no heartbeats, so no node or task may time out. `las_thresholds_gpu_ms` empty = the default.
+// no heartbeats, so no node or task may time out. `las_thresholds_gpu_ms` (las and dlas)
+// empty = the core's default; `promote_knob` is the dlas starvation knob (0 = off).
 core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placement,
-                                          const std::vector<int64_t>& las_thresholds_gpu_ms);
+                                          const std::vector<int64_t>& las_thresholds_gpu_ms,
+                                          double promote_knob = 0);
 
 }  // namespace gpusched::sim

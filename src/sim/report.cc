@@ -59,6 +59,7 @@ void WriteJson(std::ostream& out, const SimResult& r, const RunInfo& info) {
       << ", \"cluster\": " << JsonString(info.cluster) << ", \"cluster_gpus\": " << r.total_gpus
       << ", \"skipped_lines\": " << info.skipped_lines << ", \"events\": " << r.events
       << ", \"passes\": " << r.stats.passes;
+  if (r.stats.las_promotions > 0) out << ", \"las_promotions\": " << r.stats.las_promotions;
   if (info.synthetic) out << ", \"seed\": " << info.seed;
   if (info.wall_s >= 0) out << ", \"wall_s\": " << Num(info.wall_s);
   if (!r.allocation.curve.empty()) {
@@ -104,6 +105,7 @@ void WriteSummaryTable(std::ostream& out, const SimResult& r, const RunInfo& inf
   row("node fragmentation", Num(100 * s.node_fragmentation) + " %");
   row("GPU-memory fragmentation", Num(100 * s.gpu_mem_fragmentation) + " %");
   row("preemptions", std::to_string(s.preemptions));
+  if (r.stats.las_promotions > 0) row("2D-LAS promotions", std::to_string(r.stats.las_promotions));
   row("scheduler passes", std::to_string(r.stats.passes));
   if (info.wall_s >= 0) row("replay time", Num(info.wall_s) + " s");
 }

@@ -121,18 +121,24 @@ void Run::Redecide() {
   std::vector<const core::Task*> live;
   live.reserve(live_.size());
   for (size_t i : live_) live.push_back(sched_.GetTask(tasks_[i]));
-  const auto victims = core::SelectPreemptionVictims(sched_.config().queue_order, live,
-                                                     totals_.gpus, clock_.NowMs());
+  sched_.PromoteStarved();  // dlas with a promote knob; a no-op otherwise
+  const core::QueueOrderOptions& order = sched_.config().queue_order;
+  const auto victims = core::SelectPreemptionVictims(order, live, totals_.gpus, clock_.NowMs());
   for (TaskId id : victims) {
-    if (sched_.Preempt(id).ok()) changed_ = true;
+    if (!sched_.Preempt(id).ok()) continue;
+    changed_ = true;
+    const core::Task& t = *sched_.GetTask(id);
+    if (auto due = core::PromotionDueMs(order, t)) {  // re-decide when it falls due
+      events_.Push(*due, EventKind::kLasThreshold, job_of_.at(id), t.attempts);
+    }
   }
 }
 
 void Run::ScheduleLasThreshold(size_t i) {
   const core::Task& t = *sched_.GetTask(tasks_[i]);
   const int64_t gpus = std::max<int64_t>(1, t.spec.gpus);
-  const int64_t attained = t.attained_ms * gpus;
-  for (int64_t th : sched_.config().queue_order.las_thresholds_gpu_ms) {
+  const int64_t attained = core::LasServiceGpuMs(t, t.attained_ms);
+  for (int64_t th : core::LasThresholds(sched_.config().queue_order)) {
     if (th <= attained) continue;
     const DurationMs run_ms = (th - attained + gpus - 1) / gpus;
     events_.Push(clock_.NowMs() + run_ms, EventKind::kLasThreshold, i, t.attempts);
@@ -152,7 +158,9 @@ void Run::StartAssigned() {
     const core::Task& t = *sched_.GetTask(a.task);
     const DurationMs left = std::max<DurationMs>(0, trace_.jobs[i].duration_ms - t.attained_ms);
     events_.Push(clock_.NowMs() + left, EventKind::kFinish, i, a.attempt);
-    if (options_.policy == Policy::kLas) ScheduleLasThreshold(i);
+    if (options_.policy == Policy::kLas || options_.policy == Policy::kDlas) {
+      ScheduleLasThreshold(i);
+    }
   }
   (void)sched_.TakeChangedTasks();  // the simulator keeps no store
 }
@@ -266,7 +274,8 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
   const TimeMs start = trace.jobs.empty() ? 0 : trace.jobs.front().submit_ms;
   FakeClock clock(start);
   core::SchedulerConfig config =
-      MakeSchedulerConfig(options.policy, options.placement, options.las_thresholds_gpu_ms);
+      MakeSchedulerConfig(options.policy, options.placement, options.las_thresholds_gpu_ms,
+                          options.promote_knob);
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));

@@ -10,7 +10,8 @@
 //   FQ flushes  -> a Tick event at Scheduler::next_failure_flush_ms while FQ is not empty.
 //   preemptive policies -> before the Tick, core::SelectPreemptionVictims and
 //                  Scheduler::Preempt for each victim (at arrivals, completions and LAS
-//                  threshold crossings).
+//                  threshold crossings, and for dlas at the instants a suspended task's
+//                  starvation promotion falls due, after Scheduler::PromoteStarved).
 // Trace arrivals come first at equal times (they hold the lowest sequence numbers); then
 // events in the order they were scheduled. Nothing reads the real clock.
 //
@@ -34,7 +35,8 @@ namespace gpusched::sim {
 struct SimOptions {
   Policy policy = Policy::kGpusched;
   PlacementPolicy placement = PlacementPolicy::kGpusched;
-  std::vector<int64_t> las_thresholds_gpu_ms;  // empty = the core's default
+  std::vector<int64_t> las_thresholds_gpu_ms;  // las and dlas; empty = the core's default
+  double promote_knob = 0;                     // dlas starvation knob (PROMOTEKNOB); 0 = off
   bool allocation_replay = false;              // the FGD experiment instead of a JCT replay
   // Team quotas (core/quota.h); a job's team is its trace's virtual cluster.
   std::vector<core::TeamQuota> quotas;

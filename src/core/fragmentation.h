@@ -48,12 +48,13 @@ struct WeightedShape {
 // The task shapes seen so far, and the typical workload drawn from them: the most frequent
 // shapes (ties by shape order) until they cover `coverage` of the tasks seen or `max_shapes`
 // are kept, their probabilities renormalised. Deterministic: the same tasks in the same order
-// give the same result.
+// give the same result. Defaults: every shape up to 256 (on the Alibaba replay, 95 % coverage
+// and 64 shapes left 292.7 GPUs unallocated, all shapes 264.4, at twice the time).
 class WorkloadDistribution {
  public:
   struct Options {
-    double coverage = 0.95;
-    size_t max_shapes = 64;
+    double coverage = 1.0;
+    size_t max_shapes = 256;
     // Distinct shapes remembered; a new shape beyond this is not counted (bounds memory in a
     // long-running server).
     size_t max_distinct = 4096;

@@ -49,7 +49,7 @@ struct WeightedShape {
 // shapes (ties by shape order) until they cover `coverage` of the tasks seen or `max_shapes`
 // are kept, their probabilities renormalised. Deterministic: the same tasks in the same order
 // give the same result. Defaults: every shape up to 256 (on the Alibaba replay, 95 % coverage
-// and 64 shapes left 292.7 GPUs unallocated, all shapes 264.4, at twice the time).
+// and 64 shapes left 292.7 GPUs unallocated in 16 s, all shapes 264.4 in 30-45 s).
 class WorkloadDistribution {
  public:
   struct Options {

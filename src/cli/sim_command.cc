@@ -146,7 +146,8 @@ void RegisterSim(CLI::App& app) {
                   "gpusched | fifo | fifo-backfill | sjf | srtf | las | dlas (Tiresias 2D-LAS) | "
                   "fairshare (gpusched plus fair share between the trace's virtual clusters)")
       ->capture_default_str();
-  cmd->add_option("--placement", f->placement, "Node/GPU choice: gpusched | best-fit | worst-fit")
+  cmd->add_option("--placement", f->placement,
+                  "Node/GPU choice: gpusched | best-fit | worst-fit | min-fragmentation")
       ->capture_default_str();
   cmd->add_option("--out", f->out, "Directory for summary.json, CSV files and PNG plots");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");

@@ -87,10 +87,44 @@ bool Placer::Better(const ClusterState& cluster, const Candidate& a, const Candi
   return cluster.summary(a.index).name_rank < cluster.summary(b.index).name_rank;
 }
 
-void Placer::ScanChunk(const ClusterState& cluster, const PlacementRequest& r, size_t begin,
-                       size_t end, ChunkResult* out) const {
+namespace {
+
+// GPU memory used on the node after the request, as a fraction (the best-fit key).
+double UsedAfter(const NodeSummary& s, const PlacementRequest& r) {
+  const MiB req = r.gpus == 0     ? 0
+                  : r.exclusive ? r.gpus * s.max_gpu_total_mib
+                                : r.gpus * r.gpu_mem_mib;
+  return static_cast<double>(s.gpu_alloc_mib + req) * s.inv_gpu_mem;
+}
+
+}  // namespace
+
+Placer::Candidate Placer::RankByFragmentation(const NodeState& n, const NodeSummary& s,
+                                              size_t index, const PlacementRequest& r,
+                                              std::span<const WeightedShape> workload,
+                                              NodeFragmentation* frag) const {
+  Candidate c;
+  c.index = index;
+  c.secondary = -UsedAfter(s, r);
+  if (workload.empty()) return c;
+  std::vector<int> gpus;
+  if (r.gpus > 0) {
+    gpus = PickByTopology(n, OrderGpus(n, r, workload, frag), r.gpus, nullptr);
+  }
+  if (options_.gpu_order != GpuOrder::kMinFragmentation || r.gpus == 0) {
+    frag->Reset(n, options_.filter, workload);
+  }
+  c.primary = frag->Growth(r, gpus);
+  return c;
+}
+
+void Placer::ScanChunk(const ClusterState& cluster, const PlacementRequest& r,
+                       std::span<const WeightedShape> workload, size_t begin, size_t end,
+                       ChunkResult* out) const {
   const auto& nodes = cluster.nodes();
   const auto& summaries = cluster.summaries();
+  const bool by_fragmentation = options_.node_order == NodeOrder::kMinFragmentation;
+  NodeFragmentation frag;
   for (size_t i = begin; i < end; ++i) {
     const int rejected_by = FirstRejectingFilterFast(summaries[i], nodes[i], r, options_.filter);
     if (rejected_by != kNumFilters) {
@@ -98,12 +132,18 @@ void Placer::ScanChunk(const ClusterState& cluster, const PlacementRequest& r, s
       continue;
     }
     ++out->feasible;
-    const Candidate c = Rank(summaries[i], i, r);
+    const Candidate c = by_fragmentation
+                            ? RankByFragmentation(nodes[i], summaries[i], i, r, workload, &frag)
+                            : Rank(summaries[i], i, r);
     if (Better(cluster, c, out->best)) out->best = c;
   }
 }
 
-PlacementResult Placer::Place(const ClusterState& cluster, const PlacementRequest& r) const {
+PlacementResult Placer::Place(const ClusterState& cluster, const PlacementRequest& r,
+                              const WorkloadDistribution* workload) const {
+  const std::span<const WeightedShape> shapes =
+      workload != nullptr ? std::span<const WeightedShape>(workload->typical())
+                          : std::span<const WeightedShape>();
   PlacementResult result;
   const size_t n = cluster.size();
   result.report.total_nodes = static_cast<int64_t>(n);
@@ -118,7 +158,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
     std::vector<ChunkResult> parts(chunks);
     executor_->ParallelFor(chunks, [&](size_t c) {
       const size_t begin = std::min(n, c * per_chunk);
-      ScanChunk(cluster, r, begin, std::min(n, begin + per_chunk), &parts[c]);
+      ScanChunk(cluster, r, shapes, begin, std::min(n, begin + per_chunk), &parts[c]);
     });
     for (const ChunkResult& part : parts) {
       for (int f = 0; f < kNumFilters; ++f) result.report.rejected[f] += part.rejected[f];
@@ -128,7 +168,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
     result.report.chunks_used = chunks;
   } else {
     ChunkResult all;
-    ScanChunk(cluster, r, 0, n, &all);
+    ScanChunk(cluster, r, shapes, 0, n, &all);
     result.report.rejected = all.rejected;
     result.report.feasible_nodes = all.feasible;
     best = all.best;
@@ -144,7 +184,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
   Placement& p = result.placement;
   p.node_index = best.index;
   p.node = node.name;
-  p.gpus = PickGpus(node, r, &p.topology_rule);
+  p.gpus = PickGpus(node, r, &p.topology_rule, workload);
   for (int g : p.gpus) {
     p.gpu_mem_mib.push_back(r.exclusive ? node.gpus[static_cast<size_t>(g)].total_mib
                                         : r.gpu_mem_mib);
@@ -161,6 +201,10 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
       result.report.breakdown.push_back(
           {ScorerName(s), ScorerValue(s, node, r), options_.weights.weight[s]});
     }
+  } else if (options_.node_order == NodeOrder::kMinFragmentation) {
+    result.report.score = -best.primary;
+    result.report.breakdown.push_back({"FragmentationGrowthMilliGpu", 1000 * best.primary, 1});
+    result.report.breakdown.push_back({"GpuMemoryUsedAfter", -100 * best.secondary, 1});
   } else {
     result.report.breakdown.push_back({"RunningTasks", best.primary, 1});
     result.report.breakdown.push_back({"MeanGpuOccupancy", best.secondary * 100, 1});
@@ -168,28 +212,35 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
   return result;
 }
 
-std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest& r,
-                                  std::string* rule) const {
+std::vector<int> Placer::OrderGpus(const NodeState& node, const PlacementRequest& r,
+                                   std::span<const WeightedShape> workload,
+                                   NodeFragmentation* frag) const {
   struct Key {
+    double growth;     // of the node's expected fragmentation (min_fragmentation only)
     double occupancy;  // (used + req) / total
     MiB leftover;      // free - req
     int index;
   };
+  const GpuOrder order_by = options_.gpu_order;
+  const bool by_fragmentation = order_by == GpuOrder::kMinFragmentation && !workload.empty();
+  if (by_fragmentation) frag->Reset(node, options_.filter, workload);
   std::vector<Key> fits;
   fits.reserve(node.gpus.size());
   for (const GpuState& g : node.gpus) {
     if (!GpuFits(g, r, options_.filter)) continue;
     const MiB req = r.exclusive ? g.total_mib : r.gpu_mem_mib;
     const MiB free = EffectiveFree(g, options_.filter);
-    fits.push_back({static_cast<double>(g.allocated_mib + req) / static_cast<double>(g.total_mib),
+    const int one[] = {g.index};
+    fits.push_back({by_fragmentation ? frag->Growth(r, one) : 0.0,
+                    static_cast<double>(g.allocated_mib + req) / static_cast<double>(g.total_mib),
                     free - req, g.index});
   }
-  const bool spread = options_.gpu_order == GpuOrder::kSpread;
-  std::sort(fits.begin(), fits.end(), [spread](const Key& a, const Key& b) {
-    if (spread) {
+  std::sort(fits.begin(), fits.end(), [order_by](const Key& a, const Key& b) {
+    if (order_by == GpuOrder::kSpread) {
       if (a.occupancy != b.occupancy) return a.occupancy < b.occupancy;
       if (a.leftover != b.leftover) return a.leftover < b.leftover;
     } else {
+      if (a.growth != b.growth) return a.growth < b.growth;  // 0 unless min_fragmentation
       if (a.leftover != b.leftover) return a.leftover < b.leftover;
       if (a.occupancy != b.occupancy) return a.occupancy > b.occupancy;
     }
@@ -198,7 +249,16 @@ std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest&
   std::vector<int> order;
   order.reserve(fits.size());
   for (const Key& k : fits) order.push_back(k.index);
-  return PickByTopology(node, order, r.gpus, rule);
+  return order;
+}
+
+std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest& r,
+                                  std::string* rule, const WorkloadDistribution* workload) const {
+  NodeFragmentation frag;
+  const std::span<const WeightedShape> shapes =
+      workload != nullptr ? std::span<const WeightedShape>(workload->typical())
+                          : std::span<const WeightedShape>();
+  return PickByTopology(node, OrderGpus(node, r, shapes, &frag), r.gpus, rule);
 }
 
 }  // namespace gpusched::core

@@ -10,17 +10,21 @@
 // the sequential one because each chunk keeps its best node and the merge uses the same total
 // order (score, then name).
 // CN109992422A claims 3-4: inside the chosen node, GPUs are picked by the preset principles.
+// The `min_fragmentation` orders (fragmentation.h) rank by the growth of the expected
+// fragmentation against the workload seen so far, which the caller passes in.
 //
 // Thread-safety: Place() is const and reentrant; the Executor must not be shared by two
 // concurrent Place() calls.
 
 #include <array>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/executor.h"
 #include "core/cluster_state.h"
 #include "core/filters.h"
+#include "core/fragmentation.h"
 #include "core/placement_report.h"
 #include "core/scorers.h"
 #include "core/task.h"
@@ -32,12 +36,18 @@ enum class NodeOrder {
   kWeightedScore,  // default: CN115981827A k8s_select, weighted score plugins
   kLoadBalance,    // CN109992422A claim 4 literally: fewest tasks, then lowest mean GPU
                    // occupancy, then name
+  kMinFragmentation,  // least growth of the node's expected fragmentation (fragmentation.h)
+                      // when the task takes the GPUs the GPU order picks there; then the
+                      // fullest GPU memory after placement (best fit), then name
 };
 
 // How GPUs are picked inside the chosen node.
 enum class GpuOrder {
   kSpread,   // default, CN109992422A claims 3-4: lowest (used + req) / total, then best fit
   kBestFit,  // smallest free - req first (packs shared GPUs, keeps whole GPUs free)
+  kMinFragmentation,  // least growth of the node's expected fragmentation when one share
+                      // goes on the GPU (fragmentation.h), then best fit; without a
+                      // workload it is best fit
 };
 
 struct PlacementOptions {
@@ -76,13 +86,17 @@ class Placer {
   Placer(PlacementOptions options, Executor* executor)
       : options_(std::move(options)), executor_(executor) {}
 
-  PlacementResult Place(const ClusterState& cluster, const PlacementRequest& request) const;
+  // `workload`: the task shapes seen so far, read by the min_fragmentation orders only; null
+  // = none (every fragmentation growth is 0 and the orders fall back to best fit).
+  PlacementResult Place(const ClusterState& cluster, const PlacementRequest& request,
+                        const WorkloadDistribution* workload = nullptr) const;
 
   // GPUs of `node` for the request, by the GPU order, then the topology rules
   // (topology_pick.h), which say in `rule` when they changed the choice. REQUIRES: the node
   // passes the filters.
   std::vector<int> PickGpus(const NodeState& node, const PlacementRequest& request,
-                            std::string* rule = nullptr) const;
+                            std::string* rule = nullptr,
+                            const WorkloadDistribution* workload = nullptr) const;
 
   const PlacementOptions& options() const { return options_; }
 
@@ -96,9 +110,19 @@ class Placer {
     int64_t feasible = 0;
     Candidate best;
   };
-  void ScanChunk(const ClusterState& cluster, const PlacementRequest& r, size_t begin,
-                 size_t end, ChunkResult* out) const;
+  void ScanChunk(const ClusterState& cluster, const PlacementRequest& r,
+                 std::span<const WeightedShape> workload, size_t begin, size_t end,
+                 ChunkResult* out) const;
   Candidate Rank(const NodeSummary& n, size_t index, const PlacementRequest& r) const;
+  // kMinFragmentation: the growth for the GPUs PickGpus would take; `frag` is scratch.
+  Candidate RankByFragmentation(const NodeState& n, const NodeSummary& s, size_t index,
+                                const PlacementRequest& r, std::span<const WeightedShape> workload,
+                                NodeFragmentation* frag) const;
+  // The GPU order's preference list (the GPUs that fit, best first); `frag` is Reset for
+  // the node when the order needs it.
+  std::vector<int> OrderGpus(const NodeState& node, const PlacementRequest& r,
+                             std::span<const WeightedShape> workload,
+                             NodeFragmentation* frag) const;
   bool Better(const ClusterState& cluster, const Candidate& a, const Candidate& b) const;
 
   PlacementOptions options_;

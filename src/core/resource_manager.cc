@@ -17,6 +17,13 @@ const ClusterState::Extremes& ResourceManager::Extremes(int model_id) const {
   return it->second;
 }
 
+void ResourceManager::Observe(const PlacementRequest& shape) {
+  const PlacementOptions& o = placer_.options();
+  if (o.node_order == NodeOrder::kMinFragmentation || o.gpu_order == GpuOrder::kMinFragmentation) {
+    workload_.Observe(shape);
+  }
+}
+
 void ResourceManager::Grant(TaskId task, const Placement& p) {
   state_.Reserve(p);
   tasks_on_node_[p.node_index].insert(task);

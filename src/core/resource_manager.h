@@ -48,14 +48,19 @@ class ResourceManager {
   // is O(nodes) and admission asks for every task).
   const ClusterState::Extremes& Extremes(int model_id) const;
 
+  // ---- the workload seen so far (fragmentation.h) ----
+  // Counts a submitted task's shape, when a min_fragmentation order will read it.
+  void Observe(const PlacementRequest& shape);
+  const WorkloadDistribution& workload() const { return workload_; }
+
   // ---- answers ----
   // Where the request would go on the state table as it is now. Changes nothing.
   PlacementResult Answer(const ResourceRequest& request) const {
-    return placer_.Place(state_, request.shape);
+    return placer_.Place(state_, request.shape, &workload_);
   }
   // The same answer over another view of the table (a pass's plan, a reclaim trial).
   PlacementResult AnswerOn(const ClusterState& view, const ResourceRequest& request) const {
-    return placer_.Place(view, request.shape);
+    return placer_.Place(view, request.shape, &workload_);
   }
   const Placer& placer() const { return placer_; }
 
@@ -74,6 +79,7 @@ class ResourceManager {
  private:
   ClusterState state_;
   Placer placer_;
+  WorkloadDistribution workload_;
   std::vector<std::set<TaskId>> tasks_on_node_;  // by node index
   mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
 };

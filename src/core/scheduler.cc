@@ -161,6 +161,7 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   const TaskId id = task.id;
   Task& t = tasks_.emplace(id.value(), std::move(task)).first->second;
   CountLive(t, +1);
+  resources_.Observe(MakeRequest(t).shape);  // the workload of the min_fragmentation orders
   SetState(t, TaskState::kPending, "submitted");
   if (hold) {
     held_.insert(id);

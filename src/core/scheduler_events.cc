@@ -398,6 +398,7 @@ Status Scheduler::Restore(const Task& task) {
   Task& t = tasks_.emplace(task.id.value(), task).first->second;
   t.queue = QueueMembership::kNone;
   if (!IsTerminal(t.state)) CountLive(t, +1);
+  resources_.Observe(MakeRequest(t).shape);  // a shape seen before the restart
   next_seq_ = std::max(next_seq_, t.seq + 1);
   const std::optional<Placement> stored = t.placement;
   t.placement.reset();

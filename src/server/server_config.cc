@@ -296,10 +296,14 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       // CN109992422A claim 4: node order and GPU order (core/placement.h).
       {"node_order", Choice<core::NodeOrder>(s.placement.node_order,
                                              {{"weighted_score", core::NodeOrder::kWeightedScore},
-                                              {"load_balance", core::NodeOrder::kLoadBalance}})},
+                                              {"load_balance", core::NodeOrder::kLoadBalance},
+                                              {"min_fragmentation",
+                                               core::NodeOrder::kMinFragmentation}})},
       {"gpu_order", Choice<core::GpuOrder>(s.placement.gpu_order,
                                            {{"spread", core::GpuOrder::kSpread},
-                                            {"best_fit", core::GpuOrder::kBestFit}})},
+                                            {"best_fit", core::GpuOrder::kBestFit},
+                                            {"min_fragmentation",
+                                             core::GpuOrder::kMinFragmentation}})},
       {"use_reported_free", Bool(s.placement.filter.use_reported_free)},
       // CN115981827A claim 1: the parallel node filter.
       {"parallel_threshold", Count(s.placement.parallel_threshold, 0)},

@@ -29,7 +29,10 @@
 //   memory_table: tables/gpu-memory.yaml  # CN109992422A claim 1 (or the table inline)
 //   node_order: weighted_score  # or load_balance: CN109992422A claim 4 (fewest running tasks,
 //                               # then lowest mean GPU occupancy, then name)
-//   gpu_order: spread      # or best_fit: GPUs inside the node (CN109992422A claims 3-4)
+//                               # or min_fragmentation: least growth of expected GPU
+//                               # fragmentation against the task shapes seen so far
+//   gpu_order: spread      # or best_fit: GPUs inside the node (CN109992422A claims 3-4),
+//                          # or min_fragmentation (use it with the node order of that name)
 //   score_weights: {least_allocated: 1, balanced_allocation: 1}  # weighted_score's plugins;
 //                          # also server_load, gpu_best_fit. Scorers not named weigh 0.
 //   use_reported_free: false  # true: free = min(reported by the agent, accounted)

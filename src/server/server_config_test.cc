@@ -66,8 +66,9 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
             "capacity_wait: \"later\" (use stay_queued or failure_queue)"},
            // CN109992422A claim 4's placement keys: the key and the value are named.
            {"node_order: random\n",
-            "node_order: \"random\" (use weighted_score or load_balance)"},
-           {"gpu_order: worst_fit\n", "gpu_order: \"worst_fit\" (use spread or best_fit)"},
+            "node_order: \"random\" (use weighted_score, load_balance or min_fragmentation)"},
+           {"gpu_order: worst_fit\n",
+            "gpu_order: \"worst_fit\" (use spread, best_fit or min_fragmentation)"},
            {"node_order: [a]\n", "node_order: expected a single value"},
            {"use_reported_free: often\n", "use_reported_free: \"often\" (use true or false)"},
            {"score_weights: 1\n", "score_weights: expected a mapping"},
@@ -170,6 +171,14 @@ TEST(ServerConfigTest, PlacementOrderKeysAreRead) {
   EXPECT_EQ(back.scheduler.placement.weights.weight,
             (std::array<double, core::kNumScorers>{3, 1, 0, 0}));
   std::filesystem::remove(again);
+
+  ServerConfig frag;  // the fragmentation-aware orders (core/fragmentation.h)
+  const std::string third =
+      WriteFile("node_order: min_fragmentation\ngpu_order: min_fragmentation\n");
+  ASSERT_TRUE(ApplyConfigFile(third, frag).ok());
+  EXPECT_EQ(frag.scheduler.placement.node_order, core::NodeOrder::kMinFragmentation);
+  EXPECT_EQ(frag.scheduler.placement.gpu_order, core::GpuOrder::kMinFragmentation);
+  std::filesystem::remove(third);
 }
 
 // CN115981827A claim 1: N_par, W and the threads of the filter pool are config keys.

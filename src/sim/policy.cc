@@ -38,17 +38,18 @@ const char* PlacementPolicyName(PlacementPolicy p) {
     case PlacementPolicy::kGpusched: return "gpusched";
     case PlacementPolicy::kBestFit: return "best-fit";
     case PlacementPolicy::kWorstFit: return "worst-fit";
+    case PlacementPolicy::kMinFragmentation: return "min-fragmentation";
   }
   return "unknown";
 }
 
 StatusOr<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
-  for (PlacementPolicy p :
-       {PlacementPolicy::kGpusched, PlacementPolicy::kBestFit, PlacementPolicy::kWorstFit}) {
+  for (PlacementPolicy p : {PlacementPolicy::kGpusched, PlacementPolicy::kBestFit,
+                            PlacementPolicy::kWorstFit, PlacementPolicy::kMinFragmentation}) {
     if (name == PlacementPolicyName(p)) return p;
   }
   return InvalidArgument("placement: \"" + std::string(name) +
-                         "\" is not one of gpusched, best-fit, worst-fit");
+                         "\" is not one of gpusched, best-fit, worst-fit, min-fragmentation");
 }
 
 bool IsPreemptive(Policy p) {
@@ -91,6 +92,10 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
     case PlacementPolicy::kWorstFit:
       c.placement.weights.weight = {1, 0, 0, 0};  // LeastAllocated only
       c.placement.gpu_order = core::GpuOrder::kSpread;
+      break;
+    case PlacementPolicy::kMinFragmentation:
+      c.placement.node_order = core::NodeOrder::kMinFragmentation;
+      c.placement.gpu_order = core::GpuOrder::kMinFragmentation;
       break;
   }
   return c;

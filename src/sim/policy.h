@@ -35,6 +35,8 @@
 //   best-fit   the node whose GPU memory is the fullest after placement, the GPU with the
 //              least memory left over
 //   worst-fit  the node with the most free resources (LeastAllocated), GPUs spread
+//   min-fragmentation  node and GPUs by the least growth of expected fragmentation against
+//              the task shapes submitted so far (core/fragmentation.h), ties by best fit
 
 #include <string>
 #include <string_view>
@@ -46,7 +48,7 @@
 namespace gpusched::sim {
 
 enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas, kDlas, kFairShare };
-enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit };
+enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit, kMinFragmentation };
 
 StatusOr<Policy> ParsePolicy(std::string_view name);
 const char* PolicyName(Policy p);

@@ -94,7 +94,9 @@ struct Side {
   std::string Start() {
     const std::vector<Action> actions = sched->TakeActions();
     for (const Action& a : actions) {
-      if (a.kind == Action::Kind::kAssign) EXPECT_TRUE(sched->TaskStarted(a.task, a.attempt).ok());
+      if (a.kind == Action::Kind::kAssign) {
+        EXPECT_TRUE(sched->TaskStarted(a.task, a.attempt).ok());
+      }
     }
     return RenderActions(actions);
   }

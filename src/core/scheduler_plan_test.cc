@@ -95,6 +95,9 @@ class PassPlanTest : public SchedulerTest {
           EXPECT_FALSE(t.placement.has_value()) << t.id.ToString();
           EXPECT_EQ(t.last_report_summary.rfind(step.reason, 0), 0u) << t.last_report_summary;
           break;
+        case PlanStep::Kind::kParkedWait:  // a parked group waits again, unvisited
+          EXPECT_FALSE(t.placement.has_value()) << t.id.ToString();
+          break;
       }
     }
     EXPECT_EQ(placed, assigns);

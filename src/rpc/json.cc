@@ -49,11 +49,11 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
   j["request"]["node_selector"] =
       std::map<std::string, std::string>(s.node_selector().begin(), s.node_selector().end());
   nlohmann::json tolerations = nlohmann::json::array();
-  for (const auto& t : s.tolerations()) {
-    tolerations.push_back({{"key", t.key()},
-                           {"operator", t.exists() ? "Exists" : "Equal"},
-                           {"value", t.value()},
-                           {"effect", t.effect()}});
+  for (const auto& tol : s.tolerations()) {
+    tolerations.push_back({{"key", tol.key()},
+                           {"operator", tol.exists() ? "Exists" : "Equal"},
+                           {"value", tol.value()},
+                           {"effect", tol.effect()}});
   }
   j["request"]["tolerations"] = tolerations;
   if (s.has_profile()) {  // CN109992422A claim 1: the memory table gave gpu_mem_mib

@@ -91,10 +91,12 @@ class DashboardTest(unittest.TestCase):
         self.assertNoPageErrors()
 
     def test_2_queues_show_the_pending_task_and_why(self):
-        self.open("queues", "document.querySelector('#queue-Q tr[data-task=\"%d\"]')"
-                  % T["waits"], "the waiting task in Q")
+        # A task whose placement failed waits in the failure queue (PATENTS.md section 6, the
+        # server's default capacity_wait: failure_queue) until FQ returns it to Q.
+        self.open("queues", "document.querySelector('#queue-FQ tr[data-task=\"%d\"]')"
+                  % T["waits"], "the waiting task in FQ")
         row = B.evaluate("""(() => { const r = document.querySelector(
-            '#queue-Q tr[data-task="%d"]'); return [...r.cells].map(c => c.textContent); })()"""
+            '#queue-FQ tr[data-task="%d"]'); return [...r.cells].map(c => c.textContent); })()"""
                          % T["waits"])
         self.assertEqual(row[1], "#%d" % T["waits"])
         self.assertEqual(row[2], "waits")

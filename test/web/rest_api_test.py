@@ -276,19 +276,21 @@ class RestApiTest(unittest.TestCase):
             C.wait(lambda: all(C.get("/api/v1/tasks/%d" % i).json()["why"]["total_nodes"] > 0
                                for i in ids), "a scheduling pass over the new tasks")
             q = C.get("/api/v1/queues").json()
-            listed = [t for t in q["Q"]["tasks"] if t["id"] in ids]
-            self.assertEqual(len(listed), 3)
-            order = [(t["pt"], t["id"]) for t in listed]
-            self.assertEqual(order, sorted(order))  # (Pt, submission) order
-            self.assertEqual([t["position"] for t in q["Q"]["tasks"]],
-                             list(range(1, len(q["Q"]["tasks"]) + 1)))
+            # A task whose placement failed waits in FQ (PATENTS.md section 6, the server's
+            # default capacity_wait: failure_queue) until FQ returns it to Q, demoted.
+            self.assertEqual([t for t in q["Q"]["tasks"] if t["id"] in ids], [])
+            listed = [t for t in q["FQ"]["tasks"] if t["id"] in ids]
+            self.assertEqual(sorted(t["id"] for t in listed), sorted(ids))
+            for name in ("Q", "FQ"):
+                self.assertEqual(set(q[name].keys()), {"size", "tasks"})
+                self.assertEqual([t["position"] for t in q[name]["tasks"]],
+                                 list(range(1, len(q[name]["tasks"]) + 1)))
             for t in listed:
                 self.assertIn("cordon", t["why"])
-                self.assertEqual(t["fail_cnt"], 0)
-            self.assertEqual(set(q["FQ"].keys()), {"size", "tasks"})
-            self.assertEqual(C.get("/api/v1/queues?limit=1").json()["Q"]["size"],
-                             q["Q"]["size"])
-            self.assertEqual(len(C.get("/api/v1/queues?limit=1").json()["Q"]["tasks"]), 1)
+                self.assertEqual(t["fail_cnt"], 0)  # waiting for capacity is no failure
+            self.assertEqual(C.get("/api/v1/queues?limit=1").json()["FQ"]["size"],
+                             q["FQ"]["size"])
+            self.assertEqual(len(C.get("/api/v1/queues?limit=1").json()["FQ"]["tasks"]), 1)
             cordoned = [n for n in C.get("/api/v1/nodes").json()["nodes"]]
             self.assertEqual({n["state"] for n in cordoned}, {"cordoned"})
         finally:

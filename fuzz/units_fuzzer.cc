@@ -1,7 +1,8 @@
 // Sizes and durations as users type them (base/units.h: "80GiB", "1.5GiB", "30s", "250ms"),
-// NxG counts ("8x80GiB") and HOST:PORT addresses (base/host_port.h). What parses is within
-// the documented range, and a size that prints exactly (whole GiB, or under 1 GiB) parses
-// back to itself; an address prints and parses back to itself; errors name the field.
+// NxG counts ("8x80GiB"), job-array ranges ("0-999") and HOST:PORT addresses
+// (base/host_port.h). What parses is within the documented range, and a size that prints
+// exactly (whole GiB, or under 1 GiB) parses back to itself; an address prints and parses
+// back to itself; errors name the field.
 
 #include <string>
 
@@ -50,6 +51,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_REQUIRE(*n >= 1 && *n <= 1'000'000 && std::to_string(*n).size() <= text.size(), shown);
   } else {
     FUZZ_REQUIRE(n.status().message().starts_with("N: "), n.status().ToString());
+  }
+  if (auto r = ParseIndexRange(text, 10'000, "--array"); r.ok()) {
+    FUZZ_REQUIRE(r->first >= 0 && r->first <= r->last && r->count() <= 10'000, shown);
+  } else {
+    FUZZ_REQUIRE(r.status().code() == StatusCode::kInvalidArgument, r.status().ToString());
+    FUZZ_REQUIRE(r.status().message().starts_with("--array: "), r.status().ToString());
   }
   if (auto hp = ParseHostPort(text, "listen", /*allow_empty_host=*/true); hp.ok()) {
     FUZZ_REQUIRE(hp->port >= 0 && hp->port <= 65535, shown);

@@ -52,6 +52,38 @@ TEST_F(ClusterTest, TaskRunsInTheSubmitDirectoryWithTheCallersEnvironmentOnReque
   EXPECT_TRUE(Has(Run({"show", std::to_string(chosen)}).out, path("proj")));
 }
 
+// sbatch --array: one request, one task per index, each seeing its index.
+TEST_F(ClusterTest, ArraySubmitsOneTaskPerIndexEachWithItsIndex) {
+  StartAgent("n1", "2x16GiB");
+  CliResult r = Run({"submit", "--array", "3-5", "--name", "sweep", "--json", "--", "sh", "-c",
+                     "echo index=$GPUSCHED_ARRAY_INDEX"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  ASSERT_EQ(out["ids"].size(), 3u) << out;
+  EXPECT_EQ(out["array"]["first"], 3);
+  EXPECT_EQ(out["array"]["last"], 5);
+  EXPECT_EQ(out["id"], out["ids"][0]);
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t id = out["ids"][i];
+    EXPECT_EQ(id, out["ids"][0].get<uint64_t>() + i) << "ids are consecutive";
+    ASSERT_TRUE(WaitState(id, "succeeded")) << id;
+    EXPECT_EQ(Run({"logs", std::to_string(id)}).out, "index=" + std::to_string(3 + i) + "\n");
+    EXPECT_EQ(Task(id)["name"], "sweep[" + std::to_string(3 + i) + "]");
+  }
+  // Text output: one id per line, like a submit of each.
+  CliResult text = Run({"submit", "--array", "0-1", "--", "true"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  const uint64_t last = out["ids"][2];
+  EXPECT_EQ(text.out, std::to_string(last + 1) + "\n" + std::to_string(last + 2) + "\n");
+  // Bad ranges are usage errors that name the flag and the value; nothing is queued.
+  for (const std::string bad : {"5-3", "0-10000", "x", "1-"}) {
+    CliResult refused = Run({"submit", "--array", bad, "--", "true"});
+    EXPECT_EQ(refused.code, 2) << bad << ": " << refused.err;
+    EXPECT_TRUE(Has(refused.err, "--array: \"" + bad + "\"")) << refused.err;
+  }
+  EXPECT_TRUE(Run({"show", std::to_string(last + 3)}).code != 0) << "a refused array queued";
+}
+
 TEST_F(ClusterTest, TimeLimitStopsTheTaskAndFailsIt) {
   StartAgent("n1", "1x16GiB");
   const uint64_t id = Submit({"--time", "1s", "--", "sleep", "60"});

@@ -196,4 +196,28 @@ StatusOr<int64_t> ParseWholeNumber(std::string_view text, int64_t lo, int64_t hi
   return v;
 }
 
+StatusOr<IndexRange> ParseIndexRange(std::string_view text, int64_t max_count,
+                                     std::string_view field) {
+  constexpr int64_t kMaxIndex = 1'000'000'000;
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument(std::string(field) + ": " + Quote(text) + " " + why);
+  };
+  const size_t dash = text.find('-');
+  const std::string_view a = text.substr(0, dash);
+  const std::string_view b = dash == std::string_view::npos ? a : text.substr(dash + 1);
+  auto first = ParseWholeNumber(a, 0, kMaxIndex, field);
+  auto last = ParseWholeNumber(b, 0, kMaxIndex, field);
+  if (!first.ok() || !last.ok()) {
+    return bad("is not an index range A-B (whole numbers from 0 to " +
+               std::to_string(kMaxIndex) + ", e.g. 0-99) or one index");
+  }
+  if (*last < *first) return bad("ends before it starts");
+  IndexRange r{*first, *last};
+  if (r.count() > max_count) {
+    return bad("has " + std::to_string(r.count()) + " indices; at most " +
+               std::to_string(max_count) + " in one array");
+  }
+  return r;
+}
+
 }  // namespace gpusched

@@ -42,6 +42,19 @@ StatusOr<std::vector<std::string_view>> SplitCountSpec(std::string_view text, si
 StatusOr<int64_t> ParseWholeNumber(std::string_view text, int64_t lo, int64_t hi,
                                    std::string_view field);
 
+// The indices of a job array, first..last inclusive.
+struct IndexRange {
+  int64_t first = 0;
+  int64_t last = 0;
+  int64_t count() const { return last - first + 1; }
+};
+
+// A job array's indices as users type them (sbatch --array): "A-B" (0 <= A <= B) or one
+// index "N", each at most 1,000,000,000, and at most `max_count` indices; else an error
+// naming the field and the value.
+StatusOr<IndexRange> ParseIndexRange(std::string_view text, int64_t max_count,
+                                     std::string_view field);
+
 // "80GiB", "1.5GiB", "512MiB".
 std::string FormatSizeMiB(MiB mib);
 // "1h30m", "45s", "250ms".

@@ -120,5 +120,37 @@ TEST(ParseWholeNumber, NxGWithZeroNodesFailsOnN) {
   EXPECT_FALSE(ParseWholeNumber((*parts)[0], 1, 1'000'000, "cluster N").ok());
 }
 
+TEST(ParseIndexRange, RangesAndSingleIndices) {
+  auto r = ParseIndexRange("0-999", 10'000, "--array");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->first, 0);
+  EXPECT_EQ(r->last, 999);
+  EXPECT_EQ(r->count(), 1000);
+  r = ParseIndexRange("7", 10'000, "--array");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->first, 7);
+  EXPECT_EQ(r->count(), 1);
+  r = ParseIndexRange("5-5", 1, "--array");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->count(), 1);
+}
+
+TEST(ParseIndexRange, ErrorsNameTheFieldAndTheValue) {
+  for (const char* bad : {"", "-", "1-", "-3", "a-b", "1-2-3", "1,2", "1:2", " 1-2", "+1-2",
+                          "0-1000000001"}) {
+    auto r = ParseIndexRange(bad, 10'000, "--array");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              "--array: \"" + std::string(bad) +
+                  "\" is not an index range A-B (whole numbers from 0 to 1000000000, e.g. "
+                  "0-99) or one index");
+  }
+  EXPECT_EQ(ParseIndexRange("9-3", 10'000, "--array").status().message(),
+            "--array: \"9-3\" ends before it starts");
+  EXPECT_EQ(ParseIndexRange("1-10001", 10'000, "--array").status().message(),
+            "--array: \"1-10001\" has 10001 indices; at most 10000 in one array");
+  EXPECT_TRUE(ParseIndexRange("1-10000", 10'000, "--array").ok());
+}
+
 }  // namespace
 }  // namespace gpusched

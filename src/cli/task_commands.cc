@@ -44,7 +44,7 @@ int64_t NowMs() {
 struct SubmitFlags {
   ClientFlags client;
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
-  std::string time, workdir, profile, heartbeat_timeout;
+  std::string time, workdir, profile, heartbeat_timeout, array;
   bool export_env = false, keep_pending = false;
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
@@ -215,6 +215,10 @@ void RegisterSubmit(CLI::App& app) {
                 "Tolerate a node taint: KEY=VALUE[:EFFECT], KEY[:EFFECT] (any value) or * "
                 "(every taint); repeatable (agent --taint)");
   cmd->add_option("--name", f->name, "Task name");
+  cmd->add_option("--array", f->array,
+                  "A job array, A-B (e.g. 0-999, at most 10000 tasks): one task per index, "
+                  "each with $GPUSCHED_ARRAY_INDEX, named NAME[i]; one request, one "
+                  "transaction; prints every id");
   cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
   cmd->add_option("-f,--file", f->file, "Task spec YAML");
   cmd->add_option("--idempotency-key", f->idempotency_key,
@@ -223,16 +227,38 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_option("command", f->command, "-- COMMAND [ARG...]");
   cmd->callback([f, cmd] {
     core::TaskSpec spec = BuildSpec(*f, cmd);
+    std::optional<IndexRange> array;
+    if (cmd->count("--array")) {
+      array = OrFail(ParseIndexRange(f->array, core::kMaxArrayTasks, "--array"));
+    }
     Client c(f->client.server);
     v1::SubmitRequest req;
     rpc::TaskSpecToProto(spec, req.mutable_spec());
     req.set_idempotency_key(f->idempotency_key.empty() ? FreshIdempotencyKey()
                                                        : f->idempotency_key);
+    if (array) {
+      req.mutable_array()->set_first(array->first);
+      req.mutable_array()->set_last(array->last);
+    }
     v1::SubmitResponse resp;
     Status s = SubmitWithRetries(c, req, resp);
     if (!s.ok()) Fail(s);
+    if (array && resp.ids_size() != array->count()) {
+      Fail(Internal("the server answered " + std::to_string(resp.ids_size()) + " ids for " +
+                    std::to_string(array->count()) + " array tasks (a server older than "
+                    "--array?)"));
+    }
     if (f->client.json) {
-      std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
+      nlohmann::json out{{"id", resp.id()}};
+      if (array) {
+        out["ids"] = std::vector<uint64_t>(resp.ids().begin(), resp.ids().end());
+        out["array"] = {{"first", array->first}, {"last", array->last}};
+      }
+      std::cout << out.dump() << "\n";
+    } else if (array) {
+      std::string lines;
+      for (uint64_t id : resp.ids()) lines += std::to_string(id) + "\n";
+      std::cout << lines;
     } else {
       std::cout << resp.id() << "\n";
     }

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -27,6 +28,11 @@ struct MemoryProfile {
   int64_t width = 0;
   auto operator<=>(const MemoryProfile&) const = default;
 };
+
+// A job array's tasks (`gpusched submit --array A-B`): at most this many in one request, each
+// with its index in this environment variable.
+inline constexpr int64_t kMaxArrayTasks = 10'000;
+inline constexpr std::string_view kArrayIndexEnv = "GPUSCHED_ARRAY_INDEX";
 
 struct TaskSpec {
   std::string name;

@@ -65,6 +65,14 @@ grpc::Status ApiService::Submit(grpc::ServerContext* ctx, const v1::SubmitReques
   if (!spec.ok()) return rpc::ToGrpc(spec.status());
   spec->user = caller.user;  // who submits is the server's to say, never the client's
   spec->team = caller.team;
+  if (req->has_array()) {
+    const IndexRange range{req->array().first(), req->array().last()};
+    auto ids = cp.SubmitArray(std::move(spec).value(), range, req->idempotency_key());
+    if (!ids.ok()) return rpc::ToGrpc(ids.status());
+    resp->set_id(ids->front().value());
+    for (TaskId id : *ids) resp->add_ids(id.value());
+    return grpc::Status::OK;
+  }
   auto id = cp.Submit(std::move(spec).value(), req->idempotency_key());
   if (!id.ok()) return rpc::ToGrpc(id.status());
   resp->set_id(id->value());

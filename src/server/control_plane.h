@@ -42,6 +42,7 @@
 
 #include "base/clock.h"
 #include "base/executor.h"
+#include "base/units.h"
 #include "core/scheduler.h"
 #include "rpc/convert.h"
 #include "server/agent_channel.h"
@@ -89,6 +90,12 @@ class ControlPlane {
   // ---- API ----
   // `idempotency_key` "" = none. A key seen before returns the task it created.
   StatusOr<TaskId> Submit(core::TaskSpec spec, const std::string& idempotency_key = "");
+  // A job array (`submit --array A-B`): one task per index of `range`, each with
+  // GPUSCHED_ARRAY_INDEX=i in its environment and named NAME[i] ([i] without a name), with
+  // consecutive ids in index order. All are admitted together and stored in one commit: none
+  // is queued unless all are. A retry with the same key returns the same ids.
+  StatusOr<std::vector<TaskId>> SubmitArray(core::TaskSpec spec, IndexRange range,
+                                            const std::string& idempotency_key = "");
   StatusOr<v1::Task> GetTask(uint64_t id, bool with_history);
   // Tasks with id > after_id, ascending; `limit` 0 = 1000. Live states come from memory,
   // the others from the store's state index.
@@ -203,6 +210,10 @@ class ControlPlane {
                std::unique_ptr<core::Scheduler> scheduler);
   Status Restore();
   Status RestoreFairShareUsage();  // REQUIRES: mu_ held (within Restore)
+  // Submit and SubmitArray: admits every spec (or none), stores them in one commit and
+  // answers their ids in order. A key seen before answers the ids it created.
+  StatusOr<std::vector<TaskId>> SubmitAll(std::vector<core::TaskSpec> specs,
+                                          const std::string& idempotency_key);
   void LoopMain();
   void Kick();
 

@@ -23,6 +23,41 @@ v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
 }
 
 StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& idempotency_key) {
+  std::vector<core::TaskSpec> one;
+  one.push_back(std::move(spec));
+  GS_ASSIGN_OR_RETURN(std::vector<TaskId> ids, SubmitAll(std::move(one), idempotency_key));
+  return ids.front();
+}
+
+StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, IndexRange range,
+                                                        const std::string& idempotency_key) {
+  if (range.first < 0 || range.last < range.first || range.count() > core::kMaxArrayTasks) {
+    return InvalidArgument("array: " + std::to_string(range.first) + "-" +
+                           std::to_string(range.last) +
+                           " is not an index range A-B with 0 <= A <= B and at most " +
+                           std::to_string(core::kMaxArrayTasks) + " indices");
+  }
+  std::vector<core::TaskSpec> specs;
+  specs.reserve(static_cast<size_t>(range.count()));
+  for (int64_t i = range.first; i <= range.last; ++i) {
+    core::TaskSpec s = spec;
+    const std::string index = std::to_string(i);
+    s.env[std::string(core::kArrayIndexEnv)] = index;
+    s.name += "[" + index + "]";
+    specs.push_back(std::move(s));
+  }
+  return SubmitAll(std::move(specs), idempotency_key);
+}
+
+StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
+                                                      const std::string& idempotency_key) {
+  // Ids are consecutive: every admission happens under mu_, all of a request's at once.
+  const auto ids_from = [n = specs.size()](TaskId first) {
+    std::vector<TaskId> ids;
+    ids.reserve(n);
+    for (size_t i = 0; i < n; ++i) ids.push_back(TaskId(first.value() + i));
+    return ids;
+  };
   std::optional<uint64_t> stored;
   if (!idempotency_key.empty()) {
     // Outside mu_: a read of the store's key index. A key committed after this read is in
@@ -30,12 +65,11 @@ StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& id
     GS_ASSIGN_OR_RETURN(stored, store_->LookupIdempotencyKey(idempotency_key));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (stored) return TaskId(*stored);
-  TaskId id;
+  if (stored) return ids_from(TaskId(*stored));
   if (auto k = recent_keys_.find(idempotency_key);
       !idempotency_key.empty() && k != recent_keys_.end()) {
-    id = k->second;  // a retry: wait for the first submission's commit, if still held
-    while (sched_->IsHeld(id)) {
+    const TaskId first = k->second;  // a retry: wait for the first submission's commit
+    while (sched_->IsHeld(first)) {
       if (!committing_) {
         LeadCommit(lock);
       } else {
@@ -46,14 +80,23 @@ StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& id
       return NotStored("task not stored (the first submission with this key failed to "
                        "commit); nothing was queued: submit again");
     }
-    return id;
+    return ids_from(first);
   }
-  GS_ASSIGN_OR_RETURN(id, sched_->Submit(std::move(spec), /*hold=*/true));
-  ++submitted_;
+  std::vector<TaskId> ids;
+  ids.reserve(specs.size());
+  for (core::TaskSpec& spec : specs) {
+    StatusOr<TaskId> id = sched_->Submit(std::move(spec), /*hold=*/true);
+    if (!id.ok()) {  // none is queued unless all are
+      for (TaskId admitted : ids) Forget(admitted);
+      return id.status();
+    }
+    ids.push_back(*id);
+  }
+  submitted_ += static_cast<int64_t>(ids.size());
   if (!idempotency_key.empty()) {
-    pending_.keys[idempotency_key] = id.value();
-    held_keys_[id] = idempotency_key;
-    recent_keys_[idempotency_key] = id;
+    pending_.keys[idempotency_key] = ids.front().value();
+    held_keys_[ids.front()] = idempotency_key;
+    recent_keys_[idempotency_key] = ids.front();
     recent_key_order_.push_back(idempotency_key);
     while (recent_key_order_.size() > kRecentKeys) {
       recent_keys_.erase(recent_key_order_.front());
@@ -62,14 +105,19 @@ StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& id
   }
   const uint64_t seq = Flush();
   (void)CommitThrough(lock, seq);
-  if (auto w = withdrawn_.find(id); w != withdrawn_.end()) {
-    const std::string why = w->second.message();
-    withdrawn_.erase(w);
-    return NotStored("task not stored (" + why + "); nothing was queued: submit again");
+  std::optional<std::string> why;
+  for (TaskId id : ids) {  // one commit carried them all: all stored, or all withdrawn
+    if (auto w = withdrawn_.find(id); w != withdrawn_.end()) {
+      why = w->second.message();
+      withdrawn_.erase(w);
+    }
+  }
+  if (why) {
+    return NotStored("task not stored (" + *why + "); nothing was queued: submit again");
   }
   lock.unlock();
   Kick();
-  return id;
+  return ids;
 }
 
 StatusOr<v1::Task> ControlPlane::GetTask(uint64_t id, bool with_history) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/testing/test_dir.h"
+#include "core/task_validation.h"
 #include "server/probe_daemon.h"
 #include "server/testing/fake_agent_channel.h"
 #include "server/testing/tcp_peers.h"
@@ -237,6 +238,82 @@ TEST_F(ControlPlaneTest, ConcurrentSubmissionsShareOneCommit) {
   EXPECT_EQ(log[log.size() - 2], std::vector<uint64_t>{ids[0]});
   std::vector<uint64_t> group = log.back();
   EXPECT_EQ(group, (std::vector<uint64_t>{2, 3, 4}));
+}
+
+// Job arrays (`submit --array`): every index is admitted at once, with consecutive ids and
+// its index in the environment, and one commit stores them all.
+TEST_F(ControlPlaneTest, ArrayIsAdmittedTogetherAndStoredInOneCommit) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  const int64_t before = faults->commits();
+  core::TaskSpec spec = Spec();
+  spec.name = "sweep";
+  auto ids = cp->SubmitArray(spec, IndexRange{10, 14});
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), 5u);
+  EXPECT_EQ(faults->commits() - before, 1);
+  std::vector<uint64_t> expected;
+  for (size_t i = 0; i < 5; ++i) {
+    const uint64_t id = (*ids)[i].value();
+    expected.push_back(id);
+    EXPECT_EQ(id, (*ids)[0].value() + i);
+    const v1::Task t = Get(*cp, id);
+    EXPECT_EQ(t.name(), "sweep[" + std::to_string(10 + i) + "]");
+    EXPECT_EQ(t.spec().env().at("GPUSCHED_ARRAY_INDEX"), std::to_string(10 + i));
+    EXPECT_EQ(t.state(), "pending");
+  }
+  EXPECT_EQ(faults->committed_tasks().back(), expected);
+}
+
+TEST_F(ControlPlaneTest, ArrayWhoseCommitFailsQueuesNoneAndItsKeyCanBeUsedAgain) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  faults->FailNextCommits(1);
+  auto refused = cp->SubmitArray(Spec(), IndexRange{0, 3}, "array-key");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotStored);
+  cp->RunOnce();
+  EXPECT_TRUE(agent->assigns().empty()) << "a task of a refused array ran";
+  auto page = cp->ListTasks(std::nullopt, 0, 0);
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->tasks.empty());
+
+  auto accepted = cp->SubmitArray(Spec(), IndexRange{0, 3}, "array-key");
+  ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
+  auto retried = cp->SubmitArray(Spec(), IndexRange{0, 3}, "array-key");
+  ASSERT_TRUE(retried.ok());
+  EXPECT_EQ(*retried, *accepted);
+  cp.reset();  // after a restart the key comes from the store
+  auto again = Start(Sqlite());
+  auto stored = again->SubmitArray(Spec(), IndexRange{0, 3}, "array-key");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, *accepted);
+  auto all = again->ListTasks(std::nullopt, 0, 0);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->tasks.size(), 4u);
+}
+
+// One index whose task is refused (here its name grows past the limit at index 10) refuses
+// the whole array: the indices admitted before it are withdrawn.
+TEST_F(ControlPlaneTest, ArrayWithOneRefusedIndexQueuesNone) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  const int64_t before = faults->commits();
+  core::TaskSpec spec = Spec();
+  spec.name = std::string(core::kMaxNameLength - 3, 'n');  // "[8]" fits, "[10]" does not
+  auto refused = cp->SubmitArray(spec, IndexRange{8, 12});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(faults->commits() - before, 0);
+  EXPECT_EQ(cp->TasksInMemory(), 0u);
+  for (const IndexRange bad : {IndexRange{5, 3}, IndexRange{-1, 2}, IndexRange{0, 10'000}}) {
+    EXPECT_EQ(cp->SubmitArray(Spec(), bad).status().code(), StatusCode::kInvalidArgument);
+  }
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+  auto next = cp->Submit(Spec());
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(Get(*cp, next->value()).state(), "pending");
 }
 
 // Finding: a task stored as assigned whose assignment never reached the agent was recovered

@@ -221,6 +221,15 @@ StatusOr<Json> RestApi::SubmitTask(const Request& req, const Caller& caller) {
     return InvalidArgument("idempotency_key: differs from the Idempotency-Key header");
   }
   const std::string key = header.empty() ? body.idempotency_key : header;
+  if (body.array) {
+    GS_ASSIGN_OR_RETURN(std::vector<TaskId> ids,
+                        cp_.SubmitArray(std::move(body.spec), *body.array, key));
+    Json all = Json::array();
+    for (TaskId id : ids) all.push_back(id.value());
+    return Json{{"id", ids.front().value()},
+                {"ids", std::move(all)},
+                {"url", "/api/v1/tasks/" + std::to_string(ids.front().value())}};
+  }
   GS_ASSIGN_OR_RETURN(TaskId id, cp_.Submit(std::move(body.spec), key));
   return Json{{"id", id.value()}, {"url", "/api/v1/tasks/" + std::to_string(id.value())}};
 }

@@ -98,6 +98,11 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
     }
     return Status::Ok();
   }
+  if (key == "array") {  // "0-999", as `submit --array`
+    if (!v.is_string()) return WrongType(key, v, "a string such as \"0-999\"");
+    GS_ASSIGN_OR_RETURN(out.array, ParseIndexRange(v.get<std::string>(), core::kMaxArrayTasks, key));
+    return Status::Ok();
+  }
   if (key == "profile") {  // "resnet50,batch=32", as `submit --profile`
     if (!v.is_string()) return WrongType(key, v, "a string");
     GS_ASSIGN_OR_RETURN(s.profile, spec::ParseProfileFlag(v.get<std::string>(), key));

@@ -47,6 +47,7 @@ StatusOr<uint64_t> TaskIdParam(const std::string& text);
 struct SubmitBody {
   core::TaskSpec spec;
   std::string idempotency_key;
+  std::optional<IndexRange> array;  // "array": "0-999", a job array
 };
 StatusOr<SubmitBody> ParseSubmitBody(std::string_view body);
 

@@ -61,6 +61,12 @@ TEST(RestParamsTest, SubmitBodyFields) {
   EXPECT_EQ(b->spec.env.at("K"), "V");
   EXPECT_EQ(b->idempotency_key, "key");
   EXPECT_EQ(*ParseSubmitBody(R"({"command": ["x"], "duration": 90})")->spec.duration_ms, 90'000);
+  EXPECT_FALSE(b->array.has_value());
+  auto array = ParseSubmitBody(R"({"command": ["x"], "array": "0-999"})");
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  ASSERT_TRUE(array->array.has_value());
+  EXPECT_EQ(array->array->first, 0);
+  EXPECT_EQ(array->array->last, 999);
 }
 
 // The REST form of `submit --selector/--toleration/--profile` (CN115981827A claim 1,
@@ -103,6 +109,9 @@ TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
       {R"({"command": ["x"], "env": {"A": 1}})", "env.A: must be a string"},
       {R"({"command": ["x"], "gpu": 1})", "\"gpu\": unknown field"},
       {R"({"command": []})", "command: missing"},
+      {R"({"command": ["x"], "array": 5})", "array: must be a string such as \"0-999\""},
+      {R"({"command": ["x"], "array": "9-3"})", "array: \"9-3\" ends before it starts"},
+      {R"({"command": ["x"], "array": "0-10000"})", "array: \"0-10000\" has 10001 indices"},
   };
   for (const auto& [body, prefix] : cases) {
     auto b = ParseSubmitBody(body);

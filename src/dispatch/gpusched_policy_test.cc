@@ -235,3 +235,58 @@ TEST(GpuschedPolicyTest, ManyThreadsLeaveNothingOutstanding) {
 
 }  // namespace
 }  // namespace gpusched::dispatch
+
+namespace gpusched::dispatch {
+namespace {
+
+// A request's own expected run time places it, and its slot carries that estimate for those
+// that come after it: by the service's cost alone both GPUs hold one "big" lease two ms into
+// its run (a tie, so GPU0); by the requests' own estimates GPU1's co-runner is about done and
+// GPU0's has ~398 ms left.
+TEST(GpuschedPolicyTest, UsesTheRequestsOwnExpectedRunTime) {
+  FakeClock clock;
+  auto p = MakePolicy(SmallAndBig(2), clock);
+  ASSERT_EQ(p->Acquire(1, AcquireOptions{.expected_ms = 400})->gpu, 0);
+  ASSERT_EQ(p->Acquire(1, AcquireOptions{.expected_ms = 4})->gpu, 1);
+  clock.AdvanceMs(2);
+  EXPECT_EQ(p->load(0).mark.fin_time, 400);
+  EXPECT_EQ(p->load(1).mark.fin_time, 4);
+  EXPECT_EQ(p->Acquire(1, AcquireOptions{.expected_ms = 100})->gpu, 1);
+  EXPECT_EQ(p->Acquire(0, AcquireOptions{.expected_ms = -1}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(GpuschedPolicyTest, CancelEndsAWaitAtOnce) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  ASSERT_TRUE(p->Acquire(0).ok());
+  CancelToken cancel;
+  StatusOr<Lease> waiting = Unavailable("not yet");
+  std::thread waiter([&] { waiting = p->Acquire(0, AcquireOptions{.cancel = &cancel}); });
+  WaitForSleepers(clock, 1);
+  cancel.Cancel();  // no clock advance: the cancel alone ends the wait
+  waiter.join();
+  EXPECT_EQ(waiting.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(waiting.status().message().find("cancelled"), std::string::npos);
+  EXPECT_EQ(p->outstanding(), 1);
+}
+
+TEST(GpuschedPolicyTest, DeadlineEndsAWait) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  ASSERT_TRUE(p->Acquire(0).ok());
+  StatusOr<Lease> waiting = Unavailable("not yet");
+  std::thread waiter([&] { waiting = p->Acquire(0, AcquireOptions{.deadline_ns = 30'000'000}); });
+  WaitForSleepers(clock, 1);
+  clock.AdvanceMs(30);
+  waiter.join();
+  EXPECT_EQ(waiting.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(waiting.status().message().find("deadline"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::dispatch

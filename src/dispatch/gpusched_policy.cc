@@ -28,6 +28,23 @@ constexpr uint64_t kSharedTicketBit = uint64_t{1} << 62;
 constexpr DurationMs kWaitSliceMs = 1000;
 constexpr DurationMs kSharedWaitSliceMs = 100;
 
+// Leases a service must have released before its own spread replaces prior_spread.
+constexpr uint64_t kSpreadWarmup = 10;
+
+double NormalUpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
+// E[X - a | X > a] for X lognormal with mean `mean` and log-scale spread `s`: the work a lease
+// that received `a` still needs.
+double MeanResidual(double mean, double s, double a) {
+  if (s < 1e-6) return std::max(mean - a, 0.01 * mean);  // a tight estimate: nearly done
+  if (a <= 0) return mean;
+  const double mu = std::log(mean) - s * s / 2;
+  const double z = (std::log(a) - mu) / s;
+  const double survive = NormalUpperTail(z);  // P(X > a)
+  if (survive < 1e-300) return a * s * s / std::max(z * s, s * s);  // the far tail, asymptotically
+  return std::max(mean * NormalUpperTail(z - s) / survive - a, 0.0);
+}
+
 // Holds a MarkStore's lock for a scope; status() says whether it was taken.
 class StoreLock {
  public:
@@ -83,6 +100,10 @@ Status ValidateGpuschedConfig(const GpuschedConfig& config) {
     return InvalidArgument("min_remaining_fraction: must be in [0, 1], got " +
                            std::to_string(config.min_remaining_fraction));
   }
+  if (!(config.prior_spread >= 0) || !std::isfinite(config.prior_spread)) {
+    return InvalidArgument("prior_spread: must be finite and >= 0, got " +
+                           std::to_string(config.prior_spread));
+  }
   if (!(config.co_runner_weight >= 0) || !std::isfinite(config.co_runner_weight)) {
     return InvalidArgument("co_runner_weight: must be finite and >= 0, got " +
                            std::to_string(config.co_runner_weight));
@@ -130,6 +151,7 @@ GpuschedPolicy::GpuschedPolicy(GpuschedConfig config, Clock& clock,
       max_per_gpu_(config_.max_per_gpu > 0 ? config_.max_per_gpu : kMaxCoRunners),
       table_(&store_->table()),
       costs_(config_.services, config_.learning, config_.ema_alpha),
+      spreads_(config_.services.size()),
       metrics_(ServiceNames(config_.services), config_.gpu_count, clock.NowNs()) {}
 
 StatusOr<int> GpuschedPolicy::ServiceIndex(std::string_view name) const {
@@ -151,7 +173,14 @@ void GpuschedPolicy::AdvanceLocked(GpuSlots& g, int64_t now_ns) {
 
 double GpuschedPolicy::Remaining(const RunningSlot& r, double extra_ms) const {
   const double cost = r.expected_ms;
-  return std::max(cost - r.received_ms - extra_ms, config_.min_remaining_fraction * cost);
+  return std::max(MeanResidual(cost, r.spread, r.received_ms + extra_ms),
+                  config_.min_remaining_fraction * cost);
+}
+
+double GpuschedPolicy::SpreadLocked(int service) const {
+  const SpreadStats& st = spreads_[service];
+  if (st.n < kSpreadWarmup) return config_.prior_spread;
+  return std::sqrt(st.m2 / static_cast<double>(st.n - 1));
 }
 
 bool GpuschedPolicy::EligibleLocked(int gpu) const {
@@ -191,7 +220,8 @@ Lease GpuschedPolicy::GrantLocked(int service, int gpu, double cost_ms, int atte
   lease.requested_ns = requested_ns;
   lease.granted_ns = now_ns;
   GpuSlots& g = table_->gpus[gpu];
-  g.running[g.count] = {lease.ticket, cost_ms, 0.0, static_cast<int32_t>(getpid()), 0};
+  g.running[g.count] = {lease.ticket, cost_ms, 0.0, SpreadLocked(service),
+                        static_cast<int32_t>(getpid()), 0};
   g.count++;  // after the slot is written: a holder dying in between leaves no half slot
   // As the patent's lock (claim 4): set when this lease is now the one its GPU's mark names.
   lease.locked = LoadLocked(gpu, now_ns).mark.owner == lease.ticket;
@@ -298,7 +328,18 @@ Status GpuschedPolicy::Release(const Lease& lease, Outcome outcome) {
   while (i < g.count && g.running[i].ticket != granted.ticket) ++i;
   if (i < g.count) {  // absent only if another process reclaimed it (it took us for dead)
     // The work the lease received is its run time had it run alone: what cost_time means.
-    if (outcome == Outcome::kSucceeded) costs_.Observe(granted.service, g.running[i].received_ms);
+    if (outcome == Outcome::kSucceeded) {
+      const RunningSlot& r = g.running[i];
+      costs_.Observe(granted.service, r.received_ms);
+      if (r.received_ms > 0) {  // how far off the estimate was, on a log scale
+        SpreadStats& st = spreads_[granted.service];
+        const double x = std::log(r.received_ms / r.expected_ms);
+        st.n++;
+        const double delta = x - st.mean;
+        st.mean += delta / static_cast<double>(st.n);
+        st.m2 += delta * (x - st.mean);
+      }
+    }
     // Keep grant order (GpuLoad reports it); the count drops first, so a holder dying midway
     // leaves at worst a duplicate of a live slot beyond the count.
     const int last = g.count - 1;

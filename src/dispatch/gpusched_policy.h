@@ -6,15 +6,22 @@
 //
 // Model: a GPU shares its time equally among the leases running on it (processor sharing, as CUDA
 // streams of one process or MPS clients roughly do; SimDevice does it exactly). For each GPU the
-// policy tracks its co-runners: for each running lease the work it still needs, r = cost minus
-// the work it has received so far (elapsed time / co-runners, integrated at every grant and
-// release). A request of cost c on a GPU whose leases still need r_1..r_k finishes after c +
+// policy tracks its co-runners: for each running lease the work it has received so far
+// (elapsed time / co-runners, integrated at every grant and release) and from it the work r it
+// still needs (below). A request of cost c on a GPU whose leases still need r_1..r_k finishes after c +
 // sum_i m_i, m_i = min(r_i, c), and delays co-runner i by m_i. The policy grants the GPU with the
 // least added slowdown, sum_i (m_i / c + w * m_i / cost_i): its own wait relative to its cost
 // plus each co-runner's delay relative to theirs, weighted by w = co_runner_weight. Idle GPUs
-// come first; ties go to the lowest index. Run times vary, so a lease near or past its expected
-// cost is taken to need at least min_remaining_fraction of its cost more (a lognormal with sigma
-// 0.6 has about 0.6 of its mean left on average at any age past half its mean).
+// come first; ties go to the lowest index.
+//
+// What a running lease still needs: run times vary around their expected value, so a lease
+// that has received work a is expected to need E[X - a | X > a] more, X lognormal with mean
+// expected_ms and log-scale spread s (its mean residual life). A lease past its expected run
+// time is thus taken to need more the wider the spread, and a lease whose estimate is tight
+// little more than expected - a. The policy learns s per service from the leases it releases
+// (the standard deviation of log(received work / expected_ms)); before kSpreadWarmup of them
+// it assumes prior_spread. So a request that brings a good estimate of its own run time
+// teaches the policy to trust such estimates, and one that brings none leaves the service's.
 //
 // Each GPU keeps a mark like the patent's: fin_time is the latest expected finish of its
 // running leases (now + the work they still need in all), owner the lease expected to finish
@@ -65,8 +72,11 @@ struct GpuschedConfig {
   int max_per_gpu = 0;            // leases at once on one GPU; 0: kMaxCoRunners
   DurationMs acquire_timeout = 0;  // Acquire gives up (Unavailable) after this; 0: never
   // A running lease is expected to need at least this fraction of its cost more; in [0, 1].
-  // 0 trusts cost_time exactly.
-  double min_remaining_fraction = 0.5;
+  double min_remaining_fraction = 0;
+  // The log-scale spread of run times around their expected value assumed until a service's
+  // own is learned; >= 0. 0.6 is a wide spread (a lognormal whose p99 is ~3x its median); 0
+  // trusts expected run times exactly.
+  double prior_spread = 0.6;
   // Weight of the co-runners' added slowdown against the request's own; >= 0. 1 is the plain
   // sum of slowdowns. 2 gave a lower p50 than 1 at 80 % load, at the same p99, in a simulation
   // of processor-shared GPUs with the bench's workload; on `gpusched bench dispatch` the
@@ -76,7 +86,8 @@ struct GpuschedConfig {
 
 // Names the field and the value: gpu_count in [1, kMaxMarkGpus], at least one service, unique non-empty
 // names, finite cost_time > 0, ema_alpha in (0, 1] for kEma, max_per_gpu and acquire_timeout
-// >= 0 (max_per_gpu <= kMaxCoRunners), min_remaining_fraction in [0, 1], co_runner_weight finite and >= 0.
+// >= 0 (max_per_gpu <= kMaxCoRunners), min_remaining_fraction in [0, 1], prior_spread finite
+// and >= 0, co_runner_weight finite and >= 0.
 Status ValidateGpuschedConfig(const GpuschedConfig& config);
 
 // What the policy knows of one GPU (for tests, tracing and metrics).
@@ -139,6 +150,15 @@ class GpuschedPolicy final : public NodeDispatcher {
   Lease GrantLocked(int service, int gpu, double cost_ms, int attempt, int64_t requested_ns,
                     int64_t now_ns);
 
+  // REQUIRES: locked. The log-scale spread of `service`'s run times around their estimates.
+  double SpreadLocked(int service) const;
+
+  // Running log(received / expected) statistics of one service's released leases (Welford).
+  struct SpreadStats {
+    uint64_t n = 0;
+    double mean = 0, m2 = 0;
+  };
+
   const GpuschedConfig config_;
   Clock& clock_;
   const std::unique_ptr<MarkStore> store_;
@@ -150,6 +170,7 @@ class GpuschedPolicy final : public NodeDispatcher {
   bool shut_down_ = false;
   std::map<uint64_t, Lease> leases_;  // this process's outstanding leases, by ticket
   CostModel costs_;
+  std::vector<SpreadStats> spreads_;  // by service
   MetricsRecorder metrics_;
 };
 

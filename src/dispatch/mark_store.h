@@ -29,6 +29,7 @@ struct RunningSlot {
   uint64_t ticket;
   double expected_ms;  // expected run time on an idle GPU, fixed at the grant
   double received_ms;  // work done so far: integral of 1 / co-runners over the run
+  double spread;       // log-scale standard deviation of its run time around expected_ms
   int32_t pid;         // the process that holds the lease (reclaimed when it dies)
   int32_t reserved;
 };

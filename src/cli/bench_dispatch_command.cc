@@ -38,13 +38,14 @@ struct Options {
   int64_t acquire_timeout = 0;  // gpusched and patent policies, ms
   int max_in_flight = 0;       // the load generator's shedding
   double known_fraction = 0;   // of each request's run time, known at arrival (a hint)
+  GpuschedConfig gpusched;     // its remaining-work model options
 };
 
 std::unique_ptr<DispatchPolicy> MakePolicy(const std::string& name, const OpenLoopConfig& c,
                                            const Options& o, Clock& clock, Rng& rng) {
   const std::vector<ServiceConfig> services = BenchServiceConfigs(c);
   if (name == "gpusched") {
-    GpuschedConfig gc;
+    GpuschedConfig gc = o.gpusched;
     gc.gpu_count = c.gpus;
     gc.services = services;
     gc.max_per_gpu = o.max_per_gpu;
@@ -166,6 +167,16 @@ void RegisterBenchDispatch(CLI::App& bench) {
                   "Fraction of each request's run-time variance (log scale) known at arrival "
                   "and passed to the gpusched policy as the request's expected run time "
                   "(0: only the service is known; the run times are drawn alike for any value)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--prior-spread", opts->gpusched.prior_spread,
+                  "gpusched policy: log-scale spread of run times around their estimate "
+                  "assumed until learned (default 0.6)")
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_flag("!--fixed-spread", opts->gpusched.learn_spread,
+                "gpusched policy: keep --prior-spread instead of learning each service's");
+  cmd->add_option("--min-remaining-fraction", opts->gpusched.min_remaining_fraction,
+                  "gpusched policy: a running lease is taken to need at least this fraction "
+                  "of its expected run time more (default 0)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--max-in-flight", opts->max_in_flight,
                   "Drop a request that arrives while this many are in flight (0: never); "

@@ -179,7 +179,7 @@ double GpuschedPolicy::Remaining(const RunningSlot& r, double extra_ms) const {
 
 double GpuschedPolicy::SpreadLocked(int service) const {
   const SpreadStats& st = spreads_[service];
-  if (st.n < kSpreadWarmup) return config_.prior_spread;
+  if (!config_.learn_spread || st.n < kSpreadWarmup) return config_.prior_spread;
   return std::sqrt(st.m2 / static_cast<double>(st.n - 1));
 }
 

@@ -77,6 +77,9 @@ struct GpuschedConfig {
   // own is learned; >= 0. 0.6 is a wide spread (a lognormal whose p99 is ~3x its median); 0
   // trusts expected run times exactly.
   double prior_spread = 0.6;
+  // false: prior_spread is kept, never learned (with prior_spread 0 and min_remaining_fraction
+  // 0.5 this is the remaining-work rule of the first version of this policy).
+  bool learn_spread = true;
   // Weight of the co-runners' added slowdown against the request's own; >= 0. 1 is the plain
   // sum of slowdowns. 2 gave a lower p50 than 1 at 80 % load, at the same p99, in a simulation
   // of processor-shared GPUs with the bench's workload; on `gpusched bench dispatch` the

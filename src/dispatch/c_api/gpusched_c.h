@@ -16,8 +16,11 @@
  *
  * Lifetimes: every handle is thread-safe. Its destroy function refuses new calls, waits for the
  * calls in flight on other threads (a blocked acquire fails with GPUSCHED_E_FAILED_PRECONDITION
- * at its next round), and then frees it. A call that starts after destroy returned uses freed
- * memory: stop your threads, or use the Python or Java wrappers, which guard this.
+ * at its next round), and then frees it. A dispatcher or cancel handle passed after its destroy
+ * returned is refused with GPUSCHED_E_INVALID_ARGUMENT (the library keeps a registry of live
+ * ones), unless a new handle of the same kind was since created at the same address; other
+ * handles (simulated devices, chunk runtimes) are not checked: a call after their destroy uses
+ * freed memory. Stop your threads first, or use the Python or Java wrappers, which guard this.
  *
  * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
  * from the unversioned library: destroy functions return int; gpusched_dispatcher_release

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """An HTTP inference server that spreads its requests over the GPUs of one machine with the
-CN113051059B real-time dispatcher (gpusched's C ABI, through the `gpusched` Python package).
+gpusched dispatcher (gpusched's C ABI, through the `gpusched` Python package): the gpusched
+policy, or with --policy literal the CN113051059B real-time dispatcher.
 
 Every request leases a GPU from the dispatcher (acquire), runs the model on that GPU and hands
 the lease back with its outcome (release; a failed run trains nothing). The model is simulated
@@ -136,15 +137,16 @@ class InferenceServer:
     stops accepting, waits for the requests in flight and frees the dispatcher."""
 
     def __init__(self, gpus=3, host="127.0.0.1", port=0, model="sim", services=None,
-                 max_per_gpu=2, acquire_timeout_ms=5000):
+                 max_per_gpu=2, acquire_timeout_ms=5000, policy="gpusched"):
         services = services or DEFAULT_SERVICES
         self.gpus = gpus
         self.services = {name: svc for name, (svc, _) in services.items()}
-        self.model = make_model(model, gpus, {n: ms for n, (_, ms) in services.items()})
-        # max_per_gpu bounds the requests running on one GPU: the CN113051059B lock is an
-        # ownership token, not mutual exclusion (see docs/inference-server.md).
+        self.ms_per_unit = {n: ms for n, (_, ms) in services.items()}
+        self.model = make_model(model, gpus, self.ms_per_unit)
+        # max_per_gpu bounds the requests running on one GPU: several requests may share one
+        # GPU under either policy (see docs/inference-server.md).
         self.dispatcher = Dispatcher(gpus=gpus, services=list(self.services.values()),
-                                     max_per_gpu=max_per_gpu,
+                                     policy=policy, max_per_gpu=max_per_gpu,
                                      acquire_timeout_ms=acquire_timeout_ms)
         self._lock = threading.Lock()
         self.served_per_gpu = [0] * gpus
@@ -184,7 +186,10 @@ class InferenceServer:
 
     def infer(self, service, work, values):
         """Acquire a GPU, run the model on it, release with the outcome."""
-        lease = self.dispatcher.acquire(service)  # GpuschedError 6: none granted in time
+        # The request says how much work it brings: its expected run time on an idle GPU,
+        # which the gpusched policy places it by (the literal policy ignores it).
+        lease = self.dispatcher.acquire(service, expected_ms=work * self.ms_per_unit[service])
+        # GpuschedError 6: none granted in time
         started = time.monotonic()
         try:
             output = self.model.run(lease.gpu, service, work, values)
@@ -269,10 +274,11 @@ def main(argv=None):
     p.add_argument("--model", choices=["sim", "torch", "auto"], default="sim")
     p.add_argument("--max-per-gpu", type=int, default=2)
     p.add_argument("--acquire-timeout-ms", type=int, default=5000)
+    p.add_argument("--policy", choices=["gpusched", "literal"], default="gpusched")
     args = p.parse_args(argv)
     server = InferenceServer(gpus=args.gpus, host=args.host, port=args.port, model=args.model,
                              max_per_gpu=args.max_per_gpu,
-                             acquire_timeout_ms=args.acquire_timeout_ms)
+                             acquire_timeout_ms=args.acquire_timeout_ms, policy=args.policy)
     print(f"inference_server: {server.model.name} model on {args.gpus} GPU(s), "
           f"http://{args.host}:{server.port}", file=sys.stderr)
     try:

@@ -4,6 +4,7 @@
 // kernel, and failed requests. Plain main (no test framework in Debian's JDK): exits non-zero
 // on the first failure.
 // Usage: java -cp jna.jar:gpusched.jar:. GpuschedBindingTest
+import io.gpusched.Cancel;
 import io.gpusched.ChunkRuntime;
 import io.gpusched.Dispatcher;
 import io.gpusched.GpuschedException;
@@ -174,6 +175,48 @@ public class GpuschedBindingTest {
     }
   }
 
+  static void deadlinesCancelAndThePolicyChoice() throws Exception {
+    for (String policy : new String[] {"gpusched", "literal"}) {
+      GpuschedLibrary.DispatcherOptions o = options(1);
+      o.max_per_gpu = 1;
+      try (Dispatcher d = new Dispatcher(LIB, policy, null, o, OCR);
+           Cancel cancel = new Cancel(LIB)) {
+        GpuschedLibrary.Lease held = d.acquire("ocr");
+        expectError(GpuschedLibrary.E_DEADLINE_EXCEEDED, "deadline_ms 30",
+                    () -> d.acquire("ocr", 30, null, 0));
+        int[] code = {-1};
+        CountDownLatch started = new CountDownLatch(1);
+        Thread waiter = new Thread(() -> {
+          started.countDown();
+          try {
+            d.acquire("ocr", 10_000, cancel, 0);
+            code[0] = 0;
+          } catch (GpuschedException e) {
+            code[0] = e.code();
+          }
+        });
+        waiter.start();
+        started.await();
+        Thread.sleep(30);
+        long t0 = System.nanoTime();
+        cancel.fire();
+        waiter.join(10_000);
+        expect(!waiter.isAlive(), policy + ": the cancelled acquire returned");
+        expect(code[0] == GpuschedLibrary.E_CANCELLED, policy + ": code " + code[0]);
+        expect(System.nanoTime() - t0 < 5_000_000_000L, policy + ": at once");
+        expect(cancel.fired(), "stays fired");
+        d.release(held, false);
+      }
+    }
+    GpuschedLibrary.DispatcherOptions o = options(1);
+    o.literal_release = 1;
+    expectError(GpuschedLibrary.E_INVALID_ARGUMENT, "options.literal_release",
+                () -> new Dispatcher(LIB, o, OCR));
+    new Dispatcher(LIB, "literal", null, o, OCR).close();
+    expectError(GpuschedLibrary.E_INVALID_ARGUMENT, "policy",
+                () -> new Dispatcher(LIB, "fifo", null, options(1), OCR));
+  }
+
   static void chunkRuntimeSharedByFourThreads() throws Exception {
     final int n = 64 * 1024;  // uint32 per task: 256 KiB, 32 chunks of 8 KiB
     try (ChunkRuntime rt = ChunkRuntime.simulated(LIB, 2, 64, 8192)) {
@@ -227,6 +270,7 @@ public class GpuschedBindingTest {
     releasesAreChecked();
     badOptionsRefusedAtCreate();
     backpressureAndFractionalCosts();
+    deadlinesCancelAndThePolicyChoice();
     chunkRuntimeSharedByFourThreads();
     System.out.println("GpuschedBindingTest OK");
   }

@@ -26,15 +26,19 @@ import ctypes
 import math
 import os
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-__all__ = ["ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "SimDevices",
-           "cuda_device_count", "load_library", "ABI_VERSION"]
+__all__ = ["Cancel", "ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "SimDevices",
+           "cuda_device_count", "load_library", "shared_marks_unlink", "ABI_VERSION",
+           "CANCELLED", "DEADLINE_EXCEEDED"]
 
 ABI_VERSION = 1
 _SONAME = f"libgpusched_c.so.{ABI_VERSION}"
 _FAILED_PRECONDITION = 4
+# GpuschedError.code of an acquire whose deadline_ms passed, or whose Cancel was fired.
+DEADLINE_EXCEEDED = 20
+CANCELLED = 21
 
 
 class GpuschedError(RuntimeError):
@@ -105,6 +109,16 @@ def _declare(lib):
         "gpusched_abi_version": ([], ctypes.c_int),
         "gpusched_last_error": ([], cp),
         "gpusched_dispatcher_create": ([P(_Options), P(_ServiceConfig), i32, P(vp)], ctypes.c_int),
+        "gpusched_dispatcher_create_ex": ([cp, cp, P(_Options), P(_ServiceConfig), i32, P(vp)],
+                                          ctypes.c_int),
+        "gpusched_shared_marks_unlink": ([cp], ctypes.c_int),
+        "gpusched_dispatcher_acquire_ex": ([vp, cp, i64, vp, ctypes.c_double, P(_Lease)],
+                                           ctypes.c_int),
+        "gpusched_cancel_create": ([P(vp)], ctypes.c_int),
+        "gpusched_cancel_fire": ([vp], ctypes.c_int),
+        "gpusched_cancel_reset": ([vp], ctypes.c_int),
+        "gpusched_cancel_fired": ([vp, P(i32)], ctypes.c_int),
+        "gpusched_cancel_destroy": ([vp], ctypes.c_int),
         "gpusched_dispatcher_destroy": ([vp], ctypes.c_int),
         "gpusched_dispatcher_shutdown": ([vp, i32], ctypes.c_int),
         "gpusched_dispatcher_acquire": ([vp, cp, P(_Lease)], ctypes.c_int),
@@ -251,23 +265,36 @@ _COST_LEARNING = {"mean": 0, "ema": 1, "offline": 2}
 
 
 class Dispatcher(_Handle):
-    """The CN113051059B real-time dispatcher over `gpus` GPUs, on the real clock.
+    """A node-level dispatcher over `gpus` GPUs, on the real clock.
 
-    Options (keyword-only; an unknown keyword is a TypeError): literal_release, max_fin_time,
-    earliest_finish_scan, elapsed_budget, direct_no_lock (bools: the claims' alternative
-    readings), cost_learning ("mean", "ema" or "offline"), ema_alpha, max_per_gpu (0: no cap)
-    and acquire_timeout_ms (0: none).
+    policy: "gpusched" (the default): a request gets at once the GPU where it is expected to
+    finish earliest, weighed against the delay it causes the leases already there; it waits
+    only when every GPU is at max_per_gpu or out of service, and wakes when a lease is
+    released. "literal": the CN113051059B dispatcher as claimed, with the claims' options.
+    shared_marks: None, or a name "/name" (gpusched policy): the marks live in the shared-memory
+    segment /dev/shm/name, one set for every process on the machine that opens that name (see
+    shared_marks_unlink).
+
+    Options (keyword-only; an unknown keyword is a TypeError): cost_learning ("mean", "ema" or
+    "offline"), ema_alpha, max_per_gpu (0: no cap) and acquire_timeout_ms (0: none); for the
+    literal policy only, literal_release, max_fin_time, earliest_finish_scan, elapsed_budget,
+    direct_no_lock (bools: the claims' alternative readings).
 
     Thread-safe: call lease()/acquire() from many Python threads (ctypes releases the GIL
     while a call blocks). close() refuses while leases from acquire() are out."""
 
     _destroy = "gpusched_dispatcher_destroy"
 
-    def __init__(self, gpus, services, *, literal_release=False, max_fin_time=False,
+    def __init__(self, gpus, services, *, policy="gpusched", shared_marks=None,
+                 literal_release=False, max_fin_time=False,
                  earliest_finish_scan=False, elapsed_budget=False, direct_no_lock=False,
                  cost_learning="mean", ema_alpha=0.0, max_per_gpu=0, acquire_timeout_ms=0):
         super().__init__()
         lib = load_library()
+        if policy not in ("gpusched", "literal"):
+            raise ValueError(f"policy: must be 'gpusched' or 'literal', got {policy!r}")
+        if shared_marks is not None and not isinstance(shared_marks, str):
+            raise TypeError(f"shared_marks: must be None or a str, got {shared_marks!r}")
         if cost_learning not in _COST_LEARNING:
             raise ValueError(f"cost_learning: must be one of {sorted(_COST_LEARNING)}, "
                              f"got {cost_learning!r}")
@@ -284,10 +311,12 @@ class Dispatcher(_Handle):
         arr = (_ServiceConfig * len(services))(
             *[_ServiceConfig(s.name.encode(), s.cost_ms, s.wait_ms, s.try_ms) for s in services])
         handle = ctypes.c_void_p()
-        _check(lib.gpusched_dispatcher_create(ctypes.byref(opts), arr, len(services),
-                                              ctypes.byref(handle)))
+        _check(lib.gpusched_dispatcher_create_ex(
+            policy.encode(), shared_marks.encode() if shared_marks is not None else None,
+            ctypes.byref(opts), arr, len(services), ctypes.byref(handle)))
         self._h = handle
         self.gpus = gpus
+        self.policy = policy
 
     def _before_wait(self):
         _lib.gpusched_dispatcher_shutdown(self._h, 1)  # waiting acquires fail now
@@ -295,10 +324,21 @@ class Dispatcher(_Handle):
     def _after_refused(self):
         _lib.gpusched_dispatcher_shutdown(self._h, 0)
 
-    def acquire(self, service):
+    def acquire(self, service, *, deadline_ms=0, cancel=None, expected_ms=0):
+        """Blocks until a GPU is granted; returns the lease to release.
+
+        deadline_ms > 0: give up after that many ms (GpuschedError, code DEADLINE_EXCEEDED).
+        cancel: a Cancel; firing it from another thread ends the wait (code CANCELLED).
+        expected_ms > 0: this request's expected run time, used by the gpusched policy."""
+        if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 0:
+            raise ValueError(f"deadline_ms: must be an int >= 0, got {deadline_ms!r}")
+        _nonneg_number("expected_ms", expected_ms)
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel: must be None or a Cancel, got {cancel!r}")
         lease = _Lease()
-        with self._call() as h:
-            _check(_lib.gpusched_dispatcher_acquire(h, service.encode(), ctypes.byref(lease)))
+        with self._call() as h, (cancel._call() if cancel is not None else nullcontext()) as c:
+            _check(_lib.gpusched_dispatcher_acquire_ex(h, service.encode(), deadline_ms, c,
+                                                       float(expected_ms), ctypes.byref(lease)))
         return lease
 
     def release(self, lease, failed=False):
@@ -308,10 +348,10 @@ class Dispatcher(_Handle):
             _check(_lib.gpusched_dispatcher_release(h, ctypes.byref(lease), 1 if failed else 0))
 
     @contextmanager
-    def lease(self, service):
-        """Blocks until a GPU is granted; yields its index; releases on exit, as failed when
-        the block raised."""
-        lease = self.acquire(service)
+    def lease(self, service, **acquire_options):
+        """Blocks until a GPU is granted (acquire's options apply); yields its index; releases
+        on exit, as failed when the block raised."""
+        lease = self.acquire(service, **acquire_options)
         try:
             yield lease.gpu
         except BaseException:
@@ -341,6 +381,46 @@ class Dispatcher(_Handle):
         with self._call() as h:
             _check(_lib.gpusched_dispatcher_gpu_metrics(h, gpu, ctypes.byref(m)))
         return _struct_dict(m)
+
+
+class Cancel(_Handle):
+    """Ends the acquires waiting with it when fired (from any thread); they raise
+    GpuschedError with code CANCELLED. Stays fired until reset(). close() fires it first."""
+
+    _destroy = "gpusched_cancel_destroy"
+
+    def __init__(self):
+        super().__init__()
+        lib = load_library()
+        handle = ctypes.c_void_p()
+        _check(lib.gpusched_cancel_create(ctypes.byref(handle)))
+        self._h = handle
+
+    def _before_wait(self):
+        _lib.gpusched_cancel_fire(self._h)  # the acquires using it return, so close can wait
+
+    def fire(self):
+        with self._call() as h:
+            _check(_lib.gpusched_cancel_fire(h))
+
+    def reset(self):
+        with self._call() as h:
+            _check(_lib.gpusched_cancel_reset(h))
+
+    @property
+    def fired(self):
+        out = ctypes.c_int32()
+        with self._call() as h:
+            _check(_lib.gpusched_cancel_fired(h, ctypes.byref(out)))
+        return out.value == 1
+
+
+def shared_marks_unlink(name):
+    """Removes the shared-marks segment `name` (processes that opened it keep it)."""
+    lib = load_library()
+    code = lib.gpusched_shared_marks_unlink(name.encode())
+    if code != 0:
+        raise GpuschedError(code, lib.gpusched_last_error().decode())
 
 
 class SimDevices(_Handle):

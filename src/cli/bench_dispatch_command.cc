@@ -37,13 +37,15 @@ struct Options {
   int max_per_gpu = 0;         // gpusched and patent policies
   int64_t acquire_timeout = 0;  // gpusched and patent policies, ms
   int max_in_flight = 0;       // the load generator's shedding
+  double known_fraction = 0;   // of each request's run time, known at arrival (a hint)
+  GpuschedConfig gpusched;     // its remaining-work model options
 };
 
 std::unique_ptr<DispatchPolicy> MakePolicy(const std::string& name, const OpenLoopConfig& c,
                                            const Options& o, Clock& clock, Rng& rng) {
   const std::vector<ServiceConfig> services = BenchServiceConfigs(c);
   if (name == "gpusched") {
-    GpuschedConfig gc;
+    GpuschedConfig gc = o.gpusched;
     gc.gpu_count = c.gpus;
     gc.services = services;
     gc.max_per_gpu = o.max_per_gpu;
@@ -80,11 +82,12 @@ void PrintRow(const OpenLoopResult& r) {
 void PrintJson(const Options& o, double overhead_1, double overhead_2, double gpusched_1,
                const std::vector<OpenLoopResult>& rows) {
   std::printf("{\"seed\": %llu, \"requests\": %d, \"gpus\": 8, \"max_per_gpu\": %d,"
-              " \"acquire_timeout_ms\": %lld, \"max_in_flight\": %d,"
+              " \"acquire_timeout_ms\": %lld, \"max_in_flight\": %d, \"known_fraction\": %.2f,"
               " \"overhead_ns_per_decision\": %.1f, \"overhead_ns_per_decision_2_threads\": %.1f,"
               " \"gpusched_overhead_ns_per_decision\": %.1f, \"rows\": [",
               static_cast<unsigned long long>(o.seed), o.requests, o.max_per_gpu,
-              static_cast<long long>(o.acquire_timeout), o.max_in_flight, overhead_1, overhead_2,
+              static_cast<long long>(o.acquire_timeout), o.max_in_flight, o.known_fraction,
+              overhead_1, overhead_2,
               gpusched_1);
   for (size_t i = 0; i < rows.size(); ++i) {
     const OpenLoopResult& r = rows[i];
@@ -109,6 +112,7 @@ void Run(const Options& o) {
       c.load = load;
       c.requests = o.requests;
       c.max_in_flight = o.max_in_flight;
+      c.known_fraction = o.known_fraction;
       const std::vector<std::unique_ptr<SimDevice>> owned =
           MakeBenchDevices(c.gpus, c.streams_per_gpu, clock);
       std::vector<SimDevice*> devices;
@@ -128,8 +132,9 @@ void Run(const Options& o) {
               " gpusched %.0f ns (1 thread)\n",
               overhead_1, overhead_2, gpusched_1);
   std::printf("seed %llu, %d requests per row, 8 simulated GPUs, services small (6 ms) and "
-              "large (18 ms), lognormal sigma 0.6; latency over served requests only\n",
-              static_cast<unsigned long long>(o.seed), o.requests);
+              "large (18 ms), lognormal sigma 0.6, %.0f %% of it known at arrival; latency "
+              "over served requests only\n",
+              static_cast<unsigned long long>(o.seed), o.requests, o.known_fraction * 100);
 }
 
 }  // namespace
@@ -158,6 +163,21 @@ void RegisterBenchDispatch(CLI::App& bench) {
                   "gpusched and patent policies: give a request up after this many ms without "
                   "a GPU (0: never); counted as given-up")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  cmd->add_option("--known-fraction", opts->known_fraction,
+                  "Fraction of each request's run-time variance (log scale) known at arrival "
+                  "and passed to the gpusched policy as the request's expected run time "
+                  "(0: only the service is known; the run times are drawn alike for any value)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--prior-spread", opts->gpusched.prior_spread,
+                  "gpusched policy: log-scale spread of run times around their estimate "
+                  "assumed until learned (default 0.6)")
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_flag("!--fixed-spread", opts->gpusched.learn_spread,
+                "gpusched policy: keep --prior-spread instead of learning each service's");
+  cmd->add_option("--min-remaining-fraction", opts->gpusched.min_remaining_fraction,
+                  "gpusched policy: a running lease is taken to need at least this fraction "
+                  "of its expected run time more (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--max-in-flight", opts->max_in_flight,
                   "Drop a request that arrives while this many are in flight (0: never); "
                   "counted as dropped")

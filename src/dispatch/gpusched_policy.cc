@@ -5,27 +5,78 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "base/check.h"
 
 namespace gpusched::dispatch {
 namespace {
 
-// Tickets carry the policy's id above bit 40 and bit 63 set, so they never match a ticket of
-// another GpuschedPolicy or of a RealtimeDispatcher.
+// Tickets have bit 63 set, so they never match a RealtimeDispatcher's. With local marks they
+// carry the policy's id above bit 40, so no two policies in a process share one; with shared
+// marks bit 62 is set and the number comes from the shared table, unique across processes.
 std::atomic<uint64_t> next_policy_id{1};
 constexpr int kTicketIdShift = 40;
 constexpr uint64_t kGpuschedTicketBit = uint64_t{1} << 63;
+constexpr uint64_t kSharedTicketBit = uint64_t{1} << 62;
 
-// Without acquire_timeout a blocked Acquire still re-checks this often (a lost wake-up costs
-// at most this much).
+// Without a deadline a blocked Acquire still re-checks this often (a lost wake-up costs at
+// most this much). With shared marks it also reclaims the leases of dead processes then.
 constexpr DurationMs kWaitSliceMs = 1000;
+constexpr DurationMs kSharedWaitSliceMs = 100;
+
+// Leases a service must have released before its own spread replaces prior_spread.
+constexpr uint64_t kSpreadWarmup = 10;
+
+double NormalUpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
+// E[X - a | X > a] for X lognormal with mean `mean` and log-scale spread `s`: the work a lease
+// that received `a` still needs.
+double MeanResidual(double mean, double s, double a) {
+  if (s < 1e-6) return std::max(mean - a, 0.01 * mean);  // a tight estimate: nearly done
+  if (a <= 0) return mean;
+  const double mu = std::log(mean) - s * s / 2;
+  const double z = (std::log(a) - mu) / s;
+  const double survive = NormalUpperTail(z);  // P(X > a)
+  if (survive < 1e-300) return a * s * s / std::max(z * s, s * s);  // the far tail, asymptotically
+  return std::max(mean * NormalUpperTail(z - s) / survive - a, 0.0);
+}
+
+// Holds a MarkStore's lock for a scope; status() says whether it was taken.
+class StoreLock {
+ public:
+  explicit StoreLock(MarkStore& store) : store_(store), status_(store.Lock()) {}
+  ~StoreLock() {
+    if (status_.ok()) store_.Unlock();
+  }
+  StoreLock(const StoreLock&) = delete;
+  StoreLock& operator=(const StoreLock&) = delete;
+  const Status& status() const { return status_; }
+  Status Wait(DurationMs ms) {
+    status_ = store_.Wait(ms);
+    return status_;
+  }
+
+ private:
+  MarkStore& store_;
+  Status status_;
+};
+
+std::vector<std::string> ServiceNames(const std::vector<ServiceConfig>& services) {
+  std::vector<std::string> names;
+  for (const ServiceConfig& s : services) names.push_back(s.name);
+  return names;
+}
 
 }  // namespace
 
 Status ValidateGpuschedConfig(const GpuschedConfig& config) {
-  if (config.gpu_count < 1) {
-    return InvalidArgument("gpu_count: must be >= 1, got " + std::to_string(config.gpu_count));
+  if (config.gpu_count < 1 || config.gpu_count > kMaxMarkGpus) {
+    return InvalidArgument("gpu_count: must be in [1, " + std::to_string(kMaxMarkGpus) +
+                           "], got " + std::to_string(config.gpu_count));
   }
   if (config.services.empty()) return InvalidArgument("services: at least one is required");
   if (config.learning == CostLearning::kEma && !(config.ema_alpha > 0 && config.ema_alpha <= 1)) {
@@ -36,6 +87,11 @@ Status ValidateGpuschedConfig(const GpuschedConfig& config) {
     return InvalidArgument("max_per_gpu: must be >= 0 (0: no cap), got " +
                            std::to_string(config.max_per_gpu));
   }
+  if (config.max_per_gpu > kMaxCoRunners) {
+    return InvalidArgument("max_per_gpu: at most " + std::to_string(kMaxCoRunners) +
+                           " leases run on one GPU (0: that many), got " +
+                           std::to_string(config.max_per_gpu));
+  }
   if (config.acquire_timeout < 0) {
     return InvalidArgument("acquire_timeout: must be >= 0 ms (0: none), got " +
                            std::to_string(config.acquire_timeout));
@@ -43,6 +99,10 @@ Status ValidateGpuschedConfig(const GpuschedConfig& config) {
   if (!(config.min_remaining_fraction >= 0 && config.min_remaining_fraction <= 1)) {
     return InvalidArgument("min_remaining_fraction: must be in [0, 1], got " +
                            std::to_string(config.min_remaining_fraction));
+  }
+  if (!(config.prior_spread >= 0) || !std::isfinite(config.prior_spread)) {
+    return InvalidArgument("prior_spread: must be finite and >= 0, got " +
+                           std::to_string(config.prior_spread));
   }
   if (!(config.co_runner_weight >= 0) || !std::isfinite(config.co_runner_weight)) {
     return InvalidArgument("co_runner_weight: must be finite and >= 0, got " +
@@ -62,21 +122,37 @@ Status ValidateGpuschedConfig(const GpuschedConfig& config) {
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<GpuschedPolicy>> GpuschedPolicy::Create(GpuschedConfig config,
-                                                                 Clock& clock) {
+StatusOr<std::unique_ptr<GpuschedPolicy>> GpuschedPolicy::Create(
+    GpuschedConfig config, Clock& clock, std::unique_ptr<MarkStore> store) {
   GS_RETURN_IF_ERROR(ValidateGpuschedConfig(config));
-  return std::unique_ptr<GpuschedPolicy>(new GpuschedPolicy(std::move(config), clock));
+  if (store == nullptr) {
+    store = std::make_unique<LocalMarkStore>(config.gpu_count, clock);
+  } else {
+    StoreLock lock(*store);
+    GS_RETURN_IF_ERROR(lock.status());
+    if (store->table().gpu_count != config.gpu_count) {
+      return InvalidArgument("gpu_count: " + std::to_string(config.gpu_count) +
+                             " differs from the mark store's " +
+                             std::to_string(store->table().gpu_count));
+    }
+  }
+  return std::unique_ptr<GpuschedPolicy>(
+      new GpuschedPolicy(std::move(config), clock, std::move(store)));
 }
 
-GpuschedPolicy::GpuschedPolicy(GpuschedConfig config, Clock& clock)
+GpuschedPolicy::GpuschedPolicy(GpuschedConfig config, Clock& clock,
+                               std::unique_ptr<MarkStore> store)
     : config_(std::move(config)),
       clock_(clock),
-      ticket_base_(kGpuschedTicketBit | (next_policy_id.fetch_add(1) << kTicketIdShift)),
-      gpus_(static_cast<size_t>(config_.gpu_count)),
-      costs_(config_.services, config_.learning, config_.ema_alpha) {
-  const int64_t now_ns = clock_.NowNs();
-  for (Gpu& g : gpus_) g.updated_ns = now_ns;
-}
+      store_(std::move(store)),
+      ticket_base_(store_->shared()
+                       ? kGpuschedTicketBit | kSharedTicketBit
+                       : kGpuschedTicketBit | (next_policy_id.fetch_add(1) << kTicketIdShift)),
+      max_per_gpu_(config_.max_per_gpu > 0 ? config_.max_per_gpu : kMaxCoRunners),
+      table_(&store_->table()),
+      costs_(config_.services, config_.learning, config_.ema_alpha),
+      spreads_(config_.services.size()),
+      metrics_(ServiceNames(config_.services), config_.gpu_count, clock.NowNs()) {}
 
 StatusOr<int> GpuschedPolicy::ServiceIndex(std::string_view name) const {
   for (size_t i = 0; i < config_.services.size(); ++i) {
@@ -85,25 +161,31 @@ StatusOr<int> GpuschedPolicy::ServiceIndex(std::string_view name) const {
   return NotFound("service: no service named \"" + std::string(name) + "\"");
 }
 
-void GpuschedPolicy::AdvanceLocked(Gpu& g, int64_t now_ns) {
+void GpuschedPolicy::AdvanceLocked(GpuSlots& g, int64_t now_ns) {
   if (now_ns <= g.updated_ns) return;
-  if (!g.running.empty()) {
+  if (g.count > 0) {
     const double share_ms =
-        static_cast<double>(now_ns - g.updated_ns) / 1e6 / static_cast<double>(g.running.size());
-    for (Running& r : g.running) r.received_ms += share_ms;
+        static_cast<double>(now_ns - g.updated_ns) / 1e6 / static_cast<double>(g.count);
+    for (int i = 0; i < g.count; ++i) g.running[i].received_ms += share_ms;
   }
   g.updated_ns = now_ns;
 }
 
-double GpuschedPolicy::RemainingLocked(const Running& r, double extra_ms) const {
-  const double cost = costs_.cost_exact_ms(r.service);
-  return std::max(cost - r.received_ms - extra_ms, config_.min_remaining_fraction * cost);
+double GpuschedPolicy::Remaining(const RunningSlot& r, double extra_ms) const {
+  const double cost = r.expected_ms;
+  return std::max(MeanResidual(cost, r.spread, r.received_ms + extra_ms),
+                  config_.min_remaining_fraction * cost);
+}
+
+double GpuschedPolicy::SpreadLocked(int service) const {
+  const SpreadStats& st = spreads_[service];
+  if (!config_.learn_spread || st.n < kSpreadWarmup) return config_.prior_spread;
+  return std::sqrt(st.m2 / static_cast<double>(st.n - 1));
 }
 
 bool GpuschedPolicy::EligibleLocked(int gpu) const {
-  const Gpu& g = gpus_[gpu];
-  return g.enabled && (config_.max_per_gpu == 0 ||
-                       static_cast<int>(g.running.size()) < config_.max_per_gpu);
+  const GpuSlots& g = table_->gpus[gpu];
+  return g.enabled != 0 && g.count < max_per_gpu_;
 }
 
 int GpuschedPolicy::PickLocked(double cost_ms) const {
@@ -114,10 +196,11 @@ int GpuschedPolicy::PickLocked(double cost_ms) const {
     // Under processor sharing the request and a co-runner slow each other down by as long as
     // both run: m = min(remaining, cost). Relative to each one's cost, that is the slowdown the
     // grant adds (the co-runners' weighted). Strict < keeps the lowest index on a tie.
+    const GpuSlots& g = table_->gpus[gpu];
     double slowdown = 0;
-    for (const Running& r : gpus_[gpu].running) {
-      const double m = std::min(RemainingLocked(r, 0), cost_ms);
-      slowdown += m / cost_ms + config_.co_runner_weight * m / costs_.cost_exact_ms(r.service);
+    for (int i = 0; i < g.count; ++i) {
+      const double m = std::min(Remaining(g.running[i], 0), cost_ms);
+      slowdown += m / cost_ms + config_.co_runner_weight * m / g.running[i].expected_ms;
     }
     if (best < 0 || slowdown < best_slowdown) {
       best = gpu;
@@ -127,80 +210,147 @@ int GpuschedPolicy::PickLocked(double cost_ms) const {
   return best;
 }
 
-StatusOr<Lease> GpuschedPolicy::Acquire(int service) {
+Lease GpuschedPolicy::GrantLocked(int service, int gpu, double cost_ms, int attempt,
+                                  int64_t requested_ns, int64_t now_ns) {
+  Lease lease;
+  lease.gpu = gpu;
+  lease.service = service;
+  lease.ticket = ticket_base_ | table_->next_ticket++;
+  lease.attempts = attempt;
+  lease.requested_ns = requested_ns;
+  lease.granted_ns = now_ns;
+  GpuSlots& g = table_->gpus[gpu];
+  g.running[g.count] = {lease.ticket, cost_ms, 0.0, SpreadLocked(service),
+                        static_cast<int32_t>(getpid()), 0};
+  g.count++;  // after the slot is written: a holder dying in between leaves no half slot
+  // As the patent's lock (claim 4): set when this lease is now the one its GPU's mark names.
+  lease.locked = LoadLocked(gpu, now_ns).mark.owner == lease.ticket;
+  leases_[lease.ticket] = lease;
+  metrics_.OnGrant(service, gpu, /*direct=*/false, now_ns);
+  return lease;
+}
+
+Status GpuschedPolicy::WaitEndedLocked(int service, const AcquireOptions& options,
+                                       int64_t requested_ns, int64_t now_ns) const {
+  if (shut_down_) return FailedPrecondition("acquire: the policy is shutting down");
+  if (options.cancel != nullptr && options.cancel->cancelled()) {
+    return Unavailable("acquire: cancelled");
+  }
+  if (options.deadline_ns > 0 && now_ns >= options.deadline_ns) {
+    return Unavailable("acquire: deadline passed");
+  }
+  if (config_.acquire_timeout > 0 && now_ns - requested_ns >= config_.acquire_timeout * 1'000'000) {
+    int disabled = 0, full = 0;
+    for (int g = 0; g < config_.gpu_count; ++g) {
+      if (table_->gpus[g].enabled == 0) {
+        disabled++;
+      } else if (!EligibleLocked(g)) {
+        full++;
+      }
+    }
+    return Unavailable("acquire: no GPU granted to service \"" + config_.services[service].name +
+                       "\" within acquire_timeout " + std::to_string(config_.acquire_timeout) +
+                       " ms (" + std::to_string(full) + " of " + std::to_string(config_.gpu_count) +
+                       " GPUs at max_per_gpu " + std::to_string(max_per_gpu_) + ", " +
+                       std::to_string(disabled) + " out of service)");
+  }
+  return Status::Ok();
+}
+
+DurationMs GpuschedPolicy::WaitSliceLocked(const AcquireOptions& options, int64_t requested_ns,
+                                           int64_t now_ns) const {
+  DurationMs wait_ms = store_->shared() ? kSharedWaitSliceMs : kWaitSliceMs;
+  auto until = [&](int64_t deadline_ns) {
+    wait_ms = std::min<DurationMs>(wait_ms, (deadline_ns - now_ns + 999'999) / 1'000'000);
+  };
+  if (config_.acquire_timeout > 0) until(requested_ns + config_.acquire_timeout * 1'000'000);
+  if (options.deadline_ns > 0) until(options.deadline_ns);
+  return std::max<DurationMs>(wait_ms, 1);
+}
+
+StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& options) {
   if (service < 0 || service >= static_cast<int>(config_.services.size())) {
     return InvalidArgument("service: index " + std::to_string(service) + " out of range");
   }
-  std::unique_lock lock(mu_);
+  if (!(options.expected_ms >= 0) || !std::isfinite(options.expected_ms)) {
+    return InvalidArgument("expected_ms: must be finite and >= 0 (0: the service's cost), got " +
+                           std::to_string(options.expected_ms));
+  }
+  // A cancel wakes the wait below. Declared before the lock, so it is unsubscribed after the
+  // lock is let go (the callback takes the lock).
+  CancelSubscription subscription(options.cancel, [this] {
+    StoreLock lock(*store_);
+    if (lock.status().ok()) store_->NotifyAll();
+  });
+  StoreLock lock(*store_);
+  GS_RETURN_IF_ERROR(lock.status());
   const int64_t requested_ns = clock_.NowNs();
   for (int attempt = 1;; ++attempt) {
-    if (shut_down_) return FailedPrecondition("acquire: the policy is shutting down");
     const int64_t now_ns = clock_.NowNs();
-    for (Gpu& g : gpus_) AdvanceLocked(g, now_ns);
-    const int gpu = PickLocked(costs_.cost_exact_ms(service));
-    if (gpu >= 0) {
-      Lease lease;
-      lease.gpu = gpu;
-      lease.service = service;
-      lease.ticket = ticket_base_ | next_ticket_++;
-      lease.attempts = attempt;
-      lease.requested_ns = requested_ns;
-      lease.granted_ns = now_ns;
-      gpus_[gpu].running.push_back({lease.ticket, service, 0.0});
-      leases_[lease.ticket] = lease;
-      return lease;
+    if (shut_down_ || (options.cancel != nullptr && options.cancel->cancelled())) {
+      return WaitEndedLocked(service, options, requested_ns, now_ns);
     }
+    for (int g = 0; g < config_.gpu_count; ++g) AdvanceLocked(table_->gpus[g], now_ns);
+    const double cost_ms =
+        options.expected_ms > 0 ? options.expected_ms : costs_.cost_exact_ms(service);
+    const int gpu = PickLocked(cost_ms);
+    if (gpu >= 0) return GrantLocked(service, gpu, cost_ms, attempt, requested_ns, now_ns);
     // Every GPU is out of service or at max_per_gpu: sleep until one of them changes.
-    DurationMs wait_ms = kWaitSliceMs;
-    if (config_.acquire_timeout > 0) {
-      const int64_t left_ns = requested_ns + config_.acquire_timeout * 1'000'000 - now_ns;
-      if (left_ns <= 0) {
-        return Unavailable("acquire: no GPU granted to service \"" +
-                           config_.services[service].name + "\" within acquire_timeout " +
-                           std::to_string(config_.acquire_timeout) +
-                           " ms (every GPU at max_per_gpu " +
-                           std::to_string(config_.max_per_gpu) + " or out of service)");
-      }
-      wait_ms = std::min<DurationMs>(wait_ms, (left_ns + 999'999) / 1'000'000);
-    }
-    clock_.WaitFor(lock, released_, wait_ms, [&] {
-      if (shut_down_) return true;
-      for (int g = 0; g < config_.gpu_count; ++g) {
-        if (EligibleLocked(g)) return true;
-      }
-      return false;
-    });
+    GS_RETURN_IF_ERROR(WaitEndedLocked(service, options, requested_ns, now_ns));
+    metrics_.OnGiveUp(service);
+    GS_RETURN_IF_ERROR(lock.Wait(WaitSliceLocked(options, requested_ns, now_ns)));
+    if (store_->ReclaimDead() > 0) store_->NotifyAll();
   }
 }
 
 Status GpuschedPolicy::Release(const Lease& lease, Outcome outcome) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = leases_.find(lease.ticket);
-    if (it == leases_.end()) {
-      return NotFound("lease: ticket " + std::to_string(lease.ticket) +
-                      " is not outstanding on this policy (released already, never granted, "
-                      "or another policy's)");
-    }
-    const Lease granted = it->second;
-    if (granted.gpu != lease.gpu || granted.service != lease.service) {
-      return InvalidArgument("lease: gpu " + std::to_string(lease.gpu) + " / service " +
-                             std::to_string(lease.service) + " do not match ticket " +
-                             std::to_string(lease.ticket) + " (granted gpu " +
-                             std::to_string(granted.gpu) + ", service " +
-                             std::to_string(granted.service) + ")");
-    }
-    leases_.erase(it);
-    Gpu& g = gpus_[granted.gpu];
-    AdvanceLocked(g, clock_.NowNs());
-    auto r = std::find_if(g.running.begin(), g.running.end(),
-                          [&](const Running& x) { return x.ticket == granted.ticket; });
-    GS_CHECK(r != g.running.end());
-    // The work the lease received is its run time had it run alone: what cost_time means.
-    if (outcome == Outcome::kSucceeded) costs_.Observe(granted.service, r->received_ms);
-    g.running.erase(r);
+  StoreLock lock(*store_);
+  GS_RETURN_IF_ERROR(lock.status());
+  auto it = leases_.find(lease.ticket);
+  if (it == leases_.end()) {
+    return NotFound("lease: ticket " + std::to_string(lease.ticket) +
+                    " is not outstanding on this policy (released already, never granted, "
+                    "or another policy's)");
   }
-  released_.notify_all();
+  const Lease granted = it->second;
+  if (granted.gpu != lease.gpu || granted.service != lease.service) {
+    return InvalidArgument("lease: gpu " + std::to_string(lease.gpu) + " / service " +
+                           std::to_string(lease.service) + " do not match ticket " +
+                           std::to_string(lease.ticket) + " (granted gpu " +
+                           std::to_string(granted.gpu) + ", service " +
+                           std::to_string(granted.service) + ")");
+  }
+  leases_.erase(it);
+  const int64_t now_ns = clock_.NowNs();
+  GpuSlots& g = table_->gpus[granted.gpu];
+  AdvanceLocked(g, now_ns);
+  int i = 0;
+  while (i < g.count && g.running[i].ticket != granted.ticket) ++i;
+  if (i < g.count) {  // absent only if another process reclaimed it (it took us for dead)
+    // The work the lease received is its run time had it run alone: what cost_time means.
+    if (outcome == Outcome::kSucceeded) {
+      const RunningSlot& r = g.running[i];
+      costs_.Observe(granted.service, r.received_ms);
+      if (r.received_ms > 0) {  // how far off the estimate was, on a log scale
+        SpreadStats& st = spreads_[granted.service];
+        const double x = std::log(r.received_ms / r.expected_ms);
+        st.n++;
+        const double delta = x - st.mean;
+        st.mean += delta / static_cast<double>(st.n);
+        st.m2 += delta * (x - st.mean);
+      }
+    }
+    // Keep grant order (GpuLoad reports it); the count drops first, so a holder dying midway
+    // leaves at worst a duplicate of a live slot beyond the count.
+    const int last = g.count - 1;
+    g.count--;
+    for (; i < last; ++i) g.running[i] = g.running[i + 1];
+  }
+  if (outcome == Outcome::kFailed) metrics_.OnFailed(granted.service);
+  metrics_.OnComplete(granted.service, granted.gpu,
+                      static_cast<double>(granted.granted_ns - granted.requested_ns) / 1e6,
+                      static_cast<double>(now_ns - granted.granted_ns) / 1e6, now_ns);
+  store_->NotifyAll();
   return Status::Ok();
 }
 
@@ -209,25 +359,22 @@ Status GpuschedPolicy::SetGpuEnabled(int gpu, bool enabled) {
     return InvalidArgument("gpu: " + std::to_string(gpu) + " out of range [0, " +
                            std::to_string(config_.gpu_count) + ")");
   }
-  {
-    std::lock_guard lock(mu_);
-    gpus_[gpu].enabled = enabled;
-  }
-  released_.notify_all();
+  StoreLock lock(*store_);
+  GS_RETURN_IF_ERROR(lock.status());
+  table_->gpus[gpu].enabled = enabled ? 1 : 0;
+  store_->NotifyAll();
   return Status::Ok();
 }
 
 void GpuschedPolicy::Shutdown(bool stop) {
-  {
-    std::lock_guard lock(mu_);
-    shut_down_ = stop;
-  }
-  released_.notify_all();
+  StoreLock lock(*store_);
+  shut_down_ = stop;  // even when a broken shared lock was not taken: waiters re-check it
+  if (lock.status().ok()) store_->NotifyAll();
 }
 
 GpuLoad GpuschedPolicy::LoadLocked(int gpu, int64_t now_ns) const {
-  const Gpu& g = gpus_[gpu];
-  const size_t k = g.running.size();
+  const GpuSlots& g = table_->gpus[gpu];
+  const size_t k = static_cast<size_t>(g.count);
   const double now_ms = static_cast<double>(now_ns) / 1e6;
   GpuLoad out;
   out.co_runners = static_cast<int>(k);
@@ -237,7 +384,7 @@ GpuLoad GpuschedPolicy::LoadLocked(int gpu, int64_t now_ns) const {
   const double extra_ms =
       static_cast<double>(std::max<int64_t>(0, now_ns - g.updated_ns)) / 1e6 / static_cast<double>(k);
   std::vector<double> left(k);
-  for (size_t i = 0; i < k; ++i) left[i] = RemainingLocked(g.running[i], extra_ms);
+  for (size_t i = 0; i < k; ++i) left[i] = Remaining(g.running[i], extra_ms);
   // Under sharing leases finish in order of the work they need: the j-th (0-based) of the
   // sorted ones after the j before it plus (k - j) times its own.
   std::vector<size_t> order(k);
@@ -257,17 +404,27 @@ GpuLoad GpuschedPolicy::LoadLocked(int gpu, int64_t now_ns) const {
 
 GpuLoad GpuschedPolicy::load(int gpu) const {
   GS_CHECK(gpu >= 0 && gpu < config_.gpu_count);
-  std::lock_guard lock(mu_);
+  StoreLock lock(*store_);
+  if (!lock.status().ok()) return GpuLoad{};
   return LoadLocked(gpu, clock_.NowNs());
 }
 
+DispatchMetrics GpuschedPolicy::Metrics() const {
+  StoreLock lock(*store_);
+  std::vector<double> costs;
+  for (size_t i = 0; i < config_.services.size(); ++i) {
+    costs.push_back(costs_.cost_exact_ms(static_cast<int>(i)));
+  }
+  return metrics_.Snapshot(clock_.NowNs(), costs);
+}
+
 double GpuschedPolicy::cost_time_ms(int service) const {
-  std::lock_guard lock(mu_);
+  StoreLock lock(*store_);
   return costs_.cost_exact_ms(service);
 }
 
 int GpuschedPolicy::outstanding() const {
-  std::lock_guard lock(mu_);
+  StoreLock lock(*store_);
   return static_cast<int>(leases_.size());
 }
 

@@ -6,26 +6,42 @@
 //
 // Model: a GPU shares its time equally among the leases running on it (processor sharing, as CUDA
 // streams of one process or MPS clients roughly do; SimDevice does it exactly). For each GPU the
-// policy tracks its co-runners: for each running lease the work it still needs, r = cost minus
-// the work it has received so far (elapsed time / co-runners, integrated at every grant and
-// release). A request of cost c on a GPU whose leases still need r_1..r_k finishes after c +
+// policy tracks its co-runners: for each running lease the work it has received so far
+// (elapsed time / co-runners, integrated at every grant and release) and from it the work r it
+// still needs (below). A request of cost c on a GPU whose leases still need r_1..r_k finishes after c +
 // sum_i m_i, m_i = min(r_i, c), and delays co-runner i by m_i. The policy grants the GPU with the
 // least added slowdown, sum_i (m_i / c + w * m_i / cost_i): its own wait relative to its cost
 // plus each co-runner's delay relative to theirs, weighted by w = co_runner_weight. Idle GPUs
-// come first; ties go to the lowest index. Run times vary, so a lease near or past its expected
-// cost is taken to need at least min_remaining_fraction of its cost more (a lognormal with sigma
-// 0.6 has about 0.6 of its mean left on average at any age past half its mean).
+// come first; ties go to the lowest index.
+//
+// What a running lease still needs: run times vary around their expected value, so a lease
+// that has received work a is expected to need E[X - a | X > a] more, X lognormal with mean
+// expected_ms and log-scale spread s (its mean residual life). A lease past its expected run
+// time is thus taken to need more the wider the spread, and a lease whose estimate is tight
+// little more than expected - a. The policy learns s per service from the leases it releases
+// (the standard deviation of log(received work / expected_ms)); before kSpreadWarmup of them
+// it assumes prior_spread. So a request that brings a good estimate of its own run time
+// teaches the policy to trust such estimates, and one that brings none leaves the service's.
 //
 // Each GPU keeps a mark like the patent's: fin_time is the latest expected finish of its
 // running leases (now + the work they still need in all), owner the lease expected to finish
 // last (0 when idle). cost_time is learned (CostModel) from the work a lease received, not
 // from its wall time, so sharing a GPU does not inflate the estimate.
 //
+// A request may bring its own expected run time (AcquireOptions::expected_ms, as a model server
+// knows it from the input's size); it is then used for this request and recorded in its slot,
+// so its co-runners' expected finishes use it too. Otherwise the service's learned cost is.
+//
 // Blocking happens only under backpressure: when every GPU is out of service or at
 // max_per_gpu, Acquire waits on the injected Clock and wakes as soon as a lease is released or
-// a GPU comes back (not every try_time), until acquire_timeout.
+// a GPU comes back (not every try_time), until acquire_timeout, its deadline or its cancel.
 //
-// Thread-safety: safe for any number of threads; all state lives under one mutex.
+// Where the marks live: a MarkStore (mark_store.h). By default this process's memory; with a
+// SharedMarkStore (shared_marks.h) a shared-memory segment that every process opening the same
+// name uses, so marks, co-runners, GPUs out of service and tickets are one set for the whole
+// machine. Costs, metrics and the leases to be released stay per process.
+//
+// Thread-safety: safe for any number of threads; all state lives under the store's lock.
 
 #include <condition_variable>
 #include <cstdint>
@@ -37,7 +53,10 @@
 
 #include "base/clock.h"
 #include "dispatch/cost_model.h"
+#include "dispatch/dispatch_metrics.h"
 #include "dispatch/dispatch_policy.h"
+#include "dispatch/mark_store.h"
+#include "dispatch/node_dispatcher.h"
 #include "dispatch/realtime_config.h"
 #include "dispatch/realtime_dispatcher.h"
 
@@ -50,11 +69,17 @@ struct GpuschedConfig {
   std::vector<ServiceConfig> services;
   CostLearning learning = CostLearning::kCumulativeMean;
   double ema_alpha = 0.2;
-  int max_per_gpu = 0;            // leases at once on one GPU; 0: no cap
+  int max_per_gpu = 0;            // leases at once on one GPU; 0: kMaxCoRunners
   DurationMs acquire_timeout = 0;  // Acquire gives up (Unavailable) after this; 0: never
   // A running lease is expected to need at least this fraction of its cost more; in [0, 1].
-  // 0 trusts cost_time exactly.
-  double min_remaining_fraction = 0.5;
+  double min_remaining_fraction = 0;
+  // The log-scale spread of run times around their expected value assumed until a service's
+  // own is learned; >= 0. 0.6 is a wide spread (a lognormal whose p99 is ~3x its median); 0
+  // trusts expected run times exactly.
+  double prior_spread = 0.6;
+  // false: prior_spread is kept, never learned (with prior_spread 0 and min_remaining_fraction
+  // 0.5 this is the remaining-work rule of the first version of this policy).
+  bool learn_spread = true;
   // Weight of the co-runners' added slowdown against the request's own; >= 0. 1 is the plain
   // sum of slowdowns. 2 gave a lower p50 than 1 at 80 % load, at the same p99, in a simulation
   // of processor-shared GPUs with the bench's workload; on `gpusched bench dispatch` the
@@ -62,9 +87,10 @@ struct GpuschedConfig {
   double co_runner_weight = 2;
 };
 
-// Names the field and the value: gpu_count >= 1, at least one service, unique non-empty
+// Names the field and the value: gpu_count in [1, kMaxMarkGpus], at least one service, unique non-empty
 // names, finite cost_time > 0, ema_alpha in (0, 1] for kEma, max_per_gpu and acquire_timeout
-// >= 0, min_remaining_fraction in [0, 1], co_runner_weight finite and >= 0.
+// >= 0 (max_per_gpu <= kMaxCoRunners), min_remaining_fraction in [0, 1], prior_spread finite
+// and >= 0, co_runner_weight finite and >= 0.
 Status ValidateGpuschedConfig(const GpuschedConfig& config);
 
 // What the policy knows of one GPU (for tests, tracing and metrics).
@@ -74,67 +100,81 @@ struct GpuLoad {
   SignalMark mark;                      // latest expected finish and the lease it belongs to
 };
 
-class GpuschedPolicy final : public DispatchPolicy {
+class GpuschedPolicy final : public NodeDispatcher {
  public:
-  // `clock` must outlive the policy.
-  static StatusOr<std::unique_ptr<GpuschedPolicy>> Create(GpuschedConfig config, Clock& clock);
+  // `clock` must outlive the policy. `store` null: the marks live in this process
+  // (LocalMarkStore). A store's gpu count must be config.gpu_count.
+  static StatusOr<std::unique_ptr<GpuschedPolicy>> Create(GpuschedConfig config, Clock& clock,
+                                                          std::unique_ptr<MarkStore> store = nullptr);
 
   std::string_view name() const override { return "gpusched"; }
   int gpu_count() const override { return config_.gpu_count; }
   StatusOr<int> ServiceIndex(std::string_view name) const override;
   // Grants at once unless every GPU is out of service or at max_per_gpu; then waits for a
-  // release. Unavailable after acquire_timeout, FailedPrecondition after Shutdown(true),
-  // InvalidArgument for a bad service.
-  StatusOr<Lease> Acquire(int service) override;
+  // release. Unavailable after acquire_timeout, the options' deadline or cancel;
+  // FailedPrecondition after Shutdown(true); InvalidArgument for a bad service or a negative or
+  // non-finite expected_ms.
+  using NodeDispatcher::Acquire;
+  StatusOr<Lease> Acquire(int service, const AcquireOptions& options) override;
   // Ends the lease; a succeeded one trains cost_time with the work it received. NotFound for
   // a ticket not outstanding here, InvalidArgument when gpu/service differ from the grant's.
-  Status Release(const Lease& lease, Outcome outcome);
-  void Complete(const Lease& lease) override { (void)Release(lease, Outcome::kSucceeded); }
+  Status Release(const Lease& lease, Outcome outcome) override;
 
-  // Takes `gpu` out of service or puts it back. InvalidArgument for a bad index.
-  Status SetGpuEnabled(int gpu, bool enabled);
+  // Takes `gpu` out of service or puts it back (for every process sharing the marks).
+  // InvalidArgument for a bad index.
+  Status SetGpuEnabled(int gpu, bool enabled) override;
   // After Shutdown(true) nothing is granted and waiting requests fail at once.
-  void Shutdown(bool stop);
+  void Shutdown(bool stop) override;
 
   GpuLoad load(int gpu) const;
-  SignalMark mark(int gpu) const { return load(gpu).mark; }
+  SignalMark mark(int gpu) const override { return load(gpu).mark; }
+  // Grants, releases and queueing of this process's requests; GPU figures count its leases.
+  DispatchMetrics Metrics() const override;
   double cost_time_ms(int service) const;
   int outstanding() const;
 
  private:
-  struct Running {
-    uint64_t ticket;
-    int service;
-    double received_ms;  // work done so far: integral of 1 / co-runners over the run
-  };
-  struct Gpu {
-    std::vector<Running> running;  // in grant order
-    int64_t updated_ns = 0;        // `received_ms` of every lease is current at this time
-    bool enabled = true;
-  };
-
-  GpuschedPolicy(GpuschedConfig config, Clock& clock);
-  // REQUIRES: mu_ held. Brings every lease's received work on `g` up to `now_ns`.
-  void AdvanceLocked(Gpu& g, int64_t now_ns);
-  // REQUIRES: mu_ held and every GPU advanced to now. The eligible GPU where a request of
+  GpuschedPolicy(GpuschedConfig config, Clock& clock, std::unique_ptr<MarkStore> store);
+  // REQUIRES: the store locked. Brings every lease's received work on `g` up to `now_ns`.
+  static void AdvanceLocked(GpuSlots& g, int64_t now_ns);
+  // REQUIRES: locked and every GPU advanced to now. The eligible GPU where a request of
   // `cost_ms` adds the least slowdown, or -1 when none may take a lease.
   int PickLocked(double cost_ms) const;
-  // REQUIRES: mu_ held. Work `r` still needs, `extra_ms` after its GPU's last advance.
-  double RemainingLocked(const Running& r, double extra_ms) const;
+  // Work `r` still needs, `extra_ms` after its GPU's last advance.
+  double Remaining(const RunningSlot& r, double extra_ms) const;
   bool EligibleLocked(int gpu) const;
   GpuLoad LoadLocked(int gpu, int64_t now_ns) const;
+  // REQUIRES: locked. Why a waiting Acquire must stop now, or Ok to keep waiting.
+  Status WaitEndedLocked(int service, const AcquireOptions& options, int64_t requested_ns,
+                         int64_t now_ns) const;
+  // REQUIRES: locked. The ms to sleep before the next look.
+  DurationMs WaitSliceLocked(const AcquireOptions& options, int64_t requested_ns,
+                             int64_t now_ns) const;
+  Lease GrantLocked(int service, int gpu, double cost_ms, int attempt, int64_t requested_ns,
+                    int64_t now_ns);
+
+  // REQUIRES: locked. The log-scale spread of `service`'s run times around their estimates.
+  double SpreadLocked(int service) const;
+
+  // Running log(received / expected) statistics of one service's released leases (Welford).
+  struct SpreadStats {
+    uint64_t n = 0;
+    double mean = 0, m2 = 0;
+  };
 
   const GpuschedConfig config_;
   Clock& clock_;
+  const std::unique_ptr<MarkStore> store_;
   const uint64_t ticket_base_;
+  const int max_per_gpu_;  // config's, or kMaxCoRunners for "no cap"
 
-  mutable std::mutex mu_;
-  uint64_t next_ticket_ = 1;
+  // Under the store's lock.
+  mutable MarkTable* table_;
   bool shut_down_ = false;
-  std::condition_variable released_;  // a lease ended, a GPU came back, or shutdown
-  std::vector<Gpu> gpus_;
-  std::map<uint64_t, Lease> leases_;  // outstanding, by ticket
+  std::map<uint64_t, Lease> leases_;  // this process's outstanding leases, by ticket
   CostModel costs_;
+  std::vector<SpreadStats> spreads_;  // by service
+  MetricsRecorder metrics_;
 };
 
 }  // namespace gpusched::dispatch

@@ -43,7 +43,9 @@ TEST(GpuschedPolicyTest, TiesGoToTheLowestGpuIndex) {
 // co-runners (join-shortest-queue would pick GPU0).
 TEST(GpuschedPolicyTest, PicksTheEarliestExpectedFinishNotTheShortestQueue) {
   FakeClock clock;
-  auto p = MakePolicy(SmallAndBig(2), clock);
+  GpuschedConfig c = SmallAndBig(2);
+  c.prior_spread = 0;  // run times as expected: the small ones have 4 ms left
+  auto p = MakePolicy(c, clock);
   ASSERT_TRUE(p->SetGpuEnabled(1, false).ok());
   ASSERT_EQ(p->Acquire(1)->gpu, 0);
   ASSERT_TRUE(p->SetGpuEnabled(1, true).ok());
@@ -62,7 +64,7 @@ TEST(GpuschedPolicyTest, TracksEachCoRunnersExpectedFinishUnderSharing) {
   FakeClock clock;
   GpuschedConfig c;
   c.services = {{.name = "a", .cost_time = 10}, {.name = "b", .cost_time = 30}};
-  c.min_remaining_fraction = 0;  // trust cost_time exactly
+  c.prior_spread = 0;  // trust cost_time exactly
   auto p = MakePolicy(c, clock);
   const Lease a = *p->Acquire(0);
   const Lease b = *p->Acquire(1);
@@ -231,6 +233,82 @@ TEST(GpuschedPolicyTest, ManyThreadsLeaveNothingOutstanding) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(p->outstanding(), 0);
+}
+
+}  // namespace
+}  // namespace gpusched::dispatch
+
+namespace gpusched::dispatch {
+namespace {
+
+// A request's own expected run time places it, and its slot carries that estimate for those
+// that come after it: by the service's cost alone both GPUs hold one "big" lease two ms into
+// its run (a tie, so GPU0); by the requests' own estimates GPU1's co-runner is about done and
+// GPU0's has ~398 ms left.
+TEST(GpuschedPolicyTest, UsesTheRequestsOwnExpectedRunTime) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(2);
+  c.prior_spread = 0;  // the estimates are exact
+  auto p = MakePolicy(c, clock);
+  ASSERT_EQ(p->Acquire(1, AcquireOptions{.expected_ms = 400})->gpu, 0);
+  ASSERT_EQ(p->Acquire(1, AcquireOptions{.expected_ms = 4})->gpu, 1);
+  clock.AdvanceMs(2);
+  EXPECT_EQ(p->load(0).mark.fin_time, 400);
+  EXPECT_EQ(p->load(1).mark.fin_time, 4);
+  EXPECT_EQ(p->Acquire(1, AcquireOptions{.expected_ms = 100})->gpu, 1);
+  EXPECT_EQ(p->Acquire(0, AcquireOptions{.expected_ms = -1}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// Run times spread around their estimates: a lease near its expected end is taken to need
+// more than expected - received until the policy has seen the service's estimates hold.
+TEST(GpuschedPolicyTest, LearnsHowFarRunTimesSpreadAroundTheirEstimates) {
+  FakeClock clock;
+  auto p = MakePolicy(SmallAndBig(1), clock);  // prior_spread 0.6
+  Lease first = *p->Acquire(0);
+  clock.AdvanceMs(9);
+  EXPECT_GT(p->load(0).mark.fin_time, 9 + 2);  // 1 ms expected left; a wide spread says more
+  ASSERT_TRUE(p->Release(first, Outcome::kSucceeded).ok());
+  for (int i = 0; i < 10; ++i) {  // every run takes exactly its 10 ms estimate
+    Lease l = *p->Acquire(0);
+    clock.AdvanceMs(10);
+    ASSERT_TRUE(p->Release(l, Outcome::kSucceeded).ok());
+  }
+  ASSERT_TRUE(p->Acquire(0).ok());
+  clock.AdvanceMs(9);
+  EXPECT_EQ(p->load(0).mark.fin_time, clock.NowMs() + 1);  // now it trusts the estimate
+}
+
+TEST(GpuschedPolicyTest, CancelEndsAWaitAtOnce) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  ASSERT_TRUE(p->Acquire(0).ok());
+  CancelToken cancel;
+  StatusOr<Lease> waiting = Unavailable("not yet");
+  std::thread waiter([&] { waiting = p->Acquire(0, AcquireOptions{.cancel = &cancel}); });
+  WaitForSleepers(clock, 1);
+  cancel.Cancel();  // no clock advance: the cancel alone ends the wait
+  waiter.join();
+  EXPECT_EQ(waiting.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(waiting.status().message().find("cancelled"), std::string::npos);
+  EXPECT_EQ(p->outstanding(), 1);
+}
+
+TEST(GpuschedPolicyTest, DeadlineEndsAWait) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  ASSERT_TRUE(p->Acquire(0).ok());
+  StatusOr<Lease> waiting = Unavailable("not yet");
+  std::thread waiter([&] { waiting = p->Acquire(0, AcquireOptions{.deadline_ns = 30'000'000}); });
+  WaitForSleepers(clock, 1);
+  clock.AdvanceMs(30);
+  waiter.join();
+  EXPECT_EQ(waiting.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(waiting.status().message().find("deadline"), std::string::npos);
 }
 
 }  // namespace

@@ -120,15 +120,23 @@ std::optional<Lease> RealtimeDispatcher::TryAcquire(int service, DurationMs wait
   return lease;
 }
 
-StatusOr<Lease> RealtimeDispatcher::Acquire(int service) {
+StatusOr<Lease> RealtimeDispatcher::Acquire(int service, const AcquireOptions& options) {
   if (service < 0 || service >= static_cast<int>(config_.services.size())) {
     return InvalidArgument("service: index " + std::to_string(service) + " out of range");
   }
   const ServiceConfig& s = config_.services[service];
   const int64_t requested_ns = clock_.NowNs();
+  // A cancel wakes the wait between rounds (taking mu_ first, so no wake-up is lost).
+  CancelSubscription subscription(options.cancel, [this] {
+    std::lock_guard lock(mu_);
+    wake_.notify_all();
+  });
   DurationMs wait_left = s.wait_time;
   for (int attempt = 1;; ++attempt) {
     if (shut_down_.load()) return FailedPrecondition("acquire: the dispatcher is shutting down");
+    if (options.cancel != nullptr && options.cancel->cancelled()) {
+      return Unavailable("acquire: cancelled");
+    }
     if (std::optional<Lease> lease = TryAcquire(service, wait_left)) {
       lease->requested_ns = requested_ns;
       lease->attempts = attempt;
@@ -136,12 +144,29 @@ StatusOr<Lease> RealtimeDispatcher::Acquire(int service) {
       leases_[lease->ticket].requested_ns = requested_ns;
       return *lease;
     }
+    const int64_t now_ns = clock_.NowNs();
     if (config_.acquire_timeout > 0 &&
-        clock_.NowNs() - requested_ns >= config_.acquire_timeout * 1'000'000) {
+        now_ns - requested_ns >= config_.acquire_timeout * 1'000'000) {
       return TimeoutError(service);
     }
-    // CN113051059B claim 2: give up, wait try_time, try again with a smaller budget.
-    clock_.SleepMs(s.try_time);
+    if (options.deadline_ns > 0 && now_ns >= options.deadline_ns) {
+      return Unavailable("acquire: deadline passed");
+    }
+    // CN113051059B claim 2: give up, wait try_time, try again with a smaller budget. With a
+    // cancel token the wait ends early on cancel or shutdown; a release never ends it (the
+    // patent's retry period).
+    DurationMs sleep_ms = s.try_time;
+    if (options.deadline_ns > 0) {
+      sleep_ms = std::min<DurationMs>(sleep_ms, (options.deadline_ns - now_ns + 999'999) / 1'000'000);
+    }
+    if (options.cancel == nullptr) {
+      clock_.SleepMs(sleep_ms);  // as before: shutdown is seen at the next round
+    } else {
+      std::unique_lock lock(mu_);
+      clock_.WaitFor(lock, wake_, sleep_ms, [&] {
+        return shut_down_.load() || options.cancel->cancelled();
+      });
+    }
     if (config_.budget == WaitBudget::kSubtractTryTime) {
       wait_left -= s.try_time;
     } else {
@@ -222,6 +247,7 @@ bool RealtimeDispatcher::gpu_enabled(int gpu) const {
 void RealtimeDispatcher::Shutdown(bool stop) {
   std::lock_guard lock(mu_);
   shut_down_.store(stop);
+  wake_.notify_all();
 }
 
 int RealtimeDispatcher::outstanding() const {

@@ -25,6 +25,7 @@
 // twice, zeroed, made up, or another dispatcher's) is refused, so counters never go negative.
 
 #include <atomic>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <memory>
@@ -41,15 +42,10 @@
 #include "dispatch/decision.h"
 #include "dispatch/dispatch_metrics.h"
 #include "dispatch/dispatch_policy.h"
+#include "dispatch/node_dispatcher.h"
 #include "dispatch/realtime_config.h"
 
 namespace gpusched::dispatch {
-
-// One GPU's signal mark. owner == 0: no lock.
-struct SignalMark {
-  uint64_t owner = 0;
-  TimeMs fin_time = 0;
-};
 
 // One round of one request, reported to DispatcherConfig::on_decision.
 struct DecisionEvent {
@@ -65,10 +61,7 @@ struct DecisionEvent {
 template <typename R>
 using RunResult = std::conditional_t<std::is_void_v<R>, Status, StatusOr<R>>;
 
-// How the work of a lease ended. A failed request's run time does not train cost_time.
-enum class Outcome { kSucceeded, kFailed };
-
-class RealtimeDispatcher final : public DispatchPolicy {
+class RealtimeDispatcher final : public NodeDispatcher {
  public:
   // Validates `config` (ValidateConfig). `clock` must outlive the dispatcher; `pool`, when
   // given, runs the requests of Submit and must outlive it too.
@@ -84,23 +77,24 @@ class RealtimeDispatcher final : public DispatchPolicy {
   // (GIVE_UP on every GPU). Never blocks on the clock.
   std::optional<Lease> TryAcquire(int service, DurationMs wait_left);
   // The full request of claim 2: rounds every try_time until granted. Unavailable when
-  // config().acquire_timeout passed first; FailedPrecondition once Shutdown() was called.
-  StatusOr<Lease> Acquire(int service) override;
+  // config().acquire_timeout or options.deadline_ns passed first or options.cancel fired (the
+  // wait between rounds ends at once on cancel or shutdown); FailedPrecondition once
+  // Shutdown() was called. options.expected_ms is ignored: claim 1 uses the learned cost.
+  using NodeDispatcher::Acquire;
+  StatusOr<Lease> Acquire(int service, const AcquireOptions& options) override;
   // Claims 5 and 6: resets the mark (owner-checked or literal) and, for a succeeded request,
   // learns the run time. Uses the GPU, service and grant time recorded for the ticket, not the
   // caller's copy. NotFound for a ticket not outstanding here; InvalidArgument when the
   // lease's gpu or service differ from the ticket's.
-  Status Release(const Lease& lease, Outcome outcome);
-  // Release(lease, kSucceeded), ignoring a refused lease (DispatchPolicy's interface).
-  void Complete(const Lease& lease) override { (void)Release(lease, Outcome::kSucceeded); }
+  Status Release(const Lease& lease, Outcome outcome) override;
 
   // Takes `gpu` out of service (no new grants; its running leases finish normally) or puts
   // it back. InvalidArgument for a bad index.
-  Status SetGpuEnabled(int gpu, bool enabled);
+  Status SetGpuEnabled(int gpu, bool enabled) override;
   bool gpu_enabled(int gpu) const;
   // After Shutdown(true) no lease is granted: requests in Acquire fail at their next round.
   // Release still works. Shutdown(false) accepts requests again.
-  void Shutdown(bool stop);
+  void Shutdown(bool stop) override;
   // Leases granted and not yet released.
   int outstanding() const;
 
@@ -114,9 +108,9 @@ class RealtimeDispatcher final : public DispatchPolicy {
   auto Submit(std::string_view service, Fn fn)
       -> std::future<RunResult<std::invoke_result_t<Fn&, int>>>;
 
-  SignalMark mark(int gpu) const;
+  SignalMark mark(int gpu) const override;
   DurationMs cost_time(int service) const;
-  DispatchMetrics Metrics() const;
+  DispatchMetrics Metrics() const override;
   const DispatcherConfig& config() const { return config_; }
 
  private:
@@ -137,6 +131,7 @@ class RealtimeDispatcher final : public DispatchPolicy {
   std::atomic<bool> shut_down_{false};
 
   mutable std::mutex mu_;
+  std::condition_variable wake_;     // shutdown or a cancel: ends the wait between rounds
   std::vector<SignalMark> marks_;
   std::vector<int> running_;         // outstanding leases per GPU
   std::vector<bool> enabled_;        // in service

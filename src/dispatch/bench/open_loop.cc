@@ -18,6 +18,7 @@ struct Request {
   int64_t arrival_ns;  // offset from the start
   int service;
   double work_ms;
+  double hint_ms;  // its expected work as known at arrival (OpenLoopConfig::known_fraction)
 };
 
 std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
@@ -36,7 +37,14 @@ std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
     }
     const BenchService& b = c.services[s];
     const double mu = std::log(b.mean_ms) - b.sigma * b.sigma / 2;  // so that the mean is mean_ms
-    out.push_back({static_cast<int64_t>(t_ms * 1e6), s, rng.LogNormal(mu, b.sigma)});
+    // log work = mu + known + unknown, independent normals whose variances add to sigma^2;
+    // the hint is E[work | known] = exp(mu + known + unknown variance / 2).
+    const double known_sigma = b.sigma * std::sqrt(c.known_fraction);
+    const double unknown_sigma = b.sigma * std::sqrt(1 - c.known_fraction);
+    const double known = known_sigma > 0 ? std::log(rng.LogNormal(0, known_sigma)) : 0;
+    const double unknown = unknown_sigma > 0 ? std::log(rng.LogNormal(0, unknown_sigma)) : 0;
+    out.push_back({static_cast<int64_t>(t_ms * 1e6), s, std::exp(mu + known + unknown),
+                   std::exp(mu + known + unknown_sigma * unknown_sigma / 2)});
   }
   return out;
 }
@@ -44,7 +52,11 @@ std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
 // One request: a GPU from the policy, a stream on it, the compute, release both.
 RequestOutcome Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Request& r,
                      RealClock& clock) {
-  StatusOr<Lease> lease = policy.Acquire(r.service);
+  // The policies that take a per-request estimate get the hint; the others the service.
+  auto* node = dynamic_cast<NodeDispatcher*>(&policy);
+  StatusOr<Lease> lease = node != nullptr
+                              ? node->Acquire(r.service, AcquireOptions{.expected_ms = r.hint_ms})
+                              : policy.Acquire(r.service);
   if (!lease.ok()) return OutcomeOfAcquireError(lease.status());
   SimDevice& dev = *devices[lease->gpu];
   StatusOr<StreamId> stream = dev.AcquireStream();

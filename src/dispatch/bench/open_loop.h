@@ -38,6 +38,13 @@ struct OpenLoopConfig {
   // is dropped, the extra ones queue for a worker thread (and that wait counts as latency).
   int max_in_flight = 0;
   std::vector<BenchService> services = {{"small", 6, 0.6, 0.5}, {"large", 18, 0.6, 0.5}};
+  // How much of a request's run time is known when it arrives, as a model server knows it
+  // from the input's size: the fraction f of the lognormal's log-variance. A request's work is
+  // exp(mu + sigma (sqrt(f) Z1 + sqrt(1 - f) Z2)); its hint is the expected work given Z1,
+  // passed as AcquireOptions::expected_ms to the policies that take it (the gpusched policy).
+  // f = 0: every hint is the service's mean (nothing is known beyond the service); the run
+  // times have the same distribution for every f.
+  double known_fraction = 0;
 };
 
 // How one request of the load ended.

@@ -24,7 +24,9 @@ static int DispatcherGrantsTheIdleGpu(void) {
   int64_t fin_ms = 0;
   memset(&options, 0, sizeof options);
   options.gpu_count = 2;
-  EXPECT(gpusched_dispatcher_create(&options, &service, 1, &d) == 0);
+  /* The literal CN113051059B policy, selected by name (gpusched_dispatcher_create gives the
+   * gpusched policy; c_abi_cancel_test.c covers it). */
+  EXPECT(gpusched_dispatcher_create_ex("literal", NULL, &options, &service, 1, &d) == 0);
   /* Both GPUs are idle: the index scan (claim 1) grants GPU 0 and locks it (claim 4). */
   EXPECT(gpusched_dispatcher_acquire(d, "infer", &lease) == 0);
   EXPECT(lease.gpu == 0 && lease.locked == 1);

@@ -14,6 +14,11 @@ int Report(const Status& s) {
   return static_cast<int>(s.code());
 }
 
+int ReportCode(int code, const std::string& message) {
+  last_error = message;
+  return code;
+}
+
 const char* LastError() { return last_error.c_str(); }
 
 }  // namespace gpusched::capi

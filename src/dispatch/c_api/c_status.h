@@ -11,6 +11,9 @@ namespace gpusched::capi {
 
 // Records `s` as this thread's last error and returns its code (0 and "" for ok).
 int Report(const Status& s);
+// Records `message` as this thread's last error and returns `code` (a GPUSCHED_E_* code that
+// has no StatusCode, such as GPUSCHED_E_CANCELLED).
+int ReportCode(int code, const std::string& message);
 // This thread's last error message.
 const char* LastError();
 

@@ -1,11 +1,15 @@
-// The dispatcher and simulated-device half of gpusched_c.h. Every entry point passes its
-// handle's CallGate (so destroy can wait for it), converts Status to an int code plus a
-// thread-local message, and catches exceptions: none may cross the ABI.
+// The dispatcher and simulated-device half of gpusched_c.h. Every entry point checks that its
+// dispatcher or cancel handle is live (a registry of the handles created and not destroyed, so
+// a stale or made-up pointer is an error, not a crash) and passes the handle's CallGate (so
+// destroy can wait for it), converts Status to an int code plus a thread-local message, and
+// catches exceptions: none may cross the ABI.
 #include "gpusched_c.h"
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,7 +17,10 @@
 #include "base/clock.h"
 #include "dispatch/c_api/c_status.h"
 #include "dispatch/c_api/call_gate.h"
+#include "dispatch/cancel_token.h"
+#include "dispatch/gpusched_policy.h"
 #include "dispatch/realtime_dispatcher.h"
+#include "dispatch/shared_marks.h"
 #include "dispatch/sim_device.h"
 
 using gpusched::Status;
@@ -25,12 +32,17 @@ using namespace gpusched::dispatch;
 
 struct gpusched_dispatcher {
   gpusched::RealClock clock;
-  std::unique_ptr<RealtimeDispatcher> dispatcher;
+  std::unique_ptr<NodeDispatcher> dispatcher;  // GpuschedPolicy or RealtimeDispatcher
   CallGate gate;
   std::mutex mu;
   // Tickets granted by gpusched_dispatcher_acquire and not yet released. A lease held inside
   // gpusched_dispatcher_run is not among them, so no caller can release it from outside.
   std::set<uint64_t> api_tickets;
+};
+
+struct gpusched_cancel {
+  CancelToken token;
+  CallGate gate;
 };
 
 struct gpusched_sim_devices {
@@ -41,14 +53,52 @@ struct gpusched_sim_devices {
 
 namespace {
 
+// The dispatcher and cancel handles created and not yet destroyed, with their kind, so a
+// pointer that is not one of them is refused without being dereferenced.
+enum class HandleKind { kDispatcher, kCancel };
+std::mutex handles_mu;
+std::map<const void*, HandleKind>& Handles() {
+  static auto* handles = new std::map<const void*, HandleKind>;  // never destroyed: no exit race
+  return *handles;
+}
+
+void AddHandle(const void* h, HandleKind kind) {
+  std::lock_guard lock(handles_mu);
+  Handles()[h] = kind;
+}
+
+void RemoveHandle(const void* h) {
+  std::lock_guard lock(handles_mu);
+  Handles().erase(h);
+}
+
+// Checks that `h` is a live handle of `kind` and, under the registry's lock (so a destroy
+// cannot free it in between), passes its gate into `pass`.
+template <typename H>
+Status Enter(H* h, HandleKind kind, const char* what, const char* call,
+             std::optional<CallGate::Pass>& pass, bool allowed_while_closing = false) {
+  if (h == nullptr) return Null(what);
+  std::lock_guard lock(handles_mu);
+  auto it = Handles().find(h);
+  if (it == Handles().end() || it->second != kind) {
+    return gpusched::InvalidArgument(std::string(what) +
+                                     ": not a live handle (destroyed, or never created)");
+  }
+  pass.emplace(h->gate, call, allowed_while_closing);
+  return pass->status();
+}
+
+#define GS_ENTER_DISPATCHER(d, call, ...)                                                   \
+  std::optional<CallGate::Pass> pass_;                                                      \
+  GS_RETURN_IF_ERROR(Enter(d, HandleKind::kDispatcher, "dispatcher", call, pass_, ##__VA_ARGS__))
+
 Status Flag(const char* name, int32_t value) {
   if (value == 0 || value == 1) return Status::Ok();
   return gpusched::InvalidArgument(std::string("options.") + name + ": must be 0 or 1, got " +
                                    std::to_string(value));
 }
 
-StatusOr<DispatcherConfig> ToConfig(const gpusched_dispatcher_options& o,
-                                    const gpusched_service_config* services, int32_t count) {
+Status CheckOptions(const gpusched_dispatcher_options& o, int32_t count) {
   GS_RETURN_IF_ERROR(Flag("literal_release", o.literal_release));
   GS_RETURN_IF_ERROR(Flag("max_fin_time", o.max_fin_time));
   GS_RETURN_IF_ERROR(Flag("earliest_finish_scan", o.earliest_finish_scan));
@@ -66,27 +116,105 @@ StatusOr<DispatcherConfig> ToConfig(const gpusched_dispatcher_options& o,
   if (count < 0) {
     return gpusched::InvalidArgument("service_count: must be >= 0, got " + std::to_string(count));
   }
-  DispatcherConfig c;
-  c.gpu_count = o.gpu_count;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<ServiceConfig>> ToServices(const gpusched_service_config* services,
+                                                int32_t count) {
+  std::vector<ServiceConfig> out;
   for (int32_t i = 0; i < count; ++i) {
     if (services[i].name == nullptr) {
       return Null(("services[" + std::to_string(i) + "].name").c_str());
     }
-    c.services.push_back({services[i].name, services[i].cost_time_ms, services[i].wait_time_ms,
-                          services[i].try_time_ms});
+    out.push_back({services[i].name, services[i].cost_time_ms, services[i].wait_time_ms,
+                   services[i].try_time_ms});
   }
+  return out;
+}
+
+CostLearning ToLearning(int32_t cost_learning) {
+  return cost_learning == 1   ? CostLearning::kEma
+         : cost_learning == 2 ? CostLearning::kOffline
+                              : CostLearning::kCumulativeMean;
+}
+
+StatusOr<DispatcherConfig> ToConfig(const gpusched_dispatcher_options& o,
+                                    std::vector<ServiceConfig> services) {
+  DispatcherConfig c;
+  c.gpu_count = o.gpu_count;
+  c.services = std::move(services);
   c.release = o.literal_release ? ReleaseMode::kLiteral : ReleaseMode::kOwnerChecked;
   c.fin_update = o.max_fin_time ? FinTimeUpdate::kMax : FinTimeUpdate::kLiteral;
   c.scan = o.earliest_finish_scan ? ScanOrder::kEarliestFinish : ScanOrder::kIndex;
   c.budget = o.elapsed_budget ? WaitBudget::kElapsed : WaitBudget::kSubtractTryTime;
   c.direct = o.direct_no_lock ? DirectMode::kNoLock : DirectMode::kLockEarliestFinish;
-  c.learning = o.cost_learning == 1   ? CostLearning::kEma
-               : o.cost_learning == 2 ? CostLearning::kOffline
-                                      : CostLearning::kCumulativeMean;
+  c.learning = ToLearning(o.cost_learning);
   c.ema_alpha = o.ema_alpha > 0 ? o.ema_alpha : 0.2;
   c.max_per_gpu = o.max_per_gpu;
   c.acquire_timeout = o.acquire_timeout_ms;
   return c;
+}
+
+// The gpusched policy takes the options every policy shares; a claim flag is an error.
+StatusOr<GpuschedConfig> ToGpuschedConfig(const gpusched_dispatcher_options& o,
+                                          std::vector<ServiceConfig> services) {
+  const std::pair<const char*, int32_t> claim_flags[] = {
+      {"literal_release", o.literal_release}, {"max_fin_time", o.max_fin_time},
+      {"earliest_finish_scan", o.earliest_finish_scan}, {"elapsed_budget", o.elapsed_budget},
+      {"direct_no_lock", o.direct_no_lock}};
+  for (const auto& [name, value] : claim_flags) {
+    if (value != 0) {
+      return gpusched::InvalidArgument(
+          std::string("options.") + name + ": an option of the literal policy only; select it "
+          "with gpusched_dispatcher_create_ex(\"literal\", ...)");
+    }
+  }
+  // The literal policy's checks of the services (claim 7 and try_time), so a config valid
+  // for one policy is valid for the other.
+  DispatcherConfig check;
+  check.gpu_count = std::max(o.gpu_count, 1);
+  check.services = services;
+  GS_RETURN_IF_ERROR(ValidateConfig(check));
+  GpuschedConfig c;
+  c.gpu_count = o.gpu_count;
+  c.services = std::move(services);
+  c.learning = ToLearning(o.cost_learning);
+  c.ema_alpha = o.ema_alpha > 0 ? o.ema_alpha : 0.2;
+  c.max_per_gpu = o.max_per_gpu;
+  c.acquire_timeout = o.acquire_timeout_ms;
+  return c;
+}
+
+StatusOr<std::unique_ptr<NodeDispatcher>> MakeDispatcher(const char* policy,
+                                                         const char* shared_marks,
+                                                         const gpusched_dispatcher_options& o,
+                                                         std::vector<ServiceConfig> services,
+                                                         gpusched::Clock& clock) {
+  const std::string name = policy == nullptr ? "gpusched" : policy;
+  if (name == "gpusched") {
+    GS_ASSIGN_OR_RETURN(GpuschedConfig config, ToGpuschedConfig(o, std::move(services)));
+    GS_RETURN_IF_ERROR(ValidateGpuschedConfig(config));
+    std::unique_ptr<MarkStore> store;
+    if (shared_marks != nullptr) {
+      GS_ASSIGN_OR_RETURN(store, SharedMarkStore::Open(shared_marks, config.gpu_count, clock));
+    }
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<GpuschedPolicy> p,
+                        GpuschedPolicy::Create(std::move(config), clock, std::move(store)));
+    return std::unique_ptr<NodeDispatcher>(std::move(p));
+  }
+  if (name == "literal" || name == "patent") {
+    if (shared_marks != nullptr) {
+      return gpusched::InvalidArgument(
+          "shared_marks: the literal policy keeps its marks in the process; shared marks need "
+          "the gpusched policy");
+    }
+    GS_ASSIGN_OR_RETURN(DispatcherConfig config, ToConfig(o, std::move(services)));
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<RealtimeDispatcher> d,
+                        RealtimeDispatcher::Create(std::move(config), clock));
+    return std::unique_ptr<NodeDispatcher>(std::move(d));
+  }
+  return gpusched::InvalidArgument("policy: must be \"gpusched\" (or NULL) or \"literal\" "
+                                   "(alias \"patent\"), got \"" + name + "\"");
 }
 
 Lease FromC(const gpusched_lease& l) {
@@ -131,21 +259,43 @@ const char* gpusched_last_error(void) { return gpusched::capi::LastError(); }
 int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
                                const gpusched_service_config* services, int32_t service_count,
                                gpusched_dispatcher** out) {
+  return gpusched_dispatcher_create_ex(nullptr, nullptr, options, services, service_count, out);
+}
+
+int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
+                                  const gpusched_dispatcher_options* options,
+                                  const gpusched_service_config* services,
+                                  int32_t service_count, gpusched_dispatcher** out) {
   return Guard([&]() -> Status {
     if (!options) return Null("options");
     if (!out) return Null("out");
     if (!services && service_count > 0) return Null("services");
-    GS_ASSIGN_OR_RETURN(DispatcherConfig config, ToConfig(*options, services, service_count));
+    GS_RETURN_IF_ERROR(CheckOptions(*options, service_count));
+    GS_ASSIGN_OR_RETURN(std::vector<ServiceConfig> list, ToServices(services, service_count));
     auto d = std::make_unique<gpusched_dispatcher>();
-    GS_ASSIGN_OR_RETURN(d->dispatcher, RealtimeDispatcher::Create(std::move(config), d->clock));
+    GS_ASSIGN_OR_RETURN(d->dispatcher,
+                        MakeDispatcher(policy, shared_marks, *options, std::move(list), d->clock));
+    AddHandle(d.get(), HandleKind::kDispatcher);
     *out = d.release();
     return Status::Ok();
+  });
+}
+
+int gpusched_shared_marks_unlink(const char* name) {
+  return Guard([&]() -> Status {
+    if (!name) return Null("name");
+    return SharedMarkStore::Unlink(name);
   });
 }
 
 int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
   if (d == nullptr) return 0;
   const int rc = Guard([&]() -> Status {
+    {
+      std::optional<CallGate::Pass> pass;  // only checks the handle; released at once
+      GS_RETURN_IF_ERROR(Enter(d, HandleKind::kDispatcher, "dispatcher",
+                               "gpusched_dispatcher_destroy", pass));
+    }
     {
       std::lock_guard lock(d->mu);
       if (!d->api_tickets.empty()) {
@@ -154,7 +304,7 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
             " lease(s) still out; release them first (the dispatcher stays usable)");
       }
     }
-    d->dispatcher->Shutdown(true);  // waiting acquires fail at their next round
+    d->dispatcher->Shutdown(true);  // waiting acquires fail
     if (Status s = d->gate.Close("gpusched_dispatcher_destroy"); !s.ok()) return s;
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
     std::lock_guard lock(d->mu);
@@ -165,6 +315,7 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
           "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
           " lease(s) were granted while destroying; release them first");
     }
+    RemoveHandle(d);
     return Status::Ok();
   });
   if (rc == 0) delete d;
@@ -173,12 +324,10 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
 
 int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_shutdown");
     if (stop != 0 && stop != 1) {
       return gpusched::InvalidArgument("stop: must be 0 or 1, got " + std::to_string(stop));
     }
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_shutdown");
-    GS_RETURN_IF_ERROR(pass.status());
     d->dispatcher->Shutdown(stop == 1);
     return Status::Ok();
   });
@@ -186,28 +335,66 @@ int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
 
 int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
                                 gpusched_lease* out) {
-  return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
+  return gpusched_dispatcher_acquire_ex(d, service, 0, nullptr, 0, out);
+}
+
+int gpusched_dispatcher_acquire_ex(gpusched_dispatcher* d, const char* service,
+                                   int64_t deadline_ms, gpusched_cancel* cancel,
+                                   double expected_ms, gpusched_lease* out) {
+  bool cancelled = false, deadline_passed = false;
+  const int rc = Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_acquire");
     if (!service) return Null("service");
     if (!out) return Null("out");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_acquire");
-    GS_RETURN_IF_ERROR(pass.status());
+    if (deadline_ms < 0) {
+      return gpusched::InvalidArgument("deadline_ms: must be >= 0 (0: none), got " +
+                                       std::to_string(deadline_ms));
+    }
+    if (!(expected_ms >= 0) || !std::isfinite(expected_ms)) {
+      return gpusched::InvalidArgument("expected_ms: must be finite and >= 0 (0: the service's "
+                                       "cost), got " + std::to_string(expected_ms));
+    }
+    std::optional<CallGate::Pass> cancel_pass;  // keeps `cancel` alive while we wait on it
+    if (cancel != nullptr) {
+      GS_RETURN_IF_ERROR(Enter(cancel, HandleKind::kCancel, "cancel",
+                               "gpusched_dispatcher_acquire_ex", cancel_pass));
+    }
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
-    GS_ASSIGN_OR_RETURN(Lease l, d->dispatcher->Acquire(index));
+    AcquireOptions options;
+    options.cancel = cancel != nullptr ? &cancel->token : nullptr;
+    options.expected_ms = expected_ms;
+    if (deadline_ms > 0) options.deadline_ns = d->clock.NowNs() + deadline_ms * 1'000'000;
+    StatusOr<Lease> l = d->dispatcher->Acquire(index, options);
+    if (!l.ok()) {
+      cancelled = cancel != nullptr && cancel->token.cancelled();
+      deadline_passed = deadline_ms > 0 && d->clock.NowNs() >= options.deadline_ns;
+      return l.status();
+    }
     std::lock_guard lock(d->mu);
-    d->api_tickets.insert(l.ticket);
-    *out = ToC(l);
+    d->api_tickets.insert(l->ticket);
+    *out = ToC(*l);
     return Status::Ok();
   });
+  // Unavailable from a policy that stopped waiting: say why, with the codes of gpusched_c.h.
+  if (rc == GPUSCHED_E_UNAVAILABLE && cancelled) {
+    return gpusched::capi::ReportCode(GPUSCHED_E_CANCELLED,
+                                      std::string("acquire: cancelled (") +
+                                          gpusched::capi::LastError() + ")");
+  }
+  if (rc == GPUSCHED_E_UNAVAILABLE && deadline_passed) {
+    return gpusched::capi::ReportCode(GPUSCHED_E_DEADLINE_EXCEEDED,
+                                      "acquire: deadline_ms " + std::to_string(deadline_ms) +
+                                          " passed before a GPU was granted (" +
+                                          gpusched::capi::LastError() + ")");
+  }
+  return rc;
 }
 
 int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease,
                                 int32_t outcome) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
     if (!lease) return Null("lease");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
-    GS_RETURN_IF_ERROR(pass.status());
     GS_ASSIGN_OR_RETURN(Outcome o, ToOutcome(outcome));
     std::lock_guard lock(d->mu);  // keeps api_tickets in step with the dispatcher's leases
     if (!d->api_tickets.contains(lease->ticket)) {  // a run's lease is not the caller's either
@@ -225,11 +412,9 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
 int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_run");
     if (!service) return Null("service");
     if (!fn) return Null("fn");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_run");
-    GS_RETURN_IF_ERROR(pass.status());
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
     GS_ASSIGN_OR_RETURN(Lease lease, d->dispatcher->Acquire(index));
     int32_t r = 0;
@@ -248,9 +433,7 @@ int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusche
 int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owner,
                              int64_t* fin_time_ms) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_mark");
-    GS_RETURN_IF_ERROR(pass.status());
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_mark");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, d->dispatcher->gpu_count()));
     const SignalMark m = d->dispatcher->mark(gpu);
     if (owner) *owner = m.owner;
@@ -261,9 +444,7 @@ int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owne
 
 int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int32_t enabled) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_set_gpu_enabled");
-    GS_RETURN_IF_ERROR(pass.status());
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_set_gpu_enabled");
     if (enabled != 0 && enabled != 1) {
       return gpusched::InvalidArgument("enabled: must be 0 or 1, got " + std::to_string(enabled));
     }
@@ -274,11 +455,9 @@ int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int
 int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* service,
                                         gpusched_service_metrics* out) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_service_metrics");
     if (!service) return Null("service");
     if (!out) return Null("out");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_service_metrics");
-    GS_RETURN_IF_ERROR(pass.status());
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
     const ServiceMetrics m = d->dispatcher->Metrics().services[index];
     *out = {m.completed,     m.failed,       m.give_ups,    m.direct_grabs, m.queue_ms_mean,
@@ -290,15 +469,67 @@ int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* serv
 int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
                                     gpusched_gpu_metrics* out) {
   return Guard([&]() -> Status {
-    if (!d) return Null("dispatcher");
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_gpu_metrics");
     if (!out) return Null("out");
-    CallGate::Pass pass(d->gate, "gpusched_dispatcher_gpu_metrics");
-    GS_RETURN_IF_ERROR(pass.status());
     GS_RETURN_IF_ERROR(CheckGpu(gpu, d->dispatcher->gpu_count()));
     const GpuMetrics m = d->dispatcher->Metrics().gpus[gpu];
     *out = {m.running, m.started, m.busy_ms, m.occupancy, m.mean_running};
     return Status::Ok();
   });
+}
+
+int gpusched_cancel_create(gpusched_cancel** out) {
+  return Guard([&]() -> Status {
+    if (!out) return Null("out");
+    auto c = std::make_unique<gpusched_cancel>();
+    AddHandle(c.get(), HandleKind::kCancel);
+    *out = c.release();
+    return Status::Ok();
+  });
+}
+
+int gpusched_cancel_fire(gpusched_cancel* c) {
+  return Guard([&]() -> Status {
+    std::optional<CallGate::Pass> pass;
+    GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_fire", pass));
+    c->token.Cancel();
+    return Status::Ok();
+  });
+}
+
+int gpusched_cancel_reset(gpusched_cancel* c) {
+  return Guard([&]() -> Status {
+    std::optional<CallGate::Pass> pass;
+    GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_reset", pass));
+    c->token.Reset();
+    return Status::Ok();
+  });
+}
+
+int gpusched_cancel_fired(gpusched_cancel* c, int32_t* fired) {
+  return Guard([&]() -> Status {
+    std::optional<CallGate::Pass> pass;
+    GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_fired", pass));
+    if (!fired) return Null("fired");
+    *fired = c->token.cancelled() ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+int gpusched_cancel_destroy(gpusched_cancel* c) {
+  if (c == nullptr) return 0;
+  const int rc = Guard([&]() -> Status {
+    {
+      std::optional<CallGate::Pass> pass;
+      GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy", pass));
+    }
+    c->token.Cancel();  // the acquires waiting with it return now
+    GS_RETURN_IF_ERROR(c->gate.Close("gpusched_cancel_destroy"));
+    RemoveHandle(c);
+    return Status::Ok();
+  });
+  if (rc == 0) delete c;
+  return rc;
 }
 
 int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t streams,

@@ -16,8 +16,11 @@
  *
  * Lifetimes: every handle is thread-safe. Its destroy function refuses new calls, waits for the
  * calls in flight on other threads (a blocked acquire fails with GPUSCHED_E_FAILED_PRECONDITION
- * at its next round), and then frees it. A call that starts after destroy returned uses freed
- * memory: stop your threads, or use the Python or Java wrappers, which guard this.
+ * at its next round), and then frees it. A dispatcher or cancel handle passed after its destroy
+ * returned is refused with GPUSCHED_E_INVALID_ARGUMENT (the library keeps a registry of live
+ * ones), unless a new handle of the same kind was since created at the same address; other
+ * handles (simulated devices, chunk runtimes) are not checked: a call after their destroy uses
+ * freed memory. Stop your threads first, or use the Python or Java wrappers, which guard this.
  *
  * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
  * from the unversioned library: destroy functions return int; gpusched_dispatcher_release
@@ -25,6 +28,15 @@
  * max_per_gpu and acquire_timeout_ms; service metrics gained `failed`; new functions
  * gpusched_abi_version, gpusched_dispatcher_set_gpu_enabled, gpusched_dispatcher_shutdown,
  * gpusched_chunks_create_cuda and gpusched_cuda_device_count.
+ *
+ * Additions within version 1 (new functions only; no struct changed): the gpusched policy,
+ * now what gpusched_dispatcher_create gives (the literal CN113051059B dispatcher is selected by
+ * name with gpusched_dispatcher_create_ex); marks shared between processes
+ * (gpusched_dispatcher_create_ex's shared_marks, gpusched_shared_marks_unlink); acquires with a
+ * deadline, a cancel handle and an expected run time (gpusched_dispatcher_acquire_ex,
+ * gpusched_cancel_*). Handles are now checked: a destroyed or made-up dispatcher or cancel
+ * handle gets GPUSCHED_E_INVALID_ARGUMENT instead of undefined behaviour (unless its memory was
+ * reused by a new handle of the same kind).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -49,7 +61,10 @@ enum {
   GPUSCHED_E_FAILED_PRECONDITION = 4,
   GPUSCHED_E_RESOURCE_EXHAUSTED = 5,
   GPUSCHED_E_UNAVAILABLE = 6,
-  GPUSCHED_E_INTERNAL = 7
+  GPUSCHED_E_INTERNAL = 7,
+  /* From gpusched_dispatcher_acquire_ex only: */
+  GPUSCHED_E_DEADLINE_EXCEEDED = 20, /* its deadline_ms passed before a GPU was granted */
+  GPUSCHED_E_CANCELLED = 21          /* its cancel handle was fired */
 };
 
 /* GPUSCHED_C_ABI_VERSION of the loaded library: compare it with the header's. */
@@ -59,7 +74,7 @@ int gpusched_abi_version(void);
  * on this thread. Shared by the dispatcher, device and chunk functions. */
 const char* gpusched_last_error(void);
 
-/* ---- CN113051059B real-time dispatcher ---- */
+/* ---- Node-level dispatcher: the gpusched policy (default) or CN113051059B's ---- */
 
 typedef struct gpusched_dispatcher gpusched_dispatcher;
 
@@ -72,8 +87,9 @@ typedef struct {
   int64_t try_time_ms;  /* retry period, > 0 (claim 2) */
 } gpusched_service_config;
 
-/* Options; 0 everywhere selects the defaults of PATENTS.md section 1. Flags take 0 or 1 only;
- * any other value is refused at create. */
+/* Options; 0 everywhere selects the defaults. Flags take 0 or 1 only; any other value is
+ * refused at create. The five claim flags (literal_release ... direct_no_lock) are options of
+ * the literal policy only: the gpusched policy refuses them when set, naming the flag. */
 typedef struct {
   int32_t gpu_count;           /* >= 1 */
   int32_t literal_release;     /* claim 5: 1 = any finishing task clears the mark */
@@ -87,11 +103,40 @@ typedef struct {
   int64_t acquire_timeout_ms;  /* acquire fails with GPUSCHED_E_UNAVAILABLE after this; 0 = none */
 } gpusched_dispatcher_options;
 
-/* Creates a dispatcher on the real clock. GPUSCHED_E_INVALID_ARGUMENT on a bad option or
- * service, the message naming it and its value. It starts no threads. */
+/* Creates a dispatcher running the gpusched policy on the real clock, its marks in this
+ * process: gpusched_dispatcher_create_ex(NULL, NULL, ...). */
 int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
                                const gpusched_service_config* services, int32_t service_count,
                                gpusched_dispatcher** out);
+
+/* Creates a dispatcher on the real clock. GPUSCHED_E_INVALID_ARGUMENT on a bad policy, option
+ * or service, the message naming it and its value. It starts no threads.
+ *
+ * policy: NULL or "gpusched": the gpusched policy (DESIGN.md; src/dispatch/gpusched_policy.h):
+ *   a request is granted at once the GPU where it is expected to finish earliest, weighed
+ *   against the delay it causes the leases already there; it waits only when every GPU is at
+ *   max_per_gpu or out of service, and then wakes as soon as a lease is released. Each GPU's
+ *   mark is {the lease expected to finish last, that finish}. Services' wait_time_ms and
+ *   try_time_ms are checked but not used.
+ *   "literal" (or "patent"): the CN113051059B dispatcher as claimed (PATENTS.md section 1),
+ *   with the claim flags of the options.
+ * shared_marks: NULL: the marks live in this process. "/name" (gpusched policy only): the marks
+ *   and co-runners live in the POSIX shared-memory segment /name (/dev/shm/name), created when
+ *   absent; every dispatcher of any process on the machine opened with the same name shares
+ *   one set of marks, GPUs out of service and lease tickets. All must give the same gpu_count
+ *   (at most 64). A process killed while holding the segment's lock does not block the
+ *   others: the next one repairs it and reclaims the dead process's leases (its running
+ *   leases also when a waiter times out, within 100 ms). The segment persists until
+ *   gpusched_shared_marks_unlink. Costs and metrics stay per process.
+ *   GPUSCHED_E_UNAVAILABLE when the OS refuses the segment (the message says why). */
+int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
+                                  const gpusched_dispatcher_options* options,
+                                  const gpusched_service_config* services,
+                                  int32_t service_count, gpusched_dispatcher** out);
+
+/* Removes the shared-marks segment `name` (processes that have it open keep it).
+ * GPUSCHED_E_NOT_FOUND when there is none. */
+int gpusched_shared_marks_unlink(const char* name);
 /* Refuses new calls, waits for the calls in flight (a gpusched_dispatcher_run in progress
  * finishes its fn; a waiting acquire fails), then frees `d`. Refused with
  * GPUSCHED_E_FAILED_PRECONDITION, leaving `d` usable, while leases from
@@ -112,7 +157,9 @@ int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop);
  * whose expected cost fits inside the owner's remaining busy time is granted the same GPU and
  * runs beside it (claim 1, the backfill reading of PATENTS.md), and after its wait budget a
  * request may be granted a busy GPU directly (claim 3; with direct_no_lock without the lock).
- * Use max_per_gpu to bound how many leases run on one GPU at once. */
+ * Use max_per_gpu to bound how many leases run on one GPU at once. Under the gpusched policy
+ * `locked` = 1 means the lease was, at its grant, the one its GPU's mark names (expected to
+ * finish last); leases share GPUs by design there too. */
 typedef struct {
   int32_t gpu;
   int32_t service;
@@ -128,6 +175,35 @@ typedef struct {
  * GPU at max_per_gpu or out of service); GPUSCHED_E_FAILED_PRECONDITION while destroying. */
 int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
                                 gpusched_lease* out);
+
+/* A cancel handle: fire it from any thread to end the gpusched_dispatcher_acquire_ex calls
+ * waiting with it (they return GPUSCHED_E_CANCELLED at once). Once fired it stays fired, and an
+ * acquire_ex given it fails at once, until gpusched_cancel_reset. Thread-safe. */
+typedef struct gpusched_cancel gpusched_cancel;
+
+int gpusched_cancel_create(gpusched_cancel** out);
+/* Fires `c` (idempotent). */
+int gpusched_cancel_fire(gpusched_cancel* c);
+/* Unfires `c`, so it can serve another request. */
+int gpusched_cancel_reset(gpusched_cancel* c);
+/* 1 when fired, 0 when not, in *fired. */
+int gpusched_cancel_fired(gpusched_cancel* c, int32_t* fired);
+/* Fires `c`, waits for the acquires using it to return, then frees it. NULL: 0. */
+int gpusched_cancel_destroy(gpusched_cancel* c);
+
+/* gpusched_dispatcher_acquire with per-request options:
+ * deadline_ms: give up after this many ms from now (> 0), 0: none (beyond acquire_timeout_ms);
+ *   negative: GPUSCHED_E_INVALID_ARGUMENT. Returns GPUSCHED_E_DEADLINE_EXCEEDED when it passed.
+ * cancel: NULL, or a cancel handle; GPUSCHED_E_CANCELLED when it was fired before a grant.
+ * expected_ms: this request's expected run time on an idle GPU (finite, >= 0; 0: its
+ *   service's learned cost), used by the gpusched policy to place it; ignored by the literal
+ *   policy.
+ * Other returns as gpusched_dispatcher_acquire (GPUSCHED_E_UNAVAILABLE: acquire_timeout_ms). The
+ * literal policy waits in try_time_ms steps: its deadline is seen within one step, its cancel
+ * at once. */
+int gpusched_dispatcher_acquire_ex(gpusched_dispatcher* d, const char* service,
+                                   int64_t deadline_ms, gpusched_cancel* cancel,
+                                   double expected_ms, gpusched_lease* out);
 
 /* How the work of a lease ended. */
 enum { GPUSCHED_SUCCEEDED = 0, GPUSCHED_FAILED = 1 };
@@ -147,7 +223,9 @@ typedef int32_t (*gpusched_run_fn)(int32_t gpu, void* user);
 int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result);
 
-/* The signal mark of one GPU. */
+/* The signal mark of one GPU: the literal policy's lock owner and fin_time (claim 4), or the
+ * gpusched policy's lease expected to finish last and that time (owner 0: idle, fin_time now).
+ * Times are ms of the clock the policy runs on. */
 int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owner,
                              int64_t* fin_time_ms);
 

@@ -6,7 +6,9 @@ import com.sun.jna.ptr.LongByReference;
 import com.sun.jna.ptr.PointerByReference;
 
 /**
- * The CN113051059B real-time dispatcher (gpusched_dispatcher_*), shared by threads. close()
+ * A node-level dispatcher (gpusched_dispatcher_*), shared by threads: the gpusched policy by
+ * default, or the literal CN113051059B dispatcher when constructed with policy "literal"; its
+ * marks in this process, or shared by every process that names the same segment. close()
  * (or try-with-resources) waits for calls in flight on other threads, ends their waiting
  * acquires, and is refused with {@link GpuschedLibrary#E_FAILED_PRECONDITION} while leases from
  * {@link #acquire} are out. The per-GPU lock is not exclusive: see {@link GpuschedLibrary}.
@@ -40,15 +42,26 @@ public final class Dispatcher extends Handle {
 
   private final String[] serviceNames;
 
+  /** The gpusched policy, its marks in this process. */
   public Dispatcher(GpuschedLibrary lib, GpuschedLibrary.DispatcherOptions options,
                     Service... services) {
-    super(lib, create(lib, options, services));
+    this(lib, "gpusched", null, options, services);
+  }
+
+  /**
+   * policy: "gpusched" or "literal" (CN113051059B, with the claim options); sharedMarks: null
+   * (marks in this process) or "/name", a shared-memory segment every process opening that name
+   * shares (gpusched policy only).
+   */
+  public Dispatcher(GpuschedLibrary lib, String policy, String sharedMarks,
+                    GpuschedLibrary.DispatcherOptions options, Service... services) {
+    super(lib, create(lib, policy, sharedMarks, options, services));
     serviceNames = new String[services.length];
     for (int i = 0; i < services.length; ++i) serviceNames[i] = services[i].name();
   }
 
-  private static Pointer create(GpuschedLibrary lib, GpuschedLibrary.DispatcherOptions options,
-                                Service[] services) {
+  private static Pointer create(GpuschedLibrary lib, String policy, String sharedMarks,
+                                GpuschedLibrary.DispatcherOptions options, Service[] services) {
     GpuschedLibrary.ServiceConfig first = new GpuschedLibrary.ServiceConfig();
     GpuschedLibrary.ServiceConfig[] array =
         services.length > 0 ? (GpuschedLibrary.ServiceConfig[]) first.toArray(services.length) : null;
@@ -60,8 +73,8 @@ public final class Dispatcher extends Handle {
       array[i].write();
     }
     PointerByReference out = new PointerByReference();
-    GpuschedException.check(lib, lib.gpusched_dispatcher_create(
-        options, array != null ? array[0] : null, services.length, out));
+    GpuschedException.check(lib, lib.gpusched_dispatcher_create_ex(
+        policy, sharedMarks, options, array != null ? array[0] : null, services.length, out));
     return out.getValue();
   }
 
@@ -84,6 +97,25 @@ public final class Dispatcher extends Handle {
   public GpuschedLibrary.Lease acquire(String service) {
     GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
     call(false, h -> lib.gpusched_dispatcher_acquire(h, service, lease));
+    return lease;
+  }
+
+  /**
+   * Blocks until a GPU is granted, at most deadlineMs ms (0: no deadline; then
+   * {@link GpuschedLibrary#E_DEADLINE_EXCEEDED}), or until `cancel` (may be null) is fired
+   * ({@link GpuschedLibrary#E_CANCELLED}). expectedMs > 0: this request's expected run time,
+   * used by the gpusched policy to place it.
+   */
+  public GpuschedLibrary.Lease acquire(String service, long deadlineMs, Cancel cancel,
+                                       double expectedMs) {
+    GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
+    Pointer c = cancel != null ? cancel.enter(false) : null;
+    try {
+      call(false, h -> lib.gpusched_dispatcher_acquire_ex(h, service, deadlineMs, c, expectedMs,
+                                                           lease));
+    } finally {
+      if (cancel != null) cancel.exit();
+    }
     return lease;
   }
 

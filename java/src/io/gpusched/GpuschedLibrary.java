@@ -5,6 +5,7 @@ import com.sun.jna.Library;
 import com.sun.jna.Native;
 import com.sun.jna.Pointer;
 import com.sun.jna.Structure;
+import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.LongByReference;
 import com.sun.jna.ptr.PointerByReference;
 import java.io.File;
@@ -36,6 +37,9 @@ public interface GpuschedLibrary extends Library {
   int E_RESOURCE_EXHAUSTED = 5;
   int E_UNAVAILABLE = 6;
   int E_INTERNAL = 7;
+  /** From gpusched_dispatcher_acquire_ex: its deadline passed, or its cancel handle fired. */
+  int E_DEADLINE_EXCEEDED = 20;
+  int E_CANCELLED = 21;
   int SUCCEEDED = 0;
   int FAILED = 1;
 
@@ -132,6 +136,18 @@ public interface GpuschedLibrary extends Library {
 
   int gpusched_dispatcher_create(DispatcherOptions options, ServiceConfig services,
                                  int serviceCount, PointerByReference out);
+  /** policy: null or "gpusched" (default), "literal"; sharedMarks: null or "/name". */
+  int gpusched_dispatcher_create_ex(String policy, String sharedMarks, DispatcherOptions options,
+                                    ServiceConfig services, int serviceCount,
+                                    PointerByReference out);
+  int gpusched_shared_marks_unlink(String name);
+  int gpusched_dispatcher_acquire_ex(Pointer d, String service, long deadlineMs, Pointer cancel,
+                                     double expectedMs, Lease out);
+  int gpusched_cancel_create(PointerByReference out);
+  int gpusched_cancel_fire(Pointer c);
+  int gpusched_cancel_reset(Pointer c);
+  int gpusched_cancel_fired(Pointer c, IntByReference fired);
+  int gpusched_cancel_destroy(Pointer c);
   int gpusched_dispatcher_destroy(Pointer d);
   int gpusched_dispatcher_shutdown(Pointer d, int stop);
   int gpusched_dispatcher_acquire(Pointer d, String service, Lease out);

@@ -1,0 +1,59 @@
+#pragma once
+// NodeDispatcher: what the C ABI and the bindings drive, whichever policy is behind it: the
+// gpusched policy (gpusched_policy.h, the default) or the literal CN113051059B dispatcher
+// (realtime_dispatcher.h). Adds to DispatchPolicy the per-request options of an acquire
+// (deadline, cancellation, expected run time), release with an outcome, GPUs out of service,
+// shutdown, marks and metrics.
+//
+// Thread-safety: implementations are safe for any number of threads.
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "dispatch/cancel_token.h"
+#include "dispatch/dispatch_metrics.h"
+#include "dispatch/dispatch_policy.h"
+
+namespace gpusched::dispatch {
+
+// One GPU's signal mark. owner == 0: no lock.
+struct SignalMark {
+  uint64_t owner = 0;
+  TimeMs fin_time = 0;
+};
+
+// How the work of a lease ended. A failed request's run time does not train cost_time.
+enum class Outcome { kSucceeded, kFailed };
+
+// Per-request options of an acquire.
+struct AcquireOptions {
+  // Clock time (ns, the dispatcher's clock) after which the acquire gives up with
+  // Unavailable; 0: none beyond the dispatcher's acquire_timeout (the earlier of both wins).
+  int64_t deadline_ns = 0;
+  // When fired, a waiting acquire gives up with Unavailable at once. May be null. Must
+  // outlive the call.
+  CancelToken* cancel = nullptr;
+  // This request's expected run time on an idle GPU, in ms (a model server often knows it from
+  // the input size); 0: its service's learned cost. Used by the gpusched policy only.
+  double expected_ms = 0;
+};
+
+class NodeDispatcher : public DispatchPolicy {
+ public:
+  using DispatchPolicy::Acquire;
+  StatusOr<Lease> Acquire(int service) override { return Acquire(service, AcquireOptions{}); }
+  // Blocks until a GPU is granted. Unavailable when the deadline, the acquire_timeout or the
+  // cancel token ended the wait; FailedPrecondition after Shutdown(true).
+  virtual StatusOr<Lease> Acquire(int service, const AcquireOptions& options) = 0;
+  // NotFound for a ticket not outstanding here; InvalidArgument when gpu/service differ.
+  virtual Status Release(const Lease& lease, Outcome outcome) = 0;
+  void Complete(const Lease& lease) override { (void)Release(lease, Outcome::kSucceeded); }
+  virtual Status SetGpuEnabled(int gpu, bool enabled) = 0;
+  // After Shutdown(true) nothing is granted and waiting requests fail; false undoes it.
+  virtual void Shutdown(bool stop) = 0;
+  // REQUIRES: 0 <= gpu < gpu_count().
+  virtual SignalMark mark(int gpu) const = 0;
+  virtual DispatchMetrics Metrics() const = 0;
+};
+
+}  // namespace gpusched::dispatch

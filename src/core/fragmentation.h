@@ -40,6 +40,19 @@ struct WorkloadShape {
   auto operator<=>(const WorkloadShape&) const = default;
 };
 
+// How a node's fragmentation against one shape m is counted, in GPUs.
+enum class FragmentationMeasure {
+  // FGD's: the idle share that one more task of shape m could not use (see above).
+  kNextTask,
+  // The idle share left unused after the node is filled with as many tasks of shape m as its
+  // GPUs, CPU and RAM allow together: idle - k x m's GPUs x m's share, k = min(whole slots for
+  // m on the GPUs / m.gpus, free CPU / m.cpu, free RAM / m.mem). It sees what kNextTask misses:
+  // CPU or RAM that runs out before the GPUs do, and the remainder a share leaves on a GPU.
+  // Assumes the GPUs of a node are of one size (a share is counted against the largest).
+  kPacking,
+};
+const char* FragmentationMeasureName(FragmentationMeasure m);
+
 struct WeightedShape {
   WorkloadShape shape;
   double p = 0;  // probability in the typical workload; they sum to 1
@@ -79,41 +92,60 @@ class WorkloadDistribution {
 // Fragmentation of `node` for one shape, in GPUs, by the definition above. Reads accounted
 // free memory (or the reported one with o.use_reported_free); an unhealthy GPU has no idle
 // memory.
-double ShapeFragmentation(const NodeState& node, const FilterOptions& o, const WorkloadShape& m);
+double ShapeFragmentation(const NodeState& node, const FilterOptions& o, const WorkloadShape& m,
+                          FragmentationMeasure measure = FragmentationMeasure::kNextTask);
 // F_n(M) = Σ p_m ShapeFragmentation(node, m).
 double ExpectedFragmentation(const NodeState& node, const FilterOptions& o,
-                             std::span<const WeightedShape> workload);
+                             std::span<const WeightedShape> workload,
+                             FragmentationMeasure measure = FragmentationMeasure::kNextTask);
 
 // Per-node tallies for fast "what if" questions: how F_n(M) would change if a request took
-// some GPUs of the node, in O(|M| x GPUs taken) instead of O(|M| x GPUs). Reset() reuses the
-// buffers, so one object serves every node of a scan.
+// some GPUs of the node. Shapes that ask the same of each GPU (share, exclusivity, model) share
+// one tally, so Reset costs O(distinct GPU demands x GPUs + |M|) and Growth
+// O(distinct GPU demands x GPUs taken + |M|). One object serves every node of a scan.
 class NodeFragmentation {
  public:
-  void Reset(const NodeState& node, const FilterOptions& o, std::span<const WeightedShape> workload);
+  // REQUIRES: `workload` outlives the object and does not change while it is used.
+  NodeFragmentation(std::span<const WeightedShape> workload, FragmentationMeasure measure);
+  void Reset(const NodeState& node, const FilterOptions& o);
   double Expected() const { return expected_; }
   // F_n(M) after `r` takes one share (or, exclusive, the whole) of each of `gpus` (indices
-  // into node.gpus, distinct) and its CPU and RAM, minus F_n(M) now. REQUIRES: each GPU can
-  // take a share of r.
+  // into node.gpus, distinct) and its CPU and RAM, minus F_n(M) now. REQUIRES: Reset, and each
+  // GPU can take a share of r.
   double Growth(const PlacementRequest& r, std::span<const int> gpus) const;
 
  private:
+  // What a shape asks of each of its GPUs.
+  struct GpuDemand {
+    MiB gpu_mem_mib = 0;
+    bool exclusive = false;
+    int model_id = -1;
+    auto operator<=>(const GpuDemand&) const = default;
+  };
   struct Gpu {
     MiB free = 0, total = 0;
     int model_id = 0;
     bool healthy = true, whole_free = false;
   };
   struct Tally {
-    int64_t fitting = 0;     // GPUs that can take a share of the shape
+    int64_t fitting = 0;     // GPUs that can take a share of the demand
     int64_t unfit_idle = 0;  // idle memory of the others, in millionths of a GPU
+    int64_t slots = 0;       // shares of the demand the GPUs can take (kPacking)
   };
-  static bool Takes(const Gpu& g, const WorkloadShape& m);
+  static bool Takes(const Gpu& g, const GpuDemand& d);
+  static int64_t Slots(const Gpu& g, const GpuDemand& d);
   static int64_t Idle(const Gpu& g);  // millionths of a GPU
-  static int64_t Fragmentation(const WorkloadShape& m, int64_t cpu_free, MiB mem_free,
-                               const Tally& t, int64_t all_idle);
+  void Add(const Gpu& g, int sign, std::span<Tally> tallies) const;
+  int64_t Fragmentation(size_t shape, int64_t cpu_free, MiB mem_free, const Tally& t,
+                        int64_t all_idle) const;
 
   std::span<const WeightedShape> workload_;
+  FragmentationMeasure measure_;
+  std::vector<GpuDemand> demands_;   // distinct, in order
+  std::vector<size_t> demand_of_;    // by workload index
+  std::vector<int64_t> share_;       // by demand: one share, millionths of a GPU (kPacking)
   std::vector<Gpu> gpus_;
-  std::vector<Tally> tallies_;  // by workload index
+  std::vector<Tally> tallies_;       // by demand
   int64_t cpu_free_ = 0;
   MiB mem_free_ = 0;
   int64_t all_idle_ = 0;  // millionths of a GPU

@@ -112,6 +112,7 @@ NodeFragmentation::NodeFragmentation(std::span<const WeightedShape> workload,
   }
   share_.resize(demands_.size());
   tallies_.resize(demands_.size());
+  now_.resize(workload.size());
 }
 
 bool NodeFragmentation::Takes(const Gpu& g, const GpuDemand& d) {
@@ -180,8 +181,8 @@ void NodeFragmentation::Reset(const NodeState& node, const FilterOptions& o) {
   mem_free_ = node.capacity.mem_mib - node.allocated.mem_mib;
   expected_ = 0;
   for (size_t i = 0; i < workload_.size(); ++i) {
-    expected_ += workload_[i].p * static_cast<double>(Fragmentation(
-                                      i, cpu_free_, mem_free_, tallies_[demand_of_[i]], all_idle_));
+    now_[i] = Fragmentation(i, cpu_free_, mem_free_, tallies_[demand_of_[i]], all_idle_);
+    expected_ += workload_[i].p * static_cast<double>(now_[i]);
   }
   expected_ /= kMicro;
 }
@@ -211,9 +212,7 @@ double NodeFragmentation::Growth(const PlacementRequest& r, std::span<const int>
   const int64_t all = all_idle_ - idle_drop;
   double growth = 0;
   for (size_t i = 0; i < workload_.size(); ++i) {
-    const size_t d = demand_of_[i];
-    const int64_t diff = Fragmentation(i, cpu, mem, after[d], all) -
-                         Fragmentation(i, cpu_free_, mem_free_, tallies_[d], all_idle_);
+    const int64_t diff = Fragmentation(i, cpu, mem, after[demand_of_[i]], all) - now_[i];
     if (diff != 0) growth += workload_[i].p * static_cast<double>(diff);
   }
   return growth / kMicro;

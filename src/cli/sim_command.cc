@@ -147,7 +147,7 @@ void RegisterSim(CLI::App& app) {
                   "fairshare (gpusched plus fair share between the trace's virtual clusters)")
       ->capture_default_str();
   cmd->add_option("--placement", f->placement,
-                  "Node/GPU choice: gpusched | best-fit | worst-fit | min-fragmentation")
+                  "Node/GPU choice: gpusched | best-fit | worst-fit | min-fragmentation | fgd")
       ->capture_default_str();
   cmd->add_option("--out", f->out, "Directory for summary.json, CSV files and PNG plots");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");

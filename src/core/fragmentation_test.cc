@@ -60,8 +60,8 @@ TEST(Fragmentation, MeasureOnAHandWorkedNode) {
                                         {WorkloadShape::Of(Whole(2)), 0.25}};
   // 0.5 x 0.25 + 0.25 x 0.75 + 0.25 x 1.75
   EXPECT_DOUBLE_EQ(ExpectedFragmentation(n, o, m), 0.75);
-  NodeFragmentation frag;
-  frag.Reset(n, o, m);
+  NodeFragmentation frag(m, FragmentationMeasure::kNextTask);
+  frag.Reset(n, o);
   EXPECT_DOUBLE_EQ(frag.Expected(), 0.75);
 }
 
@@ -86,8 +86,8 @@ TEST(Fragmentation, GrowthOfAPlacementByHandAndAfterTheReservation) {
                                         {WorkloadShape::Of(Whole(1)), 0.25},
                                         {WorkloadShape::Of(Whole(2)), 0.25}};
   const PlacementRequest r = Shared(6 * kGiB);
-  NodeFragmentation frag;
-  frag.Reset(cluster.node(0), o, m);
+  NodeFragmentation frag(m, FragmentationMeasure::kNextTask);
+  frag.Reset(cluster.node(0), o);
   const int gpu1[] = {1}, gpu2[] = {2};
   EXPECT_DOUBLE_EQ(frag.Growth(r, gpu1), -0.125);
   EXPECT_DOUBLE_EQ(frag.Growth(r, gpu2), 0.0625);
@@ -95,6 +95,73 @@ TEST(Fragmentation, GrowthOfAPlacementByHandAndAfterTheReservation) {
   // The measure on the node after the reservation agrees.
   cluster.Reserve({0, "n", {2}, {6 * kGiB}, {}, false, ""});
   EXPECT_DOUBLE_EQ(ExpectedFragmentation(cluster.node(0), o, m), 0.8125);
+}
+
+// The packing measure on the same node (idle 0.25 + 0.5 + 1 = 1.75 GPUs, 64 cores free).
+TEST(Fragmentation, PackingMeasureOnAHandWorkedNode) {
+  const ClusterState cluster = HandNode();
+  const NodeState& n = cluster.node(0);
+  const FilterOptions o;
+  const auto packing = [&](const PlacementRequest& r) {
+    return ShapeFragmentation(n, o, WorkloadShape::Of(r), FragmentationMeasure::kPacking);
+  };
+  // 6 GiB shares (0.375): none on GPU0, one on GPU1, two on GPU2; 1.75 - 3 x 0.375 is left
+  // over, where the next-task measure sees GPU0's 0.25 only.
+  EXPECT_DOUBLE_EQ(packing(Shared(6 * kGiB)), 0.625);
+  // Whole GPUs: one fits (GPU2); one pair does not.
+  EXPECT_DOUBLE_EQ(packing(Whole(1)), 0.75);
+  EXPECT_DOUBLE_EQ(packing(Whole(2)), 1.75);
+  // 2 GiB shares: 2 + 4 + 8 of them use every idle GPU...
+  EXPECT_DOUBLE_EQ(packing(Shared(2 * kGiB)), 0);
+  // ...but at 20 cores each the 64 cores hold three: 1.75 - 3 x 0.125. The next-task measure
+  // sees no fragment at all here.
+  EXPECT_DOUBLE_EQ(packing(Shared(2 * kGiB, 20'000)), 1.375);
+  EXPECT_DOUBLE_EQ(ShapeFragmentation(n, o, WorkloadShape::Of(Shared(2 * kGiB, 20'000))), 0);
+}
+
+// Node a: two GPUs and 16 cores; node b: two GPUs and 64 cores. The workload so far: whole-GPU
+// tasks of 8 cores. A CPU-only task of 8 cores arrives, then four whole-GPU tasks of 8 cores.
+// The next-task measure sees no growth on either node (both can still host one more
+// whole-GPU task), so best fit and then the name choose a, which is then left with CPU for one
+// whole-GPU task: one of the four finds no node. By packing, a would drop from two 8-core
+// whole-GPU tasks to one (growth +1 GPU) and b stays at two (growth 0): all four fit.
+TEST(Placer, PackingMeasureKeepsCpuForTheGpus) {
+  const auto cluster_now = [] {
+    ClusterState c;
+    NodeSpec a = MakeNode("a", 2, 16 * kGiB);
+    a.capacity.cpu_milli = 16'000;
+    EXPECT_TRUE(c.Upsert(a, 0).ok());
+    EXPECT_TRUE(c.Upsert(MakeNode("b", 2, 16 * kGiB), 0).ok());
+    return c;
+  };
+  PlacementRequest whole = Whole(1);
+  whole.resources.cpu_milli = 8'000;
+  PlacementRequest cpu_only;
+  cpu_only.resources.cpu_milli = 8'000;
+  WorkloadDistribution seen;
+  seen.Observe(whole);
+
+  const auto run = [&](FragmentationMeasure measure, std::string* first) {
+    PlacementOptions o;
+    o.node_order = NodeOrder::kMinFragmentation;
+    o.gpu_order = GpuOrder::kMinFragmentation;
+    o.fragmentation = measure;
+    ClusterState c = cluster_now();
+    const Placer placer(o, nullptr);
+    int placed = 0;
+    for (const PlacementRequest& r : {cpu_only, whole, whole, whole, whole}) {
+      const PlacementResult result = placer.Place(c, r, &seen);
+      if (!result.placed()) continue;
+      if (placed++ == 0) *first = result.placement.node;
+      c.Reserve(result.placement);
+    }
+    return placed;
+  };
+  std::string first;
+  EXPECT_EQ(run(FragmentationMeasure::kNextTask, &first), 4);
+  EXPECT_EQ(first, "a");
+  EXPECT_EQ(run(FragmentationMeasure::kPacking, &first), 5);
+  EXPECT_EQ(first, "b");
 }
 
 TEST(WorkloadDistribution, KeepsTheMostFrequentShapesUpToTheCoverage) {

@@ -89,6 +89,13 @@ bool Placer::Better(const ClusterState& cluster, const Candidate& a, const Candi
 
 namespace {
 
+// Whether two GPUs look the same to the fragmentation measure.
+bool SameState(const GpuState& a, const GpuState& b, const FilterOptions& o) {
+  return a.healthy == b.healthy && a.model_id == b.model_id && a.total_mib == b.total_mib &&
+         EffectiveFree(a, o) == EffectiveFree(b, o) &&
+         (a.tasks == 0 && a.allocated_mib == 0) == (b.tasks == 0 && b.allocated_mib == 0);
+}
+
 // GPU memory used on the node after the request, as a fraction (the best-fit key).
 double UsedAfter(const NodeSummary& s, const PlacementRequest& r) {
   const MiB req = r.gpus == 0     ? 0
@@ -109,10 +116,17 @@ Placer::Candidate Placer::RankByFragmentation(const NodeState& n, const NodeSumm
   if (workload.empty()) return c;
   std::vector<int> gpus;
   if (r.gpus > 0) {
-    gpus = PickByTopology(n, OrderGpus(n, r, workload, frag), r.gpus, nullptr);
+    double first_growth = 0;
+    const std::vector<int> order = OrderGpus(n, r, workload, frag, &first_growth);
+    gpus = PickByTopology(n, order, r.gpus, nullptr);
+    if (options_.gpu_order == GpuOrder::kMinFragmentation && gpus.size() == 1 &&
+        !order.empty() && gpus[0] == order[0]) {
+      c.primary = first_growth;  // already measured by the GPU order
+      return c;
+    }
   }
   if (options_.gpu_order != GpuOrder::kMinFragmentation || r.gpus == 0) {
-    frag->Reset(n, options_.filter, workload);
+    frag->Reset(n, options_.filter);
   }
   c.primary = frag->Growth(r, gpus);
   return c;
@@ -124,7 +138,7 @@ void Placer::ScanChunk(const ClusterState& cluster, const PlacementRequest& r,
   const auto& nodes = cluster.nodes();
   const auto& summaries = cluster.summaries();
   const bool by_fragmentation = options_.node_order == NodeOrder::kMinFragmentation;
-  NodeFragmentation frag;
+  NodeFragmentation frag(workload, options_.fragmentation);
   for (size_t i = begin; i < end; ++i) {
     const int rejected_by = FirstRejectingFilterFast(summaries[i], nodes[i], r, options_.filter);
     if (rejected_by != kNumFilters) {
@@ -214,7 +228,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
 
 std::vector<int> Placer::OrderGpus(const NodeState& node, const PlacementRequest& r,
                                    std::span<const WeightedShape> workload,
-                                   NodeFragmentation* frag) const {
+                                   NodeFragmentation* frag, double* first_growth) const {
   struct Key {
     double growth;     // of the node's expected fragmentation (min_fragmentation only)
     double occupancy;  // (used + req) / total
@@ -223,15 +237,30 @@ std::vector<int> Placer::OrderGpus(const NodeState& node, const PlacementRequest
   };
   const GpuOrder order_by = options_.gpu_order;
   const bool by_fragmentation = order_by == GpuOrder::kMinFragmentation && !workload.empty();
-  if (by_fragmentation) frag->Reset(node, options_.filter, workload);
+  if (by_fragmentation) frag->Reset(node, options_.filter);
   std::vector<Key> fits;
   fits.reserve(node.gpus.size());
+  // GPUs in the same state give the same growth (often all the free GPUs of a node): each
+  // state is measured once.
+  std::vector<std::pair<const GpuState*, double>> measured;
   for (const GpuState& g : node.gpus) {
     if (!GpuFits(g, r, options_.filter)) continue;
     const MiB req = r.exclusive ? g.total_mib : r.gpu_mem_mib;
     const MiB free = EffectiveFree(g, options_.filter);
-    const int one[] = {g.index};
-    fits.push_back({by_fragmentation ? frag->Growth(r, one) : 0.0,
+    double growth = 0;
+    if (by_fragmentation) {
+      const auto same = std::find_if(measured.begin(), measured.end(), [&](const auto& m) {
+        return SameState(*m.first, g, options_.filter);
+      });
+      if (same != measured.end()) {
+        growth = same->second;
+      } else {
+        const int one[] = {g.index};
+        growth = frag->Growth(r, one);
+        measured.emplace_back(&g, growth);
+      }
+    }
+    fits.push_back({growth,
                     static_cast<double>(g.allocated_mib + req) / static_cast<double>(g.total_mib),
                     free - req, g.index});
   }
@@ -246,6 +275,7 @@ std::vector<int> Placer::OrderGpus(const NodeState& node, const PlacementRequest
     }
     return a.index < b.index;
   });
+  if (first_growth != nullptr && !fits.empty()) *first_growth = fits.front().growth;
   std::vector<int> order;
   order.reserve(fits.size());
   for (const Key& k : fits) order.push_back(k.index);
@@ -254,10 +284,10 @@ std::vector<int> Placer::OrderGpus(const NodeState& node, const PlacementRequest
 
 std::vector<int> Placer::PickGpus(const NodeState& node, const PlacementRequest& r,
                                   std::string* rule, const WorkloadDistribution* workload) const {
-  NodeFragmentation frag;
   const std::span<const WeightedShape> shapes =
       workload != nullptr ? std::span<const WeightedShape>(workload->typical())
                           : std::span<const WeightedShape>();
+  NodeFragmentation frag(shapes, options_.fragmentation);
   return PickByTopology(node, OrderGpus(node, r, shapes, &frag), r.gpus, rule);
 }
 

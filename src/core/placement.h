@@ -55,6 +55,8 @@ struct PlacementOptions {
   GpuOrder gpu_order = GpuOrder::kSpread;
   ScoreWeights weights;
   FilterOptions filter;
+  // What the min_fragmentation orders measure (fragmentation.h).
+  FragmentationMeasure fragmentation = FragmentationMeasure::kPacking;
   size_t parallel_threshold = 100;  // N_par
   size_t parallel_chunks = 16;      // W
 };
@@ -119,10 +121,11 @@ class Placer {
                                 const PlacementRequest& r, std::span<const WeightedShape> workload,
                                 NodeFragmentation* frag) const;
   // The GPU order's preference list (the GPUs that fit, best first); `frag` is Reset for
-  // the node when the order needs it.
+  // the node when the order needs it, and `first_growth` (may be null) receives the first
+  // GPU's growth (min_fragmentation; 0 otherwise).
   std::vector<int> OrderGpus(const NodeState& node, const PlacementRequest& r,
-                             std::span<const WeightedShape> workload,
-                             NodeFragmentation* frag) const;
+                             std::span<const WeightedShape> workload, NodeFragmentation* frag,
+                             double* first_growth = nullptr) const;
   bool Better(const ClusterState& cluster, const Candidate& a, const Candidate& b) const;
 
   PlacementOptions options_;

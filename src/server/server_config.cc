@@ -304,6 +304,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
                                             {"best_fit", core::GpuOrder::kBestFit},
                                             {"min_fragmentation",
                                              core::GpuOrder::kMinFragmentation}})},
+      {"fragmentation_measure",
+       Choice<core::FragmentationMeasure>(s.placement.fragmentation,
+                                          {{"packing", core::FragmentationMeasure::kPacking},
+                                           {"next_task", core::FragmentationMeasure::kNextTask}})},
       {"use_reported_free", Bool(s.placement.filter.use_reported_free)},
       // CN115981827A claim 1: the parallel node filter.
       {"parallel_threshold", Count(s.placement.parallel_threshold, 0)},

@@ -178,7 +178,12 @@ TEST(ServerConfigTest, PlacementOrderKeysAreRead) {
   ASSERT_TRUE(ApplyConfigFile(third, frag).ok());
   EXPECT_EQ(frag.scheduler.placement.node_order, core::NodeOrder::kMinFragmentation);
   EXPECT_EQ(frag.scheduler.placement.gpu_order, core::GpuOrder::kMinFragmentation);
+  EXPECT_EQ(frag.scheduler.placement.fragmentation, core::FragmentationMeasure::kPacking);
   std::filesystem::remove(third);
+  const std::string fourth = WriteFile("fragmentation_measure: next_task\n");
+  ASSERT_TRUE(ApplyConfigFile(fourth, frag).ok());
+  EXPECT_EQ(frag.scheduler.placement.fragmentation, core::FragmentationMeasure::kNextTask);
+  std::filesystem::remove(fourth);
 }
 
 // CN115981827A claim 1: N_par, W and the threads of the filter pool are config keys.

@@ -39,17 +39,19 @@ const char* PlacementPolicyName(PlacementPolicy p) {
     case PlacementPolicy::kBestFit: return "best-fit";
     case PlacementPolicy::kWorstFit: return "worst-fit";
     case PlacementPolicy::kMinFragmentation: return "min-fragmentation";
+    case PlacementPolicy::kFgd: return "fgd";
   }
   return "unknown";
 }
 
 StatusOr<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
   for (PlacementPolicy p : {PlacementPolicy::kGpusched, PlacementPolicy::kBestFit,
-                            PlacementPolicy::kWorstFit, PlacementPolicy::kMinFragmentation}) {
+                            PlacementPolicy::kWorstFit, PlacementPolicy::kMinFragmentation,
+                            PlacementPolicy::kFgd}) {
     if (name == PlacementPolicyName(p)) return p;
   }
   return InvalidArgument("placement: \"" + std::string(name) +
-                         "\" is not one of gpusched, best-fit, worst-fit, min-fragmentation");
+                         "\" is not one of gpusched, best-fit, worst-fit, min-fragmentation, fgd");
 }
 
 bool IsPreemptive(Policy p) {
@@ -96,6 +98,12 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
     case PlacementPolicy::kMinFragmentation:
       c.placement.node_order = core::NodeOrder::kMinFragmentation;
       c.placement.gpu_order = core::GpuOrder::kMinFragmentation;
+      c.placement.fragmentation = core::FragmentationMeasure::kPacking;
+      break;
+    case PlacementPolicy::kFgd:
+      c.placement.node_order = core::NodeOrder::kMinFragmentation;
+      c.placement.gpu_order = core::GpuOrder::kMinFragmentation;
+      c.placement.fragmentation = core::FragmentationMeasure::kNextTask;
       break;
   }
   return c;

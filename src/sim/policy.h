@@ -36,7 +36,9 @@
 //              least memory left over
 //   worst-fit  the node with the most free resources (LeastAllocated), GPUs spread
 //   min-fragmentation  node and GPUs by the least growth of expected fragmentation against
-//              the task shapes submitted so far (core/fragmentation.h), ties by best fit
+//              the task shapes submitted so far (core/fragmentation.h, the packing
+//              measure), ties by best fit
+//   fgd        the same orders with FGD's next-task measure (kNextTask)
 
 #include <string>
 #include <string_view>
@@ -48,7 +50,7 @@
 namespace gpusched::sim {
 
 enum class Policy { kGpusched, kFifo, kFifoBackfill, kSjf, kSrtf, kLas, kDlas, kFairShare };
-enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit, kMinFragmentation };
+enum class PlacementPolicy { kGpusched, kBestFit, kWorstFit, kMinFragmentation, kFgd };
 
 StatusOr<Policy> ParsePolicy(std::string_view name);
 const char* PolicyName(Policy p);

@@ -51,8 +51,8 @@ TEST(ReportTest, JobsCsvRow) {
 // Nodes n0 (2 GPUs) and n1 (1 GPU); pods: two halves of a GPU, then one of 2 whole GPUs.
 // Best fit packs both halves onto n1's GPU and keeps n0 whole for the 2-GPU pod; the
 // gpusched placement and worst fit spread the halves over n0, so the 2-GPU pod finds no node.
-// min-fragmentation: every choice leaves the half-GPU shape's fragmentation at 0, so best fit
-// breaks the ties and it packs like best fit.
+// min-fragmentation and fgd: every choice leaves the half-GPU shape's fragmentation at 0, so
+// best fit breaks the ties and they pack like best fit.
 TEST(AllocationReplayTest, BestFitKeepsWholeNodesFree) {
   auto trace = LoadTrace(kData + "/alloc_pods.csv", TraceFormat::kAlibaba);
   auto nodes = LoadNodeList(kData + "/alibaba_nodes_sample.csv");
@@ -63,6 +63,7 @@ TEST(AllocationReplayTest, BestFitKeepsWholeNodesFree) {
   };
   for (const Want& w : {Want{PlacementPolicy::kBestFit, 3, 0},
                         Want{PlacementPolicy::kMinFragmentation, 3, 0},
+                        Want{PlacementPolicy::kFgd, 3, 0},
                         Want{PlacementPolicy::kGpusched, 1, 2},
                         Want{PlacementPolicy::kWorstFit, 1, 2}}) {
     SimOptions options;

@@ -74,28 +74,15 @@ std::vector<std::string> ServiceNames(const std::vector<ServiceConfig>& services
 }  // namespace
 
 Status ValidateGpuschedConfig(const GpuschedConfig& config) {
-  if (config.gpu_count < 1 || config.gpu_count > kMaxMarkGpus) {
-    return InvalidArgument("gpu_count: must be in [1, " + std::to_string(kMaxMarkGpus) +
-                           "], got " + std::to_string(config.gpu_count));
-  }
-  if (config.services.empty()) return InvalidArgument("services: at least one is required");
-  if (config.learning == CostLearning::kEma && !(config.ema_alpha > 0 && config.ema_alpha <= 1)) {
-    return InvalidArgument("ema_alpha: must be in (0, 1], got " +
-                           std::to_string(config.ema_alpha));
-  }
-  if (config.max_per_gpu < 0) {
-    return InvalidArgument("max_per_gpu: must be >= 0 (0: no cap), got " +
-                           std::to_string(config.max_per_gpu));
-  }
+  GS_RETURN_IF_ERROR(ValidateCommonFields(config.gpu_count, kMaxMarkGpus, config.services.size(),
+                                          config.learning, config.ema_alpha,
+                                          config.max_per_gpu));
   if (config.max_per_gpu > kMaxCoRunners) {
     return InvalidArgument("max_per_gpu: at most " + std::to_string(kMaxCoRunners) +
                            " leases run on one GPU (0: that many), got " +
                            std::to_string(config.max_per_gpu));
   }
-  if (config.acquire_timeout < 0) {
-    return InvalidArgument("acquire_timeout: must be >= 0 ms (0: none), got " +
-                           std::to_string(config.acquire_timeout));
-  }
+  GS_RETURN_IF_ERROR(ValidateAcquireTimeout(config.acquire_timeout));
   if (!(config.min_remaining_fraction >= 0 && config.min_remaining_fraction <= 1)) {
     return InvalidArgument("min_remaining_fraction: must be in [0, 1], got " +
                            std::to_string(config.min_remaining_fraction));
@@ -313,13 +300,7 @@ Status GpuschedPolicy::Release(const Lease& lease, Outcome outcome) {
                     "or another policy's)");
   }
   const Lease granted = it->second;
-  if (granted.gpu != lease.gpu || granted.service != lease.service) {
-    return InvalidArgument("lease: gpu " + std::to_string(lease.gpu) + " / service " +
-                           std::to_string(lease.service) + " do not match ticket " +
-                           std::to_string(lease.ticket) + " (granted gpu " +
-                           std::to_string(granted.gpu) + ", service " +
-                           std::to_string(granted.service) + ")");
-  }
+  GS_RETURN_IF_ERROR(CheckReleaseMatchesGrant(granted, lease));
   leases_.erase(it);
   const int64_t now_ns = clock_.NowNs();
   GpuSlots& g = table_->gpus[granted.gpu];

@@ -8,6 +8,7 @@
 // Thread-safety: implementations are safe for any number of threads.
 
 #include <cstdint>
+#include <string>
 
 #include "base/status.h"
 #include "dispatch/cancel_token.h"
@@ -37,6 +38,17 @@ struct AcquireOptions {
   // the input size); 0: its service's learned cost. Used by the gpusched policy only.
   double expected_ms = 0;
 };
+
+// A release of `lease` against the lease `granted` under its ticket: InvalidArgument naming
+// both when the GPU or the service differ.
+inline Status CheckReleaseMatchesGrant(const Lease& granted, const Lease& lease) {
+  if (granted.gpu == lease.gpu && granted.service == lease.service) return Status::Ok();
+  return InvalidArgument("lease: gpu " + std::to_string(lease.gpu) + " / service " +
+                         std::to_string(lease.service) + " do not match ticket " +
+                         std::to_string(lease.ticket) + " (granted gpu " +
+                         std::to_string(granted.gpu) + ", service " +
+                         std::to_string(granted.service) + ")");
+}
 
 class NodeDispatcher : public DispatchPolicy {
  public:

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -31,23 +32,39 @@ std::string Ms(double ms) {
 
 }  // namespace
 
-Status ValidateConfig(const DispatcherConfig& config) {
-  if (config.gpu_count < 1) {
-    return InvalidArgument("gpu_count: must be >= 1, got " + std::to_string(config.gpu_count));
+Status ValidateCommonFields(int gpu_count, int max_gpus, size_t services, CostLearning learning,
+                            double ema_alpha, int max_per_gpu) {
+  if (gpu_count < 1 || gpu_count > max_gpus) {
+    return InvalidArgument(
+        (max_gpus == std::numeric_limits<int>::max()
+             ? std::string("gpu_count: must be >= 1")
+             : "gpu_count: must be in [1, " + std::to_string(max_gpus) + "]") +
+        ", got " + std::to_string(gpu_count));
   }
-  if (config.services.empty()) return InvalidArgument("services: at least one is required");
-  if (config.learning == CostLearning::kEma && !(config.ema_alpha > 0 && config.ema_alpha <= 1)) {
-    return InvalidArgument("ema_alpha: must be in (0, 1], got " +
-                           std::to_string(config.ema_alpha));
+  if (services == 0) return InvalidArgument("services: at least one is required");
+  if (learning == CostLearning::kEma && !(ema_alpha > 0 && ema_alpha <= 1)) {
+    return InvalidArgument("ema_alpha: must be in (0, 1], got " + std::to_string(ema_alpha));
   }
-  if (config.max_per_gpu < 0) {
+  if (max_per_gpu < 0) {
     return InvalidArgument("max_per_gpu: must be >= 0 (0: no cap), got " +
-                           std::to_string(config.max_per_gpu));
+                           std::to_string(max_per_gpu));
   }
-  if (config.acquire_timeout < 0) {
+  return Status::Ok();
+}
+
+Status ValidateAcquireTimeout(DurationMs acquire_timeout) {
+  if (acquire_timeout < 0) {
     return InvalidArgument("acquire_timeout: must be >= 0 ms (0: none), got " +
-                           std::to_string(config.acquire_timeout));
+                           std::to_string(acquire_timeout));
   }
+  return Status::Ok();
+}
+
+Status ValidateConfig(const DispatcherConfig& config) {
+  GS_RETURN_IF_ERROR(ValidateCommonFields(config.gpu_count, std::numeric_limits<int>::max(),
+                                          config.services.size(), config.learning,
+                                          config.ema_alpha, config.max_per_gpu));
+  GS_RETURN_IF_ERROR(ValidateAcquireTimeout(config.acquire_timeout));
   std::set<std::string> names;
   for (const ServiceConfig& s : config.services) {
     if (s.name.empty()) return InvalidArgument("services[].name: must not be empty");

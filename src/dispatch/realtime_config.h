@@ -90,6 +90,12 @@ struct DispatcherConfig {
 // max_per_gpu >= 0 and acquire_timeout >= 0.
 Status ValidateConfig(const DispatcherConfig& config);
 
+// The checks every dispatch policy's configuration shares: gpu_count in [1, max_gpus], at
+// least one service, ema_alpha in (0, 1] for kEma, max_per_gpu >= 0, acquire_timeout >= 0.
+Status ValidateCommonFields(int gpu_count, int max_gpus, size_t services, CostLearning learning,
+                            double ema_alpha, int max_per_gpu);
+Status ValidateAcquireTimeout(DurationMs acquire_timeout);
+
 // An offline cost table (claim 6, "obtained by an offline test"): one `service cost_ms` or
 // `service=cost_ms` per line; blank lines and `#` comments are ignored.
 StatusOr<std::map<std::string, DurationMs>> ParseCostTable(std::string_view text);

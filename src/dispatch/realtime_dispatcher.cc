@@ -202,13 +202,7 @@ Status RealtimeDispatcher::Release(const Lease& lease, Outcome outcome) {
                     "or another dispatcher's)");
   }
   const Lease granted = it->second;
-  if (granted.gpu != lease.gpu || granted.service != lease.service) {
-    return InvalidArgument("lease: gpu " + std::to_string(lease.gpu) + " / service " +
-                           std::to_string(lease.service) + " do not match ticket " +
-                           std::to_string(lease.ticket) + " (granted gpu " +
-                           std::to_string(granted.gpu) + ", service " +
-                           std::to_string(granted.service) + ")");
-  }
+  GS_RETURN_IF_ERROR(CheckReleaseMatchesGrant(granted, lease));
   leases_.erase(it);
   running_[granted.gpu]--;
   const double run_ms = static_cast<double>(now_ns - granted.granted_ns) / 1e6;

@@ -11,6 +11,9 @@
 
 #include "cli/commands.h"
 #include "cli/usage_errors.h"
+#ifdef GPUSCHED_CLIENT_ONLY
+#include "cli/full_binary.h"
+#endif
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
 #include <absl/synchronization/mutex.h>
 #include <grpc/grpc.h>
@@ -56,8 +59,6 @@ int main(int argc, char** argv) {
   // mutexes updated a global lock graph, ~3% of the server's CPU under load. Lock order is
   // checked by our ThreadSanitizer runs instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Held to the end: a client's channel going away does not shut gRPC down (Finish).
-  grpc_init();
 #endif
   CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
   app.require_subcommand(1);
@@ -66,6 +67,17 @@ int main(int argc, char** argv) {
   // Global: `gpusched --ca FILE ls`; every client command also takes it after its name.
   gpusched::cli::AddCaFlag(&app);
 #endif
+#ifdef GPUSCHED_CLIENT_ONLY
+  // The client binary (full_binary.h): the commands that talk to a server, and nothing else;
+  // every other command, and the full --help, is the whole binary's.
+  gpusched::cli::RegisterTaskCommands(app);
+  gpusched::cli::RegisterNodeCommands(app);
+  gpusched::cli::RegisterTokenCommands(app);
+  gpusched::cli::RegisterQuotaCommands(app);
+  if (!gpusched::cli::HandledByClientBinary(app, argc, argv)) {
+    return gpusched::cli::ExecFullBinary(argv);
+  }
+#else
 
   CLI::App* bench = app.add_subcommand("bench", "Run a benchmark suite");
   bench->require_subcommand(1);
@@ -98,7 +110,12 @@ int main(int argc, char** argv) {
   gpusched::cli::RegisterBenchSoak(*bench);
   gpusched::cli::RegisterHaCommands(app, *bench);
 #endif
+#endif  // GPUSCHED_CLIENT_ONLY
 
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  // Held to the end: a client's channel going away does not shut gRPC down (Finish).
+  grpc_init();
+#endif
   const std::vector<std::string> args(argv + 1, argv + argc);
   const auto end = std::find(args.begin(), args.end(), "--");  // the task's own words follow
   gpusched::cli::SetJsonErrors(std::find(args.begin(), end, "--json") != end);

@@ -1,6 +1,23 @@
 #include "rpc/channel.h"
 
+#include <arpa/inet.h>
+
 namespace gpusched::rpc {
+
+// "A.B.C.D:PORT" as an ipv4: target: gRPC takes the address as it is instead of handing an
+// address literal to its DNS resolver (a thread hop on every new channel). Anything else
+// (names, IPv6, targets with a scheme) is passed through.
+std::string ChannelTarget(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return address;
+  const std::string host = address.substr(0, colon);
+  in_addr ip{};
+  if (inet_pton(AF_INET, host.c_str(), &ip) != 1) return address;
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    if (address[i] < '0' || address[i] > '9') return address;
+  }
+  return "ipv4:" + address;
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keepalive,
                                            const ClientTls* tls) {
@@ -17,14 +34,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keep
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
   if (tls == nullptr || !tls->enabled()) {
-    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(ChannelTarget(address), grpc::InsecureChannelCredentials(),
+                                     args);
   }
   if (!tls->server_name.empty()) args.SetSslTargetNameOverride(tls->server_name);
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = tls->ca_pem;
   ssl.pem_cert_chain = tls->cert_pem;
   ssl.pem_private_key = tls->key_pem;
-  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
+  return grpc::CreateCustomChannel(ChannelTarget(address), grpc::SslCredentials(ssl), args);
 }
 
 }  // namespace gpusched::rpc

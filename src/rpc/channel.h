@@ -15,6 +15,10 @@ namespace gpusched::rpc {
 // given and enabled (trusting its CA, presenting its certificate when it has one). With
 // `keepalive`, the channel pings every second and gives up on a peer silent for two
 // (agents' links, so a stopped leader is noticed; the server permits such pings).
+// The gRPC target for "host:port": "ipv4:A.B.C.D:PORT" for an IPv4 literal (no resolver),
+// else the address unchanged.
+std::string ChannelTarget(const std::string& address);
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keepalive = false,
                                            const ClientTls* tls = nullptr);
 

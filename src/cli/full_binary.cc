@@ -1,0 +1,48 @@
+#include "cli/full_binary.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "cli/commands.h"
+#include "cli/usage_errors.h"
+
+namespace gpusched::cli {
+
+bool HandledByClientBinary(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--ca") {  // the one global option with a value
+      ++i;
+      continue;
+    }
+    if (a.rfind("--ca=", 0) == 0) continue;
+    if (a == "--version") return true;
+    if (a.empty() || a[0] == '-') return false;  // --help, or a mistake the whole binary names
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->check_name(std::string(a))) return true;
+    }
+    return false;
+  }
+  return false;  // no command: the whole binary prints what there is
+}
+
+int ExecFullBinary(char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path full =
+      (ec ? std::filesystem::path(argv[0]) : self).parent_path() / kFullBinaryName;
+  execv(full.c_str(), argv);
+  const int err = errno;
+  PrintError("cannot run " + full.string() + ": " + std::strerror(err) +
+                 " (gpusched-full is installed next to gpusched and runs every command other "
+                 "than the client ones)",
+             kExitFailure);
+  return kExitFailure;
+}
+
+}  // namespace gpusched::cli

@@ -5,8 +5,10 @@
 // real process (/bin/true); with --executor noop the agents start nothing (a task "runs" for
 // 1 ms), which measures the control plane alone. Reports tasks submitted -> finished per
 // second (from the server's timestamps: first submission to last finish) and submit -> start
-// latency (accepted -> agent reported running). With real processes the same run also
-// measures a bare spawn-and-wait loop of /bin/true (posix_spawn + waitpid, one loop per CPU
+// latency (accepted -> agent reported running), and the process's CPU time per task
+// (`cpu_ms_per_task`: clients, server and agents together; unlike tasks/s it does not depend
+// on what else the machine runs). With real processes the same run also measures a bare
+// spawn-and-wait loop of /bin/true (posix_spawn + waitpid, one loop per CPU
 // core, no scheduler): `spawn_limit_per_s`, the most any process executor could reach here.
 // With --tls the same run goes over TLS: certificates made in the run's temp dir (certs init),
 // the server with --tls-dir, every agent presenting its own certificate (mutual TLS), the
@@ -15,6 +17,7 @@
 // its first start wrote: --tls --auth against neither is the cost of security.
 
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +69,14 @@ double SpawnLimitPerSecond(int n) {
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return double(n - failed.load()) / secs;
+}
+
+// CPU time (user + system) of this whole process so far, in ms.
+double ProcessCpuMs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
 }  // namespace
@@ -147,6 +158,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     E2eDriver probe((*cluster)->address(), &client_tls, token);
     Status ready = probe.WaitForNodes(*agents, 60'000);
     if (!ready.ok()) Fail(ready);
+    const double cpu0_ms = ProcessCpuMs();
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t t0_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::system_clock::now().time_since_epoch())
@@ -183,6 +195,9 @@ void RegisterBenchE2e(CLI::App& bench) {
       if (std::chrono::steady_clock::now() - t0 > std::chrono::minutes(5)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll period
     }
+    // Clients, server and agents all run in this process: its CPU time over the run, per
+    // task, is what one task costs the whole control plane (the last polls included).
+    const double cpu_ms = ProcessCpuMs() - cpu0_ms;
     auto all = probe.List();
     std::vector<double> latency;
     int64_t finished = 0;
@@ -219,6 +234,7 @@ void RegisterBenchE2e(CLI::App& bench) {
                          {"submit_to_start_p50_ms", p50},
                          {"submit_to_start_p99_ms", p99},
                          {"submit_errors", errors.load()},
+                         {"cpu_ms_per_task", finished > 0 ? cpu_ms / double(finished) : 0.0},
                          {"seconds", secs}};
       if (!noop) out["spawn_limit_per_s"] = spawn_limit;
       std::cout << out.dump() << "\n";
@@ -230,7 +246,9 @@ void RegisterBenchE2e(CLI::App& bench) {
                 << " s\n"
                 << "  throughput            " << rate << " tasks/s (submitted -> finished)\n"
                 << "  submit -> start p50   " << p50 << " ms\n"
-                << "  submit -> start p99   " << p99 << " ms\n";
+                << "  submit -> start p99   " << p99 << " ms\n"
+                << "  CPU per task          " << (finished > 0 ? cpu_ms / double(finished) : 0.0)
+                << " ms (clients, server and agents: all in this process)\n";
       if (!noop) {
         std::cout << "  spawn-and-wait limit  " << spawn_limit
                   << " processes/s (/bin/true, no scheduler, same run)\n";

@@ -1,7 +1,8 @@
 // The names of the trust set-up (rpc/tls.h): `certs init --agent` and `--server-host` values,
 // the host part of --listen/--http and the loopback rule that decides whether a server may
 // start without TLS; and the task credentials the agent hands gpusched-shim
-// (agent/task_credentials.h: "UID:GID:G1,G2,...").
+// (agent/task_credentials.h: "UID:GID:G1,G2,..."); and the gRPC target of a --server
+// address (rpc/channel.h: "ipv4:" in front of an IPv4 literal with a port, else unchanged).
 // Errors are InvalidArgument naming the flag; an accepted node name is a plain file name; a
 // loopback host is never "0.0.0.0"-like; credentials that parse format back to the same text.
 
@@ -10,6 +11,7 @@
 
 #include "agent/task_credentials.h"
 #include "fuzz/fuzz_check.h"
+#include "rpc/channel.h"
 #include "rpc/tls.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -35,6 +37,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_REQUIRE(host.size() <= text.size(), shown);
   if (rpc::IsLoopbackHost(host)) {
     FUZZ_REQUIRE(host != "0.0.0.0" && host != "::" && !host.empty(), shown);
+  }
+
+  const std::string target = rpc::ChannelTarget(shown);
+  if (target != shown) {
+    FUZZ_REQUIRE(target == "ipv4:" + shown, target);
+    const size_t colon = shown.rfind(':');
+    FUZZ_REQUIRE(colon != std::string::npos && colon + 1 < shown.size() &&
+                     shown.find_first_not_of("0123456789.:") == std::string::npos,
+                 shown);
   }
 
   // Credentials: a NUL-terminated copy (the shim reads an environment variable).

@@ -34,6 +34,9 @@ struct SimFlags {
   std::vector<double> las_thresholds_gpu_h;
   double promote_knob = 0;
   std::vector<std::string> quotas;  // TEAM=GPUS[:BORROW]
+  std::vector<std::string> priorities;  // VC=CLASS
+  bool no_gangs = false;
+  bool no_gang_reservation = false;
   bool by_team = false;
 };
 
@@ -99,6 +102,15 @@ void RunSim(const SimFlags& f) {
   }
   options.promote_knob = f.promote_knob;
   for (const std::string& q : f.quotas) options.quotas.push_back(OrFail(core::ParseTeamQuota(q)));
+  for (const std::string& p : f.priorities) {
+    const size_t eq = p.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == p.size()) {
+      Fail("--priority: expected VC=CLASS, got \"" + p + "\"", kExitUsage);
+    }
+    options.vc_priority[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  options.gangs = !f.no_gangs;
+  options.gang_reservation = !f.no_gang_reservation;
   options.allocation_replay = f.allocation_replay;
   options.progress = ProgressBar(!f.no_progress);
   info.policy = f.policy;
@@ -167,6 +179,13 @@ void RegisterSim(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed of the synthetic workload (printed)");
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar");
+  cmd->add_option("--priority", f->priorities,
+                  "Priority class of a virtual cluster VC=CLASS (high | normal | low; "
+                  "repeatable): a higher class may preempt a lower one");
+  cmd->add_flag("--no-gangs", f->no_gangs,
+                "Refuse jobs wider than a node instead of running them as multi-node gangs");
+  cmd->add_flag("--no-gang-reservation", f->no_gang_reservation,
+                "Gangs reserve no nodes: they start when enough nodes happen to be free");
   cmd->add_option("--quota", f->quotas,
                   "Team quota TEAM=GPUS[:BORROW] (BORROW a count or unlimited; teams are the "
                   "trace's virtual clusters); repeatable");

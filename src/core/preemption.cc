@@ -19,7 +19,7 @@ std::vector<TaskId> SelectPreemptionVictims(const QueueOrderOptions& options,
   int64_t free_gpus = total_gpus;
   std::vector<TaskId> victims;
   for (const auto& [key, t] : order) {
-    const int64_t need = t->spec.gpus;
+    const int64_t need = TotalGpus(t->spec);
     if (need <= free_gpus) {
       free_gpus -= need;
       continue;

@@ -51,7 +51,7 @@ DurationMs AttainedMs(const Task& t, TimeMs now) {
 }
 
 int64_t AttainedGpuMs(const Task& t, DurationMs attained_ms) {
-  return attained_ms * std::max<int64_t>(1, t.spec.gpus);
+  return attained_ms * std::max<int64_t>(1, TotalGpus(t.spec));
 }
 
 int64_t LasServiceGpuMs(const Task& t, DurationMs attained_ms) {

@@ -99,6 +99,14 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
                            "\" (the cluster has: " + known +
                            "; submit with --keep-pending (YAML keep_pending: true) to wait for such a node)");
   }
+  const std::optional<int64_t> priority = config_.PriorityOf(spec.priority_class);
+  if (!priority) {
+    std::string known;
+    for (const auto& c : config_.priority_classes) known += (known.empty() ? "" : ", ") + c.name;
+    return InvalidArgument("priority_class: unknown class \"" + spec.priority_class +
+                           "\" (known: " + known + ")");
+  }
+  task.priority = *priority;
   return CheckFeasible(spec, task);
 }
 
@@ -133,6 +141,26 @@ Status Scheduler::CheckFeasible(const TaskSpec& spec, const Task& task) const {
                              " requested but the largest node has " +
                              FormatSizeMiB(e.max_capacity.mem_mib) + hint);
   }
+  if (spec.nodes > 1) {
+    // A gang needs that many distinct nodes each able to hold one rank when empty.
+    int64_t able = 0;
+    for (const NodeState& n : cluster().nodes()) {
+      if (static_cast<int64_t>(n.gpus.size()) < spec.gpus) continue;
+      if (n.capacity.cpu_milli < spec.resources.cpu_milli) continue;
+      if (n.capacity.mem_mib < spec.resources.mem_mib) continue;
+      int64_t gpus = 0;
+      for (const GpuState& g : n.gpus) {
+        const bool fits = task.exclusive || g.total_mib >= task.gpu_mem_need_mib;
+        if ((model < 0 || g.model_id == model) && fits) ++gpus;
+      }
+      if (gpus >= spec.gpus) ++able;
+    }
+    if (able < spec.nodes) {
+      return ResourceExhausted("nodes: " + std::to_string(spec.nodes) + " nodes x " +
+                               std::to_string(spec.gpus) + " GPUs requested but only " +
+                               std::to_string(able) + " nodes could hold one rank" + hint);
+    }
+  }
   return Status::Ok();
 }
 
@@ -141,10 +169,10 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   GS_RETURN_IF_ERROR(ValidateAndResolve(spec, task));
 
   // CN115981827A claims 4-6: score the task from CPU, GPU memory, RAM and duration.
-  MiB gpu_total = spec.gpus * task.gpu_mem_need_mib;
+  MiB gpu_total = TotalGpus(spec) * task.gpu_mem_need_mib;
   if (task.exclusive) {
     const MiB largest = ExtremesFor(spec.gpu_model).max_gpu_mib;
-    gpu_total = spec.gpus * (largest > 0 ? largest : INT32_MAX);
+    gpu_total = TotalGpus(spec) * (largest > 0 ? largest : INT32_MAX);
   }
   const TaskScore score =
       ScoreTask(config_.scoring, spec.resources.cpu_milli, gpu_total, spec.resources.mem_mib,
@@ -246,12 +274,17 @@ void Scheduler::RemoveFromQueues(Task& t) {
   t.queue = QueueMembership::kNone;
 }
 
-void Scheduler::Commit(Task& t, const Placement& p) {
+void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang) {
   RemoveFromQueues(t);
   resources_.Grant(t.id, p);  // visible to the very next decision (CN109992422A test 6)
+  for (const Placement& g : gang) resources_.Grant(t.id, g);
   active_.insert(t.id);
   if (t.spec.time_limit_ms) time_limited_.insert(t.id);
   t.placement = p;
+  t.gang_placements = std::move(gang);
+  if (t.spec.preemptible) active_priorities_.insert(t.priority);
+  if (t.spec.nodes > 1) ++stats_.gangs_placed;
+  if (reservation_ && reservation_->task == t.id) reservation_.reset();
   t.claim = ClaimStatus::kScheduled;  // claim 7: status 0
   ++t.attempts;
   const TimeMs now = clock_.NowMs();
@@ -260,16 +293,57 @@ void Scheduler::Commit(Task& t, const Placement& p) {
   t.assigned_ms = now;
   t.last_heartbeat_ms = now;
   heartbeat_floor_ = std::min(heartbeat_floor_, now);
-  SetState(t, TaskState::kAssigned, "assigned to " + p.node);
-  Action a;
-  a.kind = Action::Kind::kAssign;
-  a.task = t.id;
-  a.node = p.node;
-  a.attempt = t.attempts;
-  a.gpus = p.gpus;
-  a.gpu_mem_mib = p.gpu_mem_mib;
-  actions_.push_back(std::move(a));
+  if (t.gang_placements.empty()) {
+    SetState(t, TaskState::kAssigned, "assigned to " + p.node);
+  } else {
+    std::string nodes = p.node;
+    for (const Placement& g : t.gang_placements) nodes += "," + g.node;
+    SetState(t, TaskState::kAssigned, "assigned to " + nodes);
+  }
+  const int ranks = 1 + static_cast<int>(t.gang_placements.size());
+  std::vector<std::string> gang_nodes;
+  if (ranks > 1) {
+    gang_nodes.push_back(p.node);
+    for (const Placement& g : t.gang_placements) gang_nodes.push_back(g.node);
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    const Placement& at = rank == 0 ? p : t.gang_placements[rank - 1];
+    Action a;
+    a.kind = Action::Kind::kAssign;
+    a.task = t.id;
+    a.node = at.node;
+    a.attempt = t.attempts;
+    a.gpus = at.gpus;
+    a.gpu_mem_mib = at.gpu_mem_mib;
+    a.rank = rank;
+    a.gang_nodes = gang_nodes;
+    actions_.push_back(std::move(a));
+  }
   ++stats_.placed;
+}
+
+void Scheduler::PushKill(const Task& t, const std::string& reason, DurationMs grace_ms) {
+  for (size_t rank = 0; rank <= t.gang_placements.size(); ++rank) {
+    const Placement& at = rank == 0 ? *t.placement : t.gang_placements[rank - 1];
+    Action a;
+    a.kind = Action::Kind::kKill;
+    a.task = t.id;
+    a.node = at.node;
+    a.attempt = t.attempts;
+    a.reason = reason;
+    a.rank = static_cast<int>(rank);
+    a.grace_ms = grace_ms;
+    actions_.push_back(std::move(a));
+  }
+}
+
+const Placement* Scheduler::PlacementOn(const Task& t, size_t index) {
+  if (!t.placement) return nullptr;
+  if (t.placement->node_index == index) return &*t.placement;
+  for (const Placement& g : t.gang_placements) {
+    if (g.node_index == index) return &g;
+  }
+  return nullptr;
 }
 
 void Scheduler::ReleasePlacement(Task& t) {
@@ -280,9 +354,12 @@ void Scheduler::ReleasePlacement(Task& t) {
   charged_until_.erase(t.id);
   CountUsage(t, *t.placement, -1);
   resources_.Return(t.id, *t.placement);
+  for (const Placement& g : t.gang_placements) resources_.Return(t.id, g);
+  if (t.spec.preemptible) active_priorities_.erase(active_priorities_.find(t.priority));
   active_.erase(t.id);
   time_limited_.erase(t.id);
   t.placement.reset();
+  t.gang_placements.clear();
   pass_requested_ = true;  // capacity was freed
 }
 
@@ -345,6 +422,27 @@ void Scheduler::FailPermanently(Task& t, const std::string& reason) {
 }
 
 // Back to Q at its current priority without counting a failure (drain, lost assignment).
+void Scheduler::CheckGangTimeout(TimeMs now) {
+  if (!reservation_) return;
+  Task* t = Find(reservation_->task);
+  if (t == nullptr || t->state != TaskState::kPending) {
+    reservation_.reset();
+    return;
+  }
+  const DurationMs timeout = t->spec.gang_timeout_ms.value_or(config_.gang_timeout_ms);
+  if (now - reservation_->since_ms < timeout) return;
+  // Give the nodes back and let the next gang in queue order reserve for a while.
+  t->gang_reserve_after_ms = now + timeout;
+  t->reason = "gang timeout: could not start within " + FormatDurationMs(timeout) +
+              " of reserving " + std::to_string(reservation_->nodes.size()) +
+              " nodes; released them, waits without a reservation";
+  t->last_report_summary = t->reason;
+  changed_.insert(t->id);
+  reservation_.reset();
+  ++stats_.gang_timeouts;
+  pass_requested_ = true;
+}
+
 void Scheduler::Requeue(Task& t, const std::string& reason) {
   ReleasePlacement(t);
   RemoveFromQueues(t);
@@ -397,6 +495,7 @@ size_t Scheduler::Tick() {
   CheckNodeLiveness(now);
   CheckTaskLiveness(now);
   CheckTimeLimits(now);
+  CheckGangTimeout(now);
   if (now >= next_fq_flush_ms_) {
     FlushFailureQueue();
     next_fq_flush_ms_ = now + config_.t2_ms;
@@ -489,12 +588,23 @@ Status Scheduler::CheckInvariants() const {
     }
     in_main += t.queue == QueueMembership::kMain;
     in_failure += t.queue == QueueMembership::kFailure;
-    if (!t.placement) continue;
-    const Placement& p = *t.placement;
-    res[p.node_index] += p.resources;
-    for (size_t k = 0; k < p.gpus.size(); ++k) gpu[p.node_index][p.gpus[k]] += p.gpu_mem_mib[k];
-    if (std::set<int>(p.gpus.begin(), p.gpus.end()).size() != p.gpus.size()) {
-      return Internal(who + "the same GPU twice");
+    if (!t.placement) {
+      if (!t.gang_placements.empty()) return Internal(who + "gang ranks without a placement");
+      continue;
+    }
+    if (static_cast<int64_t>(t.gang_placements.size()) + 1 != t.spec.nodes) {
+      return Internal(who + "a partial gang: " + std::to_string(t.gang_placements.size() + 1) +
+                      " of " + std::to_string(t.spec.nodes) + " nodes");
+    }
+    std::set<size_t> gang_nodes;
+    for (size_t rank = 0; rank <= t.gang_placements.size(); ++rank) {
+      const Placement& p = rank == 0 ? *t.placement : t.gang_placements[rank - 1];
+      if (!gang_nodes.insert(p.node_index).second) return Internal(who + "two ranks on one node");
+      res[p.node_index] += p.resources;
+      for (size_t k = 0; k < p.gpus.size(); ++k) gpu[p.node_index][p.gpus[k]] += p.gpu_mem_mib[k];
+      if (std::set<int>(p.gpus.begin(), p.gpus.end()).size() != p.gpus.size()) {
+        return Internal(who + "the same GPU twice");
+      }
     }
   }
   if (in_main != main_queue_.size() || in_failure != failure_queue_.size() + parked_.size()) {

@@ -61,6 +61,31 @@ struct Action {
   std::vector<int> gpus;          // kAssign: device indices on the node
   std::vector<MiB> gpu_mem_mib;   // kAssign: memory share on each
   std::string reason;             // kKill: why
+  // A gang (TaskSpec::nodes > 1) gets one action per rank: its rank and every rank's node in
+  // rank order (rank 0 first, the torchrun master); single-node tasks: rank 0, no nodes.
+  int rank = 0;
+  std::vector<std::string> gang_nodes;
+  // kKill of a preemption victim: SIGTERM, then SIGKILL after this long; -1 = the agent's
+  // own kill grace.
+  DurationMs grace_ms = -1;
+};
+
+// The nodes held for the first gang in queue order that does not fit (Slurm's backfill
+// plans the top job's start the same way): other tasks use them only when their known
+// duration ends before `start_ms`.
+struct GangReservation {
+  TaskId task;
+  std::vector<size_t> nodes;  // node indices, ascending
+  TimeMs start_ms = std::numeric_limits<TimeMs>::max();  // planned start; max() = unknown
+  TimeMs since_ms = 0;        // when the gang first reserved (gang timeout)
+};
+
+// A priority preemption (SchedulerConfig::priority_preemption): who stopped whom.
+struct PreemptionRecord {
+  TimeMs at_ms = 0;
+  TaskId preemptor;
+  TaskId victim;
+  DurationMs grace_ms = 0;
 };
 
 // What an agent reports every heartbeat.
@@ -101,13 +126,15 @@ struct PlanStep {
     kQuotaWait,  // over its team's limit: `reason`
     kParkedWait, // the parked tasks of `task`'s shape not placed by this flush pass wait
                  // again, unvisited (lazy flush): `report`, `reason` of the shape
+    kPreempt,    // stop `victims` (lower priority, preemptible), then assign as kAssign
   };
   Kind kind = Kind::kWait;
   TaskId task;
   Placement placement;          // kAssign, kReclaim
   PlacementReport report;       // all but kQuotaWait
   std::string reason;           // kWait, kQuotaWait
-  std::vector<TaskId> victims;  // kReclaim, in the order they are stopped
+  std::vector<TaskId> victims;  // kReclaim, kPreempt, in the order they are stopped
+  std::vector<Placement> gang;  // kAssign, kReclaim, kPreempt of a gang: ranks 1..nodes-1
 };
 
 // What one pass decided, before anything is applied.
@@ -122,6 +149,8 @@ struct PassPlan {
   bool flush_pass = false;
   // Teams whose quota class the pass looked up: they appear in team_usage() (zero if idle).
   std::set<std::string> teams_classified;
+  // The gang reservation after this pass (nullopt: none); applied by CommitPlan.
+  std::optional<GangReservation> reservation;
 };
 
 // A team's quota and what it holds and waits for (gpusched quota ls).
@@ -148,6 +177,9 @@ struct SchedulerStats {
   // visited one by one (decisions - parked_waits were).
   int64_t parked_waits = 0;
   int64_t las_promotions = 0;     // 2D-LAS starvation promotions (PromoteStarved)
+  int64_t gangs_placed = 0;       // multi-node tasks placed (all ranks at once)
+  int64_t gang_timeouts = 0;      // gang reservations given up (gang timeout)
+  int64_t priority_preemptions = 0;  // tasks stopped for a higher priority class
 };
 
 // How an attempt ended, beyond its exit code.
@@ -312,6 +344,11 @@ class Scheduler {
   // When the next Tick() moves FQ back to Q (a simulator schedules its tick then).
   TimeMs next_failure_flush_ms() const { return next_fq_flush_ms_; }
   const SchedulerStats& stats() const { return stats_; }
+  // ---- gangs and priority preemption (README.md) ----
+  const std::optional<GangReservation>& gang_reservation() const { return reservation_; }
+  // Every priority preemption so far, oldest first (kept: the last kMaxPreemptionLog).
+  const std::deque<PreemptionRecord>& preemption_log() const { return preemption_log_; }
+  static constexpr size_t kMaxPreemptionLog = 4096;
   // Accounting invariants: no over-commit, reservations equal the sum of placements, every
   // live task in exactly one place. For tests and debug builds.
   Status CheckInvariants() const;
@@ -329,7 +366,13 @@ class Scheduler {
   void SetState(Task& t, TaskState state, const std::string& reason);
   void PushMain(Task& t);
   void RemoveFromQueues(Task& t);
-  void Commit(Task& t, const Placement& p);
+  void Commit(Task& t, const Placement& p, std::vector<Placement> gang = {});
+  // Kill actions for every rank of an assigned or running task.
+  void PushKill(const Task& t, const std::string& reason, DurationMs grace_ms = -1);
+  // The placement of `t`'s rank on the node at `index`, or null.
+  static const Placement* PlacementOn(const Task& t, size_t index);
+  // Gang timeout: a reservation held too long is given up, with the reason on the task.
+  void CheckGangTimeout(TimeMs now);
   void ReleasePlacement(Task& t);
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
   void OnCapacityWait(Task& t, PlacementReport report, const std::string& summary);
@@ -370,6 +413,19 @@ class Scheduler {
   // Plans stopping the newest tasks of borrowing teams until `t` fits, then places it. False
   // (nothing planned) when no such set of tasks makes room.
   bool PlanReclaim(const Task& t, const ResourceRequest& r, Planning& p) const;
+  // A gang: all ranks on distinct nodes of the plan's view, or none (and a reservation).
+  bool PlanGang(const Task& t, Planning& p) const;
+  // All `nodes` ranks of `req` on distinct nodes of `view`; false with the reason otherwise.
+  bool PlaceGangOn(const ClusterState& view, const ResourceRequest& req, int64_t nodes,
+                   std::vector<Placement>* ranks, PlacementReport* report,
+                   std::string* why) const;
+  // The nodes a waiting gang should hold and when it could start on them.
+  std::optional<GangReservation> PlanReservation(const Task& t, const ResourceRequest& req,
+                                                 const Planning& p) const;
+  // Whether `t` may use the reserved nodes this pass (the holder, or it ends before them).
+  bool CanBackfill(const Task& t, const Planning& p) const;
+  // Plans stopping lower-priority preemptible tasks (a gang counts whole) until `t` fits.
+  bool PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const;
   // Applies a plan. REQUIRES: made by PlanPass with no event since.
   size_t CommitPlan(PassPlan plan);
   void QuotaWait(Task& t, const std::string& reason);
@@ -427,6 +483,10 @@ class Scheduler {
   // Non-terminal tasks per (team, user): who takes part in fair share, without a scan of tasks_.
   std::map<std::pair<std::string, std::string>, int64_t> live_by_group_;
   void CountLive(const Task& t, int delta);
+
+  std::optional<GangReservation> reservation_;
+  std::multiset<int64_t> active_priorities_;  // of the active preemptible tasks
+  std::deque<PreemptionRecord> preemption_log_;
 
   uint64_t next_seq_ = 1;
   TimeMs next_pass_ms_ = 0;

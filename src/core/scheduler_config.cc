@@ -35,7 +35,33 @@ Status SchedulerConfig::Validate() const {
       return InvalidArgument(std::string("weights.") + ScorerName(s) + ": must be >= 0");
     }
   }
+  GS_RETURN_IF_ERROR(positive("gang_timeout", gang_timeout_ms));
+  if (preemption_grace_ms < 0) {
+    return InvalidArgument("preemption_grace: must be >= 0, got " +
+                           std::to_string(preemption_grace_ms));
+  }
+  for (size_t i = 0; i < priority_classes.size(); ++i) {
+    const std::string& name = priority_classes[i].name;
+    if (name.empty()) return InvalidArgument("priority_classes: a class has no name");
+    for (size_t j = 0; j < i; ++j) {
+      if (priority_classes[j].name == name) {
+        return InvalidArgument("priority_classes: \"" + name + "\" named twice");
+      }
+    }
+  }
+  if (!PriorityOf(default_priority_class)) {
+    return InvalidArgument("default_priority_class: \"" + default_priority_class +
+                           "\" is not one of priority_classes");
+  }
   return Status::Ok();
+}
+
+std::optional<int64_t> SchedulerConfig::PriorityOf(const std::string& name) const {
+  const std::string& n = name.empty() ? default_priority_class : name;
+  for (const PriorityClass& c : priority_classes) {
+    if (c.name == n) return c.value;
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpusched::core

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -71,6 +74,27 @@ struct SchedulerConfig {
   // Team quotas (core/quota.h): a within-guarantee task no node fits may stop the newest tasks
   // of teams that borrow (requeued, not failures). Off: it waits like any other task.
   bool reclaim_borrowed = true;
+
+  // ---- gangs, reservations and preemption (README.md) ----
+  // The first gang (TaskSpec::nodes > 1) in queue order that does not fit reserves nodes for
+  // its planned start; other tasks use them only if they end before it (backfill).
+  bool gang_reservation = true;
+  // A gang holding a reservation this long without starting gives it up (TaskSpec overrides).
+  DurationMs gang_timeout_ms = 24 * 3'600'000;
+  // Priority classes by name; a task names one (TaskSpec::priority_class, "" = the default).
+  struct PriorityClass {
+    std::string name;
+    int64_t value = 0;
+  };
+  std::vector<PriorityClass> priority_classes = {{"high", 1000}, {"normal", 0}, {"low", -1000}};
+  std::string default_priority_class = "normal";
+  // A task no node fits may preempt preemptible tasks of lower priority value.
+  bool priority_preemption = true;
+  // Grace period a preempted task gets between SIGTERM and SIGKILL (the agent's part).
+  DurationMs preemption_grace_ms = 30'000;
+
+  // The value of a class name ("" = the default class); nullopt when unknown.
+  std::optional<int64_t> PriorityOf(const std::string& name) const;
 
   Status Validate() const;
 };

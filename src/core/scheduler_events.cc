@@ -53,7 +53,7 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
                                              : t.executor_detail) +
                   " (not seen running for " + quiet + ")"
             : "task heartbeat lost for " + quiet + " on " + n.name;
-    actions_.push_back({Action::Kind::kKill, id, n.name, t.attempts, {}, {}, reason});
+    PushKill(t, reason);
     ++stats_.tasks_reclaimed;
     FailExecution(t, reason);
   }
@@ -71,8 +71,7 @@ void Scheduler::CheckTimeLimits(TimeMs now) {
     Task& t = *Find(id);
     const std::string reason = "time limit " + FormatDurationMs(*t.spec.time_limit_ms) +
                                " reached on " + t.placement->node;
-    actions_.push_back(
-        {Action::Kind::kKill, id, t.placement->node, t.attempts, {}, {}, "time limit"});
+    PushKill(t, "time limit");
     FailPermanently(t, reason);
   }
 }
@@ -111,11 +110,16 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
   // Reconcile: what the agent runs but the scheduler did not (or no longer) place there.
   for (const auto& [id, attempt] : hb.running) {
     const Task* t = GetTask(id);
-    const bool ours = t != nullptr && IsActive(*t) && t->placement &&
-                      t->placement->node_index == *index && t->attempts == attempt;
+    const bool ours = t != nullptr && IsActive(*t) && PlacementOn(*t, *index) != nullptr &&
+                      t->attempts == attempt;
     if (!ours) {
-      actions_.push_back({Action::Kind::kKill, id, n.name, attempt, {}, {},
-                          "not assigned to this node (reconciled after reconnect)"});
+      Action a;
+      a.kind = Action::Kind::kKill;
+      a.task = id;
+      a.node = n.name;
+      a.attempt = attempt;
+      a.reason = "not assigned to this node (reconciled after reconnect)";
+      actions_.push_back(std::move(a));
     }
   }
   return Status::Ok();
@@ -149,15 +153,16 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
-    if (!t.placement) continue;
+    const Placement* here = PlacementOn(t, index);
+    if (here == nullptr) continue;
     int hit = -1;
-    for (int g : t.placement->gpus) {
+    for (int g : here->gpus) {
       if (std::find(failed.begin(), failed.end(), g) != failed.end()) hit = g;
     }
     if (hit < 0) continue;
     const std::string reason = "GPU " + std::to_string(hit) + " of node " + node +
                                " unhealthy: " + health[static_cast<size_t>(hit)].error;
-    actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, reason});
+    PushKill(t, reason);
     Requeue(t, reason);
   }
 }
@@ -193,7 +198,7 @@ Status Scheduler::Drain(const std::string& node, bool evict) {
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
-    actions_.push_back({Action::Kind::kKill, id, node, t.attempts, {}, {}, "node draining"});
+    PushKill(t, "node draining");
     Requeue(t, "node " + node + " drained (--evict)");
   }
   return Status::Ok();
@@ -275,7 +280,7 @@ Status Scheduler::StopIdle(TaskId id, const std::string& reason) {
   if (t == nullptr || t->state != TaskState::kRunning) {
     return FailedPrecondition("task " + id.ToString() + " is not running");
   }
-  actions_.push_back({Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  PushKill(*t, reason);
   ReleasePlacement(*t);
   RemoveFromQueues(*t);
   t->claim = ClaimStatus::kFailed;
@@ -347,7 +352,7 @@ Status Scheduler::Preempt(TaskId id, const std::string& reason) {
     return FailedPrecondition("task " + id.ToString() + " is " + TaskStateName(t->state) +
                               ": only an assigned or running task can be preempted");
   }
-  actions_.push_back({Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+  PushKill(*t, reason);
   ++t->preemptions;
   ++stats_.preemptions;
   Requeue(*t, reason);  // releases (attained service kept) and returns it to Q by its order
@@ -364,8 +369,7 @@ Status Scheduler::Cancel(TaskId id, const std::string& reason) {
                               TaskStateName(t->state));
   }
   if (IsActive(*t)) {
-    actions_.push_back(
-        {Action::Kind::kKill, id, t->placement->node, t->attempts, {}, {}, reason});
+    PushKill(*t, reason);
   }
   ReleasePlacement(*t);
   RemoveFromQueues(*t);
@@ -397,21 +401,37 @@ Status Scheduler::Restore(const Task& task) {
   next_id_ = task.id.value() + 1;
   Task& t = tasks_.emplace(task.id.value(), task).first->second;
   t.queue = QueueMembership::kNone;
+  t.priority = config_.PriorityOf(t.spec.priority_class).value_or(0);
   if (!IsTerminal(t.state)) CountLive(t, +1);
   resources_.Observe(MakeRequest(t).shape);  // a shape seen before the restart
   next_seq_ = std::max(next_seq_, t.seq + 1);
   const std::optional<Placement> stored = t.placement;
+  const std::vector<Placement> stored_gang = std::move(t.gang_placements);
   t.placement.reset();
+  t.gang_placements.clear();
   if (t.state == TaskState::kPending) {
     PushMain(t);
   } else if (IsActive(t)) {
     std::optional<Placement> p = stored ? resources_.Rebind(*stored) : std::nullopt;
+    std::vector<Placement> gang;  // a gang's other ranks: all of them or the task requeues
+    for (const Placement& g : stored_gang) {
+      std::optional<Placement> r = p ? resources_.Rebind(g) : std::nullopt;
+      if (!r || r->node_index == p->node_index) {
+        p.reset();
+        break;
+      }
+      gang.push_back(std::move(*r));
+    }
+    if (p && static_cast<int64_t>(gang.size()) + 1 != t.spec.nodes) p.reset();
     if (!p) {
       SetState(t, TaskState::kPending, "requeued after restart: its placement could not be restored");
       PushMain(t);
       return Status::Ok();
     }
     resources_.Grant(t.id, *p);
+    for (const Placement& g : gang) resources_.Grant(t.id, g);
+    t.gang_placements = std::move(gang);
+    if (t.spec.preemptible) active_priorities_.insert(t.priority);
     active_.insert(t.id);
     if (t.spec.time_limit_ms) time_limited_.insert(t.id);
     CountUsage(t, *p, +1);

@@ -20,6 +20,31 @@ struct Scheduler::Planning {
     if (!copy) copy.emplace(base);
     return *copy;
   }
+  // Every change of the plan's view goes to the blocked view too.
+  void Reserve(const Placement& pl) {
+    Mutable().Reserve(pl);
+    if (blocked) blocked->Reserve(pl);
+  }
+  void Release(const Placement& pl) {
+    Mutable().Release(pl);
+    if (blocked) blocked->Release(pl);
+  }
+  void SetReservation(std::optional<GangReservation> r) {
+    plan.reservation = std::move(r);
+    blocked.reset();
+    failed_shapes_blocked.clear();
+  }
+  // The view of a task that may not use the reserved nodes: they are cordoned in it.
+  const ClusterState& Blocked() {
+    if (!plan.reservation) return View();
+    if (!blocked) {
+      blocked.emplace(View());
+      for (size_t i : plan.reservation->nodes) {
+        blocked->Update(i, [](NodeState& n) { n.cordoned = true; });
+      }
+    }
+    return *blocked;
+  }
 
   const ClusterState& base;
   std::optional<ClusterState> copy;
@@ -28,12 +53,21 @@ struct Scheduler::Planning {
   // a request shape that found no node cannot find one later in the same pass: remember it
   // and skip the scan (same result, same report).
   std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes;  // report, reason
+  // The same memo for the tasks that were answered on the blocked view.
+  std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes_blocked;
+  std::optional<ClusterState> blocked;
   std::map<TaskId, Placement> assigned;  // by this plan, kept only when a reclaim may stop them
   std::set<TaskId> stopped;              // by this plan's reclaims
   PassPlan plan;
 };
 
 namespace {
+
+// The run time a task is known to need: its expected duration, else its time limit.
+std::optional<DurationMs> KnownDuration(const TaskSpec& s) {
+  if (s.duration_ms) return s.duration_ms;
+  return s.time_limit_ms;
+}
 
 void AddUsage(TeamUsage& u, const Placement& p, int sign) {
   MiB mem = 0;
@@ -47,6 +81,10 @@ void AddUsage(TeamUsage& u, const Placement& p, int sign) {
 
 PassPlan Scheduler::PlanPass() const {
   Planning p(resources_.state());
+  if (reservation_ && config_.gang_reservation) {
+    const Task* holder = GetTask(reservation_->task);
+    if (holder != nullptr && holder->state == TaskState::kPending) p.plan.reservation = reservation_;
+  }
   // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order (or the fair-share
   // order, core/fair_share.h); a task that fails is not retried in the same pass.
   const std::vector<QueueKey> snapshot = main_queue_.Snapshot();
@@ -71,7 +109,7 @@ PassPlan Scheduler::PlanPass() const {
     const Task& t = *GetTask(key.id);
     const std::string team = TeamOf(t.spec);
     p.plan.teams_classified.insert(team);
-    if (quotas_.Classify(team, p.usage[team], t.spec.gpus, TaskGpuMemMib(t)) !=
+    if (quotas_.Classify(team, p.usage[team], TotalGpus(t.spec), TaskGpuMemMib(t)) !=
         QuotaClass::kWithinGuarantee) {
       borrowers.push_back(&t);
       continue;
@@ -83,7 +121,8 @@ PassPlan Scheduler::PlanPass() const {
   for (const Task* t : borrowers) {
     const std::string team = TeamOf(t->spec);
     const TeamUsage& used = p.usage[team];
-    if (quotas_.Classify(team, used, t->spec.gpus, TaskGpuMemMib(*t)) == QuotaClass::kOverLimit) {
+    if (quotas_.Classify(team, used, TotalGpus(t->spec), TaskGpuMemMib(*t)) ==
+        QuotaClass::kOverLimit) {
       PlanStep step;
       step.kind = PlanStep::Kind::kQuotaWait;
       step.task = t->id;
@@ -97,16 +136,22 @@ PassPlan Scheduler::PlanPass() const {
 }
 
 bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
+  if (t.spec.nodes > 1) return PlanGang(t, p);
   const ResourceRequest req = MakeRequest(t);
   const PlacementRequest& r = req.shape;
+  // A task that could preempt lower priorities is never answered from the memo.
+  const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
+                           *active_priorities_.begin() < t.priority;
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
-                     t.spec.tolerations.empty();
+                     t.spec.tolerations.empty() && !may_preempt;
   const Shape shape = ShapeOf(req);
+  const bool blocked = p.plan.reservation && !CanBackfill(t, p);
+  auto& memo = blocked ? p.failed_shapes_blocked : p.failed_shapes;
   ++p.plan.decisions;
   PlanStep step;
   step.task = t.id;
   if (plain && !reclaim) {
-    if (auto it = p.failed_shapes.find(shape); it != p.failed_shapes.end()) {
+    if (auto it = memo.find(shape); it != memo.end()) {
       ++p.plan.memo_hits;
       step.kind = PlanStep::Kind::kWait;
       step.report = it->second.first;
@@ -115,11 +160,11 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
       return false;
     }
   }
-  PlacementResult result = resources_.AnswerOn(p.View(), req);
+  PlacementResult result = resources_.AnswerOn(blocked ? p.Blocked() : p.View(), req);
   if (result.report.chunks_used > 1) ++p.plan.parallel_decisions;
   switch (result.outcome) {
     case PlaceOutcome::kPlaced:
-      p.Mutable().Reserve(result.placement);  // the next decision of the plan sees it
+      p.Reserve(result.placement);  // the next decision of the plan sees it
       if (!quotas_.empty()) {
         AddUsage(p.usage[TeamOf(t.spec)], result.placement, +1);
         if (config_.reclaim_borrowed) p.assigned[t.id] = result.placement;
@@ -135,6 +180,12 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   }
   if (reclaim && PlanReclaim(t, req, p)) {
     p.failed_shapes.clear();  // capacity grew: earlier failures may fit now
+    p.failed_shapes_blocked.clear();
+    return true;
+  }
+  if (may_preempt && PlanPreempt(t, req, p)) {
+    p.failed_shapes.clear();
+    p.failed_shapes_blocked.clear();
     return true;
   }
   std::string reason = std::move(result.reason);
@@ -143,13 +194,17 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     // Say which rule leaves no node, in the words of the task's own flags.
     if (std::string rules = DescribeRules(p.View(), r); !rules.empty()) reason += "; " + rules;
   }
+  if (blocked) {
+    reason += "; " + std::to_string(p.plan.reservation->nodes.size()) +
+              " nodes are reserved for gang task " + p.plan.reservation->task.ToString() +
+              (KnownDuration(t.spec) ? " and it would not end before the gang starts"
+                                     : " and it has no duration or time limit to backfill by");
+  }
   step.kind = PlanStep::Kind::kWait;
   step.report = result.report;
   step.reason = reason;
   p.plan.steps.push_back(std::move(step));
-  if (plain) {
-    p.failed_shapes.emplace(shape, std::pair(std::move(result.report), std::move(reason)));
-  }
+  if (plain) memo.emplace(shape, std::pair(std::move(result.report), std::move(reason)));
   return false;
 }
 
@@ -178,19 +233,24 @@ void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& 
     if (first == nullptr) return;
     const TaskId head = first->next->id;
     bool visited = false;
-    if (p.failed_shapes.count(*first->shape) == 0) {
+    PlacementReport report;
+    std::string reason;
+    if (auto it = p.failed_shapes.find(*first->shape); it != p.failed_shapes.end()) {
+      std::tie(report, reason) = it->second;
+    } else {
       if (PlanPlace(*GetTask(head), p, false)) {
         ++first->next;
         ++first->placed;
         continue;
       }
       visited = true;
+      report = std::move(p.plan.steps.back().report);
+      reason = std::move(p.plan.steps.back().reason);
       p.plan.steps.pop_back();  // its kWait: it waits with its group, below
       --p.plan.decisions;
     }
     // The shape found no node in this pass: each of the group's remaining tasks would fail on
     // the memo, so they all wait now, with the memo's report, unvisited.
-    const auto& [report, reason] = p.failed_shapes.at(*first->shape);
     const int64_t waiting = static_cast<int64_t>(first->group->keys.size()) - first->placed;
     p.plan.decisions += waiting;
     p.plan.parked_waits += waiting - (visited ? 1 : 0);
@@ -219,7 +279,7 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   std::vector<Candidate> candidates;
   auto consider = [&](const Task& v, TimeMs assigned_ms, const Placement& placement) {
     const std::string vt = TeamOf(v.spec);
-    if (vt == team || v.spec.gpus == 0) return;
+    if (vt == team || v.spec.gpus == 0 || v.spec.nodes > 1) return;  // gangs: never partly
     if (quotas_.IsBorrowing(vt, p.usage[vt])) {
       candidates.push_back({v.id, assigned_ms, vt, &placement});
     }
@@ -256,7 +316,7 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   step.kind = PlanStep::Kind::kReclaim;
   step.task = t.id;
   for (const Candidate* v : victims) {
-    p.Mutable().Release(*v->placement);
+    p.Release(*v->placement);
     AddUsage(p.usage[v->team], *v->placement, -1);
     step.victims.push_back(v->id);
   }
@@ -267,11 +327,315 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   }
   PlacementResult result = resources_.AnswerOn(p.View(), req);
   if (!result.placed()) return false;  // cannot happen: the same state as the trial
-  p.Mutable().Reserve(result.placement);
+  p.Reserve(result.placement);
   AddUsage(p.usage[team], result.placement, +1);
   p.assigned[t.id] = result.placement;
   step.placement = std::move(result.placement);
   step.report = std::move(result.report);
+  p.plan.steps.push_back(std::move(step));
+  return true;
+}
+
+// ---------------------------------------------------------------- gangs
+
+namespace {
+
+std::string GangShape(const TaskSpec& s) {
+  return "gang of " + std::to_string(s.nodes) + " nodes x " + std::to_string(s.gpus) + " GPUs";
+}
+
+}  // namespace
+
+bool Scheduler::CanBackfill(const Task& t, const Planning& p) const {
+  if (!p.plan.reservation) return true;
+  if (p.plan.reservation->task == t.id) return true;
+  const std::optional<DurationMs> d = KnownDuration(t.spec);
+  const TimeMs start = p.plan.reservation->start_ms;
+  if (!d || start == std::numeric_limits<TimeMs>::max()) return false;
+  return clock_.NowMs() + *d <= start;
+}
+
+bool Scheduler::PlaceGangOn(const ClusterState& view, const ResourceRequest& req, int64_t nodes,
+                            std::vector<Placement>* ranks, PlacementReport* report,
+                            std::string* why) const {
+  ranks->clear();
+  // Cheap count first: fewer nodes pass the filters than there are ranks.
+  const FilterOptions& fo = resources_.placer().options().filter;
+  int64_t fit = 0;
+  for (size_t i = 0; i < view.size() && fit < nodes; ++i) {
+    if (FirstRejectingFilterFast(view.summary(i), view.node(i), req.shape, fo) == kNumFilters) {
+      ++fit;
+    }
+  }
+  if (fit < nodes) {
+    PlacementResult r = resources_.AnswerOn(view, req);
+    *report = std::move(r.report);
+    *why = std::to_string(fit) + " of " + std::to_string(nodes) + " nodes fit now" +
+           (r.placed() ? std::string() : ": " + r.reason);
+    return false;
+  }
+  // Rank by rank, each on a node the earlier ranks did not take (cordoned in the trial).
+  ClusterState trial = view;
+  for (int64_t rank = 0; rank < nodes; ++rank) {
+    PlacementResult r = resources_.AnswerOn(trial, req);
+    if (rank == 0) *report = r.report;
+    if (!r.placed()) {
+      *why = std::to_string(rank) + " of " + std::to_string(nodes) + " nodes fit now: " + r.reason;
+      ranks->clear();
+      return false;
+    }
+    trial.Reserve(r.placement);
+    trial.Update(r.placement.node_index, [](NodeState& n) { n.cordoned = true; });
+    ranks->push_back(std::move(r.placement));
+  }
+  return true;
+}
+
+std::optional<GangReservation> Scheduler::PlanReservation(const Task& t,
+                                                          const ResourceRequest& req,
+                                                          const Planning& p) const {
+  const TimeMs now = clock_.NowMs();
+  constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
+  const ClusterState& view = p.View();
+  // What holds each node in the plan's view: active tasks not stopped by the plan, and the
+  // plan's own assignments (they start now).
+  struct Holder {
+    TimeMs end;
+    const Placement* at;
+  };
+  std::vector<std::vector<Holder>> holders(view.size());
+  auto end_of = [&](const TaskSpec& s, TimeMs assigned_ms, DurationMs attained_ms) {
+    if (s.duration_ms) {
+      return std::max(now, assigned_ms + std::max<DurationMs>(1, *s.duration_ms - attained_ms));
+    }
+    if (s.time_limit_ms) return std::max(now, assigned_ms + *s.time_limit_ms);
+    return kNever;
+  };
+  for (TaskId id : active_) {
+    if (p.stopped.count(id) > 0) continue;
+    const Task& v = *GetTask(id);
+    const TimeMs end = end_of(v.spec, v.assigned_ms, v.attained_ms);
+    holders[v.placement->node_index].push_back({end, &*v.placement});
+    for (const Placement& g : v.gang_placements) holders[g.node_index].push_back({end, &g});
+  }
+  for (const PlanStep& step : p.plan.steps) {
+    if (step.kind != PlanStep::Kind::kAssign && step.kind != PlanStep::Kind::kReclaim &&
+        step.kind != PlanStep::Kind::kPreempt) {
+      continue;
+    }
+    const Task& v = *GetTask(step.task);
+    const TimeMs end = end_of(v.spec, now, v.attained_ms);
+    holders[step.placement.node_index].push_back({end, &step.placement});
+    for (const Placement& g : step.gang) holders[g.node_index].push_back({end, &g});
+  }
+  const FilterOptions& fo = resources_.placer().options().filter;
+  std::vector<std::pair<TimeMs, size_t>> ready;  // (when one rank fits, node index)
+  for (size_t i = 0; i < view.size(); ++i) {
+    NodeState n = view.node(i);
+    if (FirstRejectingFilter(n, req.shape, fo) == kNumFilters) {
+      ready.emplace_back(now, i);
+      continue;
+    }
+    std::vector<Holder>& hs = holders[i];
+    std::sort(hs.begin(), hs.end(), [](const Holder& a, const Holder& b) { return a.end < b.end; });
+    for (const Holder& h : hs) {
+      n.allocated -= h.at->resources;
+      for (size_t k = 0; k < h.at->gpus.size(); ++k) {
+        GpuState& g = n.gpus[static_cast<size_t>(h.at->gpus[k])];
+        g.allocated_mib -= h.at->gpu_mem_mib[k];
+        --g.tasks;
+      }
+      if (FirstRejectingFilter(n, req.shape, fo) == kNumFilters) {
+        ready.emplace_back(h.end, i);
+        break;
+      }
+    }
+  }
+  if (static_cast<int64_t>(ready.size()) < t.spec.nodes) return std::nullopt;
+  std::sort(ready.begin(), ready.end());
+  GangReservation r;
+  r.task = t.id;
+  r.start_ms = ready[static_cast<size_t>(t.spec.nodes - 1)].first;
+  for (int64_t k = 0; k < t.spec.nodes; ++k) r.nodes.push_back(ready[static_cast<size_t>(k)].second);
+  std::sort(r.nodes.begin(), r.nodes.end());
+  r.since_ms = p.plan.reservation && p.plan.reservation->task == t.id
+                   ? p.plan.reservation->since_ms
+                   : now;
+  return r;
+}
+
+bool Scheduler::PlanGang(const Task& t, Planning& p) const {
+  const ResourceRequest req = MakeRequest(t);
+  ++p.plan.decisions;
+  PlanStep step;
+  step.task = t.id;
+  const bool holder = p.plan.reservation && p.plan.reservation->task == t.id;
+  const bool blocked = p.plan.reservation && !CanBackfill(t, p);
+  std::vector<Placement> ranks;
+  std::string why;
+  if (PlaceGangOn(blocked ? p.Blocked() : p.View(), req, t.spec.nodes, &ranks, &step.report,
+                  &why)) {
+    if (holder) p.SetReservation(std::nullopt);
+    for (const Placement& r : ranks) p.Reserve(r);
+    if (!quotas_.empty()) {
+      TeamUsage& u = p.usage[TeamOf(t.spec)];
+      for (const Placement& r : ranks) AddUsage(u, r, +1);
+      u.tasks -= t.spec.nodes - 1;  // one task
+    }
+    step.kind = PlanStep::Kind::kAssign;
+    step.placement = std::move(ranks.front());
+    step.gang.assign(std::make_move_iterator(ranks.begin() + 1),
+                     std::make_move_iterator(ranks.end()));
+    p.plan.steps.push_back(std::move(step));
+    return true;
+  }
+  const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
+                           *active_priorities_.begin() < t.priority;
+  if (may_preempt && PlanPreempt(t, req, p)) {
+    if (holder) p.SetReservation(std::nullopt);
+    p.failed_shapes.clear();
+    p.failed_shapes_blocked.clear();
+    return true;
+  }
+  std::string reason = GangShape(t.spec) + ": " + why;
+  const TimeMs now = clock_.NowMs();
+  if (config_.gang_reservation && (!p.plan.reservation || holder)) {
+    if (now < t.gang_reserve_after_ms) {
+      reason += "; gang timeout: may reserve nodes again in " +
+                FormatDurationMs(t.gang_reserve_after_ms - now);
+    } else {
+      p.SetReservation(PlanReservation(t, req, p));
+      if (p.plan.reservation) {
+        const TimeMs start = p.plan.reservation->start_ms;
+        reason += "; reserved " + std::to_string(p.plan.reservation->nodes.size()) + " nodes" +
+                  (start == std::numeric_limits<TimeMs>::max()
+                       ? std::string(" (start unknown: a task there has no duration)")
+                       : " (planned start in " + FormatDurationMs(start - now) + ")");
+      }
+    }
+  } else if (p.plan.reservation) {
+    reason += "; waits behind the reservation of task " + p.plan.reservation->task.ToString();
+  }
+  step.kind = PlanStep::Kind::kWait;
+  step.reason = std::move(reason);
+  p.plan.steps.push_back(std::move(step));
+  return false;
+}
+
+// ---------------------------------------------------------------- priority preemption
+
+// Victims: running preemptible tasks of a lower priority value. A gang is one candidate with
+// all its ranks. Per node, the smallest set of candidates holding a rank there that makes
+// the request fit on that node: fewest tasks (a gang counts as its nodes), then least
+// progress lost (GPU-ms since their assignment), then ids; the node whose set is smallest so
+// wins (ties by name). A gang preemptor takes the `nodes` cheapest nodes and their victims.
+bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const {
+  const TimeMs now = clock_.NowMs();
+  struct Candidate {
+    const Task* task;
+    int64_t procs;  // tasks disrupted: a gang counts as its nodes
+    int64_t lost;   // GPU-ms of progress since the attempt started
+  };
+  std::vector<Candidate> cands;
+  std::vector<std::vector<size_t>> on_node(p.View().size());  // candidate indices per node
+  for (TaskId id : active_) {
+    if (p.stopped.count(id) > 0) continue;
+    const Task& v = *GetTask(id);
+    if (!v.spec.preemptible || v.priority >= t.priority) continue;
+    const int64_t lost = std::max<DurationMs>(0, now - v.assigned_ms) * TotalGpus(v.spec);
+    cands.push_back({&v, 1 + static_cast<int64_t>(v.gang_placements.size()), lost});
+    on_node[v.placement->node_index].push_back(cands.size() - 1);
+    for (const Placement& g : v.gang_placements) on_node[g.node_index].push_back(cands.size() - 1);
+  }
+  if (cands.empty()) return false;
+  const bool blocked = p.plan.reservation && !CanBackfill(t, p);
+  const ClusterState& view = blocked ? p.Blocked() : p.View();
+  const FilterOptions& fo = resources_.placer().options().filter;
+  struct Choice {
+    int64_t procs = 0, lost = 0;
+    std::vector<size_t> victims;  // candidate indices, ascending
+    size_t node = 0;
+  };
+  auto better = [&](const Choice& a, const Choice& b) {
+    if (a.procs != b.procs) return a.procs < b.procs;
+    if (a.lost != b.lost) return a.lost < b.lost;
+    if (a.victims != b.victims) return a.victims < b.victims;
+    return view.node(a.node).name < view.node(b.node).name;
+  };
+  std::vector<Choice> per_node;  // the cheapest victim set of each node where one exists
+  for (size_t i = 0; i < view.size(); ++i) {
+    const NodeState& base = view.node(i);
+    if (FirstRejectingFilter(base, req.shape, fo) == kNumFilters) {
+      per_node.push_back({0, 0, {}, i});  // fits already (a gang's other ranks need victims)
+      continue;
+    }
+    const std::vector<size_t>& here = on_node[i];
+    if (here.empty()) continue;
+    const size_t n = std::min<size_t>(here.size(), 12);
+    std::optional<Choice> best;
+    NodeState trial = base;
+    auto apply = [&](const Placement& at, int sign) {
+      trial.allocated.cpu_milli -= sign * at.resources.cpu_milli;
+      trial.allocated.mem_mib -= sign * at.resources.mem_mib;
+      for (size_t k = 0; k < at.gpus.size(); ++k) {
+        GpuState& g = trial.gpus[static_cast<size_t>(at.gpus[k])];
+        g.allocated_mib -= sign * at.gpu_mem_mib[k];
+        g.tasks -= sign;
+      }
+    };
+    // Every subset of the node's first 12 candidates (at most 4,095), cheapest kept.
+    for (size_t mask = 1; mask < (size_t{1} << n); ++mask) {
+      Choice c;
+      c.node = i;
+      for (size_t b = 0; b < n; ++b) {
+        if ((mask & (size_t{1} << b)) == 0) continue;
+        c.procs += cands[here[b]].procs;
+        c.lost += cands[here[b]].lost;
+        c.victims.push_back(here[b]);
+      }
+      std::sort(c.victims.begin(), c.victims.end());
+      if (best && !better(c, *best)) continue;
+      for (size_t v : c.victims) apply(*PlacementOn(*cands[v].task, i), +1);
+      const bool fits = FirstRejectingFilter(trial, req.shape, fo) == kNumFilters;
+      for (size_t v : c.victims) apply(*PlacementOn(*cands[v].task, i), -1);
+      if (fits) best = std::move(c);
+    }
+    if (best) per_node.push_back(std::move(*best));
+  }
+  const size_t ranks = static_cast<size_t>(t.spec.nodes);
+  if (per_node.size() < ranks) return false;
+  std::sort(per_node.begin(), per_node.end(), better);
+  std::set<size_t> chosen;
+  for (size_t k = 0; k < ranks; ++k) chosen.insert(per_node[k].victims.begin(), per_node[k].victims.end());
+  if (chosen.empty()) return false;  // it fits without victims: not this path
+  // Stop them in the trial and check that the task now fits (all ranks for a gang).
+  ClusterState trial = view;
+  for (size_t c : chosen) {
+    trial.Release(*cands[c].task->placement);
+    for (const Placement& g : cands[c].task->gang_placements) trial.Release(g);
+  }
+  std::vector<Placement> placed;
+  PlacementReport report;
+  std::string why;
+  if (!PlaceGangOn(trial, req, t.spec.nodes, &placed, &report, &why)) return false;
+  PlanStep step;
+  step.kind = PlanStep::Kind::kPreempt;
+  step.task = t.id;
+  for (size_t c : chosen) {
+    const Task& v = *cands[c].task;
+    p.Release(*v.placement);
+    for (const Placement& g : v.gang_placements) p.Release(g);
+    p.stopped.insert(v.id);
+    step.victims.push_back(v.id);
+  }
+  // The same state as the trial: the same answer, now on the plan's view.
+  const ClusterState& after = blocked ? p.Blocked() : p.View();
+  if (!PlaceGangOn(after, req, t.spec.nodes, &placed, &report, &why)) return false;
+  for (const Placement& r : placed) p.Reserve(r);
+  step.placement = std::move(placed.front());
+  step.gang.assign(std::make_move_iterator(placed.begin() + 1),
+                   std::make_move_iterator(placed.end()));
+  step.report = std::move(report);
   p.plan.steps.push_back(std::move(step));
   return true;
 }
@@ -292,6 +656,8 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   stats_.parallel_decisions += plan.parallel_decisions;
   stats_.parked_waits += plan.parked_waits;
   for (const std::string& team : plan.teams_classified) team_usage_.try_emplace(team);
+  // The reservation is set before the steps: a step that places its holder clears it.
+  if (config_.gang_reservation) reservation_ = std::move(plan.reservation);
   for (PlanStep& step : plan.steps) {
     Task& t = *Find(step.task);
     switch (step.kind) {
@@ -303,10 +669,27 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         }
         [[fallthrough]];
       }
+      case PlanStep::Kind::kPreempt: {
+        const std::string reason = "preempted by task " + t.id.ToString() + " (priority " +
+                                   std::to_string(t.priority) + ")";
+        for (TaskId id : step.victims) {
+          Task& v = *Find(id);
+          if (!IsActive(v)) continue;
+          PushKill(v, reason, config_.preemption_grace_ms);
+          ++v.preemptions;
+          ++stats_.preemptions;
+          ++stats_.priority_preemptions;
+          v.preempted_by = t.id;
+          Requeue(v, reason);  // not a failure: back to Q, attained service kept
+          preemption_log_.push_back({clock_.NowMs(), t.id, id, config_.preemption_grace_ms});
+          if (preemption_log_.size() > kMaxPreemptionLog) preemption_log_.pop_front();
+        }
+        [[fallthrough]];
+      }
       case PlanStep::Kind::kAssign:
         t.last_report = std::move(step.report);
         t.last_report_summary = DescribeReport(t.last_report);
-        Commit(t, step.placement);
+        Commit(t, step.placement, std::move(step.gang));
         break;
       case PlanStep::Kind::kWait:
         OnCapacityWait(t, std::move(step.report), step.reason);

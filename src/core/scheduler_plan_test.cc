@@ -82,6 +82,7 @@ class PassPlanTest : public SchedulerTest {
       switch (step.kind) {
         case PlanStep::Kind::kAssign:
         case PlanStep::Kind::kReclaim:
+        case PlanStep::Kind::kPreempt:
           ++assigns;
           EXPECT_TRUE(t.placement.has_value()) << t.id.ToString();
           if (t.placement) {

@@ -13,17 +13,25 @@ MiB Scheduler::TaskGpuMemMib(const Task& t) const {
   if (t.placement) {
     MiB sum = 0;
     for (MiB m : t.placement->gpu_mem_mib) sum += m;
+    for (const Placement& g : t.gang_placements) {
+      for (MiB m : g.gpu_mem_mib) sum += m;
+    }
     return sum;
   }
-  if (t.exclusive) return t.spec.gpus * ExtremesFor(t.spec.gpu_model).max_gpu_mib;
-  return t.spec.gpus * t.gpu_mem_need_mib;
+  if (t.exclusive) return TotalGpus(t.spec) * ExtremesFor(t.spec.gpu_model).max_gpu_mib;
+  return TotalGpus(t.spec) * t.gpu_mem_need_mib;
 }
 
 void Scheduler::CountUsage(const Task& t, const Placement& p, int sign) {
   TeamUsage& u = team_usage_[TeamOf(t.spec)];
   MiB mem = 0;
+  int64_t gpus = static_cast<int64_t>(p.gpus.size());
   for (MiB m : p.gpu_mem_mib) mem += m;
-  u.gpus += sign * static_cast<int64_t>(p.gpus.size());
+  for (const Placement& g : t.gang_placements) {  // a gang's other ranks
+    gpus += static_cast<int64_t>(g.gpus.size());
+    for (MiB m : g.gpu_mem_mib) mem += m;
+  }
+  u.gpus += sign * gpus;
   u.gpu_mem_mib += sign * mem;
   u.tasks += sign;
 }
@@ -72,7 +80,8 @@ void Scheduler::QuotaWait(Task& t, const std::string& reason) {
 void Scheduler::Charge(const Task& t, TimeMs until_ms) {
   auto it = charged_until_.find(t.id);
   if (it == charged_until_.end() || !t.placement) return;
-  const double gpus = static_cast<double>(t.placement->gpus.size());
+  const double gpus = static_cast<double>(t.placement->gpus.size() *
+                                          (1 + t.gang_placements.size()));
   const DurationMs ms = std::max<DurationMs>(0, until_ms - it->second);
   fs_usage_.Charge(TeamOf(t.spec), t.spec.user, gpus * double(ms), until_ms);
   it->second = std::max(it->second, until_ms);
@@ -156,7 +165,8 @@ std::map<std::string, double> Scheduler::TeamGpuMs() const {
     const Task* t = GetTask(id);
     if (t == nullptr || !t->placement) continue;
     out[TeamOf(t->spec)] +=
-        double(t->placement->gpus.size()) * double(std::max<DurationMs>(0, now - since));
+        double(t->placement->gpus.size() * (1 + t->gang_placements.size())) *
+        double(std::max<DurationMs>(0, now - since));
   }
   return out;
 }

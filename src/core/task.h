@@ -2,6 +2,7 @@
 // The task model: what a user asks for (TaskSpec), where it was placed (Placement) and
 // everything the scheduler tracks about it (Task).
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -65,7 +66,21 @@ struct TaskSpec {
   // taken from the request; the core does not interpret them.
   std::string user;
   std::string team;
+  // ---- gangs and preemption (README.md, "Gangs, reservations and preemption") ----
+  // Multi-node task: `nodes` distinct nodes with `gpus` GPUs (and `resources`) on each, one
+  // process per node (torchrun-style). Placed all at once or not at all. 1 = as before.
+  int64_t nodes = 1;
+  // A gang that holds a reservation this long without starting gives it up and says why;
+  // absent = SchedulerConfig::gang_timeout_ms.
+  std::optional<DurationMs> gang_timeout_ms;
+  // Priority class name (SchedulerConfig::priority_classes); "" = the default class.
+  std::string priority_class;
+  // false: never chosen as a preemption victim.
+  bool preemptible = true;
 };
+
+// GPUs a task holds in all: per node times nodes.
+inline int64_t TotalGpus(const TaskSpec& s) { return s.gpus * std::max<int64_t>(1, s.nodes); }
 
 // Rich lifecycle state.
 enum class TaskState {
@@ -148,7 +163,15 @@ struct Task {
   TimeMs released_ms = 0;
   DurationMs las_base_ms = 0;
 
-  std::optional<Placement> placement;
+  std::optional<Placement> placement;  // a gang's rank 0
+  // A gang's ranks 1..nodes-1, each on its own node (rank 0 is `placement`); empty otherwise.
+  std::vector<Placement> gang_placements;
+  // Priority class value, resolved at admission (SchedulerConfig::priority_classes).
+  int64_t priority = 0;
+  // The task whose priority preempted this one most recently (`why`/`show`); memory only.
+  TaskId preempted_by;
+  // A gang whose reservation timed out may reserve again from this time on; memory only.
+  TimeMs gang_reserve_after_ms = 0;
   TimeMs submitted_ms = 0;
   TimeMs assigned_ms = 0;
   // The attempt's last sign of life: its start, or a task heartbeat that did not say it is

@@ -61,6 +61,15 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     GS_RETURN_IF_ERROR(Range("profile.width", s.profile->width, 0, 1'000'000,
                              std::to_string(s.profile->width)));
   }
+  GS_RETURN_IF_ERROR(Range("nodes", s.nodes, 1, kMaxGangNodes, std::to_string(s.nodes)));
+  if (s.nodes > 1 && s.gpus == 0 && s.gpu_mem_mib == 0 && !s.profile) {
+    return InvalidArgument("nodes: " + std::to_string(s.nodes) +
+                           " nodes need gpus >= 1 per node (a gang places GPUs)");
+  }
+  if (s.gang_timeout_ms) {
+    GS_RETURN_IF_ERROR(Range("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs,
+                             std::to_string(*s.gang_timeout_ms) + "ms"));
+  }
   for (const auto& [key, value] : s.node_selector) {
     if (key.empty()) return InvalidArgument("node_selector: empty label key");
   }

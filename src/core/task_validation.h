@@ -9,6 +9,7 @@ namespace gpusched::core {
 
 // Upper bounds that catch typos ("absurd" sizes) rather than express policy.
 inline constexpr int64_t kMaxGpusPerTask = 4096;
+inline constexpr int64_t kMaxGangNodes = 4096;                 // TaskSpec::nodes
 inline constexpr MiB kMaxGpuMemMib = 16LL * 1024 * 1024;       // 16 TiB per GPU
 inline constexpr int64_t kMaxCpuMilli = 100'000'000;          // 100k cores
 inline constexpr MiB kMaxMemMib = 1024LL * 1024 * 1024;        // 1 PiB

@@ -97,6 +97,7 @@ ClusterTotals Totals(const std::vector<core::NodeSpec>& nodes) {
   ClusterTotals t;
   t.nodes = static_cast<int64_t>(nodes.size());
   for (const core::NodeSpec& n : nodes) {
+    t.max_node_gpus = std::max(t.max_node_gpus, static_cast<int64_t>(n.gpus.size()));
     for (const core::GpuSpec& g : n.gpus) {
       ++t.gpus;
       t.gpu_mib += g.total_mib;

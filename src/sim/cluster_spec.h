@@ -31,6 +31,7 @@ struct ClusterTotals {
   int64_t gpus = 0;
   MiB gpu_mib = 0;
   MiB smallest_gpu_mib = 0;  // 0 when there are no GPUs
+  int64_t max_node_gpus = 0;  // GPUs of the largest node
 };
 ClusterTotals Totals(const std::vector<core::NodeSpec>& nodes);
 

@@ -162,14 +162,20 @@ TEST(PoliciesTest, UtilisationIsBusyGpuTimeOverCapacity) {
   EXPECT_NEAR(r.summary.gpu_mem_utilization, 370.0 / 520.0, 1e-12);  // whole GPUs
 }
 
-// A job wider than every node is refused by the core at submission and reported.
+// Without gangs (--no-gangs) a job wider than every node is refused by the core at
+// submission and reported; with them J1 (4 GPUs) runs as 2 x 2.
 TEST(PoliciesTest, JobsNoNodeCanFitAreRejected) {
-  const SimResult r = Simulate("tiny_nonpreemptive.csv", TraceFormat::kCsv, "2x2",
-                               With(Policy::kFifoBackfill));
+  SimOptions no_gangs = With(Policy::kFifoBackfill);
+  no_gangs.gangs = false;
+  const SimResult r = Simulate("tiny_nonpreemptive.csv", TraceFormat::kCsv, "2x2", no_gangs);
   EXPECT_EQ(r.summary.rejected, 1);
   EXPECT_EQ(r.jobs[1].outcome, JobOutcome::kRejected);
   EXPECT_NE(r.jobs[1].reason.find("gpus: 4 requested but the largest node has 2"),
             std::string::npos);
+  const SimResult g = Simulate("tiny_nonpreemptive.csv", TraceFormat::kCsv, "2x2",
+                               With(Policy::kFifoBackfill));
+  EXPECT_EQ(g.summary.rejected, 0);
+  EXPECT_EQ(g.jobs[1].outcome, JobOutcome::kFinished);
 }
 
 }  // namespace
@@ -212,6 +218,62 @@ TEST(PoliciesTest, QuotaOwnerReclaimsBorrowedGpus) {
 TEST(PoliciesTest, FairShareIsAPolicyName) {
   EXPECT_EQ(*ParsePolicy("fairshare"), Policy::kFairShare);
   EXPECT_NE(ParsePolicy("fair").status().message().find("fairshare"), std::string::npos);
+}
+
+
+// Gangs (README.md, "Gangs, reservations and preemption"), on 2x8 with fifo-backfill: A 8
+// GPUs at 0 s for 100 s; G 16 GPUs at 10 s for 50 s runs as 2 x 8 and reserves both nodes
+// for 100 s; S1 (4 GPUs, 500 s) would end after that and waits; S2 (4 GPUs, 50 s) ends at
+// 80 s and backfills. G runs 100-150 s, S1 150-650 s.
+TEST(PoliciesTest, GangReservesNodesWhileShortJobsBackfill) {
+  const SimResult r = Simulate("tiny_gang.csv", TraceFormat::kCsv, "2x8",
+                               With(Policy::kFifoBackfill));
+  EXPECT_EQ(Jcts(r), (JctMap{{"A", 100}, {"G", 140}, {"S1", 630}, {"S2", 50}}));
+  EXPECT_EQ(r.summary.rejected, 0);
+  EXPECT_EQ(r.stats.gangs_placed, 1);
+}
+
+TEST(PoliciesTest, WithoutGangsAWideJobIsRejected) {
+  SimOptions o = With(Policy::kFifoBackfill);
+  o.gangs = false;
+  const SimResult r = Simulate("tiny_gang.csv", TraceFormat::kCsv, "2x8", o);
+  EXPECT_EQ(r.summary.rejected, 1);
+  EXPECT_EQ(r.jobs[1].outcome, JobOutcome::kRejected);
+}
+
+// 16 GPUs on 8-GPU nodes: 2 x 8; 12: 2 x 6; 20: 3 x 7 (CPU and RAM split alike).
+TEST(PoliciesTest, WideJobsSplitIntoTheFewestNodes) {
+  TraceJob j;
+  j.num_gpu = 16;
+  j.gpu_milli = 1000;
+  j.cpu_milli = 9000;
+  core::TaskSpec s = MakeTaskSpec(j, 16'000, 8);
+  EXPECT_EQ(s.nodes, 2);
+  EXPECT_EQ(s.gpus, 8);
+  EXPECT_EQ(s.resources.cpu_milli, 4500);
+  j.num_gpu = 12;
+  s = MakeTaskSpec(j, 16'000, 8);
+  EXPECT_EQ(s.nodes, 2);
+  EXPECT_EQ(s.gpus, 6);
+  j.num_gpu = 20;
+  s = MakeTaskSpec(j, 16'000, 8);
+  EXPECT_EQ(s.nodes, 3);
+  EXPECT_EQ(s.gpus, 7);
+  j.num_gpu = 8;
+  s = MakeTaskSpec(j, 16'000, 8);
+  EXPECT_EQ(s.nodes, 1);
+  EXPECT_EQ(s.gpus, 8);
+}
+
+// --priority lo=low --priority hi=high on 1x8: H0 (high) preempts L0 at 10 s and runs
+// 10-30 s; L0 resumes with its 10 s kept and ends at 120 s.
+TEST(PoliciesTest, HighPriorityJobPreemptsALowOne) {
+  SimOptions o = With(Policy::kFifoBackfill);
+  o.vc_priority = {{"lo", "low"}, {"hi", "high"}};
+  const SimResult r = Simulate("tiny_priority.csv", TraceFormat::kCsv, "1x8", o);
+  EXPECT_EQ(Jcts(r), (JctMap{{"L0", 120}, {"H0", 20}}));
+  EXPECT_EQ(r.summary.preemptions, 1);
+  EXPECT_EQ(r.stats.priority_preemptions, 1);
 }
 
 }  // namespace

@@ -60,6 +60,11 @@ void WriteJson(std::ostream& out, const SimResult& r, const RunInfo& info) {
       << ", \"skipped_lines\": " << info.skipped_lines << ", \"events\": " << r.events
       << ", \"passes\": " << r.stats.passes;
   if (r.stats.las_promotions > 0) out << ", \"las_promotions\": " << r.stats.las_promotions;
+  if (r.stats.gangs_placed > 0) out << ", \"gangs_placed\": " << r.stats.gangs_placed;
+  if (r.stats.gang_timeouts > 0) out << ", \"gang_timeouts\": " << r.stats.gang_timeouts;
+  if (r.stats.priority_preemptions > 0) {
+    out << ", \"priority_preemptions\": " << r.stats.priority_preemptions;
+  }
   if (info.synthetic) out << ", \"seed\": " << info.seed;
   if (info.wall_s >= 0) out << ", \"wall_s\": " << Num(info.wall_s);
   if (!r.allocation.curve.empty()) {
@@ -106,6 +111,11 @@ void WriteSummaryTable(std::ostream& out, const SimResult& r, const RunInfo& inf
   row("GPU-memory fragmentation", Num(100 * s.gpu_mem_fragmentation) + " %");
   row("preemptions", std::to_string(s.preemptions));
   if (r.stats.las_promotions > 0) row("2D-LAS promotions", std::to_string(r.stats.las_promotions));
+  if (r.stats.gangs_placed > 0) row("gangs placed", std::to_string(r.stats.gangs_placed));
+  if (r.stats.gang_timeouts > 0) row("gang timeouts", std::to_string(r.stats.gang_timeouts));
+  if (r.stats.priority_preemptions > 0) {
+    row("priority preemptions", std::to_string(r.stats.priority_preemptions));
+  }
   row("scheduler passes", std::to_string(r.stats.passes));
   if (info.wall_s >= 0) row("replay time", Num(info.wall_s) + " s");
 }

@@ -12,7 +12,7 @@
 
 namespace gpusched::sim {
 
-core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib) {
+core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib, int64_t max_node_gpus) {
   core::TaskSpec spec;
   spec.name = job.id;
   spec.gpus = job.num_gpu;
@@ -24,6 +24,12 @@ core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib) {
   spec.resources = {job.cpu_milli, job.mem_mib};
   spec.team = job.cluster;
   spec.duration_ms = std::max<DurationMs>(1, job.duration_ms);  // the core needs >= 1 ms
+  if (max_node_gpus > 0 && spec.gpus > max_node_gpus && spec.gpu_mem_mib == 0) {
+    spec.nodes = (spec.gpus + max_node_gpus - 1) / max_node_gpus;
+    spec.gpus = (spec.gpus + spec.nodes - 1) / spec.nodes;
+    spec.resources.cpu_milli = (spec.resources.cpu_milli + spec.nodes - 1) / spec.nodes;
+    spec.resources.mem_mib = (spec.resources.mem_mib + spec.nodes - 1) / spec.nodes;
+  }
   return spec;
 }
 
@@ -78,7 +84,13 @@ class Run {
 };
 
 bool Run::Submit(size_t i) {
-  auto id = sched_.Submit(MakeTaskSpec(trace_.jobs[i], totals_.smallest_gpu_mib));
+  core::TaskSpec spec = MakeTaskSpec(trace_.jobs[i], totals_.smallest_gpu_mib,
+                                     options_.gangs ? totals_.max_node_gpus : 0);
+  if (auto it = options_.vc_priority.find(trace_.jobs[i].cluster);
+      it != options_.vc_priority.end()) {
+    spec.priority_class = it->second;
+  }
+  auto id = sched_.Submit(std::move(spec));
   if (!id.ok()) {
     result_.jobs[i].outcome = JobOutcome::kRejected;
     result_.jobs[i].reason = id.status().message();
@@ -136,7 +148,7 @@ void Run::Redecide() {
 
 void Run::ScheduleLasThreshold(size_t i) {
   const core::Task& t = *sched_.GetTask(tasks_[i]);
-  const int64_t gpus = std::max<int64_t>(1, t.spec.gpus);
+  const int64_t gpus = std::max<int64_t>(1, core::TotalGpus(t.spec));
   const int64_t attained = core::LasServiceGpuMs(t, t.attained_ms);
   for (int64_t th : core::LasThresholds(sched_.config().queue_order)) {
     if (th <= attained) continue;
@@ -148,7 +160,8 @@ void Run::ScheduleLasThreshold(size_t i) {
 
 void Run::StartAssigned() {
   for (const core::Action& a : sched_.TakeActions()) {
-    if (a.kind != core::Action::Kind::kAssign) continue;  // kills: the task is already released
+    // Kills: the task is already released. A gang starts once, at its rank 0's action.
+    if (a.kind != core::Action::Kind::kAssign || a.rank != 0) continue;
     const size_t i = job_of_.at(a.task);
     (void)sched_.TaskStarted(a.task, a.attempt);
     attempt_[i] = a.attempt;
@@ -276,6 +289,7 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
   core::SchedulerConfig config =
       MakeSchedulerConfig(options.policy, options.placement, options.las_thresholds_gpu_ms,
                           options.promote_knob);
+  config.gang_reservation = options.gang_reservation;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -40,6 +42,14 @@ struct SimOptions {
   bool allocation_replay = false;              // the FGD experiment instead of a JCT replay
   // Team quotas (core/quota.h); a job's team is its trace's virtual cluster.
   std::vector<core::TeamQuota> quotas;
+  // A job wider than the largest node runs as a gang (core TaskSpec::nodes; MakeTaskSpec
+  // says how it is split). false: such a job is refused at submission, as before gangs.
+  bool gangs = true;
+  // The first waiting gang reserves nodes; shorter jobs backfill (core gang_reservation).
+  bool gang_reservation = true;
+  // Priority class of each virtual cluster (`--priority VC=CLASS`; core priority classes
+  // high, normal, low); the others are normal. A higher class may preempt a lower one.
+  std::map<std::string, std::string> vc_priority;
   // Called now and then with (jobs arrived, jobs in the trace); may be empty.
   std::function<void(size_t, size_t)> progress;
 };
@@ -74,7 +84,10 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
 
 // The TaskSpec a trace job is submitted as. A share of one GPU (gpu_milli < 1000) becomes
 // gpu_milli/1000 of the cluster's smallest GPU memory; whole GPUs are exclusive. Its team is
-// the job's virtual cluster (Philly VC; "" = the team "default").
-core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib);
+// the job's virtual cluster (Philly VC; "" = the team "default"). A job of more whole GPUs
+// than `max_node_gpus` (> 0) becomes a gang of the fewest nodes N = ceil(gpus / max_node_gpus)
+// with G = ceil(gpus / N) GPUs each (16 on 8-GPU nodes: 2 x 8; 12: 2 x 6; 20: 3 x 7), its CPU
+// and RAM split alike; 0 = no split.
+core::TaskSpec MakeTaskSpec(const TraceJob& job, MiB smallest_gpu_mib, int64_t max_node_gpus = 0);
 
 }  // namespace gpusched::sim

@@ -27,7 +27,8 @@ namespace gpusched::core {
 // value, or whole GPUs), the GPU count and model, CPU and RAM, and the node rules.
 struct ResourceRequest {
   TaskId task;
-  PlacementRequest shape;
+  PlacementRequest shape;  // of one node (a gang's rank)
+  int64_t nodes = 1;       // a gang: this many distinct nodes, each with `shape`
 };
 
 class ResourceManager {

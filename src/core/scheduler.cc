@@ -487,6 +487,7 @@ ResourceRequest Scheduler::MakeRequest(const Task& t) const {
   r.resources = t.spec.resources;
   r.node_selector = &t.spec.node_selector;
   r.tolerations = &t.spec.tolerations;
+  req.nodes = t.spec.nodes;
   return req;
 }
 

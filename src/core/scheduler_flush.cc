@@ -45,11 +45,14 @@ bool Scheduler::LazyFlushActive() const {
 Scheduler::Shape Scheduler::ShapeOf(const ResourceRequest& req) const {
   const PlacementRequest& r = req.shape;
   return Shape{r.gpus, r.gpu_mem_mib, r.exclusive, r.model_id, r.resources.cpu_milli,
-               r.resources.mem_mib};
+               r.resources.mem_mib, req.nodes};
 }
 
 void Scheduler::MaybePark(Task& t) {
   if (t.queue != QueueMembership::kFailure || !LazyFlushActive()) return;
+  // The reservation holder stays in plain FQ, so each flush tries it (a parked gang is tried
+  // only as its group's head).
+  if (reservation_ && reservation_->task == t.id) return;
   // Only a key the next flush does not change (Pt at the cap), and only the tasks whose shape
   // the memo covers (no node rules) and stays the same (a known GPU model, if any).
   if (std::min(t.pt + 1, config_.max_priority_value) != t.pt) return;

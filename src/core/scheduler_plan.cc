@@ -33,6 +33,12 @@ struct Scheduler::Planning {
     plan.reservation = std::move(r);
     blocked.reset();
     failed_shapes_blocked.clear();
+    failed_gangs.clear();
+  }
+  void CapacityGrew() {
+    failed_shapes.clear();
+    failed_shapes_blocked.clear();
+    failed_gangs.clear();
   }
   // The view of a task that may not use the reserved nodes: they are cordoned in it.
   const ClusterState& Blocked() {
@@ -56,6 +62,9 @@ struct Scheduler::Planning {
   // The same memo for the tasks that were answered on the blocked view.
   std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes_blocked;
   std::optional<ClusterState> blocked;
+  // Gangs that found too few nodes in this pass: (per-node shape, nodes, blocked view).
+  std::map<std::tuple<Shape, int64_t, bool>, std::pair<PlacementReport, std::string>>
+      failed_gangs;
   std::map<TaskId, Placement> assigned;  // by this plan, kept only when a reclaim may stop them
   std::set<TaskId> stopped;              // by this plan's reclaims
   PassPlan plan;
@@ -179,13 +188,11 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
       break;  // both wait (capacity_wait); the reason says which
   }
   if (reclaim && PlanReclaim(t, req, p)) {
-    p.failed_shapes.clear();  // capacity grew: earlier failures may fit now
-    p.failed_shapes_blocked.clear();
+    p.CapacityGrew();  // earlier failures may fit now
     return true;
   }
   if (may_preempt && PlanPreempt(t, req, p)) {
-    p.failed_shapes.clear();
-    p.failed_shapes_blocked.clear();
+    p.CapacityGrew();
     return true;
   }
   std::string reason = std::move(result.reason);
@@ -413,7 +420,7 @@ std::optional<GangReservation> Scheduler::PlanReservation(const Task& t,
   };
   for (TaskId id : active_) {
     if (p.stopped.count(id) > 0) continue;
-    const Task& v = *GetTask(id);
+    const Task& v = tasks_.at(id.value());
     const TimeMs end = end_of(v.spec, v.assigned_ms, v.attained_ms);
     holders[v.placement->node_index].push_back({end, &*v.placement});
     for (const Placement& g : v.gang_placements) holders[g.node_index].push_back({end, &g});
@@ -423,19 +430,21 @@ std::optional<GangReservation> Scheduler::PlanReservation(const Task& t,
         step.kind != PlanStep::Kind::kPreempt) {
       continue;
     }
-    const Task& v = *GetTask(step.task);
+    const Task& v = tasks_.at(step.task.value());
     const TimeMs end = end_of(v.spec, now, v.attained_ms);
     holders[step.placement.node_index].push_back({end, &step.placement});
     for (const Placement& g : step.gang) holders[g.node_index].push_back({end, &g});
   }
   const FilterOptions& fo = resources_.placer().options().filter;
   std::vector<std::pair<TimeMs, size_t>> ready;  // (when one rank fits, node index)
+  NodeState n;  // scratch, reused: assignment keeps its buffers
   for (size_t i = 0; i < view.size(); ++i) {
-    NodeState n = view.node(i);
-    if (FirstRejectingFilter(n, req.shape, fo) == kNumFilters) {
+    if (FirstRejectingFilter(view.node(i), req.shape, fo) == kNumFilters) {
       ready.emplace_back(now, i);
       continue;
     }
+    if (holders[i].empty()) continue;
+    n = view.node(i);
     std::vector<Holder>& hs = holders[i];
     std::sort(hs.begin(), hs.end(), [](const Holder& a, const Holder& b) { return a.end < b.end; });
     for (const Holder& h : hs) {
@@ -473,8 +482,20 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
   const bool blocked = p.plan.reservation && !CanBackfill(t, p);
   std::vector<Placement> ranks;
   std::string why;
-  if (PlaceGangOn(blocked ? p.Blocked() : p.View(), req, t.spec.nodes, &ranks, &step.report,
-                  &why)) {
+  // Capacity only shrinks within a pass: a gang shape that found too few nodes fails again
+  // (unless it could preempt).
+  const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
+                           *active_priorities_.begin() < t.priority;
+  const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
+                     t.spec.tolerations.empty() && !may_preempt;
+  const auto key = std::make_tuple(ShapeOf(req), t.spec.nodes, blocked);
+  auto memo = plain ? p.failed_gangs.find(key) : p.failed_gangs.end();
+  if (memo != p.failed_gangs.end()) {
+    ++p.plan.memo_hits;
+    step.report = memo->second.first;
+    why = memo->second.second;
+  } else if (PlaceGangOn(blocked ? p.Blocked() : p.View(), req, t.spec.nodes, &ranks,
+                         &step.report, &why)) {
     if (holder) p.SetReservation(std::nullopt);
     for (const Placement& r : ranks) p.Reserve(r);
     if (!quotas_.empty()) {
@@ -489,12 +510,12 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
     p.plan.steps.push_back(std::move(step));
     return true;
   }
-  const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
-                           *active_priorities_.begin() < t.priority;
+  if (plain && memo == p.failed_gangs.end()) {
+    p.failed_gangs.emplace(key, std::pair(step.report, why));
+  }
   if (may_preempt && PlanPreempt(t, req, p)) {
     if (holder) p.SetReservation(std::nullopt);
-    p.failed_shapes.clear();
-    p.failed_shapes_blocked.clear();
+    p.CapacityGrew();
     return true;
   }
   std::string reason = GangShape(t.spec) + ": " + why;
@@ -504,7 +525,11 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
       reason += "; gang timeout: may reserve nodes again in " +
                 FormatDurationMs(t.gang_reserve_after_ms - now);
     } else {
-      p.SetReservation(PlanReservation(t, req, p));
+      // A holder keeps its plan until the planned start passes (ends are known, so its
+      // nodes are free by then); an unknown start is planned again at every visit.
+      const bool keep = holder && p.plan.reservation->start_ms > now &&
+                        p.plan.reservation->start_ms != std::numeric_limits<TimeMs>::max();
+      if (!keep) p.SetReservation(PlanReservation(t, req, p));
       if (p.plan.reservation) {
         const TimeMs start = p.plan.reservation->start_ms;
         reason += "; reserved " + std::to_string(p.plan.reservation->nodes.size()) + " nodes" +
@@ -540,7 +565,7 @@ bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning&
   std::vector<std::vector<size_t>> on_node(p.View().size());  // candidate indices per node
   for (TaskId id : active_) {
     if (p.stopped.count(id) > 0) continue;
-    const Task& v = *GetTask(id);
+    const Task& v = tasks_.at(id.value());
     if (!v.spec.preemptible || v.priority >= t.priority) continue;
     const int64_t lost = std::max<DurationMs>(0, now - v.assigned_ms) * TotalGpus(v.spec);
     cands.push_back({&v, 1 + static_cast<int64_t>(v.gang_placements.size()), lost});

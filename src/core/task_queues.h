@@ -73,8 +73,8 @@ class FailureQueue {
 };
 
 // What a placement request needs, as the pass's failed-shape memo compares it: GPU count, GPU
-// memory per GPU, exclusive, GPU model id, CPU millicores, RAM MiB.
-using RequestShape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB>;
+// memory per GPU, exclusive, GPU model id, CPU millicores, RAM MiB (all per node), nodes.
+using RequestShape = std::tuple<int64_t, MiB, bool, int, int64_t, MiB, int64_t>;
 
 // The settled part of FQ, kept lazily (the Scheduler's lazy flush, README.md): tasks whose Pt
 // is at the demotion cap (a flush no longer changes their key) and whose request shape found

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fuzz/fuzz_check.h"
+#include "sim/policy.h"
 #include "sim/trace.h"
 
 namespace {
@@ -47,6 +48,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       CheckTrace(*trace, sim::TraceFormatName(format));
     }
+  }
+  // `sim --priority VC=CLASS`: an accepted value splits at its first '=' into a non-empty VC
+  // and one of the classes; anything else is an error naming the flag.
+  auto vc = sim::ParseVcPriority(text, core::SchedulerConfig().priority_classes);
+  if (vc.ok()) {
+    FUZZ_REQUIRE(!vc->first.empty() && vc->first + "=" + vc->second == text, text);
+    FUZZ_REQUIRE(core::SchedulerConfig().PriorityOf(vc->second).has_value(), text);
+  } else {
+    FUZZ_REQUIRE(vc.status().code() == StatusCode::kInvalidArgument, vc.status().ToString());
+    FUZZ_REQUIRE(vc.status().message().starts_with("--priority: "), vc.status().ToString());
   }
   return 0;
 }

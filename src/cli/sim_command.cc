@@ -103,11 +103,9 @@ void RunSim(const SimFlags& f) {
   options.promote_knob = f.promote_knob;
   for (const std::string& q : f.quotas) options.quotas.push_back(OrFail(core::ParseTeamQuota(q)));
   for (const std::string& p : f.priorities) {
-    const size_t eq = p.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == p.size()) {
-      Fail("--priority: expected VC=CLASS, got \"" + p + "\"", kExitUsage);
-    }
-    options.vc_priority[p.substr(0, eq)] = p.substr(eq + 1);
+    auto vc = sim::ParseVcPriority(p, core::SchedulerConfig().priority_classes);
+    if (!vc.ok()) Fail(vc.status().message(), kExitUsage);
+    options.vc_priority[vc->first] = vc->second;
   }
   options.gangs = !f.no_gangs;
   options.gang_reservation = !f.no_gang_reservation;

@@ -276,5 +276,22 @@ TEST(PoliciesTest, HighPriorityJobPreemptsALowOne) {
   EXPECT_EQ(r.stats.priority_preemptions, 1);
 }
 
+TEST(PoliciesTest, VcPriorityNamesTheFlagTheValueAndTheKnownClasses) {
+  const auto classes = core::SchedulerConfig().priority_classes;
+  auto ok = ParseVcPriority("6214e9=high", classes);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->first, "6214e9");
+  EXPECT_EQ(ok->second, "high");
+  for (const char* bad : {"6214e9", "=high", "6214e9=", ""}) {
+    auto r = ParseVcPriority(bad, classes);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(), "--priority: expected VC=CLASS, got \"" + std::string(bad) + "\"");
+  }
+  auto unknown = ParseVcPriority("vc=urgent", classes);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "--priority: unknown class \"urgent\" in \"vc=urgent\" (use one of high, normal, low)");
+}
+
 }  // namespace
 }  // namespace gpusched::sim

@@ -4,6 +4,22 @@
 
 namespace gpusched::sim {
 
+StatusOr<std::pair<std::string, std::string>> ParseVcPriority(
+    std::string_view text, const std::vector<core::SchedulerConfig::PriorityClass>& classes) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
+    return InvalidArgument("--priority: expected VC=CLASS, got \"" + std::string(text) + "\"");
+  }
+  const std::string cls(text.substr(eq + 1));
+  std::string known;
+  for (const core::SchedulerConfig::PriorityClass& c : classes) {
+    if (c.name == cls) return std::pair(std::string(text.substr(0, eq)), cls);
+    known += (known.empty() ? "" : ", ") + c.name;
+  }
+  return InvalidArgument("--priority: unknown class \"" + cls + "\" in \"" +
+                         std::string(text) + "\" (use one of " + known + ")");
+}
+
 std::vector<Policy> AllPolicies() {
   return {Policy::kGpusched, Policy::kFifo, Policy::kFifoBackfill, Policy::kSjf,
           Policy::kSrtf,     Policy::kLas,  Policy::kDlas};

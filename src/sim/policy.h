@@ -61,6 +61,12 @@ const char* PlacementPolicyName(PlacementPolicy p);
 
 bool IsPreemptive(Policy p);
 
+// `sim --priority VC=CLASS`: the jobs of virtual cluster VC run in priority class CLASS,
+// one of `classes` (SchedulerConfig::priority_classes). InvalidArgument naming --priority and
+// the value otherwise.
+StatusOr<std::pair<std::string, std::string>> ParseVcPriority(
+    std::string_view text, const std::vector<core::SchedulerConfig::PriorityClass>& classes);
+
 // The scheduler configuration of a policy. Liveness timeouts are disabled: the simulator sends
 // no heartbeats, so no node or task may time out. `las_thresholds_gpu_ms` (las and dlas)
 // empty = the core's default; `promote_knob` is the dlas starvation knob (0 = off).

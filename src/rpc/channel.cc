@@ -11,6 +11,8 @@ std::string ChannelTarget(const std::string& address) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return address;
   const std::string host = address.substr(0, colon);
+  // Digits and dots only: inet_pton reads up to a NUL, so "1.2.3.4<NUL>x" would pass it.
+  if (host.find_first_not_of("0123456789.") != std::string::npos) return address;
   in_addr ip{};
   if (inet_pton(AF_INET, host.c_str(), &ip) != 1) return address;
   for (size_t i = colon + 1; i < address.size(); ++i) {

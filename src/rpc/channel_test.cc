@@ -16,6 +16,9 @@ TEST(ChannelTargetTest, EverythingElseIsPassedThrough) {
                         "127.0.0.1:70x", "1.2.3:7070", "unix:/tmp/s"}) {
     EXPECT_EQ(ChannelTarget(a), a) << a;
   }
+  // A NUL inside the host (found by the tls_names fuzz target): not an IPv4 literal.
+  const std::string nul("127.0.0.1\0x:7070", 16);
+  EXPECT_EQ(ChannelTarget(nul), nul);
 }
 
 }  // namespace

@@ -28,7 +28,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, bool keep
   // Reconnect quickly after a server restart (the default backoff grows to minutes).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // Despite its name, gRPC reads this as the least time one connection attempt gets (TCP,
+  // TLS, the server's first SETTINGS frame). 3 s: a slow handshake (a loaded machine, a
+  // sanitizer build) is waited for, and a server that accepts but never answers (stopped,
+  // partitioned) still leaves a client time to try the next of a list.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 3000);
   if (keepalive) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 1'000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2'000);

@@ -201,13 +201,15 @@ TEST_F(HaTest, LosingOneEtcdMemberOfThreeDoesNotInterrupt) {
   // Every submission goes on being accepted, and the leader stays the leader. When the killed
   // member led etcd's raft, the first write waits for etcd to elect another (its election
   // timeout, 1 s by default, randomized up to 2 s): etcd itself would hold that write 7 s, the
-  // store's client moves it to another member after one 1.5 s attempt.
+  // store's client moves it to another member after one 1.5 s attempt. The bound below is
+  // not a latency goal (a loaded CI machine stretches every step): it only tells a write
+  // moved to a surviving member from one that waited out etcd's own 7 s or the CLI's deadline.
   const int leader = WaitLeader();
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     CliResult r = Submit({"true"});
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(6500));
     std::string id = r.out.substr(0, r.out.find('\n'));
     EXPECT_TRUE(PollUntil([&] { return StateOf(id) == "succeeded"; }, kDeadline)) << id;
   }

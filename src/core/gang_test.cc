@@ -54,6 +54,63 @@ class GangTest : public testing::SchedulerTest {
   }
 };
 
+// A gang succeeds when every rank exited 0, whatever order their agents report in; a rank
+// that is done does not end the task early.
+TEST_F(GangTest, SucceedsOnlyWhenEveryRankExitedZero) {
+  for (int i = 0; i < 3; ++i) AddNode(MakeNode("n" + std::to_string(i), 2, 80 * kGiB));
+  const TaskId g = Submit(Gang(3, 2));
+  sched_->Schedule();
+  const std::vector<Action> assigns = StartAssigned();
+  ASSERT_EQ(assigns.size(), 3u);
+  const int64_t attempt = T(g).attempts;
+  ASSERT_TRUE(sched_->RankFinished(g, attempt, assigns[2].node, 0).ok());
+  ASSERT_TRUE(sched_->RankFinished(g, attempt, assigns[0].node, 0).ok());
+  EXPECT_EQ(T(g).state, TaskState::kRunning);
+  EXPECT_EQ(T(g).ranks_done, (std::set<int>{0, 2}));
+  EXPECT_EQ(NodesOf(g).size(), 3u);  // still holds every node
+  // A node that holds no rank of it is refused and changes nothing.
+  AddNode(MakeNode("other", 2, 80 * kGiB));
+  EXPECT_EQ(sched_->RankFinished(g, attempt, "other", 0).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(sched_->RankFinished(g, attempt, assigns[1].node, 0).ok());
+  EXPECT_EQ(T(g).state, TaskState::kSucceeded);
+  EXPECT_EQ(T(g).reason, "all 3 ranks exited 0");
+  EXPECT_TRUE(sched_->TakeActions().empty());  // nothing left to kill
+  ExpectInvariants();
+}
+
+// One rank fails: every rank is killed and the gang is retried as a whole, on fresh nodes
+// and with an empty set of finished ranks.
+TEST_F(GangTest, OneFailedRankStopsEveryRankAndRetriesTheGangTogether) {
+  for (int i = 0; i < 2; ++i) AddNode(MakeNode("n" + std::to_string(i), 2, 80 * kGiB));
+  const TaskId g = Submit(Gang(2, 2));
+  sched_->Schedule();
+  const std::vector<Action> assigns = StartAssigned();
+  ASSERT_EQ(assigns.size(), 2u);
+  const int64_t attempt = T(g).attempts;
+  ASSERT_TRUE(sched_->RankFinished(g, attempt, assigns[0].node, 0).ok());
+  ASSERT_TRUE(sched_->RankFinished(g, attempt, assigns[1].node, 137).ok());
+  const std::vector<Action> kills = sched_->TakeActions();
+  ASSERT_EQ(kills.size(), 2u);
+  for (const Action& k : kills) {
+    EXPECT_EQ(k.kind, Action::Kind::kKill);
+    EXPECT_EQ(k.attempt, attempt);
+  }
+  EXPECT_EQ(T(g).state, TaskState::kPending);
+  EXPECT_EQ(T(g).fail_cnt, 1);
+  EXPECT_NE(T(g).reason.find("rank 1 on node " + assigns[1].node + " exited with code 137"),
+            std::string::npos) << T(g).reason;
+  EXPECT_TRUE(NodesOf(g).empty());
+  // The retry places both ranks again; the earlier rank 0 success does not count.
+  RunFor(30'001);  // the next t2 moves it from FQ to Q; a pass places it
+  ASSERT_EQ(StartAssigned().size(), 2u);
+  EXPECT_EQ(T(g).attempts, attempt + 1);
+  EXPECT_TRUE(T(g).ranks_done.empty());
+  // A late report of the old attempt changes nothing.
+  EXPECT_EQ(sched_->RankFinished(g, attempt, assigns[1].node, 0).code(),
+            StatusCode::kFailedPrecondition);
+  ExpectInvariants();
+}
+
 TEST_F(GangTest, PlacesEveryRankOnItsOwnNodeWithOneActionPerRank) {
   for (int i = 0; i < 3; ++i) AddNode(MakeNode("n" + std::to_string(i), 4, 80 * kGiB));
   const TaskId g = Submit(Gang(2, 4));
@@ -288,7 +345,7 @@ TEST_F(PreemptionTest, StopsTheFewestLowerPriorityTasks) {
   EXPECT_EQ(T(h).state, TaskState::kRunning);
   EXPECT_EQ(T(a).state, TaskState::kRunning);
   EXPECT_EQ(T(b).state, TaskState::kRunning);
-  EXPECT_EQ(T(c).state, TaskState::kPending);
+  EXPECT_EQ(T(c).state, TaskState::kPreempted);
   EXPECT_EQ(T(c).fail_cnt, 0);
   EXPECT_EQ(T(c).preempted_by, h);
   EXPECT_NE(T(c).reason.find("preempted by task " + h.ToString()), std::string::npos);
@@ -323,7 +380,7 @@ TEST_F(PreemptionTest, PrefersTheVictimWithLeastProgressLost) {
   RunFor(1000);
   StartAssigned();
   EXPECT_EQ(T(old_task).state, TaskState::kRunning);
-  EXPECT_EQ(T(new_task).state, TaskState::kPending);
+  EXPECT_EQ(T(new_task).state, TaskState::kPreempted);
   ExpectInvariants();
 }
 
@@ -345,14 +402,14 @@ TEST_F(PreemptionTest, CountsAGangWholeAndStopsAllItsRanks) {
   RunFor(1000);
   StartAssigned();
   EXPECT_EQ(T(h1).state, TaskState::kRunning);
-  EXPECT_EQ(T(single).state, TaskState::kPending);
+  EXPECT_EQ(T(single).state, TaskState::kPreempted);
   EXPECT_EQ(T(gang).state, TaskState::kRunning);
   ExpectInvariants();
   const TaskId h2 = High(4);
   RunFor(1000);
   const std::vector<Action> actions = StartAssigned();
   EXPECT_EQ(T(h2).state, TaskState::kRunning);
-  EXPECT_EQ(T(gang).state, TaskState::kPending);
+  EXPECT_EQ(T(gang).state, TaskState::kPreempted);
   EXPECT_FALSE(T(gang).placement.has_value());
   EXPECT_TRUE(T(gang).gang_placements.empty());
   std::set<std::string> killed;
@@ -396,8 +453,8 @@ TEST_F(PreemptionTest, AHighGangPreemptsOnEveryNodeItNeeds) {
   RunFor(1000);
   StartAssigned();
   EXPECT_EQ(T(g).state, TaskState::kRunning);
-  EXPECT_EQ(T(a).state, TaskState::kPending);
-  EXPECT_EQ(T(b).state, TaskState::kPending);
+  EXPECT_EQ(T(a).state, TaskState::kPreempted);
+  EXPECT_EQ(T(b).state, TaskState::kPreempted);
   ExpectInvariants();
 }
 

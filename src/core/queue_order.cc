@@ -100,7 +100,7 @@ QueueKey MakeQueueKey(const QueueOrderOptions& options, const Task& t, DurationM
 
 std::optional<TimeMs> PromotionDueMs(const QueueOrderOptions& options, const Task& t) {
   if (options.order != QueueOrder::kTwoDimLas || options.dlas_promote_knob <= 0 ||
-      t.state != TaskState::kPending) {
+      !IsPending(t.state)) {
     return std::nullopt;
   }
   const DurationMs executed = t.attained_ms - t.las_base_ms;

@@ -13,6 +13,7 @@ namespace gpusched::core {
 const char* TaskStateName(TaskState s) {
   switch (s) {
     case TaskState::kPending: return "pending";
+    case TaskState::kPreempted: return "preempted";
     case TaskState::kAssigned: return "assigned";
     case TaskState::kRunning: return "running";
     case TaskState::kSucceeded: return "succeeded";
@@ -282,6 +283,7 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   if (t.spec.time_limit_ms) time_limited_.insert(t.id);
   t.placement = p;
   t.gang_placements = std::move(gang);
+  t.ranks_done.clear();
   if (t.spec.preemptible) active_priorities_.insert(t.priority);
   if (t.spec.nodes > 1) ++stats_.gangs_placed;
   if (reservation_ && reservation_->task == t.id) reservation_.reset();
@@ -425,7 +427,7 @@ void Scheduler::FailPermanently(Task& t, const std::string& reason) {
 void Scheduler::CheckGangTimeout(TimeMs now) {
   if (!reservation_) return;
   Task* t = Find(reservation_->task);
-  if (t == nullptr || t->state != TaskState::kPending) {
+  if (t == nullptr || !IsPending(t->state)) {
     reservation_.reset();
     return;
   }
@@ -443,10 +445,10 @@ void Scheduler::CheckGangTimeout(TimeMs now) {
   pass_requested_ = true;
 }
 
-void Scheduler::Requeue(Task& t, const std::string& reason) {
+void Scheduler::Requeue(Task& t, const std::string& reason, TaskState state) {
   ReleasePlacement(t);
   RemoveFromQueues(t);
-  SetState(t, TaskState::kPending, reason);
+  SetState(t, state, reason);
   PushMain(t);
 }
 
@@ -544,6 +546,7 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
   e.last_report = t->last_report;
   switch (t->state) {
     case TaskState::kPending:
+    case TaskState::kPreempted:
       e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
                                                  : t->last_report_summary;
       if (t->fail_cnt > 0) e.summary = t->reason + "; last pass: " + e.summary;
@@ -562,7 +565,7 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
 StatusOr<ResourceRequest> Scheduler::RequestFor(TaskId id) const {
   const Task* t = GetTask(id);
   if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
-  if (t->state != TaskState::kPending) {
+  if (!IsPending(t->state)) {
     return FailedPrecondition("task " + id.ToString() + " is " + TaskStateName(t->state) +
                               ": only a pending task asks for resources");
   }
@@ -580,11 +583,11 @@ Status Scheduler::CheckInvariants() const {
     const std::string who = "task " + t.id.ToString() + ": ";
     if (IsActive(t) != t.placement.has_value()) return Internal(who + "placement/state mismatch");
     if (IsActive(t) != (active_.count(t.id) > 0)) return Internal(who + "active set mismatch");
-    if (t.state == TaskState::kPending && t.queue == QueueMembership::kNone &&
+    if (IsPending(t.state) && t.queue == QueueMembership::kNone &&
         held_.count(t.id) == 0) {
       return Internal(who + "pending but in no queue");
     }
-    if (t.state != TaskState::kPending && t.queue != QueueMembership::kNone) {
+    if (!IsPending(t.state) && t.queue != QueueMembership::kNone) {
       return Internal(who + "not pending but queued");
     }
     in_main += t.queue == QueueMembership::kMain;

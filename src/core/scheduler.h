@@ -253,6 +253,12 @@ class Scheduler {
   // lost with a connection or a server crash): back to Q without counting a failure, since
   // the task never ran. Stale attempts are FailedPrecondition.
   Status AssignmentLost(TaskId id, int64_t attempt, const std::string& reason);
+  // One rank's end, as the agent of `node` reports it: a gang succeeds when every rank
+  // exited 0; one failed rank stops the others and fails the attempt (retried together).
+  // Other tasks: TaskFinished. FailedPrecondition for a node that holds no rank of it.
+  Status RankFinished(TaskId id, int64_t attempt, const std::string& node, int exit_code,
+                      MiB peak_gpu_mem_mib = 0, const std::string& reason = "",
+                      FinishCause cause = FinishCause());
   // exit_code 0 = success; observed peak GPU memory (MiB, 0 = unknown) teaches the table.
   Status TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB peak_gpu_mem_mib,
                       const std::string& reason = "", FinishCause cause = FinishCause());
@@ -369,6 +375,8 @@ class Scheduler {
   void Commit(Task& t, const Placement& p, std::vector<Placement> gang = {});
   // Kill actions for every rank of an assigned or running task.
   void PushKill(const Task& t, const std::string& reason, DurationMs grace_ms = -1);
+  // A gang's attempt ends while some ranks may still run: kill actions for every rank.
+  void KillGang(const Task& t, const std::string& reason);
   // The placement of `t`'s rank on the node at `index`, or null.
   static const Placement* PlacementOn(const Task& t, size_t index);
   // Gang timeout: a reservation held too long is given up, with the reason on the task.
@@ -382,7 +390,9 @@ class Scheduler {
   // Fails the task at once, without a retry: no further attempt could succeed (it ran past
   // its time limit, or its program or working directory does not exist).
   void FailPermanently(Task& t, const std::string& reason);
-  void Requeue(Task& t, const std::string& reason);
+  // Back to Q, not counted as a failure; `state` kPending or kPreempted. A gang's ranks that
+  // may still run are killed.
+  void Requeue(Task& t, const std::string& reason, TaskState state = TaskState::kPending);
   void CheckNodeLiveness(TimeMs now);
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);

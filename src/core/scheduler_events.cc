@@ -23,7 +23,11 @@ void Scheduler::CheckNodeLiveness(TimeMs now) {
                                FormatDurationMs(now - n.last_heartbeat_ms);
     const std::set<TaskId>& on_node = resources_.TasksOn(i);
     const std::vector<TaskId> victims(on_node.begin(), on_node.end());
-    for (TaskId id : victims) FailExecution(*Find(id), reason);
+    for (TaskId id : victims) {
+      Task& t = *Find(id);
+      KillGang(t, reason);  // its ranks on the nodes that are still there
+      FailExecution(t, reason);
+    }
   }
 }
 
@@ -309,9 +313,11 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
     return Status::Ok();
   }
   if (cause.permanent) {
+    KillGang(*t, reason);
     FailPermanently(*t, reason);
     return Status::Ok();
   }
+  KillGang(*t, reason.empty() ? "exited with code " + std::to_string(exit_code) : reason);
   std::string why = reason.empty() ? "exited with code " + std::to_string(exit_code) : reason;
   const bool retried = t->fail_cnt + 1 <= t->spec.max_retries.value_or(config_.fail_max);
   if (cause.gpu_mem_exceeded && !t->exclusive && t->spec.gpus > 0) {
@@ -324,6 +330,52 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
   }
   FailExecution(*t, why);
   return Status::Ok();
+}
+
+Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& node,
+                               int exit_code, MiB peak_gpu_mem_mib, const std::string& reason,
+                               FinishCause cause) {
+  Task* t = Find(id);
+  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  if (t->gang_placements.empty()) {
+    return TaskFinished(id, attempt, exit_code, peak_gpu_mem_mib, reason, cause);
+  }
+  const int ranks = static_cast<int>(t->gang_placements.size()) + 1;
+  int rank = t->placement->node == node ? 0 : -1;
+  for (int r = 1; r < ranks && rank < 0; ++r) {
+    if (t->gang_placements[static_cast<size_t>(r - 1)].node == node) rank = r;
+  }
+  if (rank < 0) {
+    return FailedPrecondition("task " + id.ToString() + " has no rank on node " + node);
+  }
+  if (exit_code == 0) {
+    if (peak_gpu_mem_mib > 0 && t->spec.profile) {
+      memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
+    }
+    t->ranks_done.insert(rank);
+    if (static_cast<int>(t->ranks_done.size()) < ranks) {
+      if (t->state == TaskState::kAssigned) {
+        SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
+      }
+      changed_.insert(t->id);
+      return Status::Ok();
+    }
+    return TaskFinished(id, attempt, 0, 0,
+                        reason.empty() ? "all " + std::to_string(ranks) + " ranks exited 0"
+                                       : reason,
+                        cause);
+  }
+  // One rank failed: the whole gang stops (TaskFinished kills the other ranks) and is
+  // retried together.
+  const std::string what =
+      reason.empty() ? "exited with code " + std::to_string(exit_code) : reason;
+  return TaskFinished(id, attempt, exit_code, peak_gpu_mem_mib,
+                      "rank " + std::to_string(rank) + " on node " + node + " " + what, cause);
+}
+
+void Scheduler::KillGang(const Task& t, const std::string& reason) {
+  if (t.gang_placements.empty() || !IsActive(t)) return;
+  PushKill(t, "the gang stops: " + reason);
 }
 
 // A memory failure proves the task needs more than its share: the retry asks for the share
@@ -381,6 +433,7 @@ Status Scheduler::Cancel(TaskId id, const std::string& reason) {
 Status Scheduler::AssignmentLost(TaskId id, int64_t attempt, const std::string& reason) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));  // active, and this attempt
+  KillGang(*t, reason);
   Requeue(*t, reason);
   return Status::Ok();
 }
@@ -409,7 +462,7 @@ Status Scheduler::Restore(const Task& task) {
   const std::vector<Placement> stored_gang = std::move(t.gang_placements);
   t.placement.reset();
   t.gang_placements.clear();
-  if (t.state == TaskState::kPending) {
+  if (IsPending(t.state)) {
     PushMain(t);
   } else if (IsActive(t)) {
     std::optional<Placement> p = stored ? resources_.Rebind(*stored) : std::nullopt;

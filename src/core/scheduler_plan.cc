@@ -92,7 +92,7 @@ PassPlan Scheduler::PlanPass() const {
   Planning p(resources_.state());
   if (reservation_ && config_.gang_reservation) {
     const Task* holder = GetTask(reservation_->task);
-    if (holder != nullptr && holder->state == TaskState::kPending) p.plan.reservation = reservation_;
+    if (holder != nullptr && IsPending(holder->state)) p.plan.reservation = reservation_;
   }
   // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order (or the fair-share
   // order, core/fair_share.h); a task that fails is not retried in the same pass.
@@ -700,13 +700,15 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         for (TaskId id : step.victims) {
           Task& v = *Find(id);
           if (!IsActive(v)) continue;
-          PushKill(v, reason, config_.preemption_grace_ms);
+          const DurationMs grace = v.spec.grace_ms.value_or(config_.preemption_grace_ms);
+          PushKill(v, reason, grace);
           ++v.preemptions;
           ++stats_.preemptions;
           ++stats_.priority_preemptions;
           v.preempted_by = t.id;
-          Requeue(v, reason);  // not a failure: back to Q, attained service kept
-          preemption_log_.push_back({clock_.NowMs(), t.id, id, config_.preemption_grace_ms});
+          // Not a failure: back to Q in state preempted, attained service kept.
+          Requeue(v, reason, TaskState::kPreempted);
+          preemption_log_.push_back({clock_.NowMs(), t.id, id, grace});
           if (preemption_log_.size() > kMaxPreemptionLog) preemption_log_.pop_front();
         }
         [[fallthrough]];

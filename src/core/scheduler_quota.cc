@@ -59,7 +59,7 @@ std::map<std::string, TeamStatus> Scheduler::Teams() const {
     if (u.tasks > 0) entry(team).used = u;
   }
   for (const auto& [raw, t] : tasks_) {
-    if (t.state == TaskState::kPending && held_.count(t.id) == 0) ++entry(TeamOf(t.spec)).pending;
+    if (IsPending(t.state) && held_.count(t.id) == 0) ++entry(TeamOf(t.spec)).pending;
   }
   for (auto& [team, s] : out) s.borrowed_gpus = std::max<int64_t>(0, s.used.gpus - s.quota.guaranteed_gpus);
   return out;

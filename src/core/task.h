@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,9 @@ struct TaskSpec {
   // Multi-node task: `nodes` distinct nodes with `gpus` GPUs (and `resources`) on each, one
   // process per node (torchrun-style). Placed all at once or not at all. 1 = as before.
   int64_t nodes = 1;
+  // Processes per node of a gang (torchrun's --nproc-per-node): each sees gpus / K of its
+  // node's GPUs. The agent starts them; the core only checks that K divides `gpus`.
+  int64_t tasks_per_node = 1;
   // A gang that holds a reservation this long without starting gives it up and says why;
   // absent = SchedulerConfig::gang_timeout_ms.
   std::optional<DurationMs> gang_timeout_ms;
@@ -77,6 +81,9 @@ struct TaskSpec {
   std::string priority_class;
   // false: never chosen as a preemption victim.
   bool preemptible = true;
+  // Preempted: SIGTERM, then SIGKILL after this long; absent = SchedulerConfig's
+  // preemption_grace_ms.
+  std::optional<DurationMs> grace_ms;
 };
 
 // GPUs a task holds in all: per node times nodes.
@@ -85,6 +92,7 @@ inline int64_t TotalGpus(const TaskSpec& s) { return s.gpus * std::max<int64_t>(
 // Rich lifecycle state.
 enum class TaskState {
   kPending,    // in Q or FQ
+  kPreempted,  // in Q after a higher priority class stopped it (not a failure); pending
   kAssigned,   // reserved on a node, assignment sent, not yet reported started
   kRunning,
   kSucceeded,
@@ -92,6 +100,10 @@ enum class TaskState {
   kCancelled,
 };
 const char* TaskStateName(TaskState s);
+// Waiting in Q or FQ (pending, or preempted and requeued).
+inline bool IsPending(TaskState s) {
+  return s == TaskState::kPending || s == TaskState::kPreempted;
+}
 inline bool IsTerminal(TaskState s) {
   return s == TaskState::kSucceeded || s == TaskState::kFailed || s == TaskState::kCancelled;
 }
@@ -166,6 +178,9 @@ struct Task {
   std::optional<Placement> placement;  // a gang's rank 0
   // A gang's ranks 1..nodes-1, each on its own node (rank 0 is `placement`); empty otherwise.
   std::vector<Placement> gang_placements;
+  // A gang's ranks whose process of the current attempt exited 0 (RankFinished); the task
+  // succeeds when all have. Empty for other tasks.
+  std::set<int> ranks_done;
   // Priority class value, resolved at admission (SchedulerConfig::priority_classes).
   int64_t priority = 0;
   // The task whose priority preempted this one most recently (`why`/`show`); memory only.

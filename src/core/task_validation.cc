@@ -66,6 +66,17 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     return InvalidArgument("nodes: " + std::to_string(s.nodes) +
                            " nodes need gpus >= 1 per node (a gang places GPUs)");
   }
+  GS_RETURN_IF_ERROR(Range("tasks_per_node", s.tasks_per_node, 1, 64,
+                           std::to_string(s.tasks_per_node)));
+  if (s.tasks_per_node > 1 && (s.gpus == 0 || s.gpus % s.tasks_per_node != 0)) {
+    return InvalidArgument("tasks_per_node: " + std::to_string(s.tasks_per_node) +
+                           " processes must share " + std::to_string(s.gpus) +
+                           " whole GPUs per node evenly (gpus a multiple of tasks_per_node)");
+  }
+  if (s.grace_ms) {
+    GS_RETURN_IF_ERROR(Range("grace", *s.grace_ms, 0, kMaxDurationMs,
+                             std::to_string(*s.grace_ms) + "ms"));
+  }
   if (s.gang_timeout_ms) {
     GS_RETURN_IF_ERROR(Range("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs,
                              std::to_string(*s.gang_timeout_ms) + "ms"));

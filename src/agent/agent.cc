@@ -307,7 +307,10 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     OnAssign(m.assign());
   } else if (m.has_kill()) {
     // A task this agent does not run is ignored by the executor.
-    executor->Kill(m.kill().id(), m.kill().attempt(), kill_grace_ms.load(), m.kill().reason());
+    // A preemption carries the victim's own grace; other kills use the server's kill_grace.
+    const int64_t grace = m.kill().has_grace_ms() ? std::max<int64_t>(m.kill().grace_ms(), 0)
+                                                  : kill_grace_ms.load();
+    executor->Kill(m.kill().id(), m.kill().attempt(), grace, m.kill().reason());
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -20,8 +20,12 @@ std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s) {
     const int64_t n = std::max<int64_t>(1, s.gpus());
     std::string gpus = std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
     gpus += s.gpu_mem_mib() > 0 ? " x " + FormatSizeMiB(s.gpu_mem_mib()) : " (whole)";
+    if (s.nodes() > 1) gpus = std::to_string(s.nodes()) + " nodes x " + gpus + " (gang)";
     add(gpus);
   }
+  if (!s.priority_class().empty()) add("priority " + s.priority_class());
+  if (s.has_preemptible() && !s.preemptible()) add("not preemptible");
+  if (s.has_grace_ms()) add(FormatDurationMs(s.grace_ms()) + " grace");
   if (s.cpu_milli() > 0) {
     add(s.cpu_milli() % 1000 == 0 ? std::to_string(s.cpu_milli() / 1000) + " CPU"
                                   : std::to_string(s.cpu_milli()) + "m CPU");

@@ -45,6 +45,7 @@ struct SubmitFlags {
   ClientFlags client;
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
   std::string time, workdir, profile, heartbeat_timeout, array;
+  std::string nodes, gpus_per_node, tasks_per_node, priority, preemptible, grace, gang_timeout;
   bool export_env = false, keep_pending = false;
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
@@ -142,11 +143,49 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   CheckNotInFile(cmd, f, "--profile", "profile", s.profile.has_value());
   CheckNotInFile(cmd, f, "--selector", "node_selector", !s.node_selector.empty());
   CheckNotInFile(cmd, f, "--toleration", "tolerations", !s.tolerations.empty());
+  CheckNotInFile(cmd, f, "--nodes", "nodes", s.nodes != 1);
+  CheckNotInFile(cmd, f, "--gpus-per-node", "gpus", s.gpus != 0);
+  CheckNotInFile(cmd, f, "--tasks-per-node", "tasks_per_node", s.tasks_per_node != 1);
+  CheckNotInFile(cmd, f, "--priority", "priority", !s.priority_class.empty());
+  CheckNotInFile(cmd, f, "--preemptible", "preemptible", !s.preemptible);
+  CheckNotInFile(cmd, f, "--grace", "grace", s.grace_ms.has_value());
+  CheckNotInFile(cmd, f, "--gang-timeout", "gang_timeout", s.gang_timeout_ms.has_value());
   if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
     Fail(InvalidArgument("command: " + f.file +
                          " sets command already; drop the words after -- or change the file"));
   }
   if (cmd->count("--gpus")) s.gpus = integer(f.gpus, "--gpus");
+  // Multi-node (gang): --gpus is the total, as Slurm's; --gpus-per-node what each node gives.
+  if (cmd->count("--nodes")) s.nodes = integer(f.nodes, "--nodes");
+  if (cmd->count("--gpus-per-node")) {
+    if (cmd->count("--gpus")) {
+      Fail(InvalidArgument("--gpus-per-node: give --gpus or --gpus-per-node, not both"));
+    }
+    s.gpus = integer(f.gpus_per_node, "--gpus-per-node");
+  } else if (cmd->count("--gpus") && s.nodes > 1) {
+    if (s.gpus % s.nodes != 0) {
+      Fail(InvalidArgument("--gpus: " + f.gpus + " GPUs do not split evenly over " +
+                           std::to_string(s.nodes) + " nodes (use --gpus-per-node)"));
+    }
+    s.gpus /= s.nodes;
+  }
+  if (cmd->count("--tasks-per-node")) {
+    s.tasks_per_node = integer(f.tasks_per_node, "--tasks-per-node");
+  }
+  if (cmd->count("--priority")) s.priority_class = f.priority;
+  if (cmd->count("--preemptible")) {
+    if (f.preemptible == "true") {
+      s.preemptible = true;
+    } else if (f.preemptible == "false") {
+      s.preemptible = false;
+    } else {
+      Fail(InvalidArgument("--preemptible: \"" + f.preemptible + "\" is not true or false"));
+    }
+  }
+  if (cmd->count("--grace")) s.grace_ms = OrFail(ParseDurationMs(f.grace, "--grace"));
+  if (cmd->count("--gang-timeout")) {
+    s.gang_timeout_ms = OrFail(ParseDurationMs(f.gang_timeout, "--gang-timeout"));
+  }
   if (cmd->count("--gpu-mem")) s.gpu_mem_mib = OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem"));
   if (cmd->count("--cpu")) {
     try {
@@ -220,6 +259,23 @@ void RegisterSubmit(CLI::App& app) {
                   "each with $GPUSCHED_ARRAY_INDEX, named NAME[i]; one request, one "
                   "transaction; prints every id");
   cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
+  cmd->add_option("--nodes", f->nodes,
+                  "Nodes of a multi-node task, placed all at once (gang); one process per node "
+                  "gets WORLD_SIZE, RANK, MASTER_ADDR, ... (default 1)");
+  cmd->add_option("--gpus-per-node", f->gpus_per_node,
+                  "GPUs on each node of a multi-node task (--gpus is the total)");
+  cmd->add_option("--tasks-per-node", f->tasks_per_node,
+                  "Processes per node, each with gpus-per-node / K GPUs (default 1)");
+  cmd->add_option("--priority", f->priority,
+                  "Priority class (high, normal, low, or the server's own; default normal)");
+  cmd->add_option("--preemptible", f->preemptible,
+                  "false: never stopped for a higher priority class (default true)")
+      ->expected(1);
+  cmd->add_option("--grace", f->grace,
+                  "When preempted: SIGTERM, then SIGKILL after this long (default 30s)");
+  cmd->add_option("--gang-timeout", f->gang_timeout,
+                  "A multi-node task that cannot start within this long gives up its "
+                  "reservation and says why (default 24h)");
   cmd->add_option("-f,--file", f->file, "Task spec YAML");
   cmd->add_option("--idempotency-key", f->idempotency_key,
                   "A retried submit with the same key returns the first task instead of a "
@@ -397,6 +453,17 @@ void RegisterShow(CLI::App& app) {
         {"started:", Age(t.started_ms(), now)},
         {"finished:", Age(t.finished_ms(), now)},
         {"elapsed:", elapsed > 0 ? FormatDurationMs(elapsed) : "-"}};
+    if (t.gang_nodes_size() > 0) {  // a gang: its nodes in rank order
+      std::string ranks;
+      for (int i = 0; i < t.gang_nodes_size(); ++i) {
+        ranks += (i ? ", " : "") + std::to_string(i) + "=" + t.gang_nodes(i);
+      }
+      rows.push_back({"ranks:", ranks + " (" + std::to_string(t.ranks_done_size()) + " done)"});
+    }
+    if (t.preempted_by() != 0) {
+      rows.push_back({"preempted by:", "task " + std::to_string(t.preempted_by()) + " (" +
+                                           std::to_string(t.preemptions()) + " preemptions)"});
+    }
     if (*verbose) {
       rows.push_back({"failures:", std::to_string(t.fail_cnt()) + " (fail_cnt)"});
       rows.push_back({"priority:", "Pt " + std::to_string(t.pt()) + " (St " +
@@ -442,18 +509,29 @@ void RegisterLogs(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
   auto follow = std::make_shared<bool>(false);
+  auto rank = std::make_shared<std::string>("0");
   CLI::App* cmd = app.add_subcommand("logs", "Print a task's output (latest attempt)");
   AddClientFlags(cmd, *flags, false);
   cmd->add_option("ID", *id, "Task id")->required();
   cmd->add_flag("-f,--follow", *follow, "Keep printing until the task ends");
-  cmd->callback([flags, id, follow] {
+  cmd->add_option("--rank", *rank, "A multi-node task's rank (its node's process; default 0)");
+  cmd->callback([flags, id, follow, rank] {
     const uint64_t task = ParseId(*id);
+    int rank_number = -1;
+    try {
+      size_t used = 0;
+      const int r = std::stoi(*rank, &used);
+      if (used == rank->size() && r >= 0) rank_number = r;
+    } catch (const std::exception&) {  // stoi: not a number
+    }
+    if (rank_number < 0) Fail(InvalidArgument("--rank: \"" + *rank + "\" is not a whole number >= 0"));
     Client c(flags->server);
     int64_t offset = 0, attempt = -1;
     for (;;) {
       v1::LogsRequest req;
       req.set_id(task);
       req.set_offset(offset);
+      req.set_rank(rank_number);
       v1::LogsResponse resp;
       Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Logs(&ctx, req, &resp); });
       if (!s.ok()) Fail(s);

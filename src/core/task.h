@@ -92,12 +92,14 @@ inline int64_t TotalGpus(const TaskSpec& s) { return s.gpus * std::max<int64_t>(
 // Rich lifecycle state.
 enum class TaskState {
   kPending,    // in Q or FQ
-  kPreempted,  // in Q after a higher priority class stopped it (not a failure); pending
   kAssigned,   // reserved on a node, assignment sent, not yet reported started
   kRunning,
   kSucceeded,
   kFailed,
   kCancelled,
+  // In Q after a higher priority class stopped it (not a failure): pending. Last, so that
+  // the values stored by earlier versions keep their meaning.
+  kPreempted,
 };
 const char* TaskStateName(TaskState s);
 // Waiting in Q or FQ (pending, or preempted and requeued).

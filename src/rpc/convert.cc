@@ -9,13 +9,15 @@
 namespace gpusched::rpc {
 
 StatusOr<core::TaskState> TaskStateFromName(const std::string& name, const std::string& field) {
-  for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kAssigned,
-                            core::TaskState::kRunning, core::TaskState::kSucceeded,
+  for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kPreempted,
+                            core::TaskState::kAssigned, core::TaskState::kRunning,
+                            core::TaskState::kSucceeded,
                             core::TaskState::kFailed, core::TaskState::kCancelled}) {
     if (name == core::TaskStateName(s)) return s;
   }
   return InvalidArgument(field + ": unknown state \"" + name +
-                         "\" (use pending, assigned, running, succeeded, failed or cancelled)");
+                         "\" (use pending, preempted, assigned, running, succeeded, failed or "
+                         "cancelled)");
 }
 
 StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
@@ -70,6 +72,12 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
     const v1::MemoryProfile& m = p.profile();
     s.profile = core::MemoryProfile{m.task_type(), m.model(), m.batch(), m.height(), m.width()};
   }
+  s.nodes = p.nodes() == 0 ? 1 : p.nodes();  // the core names an out-of-range value
+  s.tasks_per_node = p.tasks_per_node() == 0 ? 1 : p.tasks_per_node();
+  if (p.has_gang_timeout_ms()) s.gang_timeout_ms = p.gang_timeout_ms();
+  s.priority_class = p.priority_class();
+  s.preemptible = !p.has_preemptible() || p.preemptible();
+  if (p.has_grace_ms()) s.grace_ms = p.grace_ms();
   return s;
 }
 
@@ -106,6 +114,12 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
     m->set_height(s.profile->height);
     m->set_width(s.profile->width);
   }
+  if (s.nodes != 1) p->set_nodes(s.nodes);  // 0 on the wire = 1
+  if (s.tasks_per_node != 1) p->set_tasks_per_node(s.tasks_per_node);
+  if (s.gang_timeout_ms) p->set_gang_timeout_ms(*s.gang_timeout_ms);
+  p->set_priority_class(s.priority_class);
+  if (!s.preemptible) p->set_preemptible(false);
+  if (s.grace_ms) p->set_grace_ms(*s.grace_ms);
 }
 
 void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
@@ -154,6 +168,16 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
       break;
     }
   }
+  if (t.placement) {
+    for (const core::Placement& g : t.gang_placements) {
+      if (p->gang_nodes_size() == 0) p->add_gang_nodes(t.placement->node);
+      p->add_gang_nodes(g.node);
+    }
+  }
+  for (int r : t.ranks_done) p->add_ranks_done(r);
+  p->set_priority(t.priority);
+  p->set_preempted_by(t.preempted_by.valid() ? t.preempted_by.value() : 0);
+  p->set_preemptions(t.preemptions);
   TaskSpecToProto(t.spec, p->mutable_spec());
   if (!with_history) return;
   for (const core::Transition& h : t.history) {

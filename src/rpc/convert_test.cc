@@ -27,6 +27,32 @@ v1::TaskSpec Valid() {
   return p;
 }
 
+// A gang's and a priority class's fields survive the trip; absent ones stay absent.
+TEST(ConvertTest, GangAndPriorityFieldsRoundTrip) {
+  v1::TaskSpec p = Valid();
+  p.set_nodes(4);
+  p.set_gang_timeout_ms(600'000);
+  p.set_priority_class("high");
+  p.set_preemptible(false);
+  p.set_grace_ms(5'000);
+  auto s = TaskSpecFromProto(p);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->nodes, 4);
+  EXPECT_EQ(s->tasks_per_node, 1);
+  EXPECT_EQ(s->gang_timeout_ms, 600'000);
+  EXPECT_EQ(s->priority_class, "high");
+  EXPECT_FALSE(s->preemptible);
+  EXPECT_EQ(s->grace_ms, 5'000);
+  v1::TaskSpec back;
+  TaskSpecToProto(*s, &back);
+  EXPECT_EQ(back.SerializeAsString(), p.SerializeAsString());
+  auto plain = TaskSpecFromProto(Valid());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->nodes, 1);
+  EXPECT_TRUE(plain->preemptible);
+  EXPECT_FALSE(plain->grace_ms.has_value());
+}
+
 TEST(ConvertTest, TaskSpecRoundTrips) {
   auto s = TaskSpecFromProto(Valid());
   ASSERT_TRUE(s.ok()) << s.status().ToString();

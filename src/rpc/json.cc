@@ -44,7 +44,13 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                   {"heartbeat_timeout_ms",
                    optional(s.has_heartbeat_timeout_ms(), s.heartbeat_timeout_ms())},
                   {"retries", optional(s.has_max_retries(), s.max_retries())},
-                  {"keep_pending", s.keep_pending()}};
+                  {"keep_pending", s.keep_pending()},
+                  {"nodes", s.nodes() == 0 ? 1 : s.nodes()},
+                  {"tasks_per_node", s.tasks_per_node() == 0 ? 1 : s.tasks_per_node()},
+                  {"gang_timeout_ms", optional(s.has_gang_timeout_ms(), s.gang_timeout_ms())},
+                  {"priority_class", s.priority_class()},
+                  {"preemptible", !s.has_preemptible() || s.preemptible()},
+                  {"grace_ms", optional(s.has_grace_ms(), s.grace_ms())}};
   // Kubernetes-style rules (CN115981827A claim 1), ordered by key: the same bytes each time.
   j["request"]["node_selector"] =
       std::map<std::string, std::string>(s.node_selector().begin(), s.node_selector().end());
@@ -78,6 +84,15 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
   j["executor_status"] = t.executor_status();
   j["executor_detail"] = t.executor_detail();
   j["last_heartbeat_ms"] = t.last_heartbeat_ms();
+  // A gang: its nodes in rank order (rank 0 first) and the ranks that exited 0 this attempt.
+  j["nodes"] = std::vector<std::string>(t.gang_nodes().begin(), t.gang_nodes().end());
+  if (t.gang_nodes_size() == 0 && !t.node().empty()) j["nodes"] = {t.node()};
+  j["ranks_done"] = std::vector<int>(t.ranks_done().begin(), t.ranks_done().end());
+  // Priority class value, and who preempted it last (null = nobody).
+  j["priority"] = t.priority();
+  j["preempted_by"] =
+      t.preempted_by() != 0 ? nlohmann::json(t.preempted_by()) : nlohmann::json(nullptr);
+  j["preemptions"] = t.preemptions();
   if (t.history_size() > 0) {
     nlohmann::json h = nlohmann::json::array();
     for (const auto& x : t.history()) {

@@ -221,7 +221,7 @@ grpc::Status ApiService::Logs(grpc::ServerContext* ctx, const v1::LogsRequest* r
       EnterForTask(ctx, req->id(), "read the logs of task " + std::to_string(req->id()));
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  auto out = logs_.Read(cp, req->id(), req->offset(), req->max_bytes());
+  auto out = logs_.Read(cp, req->id(), req->offset(), req->max_bytes(), req->rank());
   if (!out.ok()) return rpc::ToGrpc(out.status());
   *resp = std::move(out).value();
   return grpc::Status::OK;

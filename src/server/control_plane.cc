@@ -17,10 +17,43 @@ namespace {
 // Change-log entries kept for Watch; a watcher further behind gets every task again.
 constexpr size_t kMaxChangeLog = 65'536;
 constexpr DurationMs kFirstRetryMs = 50;
+// A gang's MASTER_PORT: torchrun's default port plus the task id modulo the range.
+constexpr uint64_t kGangPortBase = 29500;
+constexpr uint64_t kGangPorts = 1000;
 
-std::array<int64_t, 5> Fingerprint(const core::Task& t) {
+std::array<int64_t, 6> Fingerprint(const core::Task& t) {
   return {static_cast<int64_t>(t.state), t.attempts, t.fail_cnt, t.pt,
-          static_cast<int64_t>(t.history.size())};
+          static_cast<int64_t>(t.history.size()), static_cast<int64_t>(t.ranks_done.size())};
+}
+
+// What torchrun and DeepSpeed read, for the process of rank `a.rank` of a gang (one process
+// per node): the world, this process's place in it, and where rank 0 listens.
+// MASTER_ADDR is the host of rank 0's agent address (its node name when unknown); the port
+// is fixed per task, so every rank computes the same one without a round trip.
+std::map<std::string, std::string> GangEnvironment(const core::Task& t, const core::Action& a,
+                                                   const core::ClusterState& cluster) {
+  std::string master = a.gang_nodes.front();
+  if (auto index = cluster.Find(master)) {
+    const std::string& address = cluster.node(*index).address;
+    const size_t colon = address.rfind(':');
+    std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);  // [::1]
+    }
+    if (!host.empty()) master = host;
+  }
+  const std::string nnodes = std::to_string(a.gang_nodes.size());
+  std::string nodes;
+  for (const std::string& n : a.gang_nodes) nodes += (nodes.empty() ? "" : ",") + n;
+  return {{"WORLD_SIZE", nnodes},
+          {"RANK", std::to_string(a.rank)},
+          {"LOCAL_RANK", "0"},
+          {"LOCAL_WORLD_SIZE", "1"},
+          {"NODE_RANK", std::to_string(a.rank)},
+          {"NNODES", nnodes},
+          {"MASTER_ADDR", master},
+          {"MASTER_PORT", std::to_string(kGangPortBase + t.id.value() % kGangPorts)},
+          {"GPUSCHED_GANG_NODES", nodes}};
 }
 
 // CN109992422A claim 1: the table of the config (a file, then an inline table). The learned
@@ -83,7 +116,7 @@ Status ControlPlane::RestoreFairShareUsage() {
       const std::optional<core::Placement>& p = t.placement ? t.placement : r.last_placement;
       if (!p || t.assigned_ms <= 0) continue;
       const bool live = !core::IsTerminal(t.state);
-      if (live && t.state == core::TaskState::kPending) continue;  // not holding GPUs now
+      if (live && core::IsPending(t.state)) continue;  // not holding GPUs now
       const TimeMs end = live ? now : t.finished_ms;
       if (end <= t.assigned_ms) continue;
       if (half_life > 0 && now - end > 20 * half_life) continue;
@@ -222,13 +255,14 @@ uint64_t ControlPlane::Flush() {
     if (a.kind != core::Action::Kind::kAssign) continue;
     const core::Task* t = sched_->GetTask(a.task);
     if (t != nullptr && t->placement) last_placement_[a.task] = *t->placement;
+    if (t != nullptr && !a.gang_nodes.empty()) last_gang_[a.task] = a.gang_nodes;
   }
   bool any = false;
   for (TaskId id : sched_->TakeChangedTasks()) {
     const core::Task* t = sched_->GetTask(id);
     if (t == nullptr) continue;
     IndexTask(*t);
-    const std::array<int64_t, 5> print = Fingerprint(*t);
+    const std::array<int64_t, 6> print = Fingerprint(*t);
     auto [it, fresh] = persisted_.try_emplace(id, print);
     if (!fresh && it->second == print) continue;
     it->second = print;
@@ -246,7 +280,7 @@ uint64_t ControlPlane::Flush() {
     o.gate = seq;
     o.kind = a.kind == core::Action::Kind::kAssign ? Outbound::Kind::kAssign
                                                     : Outbound::Kind::kKill;
-    if (o.kind == Outbound::Kind::kAssign) held_assigns_.insert({a.task.value(), a.attempt});
+    if (o.kind == Outbound::Kind::kAssign) held_assigns_.insert({a.task.value(), a.attempt, a.node});
     o.action = std::move(a);
     held_.push_back(std::move(o));
   }
@@ -375,7 +409,7 @@ void ControlPlane::ReleaseHeld() {
     held_.pop_front();
     switch (o.kind) {
       case Outbound::Kind::kAssign:
-        held_assigns_.erase({o.action.task.value(), o.action.attempt});
+        held_assigns_.erase({o.action.task.value(), o.action.attempt, o.action.node});
         changed |= SendAssign(o.action);
         break;
       case Outbound::Kind::kKill: {
@@ -384,6 +418,7 @@ void ControlPlane::ReleaseHeld() {
         k->set_id(o.action.task.value());
         k->set_attempt(o.action.attempt);
         k->set_reason(o.action.reason);
+        if (o.action.grace_ms >= 0) k->set_grace_ms(o.action.grace_ms);
         SendTo(o.action.node, std::move(m));
         break;
       }
@@ -407,9 +442,13 @@ void ControlPlane::ReleaseHeld() {
 bool ControlPlane::SendAssign(const core::Action& a) {
   const core::Task* t = sched_->GetTask(a.task);
   // Attempt fencing: a held assignment the scheduler has since taken back is not sent.
-  if (t == nullptr || !t->placement || t->attempts != a.attempt || t->placement->node != a.node) {
+  if (t == nullptr || !t->placement || t->attempts != a.attempt || a.rank < 0 ||
+      static_cast<size_t>(a.rank) > t->gang_placements.size()) {
     return false;
   }
+  const core::Placement& at =
+      a.rank == 0 ? *t->placement : t->gang_placements[static_cast<size_t>(a.rank - 1)];
+  if (at.node != a.node) return false;
   auto conn = connections_.find(a.node);
   if (conn == connections_.end()) {
     // DESIGN.md pipeline step 5: the bind failed; the reservation is released (FQ).
@@ -426,6 +465,12 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   for (MiB mib : a.gpu_mem_mib) as->add_gpu_mem_mib(mib);
   for (const std::string& c : t->spec.command) as->add_command(c);
   for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
+  if (!a.gang_nodes.empty()) {
+    as->set_rank(a.rank);
+    for (auto& [k, v] : GangEnvironment(*t, a, sched_->cluster())) {
+      (*as->mutable_env())[k] = std::move(v);
+    }
+  }
   if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
   if (t->spec.heartbeat_timeout_ms) as->set_heartbeat_timeout_ms(*t->spec.heartbeat_timeout_ms);
   as->set_workdir(t->spec.workdir);
@@ -475,6 +520,7 @@ void ControlPlane::Forget(TaskId id) {
     state_of_.erase(s);
   }
   last_placement_.erase(id);
+  last_gang_.erase(id);
   persisted_.erase(id);
   pending_.tasks.erase(id);
 }

@@ -115,7 +115,8 @@ class ControlPlane {
     int64_t attempt = 0;
     bool done = false;
   };
-  StatusOr<LogSource> LogSourceOf(uint64_t id);
+  // `rank`: a gang's rank (its node's log); InvalidArgument past the task's ranks.
+  StatusOr<LogSource> LogSourceOf(uint64_t id, int rank = 0);
   // Team quotas (core/quota.h): applied to the scheduler and stored (restored at start and at
   // an HA take-over). Field-named errors.
   StatusOr<v1::TeamQuota> SetQuota(const core::TeamQuota& quota);
@@ -259,10 +260,12 @@ class ControlPlane {
   std::unique_ptr<ThreadPool> filter_pool_;
   std::unique_ptr<core::Scheduler> sched_;
   std::unordered_map<TaskId, core::Placement> last_placement_;
+  // A gang's nodes of its latest attempt, in rank order (logs --rank); memory only.
+  std::unordered_map<TaskId, std::vector<std::string>> last_gang_;
   // What was last queued for writing per task (state, attempts, fail_cnt, Pt, history
   // length). A pass marks every waiting task changed (its placement_failures and reason
   // move); those records are written again only when this fingerprint changes.
-  std::unordered_map<TaskId, std::array<int64_t, 5>> persisted_;
+  std::unordered_map<TaskId, std::array<int64_t, 6>> persisted_;
   std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
   std::map<std::string, bool> probe_ok_;
   std::function<void()> probe_wake_;   // the attached prober, or empty
@@ -284,7 +287,8 @@ class ControlPlane {
   bool committing_ = false;
   std::set<TaskId> in_flight_;               // tasks of the commit being written
   std::deque<Outbound> held_;                // ascending gate
-  std::set<std::pair<uint64_t, int64_t>> held_assigns_;  // (task, attempt) not yet sent
+  // (task, attempt, node) of the assignments not yet sent (a gang has one per rank's node).
+  std::set<std::tuple<uint64_t, int64_t, std::string>> held_assigns_;
   int consecutive_failures_ = 0;
   TimeMs next_retry_ms_ = 0;
 

@@ -10,10 +10,15 @@
 namespace gpusched::server {
 namespace {
 
-// Whether `t` is placed on a node other than `node` (unknown or unplaced tasks are left to
-// the scheduler, which treats a report of them as stale).
+// Whether `t` is placed, but on other nodes than `node` (none of a gang's ranks is there).
+// Unknown or unplaced tasks are left to the scheduler, which treats a report of them as
+// stale.
 bool PlacedElsewhere(const core::Task* t, const std::string& node) {
-  return t != nullptr && t->placement.has_value() && t->placement->node != node;
+  if (t == nullptr || !t->placement.has_value() || t->placement->node == node) return false;
+  for (const core::Placement& g : t->gang_placements) {
+    if (g.node == node) return false;
+  }
+  return true;
 }
 
 core::ExecutorStatus ExecutorStatusFromProto(v1::TaskRef::ExecutorStatus s) {
@@ -80,7 +85,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
       if (t.state == core::TaskState::kAssigned) (void)sched_->TaskStarted(id, t.attempts);
       continue;
     }
-    if (held_assigns_.count(key) > 0) continue;  // not sent yet: goes on this connection
+    if (held_assigns_.count({key.first, key.second, node}) > 0) continue;  // not sent yet
     (void)sched_->AssignmentLost(
         id, t.attempts,
         "requeued: the agent of node " + node + " does not run attempt " +
@@ -107,8 +112,9 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
     if (!elsewhere) (void)sched_->TaskStarted(id, st.attempt());  // stale: changes nothing
     return;
   }
+  // A gang's rank is the one on the reporting node; the task ends when every rank has.
   Status s = elsewhere ? Status::Ok()
-                       : sched_->TaskFinished(id, st.attempt(), st.exit_code(),
+                       : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
                                               st.peak_gpu_mem_mib(), st.reason(),
                                               {st.gpu_mem_exceeded(), st.permanent()});
   if (!elsewhere && s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&

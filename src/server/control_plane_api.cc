@@ -51,6 +51,15 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, Ind
 
 StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
                                                       const std::string& idempotency_key) {
+  for (const core::TaskSpec& s : specs) {
+    if (s.tasks_per_node > 1) {
+      // The core and the simulator take K; the agents start one process per node so far.
+      return InvalidArgument("tasks_per_node: " + std::to_string(s.tasks_per_node) +
+                             ": this server starts one process per node, which sees all of "
+                             "the node's GPUs; start the workers from it (torchrun "
+                             "--nproc-per-node) and leave --tasks-per-node at 1");
+    }
+  }
   // Ids are consecutive: every admission happens under mu_, all of a request's at once.
   const auto ids_from = [n = specs.size()](TaskId first) {
     std::vector<TaskId> ids;
@@ -280,8 +289,10 @@ StatusOr<v1::Node> ControlPlane::Drain(const std::string& node, bool evict) {
   return ChangeNode(node, [&] { return sched_->Drain(node, evict); });
 }
 
-StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
+StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int rank) {
   std::optional<core::Placement> last;
+  std::vector<std::string> gang;  // the last attempt's nodes in rank order (gangs only)
+  int64_t nodes = 1;
   LogSource src;
   bool in_memory = false;
   {
@@ -291,7 +302,9 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
     if (in_memory) {
       src.done = core::IsTerminal(t->state);
       src.attempt = t->attempts;
+      nodes = t->spec.nodes;
       if (auto it = last_placement_.find(t->id); it != last_placement_.end()) last = it->second;
+      if (auto it = last_gang_.find(t->id); it != last_gang_.end()) gang = it->second;
     }
   }
   if (!in_memory) {  // forgotten after its retention (or unknown: NotFound)
@@ -299,13 +312,27 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id) {
     if (!r.ok()) return r.status();
     src.done = core::IsTerminal(r->task.state);
     src.attempt = r->task.attempts;
+    nodes = r->task.spec.nodes;
     last = r->last_placement;
   }
+  if (rank < 0 || rank >= nodes) {
+    return InvalidArgument("rank: " + std::to_string(rank) + " (task " + std::to_string(id) +
+                      " has ranks 0-" + std::to_string(nodes - 1) + ")");
+  }
   if (!last) return src;  // never ran: no log yet
+  std::string node = last->node;
+  if (rank > 0) {
+    if (static_cast<size_t>(rank) >= gang.size()) {
+      return NotFound("rank " + std::to_string(rank) + " of task " + std::to_string(id) +
+                      ": its node is no longer known to this server (rank 0's log is on " +
+                      node + ")");
+    }
+    node = gang[static_cast<size_t>(rank)];
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  auto index = sched_->cluster().Find(last->node);
+  auto index = sched_->cluster().Find(node);
   if (index) src.address = sched_->cluster().node(*index).address;
-  src.node = last->node;
+  src.node = node;
   return src;
 }
 

@@ -25,8 +25,9 @@ class LogReader {
   // Unavailable when the agent holding the log does not answer. A task that never started
   // answers an empty chunk.
   // `cp`: the control plane that knows where the task ran (with HA, the current leader's).
+  // `rank`: a gang's rank, whose node holds its log (0 for other tasks).
   StatusOr<v1::LogsResponse> Read(ControlPlane& cp, uint64_t id, int64_t offset,
-                                  int64_t max_bytes);
+                                  int64_t max_bytes, int rank = 0);
 
  private:
   // With TLS (cp's tls_dir) the channel presents the server's certificate and checks that

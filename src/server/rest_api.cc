@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/task_validation.h"
 #include "rpc/json.h"
 #include "server/access.h"
 #include "server/accounting.h"
@@ -246,13 +247,15 @@ StatusOr<Json> RestApi::CancelTask(const Request& req, const Caller& caller) {
 }
 
 StatusOr<Json> RestApi::ReadLogs(const Request& req, const Caller& caller) {
-  GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"offset", "max_bytes"}));
+  GS_ASSIGN_OR_RETURN(rest::Query q,
+                      rest::CheckQuery(req.params, {"offset", "max_bytes", "rank"}));
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(int64_t offset, rest::IntParam(q, "offset", 0, INT64_MAX, 0));
+  GS_ASSIGN_OR_RETURN(int64_t rank, rest::IntParam(q, "rank", 0, core::kMaxGangNodes - 1, 0));
   GS_ASSIGN_OR_RETURN(int64_t max, rest::IntParam(q, "max_bytes", 1, LogReader::kMaxChunk,
                                                   LogReader::kMaxChunk));
   GS_RETURN_IF_ERROR(MayReadLogs(cp_, caller, id));
-  GS_ASSIGN_OR_RETURN(v1::LogsResponse r, logs_.Read(cp_, id, offset, max));
+  GS_ASSIGN_OR_RETURN(v1::LogsResponse r, logs_.Read(cp_, id, offset, max, static_cast<int>(rank)));
   return Json{{"attempt", r.attempt()},
               {"data", r.data()},
               {"next_offset", r.next_offset()},

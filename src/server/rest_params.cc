@@ -172,14 +172,15 @@ StatusOr<int64_t> IntParam(const Query& q, const std::string& name, int64_t min,
 StatusOr<std::optional<core::TaskState>> StateParam(const Query& q, const std::string& name) {
   auto it = q.find(name);
   if (it == q.end()) return std::optional<core::TaskState>();
-  for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kAssigned,
-                            core::TaskState::kRunning, core::TaskState::kSucceeded,
-                            core::TaskState::kFailed, core::TaskState::kCancelled}) {
+  for (core::TaskState s : {core::TaskState::kPending, core::TaskState::kPreempted,
+                            core::TaskState::kAssigned, core::TaskState::kRunning,
+                            core::TaskState::kSucceeded, core::TaskState::kFailed,
+                            core::TaskState::kCancelled}) {
     if (it->second == core::TaskStateName(s)) return std::optional<core::TaskState>(s);
   }
   return InvalidArgument(name + ": " + Quote(it->second) +
-                         " is not a task state (pending, assigned, running, succeeded, failed, "
-                         "cancelled)");
+                         " is not a task state (pending, preempted, assigned, running, "
+                         "succeeded, failed, cancelled)");
 }
 
 StatusOr<int64_t> DurationParam(const Query& q, const std::string& name, int64_t fallback) {

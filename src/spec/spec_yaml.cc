@@ -177,7 +177,9 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
                                  {"name", "gpus", "gpu_mem", "gpu_model", "cpu", "mem",
                                   "duration", "retries", "profile", "node_selector",
                                   "tolerations", "keep_pending", "command", "env", "time",
-                                  "workdir", "heartbeat_timeout"}));
+                                  "workdir", "heartbeat_timeout", "nodes", "gpus_per_node",
+                                  "tasks_per_node", "priority", "preemptible", "grace",
+                                  "gang_timeout"}));
   if (doc["name"]) { GS_ASSIGN_OR_RETURN(s->name, p.Scalar(doc["name"], "name")); }
   if (doc["gpus"]) { GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus"], "gpus")); }
   if (doc["gpu_mem"]) { GS_ASSIGN_OR_RETURN(s->gpu_mem_mib, p.Size(doc["gpu_mem"], "gpu_mem")); }
@@ -191,6 +193,35 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
                         p.Duration(doc["heartbeat_timeout"], "heartbeat_timeout"));
   }
   if (doc["workdir"]) { GS_ASSIGN_OR_RETURN(s->workdir, p.Scalar(doc["workdir"], "workdir")); }
+  // A multi-node task: `gpus` is the total (Slurm's --gpus), `gpus_per_node` what each node
+  // gives; the spec keeps GPUs per node.
+  if (doc["nodes"]) { GS_ASSIGN_OR_RETURN(s->nodes, p.Int(doc["nodes"], "nodes")); }
+  if (doc["gpus_per_node"]) {
+    if (doc["gpus"]) {
+      return p.Error(doc["gpus_per_node"], "gpus_per_node: give gpus or gpus_per_node, not both");
+    }
+    GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus_per_node"], "gpus_per_node"));
+  } else if (doc["gpus"] && s->nodes > 1) {
+    if (s->gpus % s->nodes != 0) {
+      return p.Error(doc["gpus"], "gpus: " + std::to_string(s->gpus) +
+                                      " GPUs do not split evenly over " +
+                                      std::to_string(s->nodes) + " nodes (use gpus_per_node)");
+    }
+    s->gpus /= s->nodes;
+  }
+  if (doc["tasks_per_node"]) {
+    GS_ASSIGN_OR_RETURN(s->tasks_per_node, p.Int(doc["tasks_per_node"], "tasks_per_node"));
+  }
+  if (doc["priority"]) {
+    GS_ASSIGN_OR_RETURN(s->priority_class, p.Scalar(doc["priority"], "priority"));
+  }
+  if (doc["preemptible"]) {
+    GS_ASSIGN_OR_RETURN(s->preemptible, p.Bool(doc["preemptible"], "preemptible"));
+  }
+  if (doc["grace"]) { GS_ASSIGN_OR_RETURN(s->grace_ms, p.Duration(doc["grace"], "grace")); }
+  if (doc["gang_timeout"]) {
+    GS_ASSIGN_OR_RETURN(s->gang_timeout_ms, p.Duration(doc["gang_timeout"], "gang_timeout"));
+  }
   if (doc["retries"]) { GS_ASSIGN_OR_RETURN(s->max_retries, p.Int(doc["retries"], "retries")); }
   if (doc["profile"]) { GS_ASSIGN_OR_RETURN(s->profile, p.Profile(doc["profile"], "profile")); }
   if (doc["node_selector"]) {

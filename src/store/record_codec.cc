@@ -60,6 +60,13 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("workdir")) s.workdir = j.at("workdir").get<std::string>();
   if (j.contains("user")) s.user = j.at("user").get<std::string>();
   if (j.contains("team")) s.team = j.at("team").get<std::string>();
+  // Gangs and priority classes; absent in records of earlier versions.
+  if (j.contains("nodes")) s.nodes = j.at("nodes").get<int64_t>();
+  if (j.contains("tasks_per_node")) s.tasks_per_node = j.at("tasks_per_node").get<int64_t>();
+  if (j.contains("gang_timeout_ms")) s.gang_timeout_ms = j.at("gang_timeout_ms").get<int64_t>();
+  if (j.contains("priority_class")) s.priority_class = j.at("priority_class").get<std::string>();
+  if (j.contains("preemptible")) s.preemptible = j.at("preemptible").get<bool>();
+  if (j.contains("grace_ms")) s.grace_ms = j.at("grace_ms").get<int64_t>();
   return s;
 }
 
@@ -170,14 +177,20 @@ std::string SpecJson(const core::TaskSpec& s) {
   w.Raw("env", Writer::Map(s.env));
   w.Int("gpu_mem_mib", s.gpu_mem_mib);
   w.Str("gpu_model", s.gpu_model);
+  if (s.gang_timeout_ms) w.Int("gang_timeout_ms", *s.gang_timeout_ms);
   w.Int("gpus", s.gpus);
+  if (s.grace_ms) w.Int("grace_ms", *s.grace_ms);
   if (s.heartbeat_timeout_ms) w.Int("heartbeat_timeout_ms", *s.heartbeat_timeout_ms);
   w.Bool("keep_pending", s.keep_pending_if_infeasible);
   if (s.max_retries) w.Int("max_retries", *s.max_retries);
   w.Int("mem_mib", s.resources.mem_mib);
   w.Str("name", s.name);
   w.Raw("node_selector", Writer::Map(s.node_selector));
+  if (s.nodes != 1) w.Int("nodes", s.nodes);
+  if (!s.preemptible) w.Bool("preemptible", false);
+  if (!s.priority_class.empty()) w.Str("priority_class", s.priority_class);
   if (s.profile) w.Raw("profile", ProfileJson(*s.profile).dump());
+  if (s.tasks_per_node != 1) w.Int("tasks_per_node", s.tasks_per_node);
   if (!s.team.empty()) w.Str("team", s.team);
   if (s.time_limit_ms) w.Int("time_limit_ms", *s.time_limit_ms);
   w.Raw("tolerations", tol);
@@ -210,6 +223,13 @@ std::string EncodeTask(const TaskRecord& r) {
   if (t.exit_code) w.Int("exit_code", *t.exit_code);
   w.Int("fail_cnt", t.fail_cnt);
   w.Int("finished_ms", t.finished_ms);
+  if (!t.gang_placements.empty()) {
+    std::string gang = "[";
+    for (const core::Placement& g : t.gang_placements) {
+      gang += (gang.size() > 1 ? "," : "") + PlacementJson(g);
+    }
+    w.Raw("gang", gang + "]");
+  }
   w.Int("gpu_mem_need_mib", t.gpu_mem_need_mib);
   w.Raw("history", hist);
   w.Uint("id", t.id.value());
@@ -218,7 +238,13 @@ std::string EncodeTask(const TaskRecord& r) {
   w.Str("mem_source", t.mem_source);
   if (t.placement) w.Raw("placement", PlacementJson(*t.placement));
   w.Int("placement_failures", t.placement_failures);
+  if (t.preemptions > 0) w.Int("preemptions", t.preemptions);
   w.Int("pt", t.pt);
+  if (!t.ranks_done.empty()) {
+    std::string ranks = "[";
+    for (int rank : t.ranks_done) ranks += (ranks.size() > 1 ? "," : "") + std::to_string(rank);
+    w.Raw("ranks_done", ranks + "]");
+  }
   w.Str("reason", t.reason);
   w.Uint("seq", t.seq);
   w.Raw("spec", SpecJson(t.spec));
@@ -244,7 +270,7 @@ StatusOr<TaskRecord> DecodeTask(const std::string& text) {
     t.pt = j.at("pt").get<int>();
     t.seq = j.at("seq").get<uint64_t>();
     const int state = j.at("state").get<int>();
-    if (state < 0 || state > static_cast<int>(core::TaskState::kCancelled)) {
+    if (state < 0 || state > static_cast<int>(core::TaskState::kPreempted)) {
       return DataLoss("task " + t.id.ToString() + ": state: " + std::to_string(state));
     }
     t.state = static_cast<core::TaskState>(state);
@@ -264,6 +290,13 @@ StatusOr<TaskRecord> DecodeTask(const std::string& text) {
     if (j.contains("placement")) t.placement = PlacementFrom(j.at("placement"));
     if (j.contains("exit_code")) t.exit_code = j.at("exit_code").get<int>();
     if (j.contains("last_placement")) r.last_placement = PlacementFrom(j.at("last_placement"));
+    if (j.contains("gang")) {
+      for (const Json& g : j.at("gang")) t.gang_placements.push_back(PlacementFrom(g));
+    }
+    if (j.contains("ranks_done")) {
+      for (const Json& rank : j.at("ranks_done")) t.ranks_done.insert(rank.get<int>());
+    }
+    if (j.contains("preemptions")) t.preemptions = j.at("preemptions").get<int64_t>();
     return r;
   });
 }

@@ -61,6 +61,30 @@ TEST_F(ClusterTest, Issue13_GangOfTwoNodesRunsBothRanksWithTheirOwnEnvironment) 
             std::string::npos) << bad.err;
 }
 
+// --tasks-per-node 2: two processes per node, each with its own rank and one of its node's
+// two GPUs; `logs --rank R` reads the log of rank R's node.
+TEST_F(ClusterTest, Issue13_TasksPerNodeGivesEachProcessItsRankAndItsGpus) {
+  StartAgent("n1", "2x16GiB");
+  StartAgent("n2", "2x16GiB");
+  const uint64_t id = Submit({"--nodes", "2", "--gpus-per-node", "2", "--tasks-per-node", "2",
+                              "--", "sh", "-c",
+                              "echo \"rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE "
+                              "gpus=$CUDA_VISIBLE_DEVICES\""});
+  ASSERT_TRUE(WaitState(id, "succeeded")) << Task(id).dump();
+  CliResult node0 = Run({"logs", std::to_string(id), "--rank", "1"});
+  ASSERT_EQ(node0.code, 0) << node0.err;
+  EXPECT_NE(node0.out.find("rank=0 local=0 world=4 gpus=0"), std::string::npos) << node0.out;
+  EXPECT_NE(node0.out.find("rank=1 local=1 world=4 gpus=1"), std::string::npos) << node0.out;
+  CliResult node1 = Run({"logs", std::to_string(id), "--rank", "3"});
+  ASSERT_EQ(node1.code, 0) << node1.err;
+  EXPECT_NE(node1.out.find("rank=2 local=0 world=4 gpus=0"), std::string::npos) << node1.out;
+  EXPECT_NE(node1.out.find("rank=3 local=1 world=4 gpus=1"), std::string::npos) << node1.out;
+  // The GPUs must split evenly: named with both numbers.
+  CliResult uneven = Run({"submit", "--gpus", "3", "--tasks-per-node", "2", "--", "true"});
+  EXPECT_EQ(uneven.code, 2) << uneven.err;
+  EXPECT_NE(uneven.err.find("tasks_per_node: 2"), std::string::npos) << uneven.err;
+}
+
 // Rank 1 fails on its first attempt: rank 0 (still running) is killed, and both run again
 // as attempt 2, where they succeed.
 TEST_F(ClusterTest, Issue13_OneFailedRankRestartsTheWholeGang) {

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent/journal_record.h"
+#include "agent/rank_launcher.h"
 #include "agent/task_credentials.h"
 
 namespace {
@@ -124,6 +125,14 @@ void PinToCpus(const char* list) {
   if (const char* preload = getenv("GPUSCHED_TASK_LD_PRELOAD")) {
     setenv("LD_PRELOAD", preload, 1);
     unsetenv("GPUSCHED_TASK_LD_PRELOAD");
+  }
+  // --tasks-per-node K: this process leads the task's group and starts the K copies.
+  if (const char* k = getenv(gpusched::agent::kTasksPerNodeEnv)) {
+    const int copies = atoi(k);
+    if (copies >= 2 && copies <= gpusched::agent::kMaxTasksPerNode) {
+      _exit(gpusched::agent::RunRanks(copies, program, argv));
+    }
+    unsetenv(gpusched::agent::kTasksPerNodeEnv);
   }
   execv(program, argv);
   dprintf(2, "gpusched-shim: cannot exec %s: %s\n", program, strerror(errno));

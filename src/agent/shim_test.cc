@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/journal_record.h"
+#include "agent/rank_launcher.h"
 #include "agent/runner_test_support.h"
 
 namespace gpusched::agent {
@@ -188,6 +189,80 @@ TEST_F(ShimTest, BadArgumentsAreAUsageError) {
     _exit(126);
   }
   EXPECT_EQ(WEXITSTATUS(WaitShim(pid)), 2);
+}
+
+}  // namespace
+}  // namespace gpusched::agent
+
+namespace gpusched::agent {
+namespace {
+
+TEST(RankDevicesTest, SplitsTheNodesGpusIntoEqualSlicesInOrder) {
+  char out[64];
+  ASSERT_TRUE(RankDevices("0,1,2,3", 0, 2, out, sizeof out));
+  EXPECT_STREQ(out, "0,1");
+  ASSERT_TRUE(RankDevices("0,1,2,3", 1, 2, out, sizeof out));
+  EXPECT_STREQ(out, "2,3");
+  ASSERT_TRUE(RankDevices("4,5,6,7", 3, 4, out, sizeof out));
+  EXPECT_STREQ(out, "7");
+  ASSERT_TRUE(RankDevices("10,11", 0, 1, out, sizeof out));
+  EXPECT_STREQ(out, "10,11");
+  EXPECT_FALSE(RankDevices("0,1,2", 0, 2, out, sizeof out));  // uneven
+  EXPECT_FALSE(RankDevices("0,1", 2, 2, out, sizeof out));    // no such copy
+  EXPECT_FALSE(RankDevices("10,11,12,13", 0, 1, out, 6));     // does not fit
+}
+
+// Scoped environment for the shim the test starts (it inherits the test's).
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars)
+      : vars_(std::move(vars)) {
+    for (const auto& [k, v] : vars_) setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : vars_) unsetenv(k.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> vars_;
+};
+
+// --tasks-per-node 2 on node rank 1 of 2: two processes, each with its rank and its half of
+// the node's GPUs.
+TEST_F(ShimTest, Issue13_TasksPerNodeStartsOneProcessPerSliceWithItsRank) {
+  ScopedEnv env({{kTasksPerNodeEnv, "2"},
+                 {"NODE_RANK", "1"},
+                 {"NNODES", "2"},
+                 {"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
+  const pid_t shim = StartShim(
+      20,
+      {"sh", "-c",
+       "echo \"local=$LOCAL_RANK rank=$RANK world=$WORLD_SIZE lws=$LOCAL_WORLD_SIZE "
+       "gpus=$CUDA_VISIBLE_DEVICES k=${GPUSCHED_TASKS_PER_NODE:-unset}\""},
+      journal_dir());
+  const int status = WaitShim(shim);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const std::string log = ReadFile(log_);
+  EXPECT_NE(log.find("local=0 rank=2 world=4 lws=2 gpus=4,5 k=unset"), std::string::npos) << log;
+  EXPECT_NE(log.find("local=1 rank=3 world=4 lws=2 gpus=6,7 k=unset"), std::string::npos) << log;
+  EXPECT_EQ(ExitRecordOf(20).exit_code, 0);
+}
+
+// One process fails: the other gets SIGTERM (its handler writes a file) and the task ends
+// with the failed one's code.
+TEST_F(ShimTest, Issue13_OneFailedProcessOfANodeStopsTheOthers) {
+  ScopedEnv env({{kTasksPerNodeEnv, "2"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
+  const std::string marker = path("term-seen");
+  const pid_t shim = StartShim(
+      21,
+      {"sh", "-c",
+       "if [ \"$LOCAL_RANK\" = 1 ]; then sleep 0.2; exit 5; fi; "
+       "trap \"echo term > '" + marker + "'; exit 143\" TERM; while :; do sleep 0.05; done"},
+      journal_dir());
+  const int status = WaitShim(shim);
+  EXPECT_EQ(WEXITSTATUS(status), 5);
+  EXPECT_EQ(ExitRecordOf(21).exit_code, 5);
+  EXPECT_EQ(ReadFile(marker), "term\n");
 }
 
 }  // namespace

@@ -26,13 +26,17 @@ std::array<int64_t, 6> Fingerprint(const core::Task& t) {
           static_cast<int64_t>(t.history.size()), static_cast<int64_t>(t.ranks_done.size())};
 }
 
-// What torchrun and DeepSpeed read, for the process of rank `a.rank` of a gang (one process
-// per node): the world, this process's place in it, and where rank 0 listens.
-// MASTER_ADDR is the host of rank 0's agent address (its node name when unknown); the port
-// is fixed per task, so every rank computes the same one without a round trip.
+// What torchrun and DeepSpeed read, for node rank `a.rank` of a gang (or the one node of a
+// task with --tasks-per-node): the world, this process's place in it, and where rank 0
+// listens. With K processes per node the agent's launcher (agent/rank_launcher.h) gives each
+// its LOCAL_RANK and RANK from these. MASTER_ADDR is the host of rank 0's agent address (its
+// node name when unknown); the port is fixed per task, so every rank computes the same one
+// without a round trip.
 std::map<std::string, std::string> GangEnvironment(const core::Task& t, const core::Action& a,
                                                    const core::ClusterState& cluster) {
-  std::string master = a.gang_nodes.front();
+  const std::vector<std::string> gang =
+      a.gang_nodes.empty() ? std::vector<std::string>{a.node} : a.gang_nodes;
+  std::string master = gang.front();
   if (auto index = cluster.Find(master)) {
     const std::string& address = cluster.node(*index).address;
     const size_t colon = address.rfind(':');
@@ -42,18 +46,22 @@ std::map<std::string, std::string> GangEnvironment(const core::Task& t, const co
     }
     if (!host.empty()) master = host;
   }
-  const std::string nnodes = std::to_string(a.gang_nodes.size());
+  const int64_t per_node = t.spec.tasks_per_node;
+  const int64_t nnodes = static_cast<int64_t>(gang.size());
   std::string nodes;
-  for (const std::string& n : a.gang_nodes) nodes += (nodes.empty() ? "" : ",") + n;
-  return {{"WORLD_SIZE", nnodes},
-          {"RANK", std::to_string(a.rank)},
-          {"LOCAL_RANK", "0"},
-          {"LOCAL_WORLD_SIZE", "1"},
-          {"NODE_RANK", std::to_string(a.rank)},
-          {"NNODES", nnodes},
-          {"MASTER_ADDR", master},
-          {"MASTER_PORT", std::to_string(kGangPortBase + t.id.value() % kGangPorts)},
-          {"GPUSCHED_GANG_NODES", nodes}};
+  for (const std::string& n : gang) nodes += (nodes.empty() ? "" : ",") + n;
+  std::map<std::string, std::string> env = {
+      {"WORLD_SIZE", std::to_string(nnodes * per_node)},
+      {"RANK", std::to_string(a.rank * per_node)},
+      {"LOCAL_RANK", "0"},
+      {"LOCAL_WORLD_SIZE", std::to_string(per_node)},
+      {"NODE_RANK", std::to_string(a.rank)},
+      {"NNODES", std::to_string(nnodes)},
+      {"MASTER_ADDR", master},
+      {"MASTER_PORT", std::to_string(kGangPortBase + t.id.value() % kGangPorts)},
+      {"GPUSCHED_GANG_NODES", nodes}};
+  if (per_node > 1) env["GPUSCHED_TASKS_PER_NODE"] = std::to_string(per_node);
+  return env;
 }
 
 // CN109992422A claim 1: the table of the config (a file, then an inline table). The learned
@@ -465,7 +473,7 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   for (MiB mib : a.gpu_mem_mib) as->add_gpu_mem_mib(mib);
   for (const std::string& c : t->spec.command) as->add_command(c);
   for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
-  if (!a.gang_nodes.empty()) {
+  if (!a.gang_nodes.empty() || t->spec.tasks_per_node > 1) {
     as->set_rank(a.rank);
     for (auto& [k, v] : GangEnvironment(*t, a, sched_->cluster())) {
       (*as->mutable_env())[k] = std::move(v);

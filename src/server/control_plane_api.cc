@@ -51,15 +51,6 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, Ind
 
 StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
                                                       const std::string& idempotency_key) {
-  for (const core::TaskSpec& s : specs) {
-    if (s.tasks_per_node > 1) {
-      // The core and the simulator take K; the agents start one process per node so far.
-      return InvalidArgument("tasks_per_node: " + std::to_string(s.tasks_per_node) +
-                             ": this server starts one process per node, which sees all of "
-                             "the node's GPUs; start the workers from it (torchrun "
-                             "--nproc-per-node) and leave --tasks-per-node at 1");
-    }
-  }
   // Ids are consecutive: every admission happens under mu_, all of a request's at once.
   const auto ids_from = [n = specs.size()](TaskId first) {
     std::vector<TaskId> ids;
@@ -292,7 +283,7 @@ StatusOr<v1::Node> ControlPlane::Drain(const std::string& node, bool evict) {
 StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int rank) {
   std::optional<core::Placement> last;
   std::vector<std::string> gang;  // the last attempt's nodes in rank order (gangs only)
-  int64_t nodes = 1;
+  int64_t nodes = 1, per_node = 1;  // ranks = nodes x processes per node
   LogSource src;
   bool in_memory = false;
   {
@@ -303,6 +294,7 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
       src.done = core::IsTerminal(t->state);
       src.attempt = t->attempts;
       nodes = t->spec.nodes;
+      per_node = t->spec.tasks_per_node;
       if (auto it = last_placement_.find(t->id); it != last_placement_.end()) last = it->second;
       if (auto it = last_gang_.find(t->id); it != last_gang_.end()) gang = it->second;
     }
@@ -313,14 +305,17 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
     src.done = core::IsTerminal(r->task.state);
     src.attempt = r->task.attempts;
     nodes = r->task.spec.nodes;
+    per_node = r->task.spec.tasks_per_node;
     last = r->last_placement;
   }
-  if (rank < 0 || rank >= nodes) {
+  if (rank < 0 || rank >= nodes * per_node) {
     return InvalidArgument("rank: " + std::to_string(rank) + " (task " + std::to_string(id) +
-                      " has ranks 0-" + std::to_string(nodes - 1) + ")");
+                           " has ranks 0-" + std::to_string(nodes * per_node - 1) + ")");
   }
   if (!last) return src;  // never ran: no log yet
   std::string node = last->node;
+  // The processes of one node share its log (--tasks-per-node K: rank r runs on node r / K).
+  rank = static_cast<int>(rank / per_node);
   if (rank > 0) {
     if (static_cast<size_t>(rank) >= gang.size()) {
       return NotFound("rank " + std::to_string(rank) + " of task " + std::to_string(id) +

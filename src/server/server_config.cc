@@ -259,6 +259,34 @@ Status ApplyScoreWeights(const YAML::Node& value, const std::string& path, Serve
   return Status::Ok();
 }
 
+// priority_classes: {NAME: VALUE, ...} replaces the built-in high/normal/low.
+Status ApplyPriorityClasses(const YAML::Node& node, const std::string& path, ServerConfig& c) {
+  const std::string field = "config " + path + ": priority_classes";
+  if (!node.IsMap() || node.size() == 0) {
+    return InvalidArgument(field + ": expected a mapping of class name: integer value, e.g. "
+                                   "{urgent: 2000, high: 1000, normal: 0, low: -1000}");
+  }
+  std::vector<core::SchedulerConfig::PriorityClass> classes;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+      return InvalidArgument(field + ": each entry is NAME: integer");
+    }
+    const std::string name = kv.first.as<std::string>();
+    const std::string text = kv.second.as<std::string>();
+    int64_t value = 0;
+    try {
+      size_t used = 0;
+      value = std::stoll(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+    } catch (const std::exception&) {  // stoll: not an integer
+      return InvalidArgument(field + "." + name + ": \"" + text + "\" is not an integer");
+    }
+    classes.push_back({name, value});
+  }
+  c.scheduler.priority_classes = std::move(classes);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
@@ -292,6 +320,12 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},
       {"fair_share_recalc", Duration(s.fair_share.recalc_ms)},
       {"reclaim_borrowed", Bool(s.reclaim_borrowed)},
+      // Gangs and priority preemption (issue 13; core/README.md).
+      {"gang_reservation", Bool(s.gang_reservation)},
+      {"gang_timeout", Duration(s.gang_timeout_ms)},
+      {"priority_preemption", Bool(s.priority_preemption)},
+      {"preemption_grace", Duration(s.preemption_grace_ms)},
+      {"default_priority_class", Text(s.default_priority_class)},
       {"idle_action", Choice<bool>(c.idle_stop, {{"flag", false}, {"stop", true}})},
       // CN109992422A claim 4: node order and GPU order (core/placement.h).
       {"node_order", Choice<core::NodeOrder>(s.placement.node_order,
@@ -339,6 +373,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     }
     if (key == "score_weights") {
       GS_RETURN_IF_ERROR(ApplyScoreWeights(kv.second, path, c));
+      continue;
+    }
+    if (key == "priority_classes") {
+      GS_RETURN_IF_ERROR(ApplyPriorityClasses(kv.second, path, c));
       continue;
     }
     auto it = keys.find(key);

@@ -42,6 +42,36 @@ TEST(ServerConfigTest, FileSetsEveryTiming) {
   std::filesystem::remove(path);
 }
 
+TEST(ServerConfigTest, Issue13_PriorityClassesAndGangKeysAreRead) {
+  ServerConfig c;
+  const std::string path = WriteFile(
+      "priority_classes: {urgent: 5000, batch: -10, normal: 0}\n"
+      "default_priority_class: batch\npriority_preemption: false\npreemption_grace: 2m\n"
+      "gang_reservation: false\ngang_timeout: 1h\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.PriorityOf("urgent"), 5000);
+  EXPECT_EQ(c.scheduler.PriorityOf(""), -10);  // the default class
+  EXPECT_FALSE(c.scheduler.PriorityOf("high").has_value());  // replaced, not merged
+  EXPECT_FALSE(c.scheduler.priority_preemption);
+  EXPECT_EQ(c.scheduler.preemption_grace_ms, 120'000);
+  EXPECT_FALSE(c.scheduler.gang_reservation);
+  EXPECT_EQ(c.scheduler.gang_timeout_ms, 3'600'000);
+  // A value that is not an integer, and a default that is not a class, are named.
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"priority_classes: {high: lots}\n",
+            "priority_classes.high: \"lots\" is not an integer"},
+           {"priority_classes: [high]\n", "priority_classes: expected a mapping"},
+           {"default_priority_class: gold\n", "default_priority_class: \"gold\""}}) {
+    ServerConfig bad;
+    const std::string p = WriteFile(text);
+    Status e = ApplyConfigFile(p, bad);
+    EXPECT_FALSE(e.ok()) << text;
+    EXPECT_NE(e.message().find(expected), std::string::npos) << e.ToString();
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(ServerConfigTest, BadFilesNameTheKey) {
   for (const auto& [text, needle] :
        std::vector<std::pair<std::string, std::string>>{{"t1: soon\n", "t1"},

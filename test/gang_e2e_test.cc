@@ -121,14 +121,19 @@ TEST_F(ClusterTest, Issue13_OneFailedRankRestartsTheWholeGang) {
 // runs again once the high one is done. A task with --preemptible=false is never the victim.
 TEST_F(ClusterTest, Issue13_HighPriorityPreemptsALowTaskWhichGetsSigtermThenRunsAgain) {
   StartAgent("n1", "2x16GiB");
+  // The victim takes 1 s to stop after SIGTERM; the high task must not start on its GPUs
+  // before it is gone.
   const std::string victim_script =
-      "trap \"echo term > '" + path("term-$GPUSCHED_ATTEMPT") + "'; exit 143\" TERM; " +
+      "trap \"echo term > '" + path("term-$GPUSCHED_ATTEMPT") + "'; sleep 1; echo gone > '" +
+      path("gone-$GPUSCHED_ATTEMPT") + "'; exit 143\" TERM; " +
       "if [ \"$GPUSCHED_ATTEMPT\" = 1 ]; then while :; do sleep 0.05; done; fi; exit 0";
   const uint64_t low = Submit({"--gpus", "2", "--priority", "low", "--grace", "5s", "--", "sh",
                                "-c", victim_script});
   ASSERT_TRUE(WaitState(low, "running")) << Task(low).dump();
-  const uint64_t high =
-      Submit({"--gpus", "2", "--priority", "high", "--", "sh", "-c", Gated("high", "exit 0")});
+  const uint64_t high = Submit(
+      {"--gpus", "2", "--priority", "high", "--", "sh", "-c",
+       "if [ -e '" + path("gone-1") + "' ]; then echo after; else echo overlap; fi > '" +
+           path("order") + "'; " + Gated("high", "exit 0")});
   ASSERT_TRUE(WaitState(low, "preempted")) << Task(low).dump();
   const Json preempted = Task(low);
   EXPECT_EQ(preempted["preempted_by"], high);
@@ -139,6 +144,7 @@ TEST_F(ClusterTest, Issue13_HighPriorityPreemptsALowTaskWhichGetsSigtermThenRuns
   EXPECT_NE(show.out.find("preempted by:  task " + std::to_string(high)), std::string::npos)
       << show.out;
   ASSERT_TRUE(WaitState(high, "running")) << Task(high).dump();
+  EXPECT_EQ(ReadFile(path("order")), "after\n");  // started once the victim had exited
   OpenGate("high");
   ASSERT_TRUE(WaitState(high, "succeeded")) << Task(high).dump();
   ASSERT_TRUE(WaitState(low, "succeeded")) << Task(low).dump();

@@ -60,6 +60,11 @@ struct Agent::Impl {
   core::GpuTopology topology;  // reported at registration; empty = unknown
   std::unique_ptr<MemoryWatchdog> watchdog;  // heartbeat thread only
   std::map<TaskKey, TaskShare> shares;       // guarded by mu: the GPU tasks running here
+  // Guarded by mu. GPU tasks told to stop (a kill is in its grace period), and assignments
+  // that wait for them: a preemptor starts on its GPUs only once the victim has exited, so
+  // the two never hold one GPU's memory at once.
+  std::set<TaskKey> stopping;
+  std::vector<v1::Assign> deferred;
   ExecutorObserver observer;                 // heartbeat thread only
   std::set<TaskKey> hung;                    // heartbeat thread only: logged as hung
   std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs ("0-7,16-23"), from sysfs
@@ -96,6 +101,10 @@ struct Agent::Impl {
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
   void OnAssign(const v1::Assign& a);
+  // The task being stopped that holds one of `a`'s GPUs, if any. REQUIRES: mu held.
+  std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
+  // What runs here and the assignments waiting for a GPU to be freed (both are the agent's).
+  std::vector<TaskKey> RunningOrWaiting();
   // Sets spec.user to the account `user` names when tasks run as their users here. Errors:
   // the account is unknown or root (permanent for the task).
   Status RunAs(const std::string& user, LaunchSpec& spec);
@@ -162,7 +171,7 @@ v1::AgentMessage Agent::Impl::Register() {
   for (int numa : topology.numa) r->add_gpu_numa(numa);
   // Two-way reconciliation: what runs here now (adopted tasks included) and every exit the
   // server has not acknowledged. This replaces resending the unacknowledged statuses.
-  for (const auto& [id, attempt] : executor->Running()) {
+  for (const auto& [id, attempt] : RunningOrWaiting()) {
     v1::TaskRef* t = r->add_running();
     t->set_id(id);
     t->set_attempt(attempt);
@@ -170,6 +179,24 @@ v1::AgentMessage Agent::Impl::Register() {
   std::lock_guard<std::mutex> lock(mu);
   for (const auto& [key, st] : unacked) *r->add_finished() = st;
   return m;
+}
+
+std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
+  std::vector<TaskKey> out = executor->Running();
+  std::lock_guard<std::mutex> lock(mu);
+  for (const v1::Assign& a : deferred) out.emplace_back(a.id(), a.attempt());
+  return out;
+}
+
+std::optional<TaskKey> Agent::Impl::StoppingOnGpusOf(const v1::Assign& a) const {
+  for (const TaskKey& key : stopping) {
+    auto share = shares.find(key);
+    if (share == shares.end()) continue;
+    for (int g : share->second.gpus) {
+      if (std::find(a.gpus().begin(), a.gpus().end(), g) != a.gpus().end()) return key;
+    }
+  }
+  return std::nullopt;
 }
 
 void Agent::Impl::LinkLoop() {
@@ -253,7 +280,7 @@ void Agent::Impl::HeartbeatLoop() {
       }
     }
     const TimeMs now = clock.NowMs();
-    const auto running = executor->Running();
+    const auto running = RunningOrWaiting();
     if (now >= next_node) {
       // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory.
       v1::AgentMessage m;
@@ -310,7 +337,20 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     // A preemption carries the victim's own grace; other kills use the server's kill_grace.
     const int64_t grace = m.kill().has_grace_ms() ? std::max<int64_t>(m.kill().grace_ms(), 0)
                                                   : kill_grace_ms.load();
-    executor->Kill(m.kill().id(), m.kill().attempt(), grace, m.kill().reason());
+    const TaskKey key{m.kill().id(), m.kill().attempt()};
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      // Killed before it started (it waited for a GPU): it never runs.
+      const auto waiting = std::find_if(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
+        return d.id() == key.first && d.attempt() == key.second;
+      });
+      if (waiting != deferred.end()) {
+        deferred.erase(waiting);
+        return;
+      }
+      if (shares.count(key) > 0) stopping.insert(key);
+    }
+    executor->Kill(key.first, key.second, grace, m.kill().reason());
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -347,6 +387,18 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
     *m.mutable_status() = *finished;
     Send(m);
     return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (const std::optional<TaskKey> victim = StoppingOnGpusOf(a)) {
+      const bool repeated = std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
+        return d.id() == a.id() && d.attempt() == a.attempt();
+      });
+      if (!repeated) deferred.push_back(a);
+      Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
+          " to stop on its GPUs");
+      return;
+    }
   }
   LaunchSpec spec;
   spec.id = a.id();
@@ -652,15 +704,26 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   std::ifstream in(peak_file);
   int64_t peak = 0;
   if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
+  std::vector<v1::Assign> ready;  // assignments that waited for this task's GPUs
   {
     std::lock_guard<std::mutex> lock(mu);
     shares.erase({e.id, e.attempt});
+    stopping.erase({e.id, e.attempt});
+    for (auto it = deferred.begin(); it != deferred.end();) {
+      if (StoppingOnGpusOf(*it)) {
+        ++it;
+      } else {
+        ready.push_back(std::move(*it));
+        it = deferred.erase(it);
+      }
+    }
   }
   MemoryEvidence memory = ReadMemoryEvidence(LogPath(log_dir, e.id, e.attempt));
   if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;
   if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
   if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
   Report(st);
+  for (const v1::Assign& a : ready) OnAssign(a);  // their GPUs are free now
 }
 
 // Under write_mu throughout, so a Register being written either carries the status in

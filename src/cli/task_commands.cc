@@ -524,7 +524,9 @@ void RegisterLogs(CLI::App& app) {
       if (used == rank->size() && r >= 0) rank_number = r;
     } catch (const std::exception&) {  // stoi: not a number
     }
-    if (rank_number < 0) Fail(InvalidArgument("--rank: \"" + *rank + "\" is not a whole number >= 0"));
+    if (rank_number < 0) {
+      Fail(InvalidArgument("--rank: \"" + *rank + "\" is not a whole number >= 0"));
+    }
     Client c(flags->server);
     int64_t offset = 0, attempt = -1;
     for (;;) {

@@ -288,7 +288,9 @@ uint64_t ControlPlane::Flush() {
     o.gate = seq;
     o.kind = a.kind == core::Action::Kind::kAssign ? Outbound::Kind::kAssign
                                                     : Outbound::Kind::kKill;
-    if (o.kind == Outbound::Kind::kAssign) held_assigns_.insert({a.task.value(), a.attempt, a.node});
+    if (o.kind == Outbound::Kind::kAssign) {
+      held_assigns_.insert({a.task.value(), a.attempt, a.node});
+    }
     o.action = std::move(a);
     held_.push_back(std::move(o));
   }

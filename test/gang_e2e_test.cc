@@ -38,6 +38,7 @@ TEST_F(ClusterTest, Issue13_GangOfTwoNodesRunsBothRanksWithTheirOwnEnvironment) 
   const Json t = Task(id);
   EXPECT_EQ(t["reason"], "all 2 ranks exited 0");
   EXPECT_EQ(t["ranks_done"], Json::array({0, 1}));
+  EXPECT_EQ(t["nodes"].size(), 2u) << t.dump();  // rank 0's node first, both named
   EXPECT_EQ(t["request"]["nodes"], 2);
   std::map<std::string, std::string> env[2];
   for (int rank = 0; rank < 2; ++rank) {

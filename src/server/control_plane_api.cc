@@ -19,6 +19,11 @@ v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
   v1::Task p;
   auto it = last_placement_.find(t.id);
   rpc::TaskToProto(t, it == last_placement_.end() ? nullptr : &it->second, with_history, &p);
+  if (p.gang_nodes_size() == 0) {  // a gang that no longer holds its nodes: the last ones
+    if (auto g = last_gang_.find(t.id); g != last_gang_.end()) {
+      for (const std::string& n : g->second) p.add_gang_nodes(n);
+    }
+  }
   return p;
 }
 

@@ -210,7 +210,7 @@ Status Scheduler::Withdraw(TaskId id) {
   if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
   CountLive(*Find(id), -1);
   tasks_.erase(id.value());
-  changed_.erase(id);
+  gone_since_take_.push_back(id);  // TakeChangedTasks does not report it
   return Status::Ok();
 }
 
@@ -221,7 +221,7 @@ Status Scheduler::Forget(TaskId id) {
     return FailedPrecondition("task " + id.ToString() + ": only a terminal task can be forgotten");
   }
   tasks_.erase(id.value());
-  changed_.erase(id);
+  gone_since_take_.push_back(id);  // TakeChangedTasks does not report it
   return Status::Ok();
 }
 
@@ -242,7 +242,7 @@ void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
     t.history.erase(t.history.begin() + 1, t.history.end() - (kMaxHistory - 2));
   }
   t.history.push_back({clock_.NowMs(), state, reason});
-  changed_.insert(t.id);
+  changed_.push_back(t.id);
 }
 
 // The key is a function of fields that do not change while the task is in Q (Pt, seq and
@@ -372,7 +372,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
   // change worth writing (see TakeChangedTasks), so a pass over a long Q reports nothing.
   if (t.last_report_summary != summary || t.reason != summary) {
     t.last_report_summary = summary;
-    changed_.insert(t.id);
+    changed_.push_back(t.id);
   }
   if (t.placement_failures >= config_.max_placement_failures) {
     RemoveFromQueues(t);
@@ -389,7 +389,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
     t.claim = ClaimStatus::kFailed;
     t.queue = QueueMembership::kFailure;
     failure_queue_.Push(t.id);
-    changed_.insert(t.id);
+    changed_.push_back(t.id);
   }
 }
 
@@ -439,7 +439,7 @@ void Scheduler::CheckGangTimeout(TimeMs now) {
               " of reserving " + std::to_string(reservation_->nodes.size()) +
               " nodes; released them, waits without a reservation";
   t->last_report_summary = t->reason;
-  changed_.insert(t->id);
+  changed_.push_back(t->id);
   reservation_.reset();
   ++stats_.gang_timeouts;
   pass_requested_ = true;
@@ -517,8 +517,17 @@ std::vector<Action> Scheduler::TakeActions() {
 }
 
 std::vector<TaskId> Scheduler::TakeChangedTasks() {
-  std::vector<TaskId> out(changed_.begin(), changed_.end());
-  changed_.clear();
+  std::vector<TaskId> out;
+  out.swap(changed_);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (!gone_since_take_.empty()) {  // forgotten or withdrawn since: not reported
+    std::sort(gone_since_take_.begin(), gone_since_take_.end());
+    std::erase_if(out, [&](TaskId id) {
+      return std::binary_search(gone_since_take_.begin(), gone_since_take_.end(), id);
+    });
+    gone_since_take_.clear();
+  }
   return out;
 }
 

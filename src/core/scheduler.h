@@ -313,6 +313,8 @@ class Scheduler {
   // table as they are; changes nothing (twice over the same state gives the same plan). The
   // plan's own reservations are made on a copy of the state table, so each decision sees the
   // ones before it (CN109992422A test 6). Schedule() refreshes fair share first (when due).
+  // Not to be called concurrently with itself: it plans on buffers the scheduler keeps
+  // between passes.
   PassPlan PlanPass() const;
 
   // ---- outputs ----
@@ -426,7 +428,8 @@ class Scheduler {
   // A gang: all ranks on distinct nodes of the plan's view, or none (and a reservation).
   bool PlanGang(const Task& t, Planning& p) const;
   // All `nodes` ranks of `req` on distinct nodes of `view`; false with the reason otherwise.
-  bool PlaceGangOn(const ClusterState& view, const ResourceRequest& req, int64_t nodes,
+  // `view` is tried on and left as it was.
+  bool PlaceGangOn(ClusterState& view, const ResourceRequest& req, int64_t nodes,
                    std::vector<Placement>* ranks, PlacementReport* report,
                    std::string* why) const;
   // The nodes a waiting gang should hold and when it could start on them.
@@ -460,6 +463,8 @@ class Scheduler {
   SchedulerConfig config_;
   Clock& clock_;
   ResourceManager resources_;  // CN109992422A claims 9-10: the state table and placement
+  // PlanPass's copies of the table, kept so that each pass reuses their memory.
+  mutable ClusterState plan_view_buffer_, plan_blocked_buffer_;
   GpuMemoryTable memory_table_;
   MainQueue main_queue_;
   FailureQueue failure_queue_;
@@ -478,7 +483,10 @@ class Scheduler {
   std::set<TaskId> time_limited_;                // the active ones with a time limit
   // At most the last heartbeat of every active task (exact after each liveness scan).
   TimeMs heartbeat_floor_ = std::numeric_limits<TimeMs>::max();
-  std::set<TaskId> changed_;
+  // Ids changed since TakeChangedTasks, with repeats (a vector: a pass of the lazy flush may
+  // mark thousands, and a set's insert per id was a fifth of a long replay).
+  std::vector<TaskId> changed_;
+  std::vector<TaskId> gone_since_take_;  // forgotten or withdrawn since TakeChangedTasks
   std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;

@@ -357,7 +357,7 @@ Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& no
       if (t->state == TaskState::kAssigned) {
         SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
       }
-      changed_.insert(t->id);
+      changed_.push_back(t->id);
       return Status::Ok();
     }
     return TaskFinished(id, attempt, 0, 0,

@@ -23,7 +23,7 @@ void Scheduler::FlushFailureQueue() {
     Task& t = *Find(id);
     t.queue = QueueMembership::kNone;
     t.pt = std::min(t.pt + 1, config_.max_priority_value);
-    changed_.insert(id);
+    changed_.push_back(id);
     PushMain(t);
   }
   // Parked tasks are at the cap already: the demotion leaves them as they are, and they take
@@ -67,7 +67,7 @@ void Scheduler::ApplyParkedWait(PlanStep& step) {
   ParkedQueue::Group& g = parked_.GroupOf(*parked_.Find(step.task));
   // Each of them waits for this reason now: a new reason is a change worth writing.
   if (g.summary != step.reason) {
-    for (const QueueKey& k : g.keys) changed_.insert(k.id);
+    for (const QueueKey& k : g.keys) changed_.push_back(k.id);
   }
   g.report = std::move(step.report);
   g.summary = std::move(step.reason);

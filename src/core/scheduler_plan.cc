@@ -14,10 +14,17 @@ namespace gpusched::core {
 // A pass being planned. The state table is copied on the first reservation the plan makes
 // (a pass that places nothing copies nothing); team usage is copied only under quotas.
 struct Scheduler::Planning {
-  explicit Planning(const ClusterState& table) : base(table) {}
-  const ClusterState& View() const { return copy ? *copy : base; }
+  // `view_buffer` and `blocked_buffer` hold the plan's copies; assigning into them reuses
+  // their memory from the previous pass (a fresh copy of the table per pass, one malloc per
+  // string, vector and label, was a quarter of a long replay's time).
+  Planning(const ClusterState& table, ClusterState& view_buffer, ClusterState& blocked_buffer)
+      : base(table), view_buffer(view_buffer), blocked_buffer(blocked_buffer) {}
+  const ClusterState& View() const { return copy != nullptr ? *copy : base; }
   ClusterState& Mutable() {
-    if (!copy) copy.emplace(base);
+    if (copy == nullptr) {
+      view_buffer = base;
+      copy = &view_buffer;
+    }
     return *copy;
   }
   // Every change of the plan's view goes to the blocked view too.
@@ -31,7 +38,7 @@ struct Scheduler::Planning {
   }
   void SetReservation(std::optional<GangReservation> r) {
     plan.reservation = std::move(r);
-    blocked.reset();
+    blocked = nullptr;
     failed_shapes_blocked.clear();
     failed_gangs.clear();
   }
@@ -40,11 +47,18 @@ struct Scheduler::Planning {
     failed_shapes_blocked.clear();
     failed_gangs.clear();
   }
+  // The same views, to try a gang on (PlaceGangOn leaves them as it found them).
+  ClusterState& MutableBlocked() {
+    if (!plan.reservation) return Mutable();
+    Blocked();
+    return *blocked;
+  }
   // The view of a task that may not use the reserved nodes: they are cordoned in it.
   const ClusterState& Blocked() {
     if (!plan.reservation) return View();
-    if (!blocked) {
-      blocked.emplace(View());
+    if (blocked == nullptr) {
+      blocked_buffer = View();
+      blocked = &blocked_buffer;
       for (size_t i : plan.reservation->nodes) {
         blocked->Update(i, [](NodeState& n) { n.cordoned = true; });
       }
@@ -53,7 +67,9 @@ struct Scheduler::Planning {
   }
 
   const ClusterState& base;
-  std::optional<ClusterState> copy;
+  ClusterState& view_buffer;
+  ClusterState& blocked_buffer;
+  ClusterState* copy = nullptr;  // the view once the plan changed it (in view_buffer)
   std::map<std::string, TeamUsage> usage;  // under quotas: team_usage_ plus the plan's changes
   // Within one pass capacity only shrinks (until a reclaim frees some, which clears this), so
   // a request shape that found no node cannot find one later in the same pass: remember it
@@ -61,7 +77,7 @@ struct Scheduler::Planning {
   std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes;  // report, reason
   // The same memo for the tasks that were answered on the blocked view.
   std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes_blocked;
-  std::optional<ClusterState> blocked;
+  ClusterState* blocked = nullptr;  // in blocked_buffer
   // Gangs that found too few nodes in this pass: (per-node shape, nodes, blocked view).
   std::map<std::tuple<Shape, int64_t, bool>, std::pair<PlacementReport, std::string>>
       failed_gangs;
@@ -89,7 +105,7 @@ void AddUsage(TeamUsage& u, const Placement& p, int sign) {
 }  // namespace
 
 PassPlan Scheduler::PlanPass() const {
-  Planning p(resources_.state());
+  Planning p(resources_.state(), plan_view_buffer_, plan_blocked_buffer_);
   if (reservation_ && config_.gang_reservation) {
     const Task* holder = GetTask(reservation_->task);
     if (holder != nullptr && IsPending(holder->state)) p.plan.reservation = reservation_;
@@ -362,7 +378,7 @@ bool Scheduler::CanBackfill(const Task& t, const Planning& p) const {
   return clock_.NowMs() + *d <= start;
 }
 
-bool Scheduler::PlaceGangOn(const ClusterState& view, const ResourceRequest& req, int64_t nodes,
+bool Scheduler::PlaceGangOn(ClusterState& view, const ResourceRequest& req, int64_t nodes,
                             std::vector<Placement>* ranks, PlacementReport* report,
                             std::string* why) const {
   ranks->clear();
@@ -381,21 +397,32 @@ bool Scheduler::PlaceGangOn(const ClusterState& view, const ResourceRequest& req
            (r.placed() ? std::string() : ": " + r.reason);
     return false;
   }
-  // Rank by rank, each on a node the earlier ranks did not take (cordoned in the trial).
-  ClusterState trial = view;
+  // Rank by rank, each on a node the earlier ranks did not take: reserved and cordoned in the
+  // view, then undone in reverse order (a copy of the view per try was a third of a replay's
+  // time), so the caller's view ends as it was.
+  std::vector<bool> was_cordoned;
+  bool placed_all = true;
   for (int64_t rank = 0; rank < nodes; ++rank) {
-    PlacementResult r = resources_.AnswerOn(trial, req);
+    PlacementResult r = resources_.AnswerOn(view, req);
     if (rank == 0) *report = r.report;
     if (!r.placed()) {
       *why = std::to_string(rank) + " of " + std::to_string(nodes) + " nodes fit now: " + r.reason;
-      ranks->clear();
-      return false;
+      placed_all = false;
+      break;
     }
-    trial.Reserve(r.placement);
-    trial.Update(r.placement.node_index, [](NodeState& n) { n.cordoned = true; });
+    view.Reserve(r.placement);
+    was_cordoned.push_back(view.node(r.placement.node_index).cordoned);
+    view.Update(r.placement.node_index, [](NodeState& n) { n.cordoned = true; });
     ranks->push_back(std::move(r.placement));
   }
-  return true;
+  for (size_t i = ranks->size(); i-- > 0;) {
+    const Placement& at = (*ranks)[i];
+    const bool cordoned = was_cordoned[i];
+    view.Update(at.node_index, [cordoned](NodeState& n) { n.cordoned = cordoned; });
+    view.Release(at);
+  }
+  if (!placed_all) ranks->clear();
+  return placed_all;
 }
 
 std::optional<GangReservation> Scheduler::PlanReservation(const Task& t,
@@ -494,7 +521,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
     ++p.plan.memo_hits;
     step.report = memo->second.first;
     why = memo->second.second;
-  } else if (PlaceGangOn(blocked ? p.Blocked() : p.View(), req, t.spec.nodes, &ranks,
+  } else if (PlaceGangOn(blocked ? p.MutableBlocked() : p.Mutable(), req, t.spec.nodes, &ranks,
                          &step.report, &why)) {
     if (holder) p.SetReservation(std::nullopt);
     for (const Placement& r : ranks) p.Reserve(r);
@@ -654,7 +681,7 @@ bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning&
     step.victims.push_back(v.id);
   }
   // The same state as the trial: the same answer, now on the plan's view.
-  const ClusterState& after = blocked ? p.Blocked() : p.View();
+  ClusterState& after = blocked ? p.MutableBlocked() : p.Mutable();
   if (!PlaceGangOn(after, req, t.spec.nodes, &placed, &report, &why)) return false;
   for (const Placement& r : placed) p.Reserve(r);
   step.placement = std::move(placed.front());

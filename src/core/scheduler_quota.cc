@@ -71,7 +71,7 @@ void Scheduler::QuotaWait(Task& t, const std::string& reason) {
   if (t.reason != reason || t.last_report_summary != reason) {
     t.reason = reason;
     t.last_report_summary = reason;
-    changed_.insert(t.id);
+    changed_.push_back(t.id);
   }
 }
 

@@ -349,6 +349,11 @@ TEST_F(PreemptionTest, StopsTheFewestLowerPriorityTasks) {
   EXPECT_EQ(T(c).fail_cnt, 0);
   EXPECT_EQ(T(c).preempted_by, h);
   EXPECT_NE(T(c).reason.find("preempted by task " + h.ToString()), std::string::npos);
+  // `why` names the preemptor and its priority while the victim waits.
+  auto why = sched_->Explain(c);
+  ASSERT_TRUE(why.ok());
+  EXPECT_EQ(why->summary.rfind("preempted by task " + h.ToString() + " (priority 1000)", 0), 0u)
+      << why->summary;
   int kills = 0;
   for (const Action& x : actions) {
     if (x.kind != Action::Kind::kKill) continue;

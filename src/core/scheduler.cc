@@ -559,6 +559,12 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
       e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
                                                  : t->last_report_summary;
       if (t->fail_cnt > 0) e.summary = t->reason + "; last pass: " + e.summary;
+      if (t->state == TaskState::kPreempted && t->preempted_by.valid()) {
+        const Task* by = GetTask(t->preempted_by);
+        e.summary = "preempted by task " + t->preempted_by.ToString() +
+                    (by != nullptr ? " (priority " + std::to_string(by->priority) + ")" : "") +
+                    ", waits to run again; last pass: " + e.summary;
+      }
       e.need = DescribeNeed(cluster(), MakeRequest(*t).shape, resources_.placer().options().filter);
       break;
     case TaskState::kAssigned:

@@ -50,6 +50,43 @@ env: {WANDB_MODE: offline}
   EXPECT_EQ(spec->env.at("WANDB_MODE"), "offline");
 }
 
+TEST(TaskSpecYaml, Issue13_GangAndPriorityFields) {
+  auto spec = ParseTaskSpecYaml(R"(
+nodes: 4
+gpus_per_node: 8
+tasks_per_node: 8
+priority: high
+preemptible: false
+grace: 45s
+gang_timeout: 2h
+command: torchrun train.py
+)",
+                                "gang.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->nodes, 4);
+  EXPECT_EQ(spec->gpus, 8);  // per node
+  EXPECT_EQ(spec->tasks_per_node, 8);
+  EXPECT_EQ(spec->priority_class, "high");
+  EXPECT_FALSE(spec->preemptible);
+  EXPECT_EQ(spec->grace_ms, 45'000);
+  EXPECT_EQ(spec->gang_timeout_ms, 7'200'000);
+  // With nodes, `gpus` is the total (Slurm's --gpus) and must split evenly.
+  auto total = ParseTaskSpecYaml("nodes: 2\ngpus: 16\ncommand: x\n", "t.yaml");
+  ASSERT_TRUE(total.ok()) << total.status().ToString();
+  EXPECT_EQ(total->gpus, 8);
+  auto uneven = ParseTaskSpecYaml("nodes: 3\ngpus: 16\ncommand: x\n", "t.yaml");
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("gpus: 16 GPUs do not split evenly over 3 nodes"),
+            std::string::npos) << uneven.status().ToString();
+  auto both = ParseTaskSpecYaml("nodes: 2\ngpus: 16\ngpus_per_node: 8\ncommand: x\n", "t.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("give gpus or gpus_per_node, not both"),
+            std::string::npos) << both.status().ToString();
+  auto bad = ParseTaskSpecYaml("preemptible: maybe\ncommand: x\n", "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("preemptible"), std::string::npos);
+}
+
 TEST(TaskSpecYaml, ShellStringCommandAndMillicores) {
   auto spec = ParseTaskSpecYaml("cpu: 500m\ncommand: echo hi && exit 3\n", "s.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();

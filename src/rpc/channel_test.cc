@@ -83,6 +83,7 @@ class SlowRelay {
         fds.push_back({p.server, static_cast<short>(held ? 0 : POLLIN), 0});
       }
       poll(fds.data(), fds.size(), 10);
+      const size_t polled = pairs.size();  // a pair accepted below has no entry in fds yet
       if (fds[0].revents & POLLIN) {
         const int client = accept(listener_, nullptr, nullptr);
         const int server = socket(AF_INET, SOCK_STREAM, 0);
@@ -97,7 +98,7 @@ class SlowRelay {
           close(server);
         }
       }
-      for (size_t i = 0; i < pairs.size(); ++i) {
+      for (size_t i = 0; i < polled; ++i) {
         const auto pump = [&](short revents, int from, int to) {
           if (!(revents & (POLLIN | POLLHUP | POLLERR))) return true;
           const ssize_t n = read(from, buf, sizeof(buf));

@@ -341,9 +341,10 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     {
       std::lock_guard<std::mutex> lock(mu);
       // Killed before it started (it waited for a GPU): it never runs.
-      const auto waiting = std::find_if(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-        return d.id() == key.first && d.attempt() == key.second;
-      });
+      const auto waiting =
+          std::find_if(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
+            return d.id() == key.first && d.attempt() == key.second;
+          });
       if (waiting != deferred.end()) {
         deferred.erase(waiting);
         return;
@@ -391,9 +392,10 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (const std::optional<TaskKey> victim = StoppingOnGpusOf(a)) {
-      const bool repeated = std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-        return d.id() == a.id() && d.attempt() == a.attempt();
-      });
+      const bool repeated =
+          std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
+            return d.id() == a.id() && d.attempt() == a.attempt();
+          });
       if (!repeated) deferred.push_back(a);
       Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
           " to stop on its GPUs");

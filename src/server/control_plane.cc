@@ -30,8 +30,8 @@ std::array<int64_t, 6> Fingerprint(const core::Task& t) {
 // task with --tasks-per-node): the world, this process's place in it, and where rank 0
 // listens. With K processes per node the agent's launcher (agent/rank_launcher.h) gives each
 // its LOCAL_RANK and RANK from these. MASTER_ADDR is the host of rank 0's agent address (its
-// node name when unknown); the port is fixed per task, so every rank computes the same one
-// without a round trip.
+// node name when that is unknown or a wildcard); the port is fixed per task, so every rank
+// computes the same one without a round trip.
 std::map<std::string, std::string> GangEnvironment(const core::Task& t, const core::Action& a,
                                                    const core::ClusterState& cluster) {
   const std::vector<std::string> gang =
@@ -44,7 +44,8 @@ std::map<std::string, std::string> GangEnvironment(const core::Task& t, const co
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);  // [::1]
     }
-    if (!host.empty()) master = host;
+    // A wildcard listen address says nothing of where the node is: its name, then.
+    if (!host.empty() && host != "0.0.0.0" && host != "::") master = host;
   }
   const int64_t per_node = t.spec.tasks_per_node;
   const int64_t nnodes = static_cast<int64_t>(gang.size());

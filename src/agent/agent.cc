@@ -22,6 +22,7 @@
 #include "agent/process_runner.h"
 #include "agent/task_user.h"
 #include "base/clock.h"
+#include "base/thread_name.h"
 #include "core/gpu_health.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "preload/share_ledger.h"
@@ -358,11 +359,12 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
       unacked.erase({m.ack().id(), m.ack().attempt()});
     }
     executor->Acknowledge(m.ack().id(), m.ack().attempt());
+    if (config.executor != ExecutorKind::kProcess) return;  // no process wrote a side file
+    const std::string log = LogPath(log_dir, m.ack().id(), m.ack().attempt());
     std::error_code ec;
-    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".peak", ec);
-    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpumem", ec);
-    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".gpuutil", ec);
-    std::filesystem::remove(LogPath(log_dir, m.ack().id(), m.ack().attempt()) + ".heartbeat", ec);
+    for (const char* side : {".peak", ".gpumem", ".gpuutil", ".heartbeat"}) {
+      std::filesystem::remove(log + side, ec);
+    }
   }
 }
 
@@ -702,10 +704,15 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(e.exit_code);
   st.set_reason(e.reason);
-  const std::string peak_file = LogPath(log_dir, e.id, e.attempt) + ".peak";
-  std::ifstream in(peak_file);
+  // Only a process writes a peak file, a ledger or a log: the noop executor's tasks have
+  // none to read (three opens per task saved where tasks are thousands per second).
+  const bool has_files = config.executor == ExecutorKind::kProcess;
+  const std::string log = LogPath(log_dir, e.id, e.attempt);
   int64_t peak = 0;
-  if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
+  if (has_files) {
+    std::ifstream in(log + ".peak");
+    if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
+  }
   std::vector<v1::Assign> ready;  // assignments that waited for this task's GPUs
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -720,7 +727,7 @@ void Agent::Impl::OnExit(const TaskExit& e) {
       }
     }
   }
-  MemoryEvidence memory = ReadMemoryEvidence(LogPath(log_dir, e.id, e.attempt));
+  MemoryEvidence memory = has_files ? ReadMemoryEvidence(log) : MemoryEvidence{};
   if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;
   if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
   if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
@@ -846,8 +853,14 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   }
   impl->servers = rpc::SplitServerList(config.server);
   if (impl->servers.empty()) return InvalidArgument("server: no address in \"" + config.server + "\"");
-  impl->link_thread = std::thread([raw] { raw->LinkLoop(); });
-  impl->heartbeat_thread = std::thread([raw] { raw->HeartbeatLoop(); });
+  impl->link_thread = std::thread([raw] {
+    NameThisThread("gs-agent-link");
+    raw->LinkLoop();
+  });
+  impl->heartbeat_thread = std::thread([raw] {
+    NameThisThread("gs-agent-beat");
+    raw->HeartbeatLoop();
+  });
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

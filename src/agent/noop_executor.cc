@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/thread_name.h"
+
 namespace gpusched::agent {
 namespace {
 
@@ -11,7 +13,10 @@ constexpr DurationMs kIdleWaitMs = 60'000;
 }  // namespace
 
 NoopExecutor::NoopExecutor(Clock& clock, ExitCallback on_exit)
-    : clock_(clock), on_exit_(std::move(on_exit)), thread_([this] { Loop(); }) {}
+    : clock_(clock), on_exit_(std::move(on_exit)), thread_([this] {
+        NameThisThread("gs-noop-timer");
+        Loop();
+      }) {}
 
 NoopExecutor::~NoopExecutor() { Stop(ShutdownMode::kKillTasks); }
 

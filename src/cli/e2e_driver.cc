@@ -50,6 +50,18 @@ StatusOr<std::vector<::gpusched::v1::Task>> E2eDriver::List(const std::string& s
   }
 }
 
+StatusOr<bool> E2eDriver::AnyIn(const std::string& state) {
+  ::gpusched::v1::ListTasksRequest req;
+  req.set_state(state);
+  req.set_limit(1);
+  ::gpusched::v1::ListTasksResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  Authorize(ctx);
+  GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
+  return resp.tasks_size() > 0;
+}
+
 StatusOr<std::map<std::string, int64_t>> E2eDriver::CountByState() {
   GS_ASSIGN_OR_RETURN(std::vector<::gpusched::v1::Task> tasks, List());
   std::map<std::string, int64_t> out;

@@ -22,6 +22,9 @@ class E2eDriver {
                      std::string token = "");
   StatusOr<uint64_t> Submit(const core::TaskSpec& spec, const std::string& idempotency_key = "");
   StatusOr<std::vector<::gpusched::v1::Task>> List(const std::string& state = "");
+  // Whether any task is in `state`: one page of one task, so a poll costs the server the
+  // same whether one task or thousands wait.
+  StatusOr<bool> AnyIn(const std::string& state);
   // Counts of tasks by state, e.g. {"running": 3, ...}.
   StatusOr<std::map<std::string, int64_t>> CountByState();
   // Polls until `n` agents are connected, or Unavailable after `timeout_ms`.

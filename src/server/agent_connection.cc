@@ -1,10 +1,15 @@
 #include "server/agent_connection.h"
 
+#include "base/thread_name.h"
+
 namespace gpusched::server {
 
 AgentConnection::AgentConnection(grpc::ServerContext* context, Stream* stream)
     : context_(context), stream_(stream) {
-  writer_ = std::thread([this] { WriterLoop(); });
+  writer_ = std::thread([this] {
+    NameThisThread("gs-agent-writer");
+    WriterLoop();
+  });
 }
 
 AgentConnection::~AgentConnection() {

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/thread_name.h"
 #include "base/units.h"
 #include "spec/spec_yaml.h"
 
@@ -203,7 +204,10 @@ Status ControlPlane::Restore() {
 // ---------------------------------------------------------------- loop
 
 void ControlPlane::StartLoop() {
-  loop_ = std::thread([this] { LoopMain(); });
+  loop_ = std::thread([this] {
+    NameThisThread("gs-sched-loop");
+    LoopMain();
+  });
 }
 
 void ControlPlane::StopLoop() {

@@ -48,10 +48,13 @@ Status ReadNodeGpus(JsonValue status, int64_t label_count, KubeNode& n) {
   GS_ASSIGN_OR_RETURN(const int64_t share_count, NodeQuantity(status, names::kGpushareCount));
   GS_ASSIGN_OR_RETURN(const int64_t mem_mib, NodeQuantity(status, names::kGpuMem));
   GS_ASSIGN_OR_RETURN(const int64_t share_mem, NodeQuantity(status, names::kGpushareMem));
-  n.gpu_count = nvidia > 0 ? nvidia : share_count > 0 ? share_count : label_count;
-  if (n.gpu_count > 4096) {
-    return InvalidArgument("GPU count " + std::to_string(n.gpu_count) + " is not plausible");
+  const int64_t count = nvidia > 0 ? nvidia : share_count > 0 ? share_count : label_count;
+  // Checked before it is kept: an invalid node is still modelled (with no GPUs), and a count
+  // such as "8Gi" (8 x 2^30) must never size its GPU list.
+  if (count > 4096) {
+    return InvalidArgument("GPU count " + std::to_string(count) + " is not plausible");
   }
+  n.gpu_count = count;
   if (n.gpu_count > 0) {
     n.resource_mib_per_gpu = mem_mib / n.gpu_count;
     n.gpushare_units_per_gpu = share_mem / n.gpu_count;

@@ -46,6 +46,19 @@ TEST(KubeObjects, NodeWithoutNameIsAnErrorButBadQuantitiesOnlyMarkItInvalid) {
             "node n1: status.allocatable[\"nvidia.com/gpu\"]: \"1.5\" is not a whole number");
 }
 
+// Found by fuzz_extender: "8Gi" GPUs (8 x 2^30) made the node invalid but was still kept as
+// its count, and GpuCluster then sized a list of 8 Gi GPUs (an out-of-memory abort).
+TEST(KubeObjects, AnImplausibleGpuCountMarksTheNodeInvalidAndIsNotKept) {
+  KubeNode n = *NodeFrom(
+      R"({"metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"8Gi"}}})");
+  EXPECT_EQ(n.invalid, "node n1: GPU count 8589934592 is not plausible");
+  EXPECT_EQ(n.gpu_count, 0);
+  KubeNode most = *NodeFrom(
+      R"({"metadata":{"name":"n2"},"status":{"allocatable":{"nvidia.com/gpu":"4096"}}})");
+  EXPECT_EQ(most.invalid, "");
+  EXPECT_EQ(most.gpu_count, 4096);
+}
+
 TEST(KubeObjects, LabelsAreOnlyCopiedWhenAsked) {
   const std::string json = R"({"metadata":{"name":"n","labels":{"zone":"a","nvidia.com/gpu.product":"T4"}}})";
   EXPECT_EQ(NodeFrom(json)->labels.size(), 2u);

@@ -708,9 +708,9 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   // none to read (three opens per task saved where tasks are thousands per second).
   const bool has_files = config.executor == ExecutorKind::kProcess;
   const std::string log = LogPath(log_dir, e.id, e.attempt);
-  int64_t peak = 0;
   if (has_files) {
     std::ifstream in(log + ".peak");
+    int64_t peak = 0;
     if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
   }
   std::vector<v1::Assign> ready;  // assignments that waited for this task's GPUs

@@ -32,18 +32,25 @@ StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
   return resp.id();
 }
 
+StatusOr<::gpusched::v1::ListTasksResponse> E2eDriver::ListPage(const std::string& state,
+                                                                 uint64_t after_id,
+                                                                 int64_t limit) {
+  ::gpusched::v1::ListTasksRequest req;
+  req.set_state(state);
+  req.set_after_id(after_id);
+  req.set_limit(limit);
+  ::gpusched::v1::ListTasksResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  Authorize(ctx);
+  GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
+  return resp;
+}
+
 StatusOr<std::vector<::gpusched::v1::Task>> E2eDriver::List(const std::string& state) {
   std::vector<::gpusched::v1::Task> out;
   for (uint64_t after = 0;;) {  // every page
-    ::gpusched::v1::ListTasksRequest req;
-    req.set_state(state);
-    req.set_after_id(after);
-    req.set_limit(10'000);
-    ::gpusched::v1::ListTasksResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    Authorize(ctx);
-    GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
+    GS_ASSIGN_OR_RETURN(::gpusched::v1::ListTasksResponse resp, ListPage(state, after, 10'000));
     out.insert(out.end(), resp.tasks().begin(), resp.tasks().end());
     if (resp.next_after_id() == 0) return out;
     after = resp.next_after_id();
@@ -51,14 +58,7 @@ StatusOr<std::vector<::gpusched::v1::Task>> E2eDriver::List(const std::string& s
 }
 
 StatusOr<bool> E2eDriver::AnyIn(const std::string& state) {
-  ::gpusched::v1::ListTasksRequest req;
-  req.set_state(state);
-  req.set_limit(1);
-  ::gpusched::v1::ListTasksResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  Authorize(ctx);
-  GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
+  GS_ASSIGN_OR_RETURN(::gpusched::v1::ListTasksResponse resp, ListPage(state, 0, 1));
   return resp.tasks_size() > 0;
 }
 

@@ -32,6 +32,9 @@ class E2eDriver {
 
  private:
   void Authorize(grpc::ClientContext& ctx) const;
+  // One ListTasks call: tasks in `state` (all when "") with id > after_id, at most `limit`.
+  StatusOr<::gpusched::v1::ListTasksResponse> ListPage(const std::string& state,
+                                                       uint64_t after_id, int64_t limit);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::string token_;

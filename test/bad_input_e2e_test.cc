@@ -37,6 +37,10 @@ TEST_F(ClusterTest, BadCliFlagsAndSpecsAreUsageErrors) {
                               << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
   }
+  // A bench takes no --server: it starts its own cluster, after checking its flags.
+  CliResult bench = Cli({"bench", "e2e", "--capacity-wait", "sometimes"});
+  EXPECT_EQ(bench.code, 2) << bench.err;
+  EXPECT_NE(bench.err.find("--capacity-wait: \"sometimes\""), std::string::npos) << bench.err;
   EXPECT_TRUE(Tasks().empty());  // nothing bad was accepted
 }
 

@@ -74,7 +74,8 @@ grpc::Status AgentLinkService::Connect(grpc::ServerContext* ctx,
   v1::AgentMessage m;
   while (stream->Read(&m)) {
     if (m.has_register_()) continue;  // only the first one counts
-    cp.AgentMessage(node, m, conn);
+    cp.PostAgentMessage(node, std::move(m), conn);
+    m.Clear();
   }
   cp.AgentDisconnected(node, conn.get());
   conn->Close();

@@ -242,6 +242,9 @@ void ControlPlane::LoopMain() {
 
 void ControlPlane::RunOnce() {
   std::unique_lock<std::mutex> lock(mu_);
+  // First the agents' messages: a heartbeat that waited here while the loop was busy counts
+  // before the liveness rules of Tick look at it.
+  (void)ApplyPostedLocked();  // this round flushes, commits and passes anyway
   const int64_t passes = sched_->stats().passes;
   const int64_t t0 = clock_.NowNs();
   sched_->Tick();

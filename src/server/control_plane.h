@@ -157,6 +157,14 @@ class ControlPlane {
   Status AgentRegistered(const v1::RegisterNode& reg, std::shared_ptr<AgentChannel> channel);
   void AgentMessage(const std::string& node, const v1::AgentMessage& m,
                     const std::shared_ptr<AgentChannel>& channel);
+  // The AgentLink handler's path: queues the message for the loop, which applies what was
+  // posted since its last round under one lock, before the pass and the liveness rules. The
+  // handler goes back to reading at once instead of waiting for mu_ behind every other agent
+  // and client. Messages apply in the order they were posted; AgentMessage and
+  // AgentDisconnected apply what is posted first. A message of a channel that has closed, or
+  // whose node registered again since, is dropped (the agent repeats what was not acked).
+  void PostAgentMessage(const std::string& node, v1::AgentMessage m,
+                        const std::shared_ptr<AgentChannel>& channel);
   void AgentDisconnected(const std::string& node, const AgentChannel* channel);
   // Closes every agent's stream (a leader stepping down): agents reconnect, to the new leader.
   void DisconnectAgents();
@@ -307,6 +315,20 @@ class ControlPlane {
                            0.1, 0.25, 1}};
   Histogram commit_seconds_{{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                              0.1, 0.25, 1}};
+
+  // Agent messages posted for the loop (PostAgentMessage), oldest first.
+  struct Posted {
+    std::string node;
+    v1::AgentMessage message;
+    std::weak_ptr<AgentChannel> channel;
+  };
+  // Applies the posted messages; true when one asks for a pass or a commit. REQUIRES: mu_.
+  bool ApplyPostedLocked();
+  // AgentMessage's work; true when it asks for a pass or a commit. REQUIRES: mu_.
+  bool AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
+                          const std::shared_ptr<AgentChannel>& channel);
+  std::mutex inbox_mu_;
+  std::vector<Posted> inbox_;  // guarded by inbox_mu_
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;

@@ -141,53 +141,94 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
   bool kick = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto current = connections_.find(node);
-    if (current == connections_.end() || current->second != channel) return;  // replaced
-    if (m.has_heartbeat()) {
-      core::NodeHeartbeat hb;
-      hb.node = node;
-      hb.gpu_free_mib.assign(m.heartbeat().gpu_free_mib().begin(),
-                             m.heartbeat().gpu_free_mib().end());
-      for (const v1::TaskRef& r : m.heartbeat().running()) {
-        hb.running.emplace_back(TaskId(r.id()), r.attempt());
-      }
-      for (const v1::GpuHealth& g : m.heartbeat().gpu_health()) {
-        hb.gpu_health.push_back({!g.unhealthy(), g.last_error()});
-      }
-      Status s = sched_->HandleNodeHeartbeat(hb);
-      if (!s.ok()) {
-        std::cerr << "gpusched server: heartbeat of " << node << ": " << s.ToString() << "\n";
-      }
-    } else if (m.has_task_heartbeats()) {
-      for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
-        std::optional<core::GpuUsage> usage;
-        if (r.has_gpu_util()) {
-          usage = core::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
-                                            std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
-        }
-        if (PlacedElsewhere(sched_->GetTask(TaskId(r.id())), node)) continue;  // not its own
-        core::ExecutorReport executor{ExecutorStatusFromProto(r.executor_status()),
-                                      r.executor_detail()};
-        // Stale attempts are ignored.
-        (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage, std::move(executor));
-      }
-    } else if (m.has_status()) {
-      ApplyStatus(node, m.status(), channel);
-      kick = true;  // capacity freed, or a record (and its ack) to commit
-    }
-    Flush();
-    kick = kick || !pending_.empty() || (!held_.empty() && held_.front().gate > durable_);
+    kick = ApplyPostedLocked();
+    kick = AgentMessageLocked(node, m, channel) || kick;
   }
   if (kick) Kick();
 }
 
-void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel* channel) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = connections_.find(node);
-  if (it == connections_.end() || it->second.get() != channel) return;  // replaced already
-  connections_.erase(it);
-  UpdateReachable(node);
+void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
+                                    const std::shared_ptr<AgentChannel>& channel) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    first = inbox_.empty();
+    inbox_.push_back({node, std::move(m), channel});
+  }
+  if (first) Kick();  // the loop takes every message posted until it drains the inbox
+}
+
+bool ControlPlane::ApplyPostedLocked() {
+  std::vector<Posted> posted;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    posted.swap(inbox_);
+  }
+  bool kick = false;
+  for (const Posted& p : posted) {
+    // A closed channel is no longer in connections_: the message would be dropped below.
+    if (std::shared_ptr<AgentChannel> channel = p.channel.lock()) {
+      kick = AgentMessageLocked(p.node, p.message, channel) || kick;
+    }
+  }
+  return kick;
+}
+
+bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
+                                      const std::shared_ptr<AgentChannel>& channel) {
+  bool kick = false;
+  auto current = connections_.find(node);
+  if (current == connections_.end() || current->second != channel) return false;  // replaced
+  if (m.has_heartbeat()) {
+    core::NodeHeartbeat hb;
+    hb.node = node;
+    hb.gpu_free_mib.assign(m.heartbeat().gpu_free_mib().begin(),
+                           m.heartbeat().gpu_free_mib().end());
+    for (const v1::TaskRef& r : m.heartbeat().running()) {
+      hb.running.emplace_back(TaskId(r.id()), r.attempt());
+    }
+    for (const v1::GpuHealth& g : m.heartbeat().gpu_health()) {
+      hb.gpu_health.push_back({!g.unhealthy(), g.last_error()});
+    }
+    Status s = sched_->HandleNodeHeartbeat(hb);
+    if (!s.ok()) {
+      std::cerr << "gpusched server: heartbeat of " << node << ": " << s.ToString() << "\n";
+    }
+  } else if (m.has_task_heartbeats()) {
+    for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
+      std::optional<core::GpuUsage> usage;
+      if (r.has_gpu_util()) {
+        usage = core::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
+                             std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
+      }
+      if (PlacedElsewhere(sched_->GetTask(TaskId(r.id())), node)) continue;  // not its own
+      core::ExecutorReport executor{ExecutorStatusFromProto(r.executor_status()),
+                                    r.executor_detail()};
+      // Stale attempts are ignored.
+      (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage, std::move(executor));
+    }
+  } else if (m.has_status()) {
+    ApplyStatus(node, m.status(), channel);
+    kick = true;  // capacity freed, or a record (and its ack) to commit
+  }
   Flush();
+  kick = kick || !pending_.empty() || (!held_.empty() && held_.front().gate > durable_);
+  return kick;
+}
+
+void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel* channel) {
+  bool kick = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kick = ApplyPostedLocked();  // what the agent said before it went
+    auto it = connections_.find(node);
+    if (it != connections_.end() && it->second.get() == channel) {  // else replaced already
+      connections_.erase(it);
+      UpdateReachable(node);
+      Flush();
+    }
+  }
+  if (kick) Kick();
 }
 
 void ControlPlane::DisconnectAgents() {

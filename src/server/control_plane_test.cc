@@ -400,6 +400,51 @@ TEST_F(ControlPlaneTest, MessagesFromAReplacedConnectionAreIgnored) {
   EXPECT_EQ(Get(*cp, 1).state(), "running");
 }
 
+// The AgentLink handler posts what it reads (PostAgentMessage); the loop applies it on its
+// next round, in the order posted: of two exits the first is the one kept.
+TEST_F(ControlPlaneTest, PostedAgentMessagesApplyOnTheNextRoundInTheOrderPosted) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec(/*retries=*/0)).ok());
+  cp->RunOnce();
+  ASSERT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
+  v1::AgentMessage first, second;
+  *first.mutable_status() = Exit(1, 1, 3);
+  *second.mutable_status() = Exit(1, 1, 0);
+  cp->PostAgentMessage("n1", first, agent);
+  cp->PostAgentMessage("n1", second, agent);
+  EXPECT_EQ(Get(*cp, 1).state(), "assigned") << "applied before the loop's round";
+  cp->RunOnce();
+  const v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "failed");
+  EXPECT_EQ(t.exit_code(), 3) << "the later exit was applied first";
+  EXPECT_EQ(agent->acks(), (std::vector<Ref>{{1, 1}, {1, 1}}));  // both, once stored
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
+// An agent that reports its task's exit and goes away at once: the exit it posted is applied
+// before the disconnection, so the task succeeds instead of being lost with the node.
+TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  v1::AgentMessage m;
+  *m.mutable_status() = Exit(1, 1, 0);
+  cp->PostAgentMessage("n1", m, agent);
+  cp->AgentDisconnected("n1", agent.get());
+  EXPECT_EQ(Get(*cp, 1).state(), "succeeded");
+  // A message posted by a replaced connection changes nothing.
+  auto fresh = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  ASSERT_EQ(fresh->assigns(), (std::vector<Ref>{{2, 1}}));
+  *m.mutable_status() = Exit(2, 1, 1);
+  cp->PostAgentMessage("n1", m, agent);
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 2).state(), "assigned");
+}
+
 // Agent identity (issue 11): a node may report only its own tasks; another node's report of
 // them (an exit, a start, a heartbeat) changes nothing.
 TEST_F(ControlPlaneTest, ANodeCannotReportAnotherNodesTask) {

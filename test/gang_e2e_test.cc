@@ -153,6 +153,9 @@ TEST_F(ClusterTest, Issue13_HighPriorityPreemptsALowTaskWhichGetsSigtermThenRuns
   EXPECT_NE(show.out.find("preempted by:  task " + std::to_string(high)), std::string::npos)
       << show.out;
   ASSERT_TRUE(WaitState(high, "running")) << Task(high).dump();
+  // "running" is reported once the process is started: its shell may not have written yet
+  // (CI once read the file between its creation and the echo).
+  ASSERT_TRUE(PollUntil([&] { return !ReadFile(path("order")).empty(); }, kDeadline));
   EXPECT_EQ(ReadFile(path("order")), "after\n");  // started once the victim had exited
   OpenGate("high");
   ASSERT_TRUE(WaitState(high, "succeeded")) << Task(high).dump();

@@ -217,6 +217,11 @@ void ControlPlane::StopLoop() {
   }
   loop_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);  // no round will take what is posted now
+    inbox_closed_ = true;
+  }
+  inbox_cv_.notify_all();
 }
 
 void ControlPlane::Kick() {

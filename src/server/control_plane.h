@@ -163,6 +163,10 @@ class ControlPlane {
   // and client. Messages apply in the order they were posted; AgentMessage and
   // AgentDisconnected apply what is posted first. A message of a channel that has closed, or
   // whose node registered again since, is dropped (the agent repeats what was not acked).
+  // At most kMaxPosted wait: a handler that finds the inbox full waits for the loop to take
+  // it (the agent's stream is not read meanwhile, so flow control slows the agent down);
+  // once the loop has stopped, messages are dropped instead.
+  static constexpr size_t kMaxPosted = 65'536;
   void PostAgentMessage(const std::string& node, v1::AgentMessage m,
                         const std::shared_ptr<AgentChannel>& channel);
   void AgentDisconnected(const std::string& node, const AgentChannel* channel);
@@ -328,7 +332,9 @@ class ControlPlane {
   bool AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
                           const std::shared_ptr<AgentChannel>& channel);
   std::mutex inbox_mu_;
-  std::vector<Posted> inbox_;  // guarded by inbox_mu_
+  std::condition_variable inbox_cv_;  // the inbox was taken, or closed
+  std::vector<Posted> inbox_;         // guarded by inbox_mu_
+  bool inbox_closed_ = false;         // guarded by inbox_mu_: the loop stopped
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;

@@ -151,7 +151,9 @@ void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
                                     const std::shared_ptr<AgentChannel>& channel) {
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    std::unique_lock<std::mutex> lock(inbox_mu_);
+    inbox_cv_.wait(lock, [&] { return inbox_closed_ || inbox_.size() < kMaxPosted; });
+    if (inbox_closed_) return;
     first = inbox_.empty();
     inbox_.push_back({node, std::move(m), channel});
   }
@@ -164,6 +166,7 @@ bool ControlPlane::ApplyPostedLocked() {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     posted.swap(inbox_);
   }
+  if (posted.size() >= kMaxPosted) inbox_cv_.notify_all();  // a handler may wait for room
   bool kick = false;
   for (const Posted& p : posted) {
     // A closed channel is no longer in connections_: the message would be dropped below.

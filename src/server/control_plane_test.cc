@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "base/testing/test_dir.h"
@@ -443,6 +444,26 @@ TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
   cp->PostAgentMessage("n1", m, agent);
   cp->RunOnce();
   EXPECT_EQ(Get(*cp, 2).state(), "assigned");
+}
+
+// The inbox is bounded: a handler posting into a full one waits until the loop takes it (its
+// agent's stream is not read meanwhile), and once the loop has stopped it drops, never waits.
+TEST_F(ControlPlaneTest, APostIntoAFullInboxWaitsForTheLoopAndNoneWaitsAfterItStopped) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  v1::AgentMessage beat;
+  beat.mutable_heartbeat()->add_gpu_free_mib(81920);
+  beat.mutable_heartbeat()->add_gpu_free_mib(81920);
+  for (size_t i = 0; i < ControlPlane::kMaxPosted; ++i) cp->PostAgentMessage("n1", beat, agent);
+  auto blocked = std::async(std::launch::async, [&] { cp->PostAgentMessage("n1", beat, agent); });
+  EXPECT_EQ(blocked.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "a post into a full inbox returned before the loop took it";
+  cp->RunOnce();
+  EXPECT_EQ(blocked.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  for (size_t i = 1; i < ControlPlane::kMaxPosted; ++i) cp->PostAgentMessage("n1", beat, agent);
+  cp->StopLoop();  // full again, and no loop will take it
+  auto dropped = std::async(std::launch::async, [&] { cp->PostAgentMessage("n1", beat, agent); });
+  EXPECT_EQ(dropped.wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }
 
 // Agent identity (issue 11): a node may report only its own tasks; another node's report of

@@ -15,7 +15,8 @@ E2eDriver::E2eDriver(const std::string& address, const rpc::ClientTls* tls, std:
       token_(std::move(token)),
       stub_(::gpusched::v1::Scheduler::NewStub(channel_)) {}
 
-void E2eDriver::Authorize(grpc::ClientContext& ctx) const {
+void E2eDriver::Prepare(grpc::ClientContext& ctx, std::chrono::seconds timeout) const {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
 }
 
@@ -26,8 +27,7 @@ StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
   req.set_idempotency_key(idempotency_key);
   ::gpusched::v1::SubmitResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  Authorize(ctx);
+  Prepare(ctx, std::chrono::seconds(30));
   GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->Submit(&ctx, req, &resp)));
   return resp.id();
 }
@@ -41,8 +41,7 @@ StatusOr<::gpusched::v1::ListTasksResponse> E2eDriver::ListPage(const std::strin
   req.set_limit(limit);
   ::gpusched::v1::ListTasksResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  Authorize(ctx);
+  Prepare(ctx, std::chrono::seconds(30));
   GS_RETURN_IF_ERROR(rpc::FromGrpc(stub_->ListTasks(&ctx, req, &resp)));
   return resp;
 }
@@ -74,8 +73,7 @@ Status E2eDriver::WaitForNodes(int n, int64_t timeout_ms) {
   for (;;) {
     ::gpusched::v1::ListNodesResponse resp;
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    Authorize(ctx);
+    Prepare(ctx, std::chrono::seconds(5));
     int connected = 0;
     if (stub_->ListNodes(&ctx, {}, &resp).ok()) {
       for (const auto& node : resp.nodes()) connected += node.connected() && node.available();

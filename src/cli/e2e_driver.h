@@ -2,6 +2,7 @@
 // Helpers the demo and `bench e2e` share: submit tasks to a LocalCluster over gRPC and poll
 // their records.
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,7 +32,8 @@ class E2eDriver {
   Status WaitForNodes(int n, int64_t timeout_ms);
 
  private:
-  void Authorize(grpc::ClientContext& ctx) const;
+  // A call's deadline (`timeout` from now) and, with a token, its authorization header.
+  void Prepare(grpc::ClientContext& ctx, std::chrono::seconds timeout) const;
   // One ListTasks call: tasks in `state` (all when "") with id > after_id, at most `limit`.
   StatusOr<::gpusched::v1::ListTasksResponse> ListPage(const std::string& state,
                                                        uint64_t after_id, int64_t limit);

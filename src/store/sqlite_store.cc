@@ -32,12 +32,23 @@ constexpr const char* kLiveStates = "('pending', 'assigned', 'running')";
 
 }  // namespace
 
-// A prepared statement that finalizes itself. Errors are reported by the caller through
+// A prepared statement for one use: its own, finalized at the end, or one of the store's
+// cached ones (SqliteStore::Cached), reset and unbound at the end so that it holds no read
+// transaction and no bound text between uses. Errors are reported by the caller through
 // SqliteStore::Error, which reads the connection's last message.
 class SqliteStore::Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) == SQLITE_OK; }
-  ~Statement() { sqlite3_finalize(s_); }
+  Statement(sqlite3* db, const char* sql) : owned_(true) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) == SQLITE_OK;
+  }
+  explicit Statement(sqlite3_stmt* cached) : s_(cached), ok_(cached != nullptr), owned_(false) {}
+  ~Statement() {
+    if (owned_) {
+      sqlite3_finalize(s_);
+    } else if (s_ != nullptr) {
+      Reset();
+    }
+  }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
   bool ok() const { return ok_; }
@@ -59,6 +70,7 @@ class SqliteStore::Statement {
  private:
   sqlite3_stmt* s_ = nullptr;
   bool ok_ = false;
+  bool owned_ = false;
 };
 
 StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
@@ -81,7 +93,29 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path
   return s;
 }
 
-SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+SqliteStore::~SqliteStore() {
+  for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+sqlite3_stmt* SqliteStore::Cached(const char* sql) {
+  if (auto it = cached_.find(std::string_view(sql)); it != cached_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return nullptr;
+  }
+  cached_.emplace(sql, stmt);
+  return stmt;
+}
+
+Status SqliteStore::ExecCached(const char* sql) {
+  Statement st(Cached(sql));
+  if (!st.ok() || st.Step() != SQLITE_DONE) {
+    return Internal(std::string("store: ") + sqlite3_errmsg(db_));
+  }
+  return Status::Ok();
+}
 
 Status SqliteStore::Error(const std::string& what) const {
   return Internal("store: " + what + ": " + sqlite3_errmsg(db_));
@@ -120,17 +154,17 @@ Status SqliteStore::Migrate() {
 Status SqliteStore::Commit(const WriteBatch& batch) {
   if (batch.empty()) return Status::Ok();
   std::lock_guard<std::mutex> lock(mu_);
-  GS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  GS_RETURN_IF_ERROR(ExecCached("BEGIN IMMEDIATE"));
   Status s = WriteBatchLocked(batch);
-  if (s.ok()) s = Exec("COMMIT");
+  if (s.ok()) s = ExecCached("COMMIT");
   // A failed statement or COMMIT leaves the transaction open (or half applied in the page
   // cache): roll back so nothing of the batch is visible and the next batch starts clean.
-  if (!s.ok() && !sqlite3_get_autocommit(db_)) (void)Exec("ROLLBACK");
+  if (!s.ok() && !sqlite3_get_autocommit(db_)) (void)ExecCached("ROLLBACK");
   return s;
 }
 
 Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
-  Statement put_task(db_, "INSERT OR REPLACE INTO tasks (id, record, state) VALUES (?, ?, ?)");
+  Statement put_task(Cached("INSERT OR REPLACE INTO tasks (id, record, state) VALUES (?, ?, ?)"));
   if (!put_task.ok()) return Error("prepare");
   for (const TaskRecord& r : batch.tasks) {
     put_task.Reset();
@@ -139,7 +173,7 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_task.Bind(3, std::string(core::TaskStateName(r.task.state)));
     if (put_task.Step() != SQLITE_DONE) return Error("write task " + r.task.id.ToString());
   }
-  Statement put_node(db_, "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)");
+  Statement put_node(Cached("INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)"));
   if (!put_node.ok()) return Error("prepare");
   for (const NodeRecord& n : batch.nodes) {
     put_node.Reset();
@@ -147,7 +181,7 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_node.Bind(2, EncodeNode(n));
     if (put_node.Step() != SQLITE_DONE) return Error("write node " + n.spec.name);
   }
-  Statement put_key(db_, "INSERT OR IGNORE INTO idempotency_keys (key, task_id) VALUES (?, ?)");
+  Statement put_key(Cached("INSERT OR IGNORE INTO idempotency_keys (key, task_id) VALUES (?, ?)"));
   if (!put_key.ok()) return Error("prepare");
   for (const auto& [key, id] : batch.idempotency_keys) {
     put_key.Reset();
@@ -155,7 +189,7 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_key.Bind(2, static_cast<int64_t>(id));
     if (put_key.Step() != SQLITE_DONE) return Error("write idempotency key");
   }
-  Statement put_peak(db_, "INSERT OR REPLACE INTO learned_peaks VALUES (?, ?, ?)");
+  Statement put_peak(Cached("INSERT OR REPLACE INTO learned_peaks VALUES (?, ?, ?)"));
   if (!put_peak.ok()) return Error("prepare");
   for (const LearnedPeak& p : batch.peaks) {
     put_peak.Reset();
@@ -164,7 +198,7 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_peak.Bind(3, p.observations);
     if (put_peak.Step() != SQLITE_DONE) return Error("write learned peak");
   }
-  Statement put_token(db_, "INSERT OR REPLACE INTO tokens (id, record) VALUES (?, ?)");
+  Statement put_token(Cached("INSERT OR REPLACE INTO tokens (id, record) VALUES (?, ?)"));
   if (!put_token.ok()) return Error("prepare");
   for (const TokenRecord& t : batch.tokens) {
     put_token.Reset();
@@ -172,14 +206,14 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_token.Bind(2, EncodeToken(t));
     if (put_token.Step() != SQLITE_DONE) return Error("write token " + t.id);
   }
-  Statement drop_token(db_, "DELETE FROM tokens WHERE id = ?");
+  Statement drop_token(Cached("DELETE FROM tokens WHERE id = ?"));
   if (!drop_token.ok()) return Error("prepare");
   for (const std::string& id : batch.revoked_tokens) {
     drop_token.Reset();
     drop_token.Bind(1, id);
     if (drop_token.Step() != SQLITE_DONE) return Error("delete token " + id);
   }
-  Statement put_quota(db_, "INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?)");
+  Statement put_quota(Cached("INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?)"));
   if (!put_quota.ok()) return Error("prepare");
   for (const core::TeamQuota& q : batch.quotas) {
     put_quota.Reset();
@@ -255,7 +289,7 @@ StatusOr<LiveTasks> SqliteStore::LoadLiveTasks() {
 
 StatusOr<TaskRecord> SqliteStore::GetTask(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement q(db_, "SELECT record FROM tasks WHERE id = ?");
+  Statement q(Cached("SELECT record FROM tasks WHERE id = ?"));
   if (!q.ok()) return Error("prepare");
   q.Bind(1, static_cast<int64_t>(id));
   const int rc = q.Step();
@@ -267,8 +301,8 @@ StatusOr<TaskRecord> SqliteStore::GetTask(uint64_t id) {
 StatusOr<TaskPage> SqliteStore::ListTasks(std::optional<std::string> state, uint64_t after_id,
                                           size_t limit) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement q(db_, state ? "SELECT record FROM tasks WHERE state = ? AND id > ? ORDER BY id LIMIT ?"
-                         : "SELECT record FROM tasks WHERE id > ? ORDER BY id LIMIT ?");
+  Statement q(Cached(state ? "SELECT record FROM tasks WHERE state = ? AND id > ? ORDER BY id LIMIT ?"
+                           : "SELECT record FROM tasks WHERE id > ? ORDER BY id LIMIT ?"));
   if (!q.ok()) return Error("prepare");
   int arg = 1;
   if (state) q.Bind(arg++, *state);
@@ -291,7 +325,7 @@ StatusOr<TaskPage> SqliteStore::ListTasks(std::optional<std::string> state, uint
 
 StatusOr<std::map<std::string, int64_t>> SqliteStore::CountTasksByState() {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement q(db_, "SELECT COALESCE(state, 'unknown'), COUNT(*) FROM tasks GROUP BY state");
+  Statement q(Cached("SELECT COALESCE(state, 'unknown'), COUNT(*) FROM tasks GROUP BY state"));
   if (!q.ok()) return Error("prepare");
   std::map<std::string, int64_t> out;
   int rc;
@@ -302,7 +336,7 @@ StatusOr<std::map<std::string, int64_t>> SqliteStore::CountTasksByState() {
 
 StatusOr<std::optional<uint64_t>> SqliteStore::LookupIdempotencyKey(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement q(db_, "SELECT task_id FROM idempotency_keys WHERE key = ?");
+  Statement q(Cached("SELECT task_id FROM idempotency_keys WHERE key = ?"));
   if (!q.ok()) return Error("prepare");
   q.Bind(1, key);
   const int rc = q.Step();

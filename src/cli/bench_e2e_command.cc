@@ -10,6 +10,9 @@
 // on what else the machine runs). With real processes the same run also measures a bare
 // spawn-and-wait loop of /bin/true (posix_spawn + waitpid, one loop per CPU
 // core, no scheduler): `spawn_limit_per_s`, the most any process executor could reach here.
+// Both executors also measure bare round trips to the same server from as many clients
+// (GetServerStatus, which reads no scheduler state): `rpc_limit_per_s`, the transport's own
+// limit here; a task costs one call and four messages on its agent's stream.
 // With --tls the same run goes over TLS: certificates made in the run's temp dir (certs init),
 // the server with --tls-dir, every agent presenting its own certificate (mutual TLS), the
 // clients trusting the CA; run both to report the cost of TLS as a ratio. With --auth the
@@ -68,6 +71,32 @@ double SpawnLimitPerSecond(int n) {
             waitpid(pid, &status, 0) != pid) {
           ++failed;
         }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return double(n - failed.load()) / secs;
+}
+
+// `n` bare round trips (GetServerStatus: no scheduler state, no store) over `clients` threads
+// of their own channel each, as the task run's clients: calls per second, the most this
+// transport carries here. A task costs one such call (its submission) and four messages on
+// its agent's stream (assign, started, finished, ack). Failed calls do not count.
+double RpcLimitPerSecond(const std::string& address, const rpc::ClientTls* tls,
+                         const std::string& token, int clients, int n) {
+  std::atomic<int> next{0};
+  std::atomic<int> failed{0};
+  std::vector<std::unique_ptr<E2eDriver>> drivers;
+  for (int c = 0; c < clients; ++c) drivers.push_back(std::make_unique<E2eDriver>(address, tls, token));
+  for (auto& d : drivers) (void)d->Ping();  // connected before the clock starts
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (auto& d : drivers) {
+    threads.emplace_back([&, driver = d.get()] {
+      NameThisThread("gs-bench-ping");
+      while (next.fetch_add(1) < n) {
+        if (!driver->Ping().ok()) ++failed;
       }
     });
   }
@@ -230,6 +259,9 @@ void RegisterBenchE2e(CLI::App& bench) {
         if (t.started_ms() > 0) latency.push_back(double(t.started_ms() - t.submitted_ms()));
       }
     }
+    // The transport's limit, measured on the same server once the tasks are done.
+    const double rpc_limit = RpcLimitPerSecond((*cluster)->address(), &client_tls, token,
+                                               *clients, std::min(*tasks, 20'000));
     (*cluster)->Shutdown();
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
@@ -255,6 +287,7 @@ void RegisterBenchE2e(CLI::App& bench) {
                          {"submit_to_start_p99_ms", p99},
                          {"submit_errors", errors.load()},
                          {"cpu_ms_per_task", finished > 0 ? cpu_ms / double(finished) : 0.0},
+                         {"rpc_limit_per_s", rpc_limit},
                          {"seconds", secs}};
       if (!noop) out["spawn_limit_per_s"] = spawn_limit;
       std::cout << out.dump() << "\n";
@@ -269,7 +302,9 @@ void RegisterBenchE2e(CLI::App& bench) {
                 << "  submit -> start p50   " << p50 << " ms\n"
                 << "  submit -> start p99   " << p99 << " ms\n"
                 << "  CPU per task          " << (finished > 0 ? cpu_ms / double(finished) : 0.0)
-                << " ms (clients, server and agents: all in this process)\n";
+                << " ms (clients, server and agents: all in this process)\n"
+                << "  bare round trips      " << rpc_limit
+                << " calls/s (GetServerStatus, same clients and server, same run)\n";
       if (!noop) {
         std::cout << "  spawn-and-wait limit  " << spawn_limit
                   << " processes/s (/bin/true, no scheduler, same run)\n";

@@ -32,6 +32,13 @@ StatusOr<uint64_t> E2eDriver::Submit(const core::TaskSpec& spec,
   return resp.id();
 }
 
+Status E2eDriver::Ping() {
+  ::gpusched::v1::ServerStatus resp;
+  grpc::ClientContext ctx;
+  Prepare(ctx, std::chrono::seconds(30));
+  return rpc::FromGrpc(stub_->GetServerStatus(&ctx, {}, &resp));
+}
+
 StatusOr<::gpusched::v1::ListTasksResponse> E2eDriver::ListPage(const std::string& state,
                                                                  uint64_t after_id,
                                                                  int64_t limit) {

@@ -28,6 +28,9 @@ class E2eDriver {
   StatusOr<bool> AnyIn(const std::string& state);
   // Counts of tasks by state, e.g. {"running": 3, ...}.
   StatusOr<std::map<std::string, int64_t>> CountByState();
+  // One GetServerStatus call: a round trip that touches no scheduler state (bench e2e's
+  // transport limit).
+  Status Ping();
   // Polls until `n` agents are connected, or Unavailable after `timeout_ms`.
   Status WaitForNodes(int n, int64_t timeout_ms);
 

@@ -150,7 +150,12 @@ class TlsClusterTest : public ::testing::Test {
   void TearDown() override {
     agents_.clear();
     server_.Kill(SIGTERM);
-    if (HasFailure()) std::cerr << "server log:\n" << ReadFile(dir_ + "/server.log") << "\n";
+    if (HasFailure()) {
+      if (!last_cli_error_.empty()) {
+        std::cerr << "last failed CLI call: " << last_cli_error_ << "\n";
+      }
+      std::cerr << "server log:\n" << ReadFile(dir_ + "/server.log") << "\n";
+    }
     std::filesystem::remove_all(dir_);
   }
   std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -175,15 +180,21 @@ class TlsClusterTest : public ::testing::Test {
     }
     return false;
   }
+  // An empty object when `show` failed; its exit code and stderr are printed if the test
+  // fails (a CLI that failed otherwise shows up only as a missing field).
   Json Task(uint64_t id) {
     CliResult r = Run({"show", std::to_string(id), "--json"});
-    return r.code == 0 ? Json::parse(r.out) : Json::object();
+    if (r.code == 0) return Json::parse(r.out);
+    last_cli_error_ =
+        "show " + std::to_string(id) + ": exit " + std::to_string(r.code) + ": " + r.err;
+    return Json::object();
   }
   bool WaitState(uint64_t id, const std::string& state) {
     return PollUntil([&] { return Task(id).value("state", "") == state; }, kDeadline);
   }
 
   std::string extra_config_;
+  std::string last_cli_error_;
   std::string dir_, tls_;
   int port_ = 0, http_port_ = 0;
   Proc server_;

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -53,24 +54,19 @@ extern "C" char** environ;
 namespace gpusched::cli {
 namespace {
 
-// Spawns and reaps /bin/true `n` times over one loop per CPU core; processes per second.
-double SpawnLimitPerSecond(int n) {
-  const int loops = std::max(1u, std::thread::hardware_concurrency());
+// `n` calls of `call(worker)` shared by `workers` threads, each named `name`: successful
+// calls per second over the whole run. A call that returns false does not count.
+double CallsPerSecond(int workers, int n, const char* name,
+                      const std::function<bool(int worker)>& call) {
   std::atomic<int> next{0};
   std::atomic<int> failed{0};
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (int l = 0; l < loops; ++l) {
-    threads.emplace_back([&] {
-      char arg0[] = "true";
-      char* argv[] = {arg0, nullptr};
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      NameThisThread(name);
       while (next.fetch_add(1) < n) {
-        pid_t pid = 0;
-        int status = 0;
-        if (posix_spawnp(&pid, "true", nullptr, nullptr, argv, environ) != 0 ||
-            waitpid(pid, &status, 0) != pid) {
-          ++failed;
-        }
+        if (!call(w)) ++failed;
       }
     });
   }
@@ -79,30 +75,32 @@ double SpawnLimitPerSecond(int n) {
   return double(n - failed.load()) / secs;
 }
 
+// Spawns and reaps /bin/true `n` times over one loop per CPU core; processes per second.
+double SpawnLimitPerSecond(int n) {
+  const int loops = std::max(1u, std::thread::hardware_concurrency());
+  return CallsPerSecond(loops, n, "gs-bench-spawn", [](int) {
+    char arg0[] = "true";
+    char* argv[] = {arg0, nullptr};
+    pid_t pid = 0;
+    int status = 0;
+    return posix_spawnp(&pid, "true", nullptr, nullptr, argv, environ) == 0 &&
+           waitpid(pid, &status, 0) == pid;
+  });
+}
+
 // `n` bare round trips (GetServerStatus: no scheduler state, no store) over `clients` threads
 // of their own channel each, as the task run's clients: calls per second, the most this
 // transport carries here. A task costs one such call (its submission) and four messages on
-// its agent's stream (assign, started, finished, ack). Failed calls do not count.
+// its agent's stream (assign, started, finished, ack).
 double RpcLimitPerSecond(const std::string& address, const rpc::ClientTls* tls,
                          const std::string& token, int clients, int n) {
-  std::atomic<int> next{0};
-  std::atomic<int> failed{0};
   std::vector<std::unique_ptr<E2eDriver>> drivers;
-  for (int c = 0; c < clients; ++c) drivers.push_back(std::make_unique<E2eDriver>(address, tls, token));
-  for (auto& d : drivers) (void)d->Ping();  // connected before the clock starts
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (auto& d : drivers) {
-    threads.emplace_back([&, driver = d.get()] {
-      NameThisThread("gs-bench-ping");
-      while (next.fetch_add(1) < n) {
-        if (!driver->Ping().ok()) ++failed;
-      }
-    });
+  for (int c = 0; c < clients; ++c) {
+    drivers.push_back(std::make_unique<E2eDriver>(address, tls, token));
+    (void)drivers.back()->Ping();  // connected before the clock starts
   }
-  for (auto& t : threads) t.join();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return double(n - failed.load()) / secs;
+  return CallsPerSecond(clients, n, "gs-bench-ping",
+                        [&](int c) { return drivers[c]->Ping().ok(); });
 }
 
 // CPU time (user + system) of this whole process so far, in ms.

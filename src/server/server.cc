@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -154,7 +155,15 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
   }
   s.http_port = port;
   httplib::Server* raw = s.http.get();
-  s.http_thread = std::thread([raw] { raw->listen_after_bind(); });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  s.http_thread = std::thread([raw, done] {
+    raw->listen_after_bind();
+    *done = true;
+  });
+  // httplib's stop() acts only once the listening loop has begun (is_running()): a stop that
+  // came first, a SIGTERM right after start, left the loop running and StopHttp's join waiting
+  // forever (seen under ASan, where threads start slowly). Start returns once it serves.
+  while (!raw->is_running() && !*done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return Status::Ok();
 }
 

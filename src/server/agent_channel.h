@@ -1,6 +1,6 @@
 #pragma once
 // AgentChannel: the control plane's seam to one connected agent. The real one is a gRPC
-// stream (AgentConnection); tests connect in-process fake agents (test_support) that record
+// stream (AsyncAgentLink's calls); tests connect in-process fake agents (test_support) that record
 // what the server sent and can stop reading, to play a hung peer.
 //
 // Contract: Send and Close never block on the peer (the caller holds the control plane's

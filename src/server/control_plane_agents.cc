@@ -46,8 +46,8 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
     std::lock_guard<std::mutex> lock(mu_);
     GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
     auto old = connections_.find(spec.name);
-    // Close never waits for the old connection's writer (it may be blocked on a hung peer);
-    // that connection's own handler thread joins it.
+    // Close never waits (the old connection's write may wait for a hung peer): its call is
+    // cancelled, and the link's queue ends it.
     if (old != connections_.end() && old->second != channel) old->second->Close();
     connections_[spec.name] = std::move(channel);
     probe_ok_.erase(spec.name);

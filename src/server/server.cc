@@ -18,7 +18,7 @@
 
 #include "base/clock.h"
 #include "base/host_port.h"
-#include "server/agent_link_service.h"
+#include "server/async_agent_link.h"
 #include "server/api_service.h"
 #include "server/control_plane.h"
 #include "rpc/leader_hint.h"
@@ -38,7 +38,7 @@ struct Server::Impl {
   RealClock clock;
   ControlPlaneGate gate;
   std::unique_ptr<ApiService> api;
-  std::unique_ptr<AgentLinkService> link;
+  std::unique_ptr<AsyncAgentLink> link;
   std::unique_ptr<grpc::Server> grpc;
   std::string address;  // bound
   std::string advertise;
@@ -347,7 +347,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   s.api = std::make_unique<ApiService>(s.gate, [&s, status_client] {
     return StatusOf(s, status_client.get());
   });
-  s.link = std::make_unique<AgentLinkService>(s.gate, /*require_client_cert=*/s.tls.has_value());
+  s.link = std::make_unique<AsyncAgentLink>(s.gate, /*require_client_cert=*/s.tls.has_value());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, GrpcCredentials(s), &port);
@@ -355,7 +355,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   // and share the calls with the first at random. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s.api.get());
-  builder.RegisterService(s.link.get());
+  s.link->Register(builder);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Agents ping every second to notice a leader that stopped answering (SIGSTOP, a
   // partition) and move on; without this the server would answer their pings with GOAWAY.
@@ -374,6 +374,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
     return FailedPrecondition("listen: cannot listen on " + config.listen +
                               ": address already in use (is another gpusched running?)");
   }
+  s.link->Start();
   s.address = FormatHostPort(listen.host, port);
   s.advertise = config.advertise.empty() ? s.address : config.advertise;
 
@@ -447,6 +448,7 @@ void Server::Shutdown() {
   StopHttp(s);
   if (s.probe) s.probe->Stop();
   s.grpc->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  s.link->Stop();  // after the calls ended: drains the agents' queue
   if (s.cp) s.cp->StopLoop();
   s.cv.notify_all();
 }

@@ -1,0 +1,292 @@
+#include "server/async_agent_link.h"
+
+#include <deque>
+#include <iostream>
+#include <optional>
+
+#include "base/thread_name.h"
+#include "rpc/convert.h"
+#include "rpc/grpc_status.h"
+#include "rpc/tls.h"
+#include "server/agent_channel.h"
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+
+grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& node,
+                                bool require_client_cert) {
+  if (!require_client_cert) return grpc::Status::OK;
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    std::cerr << "gpusched server: refused agent \"" << node << "\" from " << ctx->peer()
+              << ": no client certificate\n";
+    return {grpc::StatusCode::UNAUTHENTICATED,
+            "agent \"" + node + "\" presented no client certificate; this server requires "
+            "one from its CA: create it with `gpusched certs init DIR --agent " + node +
+            "` and start the agent with --tls-dir DIR --name " + node};
+  }
+  std::vector<std::string> names;
+  for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
+    for (const grpc::string_ref& v : auth->FindPropertyValues(property)) {
+      names.emplace_back(v.data(), v.size());
+    }
+  }
+  if (rpc::CertificateNamesNode(names, node)) return grpc::Status::OK;
+  std::string named;
+  for (const std::string& n : names) named += (named.empty() ? "" : ", ") + n;
+  std::cerr << "gpusched server: refused agent \"" << node << "\" from " << ctx->peer()
+            << ": its certificate names " << (named.empty() ? "nothing" : named) << "\n";
+  return {grpc::StatusCode::PERMISSION_DENIED,
+          "agent registered as \"" + node + "\" but its certificate names " +
+              (named.empty() ? std::string("no node") : "\"" + named + "\"") +
+              ": an agent may only register as the node its certificate names (--name must "
+              "match the certificate's name)"};
+}
+
+// One agent's call. The queue's thread reads it and ends it; any thread may send on it (the
+// control plane's, holding its lock: Send never waits). The queue holds the call (self_)
+// from its request until its Finish completes; the control plane may hold it longer, as an
+// AgentChannel that refuses every message.
+class AsyncAgentLink::Call final : public AgentChannel,
+                                   public std::enable_shared_from_this<Call> {
+ public:
+  enum class Op { kAccept, kRead, kWrite, kFinish };
+  struct Tag {
+    Call* call;
+    Op op;
+  };
+
+  explicit Call(AsyncAgentLink& link) : link_(link) {}
+
+  // Waits for the next agent's call. REQUIRES: `self` owns this call.
+  void Request(std::shared_ptr<Call> self) {
+    self_ = std::move(self);
+    link_.service_.RequestConnect(&ctx_, &stream_, link_.cq_.get(), link_.cq_.get(), &accept_);
+  }
+
+  // Handles one event of the queue. Returns the queue's reference once the call is over:
+  // the caller drops it after this returned (it may be the last one).
+  std::shared_ptr<Call> Proceed(Op op, bool ok) {
+    switch (op) {
+      case Op::kAccept:
+        if (!ok) return std::move(self_);  // the server shuts down: no call came
+        link_.Accept();                    // the next agent's
+        OnAccepted();
+        return nullptr;
+      case Op::kRead:
+        OnRead(ok);
+        return nullptr;
+      case Op::kWrite:
+        OnWritten(ok);
+        return nullptr;
+      case Op::kFinish:
+        return std::move(self_);  // nothing of this call is in flight any more
+    }
+    return nullptr;
+  }
+
+  bool Send(v1::ServerMessage m) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return false;
+    if (writing_) {
+      if (outbox_.size() >= kMaxOutbox) return false;
+      outbox_.push_back(std::move(m));
+      return true;
+    }
+    writing_ = true;
+    stream_.Write(m, &write_);  // serialized here; completes on the queue
+    return true;
+  }
+
+  void Close() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return;
+      closed_ = true;
+      outbox_.clear();
+    }
+    // The read in flight fails, and the queue's thread ends the call; a write that waits for
+    // a peer that stopped reading fails as well.
+    ctx_.TryCancel();
+  }
+
+ private:
+  void OnAccepted() {
+    auto gate = link_.gate_.Get();
+    if (!gate.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      EndLocked(rpc::ToGrpc(gate.status()));
+      return;
+    }
+    cp_ = std::move(gate).value();
+    stream_.Read(&in_, &read_);
+  }
+
+  void OnRead(bool ok) {
+    if (!ok) {  // the agent closed its side, went away, or the call was cancelled
+      if (registered_) {
+        cp_->AgentDisconnected(node_, this);
+        std::cerr << "gpusched server: agent " << node_ << " disconnected\n";
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      EndLocked(grpc::Status::OK);
+      return;
+    }
+    if (!registered_) {
+      if (grpc::Status s = RegisterAgent(); !s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        EndLocked(std::move(s));
+        return;
+      }
+    } else if (!in_.has_register_()) {  // only the first one counts
+      cp_->PostAgentMessage(node_, std::move(in_), shared_from_this());
+    }
+    in_.Clear();
+    stream_.Read(&in_, &read_);
+  }
+
+  // The first message: it must register the node, as the one the certificate names.
+  grpc::Status RegisterAgent() {
+    if (!in_.has_register_()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "the first message on AgentLink.Connect must be register"};
+    }
+    auto spec = rpc::NodeSpecFromProto(in_.register_());
+    if (!spec.ok()) return rpc::ToGrpc(spec.status());
+    if (grpc::Status who = CheckAgentIdentity(&ctx_, spec->name, link_.require_client_cert_);
+        !who.ok()) {
+      return who;
+    }
+    v1::ServerMessage hello;
+    v1::Registered* r = hello.mutable_registered();
+    r->set_node_heartbeat_ms(cp_->config().node_heartbeat_ms);
+    r->set_task_heartbeat_ms(cp_->config().task_heartbeat_ms);
+    r->set_kill_grace_ms(cp_->config().kill_grace_ms);
+    r->set_allow_root_tasks(cp_->config().allow_root_tasks);
+    Send(std::move(hello));
+    if (Status s = cp_->AgentRegistered(in_.register_(), shared_from_this()); !s.ok()) {
+      return rpc::ToGrpc(s);
+    }
+    node_ = spec->name;
+    registered_ = true;
+    std::cerr << "gpusched server: agent " << node_ << " connected (" << spec->gpus.size()
+              << " GPUs, " << spec->address << ")\n";
+    if (link_.on_registered_) link_.on_registered_(shared_from_this());
+    return grpc::Status::OK;
+  }
+
+  void OnWritten(bool ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {  // the call is broken: make sure its read ends too
+      closed_ = true;
+      outbox_.clear();
+      ctx_.TryCancel();
+    }
+    if (!closed_ && !outbox_.empty()) {
+      const v1::ServerMessage m = std::move(outbox_.front());
+      outbox_.pop_front();
+      // Only the last message of a burst is flushed at once; the others ride with it.
+      grpc::WriteOptions options;
+      if (!outbox_.empty()) options.set_buffer_hint();
+      writing_ = true;
+      stream_.Write(m, options, &write_);
+      return;
+    }
+    if (end_ && !finishing_) {
+      finishing_ = true;
+      stream_.Finish(*end_, &finish_);
+    }
+  }
+
+  // Nothing more goes out; the call ends with `status` once no write is in flight.
+  // REQUIRES: mu_ held, no read in flight.
+  void EndLocked(grpc::Status status) {
+    closed_ = true;
+    outbox_.clear();
+    if (!end_) end_ = std::move(status);
+    if (!writing_ && !finishing_) {
+      finishing_ = true;
+      stream_.Finish(*end_, &finish_);
+    }
+  }
+
+  AsyncAgentLink& link_;
+  Tag accept_{this, Op::kAccept};
+  Tag read_{this, Op::kRead};
+  Tag write_{this, Op::kWrite};
+  Tag finish_{this, Op::kFinish};
+  grpc::ServerContext ctx_;
+  grpc::ServerAsyncReaderWriter<v1::ServerMessage, v1::AgentMessage> stream_{&ctx_};
+  std::shared_ptr<Call> self_;  // the queue's reference (its thread only)
+  // The queue's thread only.
+  v1::AgentMessage in_;
+  std::shared_ptr<ControlPlane> cp_;  // the leader's when the call came
+  std::string node_;
+  bool registered_ = false;
+
+  std::mutex mu_;  // guards what follows
+  std::deque<v1::ServerMessage> outbox_;  // waiting for the write in flight
+  bool writing_ = false;                  // a Write is in flight
+  bool closed_ = false;                   // nothing more goes out
+  std::optional<grpc::Status> end_;       // how the call ends, once decided
+  bool finishing_ = false;                // Finish started
+};
+
+AsyncAgentLink::AsyncAgentLink(ControlPlaneGate& gate, bool require_client_cert,
+                               OnRegistered on_registered)
+    : gate_(gate),
+      require_client_cert_(require_client_cert),
+      on_registered_(std::move(on_registered)) {}
+
+AsyncAgentLink::~AsyncAgentLink() { Stop(); }
+
+void AsyncAgentLink::Register(grpc::ServerBuilder& builder) {
+  builder.RegisterService(&service_);
+  cq_ = builder.AddCompletionQueue();
+}
+
+void AsyncAgentLink::Start() {
+  {
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    accepting_ = true;
+  }
+  Accept();
+  thread_ = std::thread([this] {
+    NameThisThread("gs-link-queue");
+    Run();
+  });
+}
+
+void AsyncAgentLink::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    if (cq_ == nullptr || stopped_) return;
+    stopped_ = true;
+    accepting_ = false;
+  }
+  cq_->Shutdown();
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    Run();  // never started: drain here (a queue must be drained before it is destroyed)
+  }
+}
+
+void AsyncAgentLink::Accept() {
+  std::lock_guard<std::mutex> lock(accept_mu_);
+  if (!accepting_) return;
+  auto call = std::make_shared<Call>(*this);
+  call->Request(call);
+}
+
+void AsyncAgentLink::Run() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) {
+    auto* t = static_cast<Call::Tag*>(tag);
+    const std::shared_ptr<Call> over = t->call->Proceed(t->op, ok);
+  }  // `over` is dropped here, after its handler returned
+}
+
+}  // namespace gpusched::server

@@ -1,0 +1,82 @@
+#pragma once
+// AsyncAgentLink: the server end of gpusched.v1.AgentLink on gRPC's completion-queue API.
+// One call per agent: the first message must register the node; then heartbeats and task
+// status flow in while assignments, kills and acks flow out. When the stream ends the node
+// becomes unreachable; its tasks are failed over by the liveness rules if it does not come
+// back. A standby refuses the stream with "not leader; leader is ADDR"; the agent follows it.
+//
+// Why a completion queue: with gRPC's synchronous API every message on an agent's stream
+// cost two thread hand-offs (the poller that read it woke the call's handler thread, and a
+// writer thread per agent woke for every message out). Here one thread takes every event of
+// the queue and handles it where it lands: a message read is posted to the control plane's
+// loop at once, and a message out is started by whoever sends it (the loop), without
+// waiting; the queue's thread only starts the next one when a write completes.
+//
+// Agent identity (mutual TLS): with `require_client_cert` (the server runs with TLS) the
+// stream must come with a client certificate the server verified against the cluster CA,
+// and the node registered must be named by it (its CN or a DNS SAN): an agent can only
+// register and report as its own node. Anything else is refused (UNAUTHENTICATED without a
+// certificate, PERMISSION_DENIED for another node's) and logged with both names.
+//
+// Lifecycle: Register with the builder, Start after BuildAndStart, Stop after the gRPC
+// server's Shutdown (which ends every call); Stop drains the queue and joins its thread.
+// Thread-safety: Register, Start and Stop from one thread; the rest is internal.
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "gpusched/v1/gpusched.grpc.pb.h"
+#include "server/agent_channel.h"
+#include "server/control_plane_gate.h"
+
+namespace gpusched::server {
+
+// OK when the peer of `ctx` may register as `node` (always without require_client_cert).
+grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& node,
+                                bool require_client_cert);
+
+class AsyncAgentLink {
+ public:
+  // Messages queued for one agent, beyond the one being written: an agent that stops
+  // reading is cut off at this bound instead of growing the server's memory.
+  static constexpr size_t kMaxOutbox = 65'536;
+
+  // Called on the queue's thread with each agent's channel once it registered (tests hold
+  // it to send on it); may be empty.
+  using OnRegistered = std::function<void(const std::shared_ptr<AgentChannel>&)>;
+
+  AsyncAgentLink(ControlPlaneGate& gate, bool require_client_cert,
+                 OnRegistered on_registered = nullptr);
+  ~AsyncAgentLink();  // Stop
+  AsyncAgentLink(const AsyncAgentLink&) = delete;
+  AsyncAgentLink& operator=(const AsyncAgentLink&) = delete;
+
+  // Before the builder's BuildAndStart: registers the service and adds the queue.
+  void Register(grpc::ServerBuilder& builder);
+  // After BuildAndStart: accepts calls and starts the queue's thread.
+  void Start();
+  // After the gRPC server's Shutdown: no call is accepted any more; the queue is drained
+  // (every call's state is freed) and its thread joined. Idempotent.
+  void Stop();
+
+ private:
+  class Call;
+  void Accept();
+  void Run();
+
+  ControlPlaneGate& gate_;
+  const bool require_client_cert_;
+  const OnRegistered on_registered_;
+  v1::AgentLink::AsyncService service_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::mutex accept_mu_;   // Accept against Stop: no request on a queue that shut down
+  bool accepting_ = false;  // guarded by accept_mu_
+  bool stopped_ = false;    // guarded by accept_mu_
+  std::thread thread_;
+};
+
+}  // namespace gpusched::server

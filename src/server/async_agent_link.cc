@@ -265,12 +265,11 @@ void AsyncAgentLink::Stop() {
     stopped_ = true;
     accepting_ = false;
   }
+  // Never started (the server did not build, or failed to start): nothing was requested on
+  // the queue, and destroying it shuts it down.
+  if (!thread_.joinable()) return;
   cq_->Shutdown();
-  if (thread_.joinable()) {
-    thread_.join();
-  } else {
-    Run();  // never started: drain here (a queue must be drained before it is destroyed)
-  }
+  thread_.join();
 }
 
 void AsyncAgentLink::Accept() {

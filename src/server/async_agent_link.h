@@ -59,8 +59,9 @@ class AsyncAgentLink {
   void Register(grpc::ServerBuilder& builder);
   // After BuildAndStart: accepts calls and starts the queue's thread.
   void Start();
-  // After the gRPC server's Shutdown: no call is accepted any more; the queue is drained
-  // (every call's state is freed) and its thread joined. Idempotent.
+  // After the gRPC server's Shutdown, before it is destroyed (the last request of a call is
+  // finished on the queue's thread and reads the server): no call is accepted any more; the
+  // queue is drained (every call's state is freed) and its thread joined. Idempotent.
   void Stop();
 
  private:

@@ -59,6 +59,15 @@ struct Server::Impl {
   std::mutex mu;
   std::condition_variable cv;
   bool down = false;
+
+  // A start that failed after the agents' queue began (the HTTP port was taken) ends here:
+  // the gRPC server stops, then the queue drains, while the server object still exists (a
+  // pending request is finished on the queue's thread and reads it). Server::Shutdown did
+  // both already, in this order.
+  ~Impl() {
+    if (grpc) grpc->Shutdown(std::chrono::system_clock::now());
+    if (link) link->Stop();
+  }
 };
 
 namespace {

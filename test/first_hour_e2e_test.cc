@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <sstream>
+#include <thread>
 
 #include "cluster_fixture.h"
 
@@ -15,6 +16,21 @@ namespace fs = std::filesystem;
 
 bool Has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
+}
+
+// Submitted before any agent registered: no pass counts a failure for want of a node (none
+// parks it in FQ for t2), and the first agent's registration places it.
+TEST_F(ClusterTest, ATaskSubmittedBeforeAnyAgentRunsOnceOneRegistersWithoutAFailure) {
+  const uint64_t id = Submit({"--gpus", "1", "--", "true"});
+  std::this_thread::sleep_for(1200ms);  // two t1 periods (500 ms): passes were due meanwhile
+  const auto why = [&] { return Json::parse(Run({"why", std::to_string(id), "--json"}).out); };
+  const Json waiting = why();
+  EXPECT_EQ(waiting["state"], "pending");
+  EXPECT_EQ(waiting["queue"], "Q") << waiting.dump();
+  EXPECT_EQ(waiting["placement_failures"], 0) << waiting.dump();
+  StartAgent("a", "1x16GiB");
+  ASSERT_TRUE(WaitState(id, "succeeded"));
+  EXPECT_EQ(why()["placement_failures"], 0);
 }
 
 TEST_F(ClusterTest, ASecondServerOnAPortInUseIsRefused) {

@@ -371,6 +371,78 @@ TEST_F(CN115981827ATest, Claim2_PassRunsAtT1WithoutAnyEvent) {
   EXPECT_EQ(sched_->stats().passes, 3) << "no pass at 2 x t1";
 }
 
+// Section 6: with no reachable node (before the first agent registers, or after a restore
+// until one reconnects) there is nothing to decide. The literal claim 3 would fail every task
+// and park it in FQ for t2, so a task submitted a moment before the first agent would wait
+// 30 s after it came; instead no pass runs and the tasks keep their place in Q.
+TEST_F(CN115981827ATest, Section6_WithNoNodeReachableTasksWaitInQAndTheFirstNodePlacesThem) {
+  const TaskId a = Submit(SharedTask(kGiB));
+  const TaskId b = Submit(SharedTask(kGiB));
+  EXPECT_EQ(RunFor(3 * sched_->config().t1_ms), 0u);
+  for (TaskId id : {a, b}) {
+    EXPECT_EQ(T(id).queue, QueueMembership::kMain);
+    EXPECT_EQ(T(id).placement_failures, 0);
+    EXPECT_EQ(T(id).claim, ClaimStatus::kWaiting);
+  }
+  EXPECT_EQ(sched_->stats().passes, 0);
+  AddNode(MakeNode("n1", 2, 16 * kGiB));
+  EXPECT_EQ(sched_->Tick(), 2u);  // the registration's pass, at the same instant
+  EXPECT_EQ(T(a).state, TaskState::kAssigned);
+  EXPECT_EQ(T(b).state, TaskState::kAssigned);
+}
+
+TEST_F(CN115981827ATest, Section6_WhileEveryNodeIsUnreachableTasksWaitInQ) {
+  AddNode(MakeNode("n1", 1, 16 * kGiB));
+  ASSERT_TRUE(sched_->SetNodeReachable("n1", false).ok());
+  const TaskId id = Submit(SharedTask(kGiB));
+  EXPECT_EQ(sched_->Tick(), 0u);
+  EXPECT_EQ(T(id).queue, QueueMembership::kMain);
+  EXPECT_EQ(T(id).placement_failures, 0);
+  ASSERT_TRUE(sched_->SetNodeReachable("n1", true).ok());
+  EXPECT_EQ(sched_->Tick(), 1u);
+  EXPECT_EQ(T(id).state, TaskState::kAssigned);
+}
+
+// After a restore the server awaits the known nodes (ControlPlane::Restore): the first agent
+// to reconnect does not get a pass that parks in FQ what the others are about to take.
+class RestoredNodesTest : public CN115981827ATest {
+ protected:
+  // Nodes a and b of one GPU each, as a restore leaves them (unreachable, awaited for 4 s),
+  // two one-GPU tasks in Q, and a back.
+  void SetUp() override {
+    CN115981827ATest::SetUp();
+    for (const char* n : {"a", "b"}) {
+      AddNode(MakeNode(n, 1, 16 * kGiB));
+      ASSERT_TRUE(sched_->SetNodeReachable(n, false).ok());
+    }
+    sched_->AwaitNodes({"a", "b"}, clock_.NowMs() + 4000);
+    x = Submit(testing::WholeGpuTask(1));
+    y = Submit(testing::WholeGpuTask(1));
+    ASSERT_TRUE(sched_->SetNodeReachable("a", true).ok());
+  }
+  TaskId x, y;
+};
+
+TEST_F(RestoredNodesTest, CN115981827A_Section6_AfterARestorePassesAwaitTheKnownNodes) {
+  EXPECT_EQ(sched_->Tick(), 0u) << "a pass before b reconnected";
+  EXPECT_EQ(T(y).queue, QueueMembership::kMain);
+  EXPECT_EQ(T(y).placement_failures, 0);
+  ASSERT_TRUE(sched_->SetNodeReachable("b", true).ok());
+  EXPECT_EQ(sched_->Tick(), 2u);
+  EXPECT_EQ(T(x).state, TaskState::kAssigned);
+  EXPECT_EQ(T(y).state, TaskState::kAssigned);
+}
+
+TEST_F(RestoredNodesTest, CN115981827A_Section6_ANodeNotBackIsAwaitedOnlyUntilTheDeadline) {
+  clock_.AdvanceMs(3999);
+  EXPECT_EQ(sched_->Tick(), 0u);
+  clock_.AdvanceMs(1);  // the deadline is due a pass, though t1 has not passed since
+  EXPECT_EQ(sched_->Tick(), 1u);
+  EXPECT_EQ(T(x).state, TaskState::kAssigned);
+  EXPECT_EQ(T(y).queue, QueueMembership::kFailure);  // claim 3 as before: b is not there
+  EXPECT_EQ(T(y).placement_failures, 1);
+}
+
 TEST_F(CN115981827ATest, Section6_StayQueuedStartsAsSoonAsCapacityFrees) {
   SchedulerConfig config;
   config.capacity_wait = CapacityWait::kStayQueued;

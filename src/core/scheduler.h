@@ -230,6 +230,12 @@ class Scheduler {
   Status RegisterNode(const NodeSpec& spec);
   Status HandleNodeHeartbeat(const NodeHeartbeat& hb);
   Status SetNodeReachable(const std::string& node, bool reachable);
+  // After a restore the known nodes are unreachable until their agents reconnect. Passes wait
+  // until every node of `nodes` is reachable again, or until `until_ms` (a node that does not
+  // come back is not waited for longer): otherwise the first agent to reconnect would get a
+  // pass that sends every task it cannot take to FQ for t2, while the others reconnect a
+  // moment later. Replaces a previous wait.
+  void AwaitNodes(std::set<std::string> nodes, TimeMs until_ms);
   Status Cordon(const std::string& node, bool cordoned);
   // Cordons the node and marks it draining. Its running tasks finish there (Slurm's drain),
   // or with `evict` are stopped and sent back to Q, not counted as failures (kubectl's).
@@ -399,6 +405,9 @@ class Scheduler {
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
+  // AwaitNodes' wait holds at `now`: some awaited node is still unreachable, and the wait has
+  // not ended. Forgets the nodes that came back, and the whole wait once it ended.
+  bool AwaitingNodes(TimeMs now);
   // ---- the lazy flush (README.md, "The failure queue at scale") ----
   using Shape = RequestShape;
   // A GPU model no node has: matches nothing (the task waits for such a node to join).
@@ -508,6 +517,8 @@ class Scheduler {
 
   uint64_t next_seq_ = 1;
   TimeMs next_pass_ms_ = 0;
+  std::set<std::string> awaited_nodes_;  // AwaitNodes: passes wait for them
+  TimeMs await_until_ms_ = 0;
   TimeMs next_fq_flush_ms_ = 0;
   bool pass_requested_ = false;
   SchedulerStats stats_;

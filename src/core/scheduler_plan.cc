@@ -692,11 +692,38 @@ bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning&
   return true;
 }
 
+void Scheduler::AwaitNodes(std::set<std::string> nodes, TimeMs until_ms) {
+  awaited_nodes_ = std::move(nodes);
+  await_until_ms_ = until_ms;
+}
+
+bool Scheduler::AwaitingNodes(TimeMs now) {
+  if (awaited_nodes_.empty()) return false;
+  if (now >= await_until_ms_) {
+    awaited_nodes_.clear();
+    return false;
+  }
+  std::erase_if(awaited_nodes_, [&](const std::string& name) {
+    const std::optional<size_t> i = cluster().Find(name);
+    return !i || cluster().node(*i).reachable;
+  });
+  return !awaited_nodes_.empty();
+}
+
 size_t Scheduler::Schedule() {
-  ++stats_.passes;
   pass_requested_ = false;
   const TimeMs now = clock_.NowMs();
   next_pass_ms_ = now + config_.t1_ms;
+  // No node is reachable: none has registered yet, or none has reconnected since a restore.
+  // A pass would fail every task for want of a node and park it in FQ for t2 (claim 3),
+  // although the registration that ends the wait asks for a pass at once. Nothing can be
+  // decided, so nothing is: the tasks keep their place in Q (PATENTS.md section 6).
+  if (cluster().reachable_count() == 0) return 0;
+  if (AwaitingNodes(now)) {
+    next_pass_ms_ = std::min(next_pass_ms_, await_until_ms_);  // the wait's end is due a pass
+    return 0;
+  }
+  ++stats_.passes;
   if (FairShareActive() && (fs_dirty_ || now >= next_fs_recalc_ms_)) RecalcFairShare();
   return CommitPlan(PlanPass());
 }

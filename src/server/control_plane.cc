@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "base/thread_name.h"
@@ -147,12 +148,18 @@ double ControlPlane::FairShareOf(const std::string& team, const std::string& use
 Status ControlPlane::Restore() {
   std::unique_lock<std::mutex> lock(mu_);
   GS_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_->LoadNodes());
+  std::set<std::string> known;
   for (const store::NodeRecord& n : nodes) {
     GS_RETURN_IF_ERROR(sched_->RegisterNode(n.spec));
     // Unreachable until the agent reconnects: no new work goes there meanwhile.
     GS_RETURN_IF_ERROR(sched_->SetNodeReachable(n.spec.name, false));
     if (n.cordoned) GS_RETURN_IF_ERROR(sched_->Cordon(n.spec.name, true));
+    known.insert(n.spec.name);
   }
+  // Passes wait for the agents to reconnect (a live one retries within a second), for two
+  // heartbeat periods at most: the first to come back does not send to FQ, for t2, the
+  // tasks the others would take.
+  sched_->AwaitNodes(std::move(known), clock_.NowMs() + 2 * config_.node_heartbeat_ms);
   GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
   for (const store::QuarantinedRow& q : live.quarantined) {
     std::cerr << "gpusched server: QUARANTINED " << q.table << " row " << q.key << ": " << q.error

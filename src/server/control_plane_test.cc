@@ -338,6 +338,27 @@ TEST_F(ControlPlaneTest, AssignmentLostInAServerCrashIsPlacedAgainWithoutAFailur
   ASSERT_TRUE(cp->CheckInvariants().ok());
 }
 
+// A restart (or an HA take-over) finds its nodes unreachable until their agents reconnect:
+// the first to come back does not get a pass that parks in FQ, for t2, what the others take.
+TEST_F(ControlPlaneTest, CN115981827A_Section6_AfterARestartPassesWaitForTheKnownAgents) {
+  {
+    auto cp = Start(Sqlite());
+    auto a = Connect(*cp, Node("n1"));
+    auto b = Connect(*cp, Node("n2"));
+    cp->RunOnce();  // both nodes stored
+  }
+  auto cp = Start(Sqlite());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(cp->Submit(Spec()).ok());  // 1 GPU each, 2 per node
+  auto a = Connect(*cp, Node("n1"));
+  cp->RunOnce();
+  EXPECT_TRUE(a->assigns().empty()) << "a pass before n2 came back";
+  auto b = Connect(*cp, Node("n2"));
+  cp->RunOnce();
+  EXPECT_EQ(a->assigns().size(), 2u);
+  EXPECT_EQ(b->assigns().size(), 2u);
+  for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(Get(*cp, id).placement_failures(), 0);
+}
+
 TEST_F(ControlPlaneTest, TaskTheAgentRunsButTheServerDoesNotKnowIsKilled) {
   auto cp = Start(Sqlite());
   auto agent = Connect(*cp, Node("n1", /*running=*/{{42, 3}}));

@@ -76,6 +76,16 @@ class AsyncAgentLinkTest : public ::testing::Test {
     stream_ = stub_->Connect(&ctx_);
     return stream_->Write(first);
   }
+  // Opens the stream with `first`, which the server must refuse: the status it ended with.
+  grpc::Status Refused(const v1::AgentMessage& first) {
+    (void)Open(first);
+    stream_->WritesDone();
+    v1::ServerMessage m;
+    EXPECT_FALSE(stream_->Read(&m)) << "the call went on: " << m.DebugString();
+    const grpc::Status s = stream_->Finish();
+    stream_.reset();
+    return s;
+  }
   // Opens the stream, registers as `name` and returns the server's end of it.
   std::shared_ptr<AgentChannel> Connect(const std::string& name) {
     EXPECT_TRUE(Open(Registration(name)));
@@ -119,36 +129,23 @@ TEST_F(AsyncAgentLinkTest, RegisteredAgentGetsTheServersSettingsFirstAndIsReacha
 TEST_F(AsyncAgentLinkTest, FirstMessageThatIsNotARegistrationEndsTheCall) {
   v1::AgentMessage hb;
   hb.mutable_heartbeat()->add_gpu_free_mib(1);
-  (void)Open(hb);
-  stream_->WritesDone();
-  v1::ServerMessage m;
-  EXPECT_FALSE(stream_->Read(&m));
-  const grpc::Status s = stream_->Finish();
+  const grpc::Status s = Refused(hb);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("must be register"), std::string::npos) << s.error_message();
-  stream_.reset();
 }
 
 TEST_F(AsyncAgentLinkTest, InvalidRegistrationNamesTheField) {
-  (void)Open(Registration(""));
-  v1::ServerMessage m;
-  EXPECT_FALSE(stream_->Read(&m));
-  const grpc::Status s = stream_->Finish();
+  const grpc::Status s = Refused(Registration(""));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("name"), std::string::npos) << s.error_message();
-  stream_.reset();
 }
 
 TEST_F(AsyncAgentLinkTest, StandbyRefusesNamingTheLeader) {
   (void)gate_.SetStandby("leader.example:7070", "");
-  (void)Open(Registration("dev-1"));
-  v1::ServerMessage m;
-  EXPECT_FALSE(stream_->Read(&m));
-  const grpc::Status s = stream_->Finish();
+  const grpc::Status s = Refused(Registration("dev-1"));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(s.error_message().find("leader.example:7070"), std::string::npos)
       << s.error_message();
-  stream_.reset();
 }
 
 TEST_F(AsyncAgentLinkTest, AgentThatClosesItsSideIsDisconnectedAndTheCallEndsOk) {

@@ -55,28 +55,28 @@ StatusOr<ApiService::Entered> ApiService::EnterForTask(grpc::ServerContext* ctx,
   return entered;
 }
 
-grpc::Status ApiService::Submit(grpc::ServerContext* ctx, const v1::SubmitRequest* req,
-                                v1::SubmitResponse* resp) {
-  auto entered = Enter(ctx);
-  if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  ControlPlane& cp = *entered->cp;
-  const Caller& caller = entered->caller;
-  auto spec = rpc::TaskSpecFromProto(req->spec());
-  if (!spec.ok()) return rpc::ToGrpc(spec.status());
-  spec->user = caller.user;  // who submits is the server's to say, never the client's
-  spec->team = caller.team;
-  if (req->has_array()) {
-    const IndexRange range{req->array().first(), req->array().last()};
-    auto ids = cp.SubmitArray(std::move(spec).value(), range, req->idempotency_key());
-    if (!ids.ok()) return rpc::ToGrpc(ids.status());
-    resp->set_id(ids->front().value());
-    for (TaskId id : *ids) resp->add_ids(id.value());
-    return grpc::Status::OK;
+StatusOr<ApiService::SubmitPlan> ApiService::PrepareSubmit(grpc::ServerContext* ctx,
+                                                           const v1::SubmitRequest& req) {
+  GS_ASSIGN_OR_RETURN(Entered entered, Enter(ctx));
+  GS_ASSIGN_OR_RETURN(core::TaskSpec spec, rpc::TaskSpecFromProto(req.spec()));
+  spec.user = entered.caller.user;  // who submits is the server's to say, never the client's
+  spec.team = entered.caller.team;
+  return SubmitPlan{std::move(entered.cp), std::move(spec)};
+}
+
+Status ApiService::SubmitBlocking(SubmitPlan plan, const v1::SubmitRequest& req,
+                                  v1::SubmitResponse* resp) {
+  if (req.has_array()) {
+    const IndexRange range{req.array().first(), req.array().last()};
+    GS_ASSIGN_OR_RETURN(std::vector<TaskId> ids,
+                        plan.cp->SubmitArray(std::move(plan.spec), range, req.idempotency_key()));
+    resp->set_id(ids.front().value());
+    for (TaskId id : ids) resp->add_ids(id.value());
+    return Status::Ok();
   }
-  auto id = cp.Submit(std::move(spec).value(), req->idempotency_key());
-  if (!id.ok()) return rpc::ToGrpc(id.status());
-  resp->set_id(id->value());
-  return grpc::Status::OK;
+  GS_ASSIGN_OR_RETURN(TaskId id, plan.cp->Submit(std::move(plan.spec), req.idempotency_key()));
+  resp->set_id(id.value());
+  return Status::Ok();
 }
 
 grpc::Status ApiService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequest* req,

@@ -3,6 +3,9 @@
 // handler validates its request, calls the ControlPlane and maps Status to a gRPC status; no
 // exception or bad request can take the server down.
 //
+// Submit is answered on the completion queue (async_submit.h), through PrepareSubmit and
+// SubmitBlocking; every other call on gRPC's synchronous server.
+//
 // Every call but GetServerStatus is authenticated first (ControlPlane::Authenticate, from the
 // `authorization` metadata, and `x-gpusched-user` with authentication off) and checked
 // against access.h; GetServerStatus is answered by standbys too, which hold no tokens, and
@@ -20,14 +23,24 @@
 
 namespace gpusched::server {
 
-class ApiService final : public v1::Scheduler::Service {
+class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Scheduler::Service> {
  public:
   // `status` answers GetServerStatus (leaders and standbys alike); every other call goes to
   // the gate's control plane, or is answered "not leader; leader is ADDR".
   ApiService(ControlPlaneGate& gate, std::function<v1::ServerStatus()> status)
       : gate_(gate), status_(std::move(status)) {}
 
-  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitResponse*) override;
+  // Submit's first half: authenticates the caller and validates the spec, which is then
+  // the caller's (user and team from its credentials, never from the request).
+  struct SubmitPlan {
+    std::shared_ptr<ControlPlane> cp;
+    core::TaskSpec spec;
+  };
+  StatusOr<SubmitPlan> PrepareSubmit(grpc::ServerContext* ctx, const v1::SubmitRequest& req);
+  // The second half for an array or an idempotency key: waits for the commit (a keyed retry
+  // waits for the first submission's) and fills `resp`.
+  static Status SubmitBlocking(SubmitPlan plan, const v1::SubmitRequest& req,
+                               v1::SubmitResponse* resp);
   grpc::Status GetTask(grpc::ServerContext*, const v1::GetTaskRequest*, v1::Task*) override;
   grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
                          v1::ListTasksResponse*) override;

@@ -1,10 +1,10 @@
 #include "server/async_agent_link.h"
 
+#include <chrono>
 #include <deque>
 #include <iostream>
 #include <optional>
 
-#include "base/thread_name.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 #include "rpc/tls.h"
@@ -51,7 +51,16 @@ class AsyncAgentLink::Call final : public AgentChannel,
                                    public std::enable_shared_from_this<Call> {
  public:
   enum class Op { kAccept, kRead, kWrite, kFinish };
-  struct Tag {
+  struct Tag final : AsyncQueue::Tag {
+    Tag(Call* c, Op o) : call(c), op(o) {}
+    // The call may be freed when `over` goes, after its handler returned.
+    void Complete(bool ok) override {
+      AsyncAgentLink& link = call->link_;
+      if (std::shared_ptr<Call> over = call->Proceed(op, ok)) {
+        over.reset();  // after its handler returned
+        link.CallEnded();
+      }
+    }
     Call* call;
     Op op;
   };
@@ -61,7 +70,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
   // Waits for the next agent's call. REQUIRES: `self` owns this call.
   void Request(std::shared_ptr<Call> self) {
     self_ = std::move(self);
-    link_.service_.RequestConnect(&ctx_, &stream_, link_.cq_.get(), link_.cq_.get(), &accept_);
+    grpc::ServerCompletionQueue* cq = link_.queue_.cq();
+    link_.service_.RequestConnect(&ctx_, &stream_, cq, cq, &accept_);
   }
 
   // Handles one event of the queue. Returns the queue's reference once the call is over:
@@ -233,18 +243,16 @@ class AsyncAgentLink::Call final : public AgentChannel,
   bool finishing_ = false;                // Finish started
 };
 
-AsyncAgentLink::AsyncAgentLink(ControlPlaneGate& gate, bool require_client_cert,
-                               OnRegistered on_registered)
+AsyncAgentLink::AsyncAgentLink(ControlPlaneGate& gate, AsyncQueue& queue,
+                               bool require_client_cert, OnRegistered on_registered)
     : gate_(gate),
+      queue_(queue),
       require_client_cert_(require_client_cert),
       on_registered_(std::move(on_registered)) {}
 
 AsyncAgentLink::~AsyncAgentLink() { Stop(); }
 
-void AsyncAgentLink::Register(grpc::ServerBuilder& builder) {
-  builder.RegisterService(&service_);
-  cq_ = builder.AddCompletionQueue();
-}
+void AsyncAgentLink::Register(grpc::ServerBuilder& builder) { builder.RegisterService(&service_); }
 
 void AsyncAgentLink::Start() {
   {
@@ -252,40 +260,34 @@ void AsyncAgentLink::Start() {
     accepting_ = true;
   }
   Accept();
-  thread_ = std::thread([this] {
-    NameThisThread("gs-link-queue");
-    Run();
-  });
 }
 
 void AsyncAgentLink::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(accept_mu_);
-    if (cq_ == nullptr || stopped_) return;
-    stopped_ = true;
-    accepting_ = false;
+  std::unique_lock<std::mutex> lock(accept_mu_);
+  accepting_ = false;
+  // The server's Shutdown cancelled every call: each ends on the queue's thread, which may
+  // start its Finish meanwhile. Once over, a call starts nothing (Send refuses), so the
+  // queue may shut down (an operation started on a queue that shut down aborts).
+  if (!calls_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return live_calls_ == 0; })) {
+    std::cerr << "gpusched server: " << live_calls_
+              << " agent calls did not end within 10 s of the shutdown\n";
   }
-  // Never started (the server did not build, or failed to start): nothing was requested on
-  // the queue, and destroying it shuts it down.
-  if (!thread_.joinable()) return;
-  cq_->Shutdown();
-  thread_.join();
 }
 
 void AsyncAgentLink::Accept() {
   std::lock_guard<std::mutex> lock(accept_mu_);
   if (!accepting_) return;
+  ++live_calls_;
   auto call = std::make_shared<Call>(*this);
   call->Request(call);
 }
 
-void AsyncAgentLink::Run() {
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq_->Next(&tag, &ok)) {
-    auto* t = static_cast<Call::Tag*>(tag);
-    const std::shared_ptr<Call> over = t->call->Proceed(t->op, ok);
-  }  // `over` is dropped here, after its handler returned
+void AsyncAgentLink::CallEnded() {
+  {
+    std::lock_guard<std::mutex> lock(accept_mu_);
+    --live_calls_;
+  }
+  calls_cv_.notify_all();
 }
 
 }  // namespace gpusched::server

@@ -7,10 +7,11 @@
 //
 // Why a completion queue: with gRPC's synchronous API every message on an agent's stream
 // cost two thread hand-offs (the poller that read it woke the call's handler thread, and a
-// writer thread per agent woke for every message out). Here one thread takes every event of
-// the queue and handles it where it lands: a message read is posted to the control plane's
-// loop at once, and a message out is started by whoever sends it (the loop), without
-// waiting; the queue's thread only starts the next one when a write completes.
+// writer thread per agent woke for every message out). Here the queue's one thread
+// (AsyncQueue) takes every event and handles it where it lands: a message read is posted to
+// the control plane's loop at once, and a message out is started by whoever sends it (the
+// loop), without waiting; the queue's thread only starts the next one when a write
+// completes.
 //
 // Agent identity (mutual TLS): with `require_client_cert` (the server runs with TLS) the
 // stream must come with a client certificate the server verified against the cluster CA,
@@ -18,19 +19,21 @@
 // register and report as its own node. Anything else is refused (UNAUTHENTICATED without a
 // certificate, PERMISSION_DENIED for another node's) and logged with both names.
 //
-// Lifecycle: Register with the builder, Start after BuildAndStart, Stop after the gRPC
-// server's Shutdown (which ends every call); Stop drains the queue and joins its thread.
+// Lifecycle: Register with the builder, Start after BuildAndStart (before the queue's),
+// Stop after the gRPC server's Shutdown (which ends every call) and before the queue's Stop
+// (which frees what the calls left).
 // Thread-safety: Register, Start and Stop from one thread; the rest is internal.
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "server/agent_channel.h"
+#include "server/async_queue.h"
 #include "server/control_plane_gate.h"
 
 namespace gpusched::server {
@@ -49,35 +52,35 @@ class AsyncAgentLink {
   // it to send on it); may be empty.
   using OnRegistered = std::function<void(const std::shared_ptr<AgentChannel>&)>;
 
-  AsyncAgentLink(ControlPlaneGate& gate, bool require_client_cert,
+  AsyncAgentLink(ControlPlaneGate& gate, AsyncQueue& queue, bool require_client_cert,
                  OnRegistered on_registered = nullptr);
   ~AsyncAgentLink();  // Stop
   AsyncAgentLink(const AsyncAgentLink&) = delete;
   AsyncAgentLink& operator=(const AsyncAgentLink&) = delete;
 
-  // Before the builder's BuildAndStart: registers the service and adds the queue.
+  // Before the builder's BuildAndStart: registers the service.
   void Register(grpc::ServerBuilder& builder);
-  // After BuildAndStart: accepts calls and starts the queue's thread.
+  // After BuildAndStart: accepts calls.
   void Start();
-  // After the gRPC server's Shutdown, before it is destroyed (the last request of a call is
-  // finished on the queue's thread and reads the server): no call is accepted any more; the
-  // queue is drained (every call's state is freed) and its thread joined. Idempotent.
+  // After the gRPC server's Shutdown, before the queue's Stop (the last request of a call
+  // is finished on the queue's thread and reads the server): no call is accepted any more,
+  // and every call has ended (the queue's thread ends them). Idempotent.
   void Stop();
 
  private:
   class Call;
   void Accept();
-  void Run();
+  void CallEnded();  // a call's last event was handled
 
   ControlPlaneGate& gate_;
+  AsyncQueue& queue_;
   const bool require_client_cert_;
   const OnRegistered on_registered_;
   v1::AgentLink::AsyncService service_;
-  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   std::mutex accept_mu_;   // Accept against Stop: no request on a queue that shut down
+  std::condition_variable calls_cv_;  // a call ended
   bool accepting_ = false;  // guarded by accept_mu_
-  bool stopped_ = false;    // guarded by accept_mu_
-  std::thread thread_;
+  int live_calls_ = 0;      // guarded by accept_mu_: requested and not over
 };
 
 }  // namespace gpusched::server

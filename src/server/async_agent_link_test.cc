@@ -49,15 +49,17 @@ class AsyncAgentLinkTest : public ::testing::Test {
     cp_ = std::shared_ptr<ControlPlane>(std::move(cp).value());
     gate_.SetLeader(cp_, "self:1");
     link_ = std::make_unique<AsyncAgentLink>(
-        gate_, /*require_client_cert=*/false,
+        gate_, queue_, /*require_client_cert=*/false,
         [this](const std::shared_ptr<AgentChannel>& ch) { registered_.set_value(ch); });
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     link_->Register(builder);
+    queue_.Register(builder);
     server_ = builder.BuildAndStart();
     ASSERT_NE(port, 0);
     link_->Start();
+    queue_.Start();
     stub_ = v1::AgentLink::NewStub(rpc::MakeChannel("127.0.0.1:" + std::to_string(port)));
   }
   void TearDown() override {
@@ -66,6 +68,7 @@ class AsyncAgentLinkTest : public ::testing::Test {
     auto stopped = std::async(std::launch::async, [&] {
       server_->Shutdown(std::chrono::system_clock::now() + 2s);
       link_->Stop();
+      queue_.Stop();
     });
     EXPECT_EQ(stopped.wait_for(20s), std::future_status::ready) << "shutdown hung";
   }
@@ -105,6 +108,7 @@ class AsyncAgentLinkTest : public ::testing::Test {
   ControlPlaneGate gate_;
   std::shared_ptr<ControlPlane> cp_;
   std::promise<std::shared_ptr<AgentChannel>> registered_;
+  AsyncQueue queue_;  // outlives the server
   std::unique_ptr<AsyncAgentLink> link_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::AgentLink::Stub> stub_;

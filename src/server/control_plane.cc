@@ -229,6 +229,41 @@ void ControlPlane::StopLoop() {
     inbox_closed_ = true;
   }
   inbox_cv_.notify_all();
+  AbandonSubmissions();
+}
+
+void ControlPlane::AbandonSubmissions() {
+  std::vector<PostedSubmission> posted;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    posted.swap(posted_submissions_);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  for (PostedSubmission& p : posted) {
+    answers_.emplace_back(std::move(p.done),
+                          NotStored("task not stored (the server stopped before admitting it); "
+                                    "nothing was queued: submit again"));
+  }
+  // A commit in flight may carry some: they are answered by its end, the rest withdrawn here
+  // so that no later commit (another caller's) stores a task its submitter was told is not.
+  commit_cv_.wait(lock, [&] { return !committing_; });
+  for (auto& [id, done] : awaiting_commit_) {
+    Forget(id);
+    answers_.emplace_back(std::move(done),
+                          NotStored("task not stored (the server stopped before its commit); "
+                                    "nothing was queued: submit again"));
+  }
+  awaiting_commit_.clear();
+  AnswerSubmissions(lock);
+}
+
+void ControlPlane::AnswerSubmissions(std::unique_lock<std::mutex>& lock) {
+  if (answers_.empty()) return;
+  std::vector<std::pair<SubmitDone, StatusOr<TaskId>>> ready;
+  ready.swap(answers_);
+  lock.unlock();
+  for (auto& [done, result] : ready) done(std::move(result));
+  lock.lock();
 }
 
 void ControlPlane::Kick() {
@@ -272,6 +307,7 @@ void ControlPlane::RunOnce() {
   const bool backoff = consecutive_failures_ > 0 && clock_.NowMs() < next_retry_ms_;
   if (!committing_ && !backoff && (!pending_.empty() || unsent)) LeadCommit(lock);
   ApplyRetention();  // after the commit: what it made durable may leave memory now
+  AnswerSubmissions(lock);  // refused ones (the spec's errors) when nothing was committed
 }
 
 // ---------------------------------------------------------------- flush and commit
@@ -354,6 +390,7 @@ void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
   }
   commit_cv_.notify_all();
   if (!pending_.empty() || (!held_.empty() && held_.front().gate > durable_)) Kick();
+  AnswerSubmissions(lock);
 }
 
 store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
@@ -390,10 +427,16 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
 void ControlPlane::OnCommitted(uint64_t seq, const std::vector<TaskId>& submissions) {
   durable_ = std::max(durable_, seq);
   consecutive_failures_ = 0;
+  bool released = false;
   for (TaskId id : submissions) {
-    if (sched_->IsHeld(id)) (void)sched_->Release(id);  // acknowledged: it may run now
+    if (sched_->IsHeld(id)) released = sched_->Release(id).ok() || released;  // may run now
     held_keys_.erase(id);
+    if (auto a = awaiting_commit_.find(id); a != awaiting_commit_.end()) {
+      answers_.emplace_back(std::move(a->second), id);
+      awaiting_commit_.erase(a);
+    }
   }
+  if (released) Kick();  // a pass for them (a synchronous submitter kicks on its own too)
   ReleaseHeld();
 }
 
@@ -421,7 +464,14 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
     }
     w.tasks.erase(id);
     Forget(id);
-    withdrawn_[id] = s;
+    if (auto a = awaiting_commit_.find(id); a != awaiting_commit_.end()) {
+      answers_.emplace_back(std::move(a->second),
+                            NotStored("task not stored (" + s.message() +
+                                      "); nothing was queued: submit again"));
+      awaiting_commit_.erase(a);
+    } else {
+      withdrawn_[id] = s;  // for its synchronous submitter
+    }
   }
   pending_.tasks.insert(w.tasks.begin(), w.tasks.end());
   for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins

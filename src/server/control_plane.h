@@ -96,6 +96,16 @@ class ControlPlane {
   // is queued unless all are. A retry with the same key returns the same ids.
   StatusOr<std::vector<TaskId>> SubmitArray(core::TaskSpec spec, IndexRange range,
                                             const std::string& idempotency_key = "");
+  // Submit without waiting, for the gRPC server's completion queue: the submission is
+  // posted for the loop, which admits what was posted in that order, stores it in its next
+  // group commit and then calls `done` once, holding no lock of the control plane: with the
+  // task's id once its record is durable, or with the error (the spec's; kNotStored when
+  // that commit failed or the loop stopped first). With kMaxPosted submissions already
+  // posted, or once the loop stopped, `done` is called before this returns (kUnavailable).
+  // The caller's thread never waits for mu_ or the store. No idempotency key here: a keyed
+  // submission goes through Submit (a retry waits for the first one's commit).
+  using SubmitDone = std::function<void(StatusOr<TaskId>)>;
+  void PostSubmission(core::TaskSpec spec, SubmitDone done);
   StatusOr<v1::Task> GetTask(uint64_t id, bool with_history);
   // Tasks with id > after_id, ascending; `limit` 0 = 1000. Live states come from memory,
   // the others from the store's state index.
@@ -326,7 +336,8 @@ class ControlPlane {
     v1::AgentMessage message;
     std::weak_ptr<AgentChannel> channel;
   };
-  // Applies the posted messages; true when one asks for a pass or a commit. REQUIRES: mu_.
+  // Applies the posted messages, then admits the posted submissions; true when one asks for
+  // a pass or a commit. REQUIRES: mu_.
   bool ApplyPostedLocked();
   // AgentMessage's work; true when it asks for a pass or a commit. REQUIRES: mu_.
   bool AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
@@ -335,6 +346,21 @@ class ControlPlane {
   std::condition_variable inbox_cv_;  // the inbox was taken, or closed
   std::vector<Posted> inbox_;         // guarded by inbox_mu_
   bool inbox_closed_ = false;         // guarded by inbox_mu_: the loop stopped
+  struct PostedSubmission {
+    core::TaskSpec spec;
+    SubmitDone done;
+  };
+  std::vector<PostedSubmission> posted_submissions_;  // guarded by inbox_mu_, oldest first
+
+  // Posted submissions admitted by the loop, held until the commit carrying them ends.
+  std::unordered_map<TaskId, SubmitDone> awaiting_commit_;  // guarded by mu_
+  // Answers decided under mu_, called once it is released (AnswerSubmissions).
+  std::vector<std::pair<SubmitDone, StatusOr<TaskId>>> answers_;  // guarded by mu_
+  // Calls the answers decided so far with mu_ released (re-taken before it returns).
+  void AnswerSubmissions(std::unique_lock<std::mutex>& lock);
+  // Once the loop stopped: every posted or admitted submission not yet durable is withdrawn
+  // and answered kNotStored (a commit in flight ends first).
+  void AbandonSubmissions();
 
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;

@@ -154,17 +154,40 @@ void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
     std::unique_lock<std::mutex> lock(inbox_mu_);
     inbox_cv_.wait(lock, [&] { return inbox_closed_ || inbox_.size() < kMaxPosted; });
     if (inbox_closed_) return;
-    first = inbox_.empty();
+    first = inbox_.empty() && posted_submissions_.empty();
     inbox_.push_back({node, std::move(m), channel});
   }
-  if (first) Kick();  // the loop takes every message posted until it drains the inbox
+  if (first) Kick();  // the loop takes everything posted until it drains the inbox
+}
+
+void ControlPlane::PostSubmission(core::TaskSpec spec, SubmitDone done) {
+  bool first = false;
+  std::string refused;  // why it was not posted
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    if (inbox_closed_) {
+      refused = "stopping";
+    } else if (posted_submissions_.size() >= kMaxPosted) {
+      refused = "busy: " + std::to_string(kMaxPosted) + " submissions wait for its loop";
+    } else {
+      first = inbox_.empty() && posted_submissions_.empty();
+      posted_submissions_.push_back({std::move(spec), std::move(done)});
+    }
+  }
+  if (!refused.empty()) {
+    done(Unavailable("the server is " + refused + "; nothing was queued: submit again"));
+    return;
+  }
+  if (first) Kick();
 }
 
 bool ControlPlane::ApplyPostedLocked() {
   std::vector<Posted> posted;
-  {
+  std::vector<PostedSubmission> submissions;
+  {  // both at once: a post that finds both empty kicks the loop for what follows
     std::lock_guard<std::mutex> lock(inbox_mu_);
     posted.swap(inbox_);
+    submissions.swap(posted_submissions_);
   }
   if (posted.size() >= kMaxPosted) inbox_cv_.notify_all();  // a handler may wait for room
   bool kick = false;
@@ -173,6 +196,17 @@ bool ControlPlane::ApplyPostedLocked() {
     if (std::shared_ptr<AgentChannel> channel = p.channel.lock()) {
       kick = AgentMessageLocked(p.node, p.message, channel) || kick;
     }
+  }
+  // After the agents' messages (an exit they report frees GPUs first), in the order posted.
+  for (PostedSubmission& p : submissions) {
+    StatusOr<TaskId> id = sched_->Submit(std::move(p.spec), /*hold=*/true);
+    if (!id.ok()) {
+      answers_.emplace_back(std::move(p.done), id.status());
+      continue;
+    }
+    ++submitted_;
+    awaiting_commit_.emplace(*id, std::move(p.done));
+    kick = true;
   }
   return kick;
 }

@@ -487,6 +487,137 @@ TEST_F(ControlPlaneTest, APostIntoAFullInboxWaitsForTheLoopAndNoneWaitsAfterItSt
   EXPECT_EQ(dropped.wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }
 
+// PostSubmission (the completion queue's Submit): every answer, in the order it came.
+class Answers {
+ public:
+  ControlPlane::SubmitDone Next() {
+    return [this](StatusOr<TaskId> r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      got_.push_back(std::move(r));
+    };
+  }
+  std::vector<StatusOr<TaskId>> got() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return got_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<StatusOr<TaskId>> got_;
+};
+
+// A posted submission is answered by the round that stored it, not before; then it runs.
+TEST_F(ControlPlaneTest, PostedSubmissionIsAnsweredOnceItsRecordIsDurableThenRuns) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  Answers answers;
+  cp->PostSubmission(Spec(), answers.Next());
+  EXPECT_TRUE(answers.got().empty()) << "answered before the loop took it";
+  faults->HoldCommits();
+  auto round = std::async(std::launch::async, [&] { cp->RunOnce(); });
+  ASSERT_TRUE(faults->WaitForHeld(1));
+  EXPECT_TRUE(answers.got().empty()) << "answered while its commit was being written";
+  faults->ReleaseCommits();
+  round.get();
+  ASSERT_EQ(answers.got().size(), 1u);
+  ASSERT_TRUE(answers.got()[0].ok()) << answers.got()[0].status().ToString();
+  EXPECT_EQ(answers.got()[0]->value(), 1u);
+  EXPECT_EQ(faults->committed_tasks().front(), (std::vector<uint64_t>{1}));
+  cp->RunOnce();
+  EXPECT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
+  EXPECT_EQ(answers.got().size(), 1u) << "answered twice";
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
+TEST_F(ControlPlaneTest, PostedSubmissionsAreAdmittedAndAnsweredInTheOrderPosted) {
+  auto cp = Start(Sqlite());
+  Answers answers;
+  for (int i = 0; i < 3; ++i) {
+    core::TaskSpec s = Spec();
+    s.name = "t" + std::to_string(i);
+    cp->PostSubmission(std::move(s), answers.Next());
+  }
+  cp->RunOnce();
+  const auto got = answers.got();
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
+    EXPECT_EQ(got[i]->value(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(Get(*cp, got[i]->value()).spec().name(), "t" + std::to_string(i));
+  }
+}
+
+TEST_F(ControlPlaneTest, PostedSubmissionWhoseCommitFailsIsAnsweredNotStoredAndNeverRuns) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = Connect(*cp, Node("n1"));
+  Answers answers;
+  faults->FailNextCommits(1);
+  cp->PostSubmission(Spec(), answers.Next());
+  cp->RunOnce();
+  ASSERT_EQ(answers.got().size(), 1u);
+  EXPECT_EQ(answers.got()[0].status().code(), StatusCode::kNotStored);
+  EXPECT_NE(answers.got()[0].status().message().find("submit again"), std::string::npos);
+  for (int i = 0; i < 3; ++i) {
+    clock_.AdvanceMs(1'000);
+    cp->RunOnce();
+  }
+  EXPECT_TRUE(agent->assigns().empty()) << "a task that was never stored ran";
+  EXPECT_EQ(cp->GetTask(1, false).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(answers.got().size(), 1u) << "answered twice";
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
+TEST_F(ControlPlaneTest, PostedSubmissionWithABadSpecIsRefusedNamingTheField) {
+  auto cp = Start(Sqlite());
+  Answers answers;
+  core::TaskSpec bad = Spec();
+  bad.name = "bad\x01name";
+  cp->PostSubmission(std::move(bad), answers.Next());
+  cp->PostSubmission(Spec(), answers.Next());
+  cp->RunOnce();
+  const auto got = answers.got();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got[0].status().message().find("name: contains a control character"),
+            std::string::npos)
+      << got[0].status().ToString();
+  ASSERT_TRUE(got[1].ok()) << "a refused neighbour took the next one down with it";
+}
+
+// Stopping answers every submission the loop did not store, and withdraws those it admitted
+// (the next commit, another caller's, must not store a task its submitter was told is not
+// stored); a submission posted afterwards is answered at once.
+TEST_F(ControlPlaneTest, StoppingAnswersEveryUnstoredSubmissionAndStoresNoneOfThem) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  Answers answers;
+  faults->FailNextCommits(1);
+  ASSERT_FALSE(cp->Submit(Spec()).ok());  // id 1 burnt; commits back off for 50 ms
+  cp->PostSubmission(Spec(), answers.Next());
+  cp->RunOnce();  // admits it (id 2); no commit during the back-off
+  cp->PostSubmission(Spec(), answers.Next());  // never admitted
+  EXPECT_TRUE(answers.got().empty());
+  cp->StopLoop();
+  auto got = answers.got();
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& g : got) {
+    EXPECT_EQ(g.status().code(), StatusCode::kNotStored) << g.status().ToString();
+  }
+  cp->PostSubmission(Spec(), answers.Next());
+  got = answers.got();
+  ASSERT_EQ(got.size(), 3u) << "a post after the stop was not answered at once";
+  EXPECT_EQ(got[2].status().code(), StatusCode::kUnavailable);
+  clock_.AdvanceMs(1'000);
+  ASSERT_TRUE(cp->Submit(Spec()).ok());  // a later commit stores this one only
+  for (const auto& ids : faults->committed_tasks()) {
+    for (uint64_t id : ids) EXPECT_NE(id, 2u) << "a task answered not stored was stored";
+  }
+  EXPECT_EQ(cp->GetTask(2, false).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
 // Agent identity (issue 11): a node may report only its own tasks; another node's report of
 // them (an exit, a start, a heartbeat) changes nothing.
 TEST_F(ControlPlaneTest, ANodeCannotReportAnotherNodesTask) {

@@ -19,6 +19,8 @@
 #include "base/clock.h"
 #include "base/host_port.h"
 #include "server/async_agent_link.h"
+#include "server/async_queue.h"
+#include "server/async_submit.h"
 #include "server/api_service.h"
 #include "server/control_plane.h"
 #include "rpc/leader_hint.h"
@@ -38,6 +40,8 @@ struct Server::Impl {
   RealClock clock;
   ControlPlaneGate gate;
   std::unique_ptr<ApiService> api;
+  AsyncQueue queue;  // Submit and every agent's stream
+  std::unique_ptr<AsyncSubmit> submit;
   std::unique_ptr<AsyncAgentLink> link;
   std::unique_ptr<grpc::Server> grpc;
   std::string address;  // bound
@@ -60,13 +64,19 @@ struct Server::Impl {
   std::condition_variable cv;
   bool down = false;
 
-  // A start that failed after the agents' queue began (the HTTP port was taken) ends here:
-  // the gRPC server stops, then the queue drains, while the server object still exists (a
+  // A start that failed after the queue began (the HTTP port was taken) ends here: the
+  // gRPC server stops, then the queue drains, while the server object still exists (a
   // pending request is finished on the queue's thread and reads it). Server::Shutdown did
   // both already, in this order.
   ~Impl() {
     if (grpc) grpc->Shutdown(std::chrono::system_clock::now());
+    StopQueue();
+  }
+  // After the gRPC server's Shutdown: no call is requested any more, then the queue drains.
+  void StopQueue() {
+    if (submit) submit->Stop();
     if (link) link->Stop();
+    queue.Stop();
   }
 };
 
@@ -356,7 +366,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   s.api = std::make_unique<ApiService>(s.gate, [&s, status_client] {
     return StatusOf(s, status_client.get());
   });
-  s.link = std::make_unique<AsyncAgentLink>(s.gate, /*require_client_cert=*/s.tls.has_value());
+  s.submit = std::make_unique<AsyncSubmit>(*s.api, s.queue);
+  s.link = std::make_unique<AsyncAgentLink>(s.gate, s.queue,
+                                            /*require_client_cert=*/s.tls.has_value());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, GrpcCredentials(s), &port);
@@ -365,25 +377,30 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s.api.get());
   s.link->Register(builder);
+  s.queue.Register(builder);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Agents ping every second to notice a leader that stopped answering (SIGSTOP, a
   // partition) and move on; without this the server would answer their pings with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  // gRPC's synchronous server keeps between MIN and MAX idle threads waiting for calls; a
+  // gRPC's synchronous server keeps between MIN and MAX idle threads polling for calls; a
   // thread that finds more than MAX idle ones exits, and one is started whenever fewer than
-  // MIN wait. Each agent's stream holds a thread for its whole life and clients call
-  // concurrently, so with gRPC's defaults (1 and 2) threads were created and torn down all
-  // the time: 11,000 thread creations for 20,000 tasks in `bench e2e --executor noop`, and
-  // 1,700 tasks/s against 2,900 with a bound of 64 (2,500 with 8, 2,100 to 2,500 with 2-16).
+  // MIN wait. It serves the API calls but Submit (the agents' streams and Submit are on the
+  // completion queue). Every idle poller also takes the queue's network events and hands
+  // them over: with 64 of them (needed while each agent's stream held a synchronous thread)
+  // `bench e2e --executor noop --clients 16` ran 3,512 / 3,644 / 3,897 tasks/s, with 2
+  // 4,012 / 3,719 / 3,876 (alternating runs). 4 (as fast as 2) leaves room for API calls
+  // that arrive together.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 64);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
   s.grpc = builder.BuildAndStart();
   if (!s.grpc || port == 0) {
     return FailedPrecondition("listen: cannot listen on " + config.listen +
                               ": address already in use (is another gpusched running?)");
   }
+  s.submit->Start();
   s.link->Start();
+  s.queue.Start();
   s.address = FormatHostPort(listen.host, port);
   s.advertise = config.advertise.empty() ? s.address : config.advertise;
 
@@ -457,7 +474,7 @@ void Server::Shutdown() {
   StopHttp(s);
   if (s.probe) s.probe->Stop();
   s.grpc->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  s.link->Stop();  // after the calls ended: drains the agents' queue
+  s.StopQueue();  // after the calls ended
   if (s.cp) s.cp->StopLoop();
   s.cv.notify_all();
 }

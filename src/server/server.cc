@@ -66,11 +66,14 @@ struct Server::Impl {
 
   // A start that failed after the queue began (the HTTP port was taken) ends here: the
   // gRPC server stops, then the queue drains, while the server object still exists (a
-  // pending request is finished on the queue's thread and reads it). Server::Shutdown did
-  // both already, in this order.
+  // pending request is finished on the queue's thread and reads it); then the control plane
+  // lets go of the submissions it was given (their calls are freed while the server
+  // exists; the gate would keep it until after). Server::Shutdown did all of it already,
+  // in this order.
   ~Impl() {
     if (grpc) grpc->Shutdown(std::chrono::system_clock::now());
     StopQueue();
+    if (cp) cp->StopLoop();
   }
   // After the gRPC server's Shutdown: no call is requested any more, then the queue drains.
   void StopQueue() {

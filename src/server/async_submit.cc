@@ -81,14 +81,14 @@ class AsyncSubmit::Call final : public std::enable_shared_from_this<Call> {
 };
 
 AsyncSubmit::AsyncSubmit(ApiService& api, AsyncQueue& queue, size_t blocking_workers)
-    : api_(api), queue_(queue), blocking_(std::make_unique<WorkPool>(blocking_workers)) {}
+    : api_(api), queue_(queue), blocking_workers_(blocking_workers) {}
 
 AsyncSubmit::~AsyncSubmit() { Stop(); }
 
 void AsyncSubmit::Start() {
   {
     std::lock_guard<std::mutex> lock(accept_mu_);
-    accepting_ = true;
+    blocking_ = std::make_unique<WorkPool>(blocking_workers_);
   }
   Accept();
 }
@@ -97,7 +97,6 @@ void AsyncSubmit::Stop() {
   std::unique_ptr<WorkPool> blocking;
   {
     std::lock_guard<std::mutex> lock(accept_mu_);
-    accepting_ = false;
     blocking = std::move(blocking_);
   }
   blocking.reset();  // the submissions it runs end, and are answered, first
@@ -107,7 +106,7 @@ void AsyncSubmit::Stop() {
 
 void AsyncSubmit::Accept() {
   std::lock_guard<std::mutex> lock(accept_mu_);
-  if (!accepting_) return;
+  if (blocking_ == nullptr) return;  // not started, or stopped
   auto call = std::make_shared<Call>(*this);
   call->Request(call);
 }

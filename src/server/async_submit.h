@@ -50,10 +50,11 @@ class AsyncSubmit {
 
   ApiService& api_;
   AsyncQueue& queue_;
+  const size_t blocking_workers_;
   const std::shared_ptr<Answering> answering_ = std::make_shared<Answering>();
+  std::mutex accept_mu_;  // Accept against Stop: no request on a queue that shut down
+  // Between Start and Stop (guarded by accept_mu_): calls are accepted while it exists.
   std::unique_ptr<WorkPool> blocking_;
-  std::mutex accept_mu_;    // Accept against Stop: no request on a queue that shut down
-  bool accepting_ = false;  // guarded by accept_mu_
 };
 
 }  // namespace gpusched::server

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -84,16 +85,20 @@ struct Agent::Impl {
   // Finished, not yet acknowledged by the server. With the process executor the journal
   // backs it: an agent restarted before the ack refills it from there (Open reports them).
   std::map<TaskKey, v1::TaskStatus> unacked;
-  // Every write on the stream holds write_mu: two concurrent Writes on one gRPC stream are
-  // undefined, and the link, heartbeat and executor threads all write.
+  // Every message sent holds write_mu, which orders them: the link, heartbeat and executor
+  // threads all send.
   std::mutex write_mu;
-  grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream = nullptr;  // write_mu
+  struct Stream;
+  Stream* stream = nullptr;  // write_mu: the connection messages go to; none while down
   std::thread link_thread, heartbeat_thread;
 
-  void Send(const v1::AgentMessage& m) {
+  // Queues `m` on the connection (dropped while there is none: the next Register carries
+  // what the server must know). Never waits for the network.
+  void Send(v1::AgentMessage m) {
     std::lock_guard<std::mutex> lock(write_mu);
-    if (stream != nullptr) stream->Write(m);
+    SendLocked(std::move(m));
   }
+  void SendLocked(v1::AgentMessage m);  // REQUIRES: write_mu held
   void Log(const std::string& line) {
     if (!config.quiet) std::cerr << "gpusched agent " << config.name << ": " << line << "\n";
   }
@@ -200,7 +205,40 @@ std::optional<TaskKey> Agent::Impl::StoppingOnGpusOf(const v1::Assign& a) const 
   return std::nullopt;
 }
 
+// One connection's stream on gRPC's completion-queue API. The link thread alone waits on
+// its queue (reads, write completions, the final status). Any thread sends: under write_mu
+// it queues the message and, when no write is in flight (one at a time on a stream), starts
+// it. So no sender waits for the network or hands its write to another thread, and the
+// messages leave in the order they were queued.
+struct Agent::Impl::Stream {
+  enum Tag : intptr_t { kRead = 1, kWrite, kFinish };
+  static void* TagOf(Tag t) { return reinterpret_cast<void*>(t); }
+
+  // Declared first, destroyed last: the call goes before its queue.
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientAsyncReaderWriterInterface<v1::AgentMessage, v1::ServerMessage>>
+      rw;
+  std::deque<v1::AgentMessage> outbox;  // write_mu
+  bool writing = false;                 // write_mu: a Write awaits its completion
+
+  // REQUIRES: write_mu held, !writing, a message queued. Write serializes the message at
+  // once, so it leaves the outbox here.
+  void WriteNext() {
+    writing = true;
+    rw->Write(outbox.front(), TagOf(kWrite));
+    outbox.pop_front();
+  }
+};
+
+void Agent::Impl::SendLocked(v1::AgentMessage m) {
+  if (stream == nullptr) return;
+  stream->outbox.push_back(std::move(m));
+  if (!stream->writing) stream->WriteNext();
+}
+
 void Agent::Impl::LinkLoop() {
+  using Tag = Stream::Tag;
   DurationMs backoff = 100;
   for (;;) {
     const std::string server = servers[current];
@@ -210,41 +248,82 @@ void Agent::Impl::LinkLoop() {
     if (!stub) {
       stub = v1::AgentLink::NewStub(rpc::MakeChannel(server, /*keepalive=*/true, &tls));
     }
-    grpc::ClientContext context;
-    auto s = stub->Connect(&context);
+    Stream conn;
+    // The call's metadata leaves with its first message (Register), so that write need not
+    // wait for a start of its own.
+    conn.context.set_initial_metadata_corked(true);
+    conn.rw = stub->PrepareAsyncConnect(&conn.context, &conn.cq);
     {
       std::lock_guard<std::mutex> lock(mu);
       if (stop) return;
-      ctx = &context;
+      ctx = &conn.context;
     }
-    bool connected = false;
+    conn.rw->StartCall(nullptr);  // corked: no operation, no tag
     {
-      // Register is written under write_mu like every other write (the heartbeat thread and
-      // exit reports may write at any time), and the stream is published only after it, in
-      // the same critical section: Register is always the stream's first message.
+      // Register is queued under write_mu like every other message (the heartbeat thread
+      // and exit reports may send at any time), and the stream is published only after it,
+      // in the same critical section: Register is always the stream's first message.
       std::lock_guard<std::mutex> wlock(write_mu);
-      connected = s->Write(Register());
-      if (connected) stream = s.get();
+      conn.outbox.push_back(Register());
+      conn.WriteNext();
+      stream = &conn;
     }
-    if (connected) {
-      v1::ServerMessage msg;
-      while (s->Read(&msg)) {
-        if (msg.has_registered()) {
-          Log("connected to " + server);
-          backoff = 100;
+    v1::ServerMessage msg;
+    conn.rw->Read(&msg, Stream::TagOf(Stream::kRead));
+    // The operations that have not completed; the queue is shut down once none is left.
+    bool reading = true, finishing = false, ended = false, connected = false;
+    grpc::Status st;
+    void* tag = nullptr;
+    bool ok = false;
+    while (conn.cq.Next(&tag, &ok)) {
+      switch (static_cast<Tag>(reinterpret_cast<intptr_t>(tag))) {
+        case Stream::kRead:
+          if (ok && !ended) {
+            if (msg.has_registered()) {
+              Log("connected to " + server);
+              backoff = 100;
+            }
+            Handle(msg);
+            conn.rw->Read(&msg, Stream::TagOf(Stream::kRead));
+            continue;
+          }
+          reading = false;
+          break;
+        case Stream::kWrite: {
+          std::lock_guard<std::mutex> wlock(write_mu);
+          conn.writing = false;
+          if (ok) {
+            connected = true;  // Register, at least, was written
+            if (stream == &conn && !conn.outbox.empty()) conn.WriteNext();
+            continue;
+          }
+          break;
         }
-        Handle(msg);
+        case Stream::kFinish:
+          finishing = false;
+          break;
       }
-    }
-    {
+      // A read or a write failed (the stream is over) or the status came: no new sends,
+      // and the status is asked for once.
+      if (!ended) {
+        ended = true;
+        {
+          std::lock_guard<std::mutex> wlock(write_mu);
+          stream = nullptr;
+        }
+        finishing = true;
+        conn.rw->Finish(&st, Stream::TagOf(Stream::kFinish));
+      }
       std::lock_guard<std::mutex> wlock(write_mu);
-      stream = nullptr;
+      if (!reading && !conn.writing && !finishing) break;
+    }
+    conn.cq.Shutdown();
+    while (conn.cq.Next(&tag, &ok)) {
     }
     {
       std::lock_guard<std::mutex> lock(mu);
       ctx = nullptr;
     }
-    grpc::Status st = s->Finish();
     // Follow the leader: a standby names it; an unreachable server sends us to the next one.
     const std::string hint = rpc::LeaderHint(st.error_message());
     if (!hint.empty() && hint != server) {
@@ -461,7 +540,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
       st.set_kind(v1::TaskStatus::STARTED);
       v1::AgentMessage m;
       *m.mutable_status() = st;
-      if (stream != nullptr) stream->Write(m);
+      SendLocked(std::move(m));
       return;
     }
   }
@@ -743,10 +822,9 @@ void Agent::Impl::Report(v1::TaskStatus st) {
     std::lock_guard<std::mutex> lock(mu);
     unacked[{st.id(), st.attempt()}] = st;
   }
-  if (stream == nullptr) return;
   v1::AgentMessage m;
   *m.mutable_status() = std::move(st);
-  stream->Write(m);
+  SendLocked(std::move(m));
 }
 
 // ---------------------------------------------------------------- Agent

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 
 #include "agent/agent.h"
 #include "agent/runner_test_support.h"
@@ -26,6 +27,8 @@ class FakeServer final : public v1::AgentLink::Service {
       override {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      ++connects_;
+      if (!refusal_.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, refusal_);
       stream_ = stream;
       ctx_ = ctx;
     }
@@ -73,9 +76,29 @@ class FakeServer final : public v1::AgentLink::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return stream_ != nullptr;
   }
+  int connects() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return connects_;
+  }
+  // Every later Connect is answered at once with Unavailable and `message`.
+  void Refuse(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refusal_ = message;
+  }
+  // Ends the open stream from the server's side, as a server that restarts would.
+  void Drop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ctx_ != nullptr) ctx_->TryCancel();
+  }
+  std::vector<v1::AgentMessage> Received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {received_.begin(), received_.end()};
+  }
 
  private:
   std::mutex mu_;
+  int connects_ = 0;
+  std::string refusal_;
   grpc::ServerContext* ctx_ = nullptr;
   grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream_ = nullptr;
   std::deque<v1::AgentMessage> received_;
@@ -279,6 +302,68 @@ TEST_F(AgentLinkTest, SecondAgentOnTheSameDataDirFailsClearly) {
   auto second = Agent::Start(Config());
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("in use by another agent"), std::string::npos);
+}
+
+TEST_F(AgentLinkTest, StreamEndedByTheServerIsReopenedWithRegisterFirstCarryingTheUnackedExit) {
+  StartAgent();
+  Assign(1, {"sh", "-c", "exit 6"});
+  ASSERT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED)));
+  fake_.Forget();
+  fake_.Drop();  // no ack came
+
+  auto reg = fake_.WaitFor(IsRegister());
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(fake_.connects(), 2);
+  EXPECT_TRUE(fake_.Received().front().has_register_());  // the new stream's first message
+  ASSERT_EQ(reg->register_().finished_size(), 1);
+  EXPECT_EQ(reg->register_().finished(0).id(), 1u);
+  EXPECT_EQ(reg->register_().finished(0).exit_code(), 6);
+}
+
+// Messages sent while a write is in flight wait in the agent's outbox: every one of them
+// leaves, in the order sent (a task's STARTED before its FINISHED).
+TEST_F(AgentLinkTest, MessagesQueuedBehindAWriteLeaveInOrder) {
+  StartAgent(ExecutorKind::kNoop);
+  constexpr int kTasks = 300;
+  for (int id = 1; id <= kTasks; ++id) Assign(id, {"never-executed"}, 0);
+  ASSERT_TRUE(PollUntil([&] {
+    return fake_.Count([](const v1::AgentMessage& m) {
+             return m.has_status() && m.status().kind() == v1::TaskStatus::FINISHED;
+           }) == kTasks;
+  }));
+  std::map<uint64_t, std::vector<v1::TaskStatus::Kind>> seen;
+  const std::vector<v1::AgentMessage> received = fake_.Received();
+  ASSERT_TRUE(received.front().has_register_());
+  for (const v1::AgentMessage& m : received) {
+    if (m.has_status()) seen[m.status().id()].push_back(m.status().kind());
+  }
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kTasks));
+  for (const auto& [id, kinds] : seen) {
+    EXPECT_EQ(kinds, (std::vector{v1::TaskStatus::STARTED, v1::TaskStatus::FINISHED}))
+        << "task " << id;
+  }
+}
+
+// A standby answers "not leader; leader is ADDR": the agent follows it there.
+TEST_F(AgentLinkTest, StandbyNamingTheLeaderSendsTheAgentThere) {
+  FakeServer standby;
+  standby.Refuse("not leader; leader is " + address_ + " (test)");
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&standby);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_TRUE(server && port > 0);
+
+  AgentConfig c = Config();
+  c.server = "127.0.0.1:" + std::to_string(port);  // the standby only
+  auto a = Agent::Start(c);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  agent_ = std::move(a).value();
+  EXPECT_TRUE(fake_.WaitFor(IsRegister()));
+  EXPECT_EQ(standby.connects(), 1);
+  agent_.reset();
+  server->Shutdown();
 }
 
 TEST(AgentConfigTest, ExecutorKindParses) {

@@ -85,6 +85,15 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path
   }
   std::unique_ptr<SqliteStore> s(new SqliteStore(db));
   std::lock_guard<std::mutex> lock(s->mu_);
+  // The exclusive lock is taken here and held until close: before the first access in WAL
+  // mode, so the WAL index lives in this process's memory (no -shm file).
+  sqlite3_busy_timeout(db, options.lock_wait_ms);
+  GS_RETURN_IF_ERROR(s->Exec("PRAGMA locking_mode=EXCLUSIVE"));
+  if (Status held = s->Exec("BEGIN EXCLUSIVE; COMMIT"); !held.ok()) {
+    if (sqlite3_errcode(db) != SQLITE_BUSY) return held;
+    return FailedPrecondition("store: " + path +
+                              " is in use by another process (a server on the same data dir?)");
+  }
   sqlite3_busy_timeout(db, 5000);
   GS_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL"));
   GS_RETURN_IF_ERROR(s->Exec(options.fsync_every_commit ? "PRAGMA synchronous=FULL"

@@ -6,6 +6,11 @@
 // loss may lose the last transactions (synchronous=FULL would fsync every commit, at about a
 // hundred commits per second on ordinary disks). `Options::fsync_every_commit` selects FULL.
 //
+// One process at a time: the store holds an exclusive lock on the database from Open until
+// it is destroyed (SQLite's EXCLUSIVE locking mode), so a second server started on the same
+// data dir fails at start instead of writing the same state as the first. The lock also
+// spares every transaction its lock calls and the WAL its shared-memory index.
+//
 // Thread-safety: all methods take one internal mutex.
 
 #include <map>
@@ -27,6 +32,9 @@ class SqliteStore final : public StateStore {
     // The SQLite VFS to open the file through ("" = the default). Tests register a
     // fault-injecting one (store/testing/fault_vfs.h) to make writes, syncs and COMMIT fail.
     std::string vfs;
+    // How long Open waits for another process to release the database (a server being
+    // replaced on its data dir) before it fails with FailedPrecondition.
+    int lock_wait_ms = 5000;
   };
   // Opens (creating or upgrading if needed) `path`. Errors name the path.
   static StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, Options options);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -322,6 +323,38 @@ TEST_F(SqliteStoreTest, UnwritablePathNamesThePath) {
   auto s = SqliteStore::Open((dir_ / "missing" / "x.db").string(), {});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("missing"), std::string::npos);
+}
+
+// A second process on the same database (a second server on one data dir) is refused at
+// Open, naming the file, and the first keeps writing. A child process opens it: SQLite's
+// POSIX locks do not exclude a second connection of the same process.
+TEST_F(SqliteStoreTest, SecondProcessOnTheSameDatabaseIsRefused) {
+  auto first = Open();
+  ASSERT_TRUE(first->Commit(Tasks({RunningTask(1)})).ok());
+  const std::string path = (dir_ / "state.db").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    SqliteStore::Options o;
+    o.lock_wait_ms = 0;
+    auto second = SqliteStore::Open(path, o);
+    const bool refused = !second.ok() &&
+                         second.status().code() == StatusCode::kFailedPrecondition &&
+                         second.status().message().find(path) != std::string::npos &&
+                         second.status().message().find("in use") != std::string::npos;
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the second Open was not refused";
+  EXPECT_TRUE(first->Commit(Tasks({RunningTask(2)})).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + "-shm"));  // the WAL index is in memory
+  first.reset();
+  auto reopened = Open();  // released with the first
+  auto live = reopened->LoadLiveTasks();
+  ASSERT_TRUE(live.ok());
+  EXPECT_EQ(live->tasks.size(), 2u);
 }
 
 TEST_F(SqliteStoreTest, TokensSurviveReopenAndARevokedOneIsGone) {

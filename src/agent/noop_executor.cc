@@ -22,7 +22,7 @@ NoopExecutor::~NoopExecutor() { Stop(ShutdownMode::kKillTasks); }
 
 Status NoopExecutor::Launch(const LaunchSpec& spec) {
   const TaskKey key{spec.id, spec.attempt};
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return Unavailable("agent is shutting down");
   auto [it, inserted] = running_.try_emplace(key);
   if (!inserted) {
@@ -30,29 +30,32 @@ Status NoopExecutor::Launch(const LaunchSpec& spec) {
                          std::to_string(spec.attempt) + " is already running");
   }
   it->second.exit = TaskExit{spec.id, spec.attempt, 0, ""};
-  Schedule(key, it->second, clock_.NowMs() + std::max<DurationMs>(spec.duration_ms, 0));
+  const bool earliest =
+      Schedule(key, it->second, clock_.NowMs() + std::max<DurationMs>(spec.duration_ms, 0));
+  lock.unlock();
+  if (earliest) cv_.notify_one();  // unlocked: the thread it wakes takes mu_ at once
   return Status::Ok();
 }
 
 void NoopExecutor::Kill(uint64_t id, int64_t attempt, DurationMs /*grace_ms*/,
                         const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = running_.find({id, attempt});
   if (it == running_.end() || it->second.killed) return;
   it->second.killed = true;
   it->second.exit.exit_code = 128 + 9;
   it->second.exit.reason = "killed: " + reason;
-  Schedule(it->first, it->second, clock_.NowMs());
+  const bool earliest = Schedule(it->first, it->second, clock_.NowMs());
+  lock.unlock();
+  if (earliest) cv_.notify_one();
 }
 
-void NoopExecutor::Schedule(const TaskKey& key, Task& task, TimeMs at_ms) {
+bool NoopExecutor::Schedule(const TaskKey& key, Task& task, TimeMs at_ms) {
   task.seq = next_seq_++;
   const bool earliest = deadlines_.empty() || at_ms < deadlines_.top().at_ms;
   deadlines_.push({at_ms, task.seq, key});
-  if (earliest) {
-    ++generation_;
-    cv_.notify_one();
-  }
+  if (earliest) ++generation_;
+  return earliest;
 }
 
 std::vector<TaskKey> NoopExecutor::Running() const {

@@ -51,9 +51,9 @@ class NoopExecutor final : public TaskExecutor {
     bool killed = false;
     TaskExit exit;  // what is reported when the deadline passes
   };
-  // REQUIRES: mu_ held. Schedules `task`'s exit at `at_ms`; wakes the thread if it is the
-  // earliest deadline.
-  void Schedule(const TaskKey& key, Task& task, TimeMs at_ms);
+  // REQUIRES: mu_ held. Schedules `task`'s exit at `at_ms`. True when it is the earliest
+  // deadline: the caller then notifies cv_, after unlocking mu_.
+  bool Schedule(const TaskKey& key, Task& task, TimeMs at_ms);
   void Loop();
 
   Clock& clock_;

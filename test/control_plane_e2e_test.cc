@@ -220,5 +220,22 @@ TEST_F(ClusterTest, CordonDrainAndCancel) {
   EXPECT_EQ(Run({"drain", "nope"}).code, 1);
 }
 
+// `bench e2e` as a user runs it, small: every task submitted by the closed-loop clients
+// finishes, none is refused, and the JSON carries the keys the benchmark tables quote.
+TEST(BenchE2eTest, NoopRunFinishesEveryTaskAndReportsEveryKey) {
+  CliResult r = Cli({"bench", "e2e", "--executor", "noop", "--tasks", "300", "--clients", "5",
+                     "--agents", "2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  EXPECT_EQ(out["tasks"], 300);
+  EXPECT_EQ(out["submit_errors"], 0);
+  EXPECT_EQ(out["executor"], "noop");
+  for (const char* key : {"tasks_per_s", "submit_to_start_p50_ms", "submit_to_start_p99_ms",
+                          "cpu_ms_per_task", "rpc_limit_per_s", "seconds"}) {
+    ASSERT_TRUE(out.contains(key)) << key;
+    EXPECT_GT(out[key].get<double>(), 0.0) << key;
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::testing

@@ -10,9 +10,11 @@
 // on what else the machine runs). With real processes the same run also measures a bare
 // spawn-and-wait loop of /bin/true (posix_spawn + waitpid, one loop per CPU
 // core, no scheduler): `spawn_limit_per_s`, the most any process executor could reach here.
-// Both executors also measure bare round trips to the same server from as many clients
-// (GetServerStatus, which reads no scheduler state): `rpc_limit_per_s`, the transport's own
-// limit here; a task costs one call and four messages on its agent's stream.
+// The --clients submitters are closed-loop (one Submit in flight each, on a channel of its
+// own), all driven by one thread. Both executors also measure bare round trips to the same
+// server from as many such clients (GetServerStatus, which reads no scheduler state):
+// `rpc_limit_per_s`, the transport's own limit here; a task costs one call and four messages
+// on its agent's stream.
 // With --tls the same run goes over TLS: certificates made in the run's temp dir (certs init),
 // the server with --tls-dir, every agent presenting its own certificate (mutual TLS), the
 // clients trusting the CA; run both to report the cost of TLS as a ratio. With --auth the
@@ -37,6 +39,7 @@
 #include <iostream>
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
@@ -47,6 +50,7 @@
 #include "cli/commands.h"
 #include "cli/e2e_driver.h"
 #include "cli/local_cluster.h"
+#include "rpc/convert.h"
 #include "store/local_etcd.h"
 
 extern "C" char** environ;
@@ -88,19 +92,82 @@ double SpawnLimitPerSecond(int n) {
   });
 }
 
-// `n` bare round trips (GetServerStatus: no scheduler state, no store) over `clients` threads
-// of their own channel each, as the task run's clients: calls per second, the most this
-// transport carries here. A task costs one such call (its submission) and four messages on
-// its agent's stream (assign, started, finished, ack).
-double RpcLimitPerSecond(const std::string& address, const rpc::ClientTls* tls,
-                         const std::string& token, int clients, int n) {
+// One client's call in flight.
+template <typename Response>
+struct ClientCall {
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
+  Response response;
+  grpc::Status status;
+};
+
+// `n` calls from closed-loop clients: each of `drivers` (a channel of its own) has one call
+// in flight at a time and starts its next when the answer comes, as a client that waits for
+// each answer would. One thread, named `name` so that its CPU can be told apart, drives them
+// all on one completion queue: the clients' own cost, which the run's CPU time counts, stays
+// small next to the server's. `start` begins one call of a client on the queue. Returns the
+// calls that failed (not answered OK).
+template <typename Response, typename Start>
+int RunClosedLoopClients(std::vector<std::unique_ptr<E2eDriver>>& drivers, int n,
+                         const char* name, Start start) {
+  int failed = 0;
+  std::thread driver([&] {
+    NameThisThread(name);
+    grpc::CompletionQueue cq;
+    std::vector<ClientCall<Response>> calls(drivers.size());
+    int started = 0, in_flight = 0;
+    const auto next = [&](size_t c) {
+      if (started == n) return;
+      ++started;
+      ++in_flight;
+      ClientCall<Response>& call = calls[c];
+      call.ctx = std::make_unique<grpc::ClientContext>();
+      call.reader = start(*drivers[c], *call.ctx, cq);
+      call.reader->Finish(&call.response, &call.status, reinterpret_cast<void*>(c));
+    };
+    for (size_t c = 0; c < drivers.size(); ++c) next(c);
+    void* tag = nullptr;
+    bool ok = false;
+    while (in_flight > 0 && cq.Next(&tag, &ok)) {
+      --in_flight;
+      const auto c = reinterpret_cast<size_t>(tag);
+      if (!ok || !calls[c].status.ok()) ++failed;
+      next(c);
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  });
+  driver.join();
+  return failed;
+}
+
+std::vector<std::unique_ptr<E2eDriver>> Clients(int clients, const std::string& address,
+                                                const rpc::ClientTls* tls,
+                                                const std::string& token) {
   std::vector<std::unique_ptr<E2eDriver>> drivers;
   for (int c = 0; c < clients; ++c) {
     drivers.push_back(std::make_unique<E2eDriver>(address, tls, token));
     (void)drivers.back()->Ping();  // connected before the clock starts
   }
-  return CallsPerSecond(clients, n, "gs-bench-ping",
-                        [&](int c) { return drivers[c]->Ping().ok(); });
+  return drivers;
+}
+
+// `n` bare round trips (GetServerStatus: no scheduler state, no store) from as many
+// closed-loop clients as the task run's, driven the same way: calls per second, the most this
+// transport carries here. A task costs one such call (its submission) and four messages on
+// its agent's stream (assign, started, finished, ack).
+double RpcLimitPerSecond(const std::string& address, const rpc::ClientTls* tls,
+                         const std::string& token, int clients, int n) {
+  std::vector<std::unique_ptr<E2eDriver>> drivers = Clients(clients, address, tls, token);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int failed = RunClosedLoopClients<::gpusched::v1::ServerStatus>(
+      drivers, n, "gs-bench-ping",
+      [](E2eDriver& d, grpc::ClientContext& ctx, grpc::CompletionQueue& cq) {
+        return d.StartPing(ctx, cq);
+      });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return double(n - failed) / secs;
 }
 
 // CPU time (user + system) of this whole process so far, in ms.
@@ -202,29 +269,25 @@ void RegisterBenchE2e(CLI::App& bench) {
     E2eDriver probe((*cluster)->address(), &client_tls, token);
     Status ready = probe.WaitForNodes(*agents, 60'000);
     if (!ready.ok()) Fail(ready);
+    std::vector<std::unique_ptr<E2eDriver>> submitters =
+        Clients(*clients, (*cluster)->address(), &client_tls, token);
     const double cpu0_ms = ProcessCpuMs();
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t t0_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-    std::atomic<int> next{0};
-    std::atomic<int> errors{0};
-    std::vector<std::thread> threads;
-    for (int c = 0; c < *clients; ++c) {
-      threads.emplace_back([&] {
-        NameThisThread("gs-bench-client");
-        E2eDriver d((*cluster)->address(), &client_tls, token);
-        core::TaskSpec s;
-        s.gpus = 1;
-        s.command = {"true"};
-        // noop: the task "runs" 1 ms; process: the expected run time only weighs its priority
-        s.duration_ms = *kind == agent::ExecutorKind::kNoop ? 1 : 1000;
-        while (next.fetch_add(1) < *tasks) {
-          if (!d.Submit(s).ok()) ++errors;
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
+    core::TaskSpec spec;
+    spec.gpus = 1;
+    spec.command = {"true"};
+    // noop: the task "runs" 1 ms; process: the expected run time only weighs its priority
+    spec.duration_ms = *kind == agent::ExecutorKind::kNoop ? 1 : 1000;
+    ::gpusched::v1::SubmitRequest request;
+    rpc::TaskSpecToProto(spec, request.mutable_spec());
+    const int errors = RunClosedLoopClients<::gpusched::v1::SubmitResponse>(
+        submitters, *tasks, "gs-bench-client",
+        [&](E2eDriver& d, grpc::ClientContext& ctx, grpc::CompletionQueue& cq) {
+          return d.StartSubmit(ctx, request, cq);
+        });
     // Done when no task is live. Each poll asks for one task of each live state (served
     // from the server's memory): listing them all, or the finished ones from the store, would
     // be work of the bench's own, done under the control plane's lock and counted in
@@ -283,7 +346,7 @@ void RegisterBenchE2e(CLI::App& bench) {
                          {"tasks_per_s", rate},
                          {"submit_to_start_p50_ms", p50},
                          {"submit_to_start_p99_ms", p99},
-                         {"submit_errors", errors.load()},
+                         {"submit_errors", errors},
                          {"cpu_ms_per_task", finished > 0 ? cpu_ms / double(finished) : 0.0},
                          {"rpc_limit_per_s", rpc_limit},
                          {"seconds", secs}};

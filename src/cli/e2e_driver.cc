@@ -39,6 +39,19 @@ Status E2eDriver::Ping() {
   return rpc::FromGrpc(stub_->GetServerStatus(&ctx, {}, &resp));
 }
 
+std::unique_ptr<grpc::ClientAsyncResponseReader<::gpusched::v1::SubmitResponse>>
+E2eDriver::StartSubmit(grpc::ClientContext& ctx, const ::gpusched::v1::SubmitRequest& req,
+                       grpc::CompletionQueue& cq) {
+  Prepare(ctx, std::chrono::seconds(30));
+  return stub_->AsyncSubmit(&ctx, req, &cq);
+}
+
+std::unique_ptr<grpc::ClientAsyncResponseReader<::gpusched::v1::ServerStatus>>
+E2eDriver::StartPing(grpc::ClientContext& ctx, grpc::CompletionQueue& cq) {
+  Prepare(ctx, std::chrono::seconds(30));
+  return stub_->AsyncGetServerStatus(&ctx, {}, &cq);
+}
+
 StatusOr<::gpusched::v1::ListTasksResponse> E2eDriver::ListPage(const std::string& state,
                                                                  uint64_t after_id,
                                                                  int64_t limit) {

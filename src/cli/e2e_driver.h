@@ -34,6 +34,14 @@ class E2eDriver {
   // Polls until `n` agents are connected, or Unavailable after `timeout_ms`.
   Status WaitForNodes(int n, int64_t timeout_ms);
 
+  // The same two calls started on `cq` (bench e2e's clients, many driven by one thread):
+  // `ctx` is prepared here (deadline, token); the caller asks for the answer with Finish.
+  std::unique_ptr<grpc::ClientAsyncResponseReader<::gpusched::v1::SubmitResponse>> StartSubmit(
+      grpc::ClientContext& ctx, const ::gpusched::v1::SubmitRequest& req,
+      grpc::CompletionQueue& cq);
+  std::unique_ptr<grpc::ClientAsyncResponseReader<::gpusched::v1::ServerStatus>> StartPing(
+      grpc::ClientContext& ctx, grpc::CompletionQueue& cq);
+
  private:
   // A call's deadline (`timeout` from now) and, with a token, its authorization header.
   void Prepare(grpc::ClientContext& ctx, std::chrono::seconds timeout) const;

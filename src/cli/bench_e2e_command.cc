@@ -184,7 +184,7 @@ void RegisterBenchE2e(CLI::App& bench) {
   auto json = std::make_shared<bool>(false);
   auto tasks = std::make_shared<int>(3000);
   auto agents = std::make_shared<int>(16);
-  auto clients = std::make_shared<int>(4);
+  auto clients = std::make_shared<int>(16);
   auto store = std::make_shared<std::string>("sqlite");
   auto tls = std::make_shared<bool>(false);
   auto auth = std::make_shared<bool>(false);

@@ -276,26 +276,34 @@ void Agent::Impl::LinkLoop() {
     void* tag = nullptr;
     bool ok = false;
     while (conn.cq.Next(&tag, &ok)) {
+      bool failed = false;
       switch (static_cast<Tag>(reinterpret_cast<intptr_t>(tag))) {
         case Stream::kRead:
-          if (ok && !ended) {
+          if (!ok) {
+            reading = false;
+            failed = true;
+            break;
+          }
+          // Once the stream is over, what still arrives is read and dropped (Finish
+          // completes only when every incoming message was read): the server reconciles
+          // it with the next Register.
+          if (!ended) {
             if (msg.has_registered()) {
               Log("connected to " + server);
               backoff = 100;
             }
             Handle(msg);
-            conn.rw->Read(&msg, Stream::TagOf(Stream::kRead));
-            continue;
           }
-          reading = false;
+          conn.rw->Read(&msg, Stream::TagOf(Stream::kRead));
           break;
         case Stream::kWrite: {
           std::lock_guard<std::mutex> wlock(write_mu);
           conn.writing = false;
-          if (ok) {
+          if (!ok) {
+            failed = true;
+          } else {
             connected = true;  // Register, at least, was written
             if (stream == &conn && !conn.outbox.empty()) conn.WriteNext();
-            continue;
           }
           break;
         }
@@ -303,9 +311,9 @@ void Agent::Impl::LinkLoop() {
           finishing = false;
           break;
       }
-      // A read or a write failed (the stream is over) or the status came: no new sends,
-      // and the status is asked for once.
-      if (!ended) {
+      // A read or a write failed: the stream is over. No new sends, and the status is asked
+      // for once.
+      if (failed && !ended) {
         ended = true;
         {
           std::lock_guard<std::mutex> wlock(write_mu);
@@ -314,8 +322,10 @@ void Agent::Impl::LinkLoop() {
         finishing = true;
         conn.rw->Finish(&st, Stream::TagOf(Stream::kFinish));
       }
+      // Checked after every completion, whatever it was: the last one to complete may be a
+      // write that succeeded after the stream ended.
       std::lock_guard<std::mutex> wlock(write_mu);
-      if (!reading && !conn.writing && !finishing) break;
+      if (ended && !reading && !conn.writing && !finishing) break;
     }
     conn.cq.Shutdown();
     while (conn.cq.Next(&tag, &ok)) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/runner_test_support.h"
@@ -33,8 +34,11 @@ class FakeServer final : public v1::AgentLink::Service {
       ctx_ = ctx;
     }
     v1::AgentMessage m;
+    bool first = true;
     while (stream->Read(&m)) {
       std::lock_guard<std::mutex> lock(mu_);
+      if (first) firsts_.push_back(m);
+      first = false;
       received_.push_back(m);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -94,6 +98,12 @@ class FakeServer final : public v1::AgentLink::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return {received_.begin(), received_.end()};
   }
+  // The first message of every stream so far, in the order the streams opened (Forget
+  // does not clear them).
+  std::vector<v1::AgentMessage> FirstOfEachStream() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return firsts_;
+  }
 
  private:
   std::mutex mu_;
@@ -102,6 +112,7 @@ class FakeServer final : public v1::AgentLink::Service {
   grpc::ServerContext* ctx_ = nullptr;
   grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream_ = nullptr;
   std::deque<v1::AgentMessage> received_;
+  std::vector<v1::AgentMessage> firsts_;
 };
 
 auto IsRegister() {
@@ -314,7 +325,9 @@ TEST_F(AgentLinkTest, StreamEndedByTheServerIsReopenedWithRegisterFirstCarryingT
   auto reg = fake_.WaitFor(IsRegister());
   ASSERT_TRUE(reg);
   EXPECT_EQ(fake_.connects(), 2);
-  EXPECT_TRUE(fake_.Received().front().has_register_());  // the new stream's first message
+  const std::vector<v1::AgentMessage> firsts = fake_.FirstOfEachStream();
+  ASSERT_EQ(firsts.size(), 2u);
+  EXPECT_TRUE(firsts[1].has_register_());  // the new stream's first message
   ASSERT_EQ(reg->register_().finished_size(), 1);
   EXPECT_EQ(reg->register_().finished(0).id(), 1u);
   EXPECT_EQ(reg->register_().finished(0).exit_code(), 6);
@@ -333,7 +346,8 @@ TEST_F(AgentLinkTest, MessagesQueuedBehindAWriteLeaveInOrder) {
   }));
   std::map<uint64_t, std::vector<v1::TaskStatus::Kind>> seen;
   const std::vector<v1::AgentMessage> received = fake_.Received();
-  ASSERT_TRUE(received.front().has_register_());
+  ASSERT_EQ(fake_.FirstOfEachStream().size(), 1u);
+  ASSERT_TRUE(fake_.FirstOfEachStream()[0].has_register_());
   for (const v1::AgentMessage& m : received) {
     if (m.has_status()) seen[m.status().id()].push_back(m.status().kind());
   }

@@ -92,7 +92,8 @@ double SpawnLimitPerSecond(int n) {
   });
 }
 
-// One client's call in flight.
+// One client's call in flight. Declared in this order so that the reader (in the call's
+// arena) is destroyed before the context that frees it.
 template <typename Response>
 struct ClientCall {
   std::unique_ptr<grpc::ClientContext> ctx;
@@ -121,6 +122,8 @@ int RunClosedLoopClients(std::vector<std::unique_ptr<E2eDriver>>& drivers, int n
       ++started;
       ++in_flight;
       ClientCall<Response>& call = calls[c];
+      // The reader lives in its call's arena, which the context's end frees: it goes first.
+      call.reader.reset();
       call.ctx = std::make_unique<grpc::ClientContext>();
       call.reader = start(*drivers[c], *call.ctx, cq);
       call.reader->Finish(&call.response, &call.status, reinterpret_cast<void*>(c));

@@ -326,15 +326,19 @@ TEST_F(SqliteStoreTest, UnwritablePathNamesThePath) {
 }
 
 // A second process on the same database (a second server on one data dir) is refused at
-// Open, naming the file, and the first keeps writing. A child process opens it: SQLite's
-// POSIX locks do not exclude a second connection of the same process.
+// Open, naming the file, and the first keeps writing. The child is forked before the first
+// store opens: a child forked after would inherit SQLite's table of this process's locks and
+// be refused by it, without asking the kernel, so the file lock itself would go untested.
 TEST_F(SqliteStoreTest, SecondProcessOnTheSameDatabaseIsRefused) {
-  auto first = Open();
-  ASSERT_TRUE(first->Commit(Tasks({RunningTask(1)})).ok());
   const std::string path = (dir_ / "state.db").string();
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    close(go[1]);
+    char c = 0;
+    if (read(go[0], &c, 1) != 1) _exit(2);  // the parent failed before holding the lock
     SqliteStore::Options o;
     o.lock_wait_ms = 0;
     auto second = SqliteStore::Open(path, o);
@@ -344,8 +348,20 @@ TEST_F(SqliteStoreTest, SecondProcessOnTheSameDatabaseIsRefused) {
                          second.status().message().find("in use") != std::string::npos;
     _exit(refused ? 0 : 1);
   }
+  close(go[0]);
+  std::unique_ptr<SqliteStore> first;
+  {
+    auto opened = SqliteStore::Open(path, {});
+    if (opened.ok()) {
+      first = std::move(opened).value();
+      EXPECT_TRUE(first->Commit(Tasks({RunningTask(1)})).ok());
+      EXPECT_EQ(write(go[1], "x", 1), 1);  // the lock is held: the child may try
+    }
+    close(go[1]);
+  }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(first);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the second Open was not refused";
   EXPECT_TRUE(first->Commit(Tasks({RunningTask(2)})).ok());

@@ -346,8 +346,9 @@ TEST_F(AgentLinkTest, MessagesQueuedBehindAWriteLeaveInOrder) {
   }));
   std::map<uint64_t, std::vector<v1::TaskStatus::Kind>> seen;
   const std::vector<v1::AgentMessage> received = fake_.Received();
-  ASSERT_EQ(fake_.FirstOfEachStream().size(), 1u);
-  ASSERT_TRUE(fake_.FirstOfEachStream()[0].has_register_());
+  const std::vector<v1::AgentMessage> firsts = fake_.FirstOfEachStream();
+  ASSERT_EQ(firsts.size(), 1u);
+  ASSERT_TRUE(firsts[0].has_register_());
   for (const v1::AgentMessage& m : received) {
     if (m.has_status()) seen[m.status().id()].push_back(m.status().kind());
   }

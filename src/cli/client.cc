@@ -126,6 +126,21 @@ Client::Client(const std::string& server_flag)
   }
 }
 
+namespace {
+bool keep_channels_until_exit = false;
+}  // namespace
+
+void KeepChannelsUntilExit() { keep_channels_until_exit = true; }
+
+Client::~Client() {
+  if (!keep_channels_until_exit) return;
+  // Never destroyed: the process ends with std::_Exit, which runs no destructor anyway.
+  static auto* kept = new std::vector<std::unique_ptr<v1::Scheduler::Stub>>();
+  for (auto& [address, stub] : stubs_) {
+    if (stub) kept->push_back(std::move(stub));
+  }
+}
+
 v1::Scheduler::Stub& Client::stub() {
   auto& stub = stubs_[servers_[current_]];
   if (!stub) stub = v1::Scheduler::NewStub(rpc::MakeChannel(servers_[current_], false, &tls_));

@@ -84,7 +84,7 @@ class AsyncAgentLinkTest : public ::testing::Test {
     (void)Open(first);
     stream_->WritesDone();
     v1::ServerMessage m;
-    EXPECT_FALSE(stream_->Read(&m)) << "the call went on: " << m.DebugString();
+    EXPECT_FALSE(stream_->Read(&m)) << "the call went on: message " << m.msg_case();
     const grpc::Status s = stream_->Finish();
     stream_.reset();
     return s;
@@ -120,7 +120,7 @@ TEST_F(AsyncAgentLinkTest, RegisteredAgentGetsTheServersSettingsFirstAndIsReacha
   auto ch = Connect("dev-1");
   v1::ServerMessage m;
   ASSERT_TRUE(stream_->Read(&m));
-  ASSERT_TRUE(m.has_registered()) << m.DebugString();
+  ASSERT_TRUE(m.has_registered()) << "message " << m.msg_case();
   EXPECT_EQ(m.registered().kill_grace_ms(), cp_->config().kill_grace_ms);
   EXPECT_EQ(Reachable("dev-1"), true);
   v1::ServerMessage kill;

@@ -139,6 +139,45 @@ TEST_F(ClusterTest, ParseErrorsNameTheFlagOrCommandWithADidYouMean) {
   EXPECT_EQ(Json::parse(json_usage.err)["code"], 2) << json_usage.err;
 }
 
+// `gpusched --server ADDR ls`, as `kubectl --server` is written: before the command's name,
+// over GPUSCHED_SERVER, for the client binary's commands, the whole binary's (status, agent)
+// and --server=ADDR alike; a --server after the command's name wins over it.
+TEST_F(ClusterTest, TheServerAddressMayComeBeforeTheCommandAndTheCommandsOwnWins) {
+  const std::string dead = "127.0.0.1:" + std::to_string(FreePort());  // nobody listens
+  const std::map<std::string, std::string> env{{"GPUSCHED_SERVER", dead}};
+  CliResult ls = Cli({"--server", server(), "ls", "--json"}, env);
+  EXPECT_EQ(ls.code, 0) << ls.err;
+  EXPECT_EQ(ls.out.rfind("[", 0), 0u) << ls.out;
+  CliResult equals = Cli({"--server=" + server(), "nodes", "--json"}, env);
+  EXPECT_EQ(equals.code, 0) << equals.err;
+  CliResult status = Cli({"--server", server(), "status", "--json"}, env);
+  EXPECT_EQ(status.code, 0) << status.err;
+  EXPECT_TRUE(Has(status.out, server())) << status.out;
+  // The command's own flag wins, whichever of the two is the unreachable one.
+  CliResult own = Cli({"--server", dead, "nodes", "--server", server()});
+  EXPECT_EQ(own.code, 0) << own.err;
+  CliResult own_dead = Cli({"--server", server(), "nodes", "--server", dead});
+  EXPECT_EQ(own_dead.code, 3) << own_dead.err;
+  EXPECT_TRUE(Has(own_dead.err, dead)) << own_dead.err;
+  // A missing value is a usage error that names the flag.
+  CliResult missing = Cli({"ls", "--server"});
+  EXPECT_EQ(missing.code, 2) << missing.err;
+  EXPECT_TRUE(Has(missing.err, "--server")) << missing.err;
+  // An agent started as `gpusched --server ADDR agent ...` registers there.
+  Proc agent({"--server", server(), "agent", "--name", "early", "--gpus", "1x16GiB", "--simulate",
+              "--data-dir", path("early")},
+             path("early.log"));
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        for (const Json& n : Json::parse(Run({"nodes", "--json"}).out)) {
+          if (n["name"] == "early" && n["connected"] == true) return true;
+        }
+        return false;
+      },
+      kDeadline))
+      << agent.Log();
+}
+
 TEST_F(ClusterTest, GbSizesRepeatedStateSeveralCancelsAndLogsOfATaskThatNeverRan) {
   StartAgent("n1", "1x16GiB");
   const uint64_t gb = Submit({"--gpu-mem", "6GB", "--", "true"});

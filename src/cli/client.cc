@@ -18,8 +18,16 @@
 
 namespace gpusched::cli {
 
+namespace {
+std::string& GlobalServerFlag() {
+  static std::string server;
+  return server;
+}
+}  // namespace
+
 std::string ResolveServer(const std::string& flag) {
   if (!flag.empty()) return flag;
+  if (!GlobalServerFlag().empty()) return GlobalServerFlag();
   const char* env = std::getenv("GPUSCHED_SERVER");
   if (env != nullptr && *env != '\0') return env;
   return "127.0.0.1:7070";
@@ -99,11 +107,24 @@ void AddCaFlag(CLI::App* cmd) {
       "(default: $GPUSCHED_CA; neither = plaintext)");
 }
 
+namespace {
+constexpr const char* kServerHelp =
+    "Server address, or a comma-separated list of the servers of an HA control plane "
+    "(default: $GPUSCHED_SERVER, else 127.0.0.1:7070)";
+}  // namespace
+
+void AddGlobalClientFlags(CLI::App* app) {
+  AddCaFlag(app);
+  app->add_option_function<std::string>(
+      "--server", [](const std::string& list) { GlobalServerFlag() = list; },
+      std::string(kServerHelp) + "; also accepted after the command's name, which wins");
+}
+
+std::string GlobalServer() { return GlobalServerFlag(); }
+
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json) {
   AddCaFlag(cmd);
-  cmd->add_option("--server", flags.server,
-                  "Server address, or a comma-separated list of the servers of an HA control "
-                  "plane (default: $GPUSCHED_SERVER, else 127.0.0.1:7070)");
+  cmd->add_option("--server", flags.server, kServerHelp);
   if (json) cmd->add_flag("--json", flags.json, "Machine-readable JSON output");
 }
 

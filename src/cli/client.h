@@ -34,7 +34,13 @@ struct ClientFlags {
 };
 // Adds --server (and --json when `json`) to `cmd`.
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json = true);
+// The servers a client command talks to: its own --server, else the global one (`gpusched
+// --server ADDR ls`), else GPUSCHED_SERVER, else 127.0.0.1:7070.
 std::string ResolveServer(const std::string& flag);
+// The global options of every binary (main.cc): --ca FILE and --server ADDR[,ADDR...] before
+// the command's name. GlobalServer() is the latter's value ("" when not given).
+void AddGlobalClientFlags(CLI::App* app);
+std::string GlobalServer();
 // The bearer token to send: GPUSCHED_TOKEN, else the token file (first line, trimmed); ""
 // when none.
 std::string ResolveToken();

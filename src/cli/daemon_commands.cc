@@ -196,6 +196,7 @@ void RegisterAgent(CLI::App& app) {
     c->taints = TaintFlags(*taints, "--taint");
     if (cmd->count("--server") == 0) c->server.clear();  // no default: say where
     if (!config_file->empty()) MergeAgentConfigFile(*config_file, cmd, *c);
+    if (c->server.empty()) c->server = GlobalServer();  // `gpusched --server ADDR agent`
     if (c->server.empty()) {
       Fail(InvalidArgument("--server: missing; give --server ADDR (or server: in --config)"));
     }

@@ -16,11 +16,11 @@ namespace gpusched::cli {
 bool HandledByClientBinary(const CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a == "--ca") {  // the one global option with a value
+    if (a == "--ca" || a == "--server") {  // the global options, each with a value
       ++i;
       continue;
     }
-    if (a.rfind("--ca=", 0) == 0) continue;
+    if (a.rfind("--ca=", 0) == 0 || a.rfind("--server=", 0) == 0) continue;
     if (a == "--version") return true;
     if (a.empty() || a[0] == '-') return false;  // --help, or a mistake the whole binary names
     for (const CLI::App* sub : app.get_subcommands({})) {

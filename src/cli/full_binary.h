@@ -15,9 +15,9 @@ namespace gpusched::cli {
 // The name of the whole binary, next to the client's own executable.
 inline constexpr const char* kFullBinaryName = "gpusched-full";
 
-// Whether `argv` names one of `app`'s commands (after the global --ca FILE), or only asks
-// for --version: then the client binary runs it. An empty command line, --help and every
-// other command go to the whole binary.
+// Whether `argv` names one of `app`'s commands (after the global --ca FILE and --server ADDR),
+// or only asks for --version: then the client binary runs it. An empty command line, --help
+// and every other command go to the whole binary.
 bool HandledByClientBinary(const CLI::App& app, int argc, char** argv);
 
 // Replaces this process with gpusched-full and the same arguments. Returns only on failure,

@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpusched 0.1.0");
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
-  // Global: `gpusched --ca FILE ls`; every client command also takes it after its name.
-  gpusched::cli::AddCaFlag(&app);
+  // Global: `gpusched --ca FILE --server ADDR ls`; every client command also takes both after
+  // its name.
+  gpusched::cli::AddGlobalClientFlags(&app);
 #endif
 #ifdef GPUSCHED_CLIENT_ONLY
   if (!kSanitized) {

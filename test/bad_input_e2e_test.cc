@@ -1,6 +1,8 @@
 // Bad input on every interface gets a clear error and a trustworthy exit code, and the server
 // keeps serving: CLI flags, YAML specs, raw gRPC fields, garbage bytes on the port.
 
+#include <algorithm>
+
 #include "cluster_fixture.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "rpc/channel.h"
@@ -48,6 +50,53 @@ TEST_F(ClusterTest, UnreachableServerIsExitCodeThree) {
   CliResult r = Cli({"ls", "--server", "127.0.0.1:" + std::to_string(FreePort())});
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.err.find("cannot reach the server"), std::string::npos) << r.err;
+}
+
+// A malformed address is a usage error naming where it came from, before anything connects
+// or listens: gRPC itself would take port 99999 as 34463 (99999 - 65536) and listen there,
+// and retry a malformed server address forever.
+TEST_F(ClusterTest, MalformedAddressesAreUsageErrorsNamingTheirSource) {
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"ls", "--server", "127.0.0.1:99999"}, {}, "--server: \"127.0.0.1:99999\" has port 99999"},
+      {{"--server", "10.0.0.1", "status"}, {}, "--server: \"10.0.0.1\" has no port"},
+      {{"submit", "--server", server() + ",", "--", "true"}, {}, ""},  // a trailing comma is fine
+      {{"ls", "--server", ","}, {}, "--server: no address in \",\""},
+      {{"ls"}, {{"GPUSCHED_SERVER", "localhost:x"}}, "GPUSCHED_SERVER: \"localhost:x\""},
+      {{"extender", "--listen", "127.0.0.1:99999"}, {}, "--listen: \"127.0.0.1:99999\""},
+      // Its syntax before whether it is exposed (it was "reachable from other machines").
+      {{"server", "--listen", "127.0.0.1:99999", "--data-dir", path("s")}, {},
+       "listen: \"127.0.0.1:99999\" has port 99999"},
+  };
+  for (const Case& c : cases) {
+    CliResult r = Cli(c.args, c.env);
+    if (c.needle.empty()) {
+      EXPECT_EQ(r.code, 0) << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.code, 2) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+  // An agent stops at once with the same error; before, it listened on port 34463, or
+  // retried the server forever.
+  for (const auto& [flag, needle] :
+       {std::pair{"--listen", "listen: \"127.0.0.1:99999\" has port 99999"},
+        std::pair{"--server", "server: \"127.0.0.1:99999\" has port 99999"}}) {
+    std::vector<std::string> args{"agent", "--server", server(), "--listen", "127.0.0.1:0",
+                                  "--name", "bad", "--gpus", "1x16GiB", "--simulate",
+                                  "--data-dir", path("bad")};
+    const auto at = std::find(args.begin(), args.end(), flag);
+    *(at + 1) = "127.0.0.1:99999";
+    Proc agent(args, path("bad.log"));
+    EXPECT_TRUE(PollUntil([&] { return agent.Log().find(needle) != std::string::npos; },
+                          std::chrono::seconds(20)))
+        << agent.Log();
+    EXPECT_EQ(agent.Log().find("serving on"), std::string::npos) << agent.Log();
+  }
 }
 
 TEST_F(ClusterTest, BadGrpcFieldsAreInvalidArgument) {

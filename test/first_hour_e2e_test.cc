@@ -178,6 +178,21 @@ TEST_F(ClusterTest, TheServerAddressMayComeBeforeTheCommandAndTheCommandsOwnWins
       << agent.Log();
 }
 
+// An agent pointed at an address where no server listens says so (once per reason, not at
+// every retry) instead of waiting in silence.
+TEST_F(ClusterTest, AnAgentThatCannotReachItsServerSaysSoOnce) {
+  const std::string nobody = "127.0.0.1:" + std::to_string(FreePort());
+  Proc agent({"agent", "--server", nobody, "--name", "lost", "--gpus", "1x16GiB", "--simulate",
+              "--data-dir", path("lost")},
+             path("lost.log"));
+  const std::string said = "cannot reach " + nobody + ": ";
+  ASSERT_TRUE(PollUntil([&] { return Has(agent.Log(), said); }, kDeadline)) << agent.Log();
+  std::this_thread::sleep_for(3s);  // about three more retries
+  const std::string log = agent.Log();
+  EXPECT_EQ(log.find(said), log.rfind(said)) << log;
+  EXPECT_TRUE(Has(log, "retrying")) << log;
+}
+
 TEST_F(ClusterTest, GbSizesRepeatedStateSeveralCancelsAndLogsOfATaskThatNeverRan) {
   StartAgent("n1", "1x16GiB");
   const uint64_t gb = Submit({"--gpu-mem", "6GB", "--", "true"});

@@ -23,6 +23,7 @@
 #include "agent/process_runner.h"
 #include "agent/task_user.h"
 #include "base/clock.h"
+#include "base/host_port.h"
 #include "base/thread_name.h"
 #include "core/gpu_health.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -240,6 +241,10 @@ void Agent::Impl::SendLocked(v1::AgentMessage m) {
 void Agent::Impl::LinkLoop() {
   using Tag = Stream::Tag;
   DurationMs backoff = 100;
+  // A server that cannot be reached is said once per server and reason, and again each
+  // minute while it lasts (the retries run every second): an agent started with a wrong
+  // address or before its server does not wait in silence. Cleared by a registration.
+  std::map<std::string, std::pair<std::string, TimeMs>> unreachable_said;
   for (;;) {
     const std::string server = servers[current];
     auto& stub = stubs[server];
@@ -291,6 +296,7 @@ void Agent::Impl::LinkLoop() {
             if (msg.has_registered()) {
               Log("connected to " + server);
               backoff = 100;
+              unreachable_said.clear();
             }
             Handle(msg);
           }
@@ -351,6 +357,13 @@ void Agent::Impl::LinkLoop() {
     if (stop) return;
     if (connected && !rpc::IsNotLeader(st.error_message())) {
       Log("link to " + server + " lost: " + st.error_message());
+    } else if (!connected && st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      const TimeMs now = clock.NowMs();
+      auto [it, first] = unreachable_said.try_emplace(server, st.error_message(), now);
+      if (first || it->second.first != st.error_message() || now - it->second.second >= 60'000) {
+        Log("cannot reach " + server + ": " + st.error_message() + "; retrying every second");
+        it->second = {st.error_message(), now};
+      }
     }
     cv.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stop; });
     if (stop) return;
@@ -842,6 +855,16 @@ void Agent::Impl::Report(v1::TaskStatus st) {
 StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  // The addresses first, before anything starts: gRPC would listen on port 99999 as 34463,
+  // and retry a malformed server address forever with a log line of its own each time.
+  GS_RETURN_IF_ERROR(ParseHostPort(config.listen, "listen", /*allow_empty_host=*/true).status());
+  impl->servers = rpc::SplitServerList(config.server);
+  if (impl->servers.empty()) {
+    return InvalidArgument("server: no address in \"" + config.server + "\"");
+  }
+  for (const std::string& server : impl->servers) {
+    GS_RETURN_IF_ERROR(ParseHostPort(server, "server").status());
+  }
   if (impl->config.name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -939,8 +962,6 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     impl->Log("running as " + DescribeOwnUser() + ", not root: every task runs as this user, "
               "whoever submitted it");
   }
-  impl->servers = rpc::SplitServerList(config.server);
-  if (impl->servers.empty()) return InvalidArgument("server: no address in \"" + config.server + "\"");
   impl->link_thread = std::thread([raw] {
     NameThisThread("gs-agent-link");
     raw->LinkLoop();

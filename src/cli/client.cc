@@ -10,6 +10,7 @@
 #include <iostream>
 #include <thread>
 
+#include "base/host_port.h"
 #include "cli/commands.h"
 #include "cli/usage_errors.h"
 #include "rpc/channel.h"
@@ -132,12 +133,28 @@ std::vector<std::string> SplitServers(const std::string& list) {
   return rpc::SplitServerList(list);
 }
 
+StatusOr<std::vector<std::string>> ResolveServerList(const std::string& flag) {
+  const std::string list = ResolveServer(flag);
+  const std::string field =
+      !flag.empty() || !GlobalServerFlag().empty() ? "--server" : "GPUSCHED_SERVER";
+  std::vector<std::string> servers = SplitServers(list);
+  if (servers.empty()) {
+    return InvalidArgument(field + ": no address in \"" + list +
+                           "\" (expected HOST:PORT, or several separated by commas)");
+  }
+  // Checked here: gRPC would take port 99999 as 34463, and answer a malformed address with
+  // a log line of its own and "Failed to create secure client channel".
+  for (const std::string& address : servers) {
+    GS_RETURN_IF_ERROR(ParseHostPort(address, field).status());
+  }
+  return servers;
+}
+
 Client::Client(const std::string& server_flag)
-    : servers_(SplitServers(ResolveServer(server_flag))),
+    : servers_(OrFail(ResolveServerList(server_flag))),
       ca_file_(ResolveCaFile()),
       token_(ResolveToken()),
       unix_user_(UnixUser()) {
-  if (servers_.empty()) servers_.push_back("127.0.0.1:7070");
   if (!ca_file_.empty()) {
     auto tls = rpc::LoadClientTls(ca_file_);
     if (!tls.ok()) {

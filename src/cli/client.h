@@ -60,6 +60,9 @@ void KeepChannelsUntilExit();
 
 // Splits "a:1,b:2" into addresses (empty entries dropped).
 std::vector<std::string> SplitServers(const std::string& list);
+// ResolveServer's list, split, each address checked as HOST:PORT; errors name the setting
+// it came from (--server or GPUSCHED_SERVER) and the value.
+StatusOr<std::vector<std::string>> ResolveServerList(const std::string& flag);
 
 // A stub to the server; calls through Call() get a deadline and a clear error when the
 // server is unreachable. With several servers, a call follows the leader: a standby's

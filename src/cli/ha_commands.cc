@@ -59,7 +59,7 @@ void RegisterStatus(CLI::App& app) {
   AddClientFlags(cmd, *flags);
   cmd->callback([flags] {
     std::vector<ServerAnswer> answers;
-    for (const std::string& address : SplitServers(ResolveServer(flags->server))) {
+    for (const std::string& address : OrFail(ResolveServerList(flags->server))) {
       ServerAnswer a;
       a.address = address;
       Client c(address);

@@ -323,6 +323,13 @@ std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const Server::Impl& s) 
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   GS_RETURN_IF_ERROR(config.Validate());
+  // The addresses' syntax first: CheckExposure reads their hosts, and a bad port is not a
+  // matter of exposure.
+  GS_ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(config.listen, "listen"));
+  HostPort http;
+  if (!config.http.empty()) {
+    GS_ASSIGN_OR_RETURN(http, ParseHostPort(config.http, "http"));
+  }
   bool insecure_warning = false;
   GS_RETURN_IF_ERROR(CheckExposure(config, &insecure_warning));
   if (insecure_warning) {
@@ -332,11 +339,6 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
               << (config.tls_dir.empty() ? "TLS" : "authentication")
               << ". Anyone who reaches these ports can run any command on every node. Use "
                  "`gpusched certs init` and --tls-dir outside a network you fully trust.\n";
-  }
-  GS_ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(config.listen, "listen"));
-  HostPort http;
-  if (!config.http.empty()) {
-    GS_ASSIGN_OR_RETURN(http, ParseHostPort(config.http, "http"));
   }
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;

@@ -26,12 +26,19 @@ std::string& GlobalServerFlag() {
 }
 }  // namespace
 
-std::string ResolveServer(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (!GlobalServerFlag().empty()) return GlobalServerFlag();
+// The server list in force and the setting it came from (named in errors): the command's
+// --server, else the global one, else GPUSCHED_SERVER, else the default.
+struct ServerSetting {
+  std::string list;
+  std::string field;
+};
+
+ServerSetting ResolveServerSetting(const std::string& flag) {
+  if (!flag.empty()) return {flag, "--server"};
+  if (!GlobalServerFlag().empty()) return {GlobalServerFlag(), "--server"};
   const char* env = std::getenv("GPUSCHED_SERVER");
-  if (env != nullptr && *env != '\0') return env;
-  return "127.0.0.1:7070";
+  if (env != nullptr && *env != '\0') return {env, "GPUSCHED_SERVER"};
+  return {"127.0.0.1:7070", "default server"};
 }
 
 namespace {
@@ -134,18 +141,16 @@ std::vector<std::string> SplitServers(const std::string& list) {
 }
 
 StatusOr<std::vector<std::string>> ResolveServerList(const std::string& flag) {
-  const std::string list = ResolveServer(flag);
-  const std::string field =
-      !flag.empty() || !GlobalServerFlag().empty() ? "--server" : "GPUSCHED_SERVER";
-  std::vector<std::string> servers = SplitServers(list);
+  const ServerSetting setting = ResolveServerSetting(flag);
+  std::vector<std::string> servers = SplitServers(setting.list);
   if (servers.empty()) {
-    return InvalidArgument(field + ": no address in \"" + list +
+    return InvalidArgument(setting.field + ": no address in \"" + setting.list +
                            "\" (expected HOST:PORT, or several separated by commas)");
   }
   // Checked here: gRPC would take port 99999 as 34463, and answer a malformed address with
   // a log line of its own and "Failed to create secure client channel".
   for (const std::string& address : servers) {
-    GS_RETURN_IF_ERROR(ParseHostPort(address, field).status());
+    GS_RETURN_IF_ERROR(ParseHostPort(address, setting.field).status());
   }
   return servers;
 }

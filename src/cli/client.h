@@ -34,9 +34,6 @@ struct ClientFlags {
 };
 // Adds --server (and --json when `json`) to `cmd`.
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json = true);
-// The servers a client command talks to: its own --server, else the global one (`gpusched
-// --server ADDR ls`), else GPUSCHED_SERVER, else 127.0.0.1:7070.
-std::string ResolveServer(const std::string& flag);
 // The global options of every binary (main.cc): --ca FILE and --server ADDR[,ADDR...] before
 // the command's name. GlobalServer() is the latter's value ("" when not given).
 void AddGlobalClientFlags(CLI::App* app);
@@ -60,8 +57,9 @@ void KeepChannelsUntilExit();
 
 // Splits "a:1,b:2" into addresses (empty entries dropped).
 std::vector<std::string> SplitServers(const std::string& list);
-// ResolveServer's list, split, each address checked as HOST:PORT; errors name the setting
-// it came from (--server or GPUSCHED_SERVER) and the value.
+// The servers a client command talks to: its own --server, else the global one (`gpusched
+// --server ADDR ls`), else GPUSCHED_SERVER, else 127.0.0.1:7070; split, each address checked
+// as HOST:PORT. Errors name the setting the list came from and the value.
 StatusOr<std::vector<std::string>> ResolveServerList(const std::string& flag);
 
 // A stub to the server; calls through Call() get a deadline and a clear error when the

@@ -86,10 +86,7 @@ void RunExtender(ExtenderFlags f) {
   auto server = extender::ExtenderServer::Start(
       ext, extender::ServerOptions{f.listen, f.url_prefix},
       [cache_ptr] { return cache_ptr == nullptr || cache_ptr->synced(); });
-  if (!server.ok()) {  // a malformed --listen is a usage error; a port in use, a failure
-    Fail(server.status().message(),
-         server.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
-  }
+  if (!server.ok()) Fail(server.status());  // malformed --listen: 2; port in use: 1
   std::cerr << "gpusched extender: serving POST " << (*server)->url_prefix()
             << "/{filter,prioritize,bind,preempt} on " << f.listen << " (port " << (*server)->port()
             << "); Kubernetes API: " << (f.kube_api.empty() ? "none (NodeList mode only, no bind)" : f.kube_api)

@@ -58,7 +58,10 @@ StatusOr<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(Extender& extend
   s->port_ = listen.port == 0
                  ? s->http_->bind_to_any_port(listen.host)
                  : (s->http_->bind_to_port(listen.host, listen.port) ? listen.port : -1);
-  if (s->port_ <= 0) return Unavailable("--listen: cannot listen on " + options.listen);
+  if (s->port_ <= 0) {
+    return FailedPrecondition("--listen: cannot listen on " + options.listen +
+                              " (address already in use?)");
+  }
   httplib::Server* http = s->http_.get();
   s->thread_ = std::thread([http] { http->listen_after_bind(); });
   // stop() is a no-op until the loop runs, so Stop() right after Start() would hang the

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
@@ -39,6 +40,10 @@ TEST_F(ClusterTest, ASecondServerOnAPortInUseIsRefused) {
                         path("second")});
   EXPECT_EQ(grpc.code, 1) << grpc.err;
   EXPECT_TRUE(Has(grpc.err, "address already in use")) << grpc.err;
+  // gRPC's reason is in our one line; its own line (status tree, file names, times) is not.
+  EXPECT_FALSE(Has(grpc.err, "chttp2_server.cc")) << grpc.err;
+  EXPECT_FALSE(Has(grpc.err, "{file:")) << grpc.err;
+  EXPECT_EQ(std::count(grpc.err.begin(), grpc.err.end(), '\n'), 1) << grpc.err;
   // The HTTP port too.
   CliResult web = Cli({"server", "--listen", "127.0.0.1:" + std::to_string(FreePort()), "--http",
                        "127.0.0.1:" + std::to_string(http_port_), "--data-dir", path("third")});

@@ -30,6 +30,7 @@
 #include "preload/share_ledger.h"
 #include "rpc/channel.h"
 #include "rpc/convert.h"
+#include "rpc/grpc_log.h"
 #include "rpc/leader_hint.h"
 
 namespace gpusched::agent {
@@ -931,11 +932,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   builder.AddListeningPort(config.listen, credentials, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // refuse a port in use
   builder.RegisterService(impl->log_service.get());
+  rpc::GrpcLogCapture bind_log;  // gRPC's reason for a port it could not bind, for our message
   impl->log_server = builder.BuildAndStart();
   if (!impl->log_server || port == 0) {
-    return FailedPrecondition("listen: cannot listen on " + config.listen +
-                              " (address already in use?)");
+    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " +
+                              rpc::ListenFailureReason(bind_log));
   }
+  bind_log.Replay();
   impl->address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
   Impl* raw = impl.get();
   auto on_exit = [raw](const TaskExit& e) { raw->OnExit(e); };

@@ -21,6 +21,7 @@
 #include <grpc/grpc.h>
 
 #include "cli/client.h"
+#include "rpc/grpc_log.h"
 #endif
 
 namespace {
@@ -61,6 +62,11 @@ int main(int argc, char** argv) {
   // mutexes updated a global lock graph, ~3% of the server's CPU under load. Lock order is
   // checked by our ThreadSanitizer runs instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // gRPC's log lines in one line of ours (rpc/grpc_log.h); GPUSCHED_GRPC_LOG=raw keeps its own.
+  if (const char* mode = std::getenv("GPUSCHED_GRPC_LOG");
+      mode == nullptr || std::string(mode) != "raw") {
+    gpusched::rpc::InstallGrpcLogSink();
+  }
 #endif
   CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
   app.require_subcommand(1);

@@ -23,6 +23,7 @@
 #include "server/async_submit.h"
 #include "server/api_service.h"
 #include "server/control_plane.h"
+#include "rpc/grpc_log.h"
 #include "rpc/leader_hint.h"
 #include "rpc/tls.h"
 #include "server/control_plane_gate.h"
@@ -398,11 +399,17 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   // that arrive together.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
+  // gRPC logs why a port could not be bound; that reason goes into our message instead.
+  rpc::GrpcLogCapture bind_log;
   s.grpc = builder.BuildAndStart();
   if (!s.grpc || port == 0) {
-    return FailedPrecondition("listen: cannot listen on " + config.listen +
-                              ": address already in use (is another gpusched running?)");
+    const std::string reason = rpc::ListenFailureReason(bind_log);
+    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " + reason +
+                              (reason.find("in use") != std::string::npos
+                                   ? " (is another gpusched running?)"
+                                   : ""));
   }
+  bind_log.Replay();
   s.submit->Start();
   s.link->Start();
   s.queue.Start();

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -103,6 +104,37 @@ TEST_F(ClusterTest, ArraySubmitsOneTaskPerIndexEachWithItsIndex) {
     EXPECT_TRUE(Has(refused.err, "--array: \"" + bad + "\"")) << refused.err;
   }
   EXPECT_TRUE(Run({"show", std::to_string(last + 3)}).code != 0) << "a refused array queued";
+}
+
+// squeue's contract: `ls` lists each queued or running task once, while tasks move from
+// pending to assigned to running to done under it. It listed one state per call and joined
+// them, so a task that moved between two calls was listed twice (4 of 5 listings of a
+// starting array) or not at all.
+TEST_F(ClusterTest, LsListsEveryTaskOnceWhileTheyChangeState) {
+  StartAgent("n1", "4x16GiB");
+  CliResult r = Run({"submit", "--array", "0-39", "--gpus", "1", "--json", "--", "sleep", "0.2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  const uint64_t first = out["ids"][0], last = out["ids"][39];
+  int with_running = 0;
+  bool done = false;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    CliResult ls = Run({"ls", "--json"});
+    ASSERT_EQ(ls.code, 0) << ls.err;
+    std::set<uint64_t> ids;
+    bool running = false;
+    for (const Json& t : Json::parse(ls.out)) {
+      const uint64_t id = t["id"];
+      EXPECT_TRUE(ids.insert(id).second) << "task " << id << " listed twice";
+      EXPECT_TRUE(id >= first && id <= last) << id;
+      running = running || t["state"] == "running";
+    }
+    with_running += running ? 1 : 0;
+    done = ids.empty();  // every task finished
+  }
+  EXPECT_TRUE(done) << "the array did not finish";
+  EXPECT_GT(with_running, 3) << "the listings saw too little of the run to check anything";
 }
 
 TEST_F(ClusterTest, TimeLimitStopsTheTaskAndFailsIt) {

@@ -321,18 +321,23 @@ void RegisterSubmit(CLI::App& app) {
   });
 }
 
-// Every task in `state` ("" = all), over every page, in id order.
-std::vector<v1::Task> ListTasks(Client& c, const std::string& state) {
+// Every task in any of `states` (none = every task), over every page, in id order: one
+// listing, so a task that changes state meanwhile is listed once (the server reads the live
+// states in one snapshot).
+std::vector<v1::Task> ListTasks(Client& c, const std::set<std::string>& states) {
   std::vector<v1::Task> out;
   for (uint64_t after = 0;;) {
     v1::ListTasksRequest req;
-    req.set_state(state);
+    for (const std::string& st : states) req.add_states(st);
     req.set_after_id(after);
     v1::ListTasksResponse page;
     Status s =
         c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListTasks(&ctx, req, &page); });
     if (!s.ok()) Fail(s);
-    for (v1::Task& t : *page.mutable_tasks()) out.push_back(std::move(t));
+    for (v1::Task& t : *page.mutable_tasks()) {
+      // A server older than `states` answers every task: the filter is also applied here.
+      if (states.empty() || states.count(t.state()) > 0) out.push_back(std::move(t));
+    }
     if (page.next_after_id() == 0) return out;
     after = page.next_after_id();
   }
@@ -340,18 +345,15 @@ std::vector<v1::Task> ListTasks(Client& c, const std::string& state) {
 
 // The tasks in any of `states` (each checked first: a typo is a usage error), in id order.
 std::vector<v1::Task> ListTasksIn(Client& c, const std::vector<std::string>& states) {
-  for (const std::string& st : states) (void)OrFail(rpc::TaskStateFromName(st, "--state"));
-  std::vector<v1::Task> out;
-  for (const std::string& st : std::set<std::string>(states.begin(), states.end())) {
-    for (v1::Task& t : ListTasks(c, st)) out.push_back(std::move(t));
+  std::set<std::string> names;
+  for (const std::string& st : states) {
+    names.insert(core::TaskStateName(OrFail(rpc::TaskStateFromName(st, "--state"))));
   }
-  std::sort(out.begin(), out.end(),
-            [](const v1::Task& a, const v1::Task& b) { return a.id() < b.id(); });
-  return out;
+  return ListTasks(c, names);
 }
 
 // Like squeue: what is queued or running unless --all or --state asks for more.
-const std::vector<std::string> kActiveStates = {"pending", "assigned", "running"};
+const std::vector<std::string> kActiveStates = {"pending", "preempted", "assigned", "running"};
 
 void RegisterLs(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
@@ -360,8 +362,8 @@ void RegisterLs(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("ls", "List queued and running tasks (--all: every task)");
   AddClientFlags(cmd, *flags);
   cmd->add_option("--state", *states,
-                  "Only tasks in this state (pending, running, succeeded, failed, cancelled); "
-                  "repeat it or separate with commas")
+                  "Only tasks in this state (pending, preempted, assigned, running, succeeded, "
+                  "failed, cancelled); repeat it or separate with commas")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_flag("-a,--all", *all, "Finished tasks too (the default shows active ones)");
@@ -369,7 +371,7 @@ void RegisterLs(CLI::App& app) {
     Client c(flags->server);
     const std::vector<v1::Task> tasks =
         !states->empty() ? ListTasksIn(c, *states)
-                         : (*all ? ListTasks(c, "") : ListTasksIn(c, kActiveStates));
+                         : (*all ? ListTasks(c, {}) : ListTasksIn(c, kActiveStates));
     const int64_t now = NowMs();
     if (flags->json) {
       nlohmann::json a = nlohmann::json::array();

@@ -102,11 +102,20 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasks
     if (!s.ok()) return rpc::ToGrpc(s.status());
     state = *s;
   }
+  std::set<core::TaskState> states;
+  for (const std::string& name : req->states()) {
+    auto s = rpc::TaskStateFromName(name, "states");
+    if (!s.ok()) return rpc::ToGrpc(s.status());
+    states.insert(*s);
+  }
   if (req->limit() < 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "limit: must be >= 0, got " + std::to_string(req->limit())};
   }
-  auto page = cp.ListTasks(state, req->after_id(), static_cast<size_t>(req->limit()));
+  if (state && !states.empty()) states.insert(*state);
+  auto page = states.empty()
+                  ? cp.ListTasks(state, req->after_id(), static_cast<size_t>(req->limit()))
+                  : cp.ListTasksIn(states, req->after_id(), static_cast<size_t>(req->limit()));
   if (!page.ok()) return rpc::ToGrpc(page.status());
   for (v1::Task& t : page->tasks) *resp->add_tasks() = std::move(t);
   resp->set_next_after_id(page->next_after_id);

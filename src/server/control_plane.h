@@ -111,6 +111,12 @@ class ControlPlane {
   // the others from the store's state index.
   StatusOr<ListPage> ListTasks(std::optional<core::TaskState> state, uint64_t after_id,
                                size_t limit);
+  // The same over any of `states` (empty = every task), each task once in the state it is in
+  // now: live states are read under one lock (one snapshot), a set with a finished state
+  // pages through every task and keeps those in the set (a page may then come back short or
+  // empty with a next_after_id to go on from).
+  StatusOr<ListPage> ListTasksIn(const std::set<core::TaskState>& states, uint64_t after_id,
+                                 size_t limit);
   // The tasks in memory (live and recently finished), for Watch's first snapshot.
   std::vector<v1::Task> RecentTasks();
   StatusOr<v1::Task> Cancel(uint64_t id);

@@ -192,6 +192,59 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
   return page;
 }
 
+StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& states,
+                                             uint64_t after_id, size_t limit) {
+  if (states.empty()) return ListTasks(std::nullopt, after_id, limit);
+  if (states.size() == 1) return ListTasks(*states.begin(), after_id, limit);
+  limit = limit == 0 ? kDefaultPage : std::min(limit, kMaxPage);
+  const bool live = std::none_of(states.begin(), states.end(), core::IsTerminal);
+  ListPage page;
+  if (live) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The first limit + 1 ids of each state hold the first limit + 1 of their union.
+    std::set<uint64_t> ids;
+    for (core::TaskState st : states) {
+      const std::set<uint64_t>& of = by_state_[st];
+      size_t taken = 0;
+      for (auto it = of.upper_bound(after_id); it != of.end() && taken <= limit; ++it) {
+        const core::Task* t = sched_->GetTask(TaskId(*it));
+        if (t == nullptr || sched_->IsHeld(t->id)) continue;
+        ids.insert(*it);
+        ++taken;
+      }
+    }
+    for (uint64_t id : ids) {
+      if (page.tasks.size() == limit) {
+        page.next_after_id = page.tasks.back().id();
+        break;
+      }
+      page.tasks.push_back(TaskProto(*sched_->GetTask(TaskId(id)), false));
+    }
+    return page;
+  }
+  // A finished state: the store's pages of every task, each task in its latest state (memory
+  // before the store), filtered. Bounded per call; the caller goes on from next_after_id.
+  constexpr int kMaxScanPages = 64;
+  uint64_t cursor = after_id;
+  for (int pages = 0; pages < kMaxScanPages; ++pages) {
+    GS_ASSIGN_OR_RETURN(ListPage all, ListTasks(std::nullopt, cursor, limit));
+    for (v1::Task& t : all.tasks) {
+      cursor = t.id();
+      auto st = rpc::TaskStateFromName(t.state(), "state");
+      if (!st.ok() || states.count(*st) == 0) continue;
+      page.tasks.push_back(std::move(t));
+      if (page.tasks.size() == limit) {
+        page.next_after_id = cursor;
+        return page;
+      }
+    }
+    if (all.next_after_id == 0) return page;
+    cursor = all.next_after_id;
+  }
+  page.next_after_id = cursor;
+  return page;
+}
+
 std::vector<v1::Task> ControlPlane::RecentTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Task> out;

@@ -715,6 +715,47 @@ TEST_F(ControlPlaneTest, ListingPagesThroughMemoryAndStore) {
   EXPECT_EQ(running->tasks.size(), 2u);  // two GPUs on the one node
 }
 
+// `ls` lists the live states at once (one snapshot: a task moving between them is listed
+// once, where one call per state listed it twice or not at all) and a set with a finished
+// state through the store; pages of each hold every task once, in id order.
+TEST_F(ControlPlaneTest, ListingSeveralStatesListsEachTaskOnceInIdOrder) {
+  config_.scheduler.capacity_wait = core::CapacityWait::kStayQueued;
+  config_.retain_finished = 0;
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  Report(*cp, "n1", agent, Exit(1, 1, 0));
+  cp->RunOnce();  // 1 succeeded (in the store only), 2 and 3 assigned, 4 and 5 pending
+  const auto list = [&](const std::set<core::TaskState>& states) {
+    std::vector<uint64_t> ids;
+    std::vector<std::string> seen;
+    for (uint64_t after = 0;;) {
+      auto page = cp->ListTasksIn(states, after, 2);
+      EXPECT_TRUE(page.ok());
+      if (!page.ok()) break;
+      EXPECT_LE(page->tasks.size(), 2u);
+      for (const v1::Task& t : page->tasks) {
+        ids.push_back(t.id());
+        seen.push_back(t.state());
+      }
+      if (page->next_after_id == 0) break;
+      after = page->next_after_id;
+    }
+    return std::make_pair(ids, seen);
+  };
+  using core::TaskState;
+  auto live = list({TaskState::kPending, TaskState::kAssigned, TaskState::kRunning});
+  EXPECT_EQ(live.first, (std::vector<uint64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(live.second,
+            (std::vector<std::string>{"assigned", "assigned", "pending", "pending"}));
+  auto mixed = list({TaskState::kSucceeded, TaskState::kPending});
+  EXPECT_EQ(mixed.first, (std::vector<uint64_t>{1, 4, 5}));
+  EXPECT_EQ(mixed.second, (std::vector<std::string>{"succeeded", "pending", "pending"}));
+  EXPECT_EQ(list({}).first, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(list({TaskState::kFailed, TaskState::kCancelled}).first, std::vector<uint64_t>{});
+}
+
 // Every timed wait goes through the Clock: the loop thread, left alone, applies the liveness
 // rule (CN109992422A claims 5-6) when the fake clock passes its tick and T_srv, although no
 // real time passes (a real-time wait would sleep for the minute-long tick).

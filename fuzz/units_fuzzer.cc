@@ -1,6 +1,6 @@
-// Sizes and durations as users type them (base/units.h: "80GiB", "1.5GiB", "30s", "250ms"),
-// NxG counts ("8x80GiB"), job-array ranges ("0-999") and HOST:PORT addresses
-// (base/host_port.h). What parses is within the documented range, and a size that prints
+// Sizes, durations and CPU amounts as users type them (base/units.h: "80GiB", "1.5GiB",
+// "30s", "250ms", "500m"), NxG counts ("8x80GiB"), job-array ranges ("0-999") and HOST:PORT
+// addresses (base/host_port.h). What parses is within the documented range, and a size that prints
 // exactly (whole GiB, or under 1 GiB) parses back to itself; an address prints and parses
 // back to itself; errors name the field.
 
@@ -31,6 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     FUZZ_REQUIRE(ms.status().code() == StatusCode::kInvalidArgument, ms.status().ToString());
     FUZZ_REQUIRE(ms.status().message().starts_with("duration: "), ms.status().ToString());
+  }
+  if (auto milli = ParseCpuMilli(text, "cpu"); milli.ok()) {
+    FUZZ_REQUIRE(*milli >= 0 && *milli <= 1'000'000'000'000'000, shown);
+  } else {
+    FUZZ_REQUIRE(milli.status().code() == StatusCode::kInvalidArgument,
+                 milli.status().ToString());
+    FUZZ_REQUIRE(milli.status().message().starts_with("cpu: "), milli.status().ToString());
   }
   constexpr int64_t kNow = 1'800'000'000'000;  // 2027
   if (auto at = ParseTimePointMs(text, "since", kNow); at.ok()) {

@@ -18,11 +18,19 @@ TEST_F(ClusterTest, BadCliFlagsAndSpecsAreUsageErrors) {
     std::string needle;
   };
   WriteFile(path("typo.yaml"), "name: x\ngpus: 1\ngpu_memory: 6GiB\ncommand: [\"true\"]\n");
+  WriteFile(path("selector.yaml"), "node_selector: {\"zone!\": a}\ncommand: [\"true\"]\n");
   const std::vector<Case> cases = {
       {{"submit", "--gpu-mem", "12XB", "--", "true"}, 2, "--gpu-mem"},
       {{"submit", "--gpus", "-1", "--", "true"}, 2, "--gpus"},
       {{"submit", "--gpus", "1"}, 2, "command"},
       {{"submit", "--duration", "soon", "--", "true"}, 2, "--duration"},
+      // Values the wire would have turned into others: a gang of 0 nodes ran on 1, a
+      // 0-byte share ran with no GPU at all.
+      {{"submit", "--nodes", "0", "--gpus", "1", "--", "true"}, 2, "nodes: must be >= 1, got 0"},
+      {{"submit", "--tasks-per-node", "0", "--", "true"}, 2, "tasks_per_node: must be >= 1"},
+      {{"submit", "--gpu-mem", "0", "--", "true"}, 2, "--gpu-mem: \"0\" is no memory"},
+      {{"submit", "--cpu", "2x", "--", "true"}, 2, "--cpu: \"2x\" is not a CPU amount"},
+      {{"submit", "-f", path("selector.yaml")}, 2, "node_selector: \"zone!=a\""},
       {{"submit", "--gpus", "9", "--", "true"}, 2, "gpus"},  // no node has 9 GPUs
       {{"submit", "-f", path("typo.yaml")}, 2, "gpu_memory"},
       {{"submit", "-f", path("missing.yaml")}, 2, "missing.yaml"},
@@ -44,6 +52,9 @@ TEST_F(ClusterTest, BadCliFlagsAndSpecsAreUsageErrors) {
   EXPECT_EQ(bench.code, 2) << bench.err;
   EXPECT_NE(bench.err.find("--capacity-wait: \"sometimes\""), std::string::npos) << bench.err;
   EXPECT_TRUE(Tasks().empty());  // nothing bad was accepted
+  // Millicores, as job files and Kubernetes write CPU (docs/job-spec.md).
+  const uint64_t milli = Submit({"--cpu", "500m", "--", "true"});
+  EXPECT_EQ(Task(milli)["request"]["cpu_milli"], 500) << Task(milli).dump();
 }
 
 TEST_F(ClusterTest, UnreachableServerIsExitCodeThree) {

@@ -84,12 +84,25 @@ StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field)
   else if (suffix == "d") scale = 86'400'000;
   else {
     return InvalidArgument(std::string(field) + ": unknown duration unit " + Quote(suffix) +
-                           " in " + Quote(text) + " (use ms, s, m or h)");
+                           " in " + Quote(text) + " (use ms, s, m, h or d)");
   }
   const double ms = number * scale;
   if (ms < 0) return InvalidArgument(std::string(field) + ": must be >= 0, got " + Quote(text));
   if (ms > 1e15) return InvalidArgument(std::string(field) + ": " + Quote(text) + " is too large");
   return static_cast<int64_t>(std::llround(ms));
+}
+
+StatusOr<int64_t> ParseCpuMilli(std::string_view text, std::string_view field) {
+  double number = 0;
+  std::string suffix;
+  if (!SplitNumber(text, &number, &suffix) || (!suffix.empty() && suffix != "m")) {
+    return InvalidArgument(std::string(field) + ": " + Quote(text) +
+                           " is not a CPU amount (use 4 or 500m)");
+  }
+  const double milli = suffix == "m" ? number : number * 1000;
+  if (milli < 0) return InvalidArgument(std::string(field) + ": must be >= 0, got " + Quote(text));
+  if (milli > 1e15) return InvalidArgument(std::string(field) + ": " + Quote(text) + " is too large");
+  return static_cast<int64_t>(std::llround(milli));
 }
 
 int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {

@@ -23,6 +23,11 @@ StatusOr<MiB> ParseSizeMiB(std::string_view text, std::string_view field);
 // Accepts a number followed by ms, s, m or h. A bare number is seconds.
 StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field);
 
+// CPU as users (and Kubernetes) write it: cores "4", "0.5", or millicores "500m". Returns
+// millicores (fractions of a millicore round to the nearest). Negative values are rejected;
+// errors name the field and the value: `cpu: "4x" is not a CPU amount (use 4 or 500m)`.
+StatusOr<int64_t> ParseCpuMilli(std::string_view text, std::string_view field);
+
 // A point in time as users type it for a report window (`gpusched acct --since D`): an ISO date
 // "2026-11-30" (midnight UTC), "2026-11-30T12:00:00Z" (UTC; "T12:00Z" and fractions of a second
 // are refused to keep one spelling), or a duration ago ("7d", "12h", "30m": now_ms minus it).

@@ -33,6 +33,24 @@ TEST(Units, SizeErrorsNameFieldAndValue) {
   EXPECT_FALSE(ParseSizeMiB("1e30GiB", "mem").ok());
 }
 
+// Kubernetes' CPU quantities: cores or millicores, as submit --cpu, job files and REST take.
+TEST(Units, CpuIsCoresOrMillicores) {
+  EXPECT_EQ(*ParseCpuMilli("4", "cpu"), 4000);
+  EXPECT_EQ(*ParseCpuMilli("0.5", "cpu"), 500);
+  EXPECT_EQ(*ParseCpuMilli("500m", "cpu"), 500);
+  EXPECT_EQ(*ParseCpuMilli("1.5m", "cpu"), 2);  // to the nearest millicore
+  EXPECT_EQ(*ParseCpuMilli("0", "cpu"), 0);
+  auto bad = ParseCpuMilli("2x", "--cpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--cpu: \"2x\" is not a CPU amount (use 4 or 500m)");
+  auto neg = ParseCpuMilli("-1", "cpu");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().message(), "cpu: must be >= 0, got \"-1\"");
+  for (const char* text : {"", "m", "4mm", "4 cores", "1e20"}) {
+    EXPECT_FALSE(ParseCpuMilli(text, "cpu").ok()) << text;
+  }
+}
+
 TEST(Units, ParsesDurations) {
   EXPECT_EQ(*ParseDurationMs("30s", "d"), 30'000);
   EXPECT_EQ(*ParseDurationMs("5m", "d"), 300'000);

@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/rule_flags.h"
+#include "core/task_validation.h"
 #include "rpc/convert.h"
 #include "spec/profile_flag.h"
 #include "spec/spec_yaml.h"
@@ -186,17 +187,15 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--gang-timeout")) {
     s.gang_timeout_ms = OrFail(ParseDurationMs(f.gang_timeout, "--gang-timeout"));
   }
-  if (cmd->count("--gpu-mem")) s.gpu_mem_mib = OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem"));
-  if (cmd->count("--cpu")) {
-    try {
-      size_t used = 0;
-      const double cores = std::stod(f.cpu, &used);
-      if (used != f.cpu.size() || cores < 0) throw std::invalid_argument("cpu");
-      s.resources.cpu_milli = static_cast<int64_t>(cores * 1000);
-    } catch (const std::exception&) {  // stod: not a number
-      Fail(InvalidArgument("--cpu: \"" + f.cpu + "\" is not a number of cores"));
+  if (cmd->count("--gpu-mem")) {
+    s.gpu_mem_mib = OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem"));
+    if (s.gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
+      Fail(InvalidArgument("--gpu-mem: \"" + f.gpu_mem +
+                           "\" is no memory; a GPU share needs more than 0 (leave --gpu-mem "
+                           "out to ask for whole GPUs)"));
     }
   }
+  if (cmd->count("--cpu")) s.resources.cpu_milli = OrFail(ParseCpuMilli(f.cpu, "--cpu"));
   if (cmd->count("--mem")) s.resources.mem_mib = OrFail(ParseSizeMiB(f.mem, "--mem"));
   if (cmd->count("--duration")) s.duration_ms = OrFail(ParseDurationMs(f.duration, "--duration"));
   if (cmd->count("--name")) s.name = f.name;
@@ -221,6 +220,9 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
     Fail(InvalidArgument("command: missing; write it after --, e.g. "
                          "gpusched submit --gpus 1 -- python train.py"));
   }
+  // The server checks again; here a value the wire cannot carry (nodes: 0 reads as 1 there)
+  // is a usage error instead of another task.
+  if (Status valid = core::ValidateTaskSpec(s); !valid.ok()) Fail(valid);
   return s;
 }
 
@@ -233,7 +235,7 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_option("--profile", f->profile,
                   "What the task is, MODEL[,type=T][,batch=N][,size=HxW]: the server's "
                   "GPU-memory table gives its GPU memory (instead of --gpu-mem)");
-  cmd->add_option("--cpu", f->cpu, "CPU cores");
+  cmd->add_option("--cpu", f->cpu, "CPU cores, e.g. 4 or 500m");
   cmd->add_option("--mem", f->mem, "RAM, e.g. 4GiB");
   cmd->add_option("--duration", f->duration, "Expected run time, e.g. 2h (for its priority)");
   cmd->add_option("--time", f->time,

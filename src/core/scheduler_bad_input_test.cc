@@ -58,6 +58,22 @@ TEST_F(BadInputTest, NegativeCpuAndMemory) {
   ExpectRejected(t, StatusCode::kInvalidArgument, "mem: must be >= 0, got -2MiB");
 }
 
+// A job file's or REST body's node selector and tolerations follow the rules of --selector
+// and --toleration (a selector key no label can have kept its task pending for ever).
+TEST_F(BadInputTest, NodeSelectorAndTolerationsFollowTheLabelRules) {
+  TaskSpec t = SharedTask(kGiB);
+  t.node_selector = {{"zone!", "a"}};
+  ExpectRejected(t, StatusCode::kInvalidArgument, "node_selector: \"zone!=a\"");
+  t.node_selector = {{"zone", "a b"}};
+  ExpectRejected(t, StatusCode::kInvalidArgument, "is not a label value");
+  t.node_selector.clear();
+  t.tolerations = {Toleration{"dedicated", "infer", /*exists=*/true}};
+  ExpectRejected(t, StatusCode::kInvalidArgument,
+                 "tolerations: operator Exists matches any value; drop value \"infer\"");
+  t.tolerations = {Toleration{"bad key", "", /*exists=*/true}};
+  ExpectRejected(t, StatusCode::kInvalidArgument, "tolerations: \"bad key=\"");
+}
+
 TEST_F(BadInputTest, ZeroOrNegativeDuration) {
   TaskSpec t = SharedTask(kGiB);
   t.duration_ms = 0;

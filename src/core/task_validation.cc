@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/node_rules.h"
+
 namespace gpusched::core {
 namespace {
 
@@ -81,12 +83,20 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     GS_RETURN_IF_ERROR(Range("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs,
                              std::to_string(*s.gang_timeout_ms) + "ms"));
   }
+  // The rules of `--selector` and `--toleration` (node_rules.h), whatever the spec came from.
   for (const auto& [key, value] : s.node_selector) {
-    if (key.empty()) return InvalidArgument("node_selector: empty label key");
+    GS_RETURN_IF_ERROR(ValidateLabel(key, value, "node_selector", key + "=" + value));
   }
   for (const Toleration& t : s.tolerations) {
     if (t.key.empty() && !t.exists) {
       return InvalidArgument("tolerations: an empty key needs operator Exists");
+    }
+    if (t.exists && !t.value.empty()) {
+      return InvalidArgument("tolerations: operator Exists matches any value; drop value \"" +
+                             t.value + "\" of key \"" + t.key + "\" or use operator Equal");
+    }
+    if (!t.key.empty()) {
+      GS_RETURN_IF_ERROR(ValidateLabel(t.key, t.value, "tolerations", t.key + "=" + t.value));
     }
   }
   return Status::Ok();

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <charconv>
+#include <cmath>
 
 #include "base/units.h"
 #include "core/node_rules.h"
@@ -120,16 +121,23 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
     s.max_retries = n;
   } else if (key == "gpu_mem") {
     GS_ASSIGN_OR_RETURN(s.gpu_mem_mib, JsonQuantity(v, key, true));
+    if (s.gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
+      return InvalidArgument("gpu_mem: " + v.dump() + " is no memory; a GPU share needs more "
+                             "than 0 (leave gpu_mem out to ask for whole GPUs)");
+    }
   } else if (key == "mem") {
     GS_ASSIGN_OR_RETURN(s.resources.mem_mib, JsonQuantity(v, key, true));
   } else if (key == "duration") {
     GS_ASSIGN_OR_RETURN(int64_t ms, JsonQuantity(v, key, false));
     s.duration_ms = ms;
-  } else if (key == "cpu") {
-    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1e6) {
-      return WrongType(key, v, "a number of cores in 0..1000000");
+  } else if (key == "cpu") {  // cores (4, 0.5) or a string as the CLI takes ("4", "500m")
+    if (v.is_string()) {
+      GS_ASSIGN_OR_RETURN(s.resources.cpu_milli, ParseCpuMilli(v.get<std::string>(), key));
+    } else if (v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1e6) {
+      s.resources.cpu_milli = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
+    } else {
+      return WrongType(key, v, "a number of cores in 0..1000000 or a string such as \"500m\"");
     }
-    s.resources.cpu_milli = static_cast<int64_t>(v.get<double>() * 1000);
   } else {
     return InvalidArgument(Quote(key) + ": unknown field (known: command, name, gpus, gpu_mem, "
                            "cpu, mem, duration, retries, env, idempotency_key, node_selector, "

@@ -96,6 +96,19 @@ TEST(RestParamsTest, SubmitBodyNodeRulesAndProfile) {
   }
 }
 
+// CPU as the CLI and job files take it: cores, or a string of cores or millicores.
+TEST(RestParamsTest, CpuIsCoresOrAStringOfCoresOrMillicores) {
+  for (const auto& [body, milli] : std::vector<std::pair<std::string, int64_t>>{
+           {R"({"command": ["x"], "cpu": 2})", 2000},
+           {R"({"command": ["x"], "cpu": 0.25})", 250},
+           {R"({"command": ["x"], "cpu": "500m"})", 500},
+           {R"({"command": ["x"], "cpu": "1.5"})", 1500}}) {
+    auto b = ParseSubmitBody(body);
+    ASSERT_TRUE(b.ok()) << body << ": " << b.status().ToString();
+    EXPECT_EQ(b->spec.resources.cpu_milli, milli) << body;
+  }
+}
+
 TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "body: not valid JSON"},
@@ -105,7 +118,10 @@ TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
       {R"({"command": ["x"], "gpus": 1.5})", "gpus: must be a whole number >= 0, got number"},
       {R"({"command": ["x"], "gpu_mem": "lots"})", "gpu_mem: "},
       {R"({"command": ["x"], "duration": -1})", "duration: must be a duration"},
-      {R"({"command": ["x"], "cpu": "2"})", "cpu: must be a number of cores"},
+      {R"({"command": ["x"], "cpu": "2x"})", "cpu: \"2x\" is not a CPU amount (use 4 or 500m)"},
+      {R"({"command": ["x"], "cpu": true})", "cpu: must be a number of cores"},
+      {R"({"command": ["x"], "gpu_mem": "0GiB"})", "gpu_mem: \"0GiB\" is no memory"},
+      {R"({"command": ["x"], "gpu_mem": 0})", "gpu_mem: 0 is no memory"},
       {R"({"command": ["x"], "env": {"A": 1}})", "env.A: must be a string"},
       {R"({"command": ["x"], "gpu": 1})", "\"gpu\": unknown field"},
       {R"({"command": []})", "command: missing"},

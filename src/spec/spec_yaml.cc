@@ -100,19 +100,9 @@ class Parser {
   // CPU as cores ("8", "0.5") or millicores ("500m").
   StatusOr<int64_t> Cpu(const YAML::Node& node, const std::string& field) const {
     GS_ASSIGN_OR_RETURN(std::string text, Scalar(node, field));
-    const bool milli = !text.empty() && text.back() == 'm';
-    try {
-      size_t used = 0;
-      const std::string digits = milli ? text.substr(0, text.size() - 1) : text;
-      const double v = std::stod(digits, &used);
-      if (used != digits.size()) throw std::invalid_argument(text);
-      const double millicores = milli ? v : v * 1000.0;
-      // Beyond int64 (or NaN) the cast is undefined; ValidateTaskSpec bounds the rest.
-      if (!(std::fabs(millicores) < 9e18)) throw std::out_of_range(text);
-      return static_cast<int64_t>(millicores);
-    } catch (const std::exception&) {
-      return Error(node, field + ": \"" + text + "\" is not a CPU amount (use 4 or 500m)");
-    }
+    auto milli = ParseCpuMilli(text, field);
+    if (!milli.ok()) return Error(node, milli.status().message());
+    return *milli;
   }
 
   StatusOr<std::map<std::string, std::string>> StringMap(const YAML::Node& node,
@@ -182,7 +172,13 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
                                   "gang_timeout"}));
   if (doc["name"]) { GS_ASSIGN_OR_RETURN(s->name, p.Scalar(doc["name"], "name")); }
   if (doc["gpus"]) { GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus"], "gpus")); }
-  if (doc["gpu_mem"]) { GS_ASSIGN_OR_RETURN(s->gpu_mem_mib, p.Size(doc["gpu_mem"], "gpu_mem")); }
+  if (doc["gpu_mem"]) {
+    GS_ASSIGN_OR_RETURN(s->gpu_mem_mib, p.Size(doc["gpu_mem"], "gpu_mem"));
+    if (s->gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
+      return p.Error(doc["gpu_mem"], "gpu_mem: 0 is no memory; a GPU share needs more than 0 "
+                                     "(leave gpu_mem out to ask for whole GPUs)");
+    }
+  }
   if (doc["gpu_model"]) { GS_ASSIGN_OR_RETURN(s->gpu_model, p.Scalar(doc["gpu_model"], "gpu_model")); }
   if (doc["cpu"]) { GS_ASSIGN_OR_RETURN(s->resources.cpu_milli, p.Cpu(doc["cpu"], "cpu")); }
   if (doc["mem"]) { GS_ASSIGN_OR_RETURN(s->resources.mem_mib, p.Size(doc["mem"], "mem")); }
@@ -240,6 +236,9 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
   }
   if (const YAML::Node cmd = doc["command"]) {
     if (cmd.IsScalar()) {
+      if (cmd.Scalar().find_first_not_of(" \t\n") == std::string::npos) {
+        return p.Error(cmd, "command: empty; write the shell command to run, or a list of words");
+      }
       s->command = {"/bin/sh", "-c", cmd.Scalar()};
     } else if (cmd.IsSequence()) {
       for (const auto& arg : cmd) {

@@ -118,6 +118,9 @@ TEST(TaskSpecYaml, BadValuesNameTheFieldAndValue) {
   ExpectError("tolerations: [{key: a, operator: Sometimes}]\n", "tolerations.operator: \"Sometimes\"");
   ExpectError("- just\n- a list\n", "a task spec must be a mapping");
   ExpectError("gpus: [1, 2\n", "not valid YAML");
+  ExpectError("gpu_mem: 0\n", "job.yaml:1: gpu_mem: 0 is no memory");
+  ExpectError("command: \"\"\n", "job.yaml:1: command: empty");
+  ExpectError("cpu: -1\n", "job.yaml:1: cpu: must be >= 0, got \"-1\"");
 }
 
 TEST(MemoryTableYaml, LoadsRowsAndFormulas) {

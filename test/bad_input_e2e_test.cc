@@ -94,14 +94,16 @@ TEST_F(ClusterTest, MalformedAddressesAreUsageErrorsNamingTheirSource) {
   }
   // An agent stops at once with the same error; before, it listened on port 34463, or
   // retried the server forever.
+  // A node name follows the certificates' rule (it registered as "bad name!" and stayed listed).
   for (const auto& [flag, needle] :
        {std::pair{"--listen", "listen: \"127.0.0.1:99999\" has port 99999"},
-        std::pair{"--server", "server: \"127.0.0.1:99999\" has port 99999"}}) {
+        std::pair{"--server", "server: \"127.0.0.1:99999\" has port 99999"},
+        std::pair{"--name", "name: \"bad name!\" may only hold letters, digits"}}) {
     std::vector<std::string> args{"agent", "--server", server(), "--listen", "127.0.0.1:0",
                                   "--name", "bad", "--gpus", "1x16GiB", "--simulate",
                                   "--data-dir", path("bad")};
     const auto at = std::find(args.begin(), args.end(), flag);
-    *(at + 1) = "127.0.0.1:99999";
+    *(at + 1) = std::string(flag) == "--name" ? "bad name!" : "127.0.0.1:99999";
     Proc agent(args, path("bad.log"));
     EXPECT_TRUE(PollUntil([&] { return agent.Log().find(needle) != std::string::npos; },
                           std::chrono::seconds(20)))

@@ -866,10 +866,16 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   for (const std::string& server : impl->servers) {
     GS_RETURN_IF_ERROR(ParseHostPort(server, "server").status());
   }
+  // The node's name is its certificate's too (certs init --agent): the same rule.
   if (impl->config.name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     impl->config.name = host;
+    if (Status s = rpc::CheckNodeCertName(impl->config.name, "name"); !s.ok()) {
+      return InvalidArgument(s.message() + " (this machine's host name: give --name)");
+    }
+  } else {
+    GS_RETURN_IF_ERROR(rpc::CheckNodeCertName(impl->config.name, "name"));
   }
   if (!config.simulate) {
     auto nvml = OpenNvml();

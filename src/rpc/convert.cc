@@ -5,6 +5,7 @@
 #include "core/filters.h"
 #include "core/node_rules.h"
 #include "core/topology.h"
+#include "rpc/tls.h"
 
 namespace gpusched::rpc {
 
@@ -190,7 +191,7 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
 
 StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p) {
   core::NodeSpec s;
-  if (p.name().empty()) return InvalidArgument("register.name: must not be empty");
+  GS_RETURN_IF_ERROR(CheckNodeCertName(p.name(), "register.name"));  // the agent's own rule
   s.name = p.name();
   s.address = p.address();
   s.capacity = {p.cpu_milli(), p.mem_mib()};

@@ -89,6 +89,17 @@ TEST(ConvertTest, BadFieldsAreNamed) {
   EXPECT_NE(TaskSpecFromProto(p).status().message().find("workdir"), std::string::npos);
   EXPECT_EQ(TaskStateFromName("done", "state").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*TaskStateFromName("running", "state"), core::TaskState::kRunning);
+  // A registering node's name follows the agent's own rule (that of its certificate).
+  v1::RegisterNode reg;
+  reg.add_gpus()->set_total_mib(1024);
+  for (const char* bad : {"", "bad name!", "-dash", "ca"}) {
+    reg.set_name(bad);
+    auto n = NodeSpecFromProto(reg);
+    EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(n.status().message().starts_with("register.name: ")) << n.status().message();
+  }
+  reg.set_name("gpu-1.rack2");
+  EXPECT_TRUE(NodeSpecFromProto(reg).ok());
 }
 
 TEST(ConvertTest, FinishedTaskKeepsItsLastPlacement) {

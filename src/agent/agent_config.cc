@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <set>
 
 #include "core/node_rules.h"
 
@@ -57,9 +58,11 @@ Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig&
       {"server", &c.server},   {"name", &c.name},       {"gpus", &c.gpus},
       {"listen", &c.listen},   {"data_dir", &c.data_dir}, {"tls_dir", &c.tls_dir},
       {"topology", &c.topology}};
+  std::set<std::string> seen;  // YAML forbids a key twice; yaml-cpp would apply both
   for (const auto& kv : root) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
     const std::string field = source + ": " + key;
+    if (!seen.insert(key).second) return InvalidArgument(field + ": given twice");
     if (key == "labels" || key == "taints") {
       GS_RETURN_IF_ERROR(ApplyRules(key, kv.second, field, c));
       continue;

@@ -33,6 +33,7 @@ TEST(AgentConfigTest, EveryKeyIncludingLabelsAndTaints) {
 TEST(AgentConfigTest, BadInputNamesTheFileTheKeyAndTheValue) {
   const std::pair<const char*, const char*> cases[] = {
       {"gpu: 8x80GiB\n", "agent.yaml: unknown key \"gpu\""},
+      {"name: a\nname: b\n", "agent.yaml: name: given twice"},
       {"name: [a]\n", "agent.yaml: name: expected a single value"},
       {"labels: {\"\": x}\n", "agent.yaml: labels: \"=x\": the key is empty"},
       {"labels: [a]\n", "agent.yaml: labels: expected a mapping"},

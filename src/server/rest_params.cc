@@ -4,6 +4,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <set>
+#include <vector>
 
 #include "base/units.h"
 #include "core/node_rules.h"
@@ -141,7 +143,7 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
   } else {
     return InvalidArgument(Quote(key) + ": unknown field (known: command, name, gpus, gpu_mem, "
                            "cpu, mem, duration, retries, env, idempotency_key, node_selector, "
-                           "tolerations, profile)");
+                           "tolerations, profile, array)");
   }
   return Status::Ok();
 }
@@ -220,8 +222,24 @@ StatusOr<uint64_t> TaskIdParam(const std::string& text) {
 }
 
 StatusOr<SubmitBody> ParseSubmitBody(std::string_view body) {
-  const Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // A key twice in one object: nlohmann keeps the last one unsaid; refused, naming it.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const Json::parser_callback_t keys = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == Json::parse_event_t::object_end && !open_objects.empty()) {
+      open_objects.pop_back();
+    } else if (event == Json::parse_event_t::key && !open_objects.empty() &&
+               !open_objects.back().insert(parsed.get<std::string>()).second &&
+               duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  const Json j = Json::parse(body, keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("body: not valid JSON");
+  if (!duplicate.empty()) return InvalidArgument(Quote(duplicate) + ": given twice");
   if (!j.is_object()) return WrongType("body", j, "a JSON object");
   SubmitBody out;
   for (auto it = j.begin(); it != j.end(); ++it) {

@@ -96,6 +96,14 @@ TEST(RestParamsTest, SubmitBodyNodeRulesAndProfile) {
   }
 }
 
+// The same key in two objects is two keys, not one given twice.
+TEST(RestParamsTest, AKeyMayRepeatInAnotherObject) {
+  auto b = ParseSubmitBody(
+      R"({"command": ["x"], "env": {"zone": "a"}, "node_selector": {"zone": "a"}})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->spec.node_selector.at("zone"), "a");
+}
+
 // CPU as the CLI and job files take it: cores, or a string of cores or millicores.
 TEST(RestParamsTest, CpuIsCoresOrAStringOfCoresOrMillicores) {
   for (const auto& [body, milli] : std::vector<std::pair<std::string, int64_t>>{
@@ -122,6 +130,8 @@ TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
       {R"({"command": ["x"], "cpu": true})", "cpu: must be a number of cores"},
       {R"({"command": ["x"], "gpu_mem": "0GiB"})", "gpu_mem: \"0GiB\" is no memory"},
       {R"({"command": ["x"], "gpu_mem": 0})", "gpu_mem: 0 is no memory"},
+      {R"({"command": ["x"], "gpus": 1, "gpus": 2})", "\"gpus\": given twice"},
+      {R"({"command": ["x"], "env": {"A": "1", "A": "2"}})", "\"A\": given twice"},
       {R"({"command": ["x"], "env": {"A": 1}})", "env.A: must be a string"},
       {R"({"command": ["x"], "gpu": 1})", "\"gpu\": unknown field"},
       {R"({"command": []})", "command: missing"},

@@ -360,6 +360,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
   }
   if (root.IsNull()) return Status::Ok();
   if (!root.IsMap()) return InvalidArgument("config " + path + ": expected a mapping of options");
+  std::map<std::string, int> seen;  // key -> its line: YAML forbids a key twice
   for (const auto& kv : root) {
     // as<std::string>() throws on a key that is a list or a mapping.
     if (!kv.first.IsScalar()) {
@@ -367,6 +368,12 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
                              ": a key must be an option name");
     }
     const std::string key = kv.first.as<std::string>();
+    const int line = kv.first.Mark().line + 1;
+    if (auto [first, fresh] = seen.try_emplace(key, line); !fresh) {
+      return InvalidArgument("config " + path + ":" + std::to_string(line) + ": " + key +
+                             " given twice (first on line " + std::to_string(first->second) +
+                             ")");
+    }
     if (key == "memory_table") {
       GS_RETURN_IF_ERROR(ApplyMemoryTable(kv.second, path, c));
       continue;
@@ -381,7 +388,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     }
     auto it = keys.find(key);
     if (it == keys.end()) {
-      return InvalidArgument("config " + path + ": unknown key \"" + key + "\"");
+      std::string known = "memory_table, priority_classes, score_weights";
+      for (const auto& [name, apply] : keys) known += ", " + name;
+      return InvalidArgument("config " + path + ": unknown key \"" + key + "\" (known: " +
+                             known + ")");
     }
     if (!kv.second.IsScalar()) {
       return InvalidArgument("config " + path + ": " + key + ": expected a single value");

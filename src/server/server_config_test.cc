@@ -75,7 +75,9 @@ TEST(ServerConfigTest, Issue13_PriorityClassesAndGangKeysAreRead) {
 TEST(ServerConfigTest, BadFilesNameTheKey) {
   for (const auto& [text, needle] :
        std::vector<std::pair<std::string, std::string>>{{"t1: soon\n", "t1"},
-                                                        {"color: blue\n", "unknown key \"color\""},
+                                                        {"color: blue\n", "unknown key \"color\" (known: memory_table, "},
+                                                        {"t1: 1s\nt2: 5s\nt1: 2s\n",
+                                                         ":3: t1 given twice (first on line 1)"},
                                                         {"fail_max: x\n", "fail_max"},
                                                         {"node_heartbeat: 20s\n", "node_heartbeat"},
                                                         {"t1: [1, 2]\n", "t1"},

@@ -25,17 +25,31 @@ class Parser {
                            message);
   }
 
-  // Fails on any key of `map` not in `known`.
+  // A key given twice: YAML forbids it, yaml-cpp keeps both and reads the first.
+  Status CheckUnique(const YAML::Node& key_node, const std::string& key, const std::string& where,
+                     std::map<std::string, int>& seen) const {
+    const int line = key_node.Mark().line + 1;
+    auto [it, fresh] = seen.try_emplace(key, line);
+    if (fresh) return Status::Ok();
+    return Error(key_node, "field \"" + (where.empty() ? "" : where + ".") + key +
+                               "\" given twice" +
+                               (it->second > 0 ? " (first on line " + std::to_string(it->second) + ")"
+                                               : ""));
+  }
+
+  // Fails on any key of `map` not in `known`, or given twice.
   Status CheckKeys(const YAML::Node& map, const std::string& where,
                    const std::vector<std::string>& known) const {
     if (!map.IsMap()) return Error(map, where + ": must be a mapping of field: value");
     const std::set<std::string> allowed(known.begin(), known.end());
+    std::map<std::string, int> seen;
     for (const auto& kv : map) {
       // as<std::string>() throws on a key that is a list or a mapping ("? [a]: 1").
       if (!kv.first.IsScalar()) {
         return Error(kv.first, (where.empty() ? "" : where + ": ") + "a field name must be a word");
       }
       const std::string key = kv.first.as<std::string>();
+      GS_RETURN_IF_ERROR(CheckUnique(kv.first, key, where, seen));
       if (!allowed.count(key)) {
         std::string list;
         for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -109,8 +123,12 @@ class Parser {
                                                          const std::string& field) const {
     if (!node.IsMap()) return Error(node, field + ": must be a mapping");
     std::map<std::string, std::string> out;
+    std::map<std::string, int> seen;
     for (const auto& kv : node) {
-      GS_ASSIGN_OR_RETURN(out[kv.first.as<std::string>()], Scalar(kv.second, field));
+      if (!kv.first.IsScalar()) return Error(kv.first, field + ": a key must be a word");
+      const std::string key = kv.first.as<std::string>();
+      GS_RETURN_IF_ERROR(CheckUnique(kv.first, key, field, seen));
+      GS_ASSIGN_OR_RETURN(out[key], Scalar(kv.second, field));
     }
     return out;
   }

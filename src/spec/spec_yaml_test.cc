@@ -119,6 +119,11 @@ TEST(TaskSpecYaml, BadValuesNameTheFieldAndValue) {
   ExpectError("- just\n- a list\n", "a task spec must be a mapping");
   ExpectError("gpus: [1, 2\n", "not valid YAML");
   ExpectError("gpu_mem: 0\n", "job.yaml:1: gpu_mem: 0 is no memory");
+  // YAML forbids a key twice; yaml-cpp read the first and dropped the second unsaid.
+  ExpectError("gpus: 1\nname: x\ngpus: 2\n",
+              "job.yaml:3: field \"gpus\" given twice (first on line 1)");
+  ExpectError("env: {A: 1, A: 2}\n", "field \"env.A\" given twice");
+  ExpectError("profile: {model: x, model: y}\n", "field \"profile.model\" given twice");
   ExpectError("command: \"\"\n", "job.yaml:1: command: empty");
   ExpectError("cpu: -1\n", "job.yaml:1: cpu: must be >= 0, got \"-1\"");
 }

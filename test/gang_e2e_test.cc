@@ -152,6 +152,16 @@ TEST_F(ClusterTest, Issue13_HighPriorityPreemptsALowTaskWhichGetsSigtermThenRuns
     for (const Json& t : Json::parse(Run(ls).out)) listed |= t["id"] == low;
     EXPECT_TRUE(listed) << ls[1];
   }
+  // Its table row holds no node: it waits for one (it showed n1 and its old GPUs).
+  std::istringstream table(Run({"ls"}).out);
+  bool row = false;
+  for (std::string line; std::getline(table, line);) {
+    if (!line.starts_with(std::to_string(low) + " ")) continue;
+    row = true;
+    EXPECT_NE(line.find("preempted"), std::string::npos) << line;
+    EXPECT_EQ(line.find(" n1 "), std::string::npos) << line;
+  }
+  EXPECT_TRUE(row);
   CliResult why = Run({"why", std::to_string(low)});
   EXPECT_NE(why.out.find("preempted by task " + std::to_string(high) + " (priority 1000)"),
             std::string::npos) << why.out;

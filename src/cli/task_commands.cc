@@ -386,12 +386,16 @@ void RegisterLs(CLI::App& app) {
                                                 "ATTEMPTS", "REASON"}};
     for (const v1::Task& t : tasks) {
       const int64_t elapsed = ElapsedMs(t, now);
+      // A task waiting again (retried, preempted) holds no node: the one it last ran on is
+      // `show`'s to tell, as squeue shows a pending job's reason instead of a node.
+      const bool waiting = t.state() == "pending" || t.state() == "preempted";
       rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
                       t.spec().user().empty() ? "-" : t.spec().user(),
                       t.spec().team().empty() ? "-" : t.spec().team(),
                       t.idle() ? t.state() + " (idle)" : t.state(),
-                      t.node().empty() ? "-" : t.node(),
-                      t.gpus_size() ? JoinInts(t.gpus()) : "-", Age(t.submitted_ms(), now),
+                      waiting || t.node().empty() ? "-" : t.node(),
+                      !waiting && t.gpus_size() ? JoinInts(t.gpus()) : "-",
+                      Age(t.submitted_ms(), now),
                       elapsed > 0 ? FormatDurationMs(elapsed) : "-",
                       t.has_exit_code() ? std::to_string(t.exit_code()) : "-",
                       std::to_string(t.attempts()), t.reason()});

@@ -423,6 +423,25 @@ TEST(Sim, ATraceInAnotherFormatSaysWhichFormatItReadsAs) {
   const std::string plots = ReadFile(out + "/plots.gp");
   EXPECT_NE(plots.find("no task waited"), std::string::npos) << plots;
   EXPECT_EQ(plots.find("y2label"), std::string::npos) << plots;
+  // Bad arguments are refused before the replay: an --out that is a file failed only after
+  // the whole run (its results printed), a directory as the trace read as "empty file", and
+  // --synthetic beside --trace ignored the trace.
+  CliResult file_out = Cli({"sim", "--trace", trace, "--cluster", "2x8", "--no-progress",
+                            "--json", "--out", trace});
+  EXPECT_EQ(file_out.code, 1) << file_out.err;
+  EXPECT_EQ(file_out.out, "") << "the run went ahead";
+  EXPECT_NE(file_out.err.find("out: cannot create the directory " + trace), std::string::npos)
+      << file_out.err;
+  CliResult dir = Cli({"sim", "--trace", out, "--no-progress"});
+  EXPECT_EQ(dir.code, 2) << dir.err;
+  EXPECT_NE(dir.err.find("is a directory, not a trace file"), std::string::npos) << dir.err;
+  for (const std::vector<std::string>& both :
+       {std::vector<std::string>{"sim", "--synthetic", "10", "--trace", trace},
+        std::vector<std::string>{"sim", "--synthetic", "0"}}) {
+    CliResult r = Cli(both);
+    EXPECT_EQ(r.code, 2) << both[2] << ": " << r.err;
+    EXPECT_NE(r.err.find("--synthetic"), std::string::npos) << r.err;
+  }
   std::filesystem::remove(trace);
   std::filesystem::remove_all(out);
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -53,7 +54,21 @@ std::function<void(size_t, size_t)> ProgressBar(bool enabled) {
   };
 }
 
+// --out is made before the run: a path that cannot be a directory fails in a moment, not
+// after the whole replay.
+void PrepareOutDir(const std::string& out) {
+  if (out.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec || !std::filesystem::is_directory(out)) {
+    Fail("out: cannot create the directory " + out + ": " +
+             (ec ? ec.message() : std::string("a file of that name exists")),
+         kExitFailure);
+  }
+}
+
 void RunSim(const SimFlags& f) {
+  PrepareOutDir(f.out);
   sim::RunInfo info;
   sim::Trace trace;
   if (f.synthetic_jobs > 0) {
@@ -172,7 +187,9 @@ void RegisterSim(CLI::App& app) {
                   "dlas starvation rule (Tiresias PROMOTEKNOB): a suspended job that waited "
                   "knob x its executed time returns to queue 0; 0 = off")
       ->capture_default_str();
-  cmd->add_option("--synthetic", f->synthetic_jobs, "Generate N Philly-like jobs instead of --trace");
+  cmd->add_option("--synthetic", f->synthetic_jobs, "Generate N Philly-like jobs instead of --trace")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}))
+      ->excludes("--trace");
   cmd->add_option("--arrivals-per-hour", f->arrivals_per_hour, "Synthetic arrival rate")
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "Seed of the synthetic workload (printed)");

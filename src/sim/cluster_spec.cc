@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "sim/csv_fields.h"
@@ -31,8 +32,15 @@ StatusOr<std::vector<core::NodeSpec>> ParseClusterSpec(std::string_view spec) {
   if (!parts.ok()) return parts.status();
   const auto nodes = ParseWholeNumber((*parts)[0], 1, 1'000'000, "cluster N");
   const auto gpus = ParseWholeNumber((*parts)[1], 0, 1024, "cluster G");
-  if (!nodes.ok()) return bad("needs N >= 1 nodes");
-  if (!gpus.ok()) return bad("needs G in [0, 1024] GPUs");
+  // Each says what it got: "1.5x8" and "99999999x8" said "needs N >= 1 nodes".
+  if (!nodes.ok()) {
+    return bad("has N \"" + std::string((*parts)[0]) +
+               "\", not a whole number of nodes from 1 to 1000000");
+  }
+  if (!gpus.ok()) {
+    return bad("has G \"" + std::string((*parts)[1]) +
+               "\", not a whole number of GPUs from 0 to 1024");
+  }
   MiB gpu_mib = kDefaultUniformGpuMib;
   if (parts->size() == 3) {
     GS_ASSIGN_OR_RETURN(gpu_mib, ParseSizeMiB((*parts)[2], "cluster MEM"));
@@ -51,6 +59,10 @@ StatusOr<std::vector<core::NodeSpec>> ParseClusterSpec(std::string_view spec) {
 }
 
 StatusOr<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument("nodes: " + path + " is a directory, not a node list");
+  }
   std::ifstream in(path);
   if (!in) return NotFound("nodes: cannot open " + path);
   std::string line;

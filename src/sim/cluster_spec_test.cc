@@ -27,16 +27,22 @@ TEST(ClusterSpecTest, GpuMemory) {
 
 TEST(ClusterSpecTest, BadSpecsAreNamed) {
   EXPECT_EQ(ParseClusterSpec("100").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(ParseClusterSpec("0x8").status().message().find("cluster: \"0x8\" needs N >= 1"),
+  EXPECT_EQ(ParseClusterSpec("0x8").status().message(),
+            "cluster: \"0x8\" has N \"0\", not a whole number of nodes from 1 to 1000000 "
+            "(expected NxG[xMEM], e.g. 100x8 or 1x64x80GiB)");
+  EXPECT_NE(ParseClusterSpec("1.5x8").status().message().find("has N \"1.5\""),
+            std::string::npos);
+  EXPECT_NE(ParseClusterSpec("1x8,2x4").status().message().find("has G \"8,2\""),
             std::string::npos);
   EXPECT_FALSE(ParseClusterSpec("2x8x12XB").ok());
   for (const char* bad : {"2x", "x4", "2x8x", "1x2x3x4"}) {
     EXPECT_EQ(ParseClusterSpec(bad).status().message(),
               "cluster: \"" + std::string(bad) + "\" is not NxG[xMEM], e.g. 100x8 or 1x64x80GiB");
   }
-  EXPECT_NE(ParseClusterSpec("99999999999999999999x8").status().message().find("needs N >= 1"),
+  EXPECT_NE(ParseClusterSpec("99999999999999999999x8").status().message().find("has N \""),
             std::string::npos);  // overflow is out of range, not a wrap-around
-  EXPECT_NE(ParseClusterSpec("1x-1").status().message().find("needs G in [0, 1024]"),
+  EXPECT_NE(ParseClusterSpec("1x-1").status().message().find("has G \"-1\", not a whole number "
+                                                             "of GPUs from 0 to 1024"),
             std::string::npos);
 }
 

@@ -1,6 +1,7 @@
 #include "sim/trace.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -242,6 +243,10 @@ StatusOr<Trace> ParseTrace(std::istream& in, const std::string& name, TraceForma
 
 StatusOr<Trace> LoadTrace(const std::string& path, TraceFormat format,
                           const LoadOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument("trace: " + path + " is a directory, not a trace file");
+  }
   std::ifstream in(path);
   if (!in) return NotFound("trace: cannot open " + path);
   return ParseTrace(in, path, format, options);

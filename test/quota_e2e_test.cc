@@ -83,6 +83,10 @@ TEST_F(QuotaClusterTest, QuotaSetAndLsJsonSurviveARestart) {
   r = Quota({"set", "a b", "--gpus", "1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("team: \"a b\""), std::string::npos) << r.err;
+  // A team no token can name (token create --team) was accepted.
+  r = Quota({"set", "x/y", "--gpus", "1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("team: \"x/y\" must be 1-64 letters"), std::string::npos) << r.err;
 
   server_.Kill(SIGTERM);
   StartServer();

@@ -469,7 +469,7 @@ TEST_F(PreemptionTest, UnknownPriorityClassIsRefusedByName) {
   t.priority_class = "urgent";
   auto id = sched_->Submit(t);
   ASSERT_FALSE(id.ok());
-  EXPECT_NE(id.status().message().find("priority_class: unknown class \"urgent\""),
+  EXPECT_NE(id.status().message().find("priority: unknown class \"urgent\""),
             std::string::npos)
       << id.status().message();
 }

@@ -104,7 +104,7 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
   if (!priority) {
     std::string known;
     for (const auto& c : config_.priority_classes) known += (known.empty() ? "" : ", ") + c.name;
-    return InvalidArgument("priority_class: unknown class \"" + spec.priority_class +
+    return InvalidArgument("priority: unknown class \"" + spec.priority_class +  // --priority
                            "\" (known: " + known + ")");
   }
   task.priority = *priority;

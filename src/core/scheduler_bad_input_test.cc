@@ -77,15 +77,15 @@ TEST_F(BadInputTest, NodeSelectorAndTolerationsFollowTheLabelRules) {
 TEST_F(BadInputTest, ZeroOrNegativeDuration) {
   TaskSpec t = SharedTask(kGiB);
   t.duration_ms = 0;
-  ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be >= 1, got 0ms");
+  ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be at least 1ms, got 0ms");
   t.duration_ms = -60'000;
-  ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be >= 1, got -60000ms");
+  ExpectRejected(t, StatusCode::kInvalidArgument, "duration: must be at least 1ms, got -60000ms");
 }
 
 TEST_F(BadInputTest, HeartbeatTimeoutUnderOneSecond) {
   TaskSpec t = SharedTask(1024);
   t.heartbeat_timeout_ms = 500;
-  ExpectRejected(t, StatusCode::kInvalidArgument, "heartbeat_timeout: must be >= 1000, got 500ms");
+  ExpectRejected(t, StatusCode::kInvalidArgument, "heartbeat_timeout: must be at least 1s, got 500ms");
 }
 
 TEST_F(BadInputTest, UnknownGpuModel) {

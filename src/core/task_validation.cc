@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "base/units.h"
 #include "core/node_rules.h"
 
 namespace gpusched::core {
@@ -21,6 +22,21 @@ Status Range(const char* field, int64_t value, int64_t lo, int64_t hi, const std
 
 std::string Mib(MiB v) { return std::to_string(v) + "MiB"; }
 
+// A duration in [lo, hi] ms, both bounds said in the value's units ("must be >= 1s, got
+// 500ms"; the bare number 1000 read as seconds).
+Status DurationRange(const char* field, DurationMs value, DurationMs lo, DurationMs hi) {
+  const std::string shown = std::to_string(value) + "ms";
+  if (value < lo) {
+    return InvalidArgument(std::string(field) + ": must be at least " + FormatDurationMs(lo) +
+                           ", got " + shown);
+  }
+  if (value > hi) {
+    return InvalidArgument(std::string(field) + ": " + shown + " is longer than the limit " +
+                           FormatDurationMs(hi));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateTaskSpec(const TaskSpec& s) {
@@ -38,17 +54,15 @@ Status ValidateTaskSpec(const TaskSpec& s) {
                            std::to_string(s.resources.cpu_milli) + "m"));
   GS_RETURN_IF_ERROR(Range("mem", s.resources.mem_mib, 0, kMaxMemMib, Mib(s.resources.mem_mib)));
   if (s.duration_ms) {
-    GS_RETURN_IF_ERROR(
-        Range("duration", *s.duration_ms, 1, kMaxDurationMs, std::to_string(*s.duration_ms) + "ms"));
+    GS_RETURN_IF_ERROR(DurationRange("duration", *s.duration_ms, 1, kMaxDurationMs));
   }
   if (s.time_limit_ms) {
-    GS_RETURN_IF_ERROR(Range("time", *s.time_limit_ms, 1, kMaxDurationMs,
-                             std::to_string(*s.time_limit_ms) + "ms"));
+    GS_RETURN_IF_ERROR(DurationRange("time", *s.time_limit_ms, 1, kMaxDurationMs));
   }
   if (s.heartbeat_timeout_ms) {
     // At least 1 s: the agent looks at the file once per task heartbeat.
-    GS_RETURN_IF_ERROR(Range("heartbeat_timeout", *s.heartbeat_timeout_ms, 1000, kMaxDurationMs,
-                             std::to_string(*s.heartbeat_timeout_ms) + "ms"));
+    GS_RETURN_IF_ERROR(
+        DurationRange("heartbeat_timeout", *s.heartbeat_timeout_ms, 1000, kMaxDurationMs));
   }
   if (s.max_retries) {
     GS_RETURN_IF_ERROR(
@@ -76,12 +90,10 @@ Status ValidateTaskSpec(const TaskSpec& s) {
                            " whole GPUs per node evenly (gpus a multiple of tasks_per_node)");
   }
   if (s.grace_ms) {
-    GS_RETURN_IF_ERROR(Range("grace", *s.grace_ms, 0, kMaxDurationMs,
-                             std::to_string(*s.grace_ms) + "ms"));
+    GS_RETURN_IF_ERROR(DurationRange("grace", *s.grace_ms, 0, kMaxDurationMs));
   }
   if (s.gang_timeout_ms) {
-    GS_RETURN_IF_ERROR(Range("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs,
-                             std::to_string(*s.gang_timeout_ms) + "ms"));
+    GS_RETURN_IF_ERROR(DurationRange("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs));
   }
   // The rules of `--selector` and `--toleration` (node_rules.h), whatever the spec came from.
   for (const auto& [key, value] : s.node_selector) {

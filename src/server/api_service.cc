@@ -6,6 +6,7 @@
 #include "rpc/grpc_status.h"
 #include "server/access.h"
 #include "server/accounting.h"
+#include "server/tokens.h"
 
 namespace gpusched::server {
 namespace {
@@ -293,6 +294,9 @@ grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRe
   ControlPlane& cp = *entered->cp;
   core::TeamQuota q;
   q.team = req->quota().team();
+  // A team a token can name (token create --team): "x/y" was accepted, then no user could
+  // ever be of that team.
+  if (Status name = CheckPrincipalName(q.team, "team"); !name.ok()) return rpc::ToGrpc(name);
   q.guaranteed_gpus = req->quota().guaranteed_gpus();
   q.guaranteed_gpu_mem_mib = req->quota().guaranteed_gpu_mem_mib();
   q.borrow_gpus = req->quota().borrow_gpus();

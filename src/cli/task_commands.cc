@@ -647,7 +647,11 @@ void RegisterWhy(CLI::App& app) {
       std::cout << j.dump() << "\n";
       return;
     }
-    std::cout << "task " << w.id() << " is " << w.state() << ": " << w.summary() << "\n";
+    // "task 3 is pending: ...", "task 3 succeeded: exited 0".
+    const bool finished = w.state() == "succeeded" || w.state() == "failed" ||
+                          w.state() == "cancelled";
+    std::cout << "task " << w.id() << (finished ? " " : " is ") << w.state() << ": "
+              << w.summary() << "\n";
     if (!w.need().empty()) std::cout << "  " << w.need() << "\n";
     if (*verbose) {
       std::cout << "  priority Pt " << w.pt() << " (St " << w.st() << "), queue "

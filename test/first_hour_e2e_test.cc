@@ -190,6 +190,19 @@ TEST_F(ClusterTest, TheServerAddressMayComeBeforeTheCommandAndTheCommandsOwnWins
   CliResult status = Cli({"--server", server(), "status", "--json"}, env);
   EXPECT_EQ(status.code, 0) << status.err;
   EXPECT_TRUE(Has(status.out, server())) << status.out;
+  // --json before the command, as --server: it read "ls: The following argument was not
+  // expected: --json". Commands of two words and ones with arguments take it too.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--json", "--server", server(), "ls"},
+        std::vector<std::string>{"--server", server(), "--json", "quota", "ls"},
+        std::vector<std::string>{"--json", "--server", server(), "status"}}) {
+    CliResult r = Cli(args, env);
+    EXPECT_EQ(r.code, 0) << args.back() << ": " << r.err;
+    EXPECT_TRUE(Json::accept(r.out)) << args.back() << ": " << r.out;
+  }
+  CliResult missing_task = Cli({"--json", "show", "999999", "--server", server()});
+  EXPECT_EQ(missing_task.code, 1) << missing_task.err;
+  EXPECT_EQ(Json::parse(missing_task.err)["code"], 1) << missing_task.err;  // a JSON error
   // The command's own flag wins, whichever of the two is the unreachable one.
   CliResult own = Cli({"--server", dead, "nodes", "--server", server()});
   EXPECT_EQ(own.code, 0) << own.err;

@@ -31,6 +31,33 @@ bool HandledByClientBinary(const CLI::App& app, int argc, char** argv) {
   return false;  // no command: the whole binary prints what there is
 }
 
+std::vector<char*> WithJsonAfterTheCommand(int argc, char** argv) {
+  std::vector<char*> out(argv, argv + argc);
+  int json = -1, command = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--ca" || a == "--server") {  // the global options, each with a value
+      ++i;
+      continue;
+    }
+    if (a.starts_with("--ca=") || a.starts_with("--server=")) continue;
+    if (a == "--json") {
+      json = i;
+      continue;
+    }
+    if (!a.empty() && a[0] != '-') command = i;
+    break;
+  }
+  if (json > 0 && command > json) {
+    int end = command;  // past the command's words: "quota ls", "show 5"
+    while (end < argc && argv[end][0] != '-') ++end;
+    out.insert(out.begin() + end, argv[json]);
+    out.erase(out.begin() + json);
+  }
+  out.push_back(nullptr);
+  return out;
+}
+
 int ExecFullBinary(char** argv) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);

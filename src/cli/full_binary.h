@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <vector>
+
 namespace gpusched::cli {
 
 // The name of the whole binary, next to the client's own executable.
@@ -19,6 +21,12 @@ inline constexpr const char* kFullBinaryName = "gpusched-full";
 // or only asks for --version: then the client binary runs it. An empty command line, --help
 // and every other command go to the whole binary.
 bool HandledByClientBinary(const CLI::App& app, int argc, char** argv);
+
+// `gpusched --json ls` as `gpusched ls --json`: a --json before the command's name (among the
+// global --ca FILE and --server ADDR) is moved after the command's words (`quota ls`), where
+// each command takes it. `argv` is argc pointers and a null; the result is the same pointers
+// in the new order, null-terminated. Nothing else moves.
+std::vector<char*> WithJsonAfterTheCommand(int argc, char** argv);
 
 // Replaces this process with gpusched-full and the same arguments. Returns only on failure,
 // after printing why: the exit code to use.

@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/full_binary.h"
 #include "cli/usage_errors.h"
 #ifdef GPUSCHED_CLIENT_ONLY
 #include <malloc.h>
-
-#include "cli/full_binary.h"
 #endif
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
 #include <absl/synchronization/mutex.h>
@@ -56,7 +55,10 @@ int Finish(int code) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** raw_argv) {
+  // `gpusched --json ls` reads as `gpusched ls --json` from here on (full_binary.h).
+  std::vector<char*> reordered = gpusched::cli::WithJsonAfterTheCommand(argc, raw_argv);
+  char** argv = reordered.data();
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
   // Debian's Abseil is built with its debug-mode deadlock detector on: every lock of gRPC's
   // mutexes updated a global lock graph, ~3% of the server's CPU under load. Lock order is

@@ -155,6 +155,38 @@ TEST_F(ClusterTest, ServerKilledNineRestartsWithoutLosingOrRepeatingTasks) {
   EXPECT_EQ(completions.size(), acked.size());
 }
 
+// A task that ends while the server is down is dated when it ended, not when the server
+// hears of it: its run time and the GPU-hours charged for it leave the outage out. The agent
+// keeps the exit, with the time its supervisor journaled, until the restarted server
+// acknowledges it.
+TEST_F(ClusterTest, AnExitWhileTheServerIsDownIsDatedWhenItHappened) {
+  StartAgent("n1", "1x16GiB");
+  const std::string ended = path("ended");
+  const uint64_t id =
+      Submit({"--gpus", "1", "--", "sh", "-c", Gated("end", "touch '" + ended + "'")});
+  ASSERT_TRUE(WaitState(id, "running"));
+  server_.Kill(SIGKILL);
+  OpenGate("end");
+  ASSERT_TRUE(PollUntil([&] { return std::filesystem::exists(ended); }, kDeadline));
+  const auto wall_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t seen_end = wall_ms();  // the task ended before this
+  std::this_thread::sleep_for(3s);     // the outage
+  StartServer();
+  ASSERT_TRUE(WaitState(id, "succeeded")) << Task(id).dump();
+  const Json t = Task(id);
+  const int64_t finished = t["finished_ms"];
+  EXPECT_LE(finished, seen_end) << t.dump();  // it was dated on arrival, 3 s and more later
+  EXPECT_GE(finished, t["started_ms"].get<int64_t>()) << t.dump();
+  // Accounting charges the run, not the outage: well under the 3 s of one GPU.
+  const Json acct = Json::parse(Run({"acct", "--json"}).out);
+  ASSERT_EQ(acct["teams"].size(), 1u) << acct.dump();
+  EXPECT_LT(acct["teams"][0]["gpu_hours"].get<double>() * 3'600'000, 2'500) << acct.dump();
+}
+
 // Tasks outlive their agent: an agent killed with -9 and started again on its data dir
 // adopts the task its supervisor kept running. The task runs once, is not counted as a
 // failure, and its exit (which happened while no agent was watching) is reported.

@@ -807,6 +807,8 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(e.exit_code);
   st.set_reason(e.reason);
+  // Kept with the report until acknowledged: a re-report after a reconnect says when.
+  st.set_finished_ms(e.finished_ms > 0 ? e.finished_ms : clock.NowMs());
   // Only a process writes a peak file, a ledger or a log: the noop executor's tasks have
   // none to read (three opens per task saved where tasks are thousands per second).
   const bool has_files = config.executor == ExecutorKind::kProcess;

@@ -96,13 +96,13 @@ StatusOr<TaskExit> Journal::ReadExit(const TaskKey& key) const {
       return DataLoss("journal: " + dir_ + "/" + Name(key, journal::kExitSuffix) +
                       " is corrupt");
     }
-    return TaskExit{key.first, key.second, r.exit_code, r.reason};
+    return TaskExit{key.first, key.second, r.exit_code, r.reason, r.finished_ms};
   }
   if (text.status().code() != StatusCode::kNotFound) return text.status();
   // A shim that died between appending its exit lines and renaming the record.
   StatusOr<std::string> run = Read(dir_, key, journal::kRunSuffix);
   if (run.ok() && journal::ParseExit(run->c_str(), &r)) {
-    return TaskExit{key.first, key.second, r.exit_code, r.reason};
+    return TaskExit{key.first, key.second, r.exit_code, r.reason, r.finished_ms};
   }
   return text.status();
 }

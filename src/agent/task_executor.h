@@ -59,6 +59,7 @@ struct TaskExit {
   int64_t attempt = 0;
   int exit_code = 0;   // 128 + signal when killed by a signal; -1 when the task was lost
   std::string reason;  // "" for a plain exit
+  TimeMs finished_ms = 0;  // when it ended (Unix ms, the supervisor's journal); 0 = unknown
 };
 
 // The process group a running task leads, and when it started (Unix ms): what the agent

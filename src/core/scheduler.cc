@@ -241,7 +241,7 @@ void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
   if (t.history.size() >= kMaxHistory) {
     t.history.erase(t.history.begin() + 1, t.history.end() - (kMaxHistory - 2));
   }
-  t.history.push_back({clock_.NowMs(), state, reason});
+  t.history.push_back({EventTimeMs(), state, reason});
   changed_.push_back(t.id);
 }
 
@@ -350,9 +350,10 @@ const Placement* Scheduler::PlacementOn(const Task& t, size_t index) {
 
 void Scheduler::ReleasePlacement(Task& t) {
   if (!t.placement) return;
-  t.attained_ms += std::max<DurationMs>(0, clock_.NowMs() - t.assigned_ms);
-  t.released_ms = clock_.NowMs();
-  Charge(t, clock_.NowMs());
+  const TimeMs at = EventTimeMs();
+  t.attained_ms += std::max<DurationMs>(0, at - t.assigned_ms);
+  t.released_ms = at;
+  Charge(t, at);
   charged_until_.erase(t.id);
   CountUsage(t, *t.placement, -1);
   resources_.Return(t.id, *t.placement);
@@ -419,7 +420,7 @@ void Scheduler::FailPermanently(Task& t, const std::string& reason) {
   ++t.fail_cnt;
   ++stats_.execution_failures;
   t.claim = ClaimStatus::kFailed;
-  t.finished_ms = clock_.NowMs();
+  t.finished_ms = EventTimeMs();
   SetState(t, TaskState::kFailed, reason);
 }
 

@@ -191,6 +191,10 @@ struct FinishCause {
   // The attempt never ran, for a reason no retry can fix (no such program): the task fails
   // at once instead of counting against FAIL_MAX.
   bool permanent = false;
+  // When the attempt ended as its node saw it (Unix ms; 0 = now). An exit reported late (the
+  // server was down, the agent reconnected) is dated then, not when it arrived, so run time
+  // and GPU-hours end there; kept within [the task's latest transition, now].
+  TimeMs ended_ms = 0;
 };
 
 // A running task's use of its GPUs, as its task heartbeat reports it.
@@ -378,6 +382,11 @@ class Scheduler {
   ResourceRequest MakeRequest(const Task& t) const;
   QueueKey KeyOf(const Task& t) const;
   void SetState(Task& t, TaskState state, const std::string& reason);
+  // The time of what is being applied: FinishCause::ended_ms while an exit is applied, else
+  // now. Transitions, finish times and the service a release charges use it.
+  TimeMs EventTimeMs() const { return event_time_ms_.value_or(clock_.NowMs()); }
+  Status ApplyFinish(Task& t, int exit_code, MiB peak_gpu_mem_mib, const std::string& reason,
+                     FinishCause cause);
   void PushMain(Task& t);
   void RemoveFromQueues(Task& t);
   void Commit(Task& t, const Placement& p, std::vector<Placement> gang = {});
@@ -520,6 +529,7 @@ class Scheduler {
   std::set<std::string> awaited_nodes_;  // AwaitNodes: passes wait for them
   TimeMs await_until_ms_ = 0;
   TimeMs next_fq_flush_ms_ = 0;
+  std::optional<TimeMs> event_time_ms_;  // see EventTimeMs; set inside TaskFinished only
   bool pass_requested_ = false;
   SchedulerStats stats_;
 };

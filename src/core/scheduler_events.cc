@@ -298,6 +298,20 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
                                const std::string& reason, FinishCause cause) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  if (cause.ended_ms <= 0 || event_time_ms_) {
+    return ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
+  }
+  // Dated when it ended, never before what the record already says nor after now.
+  const TimeMs latest = t->history.empty() ? 0 : t->history.back().at_ms;
+  event_time_ms_ = std::max(latest, std::min(cause.ended_ms, clock_.NowMs()));
+  Status s = ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
+  event_time_ms_.reset();
+  return s;
+}
+
+Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,
+                              const std::string& reason, FinishCause cause) {
+  Task* t = &task;
   if (peak_gpu_mem_mib > 0 && t->spec.profile) {
     memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
   }
@@ -308,7 +322,7 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
   t->exit_code = exit_code;
   if (exit_code == 0) {
     ReleasePlacement(*t);
-    t->finished_ms = clock_.NowMs();
+    t->finished_ms = EventTimeMs();
     SetState(*t, TaskState::kSucceeded, reason.empty() ? "exited 0" : reason);
     return Status::Ok();
   }

@@ -35,6 +35,51 @@ TEST_F(LivenessTest, CN109992422A_Claim6_LostNodeFailsItsTasksIntoFQAndTheyRunEl
   ExpectInvariants();
 }
 
+// An exit the server learns of late (it was down; the agent re-reports it on reconnecting)
+// is dated when the task ended as its node saw it: run time, finish time, the run in the
+// history (what accounting charges) and attained service end there, not on arrival. A time
+// before the task's latest transition or after now is held within them.
+TEST_F(LivenessTest, ALateExitReportIsDatedWhenTheTaskEnded) {
+  clock_.AdvanceMs(100'000);  // times as Unix ms are: positive, 0 meaning "not said"
+  AddNode(MakeNode("a", 2, 16 * kGiB));
+  const TaskId late = Submit(SharedTask(8 * kGiB));
+  const TaskId early = Submit(SharedTask(8 * kGiB));
+  const TaskId future = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  const TimeMs started = clock_.NowMs();
+  AdvanceAlive(4'000);  // each ran 4 s, then ended ...
+  const TimeMs ended = clock_.NowMs();
+  AdvanceAlive(10'000);  // ... and the server heard of it 10 s later
+  FinishCause at;
+  at.ended_ms = ended;
+  ASSERT_TRUE(sched_->TaskFinished(late, 1, 0, 0, "", at).ok());
+  EXPECT_EQ(T(late).finished_ms, ended);
+  EXPECT_EQ(T(late).history.back().at_ms, ended);
+  EXPECT_EQ(T(late).history.back().state, TaskState::kSucceeded);
+  EXPECT_EQ(T(late).attained_ms, ended - T(late).assigned_ms);
+  // Before its start (a clock behind the server's): no earlier than its latest transition.
+  at.ended_ms = started - 60'000;
+  ASSERT_TRUE(sched_->TaskFinished(early, 1, 3, 0, "", at).ok());
+  EXPECT_EQ(T(early).history.back().at_ms, T(early).history[T(early).history.size() - 2].at_ms);
+  EXPECT_GE(T(early).history.back().at_ms, started);
+  // Ahead of the server's clock: now.
+  at.ended_ms = clock_.NowMs() + 60'000;
+  ASSERT_TRUE(sched_->TaskFinished(future, 1, 0, 0, "", at).ok());
+  EXPECT_EQ(T(future).finished_ms, clock_.NowMs());
+  // Without a time (an older agent): now, as before.
+  const TaskId plain = Submit(SharedTask(8 * kGiB));
+  sched_->Tick();
+  StartAssigned();
+  AdvanceAlive(2'000);
+  ASSERT_TRUE(sched_->TaskFinished(plain, 1, 0, 0).ok());
+  EXPECT_EQ(T(plain).finished_ms, clock_.NowMs());
+  // Later transitions are stamped now again.
+  const TaskId next = Submit(SharedTask(8 * kGiB));
+  EXPECT_EQ(T(next).history.back().at_ms, clock_.NowMs());
+  ExpectInvariants();
+}
+
 TEST_F(LivenessTest, ReturningNodeIsToldToKillWhatWasGivenUp) {
   AddNode(MakeNode("a", 1, 16 * kGiB));
   AddNode(MakeNode("b", 1, 16 * kGiB));

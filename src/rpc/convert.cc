@@ -163,7 +163,12 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
     p->set_last_heartbeat_ms(t.last_heartbeat_ms);
   }
   for (auto it = t.history.rbegin(); it != t.history.rend(); ++it) {
-    if (it->state == core::TaskState::kAssigned) break;  // the current attempt only
+    // The current attempt only: a task requeued (retried, evicted, preempted) has not
+    // started again yet, so its elapsed time does not grow while it waits.
+    if (it->state == core::TaskState::kAssigned || it->state == core::TaskState::kPending ||
+        it->state == core::TaskState::kPreempted) {
+      break;
+    }
     if (it->state == core::TaskState::kRunning) {
       p->set_started_ms(it->at_ms);
       break;

@@ -102,6 +102,31 @@ TEST(ConvertTest, BadFieldsAreNamed) {
   EXPECT_TRUE(NodeSpecFromProto(reg).ok());
 }
 
+// started_ms is the current attempt's start: none while a requeued task waits (its elapsed
+// time grew from its first start while it was pending), its last start once it ends.
+TEST(ConvertTest, StartedIsTheCurrentAttemptsStart) {
+  using core::TaskState;
+  core::Task t;
+  t.id = TaskId(3);
+  t.history = {{10, TaskState::kPending, ""},  {20, TaskState::kAssigned, ""},
+               {30, TaskState::kRunning, ""},  {40, TaskState::kPreempted, ""}};
+  const auto started = [&] {
+    v1::Task p;
+    TaskToProto(t, nullptr, false, &p);
+    return p.started_ms();
+  };
+  EXPECT_EQ(started(), 0);  // preempted, waiting
+  t.history.push_back({50, TaskState::kCancelled, ""});
+  EXPECT_EQ(started(), 0);  // cancelled while it waited: it ran 10 ms, long before
+  t.history.back() = {50, TaskState::kAssigned, ""};
+  t.history.push_back({60, TaskState::kRunning, ""});
+  EXPECT_EQ(started(), 60);
+  t.history.push_back({70, TaskState::kSucceeded, ""});
+  EXPECT_EQ(started(), 60);
+  t.history.push_back({80, TaskState::kPending, ""});  // (a retry)
+  EXPECT_EQ(started(), 0);
+}
+
 TEST(ConvertTest, FinishedTaskKeepsItsLastPlacement) {
   core::Task t;
   t.id = TaskId(7);

@@ -116,7 +116,8 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   Status s = elsewhere ? Status::Ok()
                        : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
                                               st.peak_gpu_mem_mib(), st.reason(),
-                                              {st.gpu_mem_exceeded(), st.permanent()});
+                                              {st.gpu_mem_exceeded(), st.permanent(),
+                                               st.finished_ms()});
   if (!elsewhere && s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
       t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated

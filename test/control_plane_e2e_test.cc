@@ -203,6 +203,12 @@ TEST_F(ClusterTest, AgentRestartedAfterKillNineAdoptsItsRunningTask) {
                               Gated("end", "echo $GPUSCHED_ATTEMPT >> " + runs)});
   ASSERT_TRUE(WaitState(id, "running"));
   agents_["a"]->Kill(SIGKILL);
+  // Its log is on the dead agent's node: the operation fails (1) naming the node; the
+  // server itself answered (it said "cannot reach the server", exit 3).
+  CliResult logs = Run({"logs", std::to_string(id)});
+  EXPECT_EQ(logs.code, 1) << logs.err;
+  EXPECT_NE(logs.err.find("is on node a ("), std::string::npos) << logs.err;
+  EXPECT_EQ(logs.err.find("cannot reach the server"), std::string::npos) << logs.err;
   OpenGate("end");  // the task ends while its agent is dead
   ASSERT_TRUE(PollUntil([&] { return !ReadFile(runs).empty(); }, kDeadline));
   StartAgent("a", "1x16GiB");

@@ -227,6 +227,26 @@ TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToOneOnFailure) {
   EXPECT_EQ(T(blocked).claim, ClaimStatus::kFailed);
 }
 
+// The one node with the label is cordoned: that is the reason, not a selector no node
+// matches (it said "no node matches the node selector zone=a").
+TEST_F(CN115981827ATest, Claim1_ACordonedNodeThatMatchesTheSelectorIsNamed) {
+  NodeSpec a = MakeNode("gpu-a", 1, 16 * kGiB);
+  a.labels = {{"zone", "a"}};
+  AddNode(a);
+  AddNode(MakeNode("gpu-b", 1, 16 * kGiB));
+  ASSERT_TRUE(sched_->Cordon("gpu-a", true).ok());
+  TaskSpec spec = SharedTask(kGiB);
+  spec.node_selector = {{"zone", "a"}};
+  const TaskId id = Submit(spec);
+  EXPECT_EQ(sched_->Tick(), 0u);
+  auto why = sched_->Explain(id);
+  ASSERT_TRUE(why.ok());
+  EXPECT_NE(why->summary.find("the node selector zone=a matches gpu-a, which is cordoned"),
+            std::string::npos)
+      << why->summary;
+  EXPECT_EQ(why->summary.find("no node matches"), std::string::npos) << why->summary;
+}
+
 // `why` and the pending reason name the rule that leaves no node (the selector), and a node
 // that joins with the label takes the task.
 TEST_F(CN115981827ATest, Claim1_NoNodeMatchesTheSelectorIsTheReasonUntilOneJoins) {

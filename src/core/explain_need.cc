@@ -12,6 +12,13 @@ bool TakesWork(const NodeState& n) {
   return n.reachable && n.available && !n.cordoned && !n.draining;
 }
 
+// Why a node takes no new work, in `nodes`' words.
+std::string WhyNoWork(const NodeState& n) {
+  if (n.draining) return "draining";
+  if (n.cordoned) return "cordoned";
+  return n.available ? "unreachable" : "unavailable";
+}
+
 std::string Plural(int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
@@ -70,10 +77,17 @@ std::string DescribeNeed(const ClusterState& cluster, const PlacementRequest& r,
 std::string DescribeRules(const ClusterState& cluster, const PlacementRequest& r) {
   const bool has_selector = r.node_selector != nullptr && !r.node_selector->empty();
   const NodeState* tainted = nullptr;  // the first matching node (by name) with a bad taint
+  const NodeState* idle_match = nullptr;  // the first matching node that takes no work now
   bool any_takes_work = false, any_matches = false;
   for (size_t i = 0; i < cluster.size(); ++i) {
     const NodeState& n = cluster.node(i);
-    if (!TakesWork(n)) continue;
+    if (!TakesWork(n)) {
+      if (has_selector && MatchesSelector(n.labels, r.node_selector) &&
+          (idle_match == nullptr || n.name < idle_match->name)) {
+        idle_match = &n;
+      }
+      continue;
+    }
     any_takes_work = true;
     if (has_selector && !MatchesSelector(n.labels, r.node_selector)) continue;
     any_matches = true;
@@ -85,6 +99,11 @@ std::string DescribeRules(const ClusterState& cluster, const PlacementRequest& r
     std::string terms;
     for (const auto& [key, value] : *r.node_selector) {
       terms += (terms.empty() ? "" : ",") + key + "=" + value;
+    }
+    // A matching node that is cordoned (or draining, or away) is the reason, not the labels.
+    if (idle_match != nullptr) {
+      return "the node selector " + terms + " matches " + idle_match->name + ", which is " +
+             WhyNoWork(*idle_match) + ", and no node that takes new work";
     }
     return "no node matches the node selector " + terms;
   }

@@ -42,8 +42,11 @@ StatusOr<v1::LogsResponse> LogReader::Read(ControlPlane& cp, uint64_t id, int64_
   GS_ASSIGN_OR_RETURN(std::shared_ptr<v1::Agent::Stub> stub, AgentStub(cp, src.address, src.node));
   grpc::Status s = stub->ReadLog(&ctx, r, &out);
   if (!s.ok()) {
-    return Unavailable("log of task " + std::to_string(id) + " is on " + src.address +
-                       ", which did not answer: " + s.error_message());
+    // Not Unavailable: the client would read it as this server being unreachable (exit 3,
+    // "start one with gpusched dev"). The server answered; the node holding the log did not.
+    return FailedPrecondition("the log of task " + std::to_string(id) + " is on node " +
+                              src.node + " (" + src.address + "), whose agent did not answer (" +
+                              s.error_message() + "); it can be read once that agent is back");
   }
   resp.set_data(out.data());
   resp.set_next_offset(out.next_offset());

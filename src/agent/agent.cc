@@ -362,7 +362,13 @@ void Agent::Impl::LinkLoop() {
       const TimeMs now = clock.NowMs();
       auto [it, first] = unreachable_said.try_emplace(server, st.error_message(), now);
       if (first || it->second.first != st.error_message() || now - it->second.second >= 60'000) {
-        Log("cannot reach " + server + ": " + st.error_message() + "; retrying every second");
+        // A plaintext agent to a TLS server sees the connection closed, nothing more.
+        const bool maybe_tls = !tls.enabled() &&
+                               st.error_message().find("Socket closed") != std::string::npos;
+        Log("cannot reach " + server + ": " + st.error_message() + "; retrying every second" +
+            (maybe_tls ? " (if the server runs with --tls-dir, start this agent with --tls-dir "
+                         "too: it connects without TLS)"
+                       : ""));
         it->second = {st.error_message(), now};
       }
     }

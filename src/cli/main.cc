@@ -65,9 +65,17 @@ int main(int argc, char** raw_argv) {
   // checked by our ThreadSanitizer runs instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // gRPC's log lines in one line of ours (rpc/grpc_log.h); GPUSCHED_GRPC_LOG=raw keeps its own.
+  // The client binary reports every failure from its calls' status: gRPC's lines only
+  // when asked for (GRPC_VERBOSITY).
   if (const char* mode = std::getenv("GPUSCHED_GRPC_LOG");
       mode == nullptr || std::string(mode) != "raw") {
+#ifdef GPUSCHED_CLIENT_ONLY
+    gpusched::rpc::InstallGrpcLogSink(std::getenv("GRPC_VERBOSITY") != nullptr
+                                          ? gpusched::rpc::GrpcLogMode::kDaemon
+                                          : gpusched::rpc::GrpcLogMode::kClient);
+#else
     gpusched::rpc::InstallGrpcLogSink();
+#endif
   }
 #endif
   CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};

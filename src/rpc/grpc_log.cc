@@ -7,7 +7,11 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
+
 
 namespace gpusched::rpc {
 namespace {
@@ -157,11 +161,21 @@ const char* SeverityName(gpr_log_severity severity) {
   return "log";
 }
 
-void Write(const std::string& summary, const std::string& where) {
-  const std::string line = "gpusched: gRPC: " + summary + " (" + where + ")\n";
+void Write(const std::string& summary, const std::string& where, int64_t repeats = 0) {
+  std::string line = "gpusched: gRPC: " + summary + " (" + where + ")";
+  if (repeats > 0) line += " (and " + std::to_string(repeats) + " more like it before)";
+  line += "\n";
   // One write: lines of threads logging at once do not interleave.
   const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   (void)n;  // nowhere left to report a failed write to stderr
+}
+
+std::atomic<GrpcLogMode> g_mode{GrpcLogMode::kDaemon};
+
+RepeatedLines& TheRepeats() {
+  static RealClock* clock = new RealClock();
+  static RepeatedLines* repeats = new RepeatedLines(*clock);  // never destroyed: gRPC logs
+  return *repeats;                                            // until the process ends
 }
 
 void Sink(gpr_log_func_args* args) {
@@ -172,16 +186,20 @@ void Sink(gpr_log_func_args* args) {
                       std::to_string(args->line);
   if (t_capture != nullptr) {
     t_capture->Add(std::move(summary), std::move(where));
-  } else {
-    Write(summary, where);
+    return;
   }
+  if (g_mode.load() == GrpcLogMode::kClient) return;
+  const int64_t held = TheRepeats().Admit(where + "\n" + summary);
+  if (held >= 0) Write(summary, where, held);
 }
 
 }  // namespace
 
-void InstallGrpcLogSink() {
+void InstallGrpcLogSink(GrpcLogMode mode) {
   static std::atomic<bool> installed{false};
-  if (!installed.exchange(true)) gpr_set_log_function(&Sink);
+  if (installed.exchange(true)) return;
+  g_mode.store(mode);
+  gpr_set_log_function(&Sink);
 }
 
 std::string SummarizeGrpcMessage(std::string_view message) {
@@ -198,6 +216,21 @@ std::string SummarizeGrpcMessage(std::string_view message) {
     out += t;
   }
   return Bounded(std::move(out));
+}
+
+int64_t RepeatedLines::Admit(const std::string& key) {
+  const int64_t now = clock_.NowMs();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seen_.size() >= kMaxRemembered && seen_.count(key) == 0) seen_.clear();
+  auto [it, fresh] = seen_.try_emplace(key, Seen{now, 0});
+  if (fresh) return 0;
+  if (now - it->second.written_ms < kWindowMs) {
+    ++it->second.held;
+    return -1;
+  }
+  const int64_t held = it->second.held;
+  it->second = Seen{now, 0};
+  return held;
 }
 
 GrpcLogCapture::GrpcLogCapture() : outer_(t_capture) { t_capture = this; }

@@ -8,7 +8,7 @@
 // A user meets them in front of gpusched's own message about the same failure.
 //
 // InstallGrpcLogSink routes them through SummarizeGrpcMessage: one line, "gpusched: gRPC:
-// <what failed>: <why> (<file>:<line>)". GrpcLogCapture keeps what gRPC logs on the calling
+// <what failed>: <why> (error at <file>:<line>)", repeats counted rather than written. GrpcLogCapture keeps what gRPC logs on the calling
 // thread instead, for a caller that reports the failure itself and wants gRPC's reason in its
 // message (a port in use, no permission for a low port, an address not on this machine).
 //
@@ -16,15 +16,54 @@
 // the sink itself is safe from every thread gRPC logs on). A GrpcLogCapture belongs to the
 // thread that made it.
 
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
+
 namespace gpusched::rpc {
 
-// Installs the sink (idempotent). gRPC still decides what is logged (GRPC_VERBOSITY,
-// ERROR by default); GPUSCHED_GRPC_LOG=raw keeps gRPC's own format, for a bug report.
-void InstallGrpcLogSink();
+// How the sink writes what gRPC logs outside a capture.
+enum class GrpcLogMode {
+  // One line each; a line the same as one written in the last minute (from the same place
+  // in gRPC) is counted instead, and the count said with the next one written: a client
+  // that fails its TLS handshake every second is one line a minute, not sixty.
+  kDaemon,
+  // Nothing: a short-lived client reports every failure itself, from the call's status
+  // (gRPC's line about the same handshake came before ours). Captures still keep lines.
+  kClient,
+};
+
+// Installs the sink (the first call wins). gRPC still decides what is logged
+// (GRPC_VERBOSITY, ERROR by default); GPUSCHED_GRPC_LOG=raw keeps gRPC's own format, for a
+// bug report (main.cc).
+void InstallGrpcLogSink(GrpcLogMode mode = GrpcLogMode::kDaemon);
+
+// kDaemon's repeat counting, per key (where gRPC logged it and the summary): a line is written
+// the first time, then held back for a minute, then written again with the number held
+// back. Thread-safe. At most kMaxRemembered keys (then it starts afresh).
+class RepeatedLines {
+ public:
+  static constexpr int64_t kWindowMs = 60'000;
+  static constexpr size_t kMaxRemembered = 256;
+
+  explicit RepeatedLines(Clock& clock) : clock_(clock) {}
+  // How many repeats were held back, to say with this line written now; -1: hold it back.
+  int64_t Admit(const std::string& key);
+
+ private:
+  struct Seen {
+    int64_t written_ms;
+    int64_t held;
+  };
+  Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, Seen> seen_;
+};
 
 // gRPC's message shortened to what a user reads: the description of every node of its
 // status tree, outermost first, without the status code prefix ("UNKNOWN:") or the

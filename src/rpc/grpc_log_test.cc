@@ -9,8 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
+#include "base/clock.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 
 namespace gpusched::rpc {
@@ -183,6 +185,45 @@ TEST_F(GrpcLogTest, CapturesNestAndReplayWritesWhatWasKept) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("inner one"), std::string::npos) << err;
   EXPECT_TRUE(err.starts_with("gpusched: gRPC: outer one (error at grpc_log_test.cc:")) << err;
+}
+
+// A client failing its TLS handshake every second wrote one line a second on the server.
+TEST(RepeatedLinesTest, ALineIsWrittenOnceAMinuteWithTheCountOfThoseHeldBack) {
+  FakeClock clock(1'000'000);
+  RepeatedLines lines(clock);
+  EXPECT_EQ(lines.Admit("handshake failed"), 0);
+  for (int i = 0; i < 59; ++i) {
+    clock.AdvanceMs(1000);
+    EXPECT_EQ(lines.Admit("handshake failed"), -1) << i;
+  }
+  EXPECT_EQ(lines.Admit("another line"), 0);  // each line counted apart
+  clock.AdvanceMs(1000);                       // a minute after it was written
+  EXPECT_EQ(lines.Admit("handshake failed"), 59);
+  EXPECT_EQ(lines.Admit("handshake failed"), -1);  // and the next minute starts
+  clock.AdvanceMs(RepeatedLines::kWindowMs);
+  EXPECT_EQ(lines.Admit("handshake failed"), 1);
+}
+
+TEST(RepeatedLinesTest, ForgetsEverythingPastItsBound) {
+  FakeClock clock(1'000'000);
+  RepeatedLines lines(clock);
+  EXPECT_EQ(lines.Admit("first"), 0);
+  for (size_t i = 1; i < RepeatedLines::kMaxRemembered; ++i) {
+    EXPECT_EQ(lines.Admit("line " + std::to_string(i)), 0);
+  }
+  EXPECT_EQ(lines.Admit("first"), -1);       // still remembered
+  EXPECT_EQ(lines.Admit("one too many"), 0);  // the bound: it starts afresh
+  EXPECT_EQ(lines.Admit("first"), 0);
+}
+
+TEST_F(GrpcLogTest, TheSameLineTwiceInAMinuteIsWrittenOnce) {
+  testing::internal::CaptureStderr();
+  for (int test : {7, 7, 8}) {  // one place in the code, as gRPC's handshake logs each time
+    gpr_log(GPR_ERROR, "Handshake failed with fatal error SSL_ERROR_SSL (test %d)", test);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
+  EXPECT_NE(err.find("(test 8)"), std::string::npos) << err;
 }
 
 TEST_F(GrpcLogTest, NothingCapturedGivesTheUsualReason) {

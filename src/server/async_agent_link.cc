@@ -1,5 +1,6 @@
 #include "server/async_agent_link.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <iostream>
@@ -25,10 +26,14 @@ grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& nod
             "one from its CA: create it with `gpusched certs init DIR --agent " + node +
             "` and start the agent with --tls-dir DIR --name " + node};
   }
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // CN, then the SANs; each once (certs init puts the name
+                                   // in both: "names a1, a1")
   for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
     for (const grpc::string_ref& v : auth->FindPropertyValues(property)) {
-      names.emplace_back(v.data(), v.size());
+      std::string name(v.data(), v.size());
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        names.push_back(std::move(name));
+      }
     }
   }
   if (rpc::CertificateNamesNode(names, node)) return grpc::Status::OK;

@@ -155,6 +155,16 @@ static v1::TaskRef::ExecutorStatus ToProto(TaskHealth h) {
   return v1::TaskRef::RUNNING;
 }
 
+namespace {
+
+// How long before `now` the reported task ended, on this node's clock alone (the server
+// subtracts it from its own: no offset between the clocks enters).
+int64_t EndedAgo(const v1::TaskStatus& st, TimeMs now) {
+  return st.finished_ms() > 0 ? std::max<int64_t>(0, now - st.finished_ms()) : 0;
+}
+
+}  // namespace
+
 // REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
 v1::AgentMessage Agent::Impl::Register() {
   v1::AgentMessage m;
@@ -185,7 +195,12 @@ v1::AgentMessage Agent::Impl::Register() {
     t->set_attempt(attempt);
   }
   std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [key, st] : unacked) *r->add_finished() = st;
+  const TimeMs now = clock.NowMs();
+  for (const auto& [key, st] : unacked) {
+    v1::TaskStatus* f = r->add_finished();
+    *f = st;
+    f->set_ended_ago_ms(EndedAgo(st, now));
+  }
   return m;
 }
 
@@ -854,6 +869,7 @@ void Agent::Impl::Report(v1::TaskStatus st) {
     std::lock_guard<std::mutex> lock(mu);
     unacked[{st.id(), st.attempt()}] = st;
   }
+  st.set_ended_ago_ms(EndedAgo(st, clock.NowMs()));
   v1::AgentMessage m;
   *m.mutable_status() = std::move(st);
   SendLocked(std::move(m));
@@ -874,16 +890,17 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   for (const std::string& server : impl->servers) {
     GS_RETURN_IF_ERROR(ParseHostPort(server, "server").status());
   }
-  // The node's name is its certificate's too (certs init --agent): the same rule.
+  // The server checks the same at registration; with TLS, the certificate's name rule too
+  // (certs init refuses what no certificate file can be named).
   if (impl->config.name.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     impl->config.name = host;
-    if (Status s = rpc::CheckNodeCertName(impl->config.name, "name"); !s.ok()) {
+    if (Status s = rpc::CheckNodeName(impl->config.name, "name"); !s.ok()) {
       return InvalidArgument(s.message() + " (this machine's host name: give --name)");
     }
   } else {
-    GS_RETURN_IF_ERROR(rpc::CheckNodeCertName(impl->config.name, "name"));
+    GS_RETURN_IF_ERROR(rpc::CheckNodeName(impl->config.name, "name"));
   }
   if (!config.simulate) {
     auto nvml = OpenNvml();
@@ -946,13 +963,19 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   builder.AddListeningPort(config.listen, credentials, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // refuse a port in use
   builder.RegisterService(impl->log_service.get());
-  rpc::GrpcLogCapture bind_log;  // gRPC's reason for a port it could not bind, for our message
-  impl->log_server = builder.BuildAndStart();
-  if (!impl->log_server || port == 0) {
-    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " +
-                              rpc::ListenFailureReason(bind_log));
+  std::string bind_failure;  // gRPC's reason for a port it could not bind, for our message
+  {
+    rpc::GrpcLogCapture bind_log;  // this call only
+    impl->log_server = builder.BuildAndStart();
+    if (!impl->log_server || port == 0) {
+      bind_failure = rpc::ListenFailureReason(bind_log);
+    } else {
+      bind_log.Replay();
+    }
   }
-  bind_log.Replay();
+  if (!bind_failure.empty()) {
+    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " + bind_failure);
+  }
   impl->address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
   Impl* raw = impl.get();
   auto on_exit = [raw](const TaskExit& e) { raw->OnExit(e); };

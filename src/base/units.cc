@@ -95,7 +95,9 @@ StatusOr<int64_t> ParseDurationMs(std::string_view text, std::string_view field)
 StatusOr<int64_t> ParseCpuMilli(std::string_view text, std::string_view field) {
   double number = 0;
   std::string suffix;
-  if (!SplitNumber(text, &number, &suffix) || (!suffix.empty() && suffix != "m")) {
+  // Only a lower-case m: in Kubernetes' quantities "500M" is 500 million, not millicores.
+  const bool upper_m = !text.empty() && text.find('M') != std::string_view::npos;
+  if (!SplitNumber(text, &number, &suffix) || (!suffix.empty() && suffix != "m") || upper_m) {
     return InvalidArgument(std::string(field) + ": " + Quote(text) +
                            " is not a CPU amount (use 4 or 500m)");
   }

@@ -46,7 +46,7 @@ TEST(Units, CpuIsCoresOrMillicores) {
   auto neg = ParseCpuMilli("-1", "cpu");
   ASSERT_FALSE(neg.ok());
   EXPECT_EQ(neg.status().message(), "cpu: must be >= 0, got \"-1\"");
-  for (const char* text : {"", "m", "4mm", "4 cores", "1e20"}) {
+  for (const char* text : {"", "m", "4mm", "4 cores", "1e20", "500M"}) {
     EXPECT_FALSE(ParseCpuMilli(text, "cpu").ok()) << text;
   }
 }

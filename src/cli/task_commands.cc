@@ -331,6 +331,8 @@ std::vector<v1::Task> ListTasks(Client& c, const std::set<std::string>& states) 
   for (uint64_t after = 0;;) {
     v1::ListTasksRequest req;
     for (const std::string& st : states) req.add_states(st);
+    // One state in `state` too: a server older than `states` then lists only it.
+    if (states.size() == 1) req.set_state(*states.begin());
     req.set_after_id(after);
     v1::ListTasksResponse page;
     Status s =

@@ -301,12 +301,15 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
   if (cause.ended_ms <= 0 || event_time_ms_) {
     return ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
   }
-  // Dated when it ended, never before what the record already says nor after now.
+  // Dated when it ended, never before what the record already says nor after now; for
+  // this call only, whichever way it leaves.
   const TimeMs latest = t->history.empty() ? 0 : t->history.back().at_ms;
   event_time_ms_ = std::max(latest, std::min(cause.ended_ms, clock_.NowMs()));
-  Status s = ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
-  event_time_ms_.reset();
-  return s;
+  struct Reset {
+    std::optional<TimeMs>& at;
+    ~Reset() { at.reset(); }
+  } reset{event_time_ms_};
+  return ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
 }
 
 Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,

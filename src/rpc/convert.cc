@@ -196,7 +196,7 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
 
 StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p) {
   core::NodeSpec s;
-  GS_RETURN_IF_ERROR(CheckNodeCertName(p.name(), "register.name"));  // the agent's own rule
+  GS_RETURN_IF_ERROR(CheckNodeName(p.name(), "register.name"));  // the agent's own rule
   s.name = p.name();
   s.address = p.address();
   s.capacity = {p.cpu_milli(), p.mem_mib()};

@@ -158,12 +158,17 @@ TEST_F(GrpcLogTest, AnAddressNotOnThisMachineIsNamedAsSuch) {
 }
 
 TEST_F(GrpcLogTest, WithoutACaptureALineIsWrittenInOurFormat) {
+  // Another port each run: a line the sink wrote in the last minute would be counted instead.
+  static int run = 0;
+  const std::string port = std::to_string(26070 + ++run);
+  std::string message = kPortInUse;
+  message.replace(message.find("26070"), 5, port);
   testing::internal::CaptureStderr();
-  gpr_log(GPR_ERROR, "%s", kPortInUse);
+  gpr_log(GPR_ERROR, "%s", message.c_str());
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_TRUE(err.starts_with("gpusched: gRPC: No address added out of total 1 resolved for "
-                              "'127.0.0.1:26070': Unable to configure socket: Address already "
-                              "in use (error at grpc_log_test.cc:"))
+                              "'127.0.0.1:" + port + "': Unable to configure socket: Address "
+                              "already in use (error at grpc_log_test.cc:"))
       << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
@@ -217,13 +222,16 @@ TEST(RepeatedLinesTest, ForgetsEverythingPastItsBound) {
 }
 
 TEST_F(GrpcLogTest, TheSameLineTwiceInAMinuteIsWrittenOnce) {
+  // The sink's repeat counting is the process's: lines of their own each time this runs.
+  static int run = 0;
+  const int first = 2 * ++run, second = first + 1;
   testing::internal::CaptureStderr();
-  for (int test : {7, 7, 8}) {  // one place in the code, as gRPC's handshake logs each time
+  for (int test : {first, first, second}) {  // one place in the code, as gRPC's handshake
     gpr_log(GPR_ERROR, "Handshake failed with fatal error SSL_ERROR_SSL (test %d)", test);
   }
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
-  EXPECT_NE(err.find("(test 8)"), std::string::npos) << err;
+  EXPECT_NE(err.find("(test " + std::to_string(second) + ")"), std::string::npos) << err;
 }
 
 TEST_F(GrpcLogTest, NothingCapturedGivesTheUsualReason) {

@@ -89,12 +89,11 @@ bool NameChar(char c) {
          c == '-' || c == '.' || c == '_';
 }
 
-}  // namespace
-
-Status CheckNodeCertName(std::string_view name, std::string_view field) {
+// 1 to `max` of NameChar, not starting with '.' or '-'.
+Status CheckNameOfAtMost(std::string_view name, std::string_view field, size_t max) {
   const std::string quoted = std::string(field) + ": \"" + std::string(name) + "\"";
-  if (name.empty() || name.size() > 63) {
-    return InvalidArgument(quoted + " must be 1 to 63 characters");
+  if (name.empty() || name.size() > max) {
+    return InvalidArgument(quoted + " must be 1 to " + std::to_string(max) + " characters");
   }
   for (char c : name) {
     if (!NameChar(c)) {
@@ -104,6 +103,18 @@ Status CheckNodeCertName(std::string_view name, std::string_view field) {
   if (name.front() == '.' || name.front() == '-') {
     return InvalidArgument(quoted + " must not start with '.' or '-'");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckNodeName(std::string_view name, std::string_view field) {
+  return CheckNameOfAtMost(name, field, 253);
+}
+
+Status CheckNodeCertName(std::string_view name, std::string_view field) {
+  GS_RETURN_IF_ERROR(CheckNameOfAtMost(name, field, 63));
+  const std::string quoted = std::string(field) + ": \"" + std::string(name) + "\"";
   if (name == "ca" || name == "server" || name == kServerCertName) {
     return InvalidArgument(quoted + " is reserved (the CA's or the server's name)");
   }

@@ -55,6 +55,10 @@ bool IsLoopbackHost(std::string_view host);
 // The host part of "HOST:PORT" ("[::1]:80" -> "::1"); the whole text when there is no port.
 std::string HostOf(std::string_view address);
 
+// A node's name (agent --name, registration): 1-253 of [A-Za-z0-9._-] (a host name fits), not
+// starting with '.' or '-'. InvalidArgument naming `field` and the value otherwise. A node
+// on TLS also needs CheckNodeCertName (certs init --agent).
+Status CheckNodeName(std::string_view name, std::string_view field);
 // A node name that can name a certificate and its files: 1-63 of [A-Za-z0-9._-], not
 // starting with '.' or '-', and not "ca", "server" (their files are the CA's and the
 // server's) or kServerCertName. InvalidArgument naming `field` and the value otherwise.

@@ -86,7 +86,9 @@ StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accou
   for (uint64_t after = 0;;) {
     GS_ASSIGN_OR_RETURN(ListPage page, cp.ListTasks(std::nullopt, after, 1000));
     for (const v1::Task& t : page.tasks) {
-      if (t.started_ms() == 0 && t.finished_ms() == 0) continue;  // never ran
+      // Never ran: no attempt. (started_ms is the current attempt's: 0 while a task that
+      // ran before waits again, and its earlier runs count.)
+      if (t.attempts() == 0) continue;
       if (t.finished_ms() != 0 && t.finished_ms() < q.since_ms) continue;
       if (t.submitted_ms() >= q.until_ms) continue;
       StatusOr<v1::Task> full = cp.GetTask(t.id(), true);

@@ -268,6 +268,7 @@ class ControlPlane {
   void IndexTask(const core::Task& t);
   void Forget(TaskId id);
   void ApplyRetention();
+  TimeMs EndedAt(const v1::TaskStatus& st) const;
   void ApplyStatus(const std::string& node, const v1::TaskStatus& st,
                    const std::shared_ptr<AgentChannel>& channel);
   void Reconcile(const std::string& node, const v1::RegisterNode& reg);

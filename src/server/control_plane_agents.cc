@@ -97,6 +97,12 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
   if (!s.ok()) std::cerr << "gpusched server: register of " << node << ": " << s.ToString() << "\n";
 }
 
+// When a reported exit happened, on this server's clock: the node says how long before it
+// wrote the report (a re-report after a restart or reconnect says how long ago); 0 = now.
+TimeMs ControlPlane::EndedAt(const v1::TaskStatus& st) const {
+  return st.ended_ago_ms() > 0 ? clock_.NowMs() - st.ended_ago_ms() : 0;
+}
+
 void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st,
                                const std::shared_ptr<AgentChannel>& channel) {
   const TaskId id(st.id());
@@ -117,7 +123,7 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
                        : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
                                               st.peak_gpu_mem_mib(), st.reason(),
                                               {st.gpu_mem_exceeded(), st.permanent(),
-                                               st.finished_ms()});
+                                               EndedAt(st)});
   if (!elsewhere && s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
       t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated

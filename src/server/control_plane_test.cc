@@ -14,6 +14,7 @@
 
 #include "base/testing/test_dir.h"
 #include "core/task_validation.h"
+#include "server/accounting.h"
 #include "server/probe_daemon.h"
 #include "server/testing/fake_agent_channel.h"
 #include "server/testing/tcp_peers.h"
@@ -78,6 +79,13 @@ class ControlPlaneTest : public ::testing::Test {
     s.command = {"true"};
     s.max_retries = retries;
     return s;
+  }
+  static v1::TaskStatus Started(uint64_t id, int64_t attempt) {
+    v1::TaskStatus st;
+    st.set_id(id);
+    st.set_attempt(attempt);
+    st.set_kind(v1::TaskStatus::STARTED);
+    return st;
   }
   static v1::TaskStatus Exit(uint64_t id, int64_t attempt, int code) {
     v1::TaskStatus st;
@@ -736,6 +744,62 @@ TEST_F(ControlPlaneTest, ListingPagesThroughMemoryAndStore) {
   EXPECT_EQ(list({TaskState::kFailed, TaskState::kCancelled}).first, std::vector<uint64_t>{});
 }
 
+// The states of a listing interleave by id (a failed task back in Q among assigned ones) and
+// one holds more tasks than a page: every page size lists each live task once, in id order.
+TEST_F(ControlPlaneTest, ListingInterleavedStatesPagesEachTaskOnce) {
+  config_.scheduler.capacity_wait = core::CapacityWait::kStayQueued;
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));  // two GPUs
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(cp->Submit(Spec(/*retries=*/1)).ok());
+  cp->RunOnce();
+  Report(*cp, "n1", agent, Exit(1, 1, 0));
+  Report(*cp, "n1", agent, Exit(2, 1, 1));  // failed: waits in FQ for its retry
+  cp->RunOnce();
+  ASSERT_EQ(Get(*cp, 2).state(), "pending");
+  ASSERT_EQ(Get(*cp, 3).state(), "assigned");
+  ASSERT_EQ(Get(*cp, 4).state(), "assigned");
+  for (size_t limit : {1, 2, 3, 10}) {
+    std::vector<uint64_t> ids;
+    for (uint64_t after = 0;;) {
+      auto page = cp->ListTasksIn({core::TaskState::kPending, core::TaskState::kAssigned},
+                                  after, limit);
+      ASSERT_TRUE(page.ok());
+      ASSERT_LE(page->tasks.size(), limit);
+      for (const v1::Task& t : page->tasks) ids.push_back(t.id());
+      if (page->next_after_id == 0) break;
+      after = page->next_after_id;
+    }
+    EXPECT_EQ(ids, (std::vector<uint64_t>{2, 3, 4, 5, 6, 7})) << "pages of " << limit;
+  }
+}
+
+// A task that ran, failed and waits for its retry is charged for the run it had: its
+// started_ms (the current attempt's) is 0 while it waits, and acct had skipped it as "never
+// ran" until it ran again.
+TEST_F(ControlPlaneTest, AcctChargesTheEarlierRunOfATaskWaitingForItsRetry) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec(/*retries=*/1)).ok());
+  cp->RunOnce();
+  Report(*cp, "n1", agent, Started(1, 1));
+  clock_.AdvanceMs(3'600'000);  // an hour on one whole GPU
+  Report(*cp, "n1", agent, Exit(1, 1, 1));
+  cp->RunOnce();
+  ASSERT_EQ(Get(*cp, 1).state(), "pending");
+  ASSERT_EQ(Get(*cp, 1).started_ms(), 0);
+  AccountingQuery q;
+  q.since_ms = 0;
+  q.until_ms = clock_.NowMs() + 1;
+  q.step_ms = q.until_ms;
+  q.now_ms = clock_.NowMs();
+  Accounting acct(q, {});
+  auto groups = CollectAccounting(*cp, acct, q);
+  ASSERT_TRUE(groups.ok()) << groups.status().ToString();
+  ASSERT_EQ(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0].tasks, 1);
+  EXPECT_NEAR((*groups)[0].gpu_hours, 1.0, 1e-9);
+}
+
 // Every timed wait goes through the Clock: the loop thread, left alone, applies the liveness
 // rule (CN109992422A claims 5-6) when the fake clock passes its tick and T_srv, although no
 // real time passes (a real-time wait would sleep for the minute-long tick).
@@ -908,11 +972,7 @@ class IdleTest : public ControlPlaneTest {
     agent_ = Connect(*cp, Node("n1"));
     EXPECT_TRUE(cp->Submit(Spec()).ok());
     cp->RunOnce();
-    v1::TaskStatus started;
-    started.set_id(1);
-    started.set_attempt(1);
-    started.set_kind(v1::TaskStatus::STARTED);
-    Report(*cp, "n1", agent_, started);
+    Report(*cp, "n1", agent_, Started(1, 1));
     return cp;
   }
   // n1's node heartbeat and a task heartbeat of task 1, carrying its GPU use (CN109992422A

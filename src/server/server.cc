@@ -400,16 +400,23 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
   // gRPC logs why a port could not be bound; that reason goes into our message instead.
-  rpc::GrpcLogCapture bind_log;
-  s.grpc = builder.BuildAndStart();
-  if (!s.grpc || port == 0) {
-    const std::string reason = rpc::ListenFailureReason(bind_log);
-    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " + reason +
-                              (reason.find("in use") != std::string::npos
+  // Captured for this call only: what the thread logs after it is written as usual.
+  std::string bind_failure;
+  {
+    rpc::GrpcLogCapture bind_log;
+    s.grpc = builder.BuildAndStart();
+    if (!s.grpc || port == 0) {
+      bind_failure = rpc::ListenFailureReason(bind_log);
+    } else {
+      bind_log.Replay();
+    }
+  }
+  if (!bind_failure.empty()) {
+    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " + bind_failure +
+                              (bind_failure.find("in use") != std::string::npos
                                    ? " (is another gpusched running?)"
                                    : ""));
   }
-  bind_log.Replay();
   s.submit->Start();
   s.link->Start();
   s.queue.Start();

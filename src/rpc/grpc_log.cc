@@ -188,7 +188,8 @@ void Sink(gpr_log_func_args* args) {
     t_capture->Add(std::move(summary), std::move(where));
     return;
   }
-  if (g_mode.load() == GrpcLogMode::kClient) return;
+  // A client still says why gRPC is about to abort the process (GPR_ASSERT logs, then aborts).
+  if (g_mode.load() == GrpcLogMode::kClient && !summary.starts_with("assertion failed")) return;
   const int64_t held = TheRepeats().Admit(where + "\n" + summary);
   if (held >= 0) Write(summary, where, held);
 }

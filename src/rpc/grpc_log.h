@@ -33,8 +33,9 @@ enum class GrpcLogMode {
   // in gRPC) is counted instead, and the count said with the next one written: a client
   // that fails its TLS handshake every second is one line a minute, not sixty.
   kDaemon,
-  // Nothing: a short-lived client reports every failure itself, from the call's status
-  // (gRPC's line about the same handshake came before ours). Captures still keep lines.
+  // Nothing but gRPC's own assertion failures (it aborts next): a short-lived client reports
+  // every failure itself, from the call's status (gRPC's line about the same handshake came
+  // before ours). Captures still keep lines.
   kClient,
 };
 

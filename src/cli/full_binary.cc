@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,15 +13,25 @@
 #include "cli/usage_errors.h"
 
 namespace gpusched::cli {
+namespace {
+
+// Whether argv[i] is one of the global options before the command (--ca FILE, --server ADDR,
+// or their --opt=value form); `i` then moves past its value.
+bool SkipGlobalOption(int argc, char** argv, int& i) {
+  const std::string_view a = argv[i];
+  if (a == "--ca" || a == "--server") {
+    i = std::min(i + 1, argc - 1);
+    return true;
+  }
+  return a.starts_with("--ca=") || a.starts_with("--server=");
+}
+
+}  // namespace
 
 bool HandledByClientBinary(const CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
+    if (SkipGlobalOption(argc, argv, i)) continue;
     const std::string_view a = argv[i];
-    if (a == "--ca" || a == "--server") {  // the global options, each with a value
-      ++i;
-      continue;
-    }
-    if (a.rfind("--ca=", 0) == 0 || a.rfind("--server=", 0) == 0) continue;
     if (a == "--version") return true;
     if (a.empty() || a[0] == '-') return false;  // --help, or a mistake the whole binary names
     for (const CLI::App* sub : app.get_subcommands({})) {
@@ -35,12 +46,8 @@ std::vector<char*> WithJsonAfterTheCommand(int argc, char** argv) {
   std::vector<char*> out(argv, argv + argc);
   int json = -1, command = -1;
   for (int i = 1; i < argc; ++i) {
+    if (SkipGlobalOption(argc, argv, i)) continue;
     const std::string_view a = argv[i];
-    if (a == "--ca" || a == "--server") {  // the global options, each with a value
-      ++i;
-      continue;
-    }
-    if (a.starts_with("--ca=") || a.starts_with("--server=")) continue;
     if (a == "--json") {
       json = i;
       continue;

@@ -298,13 +298,12 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
                                const std::string& reason, FinishCause cause) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
-  if (cause.ended_ms <= 0 || event_time_ms_) {
-    return ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
-  }
   // Dated when it ended, never before what the record already says nor after now; for
-  // this call only, whichever way it leaves.
-  const TimeMs latest = t->history.empty() ? 0 : t->history.back().at_ms;
-  event_time_ms_ = std::max(latest, std::min(cause.ended_ms, clock_.NowMs()));
+  // this call only, whichever way it leaves. No time given: now.
+  if (cause.ended_ms > 0) {
+    const TimeMs latest = t->history.empty() ? 0 : t->history.back().at_ms;
+    event_time_ms_ = std::max(latest, std::min(cause.ended_ms, clock_.NowMs()));
+  }
   struct Reset {
     std::optional<TimeMs>& at;
     ~Reset() { at.reset(); }

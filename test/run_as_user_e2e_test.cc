@@ -84,8 +84,10 @@ class RunAsUserTest : public ::testing::Test {
     return Cli(args, {{"GPUSCHED_TOKEN", admin_}});
   }
   // Submits through gRPC with a token of `user` (made by the admin): the task's user is the
-  // token's.
-  uint64_t Submit(const std::string& user, const std::string& script) {
+  // token's. With `refused`, a refusal returns 0 and its message there.
+  uint64_t Submit(const std::string& user, const std::string& script,
+                  const std::map<std::string, std::string>& env = {},
+                  const std::string& workdir = "", std::string* refused = nullptr) {
     CliResult made = Admin({"token", "create", "--server", server(), "--user", user});
     EXPECT_EQ(made.code, 0) << made.err;
     std::string token = made.out;
@@ -99,8 +101,14 @@ class RunAsUserTest : public ::testing::Test {
     req.mutable_spec()->add_command("-c");
     req.mutable_spec()->add_command(script);
     req.mutable_spec()->set_max_retries(2);
+    for (const auto& [k, v] : env) (*req.mutable_spec()->mutable_env())[k] = v;
+    req.mutable_spec()->set_workdir(workdir);
     v1::SubmitResponse resp;
     const grpc::Status s = stub->Submit(&ctx, req, &resp);
+    if (refused != nullptr && !s.ok()) {
+      *refused = s.error_message();
+      return 0;
+    }
     EXPECT_TRUE(s.ok()) << s.error_message();
     return resp.id();
   }
@@ -172,6 +180,70 @@ TEST_F(RunAsUserTest, RootAllowedWhenTheServerSaysSo) {
   ASSERT_TRUE(WaitFinished(id));
   EXPECT_EQ(Task(id)["state"], "succeeded") << Task(id).dump();
   EXPECT_EQ(ReadFile(LogFile(id)), "0\n");
+}
+
+// Issue 35, finding 1: `GPUSCHED_TASK_CREDS=0:0:` in a task's environment ran it as root.
+// The server may refuse the name at submission (saying which); what it lets through, the
+// agent ignores: the task runs as its user.
+TEST_F(RunAsUserTest, Issue35_TaskEnvironmentCannotMakeItRoot) {
+  Start("");
+  std::string refused;
+  const uint64_t id = Submit(user_, "id -u", {{"GPUSCHED_TASK_CREDS", "0:0:"}}, "", &refused);
+  if (id == 0) {
+    EXPECT_NE(refused.find("GPUSCHED_TASK_CREDS"), std::string::npos) << refused;
+    return;
+  }
+  ASSERT_TRUE(WaitFinished(id));
+  EXPECT_EQ(Task(id)["state"], "succeeded") << Task(id).dump();
+  EXPECT_EQ(ReadFile(LogFile(id)), std::to_string(uid_) + "\n");
+}
+
+// Issue 35, finding 2: a root-owned file named by the task's GPUSCHED_HEARTBEAT_FILE or
+// GPUSCHED_PRELOAD_STATE became the submitter's. It stays root's, with its content.
+TEST_F(RunAsUserTest, Issue35_RootFileNamedByTheTaskStaysRoots) {
+  Start("");
+  const std::string secret = path("secret");
+  WriteFile(secret, "secret");
+  chmod(secret.c_str(), 0600);
+  std::string refused;
+  const uint64_t id = Submit(
+      user_, "echo pwned > \"$GPUSCHED_HEARTBEAT_FILE\"; echo pwned > \"$GPUSCHED_PRELOAD_STATE\"; true",
+      {{"GPUSCHED_HEARTBEAT_FILE", secret}, {"GPUSCHED_PRELOAD_STATE", secret}}, "", &refused);
+  if (id != 0) ASSERT_TRUE(WaitFinished(id));
+  struct stat st{};
+  ASSERT_EQ(stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(ReadFile(secret), "secret");
+}
+
+// Issue 35, finding 6: the workdir was entered as root, so a task started in a directory its
+// user cannot enter. Now it fails with that user's own error, permanently.
+TEST_F(RunAsUserTest, Issue35_PrivateWorkdirFailsWithTheUsersOwnError) {
+  Start("");
+  const std::string private_dir = path("private");
+  std::filesystem::create_directories(private_dir);
+  chmod(private_dir.c_str(), 0700);
+  const uint64_t id = Submit(user_, "echo ran", {}, private_dir);
+  ASSERT_TRUE(WaitFinished(id));
+  const Json t = Task(id);
+  EXPECT_EQ(t["state"], "failed") << t.dump();
+  EXPECT_EQ(t["attempts"], 1) << t.dump();  // permanent: no retry
+  EXPECT_NE(t.value("reason", "").find("workdir: " + private_dir + ": Permission denied"),
+            std::string::npos)
+      << t.dump();
+  EXPECT_EQ(ReadFile(LogFile(id)).find("ran"), std::string::npos);
+}
+
+// Issue 35: the agent's own GPUSCHED_* variables (a token, a server address) reached every
+// task it started.
+TEST_F(RunAsUserTest, Issue35_AgentsOwnVariablesDoNotReachTheTask) {
+  setenv("GPUSCHED_E2E_AGENT_SECRET", "agent-only", 1);  // inherited by the agent
+  Start("");
+  unsetenv("GPUSCHED_E2E_AGENT_SECRET");
+  const uint64_t id = Submit(user_, "echo secret=${GPUSCHED_E2E_AGENT_SECRET-unset} id=$GPUSCHED_TASK_ID");
+  ASSERT_TRUE(WaitFinished(id));
+  EXPECT_EQ(ReadFile(LogFile(id)), "secret=unset id=" + std::to_string(id) + "\n");
 }
 
 }  // namespace

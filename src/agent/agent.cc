@@ -1,11 +1,13 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "agent/executor_status.h"
@@ -21,11 +24,14 @@
 #include "agent/log_service.h"
 #include "agent/noop_executor.h"
 #include "agent/process_runner.h"
+#include "agent/rank_launcher.h"
+#include "agent/task_files.h"
 #include "agent/task_user.h"
 #include "base/clock.h"
 #include "base/host_port.h"
 #include "base/thread_name.h"
 #include "core/gpu_health.h"
+#include "core/reserved_env.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "preload/share_ledger.h"
 #include "rpc/channel.h"
@@ -51,6 +57,7 @@ struct Agent::Impl {
   RealClock clock;
   std::unique_ptr<GpuDiscovery> gpus;
   std::string log_dir;
+  DirFd log_dir_fd;  // log_dir: every task file is opened relative to it (task_files.h)
   std::string address;
   std::unique_ptr<LogService> log_service;
   std::unique_ptr<grpc::Server> log_server;
@@ -69,7 +76,10 @@ struct Agent::Impl {
   // the two never hold one GPU's memory at once.
   std::set<TaskKey> stopping;
   std::vector<v1::Assign> deferred;
-  ExecutorObserver observer;                 // heartbeat thread only
+  // Heartbeat thread only. Each task's heartbeat file is the one the agent made for it.
+  ExecutorObserver observer{"/proc", [this](const TaskKey& key) {
+                              return LogPath(log_dir, key.first, key.second) + ".heartbeat";
+                            }};
   std::set<TaskKey> hung;                    // heartbeat thread only: logged as hung
   std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs ("0-7,16-23"), from sysfs
   size_t faults_seen = 0;       // faults of the fault file already applied
@@ -119,6 +129,7 @@ struct Agent::Impl {
   void OnExit(const TaskExit& e);
   void Report(v1::TaskStatus st);
   void InjectPreload(LaunchSpec& spec);
+  void SetEnvironment(const v1::Assign& a, LaunchSpec& spec);
   void CheckGpuHealth(v1::NodeHeartbeat* hb);
   void PinToNuma(const v1::Assign& a, LaunchSpec& spec) const;
   void WatchGpuMemory();
@@ -484,10 +495,9 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     }
     executor->Acknowledge(m.ack().id(), m.ack().attempt());
     if (config.executor != ExecutorKind::kProcess) return;  // no process wrote a side file
-    const std::string log = LogPath(log_dir, m.ack().id(), m.ack().attempt());
-    std::error_code ec;
+    const std::string log = LogFileName(m.ack().id(), m.ack().attempt());
     for (const char* side : {".peak", ".gpumem", ".gpuutil", ".heartbeat"}) {
-      std::filesystem::remove(log + side, ec);
+      unlinkat(log_dir_fd.get(), (log + side).c_str(), 0);  // the name, never a link's target
     }
   }
 }
@@ -535,13 +545,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   spec.command.assign(a.command().begin(), a.command().end());
   spec.log_path = LogPath(log_dir, a.id(), a.attempt());
   if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
-  for (const auto& [k, v] : a.env()) spec.env[k] = v;
-  if (spec.user) {
-    // The account's own, as login would set them (the agent's would name root).
-    spec.env["USER"] = spec.user->name;
-    spec.env["LOGNAME"] = spec.user->name;
-    spec.env["HOME"] = spec.user->home;
-  }
+  SetEnvironment(a, spec);
   spec.workdir = a.workdir();
   std::string visible, mem;
   for (int i = 0; i < a.gpus_size(); ++i) {
@@ -549,18 +553,19 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
     if (i < a.gpu_mem_mib_size()) mem += (i ? "," : "") + std::to_string(a.gpu_mem_mib(i));
   }
   // Exactly the task's GPUs, numbered as NVML numbers them.
-  spec.env["CUDA_VISIBLE_DEVICES"] = visible;
-  spec.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  spec.env["GPUSCHED_GPU_MEM_MIB"] = mem;
-  spec.env["GPUSCHED_TASK_ID"] = std::to_string(a.id());
-  spec.env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
-  spec.env["GPUSCHED_NODE"] = config.name;
-  if (gpus->simulated()) spec.env["GPUSCHED_PEAK_MIB_FILE"] = spec.log_path + ".peak";
-  if (gpus->simulated()) spec.env["GPUSCHED_SIM_GPU_UTIL_FILE"] = spec.log_path + ".gpuutil";
+  spec.agent_env["CUDA_VISIBLE_DEVICES"] = visible;
+  spec.agent_env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  spec.agent_env["GPUSCHED_GPU_MEM_MIB"] = mem;
+  spec.agent_env["GPUSCHED_TASK_ID"] = std::to_string(a.id());
+  spec.agent_env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
+  spec.agent_env["GPUSCHED_NODE"] = config.name;
+  // The files the task writes: created by the executor next to the log (task_files.h).
+  if (gpus->simulated()) spec.task_files["GPUSCHED_PEAK_MIB_FILE"] = ".peak";
+  if (gpus->simulated()) spec.task_files["GPUSCHED_SIM_GPU_UTIL_FILE"] = ".gpuutil";
   if (!preload.empty() && a.gpus_size() > 0) InjectPreload(spec);
   if (a.has_heartbeat_timeout_ms()) {  // CN109992422A claim 7 (executor_status.h)
-    spec.env[kHeartbeatFileEnv] = spec.log_path + ".heartbeat";
-    spec.env[kHeartbeatTimeoutEnv] = std::to_string(a.heartbeat_timeout_ms());
+    spec.task_files[kHeartbeatFileEnv] = ".heartbeat";
+    spec.agent_env[kHeartbeatTimeoutEnv] = std::to_string(a.heartbeat_timeout_ms());
   }
   if (a.gpus_size() > 0) {
     TaskShare share;
@@ -688,7 +693,9 @@ std::map<TaskKey, Agent::Impl::GpuUse> Agent::Impl::MeasureGpuUse() {
   if (out.empty() || config.executor != ExecutorKind::kProcess) return {};
   if (gpus->simulated()) {
     for (auto& [key, use] : out) {
-      std::ifstream in(LogPath(log_dir, key.first, key.second) + ".gpuutil");
+      std::istringstream in(
+          ReadTaskFile(log_dir_fd.get(), LogFileName(key.first, key.second) + ".gpuutil", 64)
+              .value_or(""));
       if (!(in >> use.util)) use.util = 0;
       if (!(in >> use.mem_mib)) use.mem_mib = 0;
       use.util = std::clamp(use.util, 0, 100);
@@ -734,8 +741,8 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   return seen;
 }
 
-// A task runs on the CPUs of its GPUs' NUMA node(s) (gpusched-shim applies
-// GPUSCHED_TASK_CPUS before it execs the task). Nothing is pinned when the topology or the
+// A task runs on the CPUs of its GPUs' NUMA node(s) (gpusched-shim applies its --cpus
+// before it execs the task). Nothing is pinned when the topology or the
 // node's CPU list is unknown.
 void Agent::Impl::PinToNuma(const v1::Assign& a, LaunchSpec& spec) const {
   std::set<int> nodes;
@@ -750,7 +757,7 @@ void Agent::Impl::PinToNuma(const v1::Assign& a, LaunchSpec& spec) const {
     if (it == numa_cpus.end()) return;
     cpus += (cpus.empty() ? "" : ",") + it->second;
   }
-  if (!cpus.empty()) spec.env["GPUSCHED_TASK_CPUS"] = cpus;
+  spec.cpus = cpus;
 }
 
 // NUMA node -> CPU list, from /sys/devices/system/node/node*/cpulist.
@@ -775,15 +782,36 @@ static std::map<int, std::string> ReadNumaCpus() {
 
 // The share library goes first in LD_PRELOAD, before the task's own preloads (or the
 // agent's, which the task would inherit); its ledger is one file per attempt, shared by the
-// task's processes. gpusched-shim sets LD_PRELOAD from GPUSCHED_TASK_LD_PRELOAD just before
-// it execs the task, so the library never loads into the shim.
+// task's processes. gpusched-shim sets LD_PRELOAD from its --ld-preload just before it
+// execs the task, so the library never loads into the shim.
 void Agent::Impl::InjectPreload(LaunchSpec& spec) {
   auto own = spec.env.find("LD_PRELOAD");
   const char* inherited = std::getenv("LD_PRELOAD");
   std::string rest = own != spec.env.end() ? own->second : (inherited ? inherited : "");
-  spec.env["GPUSCHED_TASK_LD_PRELOAD"] = preload + (rest.empty() ? "" : " " + rest);
+  spec.ld_preload = preload + (rest.empty() ? "" : " " + rest);
   spec.env.erase("LD_PRELOAD");
-  spec.env["GPUSCHED_PRELOAD_STATE"] = spec.log_path + ".gpumem";
+  spec.task_files["GPUSCHED_PRELOAD_STATE"] = ".gpumem";
+}
+
+// The task's environment (LaunchSpec): its own variables as data, the reserved names
+// dropped (core::IsReservedEnvName) except those the server sets itself, which it refuses
+// at submission; the account's USER, LOGNAME and HOME, as login would set them (the agent's
+// would name root); --tasks-per-node for the shim's argv.
+void Agent::Impl::SetEnvironment(const v1::Assign& a, LaunchSpec& spec) {
+  for (const auto& [k, v] : a.env()) {
+    if (!core::IsReservedEnvName(k)) {
+      spec.env[k] = v;
+    } else if (k == kTasksPerNodeEnv) {
+      spec.tasks_per_node = std::clamp(std::atoi(v.c_str()), 1, kMaxTasksPerNode);
+    } else if (core::IsServerSetEnvName(k)) {
+      spec.agent_env[k] = v;
+    }
+  }
+  if (spec.user) {
+    spec.agent_env["USER"] = spec.user->name;
+    spec.agent_env["LOGNAME"] = spec.user->name;
+    spec.agent_env["HOME"] = spec.user->home;
+  }
 }
 
 // What says a task failed for GPU memory: allocations the share library refused (its
@@ -793,23 +821,21 @@ struct MemoryEvidence {
   bool exceeded = false;
   MiB peak_mib = 0;
 };
-static MemoryEvidence ReadMemoryEvidence(const std::string& log_path) {
+static MemoryEvidence ReadMemoryEvidence(int dir_fd, const std::string& log_name) {
   MemoryEvidence out;
   preload::LedgerLayout ledger{};
-  std::ifstream state(log_path + ".gpumem", std::ios::binary);
-  if (state.read(reinterpret_cast<char*>(&ledger), sizeof ledger)) {
+  const std::string state =
+      ReadTaskFile(dir_fd, log_name + ".gpumem", sizeof ledger).value_or("");
+  if (state.size() == sizeof ledger) {
+    std::memcpy(&ledger, state.data(), sizeof ledger);
     out.exceeded = ledger.refused > 0;
     for (uint64_t bytes : ledger.peak_bytes) {
       out.peak_mib = std::max<MiB>(out.peak_mib, static_cast<MiB>((bytes + (1 << 20) - 1) >> 20));
     }
   }
-  std::ifstream log(log_path, std::ios::binary | std::ios::ate);
-  const std::streamoff size = log ? static_cast<std::streamoff>(log.tellg()) : 0;
-  if (!out.exceeded && size > 0) {
-    const std::streamoff tail = std::min<std::streamoff>(size, 64 * 1024);
-    std::string text(static_cast<size_t>(tail), '\0');
-    log.seekg(size - tail);
-    log.read(text.data(), tail);
+  if (!out.exceeded) {
+    const std::string text =
+        ReadTaskFile(dir_fd, log_name, 64 * 1024, /*tail=*/true).value_or("");
     for (const char* marker : {"CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY",
                                "cudaErrorMemoryAllocation", "gpusched: GPU memory share exceeded"}) {
       if (text.find(marker) != std::string::npos) out.exceeded = true;
@@ -833,9 +859,10 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   // Only a process writes a peak file, a ledger or a log: the noop executor's tasks have
   // none to read (three opens per task saved where tasks are thousands per second).
   const bool has_files = config.executor == ExecutorKind::kProcess;
-  const std::string log = LogPath(log_dir, e.id, e.attempt);
+  if (e.permanent) st.set_permanent(true);  // its user cannot run it: no retry fixes that
+  const std::string log = LogFileName(e.id, e.attempt);
   if (has_files) {
-    std::ifstream in(log + ".peak");
+    std::istringstream in(ReadTaskFile(log_dir_fd.get(), log + ".peak", 64).value_or(""));
     int64_t peak = 0;
     if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
   }
@@ -853,7 +880,8 @@ void Agent::Impl::OnExit(const TaskExit& e) {
       }
     }
   }
-  MemoryEvidence memory = has_files ? ReadMemoryEvidence(log) : MemoryEvidence{};
+  MemoryEvidence memory =
+      has_files ? ReadMemoryEvidence(log_dir_fd.get(), log) : MemoryEvidence{};
   if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;
   if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
   if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
@@ -944,6 +972,7 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   impl->log_dir = impl->config.data_dir + "/logs";
   std::filesystem::create_directories(impl->log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
+  GS_ASSIGN_OR_RETURN(impl->log_dir_fd, OpenDirectory(impl->log_dir));
 
   if (!config.tls_dir.empty()) {
     GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));

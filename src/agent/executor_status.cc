@@ -101,7 +101,7 @@ std::optional<HeartbeatFile> HeartbeatFileOf(pid_t pid, const std::string& proc_
 std::optional<std::string> StaleHeartbeat(const HeartbeatFile& file, TimeMs started_ms,
                                           TimeMs now_ms) {
   struct stat st {};
-  const bool exists = stat(file.path.c_str(), &st) == 0;
+  const bool exists = lstat(file.path.c_str(), &st) == 0;
   const TimeMs mtime_ms =
       exists ? static_cast<TimeMs>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000 : 0;
   // A file older than the task (left by someone else) counts from the start.
@@ -139,6 +139,7 @@ std::map<TaskKey, TaskObservation> ExecutorObserver::Observe(
       if (!f && !std::filesystem::exists(proc_root_ + "/" + std::to_string(p.pgid), ec)) {
         continue;
       }
+      if (f && heartbeat_path_) f->path = heartbeat_path_(key);
       file = files_.emplace(key, std::move(f)).first;
     }
     if (!file->second) continue;

@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -60,14 +61,20 @@ std::optional<HeartbeatFile> ParseHeartbeatEnviron(std::string_view environ);
 // Unset: the process has no (valid) heartbeat variables, or its environment cannot be read.
 std::optional<HeartbeatFile> HeartbeatFileOf(pid_t pid, const std::string& proc_root = "/proc");
 
-// Why the task is hung by its heartbeat file, or nothing while it is fresh: the file's mtime,
-// or `started_ms` while there is no file, older than the timeout. Unix times in ms.
+// Why the task is hung by its heartbeat file, or nothing while it is fresh: the file's mtime
+// (lstat: a link is not followed), or `started_ms` while there is no file, older than the
+// timeout. Unix times in ms.
 std::optional<std::string> StaleHeartbeat(const HeartbeatFile& file, TimeMs started_ms,
                                           TimeMs now_ms);
 
 class ExecutorObserver {
  public:
-  explicit ExecutorObserver(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+  // `heartbeat_path`, when set: the heartbeat file of each task is the one it names (the
+  // agent's own, issue 35); the environment then says only the timeout, and a path the task
+  // put there is never looked at.
+  using HeartbeatPath = std::function<std::string(const TaskKey&)>;
+  explicit ExecutorObserver(std::string proc_root = "/proc", HeartbeatPath heartbeat_path = {})
+      : proc_root_(std::move(proc_root)), heartbeat_path_(std::move(heartbeat_path)) {}
 
   // The status of each task in `tasks` (TaskExecutor::Processes) at `now_ms` (Unix ms).
   // Each task's heartbeat file is read from its leader's environment once.
@@ -76,6 +83,7 @@ class ExecutorObserver {
 
  private:
   const std::string proc_root_;
+  const HeartbeatPath heartbeat_path_;
   std::map<TaskKey, std::optional<HeartbeatFile>> files_;  // the running tasks' only
 };
 

@@ -96,13 +96,13 @@ StatusOr<TaskExit> Journal::ReadExit(const TaskKey& key) const {
       return DataLoss("journal: " + dir_ + "/" + Name(key, journal::kExitSuffix) +
                       " is corrupt");
     }
-    return TaskExit{key.first, key.second, r.exit_code, r.reason, r.finished_ms};
+    return TaskExit{key.first, key.second, r.exit_code, r.reason, r.finished_ms, r.permanent};
   }
   if (text.status().code() != StatusCode::kNotFound) return text.status();
   // A shim that died between appending its exit lines and renaming the record.
   StatusOr<std::string> run = Read(dir_, key, journal::kRunSuffix);
   if (run.ok() && journal::ParseExit(run->c_str(), &r)) {
-    return TaskExit{key.first, key.second, r.exit_code, r.reason, r.finished_ms};
+    return TaskExit{key.first, key.second, r.exit_code, r.reason, r.finished_ms, r.permanent};
   }
   return text.status();
 }
@@ -112,6 +112,7 @@ Status Journal::WriteExit(const TaskExit& e, TimeMs finished_ms) {
   r.exit_code = e.exit_code;
   std::strncpy(r.reason, e.reason.c_str(), sizeof r.reason - 1);
   r.finished_ms = finished_ms;
+  r.permanent = e.permanent;
   char text[512], error[512] = "journal: record too long";
   const size_t len = journal::FormatExit(r, text, sizeof text);
   const std::string name = Name({e.id, e.attempt}, journal::kExitSuffix);

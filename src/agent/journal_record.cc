@@ -104,8 +104,9 @@ size_t FormatExit(const ExitRecord& r, char* buf, size_t size) {
   char reason[sizeof r.reason];
   CopyLine(reason, sizeof reason, r.reason, sizeof r.reason);
   const int n = std::snprintf(buf, size,
-                              "exit_code=%d\nreason=%s\nfinished_ms=%lld\nexit_end=1\n",
-                              r.exit_code, reason, r.finished_ms);
+                              "exit_code=%d\nreason=%s\nfinished_ms=%lld\npermanent=%d\n"
+                              "exit_end=1\n",
+                              r.exit_code, reason, r.finished_ms, r.permanent ? 1 : 0);
   return n > 0 && static_cast<size_t>(n) < size ? static_cast<size_t>(n) : 0;
 }
 
@@ -140,6 +141,8 @@ bool ParseExit(const char* text, ExitRecord* out) {
     CopyLine(r.reason, sizeof r.reason, reason, len);
   }
   if (!FindInt(text, "finished_ms", &r.finished_ms)) r.finished_ms = 0;
+  long long permanent = 0;  // absent in records of older shims
+  r.permanent = FindInt(text, "permanent", &permanent) && permanent == 1;
   *out = r;
   return true;
 }

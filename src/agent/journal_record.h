@@ -46,6 +46,7 @@ struct ExitRecord {
   int exit_code = 0;          // 128 + signal when killed by a signal, -1 when lost
   char reason[256] = {};      // "" for a plain exit; newlines become spaces
   long long finished_ms = 0;  // Unix time
+  bool permanent = false;     // the task never ran, for a reason no retry fixes
 };
 
 // Writes "<id>.<attempt><suffix>" into `buf`. False when it does not fit.

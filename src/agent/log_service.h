@@ -8,7 +8,9 @@
 
 namespace gpusched::agent {
 
-// Where the log of one attempt lives under `log_dir`.
+// The name of the log of one attempt ("task-ID-ATTEMPT.log"), and where it lives under
+// `log_dir`. Its side files are this name plus a suffix (".gpumem", ".peak", ...).
+std::string LogFileName(uint64_t id, int64_t attempt);
 std::string LogPath(const std::string& log_dir, uint64_t id, int64_t attempt);
 
 class LogService final : public ::gpusched::v1::Agent::Service {

@@ -59,6 +59,21 @@ std::string ReadStatusPipe(int fd) {
   return s;
 }
 
+// The program the shim is to run. A task that runs as the agent's own user is checked here,
+// so a missing workdir or command fails the launch at once (the agent can see no more than
+// the task could). A task of another user is checked by the shim after it has become that
+// user (issue 35: never as root), and its failure comes with its exit.
+StatusOr<std::string> CheckAsAgent(const LaunchSpec& spec) {
+  if (spec.user) return spec.command[0];
+  std::error_code ec;
+  if (!spec.workdir.empty() && !std::filesystem::is_directory(spec.workdir, ec)) {
+    return NotFound("workdir: " + spec.workdir + ": no such directory on this node");
+  }
+  const bool relative = spec.command[0].find('/') != std::string::npos &&
+                        spec.command[0][0] != '/' && !spec.workdir.empty();
+  return ResolveProgram(relative ? spec.workdir + "/" + spec.command[0] : spec.command[0]);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ProcessRunner>> ProcessRunner::Open(Clock& clock,
@@ -175,15 +190,7 @@ void ProcessRunner::Wake() {
 
 Status ProcessRunner::Launch(const LaunchSpec& spec) {
   if (spec.command.empty()) return InvalidArgument("command: empty");
-  std::error_code ec;
-  if (!spec.workdir.empty() && !std::filesystem::is_directory(spec.workdir, ec)) {
-    return NotFound("workdir: " + spec.workdir + ": no such directory on this node");
-  }
-  const bool relative = spec.command[0].find('/') != std::string::npos &&
-                        spec.command[0][0] != '/' && !spec.workdir.empty();
-  GS_ASSIGN_OR_RETURN(std::string program,
-                      ResolveProgram(relative ? spec.workdir + "/" + spec.command[0]
-                                              : spec.command[0]));
+  GS_ASSIGN_OR_RETURN(std::string program, CheckAsAgent(spec));
   const TaskKey key{spec.id, spec.attempt};
   // spawn_mu_ is held throughout: the check and the insertion are one step for concurrent
   // launches of the same task, the spawner is used by one thread at a time, and Stop waits

@@ -54,7 +54,9 @@ class ProcessRunner final : public TaskExecutor {
   ~ProcessRunner() override;  // Stop(kKillTasks) unless stopped already
 
   // Returns once the shim runs; the shim records the task before it execs it. NotFound
-  // for an unknown command.
+  // for an unknown command or workdir of a task that runs as the agent's user; a task of
+  // another user is checked as that user by the shim, and ends with exit 127, a "launch
+  // failed: ..." reason and `permanent`.
   Status Launch(const LaunchSpec& spec) override;
   void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
             const std::string& reason) override;

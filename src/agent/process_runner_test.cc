@@ -45,9 +45,9 @@ TEST_F(ProcessRunnerTest, TaskLeadsItsOwnProcessGroupUnderItsShim) {
   EXPECT_NE(pgid, getpgid(0));
 }
 
-// gpusched-shim turns GPUSCHED_TASK_LD_PRELOAD into the task's LD_PRELOAD (the agent's share
-// library must never load into the shim itself) and pins the task to GPUSCHED_TASK_CPUS (its
-// GPUs' NUMA node).
+// gpusched-shim turns its --ld-preload into the task's LD_PRELOAD (the agent's share library
+// must never load into the shim itself) and pins the task to its --cpus (its GPUs' NUMA node);
+// the same names in the task's environment decide nothing (issue 35).
 TEST_F(ProcessRunnerTest, TheShimGivesTheTaskItsPreloadAndItsCpus) {
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
@@ -58,8 +58,10 @@ TEST_F(ProcessRunnerTest, TheShimGivesTheTaskItsPreloadAndItsCpus) {
   LaunchSpec s = Spec(3, {"sh", "-c",
                           "echo \"[$LD_PRELOAD][${GPUSCHED_TASK_LD_PRELOAD-unset}]\"; "
                           "grep Cpus_allowed_list /proc/self/status"});
-  s.env["GPUSCHED_TASK_LD_PRELOAD"] = "libc.so.6";  // harmless to preload
-  s.env["GPUSCHED_TASK_CPUS"] = std::to_string(cpu);
+  s.ld_preload = "libc.so.6";  // harmless to preload
+  s.cpus = std::to_string(cpu);
+  s.env["GPUSCHED_TASK_LD_PRELOAD"] = "libm.so.6";
+  s.env["GPUSCHED_TASK_CPUS"] = "0-1023";
   ASSERT_TRUE(runner->Launch(s).ok());
   ASSERT_TRUE(rec.WaitFor(3, 1));
   EXPECT_EQ(ReadFile(s.log_path),

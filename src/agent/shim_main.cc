@@ -1,12 +1,21 @@
 // gpusched-shim: the supervisor of one task, like containerd's shim or Slurm's slurmstepd.
 // The agent (ProcessRunner) starts one per task as
 //
-//     gpusched-shim JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]
+//     gpusched-shim [OPTION...] JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]
 //
 // with the task's environment as its own, stdin on /dev/null, stdout and stderr on the
 // task's log, fd 3 the write end of the agent's status pipe, and SIGTERM, SIGINT, SIGHUP,
 // SIGQUIT, SIGUSR1, SIGCHLD and the job-control stops blocked (so none is lost, and nothing
 // stops it, before it waits for them).
+//
+// The trust boundary (issue 35): the environment is the task's, data only; nothing the shim
+// decides comes from it. What it applies comes from the agent on its argv, as leading
+// options (ParseOptions, one table entry each):
+//     --creds=UID:GID:G1,G2      the task's identity (task_credentials.h); absent: the shim's
+//     --workdir=DIR              the task's working directory; absent: the shim's
+//     --cpus=0-7,16-23           the CPUs the task is pinned to
+//     --ld-preload=LIBS          the task's LD_PRELOAD (never loaded into the shim itself)
+//     --tasks-per-node=K         K > 1: the task's process starts K copies (rank_launcher.h)
 //
 // The shim is not tied to the agent's life: its first act is to lead a session of its own
 // (away from the agent's process group and terminal), it has no parent-death signal, and it
@@ -20,10 +29,13 @@
 //  3. When the task exits it kills what is left of the group, seals the record as
 //     ID.ATTEMPT.exit (exit lines appended, fsynced, renamed: it stays until the server has
 //     it), and exits with the task's exit code.
-// With GPUSCHED_TASK_CREDS (task_credentials.h: the agent is root and the task runs as its
-// user) the task's child drops to that uid, gid and supplementary groups before it execs;
-// the shim itself stays root, to journal and to signal the task's group. A drop that fails
-// fails the task (exit 127, the reason in its log), never runs it as root.
+// The task's child drops privileges first: with --creds it switches to that uid, gid and
+// supplementary groups (a drop that fails fails the task, never runs it as root), then
+// enters --workdir, finds PROGRAM (on the task's PATH when it holds no '/') and execs it,
+// so every error the task's user sees is one that user could have found alone. Such an
+// error ("workdir: DIR: Permission denied", "command: NAME: not found on PATH") goes to the
+// task's log and becomes the exit's reason ("launch failed: ..."), permanent in the journal
+// (no retry fixes it). The shim itself stays root, to journal and to signal the task's group.
 // What it cannot journal (the .run or .exit record cannot be written, fork fails) it writes
 // as one line to fd 3 and to the log, so the agent that started it can report it.
 //
@@ -34,9 +46,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,9 +66,51 @@ namespace journal = gpusched::agent::journal;
 
 constexpr int kStatusFd = 3;
 
-// The task's identity when it is not the shim's (parsed before the fork; read by the child).
-gpusched::agent::TaskCredentials g_creds;
+// What the agent passed on the argv (ParseOptions); nullptr = not given.
+struct ShimOptions {
+  const char* creds = nullptr;
+  const char* workdir = nullptr;
+  const char* cpus = nullptr;
+  const char* ld_preload = nullptr;
+  const char* tasks_per_node = nullptr;
+};
+
+// Parsed before the fork; read by the task's child.
+ShimOptions g_options;
+gpusched::agent::TaskCredentials g_creds;  // the task's identity when it is not the shim's
 bool g_drop = false;
+int g_copies = 1;  // --tasks-per-node
+
+// Reads the leading --key=value options of argv into *out (a later one wins); "--" ends
+// them. Returns the index of the first operand (JOURNAL_DIR), or -1 with *bad naming an
+// option that is not in the table. A new option is one more entry.
+int ParseOptions(int argc, char** argv, ShimOptions* out, const char** bad) {
+  struct Option {
+    const char* prefix;
+    const char** value;
+  };
+  const Option kOptions[] = {
+      {"--creds=", &out->creds},
+      {"--workdir=", &out->workdir},
+      {"--cpus=", &out->cpus},
+      {"--ld-preload=", &out->ld_preload},
+      {"--tasks-per-node=", &out->tasks_per_node},
+  };
+  int i = 1;
+  for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
+    if (strcmp(argv[i], "--") == 0) return i + 1;
+    const Option* match = nullptr;
+    for (const Option& o : kOptions) {
+      if (strncmp(argv[i], o.prefix, strlen(o.prefix)) == 0) match = &o;
+    }
+    if (match == nullptr) {
+      *bad = argv[i];
+      return -1;
+    }
+    *match->value = argv[i] + strlen(match->prefix);
+  }
+  return i;
+}
 
 // One line for the agent that started this shim, and for the task's log.
 void Report(const char* message) {
@@ -92,12 +149,63 @@ void PinToCpus(const char* list) {
   if (sched_setaffinity(0, sizeof set, &set) != 0) {
     dprintf(2, "gpusched-shim: cannot pin the task to CPUs %s: %s\n", list, strerror(errno));
   }
-  unsetenv("GPUSCHED_TASK_CPUS");
+}
+
+// The task's child could not start the task: says why in the task's log and to the shim
+// (on `why_fd`: 'P' for a reason no retry fixes, else 'R', then the text), and exits 127.
+[[noreturn]] __attribute__((format(printf, 3, 4))) void FailStart(int why_fd, bool permanent,
+                                                                  const char* format, ...) {
+  char text[512];
+  text[0] = permanent ? 'P' : 'R';
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text + 1, sizeof text - 1, format, args);
+  va_end(args);
+  (void)!write(why_fd, text, strlen(text));
+  dprintf(2, "gpusched-shim: %s\n", text + 1);
+  _exit(127);
+}
+
+// The program to exec, as the task's user finds it: PROGRAM itself when it holds a '/'
+// (relative to the working directory), else the first executable regular file of that name
+// on the task's PATH (a directory the user cannot search holds nothing for it). Returns
+// false with *err set (ENOENT: not on PATH).
+bool FindProgram(const char* program, char* out, size_t size, int* err) {
+  if (strchr(program, '/') != nullptr) {
+    if (access(program, X_OK) != 0) {
+      *err = errno;
+      return false;
+    }
+    const int n = snprintf(out, size, "%s", program);
+    if (n < 0 || static_cast<size_t>(n) >= size) {
+      *err = ENAMETOOLONG;
+      return false;
+    }
+    return true;
+  }
+  const char* path = getenv("PATH");
+  if (path == nullptr) path = "/usr/local/bin:/usr/bin:/bin";
+  for (const char* p = path;;) {
+    const char* end = strchrnul(p, ':');
+    const int dir_len = static_cast<int>(end - p);
+    const int n = snprintf(out, size, "%.*s/%s", dir_len == 0 ? 1 : dir_len,
+                           dir_len == 0 ? "." : p, program);
+    struct stat st;
+    if (n > 0 && static_cast<size_t>(n) < size && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
+        access(out, X_OK) == 0) {
+      return true;
+    }
+    if (*end == '\0') break;
+    p = end + 1;
+  }
+  *err = ENOENT;
+  return false;
 }
 
 // The forked child: leads its own group, waits until the shim has recorded it (EOF on the
-// gate means the shim could not, and the task must not run), then execs the task.
-[[noreturn]] void ExecTask(int gate, const char* program, char** argv) {
+// gate means the shim could not, and the task must not run), drops to the task's user, and
+// only then enters the working directory, finds the program and execs it.
+[[noreturn]] void ExecTask(int gate, int why_fd, const char* program, char** argv) {
   setpgid(0, 0);
   char go = 0;
   ssize_t n;
@@ -108,35 +216,38 @@ void PinToCpus(const char* list) {
   if (g_drop) {
     const char* step = "";
     if (const int err = gpusched::agent::DropToCredentials(g_creds, &step); err != 0) {
-      dprintf(2, "gpusched-shim: cannot run the task as uid %u gid %u: %s: %s\n",
-              static_cast<unsigned>(g_creds.uid), static_cast<unsigned>(g_creds.gid), step,
-              strerror(err));
-      _exit(127);
+      FailStart(why_fd, false, "cannot run the task as uid %u gid %u: %s: %s",
+                static_cast<unsigned>(g_creds.uid), static_cast<unsigned>(g_creds.gid), step,
+                strerror(err));
     }
   }
   signal(SIGPIPE, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  // The task's LD_PRELOAD reaches the shim under another name (a preload must not load into
-  // the shim itself: under ASan it would come before the sanitizer runtime) and becomes
-  // LD_PRELOAD for the task only.
-  if (const char* cpus = getenv("GPUSCHED_TASK_CPUS")) PinToCpus(cpus);
-  if (const char* preload = getenv("GPUSCHED_TASK_LD_PRELOAD")) {
-    setenv("LD_PRELOAD", preload, 1);
-    unsetenv("GPUSCHED_TASK_LD_PRELOAD");
+  if (g_options.workdir != nullptr && chdir(g_options.workdir) != 0) {
+    FailStart(why_fd, true, "workdir: %s: %s", g_options.workdir, strerror(errno));
   }
-  // --tasks-per-node K: this process leads the task's group and starts the K copies.
-  if (const char* k = getenv(gpusched::agent::kTasksPerNodeEnv)) {
-    const int copies = atoi(k);
-    if (copies >= 2 && copies <= gpusched::agent::kMaxTasksPerNode) {
-      _exit(gpusched::agent::RunRanks(copies, program, argv));
+  char resolved[PATH_MAX];
+  if (int err = 0; !FindProgram(program, resolved, sizeof resolved, &err)) {
+    if (err == ENOENT && strchr(program, '/') == nullptr) {
+      FailStart(why_fd, true, "command: %s: not found on PATH", program);
     }
-    unsetenv(gpusched::agent::kTasksPerNodeEnv);
+    FailStart(why_fd, true, "command: %s: %s", program, strerror(err));
   }
-  execv(program, argv);
-  dprintf(2, "gpusched-shim: cannot exec %s: %s\n", program, strerror(errno));
-  _exit(127);
+  if (g_options.cpus != nullptr) PinToCpus(g_options.cpus);
+  // The preload reaches the shim as an option (a preload must not load into the shim
+  // itself: under ASan it would come before the sanitizer runtime) and becomes LD_PRELOAD
+  // for the task only.
+  if (g_options.ld_preload != nullptr) setenv("LD_PRELOAD", g_options.ld_preload, 1);
+  // --tasks-per-node K: this process leads the task's group and starts the K copies.
+  if (g_copies >= 2) {
+    close(why_fd);  // the copies' own exec failures are theirs to log
+    _exit(gpusched::agent::RunRanks(g_copies, resolved, argv));
+  }
+  execv(resolved, argv);
+  FailStart(why_fd, errno == ENOENT || errno == EACCES || errno == ENOEXEC, "command: %s: %s",
+            resolved, strerror(errno));
 }
 
 // Forwards kill requests until the task leader exits; returns its wait status.
@@ -168,6 +279,27 @@ int Supervise(pid_t task, const sigset_t& waited) {
   return status;
 }
 
+// How the task ended: its wait status, and what its child said if it could not start it.
+journal::ExitRecord ExitOf(int status, int why_fd) {
+  journal::ExitRecord r;
+  if (WIFSIGNALED(status)) {
+    r.exit_code = 128 + WTERMSIG(status);
+    snprintf(r.reason, sizeof r.reason, "killed by signal %d", WTERMSIG(status));
+  } else {
+    r.exit_code = WEXITSTATUS(status);
+  }
+  char why[512];
+  const ssize_t n = read(why_fd, why, sizeof why - 1);  // non-blocking: nothing if it ran
+  if (n > 1) {
+    why[n] = '\0';
+    r.permanent = why[0] == 'P';
+    snprintf(r.reason, sizeof r.reason, "launch failed: %.*s",
+             static_cast<int>(sizeof r.reason) - 16, why + 1);  // cut to fit
+  }
+  r.finished_ms = NowMs();
+  return r;
+}
+
 bool ParseKey(const char* id_text, const char* attempt_text, unsigned long long* id,
               long long* attempt) {
   char* end = nullptr;
@@ -178,17 +310,54 @@ bool ParseKey(const char* id_text, const char* attempt_text, unsigned long long*
   return errno == 0 && *end == '\0' && end != attempt_text && *attempt >= 0;
 }
 
+
+constexpr char kUsage[] =
+    "usage: gpusched-shim [--creds=UID:GID:GROUPS] [--workdir=DIR] [--cpus=LIST] "
+    "[--ld-preload=LIBS] [--tasks-per-node=K] JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
+    "(started by the gpusched agent, one per task)\n";
+
+// Checks the options that need parsing; false after reporting the first that does not.
+bool ApplyOptions() {
+  if (g_options.creds != nullptr) {
+    if (!gpusched::agent::ParseTaskCredentials(g_options.creds, &g_creds)) {
+      Report("launch failed: --creds: the task's credentials do not parse");
+      return false;
+    }
+    g_drop = true;
+  }
+  if (const char* k = g_options.tasks_per_node) {
+    char* end = nullptr;
+    const long copies = strtol(k, &end, 10);
+    if (end == k || *end != '\0' || copies < 1 || copies > gpusched::agent::kMaxTasksPerNode) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "launch failed: --tasks-per-node=%.40s: must be 1 to %d", k,
+               gpusched::agent::kMaxTasksPerNode);
+      Report(msg);
+      return false;
+    }
+    g_copies = static_cast<int>(copies);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   unsigned long long id = 0;
   long long attempt = 0;
   char run_name[64], exit_name[64];
+  const char* bad = nullptr;
+  const int first = ParseOptions(argc, argv, &g_options, &bad);
+  if (first < 0) {
+    dprintf(2, "gpusched-shim: unknown option %s\n%s", bad, kUsage);
+    return 2;
+  }
+  argc -= first - 1;
+  argv += first - 1;  // argv[1] is JOURNAL_DIR from here on
   if (argc < 6 || !ParseKey(argv[2], argv[3], &id, &attempt) ||
       !journal::RecordName(run_name, sizeof run_name, id, attempt, journal::kRunSuffix) ||
       !journal::RecordName(exit_name, sizeof exit_name, id, attempt, journal::kExitSuffix)) {
-    dprintf(2, "usage: gpusched-shim JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
-               "(started by the gpusched agent, one per task)\n");
+    dprintf(2, "%s", kUsage);
     return 2;
   }
   const char* dir = argv[1];
@@ -201,22 +370,14 @@ int main(int argc, char** argv) {
   const int kWaited[] = {SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP, SIGQUIT};
   for (int s : kWaited) sigaddset(&waited, s);
   sigprocmask(SIG_BLOCK, &waited, nullptr);
-
-  if (const char* creds = getenv(gpusched::agent::kTaskCredsEnv)) {
-    if (!gpusched::agent::ParseTaskCredentials(creds, &g_creds)) {
-      Report("launch failed: the task's credentials (GPUSCHED_TASK_CREDS) do not parse");
-      return 127;
-    }
-    g_drop = true;
-    unsetenv(gpusched::agent::kTaskCredsEnv);  // the task need not see it
-  }
+  if (!ApplyOptions()) return 127;
   journal::RunRecord run;
   if (!journal::ReadProcessId(getpid(), &run.shim)) {
     Report("launch failed: the task supervisor cannot read /proc (is it mounted?)");
     return 127;
   }
-  int gate[2];
-  if (pipe2(gate, O_CLOEXEC) != 0) {
+  int gate[2], why[2];  // why: the child's reason when it cannot start the task
+  if (pipe2(gate, O_CLOEXEC) != 0 || pipe2(why, O_CLOEXEC | O_NONBLOCK) != 0) {
     char msg[128];
     snprintf(msg, sizeof msg, "launch failed: pipe: %s", strerror(errno));
     Report(msg);
@@ -231,9 +392,11 @@ int main(int argc, char** argv) {
   }
   if (task == 0) {
     close(gate[1]);
-    ExecTask(gate[0], argv[4], argv + 5);
+    close(why[0]);
+    ExecTask(gate[0], why[1], argv[4], argv + 5);
   }
   close(gate[0]);
+  close(why[1]);
   setpgid(task, task);  // also from here, so the group exists before the record names it
   run.task_pgid = task;
   journal::ProcessId task_id;
@@ -256,15 +419,7 @@ int main(int argc, char** argv) {
   close(gate[1]);
 
   const int status = Supervise(task, waited);
-  journal::ExitRecord exit_record;
-  if (WIFSIGNALED(status)) {
-    exit_record.exit_code = 128 + WTERMSIG(status);
-    snprintf(exit_record.reason, sizeof exit_record.reason, "killed by signal %d",
-             WTERMSIG(status));
-  } else {
-    exit_record.exit_code = WEXITSTATUS(status);
-  }
-  exit_record.finished_ms = NowMs();
+  const journal::ExitRecord exit_record = ExitOf(status, why[0]);
   const size_t exit_len = journal::FormatExit(exit_record, text, sizeof text);
   if (exit_len == 0 ||
       !journal::SealExit(dir, run_name, exit_name, text, exit_len, error, sizeof error)) {

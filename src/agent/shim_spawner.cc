@@ -11,8 +11,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "agent/task_credentials.h"
+#include "agent/task_files.h"
+#include "core/reserved_env.h"
 
 extern char** environ;
 
@@ -27,9 +30,7 @@ struct ChildArgs {
   int null_fd;
   int status_fd;
   const sigset_t* shim_mask;
-  const char* workdir;  // nullptr = the agent's
-  int exec_errno;       // written by the child when execve fails
-  int chdir_errno;      // written by the child when chdir fails
+  int exec_errno;  // written by the child when execve fails
 };
 
 // Runs in the child, on its own stack, sharing the agent's memory until execve: only system
@@ -51,40 +52,96 @@ __attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
     dup2(a->status_fd, 3);
   }
   syscall(SYS_close_range, 4U, ~0U, 0U);  // no agent sockets leak into the shim or task
-  if (a->workdir != nullptr && chdir(a->workdir) != 0) {
-    a->chdir_errno = errno;
-    _exit(127);
-  }
   execve(a->shim, a->argv, a->envp);
   a->exec_errno = errno;
   _exit(127);
 }
 
-// The files a task running as another user is told to write next to its log (the share
-// ledger, the simulated peak and utilisation, the heartbeat file): created here, owned by
-// that user, 0600, as the log directory is the agent's.
-const char* const kTaskFileEnv[] = {"GPUSCHED_PRELOAD_STATE", "GPUSCHED_PEAK_MIB_FILE",
-                                    "GPUSCHED_SIM_GPU_UTIL_FILE", "GPUSCHED_HEARTBEAT_FILE"};
-
-// Gives the log (open as `log_fd`) and the task's files to `user`, readable by it only.
-Status HandOver(const LaunchSpec& spec, const TaskUser& user, int log_fd) {
-  if (fchown(log_fd, user.uid, user.gid) != 0 || fchmod(log_fd, 0600) != 0) {
-    return Internal("log: cannot give " + spec.log_path + " to user " + user.name + ": " +
-                    std::strerror(errno));
+// The task's environment: the agent's and then the task's own variables without the reserved
+// names (whoever set them: the agent's token and server address never reach a task, and a
+// task cannot set what the product decides), then the values the agent sets, then the paths
+// of the files it created for the task.
+std::vector<std::string> TaskEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& base, const LaunchSpec& spec,
+    const std::map<std::string, std::string>& file_paths) {
+  auto overridden = [&](const std::string& key) {
+    return spec.env.count(key) != 0 || spec.agent_env.count(key) != 0 ||
+           file_paths.count(key) != 0;
+  };
+  std::vector<std::string> out;
+  out.reserve(base.size() + spec.env.size() + spec.agent_env.size() + file_paths.size());
+  for (const auto& [key, kv] : base) {
+    if (!overridden(key)) out.push_back(kv);  // base holds no reserved name
   }
-  for (const char* name : kTaskFileEnv) {
-    auto it = spec.env.find(name);
-    if (it == spec.env.end()) continue;
-    const int fd = open(it->second.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 || fchown(fd, user.uid, user.gid) != 0 || fchmod(fd, 0600) != 0) {
-      const int err = errno;
-      if (fd >= 0) close(fd);
-      return Internal(std::string(name) + ": cannot give " + it->second + " to user " +
-                      user.name + ": " + std::strerror(err));
+  for (const auto& [k, v] : spec.env) {
+    if (!core::IsReservedEnvName(k) && spec.agent_env.count(k) == 0 && file_paths.count(k) == 0) {
+      out.push_back(k + "=" + v);
     }
-    close(fd);
   }
-  return Status::Ok();
+  for (const auto& [k, v] : spec.agent_env) {
+    if (file_paths.count(k) == 0) out.push_back(k + "=" + v);
+  }
+  for (const auto& [k, v] : file_paths) out.push_back(k + "=" + v);
+  return out;
+}
+
+// The shim's leading options (shim_main.cc): what it applies, from the agent only.
+StatusOr<std::vector<std::string>> ShimOptions(const LaunchSpec& spec) {
+  std::vector<std::string> out;
+  if (spec.user) {
+    TaskCredentials creds;
+    creds.uid = spec.user->uid;
+    creds.gid = spec.user->gid;
+    if (spec.user->groups.size() > kMaxTaskGroups) {
+      return InvalidArgument("user " + spec.user->name + " is in " +
+                             std::to_string(spec.user->groups.size()) + " groups (at most " +
+                             std::to_string(kMaxTaskGroups) + ")");
+    }
+    for (uint32_t g : spec.user->groups) creds.groups[creds.group_count++] = g;
+    char text[kMaxTaskGroups * 11 + 32];
+    if (FormatTaskCredentials(creds, text, sizeof text) == 0) {
+      return Internal("user " + spec.user->name + ": credentials do not fit");
+    }
+    out.push_back(std::string("--creds=") + text);
+  }
+  if (!spec.workdir.empty()) out.push_back("--workdir=" + spec.workdir);
+  if (!spec.cpus.empty()) out.push_back("--cpus=" + spec.cpus);
+  if (!spec.ld_preload.empty()) out.push_back("--ld-preload=" + spec.ld_preload);
+  if (spec.tasks_per_node > 1) {
+    out.push_back("--tasks-per-node=" + std::to_string(spec.tasks_per_node));
+  }
+  return out;
+}
+
+// Opens the task's log (by descriptor of its directory, never through a link), gives it to
+// the task's user, and creates the task's files next to it: their paths, by variable.
+StatusOr<std::map<std::string, std::string>> OpenTaskFiles(const LaunchSpec& spec,
+                                                           int* log_fd) {
+  const auto [dir, log_name] = SplitPath(spec.log_path);
+  GS_ASSIGN_OR_RETURN(DirFd dir_fd, OpenDirectory(dir));
+  std::optional<std::pair<uid_t, gid_t>> owner;
+  if (spec.user) owner = std::make_pair(spec.user->uid, spec.user->gid);
+  const mode_t mode = spec.user ? 0600 : 0644;
+  GS_ASSIGN_OR_RETURN(*log_fd, OpenLogForAppend(dir_fd.get(), log_name, mode,
+                                                "log " + spec.log_path));
+  if (owner && (fchown(*log_fd, owner->first, owner->second) != 0 || fchmod(*log_fd, 0600) != 0)) {
+    const int err = errno;
+    close(*log_fd);
+    return Internal("log: cannot give " + spec.log_path + " to user " + spec.user->name + ": " +
+                    std::strerror(err));
+  }
+  std::map<std::string, std::string> paths;
+  for (const auto& [var, suffix] : spec.task_files) {
+    StatusOr<int> fd = CreateTaskFile(dir_fd.get(), log_name + suffix, mode, owner,
+                                      spec.log_path + suffix);
+    if (!fd.ok()) {
+      close(*log_fd);
+      return Internal(var + ": " + fd.status().message());
+    }
+    close(*fd);
+    paths[var] = spec.log_path + suffix;
+  }
+  return paths;
 }
 
 }  // namespace
@@ -118,54 +175,30 @@ std::string DefaultShimPath() {
 ShimSpawner::ShimSpawner(std::string shim_path) : shim_path_(std::move(shim_path)) {
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string kv = *e;
-    base_env_.emplace_back(kv.substr(0, kv.find('=')), kv);
+    std::string name = kv.substr(0, kv.find('='));
+    // The agent's own GPUSCHED_* (its token, its server) are not its tasks' business.
+    if (!core::IsReservedEnvName(name)) base_env_.emplace_back(std::move(name), kv);
   }
 }
 
 StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::string& program,
                                          const std::string& journal_dir) {
   // Everything the child needs is prepared here: the child makes system calls only.
-  std::vector<std::string> env_strings;
-  env_strings.reserve(base_env_.size() + spec.env.size());
-  for (const auto& [key, kv] : base_env_) {
-    if (spec.env.count(key) == 0) env_strings.push_back(kv);
+  GS_ASSIGN_OR_RETURN(std::vector<std::string> args, ShimOptions(spec));
+  args.insert(args.begin(), shim_path_);
+  for (const std::string& a : {journal_dir, std::to_string(spec.id),
+                               std::to_string(spec.attempt), program}) {
+    args.push_back(a);
   }
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  if (spec.user) {
-    TaskCredentials creds;
-    creds.uid = spec.user->uid;
-    creds.gid = spec.user->gid;
-    if (spec.user->groups.size() > kMaxTaskGroups) {
-      return InvalidArgument("user " + spec.user->name + " is in " +
-                             std::to_string(spec.user->groups.size()) + " groups (at most " +
-                             std::to_string(kMaxTaskGroups) + ")");
-    }
-    for (uint32_t g : spec.user->groups) creds.groups[creds.group_count++] = g;
-    char text[kMaxTaskGroups * 11 + 32];
-    if (FormatTaskCredentials(creds, text, sizeof text) == 0) {
-      return Internal("user " + spec.user->name + ": credentials do not fit");
-    }
-    env_strings.push_back(std::string(kTaskCredsEnv) + "=" + text);
-  }
-  std::vector<char*> envp, argv;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = {shim_path_, journal_dir, std::to_string(spec.id),
-                                   std::to_string(spec.attempt), program};
   args.insert(args.end(), spec.command.begin(), spec.command.end());
-  for (std::string& s : args) argv.push_back(s.data());
+  int log_fd = -1;
+  GS_ASSIGN_OR_RETURN(auto file_paths, OpenTaskFiles(spec, &log_fd));
+  std::vector<std::string> env_strings = TaskEnvironment(base_env_, spec, file_paths);
+  std::vector<char*> envp, argv;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                          spec.user ? 0600 : 0644);
-  if (log_fd < 0) {
-    return Internal("log: cannot open " + spec.log_path + ": " + std::strerror(errno));
-  }
-  if (spec.user) {
-    if (Status handed = HandOver(spec, *spec.user, log_fd); !handed.ok()) {
-      close(log_fd);
-      return handed;
-    }
-  }
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -180,8 +213,7 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     sigaddset(&shim_mask, s);
   }
   ChildArgs child{shim_path_.c_str(), argv.data(), envp.data(), log_fd,
-                  null_fd,            status_pipe[1], &shim_mask,
-                  spec.workdir.empty() ? nullptr : spec.workdir.c_str(), 0, 0};
+                  null_fd,            status_pipe[1], &shim_mask,         0};
   // This thread is suspended until the child execs, so its stack and arguments stay valid.
   if (!child_stack_) child_stack_.reset(new char[kChildStackBytes]);
   sigset_t all, old;
@@ -197,11 +229,6 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
   if (pid < 0) {
     close(status_pipe[0]);
     return Unavailable(std::string("fork: ") + std::strerror(fork_errno));
-  }
-  if (child.chdir_errno != 0) {
-    waitpid(pid, nullptr, 0);
-    close(status_pipe[0]);
-    return NotFound("workdir: " + spec.workdir + ": " + std::strerror(child.chdir_errno));
   }
   if (child.exec_errno != 0) {
     waitpid(pid, nullptr, 0);

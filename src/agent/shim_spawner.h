@@ -1,7 +1,9 @@
 #pragma once
 // ShimSpawner: starts gpusched-shim for one task, the way shim_main.cc expects to be
-// started (argv, the task's environment, stdin on /dev/null, stdout and stderr on the log,
-// fd 3 a status pipe, the signals it waits for blocked). It uses clone(CLONE_VM |
+// started (argv with the options the agent decides, the task's environment without reserved
+// names, stdin on /dev/null, stdout and stderr on the log, fd 3 a status pipe, the signals it
+// waits for blocked). It creates the task's log and files in the log's directory
+// (task_files.h) and never opens a path the task's environment names. It uses clone(CLONE_VM |
 // CLONE_VFORK), as posix_spawn does: fork() of an agent with many threads and mappings
 // copies page tables and cost ~30 ms of system time per task.
 //
@@ -30,9 +32,10 @@ class ShimSpawner {
   // `shim_path`: the gpusched-shim executable. The agent's environment is read once here.
   explicit ShimSpawner(std::string shim_path);
 
-  // Starts the shim for `spec`, which runs `program` (resolved, see ResolveProgram) and
-  // journals into `journal_dir`. Returns once the shim runs. The shim's own failures later
-  // (it cannot journal, fork) arrive on status_fd.
+  // Starts the shim for `spec`, which runs `program` (a path, or a name the shim looks up
+  // on the task's PATH as the task's user) and journals into `journal_dir`. Returns once the
+  // shim runs. The shim's own failures later (it cannot journal, fork) arrive on status_fd;
+  // the task's (its user cannot enter its workdir or run its command) in its journaled exit.
   StatusOr<SpawnedShim> Spawn(const LaunchSpec& spec, const std::string& program,
                               const std::string& journal_dir);
   const std::string& shim_path() const { return shim_path_; }
@@ -47,7 +50,8 @@ class ShimSpawner {
   std::unique_ptr<char[]> child_stack_;
 };
 
-// Finds `program` on PATH (or checks it when it contains a '/'). NotFound names it.
+// Finds `program` on the agent's PATH (or checks it when it contains a '/'), as the agent's
+// own user: for tasks that run as that user only. NotFound names it.
 StatusOr<std::string> ResolveProgram(const std::string& program);
 
 // gpusched-shim next to the running executable (/proc/self/exe's directory).

@@ -22,15 +22,20 @@ class ShimTest : public testing::ExecutorTest {
     ExecutorTest::SetUp();
     std::filesystem::create_directories(journal_dir());
   }
-  // Starts the shim for task (id, 1) with `argv` (argv[0] is resolved through PATH by the
-  // test), output to the task's log, fd 3 to a status pipe. Returns the shim's pid.
-  pid_t StartShim(uint64_t id, const std::vector<std::string>& argv,
-                  const std::string& journal) {
+  // Starts the shim for task (id, 1) with its leading `options` and `argv` (argv[0] is
+  // resolved through PATH by the test), output to the task's log, fd 3 to a status pipe.
+  // Returns the shim's pid.
+  pid_t StartShim(uint64_t id, const std::vector<std::string>& argv, const std::string& journal,
+                  const std::vector<std::string>& options = {}) {
     log_ = path("logs/shim" + std::to_string(id) + ".log");
     int status[2];
     EXPECT_EQ(pipe2(status, O_CLOEXEC), 0);
-    std::vector<std::string> args = {GPUSCHED_SHIM, journal, std::to_string(id), "1",
-                                     *ResolveProgram(argv[0])};
+    std::vector<std::string> args = options;
+    args.insert(args.begin(), GPUSCHED_SHIM);
+    for (const std::string& a : {journal, std::to_string(id), std::string("1"),
+                                 *ResolveProgram(argv[0])}) {
+      args.push_back(a);
+    }
     args.insert(args.end(), argv.begin(), argv.end());
     std::vector<char*> raw;
     for (std::string& a : args) raw.push_back(a.data());
@@ -230,7 +235,7 @@ class ScopedEnv {
 // --tasks-per-node 2 on node rank 1 of 2: two processes, each with its rank and its half of
 // the node's GPUs.
 TEST_F(ShimTest, Issue13_TasksPerNodeStartsOneProcessPerSliceWithItsRank) {
-  ScopedEnv env({{kTasksPerNodeEnv, "2"},
+  ScopedEnv env({{kTasksPerNodeEnv, "7"},  // the option decides, not the environment
                  {"NODE_RANK", "1"},
                  {"NNODES", "2"},
                  {"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
@@ -239,7 +244,7 @@ TEST_F(ShimTest, Issue13_TasksPerNodeStartsOneProcessPerSliceWithItsRank) {
       {"sh", "-c",
        "echo \"local=$LOCAL_RANK rank=$RANK world=$WORLD_SIZE lws=$LOCAL_WORLD_SIZE "
        "gpus=$CUDA_VISIBLE_DEVICES k=${GPUSCHED_TASKS_PER_NODE:-unset}\""},
-      journal_dir());
+      journal_dir(), {"--tasks-per-node=2"});
   const int status = WaitShim(shim);
   EXPECT_EQ(WEXITSTATUS(status), 0);
   const std::string log = ReadFile(log_);
@@ -251,18 +256,47 @@ TEST_F(ShimTest, Issue13_TasksPerNodeStartsOneProcessPerSliceWithItsRank) {
 // One process fails: the other gets SIGTERM (its handler writes a file) and the task ends
 // with the failed one's code.
 TEST_F(ShimTest, Issue13_OneFailedProcessOfANodeStopsTheOthers) {
-  ScopedEnv env({{kTasksPerNodeEnv, "2"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
+  ScopedEnv env({{std::string("CUDA_VISIBLE_DEVICES"), std::string("0,1")}});
   const std::string marker = path("term-seen");
   const pid_t shim = StartShim(
       21,
       {"sh", "-c",
        "if [ \"$LOCAL_RANK\" = 1 ]; then sleep 0.2; exit 5; fi; "
        "trap \"echo term > '" + marker + "'; exit 143\" TERM; while :; do sleep 0.05; done"},
-      journal_dir());
+      journal_dir(), {"--tasks-per-node=2"});
   const int status = WaitShim(shim);
   EXPECT_EQ(WEXITSTATUS(status), 5);
   EXPECT_EQ(ExitRecordOf(21).exit_code, 5);
   EXPECT_EQ(ReadFile(marker), "term\n");
+}
+
+// The shim takes what it applies from the agent's options only: an option it does not know
+// is refused (exit 2, named) rather than skipped, and one that does not parse fails the task.
+TEST_F(ShimTest, Issue35_UnknownOrBadOptionsAreRefused) {
+  const pid_t unknown = StartShim(30, {"true"}, journal_dir(), {"--cred=0:0:"});
+  EXPECT_EQ(WEXITSTATUS(WaitShim(unknown)), 2);
+  EXPECT_NE(ReadFile(log_).find("unknown option --cred=0:0:"), std::string::npos) << ReadFile(log_);
+  close(status_fd_);
+  const pid_t bad = StartShim(31, {"true"}, journal_dir(), {"--creds=root"});
+  EXPECT_EQ(WEXITSTATUS(WaitShim(bad)), 127);
+  EXPECT_NE(StatusPipe().find("--creds"), std::string::npos);
+  const pid_t copies = StartShim(32, {"true"}, journal_dir(), {"--tasks-per-node=65"});
+  EXPECT_EQ(WEXITSTATUS(WaitShim(copies)), 127);
+  EXPECT_NE(StatusPipe().find("--tasks-per-node=65: must be 1 to 64"), std::string::npos);
+}
+
+// A task that cannot start (here: no such workdir) says why in its log and in its journaled
+// exit, which is permanent; the shim reports nothing on its status pipe (the exit says it).
+TEST_F(ShimTest, Issue35_AStartFailureIsJournaledAsPermanent) {
+  const pid_t shim = StartShim(33, {"true"}, journal_dir(), {"--workdir=" + path("nowhere")});
+  EXPECT_EQ(WEXITSTATUS(WaitShim(shim)), 127);
+  const journal::ExitRecord r = ExitRecordOf(33);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_TRUE(r.permanent);
+  EXPECT_EQ(std::string(r.reason),
+            "launch failed: workdir: " + path("nowhere") + ": No such file or directory");
+  EXPECT_NE(ReadFile(log_).find("workdir: " + path("nowhere")), std::string::npos);
+  EXPECT_EQ(StatusPipe(), "");
 }
 
 }  // namespace

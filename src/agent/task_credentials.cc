@@ -79,8 +79,17 @@ int DropToCredentials(const TaskCredentials& c, const char** step) {
     *step = "setuid";
     return errno;
   }
-  // A uid that could be regained would mean the drop did not happen.
-  if (c.uid != 0 && (setuid(0) == 0 || geteuid() != c.uid)) {
+  // Verified whatever the target, uid 0 included: every id is the one asked for, and a uid
+  // that could be regained would mean the drop did not happen.
+  uid_t ruid, euid, suid;
+  gid_t rgid, egid, sgid;
+  if (getresuid(&ruid, &euid, &suid) != 0 || getresgid(&rgid, &egid, &sgid) != 0 ||
+      ruid != c.uid || euid != c.uid || suid != c.uid || rgid != c.gid || egid != c.gid ||
+      sgid != c.gid) {
+    *step = "setuid (the ids are not the task's)";
+    return EPERM;
+  }
+  if (c.uid != 0 && setuid(0) == 0) {
     *step = "setuid (privileges still held)";
     return EPERM;
   }

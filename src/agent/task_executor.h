@@ -41,12 +41,26 @@ struct TaskUser {
   std::string home;              // HOME of the task
 };
 
+// What a task runs with. The trust boundary (issue 35): `env` is the task's, data only; what
+// decides the task's identity, files, CPUs and preload is in the other fields, which the
+// agent sets, and reaches gpusched-shim on its argv, never through an environment.
 struct LaunchSpec {
   uint64_t id = 0;
   int64_t attempt = 0;
   std::vector<std::string> command;
-  std::map<std::string, std::string> env;  // added to the agent's environment
-  std::string workdir;                     // the task's working directory; "" = the agent's
+  // The task's own variables, over the agent's environment. Reserved names
+  // (core::IsReservedEnvName: GPUSCHED_*) are dropped from both, whoever set them.
+  std::map<std::string, std::string> env;
+  // The values the agent sets (GPUSCHED_TASK_ID, GPUSCHED_GPU_MEM_MIB, ...), after `env`.
+  std::map<std::string, std::string> agent_env;
+  // Files the task is told to write: variable -> suffix. The executor creates each as
+  // log_path + suffix (next to the log, in the agent's directory; never a path the task
+  // names), gives it to `user`, and sets the variable to its path.
+  std::map<std::string, std::string> task_files;
+  std::string workdir;  // the task's working directory; "" = the agent's
+  std::string cpus;        // "0-7,16-23": CPUs the task is pinned to; "" = not pinned
+  std::string ld_preload;  // LD_PRELOAD of the task only (never of its supervisor)
+  int tasks_per_node = 1;  // > 1: that many copies of the command (rank_launcher.h)
   std::string log_path;
   // Set: the task runs as this account (ProcessRunner only); its log is then owned by it and
   // readable by it only (0600). Unset: as the agent's user.
@@ -60,6 +74,9 @@ struct TaskExit {
   int exit_code = 0;   // 128 + signal when killed by a signal; -1 when the task was lost
   std::string reason;  // "" for a plain exit
   TimeMs finished_ms = 0;  // when it ended (Unix ms, the supervisor's journal); 0 = unknown
+  // It never ran, for a reason no retry fixes: its user cannot enter its working directory
+  // or run its command (found by gpusched-shim as that user).
+  bool permanent = false;
 };
 
 // The process group a running task leads, and when it started (Unix ms): what the agent

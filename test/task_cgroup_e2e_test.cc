@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "cluster_fixture.h"
@@ -107,6 +109,46 @@ TEST_F(TaskCgroupTest, Issue35_TaskCannotOpenAnotherGpusDeviceNode) {
   // Its own GPU's node reaches the (absent) driver; the other GPU's is refused by the rule.
   EXPECT_NE(log.find("nv" + std::to_string(own) + " ENXIO"), std::string::npos) << log;
   EXPECT_NE(log.find("nv" + std::to_string(1 - own) + " EPERM"), std::string::npos) << log;
+}
+
+// The watchdog maps GPU processes (NVML's, here the test's fake libnvidia-ml reading a file)
+// to tasks by cgroup: a task whose process claims another task's GPUSCHED_TASK_ID while it
+// holds too much GPU memory is stopped itself, and the task it named runs on. (Before, the
+// id in /proc/PID/environ decided: the named task was killed, the offender kept running.)
+TEST_F(TaskCgroupTest, Issue35_WatchdogStopsTheOffenderNotTheTaskItsEnvironmentNames) {
+  const std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", GPUSCHED_FAKE_NVML_DIR},
+      {"FAKE_NVML_GPUS", "FAKE:16384"},
+      {"FAKE_NVML_PROCS_FILE", path("procs")}};
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  agents_["a"] = std::make_unique<Proc>(
+      std::vector<std::string>{"agent", "--server", server(), "--name", "a", "--data-dir",
+                               path("a"), "--gpu-memory-grace", "1s"},
+      path("a.log"));
+  for (const auto& [k, v] : env) unsetenv(k.c_str());
+  ASSERT_TRUE(PollUntil(
+      [&] { return Run({"nodes", "--json"}).out.find("\"connected\":true") != std::string::npos; },
+      kDeadline))
+      << ReadFile(path("a.log"));
+  const uint64_t victim =
+      Submit({"--gpu-mem", "1GiB", "--retries", "0", "--", "sh", "-c", Gated("end", "true")});
+  ASSERT_TRUE(WaitState(victim, "running")) << Task(victim).dump();
+  // Same attempt number as the victim's (both first attempts): only the id is copied.
+  const uint64_t offender = Submit(
+      {"--gpu-mem", "1GiB", "--retries", "0", "--", "sh", "-c",
+       "echo $$ > '" + path("offender") + "'; exec env GPUSCHED_TASK_ID=" +
+           std::to_string(victim) + " sh -c \"" + Gated("never", "true") + "\""});
+  ASSERT_TRUE(WaitState(offender, "running")) << Task(offender).dump();
+  const pid_t pid = PidIn("offender");
+  ASSERT_GT(pid, 0);
+  WriteFile(path("procs"), std::to_string(pid) + ":0:5000");  // 5000 MiB of a 1 GiB share
+  ASSERT_TRUE(WaitState(offender, "failed")) << Task(offender).dump() << ReadFile(path("a.log"));
+  EXPECT_NE(Task(offender).value("reason", "").find("exceeded its GPU memory share"),
+            std::string::npos)
+      << Task(offender).dump();
+  EXPECT_EQ(Task(victim).value("state", ""), "running") << Task(victim).dump();
+  OpenGate("end");
+  EXPECT_TRUE(WaitState(victim, "succeeded")) << Task(victim).dump();
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "agent/process_runner.h"
 #include "agent/rank_launcher.h"
 #include "agent/task_files.h"
+#include "agent/task_cgroup.h"
 #include "agent/task_user.h"
 #include "base/clock.h"
 #include "base/host_port.h"
@@ -65,6 +66,7 @@ struct Agent::Impl {
   size_t current = 0;
   std::map<std::string, std::unique_ptr<v1::AgentLink::Stub>> stubs;
   std::unique_ptr<TaskExecutor> executor;
+  std::shared_ptr<TaskCgroups> cgroups;  // the process executor's; null with noop
   std::string preload;  // the GPU-memory share library to inject; "" = none
   // GPU health: the heartbeat thread only.
   std::unique_ptr<core::GpuHealthTracker> health;
@@ -547,6 +549,10 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
   SetEnvironment(a, spec);
   spec.workdir = a.workdir();
+  spec.limits.mem_mib = a.cgroup_mem_mib();
+  spec.limits.cpu_milli = a.cgroup_cpu_milli();
+  spec.limits.gpus.assign(a.gpus().begin(), a.gpus().end());
+  spec.limits.node_gpus = static_cast<int>(gpus->gpus().size());
   std::string visible, mem;
   for (int i = 0; i < a.gpus_size(); ++i) {
     visible += (i ? "," : "") + std::to_string(a.gpus(i));
@@ -641,25 +647,6 @@ void Agent::Impl::CheckGpuHealth(v1::NodeHeartbeat* hb) {
 
 constexpr const char* kExceededShare = "exceeded its GPU memory share";
 
-// The task a process belongs to, from the GPUSCHED_TASK_ID and GPUSCHED_ATTEMPT its
-// environment inherited from the task (the agent runs as the tasks' user or root).
-static std::optional<TaskKey> TaskOfPid(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  std::string var;
-  std::optional<uint64_t> id;
-  std::optional<int64_t> attempt;
-  while (std::getline(in, var, '\0')) {
-    try {
-      if (var.rfind("GPUSCHED_TASK_ID=", 0) == 0) id = std::stoull(var.substr(17));
-      if (var.rfind("GPUSCHED_ATTEMPT=", 0) == 0) attempt = std::stoll(var.substr(17));
-    } catch (const std::exception&) {  // not a number: not one of ours
-      return std::nullopt;
-    }
-  }
-  if (!id || !attempt) return std::nullopt;
-  return TaskKey{*id, *attempt};
-}
-
 // The watchdog: what each task's processes hold per GPU (NVML), against its share.
 void Agent::Impl::WatchGpuMemory() {
   std::map<TaskKey, TaskShare> tasks;
@@ -669,9 +656,13 @@ void Agent::Impl::WatchGpuMemory() {
   }
   if (tasks.empty()) return;
   const std::vector<GpuProcessMemory> procs = gpus->ProcessMemory();
+  // Processes belong to tasks by cgroup (or process group), not by what their environment
+  // claims: a task that drops its id escapes nothing, one that copies another's kills nothing.
+  const std::map<pid_t, TaskKey> owner = executor->TaskPids();
   std::map<TaskKey, std::map<int, MiB>> used;
   for (const GpuProcessMemory& p : procs) {
-    if (auto key = TaskOfPid(p.pid); key && tasks.count(*key)) used[*key][p.gpu] += p.used_mib;
+    auto it = owner.find(p.pid);
+    if (it != owner.end() && tasks.count(it->second)) used[it->second][p.gpu] += p.used_mib;
   }
   for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
     Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
@@ -705,11 +696,10 @@ std::map<TaskKey, Agent::Impl::GpuUse> Agent::Impl::MeasureGpuUse() {
   }
   const auto utils = gpus->ProcessUtilization();
   if (!utils) return {};
-  std::map<int, std::optional<TaskKey>> owner;  // pid -> its task, each /proc read once
+  const std::map<pid_t, TaskKey> owner = executor->TaskPids();  // by cgroup, not environment
   auto task_of = [&](int pid) -> std::optional<TaskKey> {
     auto it = owner.find(pid);
-    if (it == owner.end()) it = owner.emplace(pid, TaskOfPid(pid)).first;
-    return it->second;
+    return it == owner.end() ? std::nullopt : std::optional<TaskKey>(it->second);
   };
   for (const GpuProcessUtil& p : *utils) {
     if (auto key = task_of(p.pid); key && out.count(*key)) {
@@ -1016,6 +1006,13 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     ProcessRunnerOptions o;
     o.journal_dir = impl->config.data_dir + "/journal";
     o.shim_path = config.shim_path;
+    // Each task in a cgroup of its own; what cannot be enforced here is said once.
+    impl->cgroups = std::make_shared<TaskCgroups>(
+        DetectCgroupLayout(*MakeRealCgroupOps()),
+        CgroupSubtreeName(impl->config.name, impl->config.data_dir), MakeRealCgroupOps());
+    impl->cgroups->Init();
+    impl->Log(impl->cgroups->Describe());
+    o.cgroups = impl->cgroups;
     auto runner = ProcessRunner::Open(impl->clock, o, on_exit);
     if (!runner.ok()) {
       impl->log_server->Shutdown();

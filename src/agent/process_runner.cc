@@ -89,7 +89,9 @@ StatusOr<std::unique_ptr<ProcessRunner>> ProcessRunner::Open(Clock& clock,
   if (options.journal_dir.empty()) return InvalidArgument("journal_dir: empty");
   GS_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_dir));
   auto runner = std::unique_ptr<ProcessRunner>(
-      new ProcessRunner(clock, std::move(journal), shim, std::move(on_exit)));
+      new ProcessRunner(clock, std::move(journal), shim,
+                        options.cgroups && options.cgroups->enabled() ? options.cgroups : nullptr,
+                        std::move(on_exit)));
   GS_ASSIGN_OR_RETURN(std::vector<TaskExit> exits, runner->Recover());
   for (const TaskExit& e : exits) runner->on_exit_(e);
   ProcessRunner* raw = runner.get();
@@ -98,10 +100,12 @@ StatusOr<std::unique_ptr<ProcessRunner>> ProcessRunner::Open(Clock& clock,
 }
 
 ProcessRunner::ProcessRunner(Clock& clock, std::unique_ptr<Journal> journal,
-                             std::string shim_path, ExitCallback on_exit)
+                             std::string shim_path, std::shared_ptr<TaskCgroups> cgroups,
+                             ExitCallback on_exit)
     : clock_(clock),
       journal_(std::move(journal)),
       spawner_(std::move(shim_path)),
+      cgroups_(std::move(cgroups)),
       on_exit_(std::move(on_exit)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -142,6 +146,7 @@ StatusOr<std::vector<TaskExit>> ProcessRunner::Recover() {
     }
     // The shim is gone: it recorded the exit (perhaps since the listing), or it died.
     StatusOr<TaskExit> e = journal_->ReadExit(key);
+    if (e.ok()) EndCgroup(key, &*e, false);
     exits.push_back(e.ok() ? *e
                            : Lost(key, e.status().code() == StatusCode::kNotFound
                                            ? kLostReason
@@ -162,6 +167,7 @@ TaskExit ProcessRunner::Lost(const TaskKey& key, const std::string& reason) {
       kill(-run->task_pgid, SIGKILL);
     }
   }
+  if (cgroups_) cgroups_->Remove(key);  // and whatever left the group
   // Not journaled: until it is acknowledged, the next agent reaches the same verdict from
   // the same .run record.
   return TaskExit{key.first, key.second, -1, reason};
@@ -204,7 +210,17 @@ Status ProcessRunner::Launch(const LaunchSpec& spec) {
                            std::to_string(spec.attempt) + " is already running");
     }
   }
-  GS_ASSIGN_OR_RETURN(SpawnedShim spawned, spawner_.Spawn(spec, program, journal_->dir()));
+  std::vector<int> cgroup_fds;
+  if (cgroups_) {
+    GS_ASSIGN_OR_RETURN(cgroup_fds, cgroups_->Create(key, spec.limits));
+  }
+  StatusOr<SpawnedShim> started = spawner_.Spawn(spec, program, journal_->dir(), cgroup_fds);
+  for (int fd : cgroup_fds) close(fd);
+  if (!started.ok()) {
+    if (cgroups_) cgroups_->Remove(key);
+    return started.status();
+  }
+  const SpawnedShim spawned = *started;
   Shim shim;
   shim.pid = spawned.pid;
   shim.own_child = true;
@@ -258,6 +274,31 @@ std::map<TaskKey, TaskProcess> ProcessRunner::Processes() {
   return out;
 }
 
+std::map<pid_t, TaskKey> ProcessRunner::TaskPids() {
+  if (!cgroups_) {
+    std::map<pid_t, TaskKey> pgids;
+    for (const auto& [key, p] : Processes()) pgids[p.pgid] = key;
+    return PidsByProcessGroup(pgids);
+  }
+  std::map<pid_t, TaskKey> out;
+  for (const TaskKey& key : Running()) {
+    for (pid_t pid : cgroups_->Pids(key)) out[pid] = key;
+  }
+  return out;
+}
+
+void ProcessRunner::EndCgroup(const TaskKey& key, TaskExit* e, bool killed_by_agent) {
+  if (!cgroups_) return;
+  if (e->exit_code == 128 + SIGKILL && !killed_by_agent) {
+    const std::string oom = cgroups_->OutOfMemoryReason(key);
+    if (!oom.empty() && e->reason != oom) {
+      e->reason = oom;
+      (void)journal_->WriteExit(*e, e->finished_ms > 0 ? e->finished_ms : clock_.NowMs());
+    }
+  }
+  cgroups_->Remove(key);
+}
+
 void ProcessRunner::Acknowledge(uint64_t id, int64_t attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_ || shims_.count({id, attempt}) != 0) return;
@@ -288,12 +329,14 @@ TaskExit ProcessRunner::Settle(const TaskKey& key, const Shim& shim, int wait_st
       e.reason = "killed: " + shim.kill_reason;
       (void)journal_->WriteExit(e, clock_.NowMs());  // a re-report says the same
     }
+    EndCgroup(key, &e, !shim.kill_reason.empty());
     return e;
   }
   const std::string said = ReadStatusPipe(shim.status_fd);
   if (recorded.status().code() == StatusCode::kNotFound && !said.empty() &&
       wait_status != -1 && WIFEXITED(wait_status)) {
     // The shim could not journal (its .run or its .exit) and said why.
+    if (cgroups_) cgroups_->Remove(key);
     return TaskExit{key.first, key.second, WEXITSTATUS(wait_status), said};
   }
   return Lost(key, recorded.status().code() == StatusCode::kNotFound
@@ -399,6 +442,10 @@ void ProcessRunner::Stop(ShutdownMode mode) {
       }
       if (all_gone) break;
       poll(nullptr, 0, kPollMs);
+    }
+    // Their exits stay in the journal for the next agent; their cgroups need not wait.
+    if (cgroups_) {
+      for (const auto& [key, s] : shims) cgroups_->Remove(key);
     }
   }
   // kLeaveTasks: the shims run on; this agent's children among them are reparented when

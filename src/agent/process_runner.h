@@ -30,6 +30,7 @@
 
 #include "agent/journal.h"
 #include "agent/shim_spawner.h"
+#include "agent/task_cgroup.h"
 #include "agent/task_executor.h"
 #include "base/clock.h"
 #include "base/status.h"
@@ -39,6 +40,9 @@ namespace gpusched::agent {
 struct ProcessRunnerOptions {
   std::string journal_dir;  // <data-dir>/journal; created when missing
   std::string shim_path;    // "" = gpusched-shim next to this process's executable
+  // Set and enabled: each task runs in a cgroup of its own with its LaunchSpec::limits,
+  // removed when its exit is settled (adopted tasks' too). Unset: no cgroups.
+  std::shared_ptr<TaskCgroups> cgroups;
 };
 
 class ProcessRunner final : public TaskExecutor {
@@ -63,6 +67,8 @@ class ProcessRunner final : public TaskExecutor {
   std::vector<TaskKey> Running() const override;
   // From each task's .run record (read once per task).
   std::map<TaskKey, TaskProcess> Processes() override;
+  // From each task's cgroup.procs; without cgroups, from the process groups in /proc.
+  std::map<pid_t, TaskKey> TaskPids() override;
   // Deletes the task's records from the journal. Ignored while the task runs.
   void Acknowledge(uint64_t id, int64_t attempt) override;
   // kKillTasks: SIGKILL every task through its shim and wait for the shim to record the
@@ -83,7 +89,7 @@ class ProcessRunner final : public TaskExecutor {
     TaskProcess process;  // pgid 0 until the shim's .run record was read
   };
   ProcessRunner(Clock& clock, std::unique_ptr<Journal> journal, std::string shim_path,
-                ExitCallback on_exit);
+                std::shared_ptr<TaskCgroups> cgroups, ExitCallback on_exit);
   // Adopts or settles every record of the journal; returns the exits to report.
   StatusOr<std::vector<TaskExit>> Recover();
   // REQUIRES: mu_ held. Starts watching `shim` (its pidfd joins the epoll set).
@@ -97,6 +103,10 @@ class ProcessRunner final : public TaskExecutor {
   // A task whose shim died without recording its exit: kills what is left of it and
   // returns exit -1 with `reason`.
   TaskExit Lost(const TaskKey& key, const std::string& reason);
+  // The task has ended: an exit by SIGKILL (137) that the agent did not ask for, in a
+  // cgroup whose memory limit killed a process, gets the out-of-memory reason (journaled, so
+  // a re-report says it too); then the cgroup goes, with whatever is left in it.
+  void EndCgroup(const TaskKey& key, TaskExit* e, bool killed_by_agent);
   bool Exited(Shim& shim, int* wait_status);
   void Signal(const Shim& shim, int sig);
   void Wake();
@@ -106,6 +116,7 @@ class ProcessRunner final : public TaskExecutor {
   Clock& clock_;
   std::unique_ptr<Journal> journal_;  // reset (unlocked) by Stop, under mu_
   ShimSpawner spawner_;  // guarded by spawn_mu_
+  std::shared_ptr<TaskCgroups> cgroups_;  // null when tasks get no cgroup
   ExitCallback on_exit_;
   std::mutex spawn_mu_;  // held by Launch throughout, and by Stop to set stop_
   int epoll_fd_ = -1;

@@ -30,7 +30,10 @@ struct ChildArgs {
   int null_fd;
   int status_fd;
   const sigset_t* shim_mask;
-  int exec_errno;  // written by the child when execve fails
+  int exec_errno;         // written by the child when execve fails
+  const int* cgroup_fds;  // cgroup.procs files the child joins (task_cgroup.h)
+  size_t cgroup_fd_count;
+  int cgroup_errno;       // written by the child when it cannot join one
 };
 
 // Runs in the child, on its own stack, sharing the agent's memory until execve: only system
@@ -43,6 +46,14 @@ __attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
   // task's. setsid is left to the shim: it can take milliseconds (a new scheduler autogroup)
   // and this thread blocks the agent's until execve.
   sigprocmask(SIG_SETMASK, a->shim_mask, nullptr);
+  // Into the task's cgroup first (its descriptors may be any number, 0-3 included): the shim
+  // and all the task forks are in it from the start.
+  for (size_t i = 0; i < a->cgroup_fd_count; ++i) {
+    if (write(a->cgroup_fds[i], "0", 1) != 1) {
+      a->cgroup_errno = errno;
+      _exit(127);
+    }
+  }
   dup2(a->null_fd, 0);
   dup2(a->log_fd, 1);
   dup2(a->log_fd, 2);
@@ -182,7 +193,8 @@ ShimSpawner::ShimSpawner(std::string shim_path) : shim_path_(std::move(shim_path
 }
 
 StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::string& program,
-                                         const std::string& journal_dir) {
+                                         const std::string& journal_dir,
+                                         const std::vector<int>& cgroup_fds) {
   // Everything the child needs is prepared here: the child makes system calls only.
   GS_ASSIGN_OR_RETURN(std::vector<std::string> args, ShimOptions(spec));
   args.insert(args.begin(), shim_path_);
@@ -213,7 +225,8 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     sigaddset(&shim_mask, s);
   }
   ChildArgs child{shim_path_.c_str(), argv.data(), envp.data(), log_fd,
-                  null_fd,            status_pipe[1], &shim_mask,         0};
+                  null_fd,            status_pipe[1], &shim_mask,         0,
+                  cgroup_fds.data(),  cgroup_fds.size(), 0};
   // This thread is suspended until the child execs, so its stack and arguments stay valid.
   if (!child_stack_) child_stack_.reset(new char[kChildStackBytes]);
   sigset_t all, old;
@@ -229,6 +242,12 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
   if (pid < 0) {
     close(status_pipe[0]);
     return Unavailable(std::string("fork: ") + std::strerror(fork_errno));
+  }
+  if (child.cgroup_errno != 0) {
+    waitpid(pid, nullptr, 0);
+    close(status_pipe[0]);
+    return FailedPrecondition(std::string("cgroup: cannot join the task's cgroup: ") +
+                              std::strerror(child.cgroup_errno));
   }
   if (child.exec_errno != 0) {
     waitpid(pid, nullptr, 0);

@@ -36,8 +36,10 @@ class ShimSpawner {
   // on the task's PATH as the task's user) and journals into `journal_dir`. Returns once the
   // shim runs. The shim's own failures later (it cannot journal, fork) arrive on status_fd;
   // the task's (its user cannot enter its workdir or run its command) in its journaled exit.
+  // `cgroup_fds`: cgroup.procs files open for writing; the shim joins each before it execs.
   StatusOr<SpawnedShim> Spawn(const LaunchSpec& spec, const std::string& program,
-                              const std::string& journal_dir);
+                              const std::string& journal_dir,
+                              const std::vector<int>& cgroup_fds = {});
   const std::string& shim_path() const { return shim_path_; }
 
  private:

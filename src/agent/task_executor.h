@@ -44,6 +44,14 @@ struct TaskUser {
 // What a task runs with. The trust boundary (issue 35): `env` is the task's, data only; what
 // decides the task's identity, files, CPUs and preload is in the other fields, which the
 // agent sets, and reaches gpusched-shim on its argv, never through an environment.
+// What a task's cgroup enforces (task_cgroup.h; ProcessRunner only). 0 = no limit.
+struct TaskLimits {
+  int64_t mem_mib = 0;    // --mem
+  int64_t cpu_milli = 0;  // --cpu
+  std::vector<int> gpus;  // the task's GPUs: device indices on the node (= char 195:index)
+  int node_gpus = 0;      // how many GPUs the node has (each other one is denied)
+};
+
 struct LaunchSpec {
   uint64_t id = 0;
   int64_t attempt = 0;
@@ -66,6 +74,7 @@ struct LaunchSpec {
   // readable by it only (0600). Unset: as the agent's user.
   std::optional<TaskUser> user;
   DurationMs duration_ms = 0;  // NoopExecutor only: how long the task "runs"
+  TaskLimits limits;
 };
 
 struct TaskExit {
@@ -122,6 +131,10 @@ class TaskExecutor {
   // The running tasks whose process is known (ProcessRunner: once the shim has recorded
   // it). None by default: an executor without processes (NoopExecutor) reports no status.
   virtual std::map<TaskKey, TaskProcess> Processes() { return {}; }
+  // The task of each process of a running task (ProcessRunner: from each task's cgroup,
+  // else its process group), never from what a process's environment claims. None by
+  // default.
+  virtual std::map<pid_t, TaskKey> TaskPids() { return {}; }
   // The server has recorded the exit of (id, attempt): forget it. Until then it is kept
   // (on disk, for ProcessRunner) and reported again by the next executor on the same node.
   virtual void Acknowledge(uint64_t id, int64_t attempt) = 0;

@@ -554,6 +554,8 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
   if (t->spec.heartbeat_timeout_ms) as->set_heartbeat_timeout_ms(*t->spec.heartbeat_timeout_ms);
   as->set_workdir(t->spec.workdir);
+  as->set_cgroup_mem_mib(t->spec.resources.mem_mib);
+  as->set_cgroup_cpu_milli(t->spec.resources.cpu_milli);
   // Only an identity the server checked (a token) changes the Unix account a task runs as:
   // with authentication off the user is what the client claimed, recorded and shown, but the
   // task runs as the agent's own user (so `gpusched dev` as root runs tasks as before).

@@ -4,6 +4,8 @@
 //   FAKE_NVML_GPUS   "H200:143771,H200:143771" (name:total MiB per device; default one GPU)
 //   FAKE_NVML_USED   "0:1024,1:0"              (device:MiB used, default 0)
 //   FAKE_NVML_PROCS  "4242:0:700,4243:1:100"   (pid:device:MiB of compute processes)
+//   FAKE_NVML_PROCS_FILE  a file holding such a list, read at each call (set: it wins), so
+//                    a test can name the processes of tasks started after the agent
 //   FAKE_NVML_LOST   "1"                        (devices whose queries fail: lost GPUs)
 //   FAKE_NVML_UTIL   "4242:0:35,4242:0:80"      (pid:device:SM % utilisation samples)
 
@@ -102,13 +104,27 @@ EXPORT int nvmlDeviceGetMemoryInfo(void* device, FakeMemory* memory) {
   memory->free = total - used;
   return NVML_SUCCESS;
 }
+// FAKE_NVML_PROCS, or the contents of FAKE_NVML_PROCS_FILE (into `file_buf`).
+static const char* ProcsList(char* file_buf, size_t size) {
+  const char* path = getenv("FAKE_NVML_PROCS_FILE");
+  if (path == NULL) return Env("FAKE_NVML_PROCS", "");
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return "";
+  size_t n = fread(file_buf, 1, size - 1, f);
+  fclose(f);
+  while (n > 0 && (file_buf[n - 1] == '\n' || file_buf[n - 1] == ' ')) --n;
+  file_buf[n] = '\0';
+  return file_buf;
+}
+
 EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count,
                                                    FakeProcess* infos) {
-  char buf[64];
+  char buf[64], file_buf[1024];
+  const char* procs = ProcsList(file_buf, sizeof file_buf);
   const unsigned dev = (unsigned)(size_t)device - 1;
   if (Lost(dev)) return NVML_ERROR_GPU_IS_LOST;
   unsigned n = 0;
-  for (int i = 0; Item(Env("FAKE_NVML_PROCS", ""), i, buf, sizeof buf); ++i) {
+  for (int i = 0; Item(procs, i, buf, sizeof buf); ++i) {
     unsigned pid = 0, d = 0;
     unsigned long long mib = 0;
     if (sscanf(buf, "%u:%u:%llu", &pid, &d, &mib) != 3 || d != dev) continue;

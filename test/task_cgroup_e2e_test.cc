@@ -116,8 +116,14 @@ TEST_F(TaskCgroupTest, Issue35_TaskCannotOpenAnotherGpusDeviceNode) {
 // holds too much GPU memory is stopped itself, and the task it named runs on. (Before, the
 // id in /proc/PID/environ decided: the named task was killed, the offender kept running.)
 TEST_F(TaskCgroupTest, Issue35_WatchdogStopsTheOffenderNotTheTaskItsEnvironmentNames) {
+  // The build's fake NVML: src/agent/fakelib beside src/cli/gpusched.
+  const std::filesystem::path fakelib =
+      std::filesystem::path(GPUSCHED_BIN).parent_path().parent_path() / "agent" / "fakelib";
+  if (!std::filesystem::exists(fakelib / "libnvidia-ml.so.1")) {
+    GTEST_SKIP() << "no fake libnvidia-ml.so.1 at " << fakelib << " (tests not built)";
+  }
   const std::map<std::string, std::string> env = {
-      {"LD_LIBRARY_PATH", GPUSCHED_FAKE_NVML_DIR},
+      {"LD_LIBRARY_PATH", fakelib.string()},
       {"FAKE_NVML_GPUS", "FAKE:16384"},
       {"FAKE_NVML_PROCS_FILE", path("procs")}};
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);

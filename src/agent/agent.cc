@@ -1056,6 +1056,7 @@ void Agent::Shutdown(ShutdownMode mode) {
   impl_->link_thread.join();
   impl_->heartbeat_thread.join();
   impl_->executor->Stop(mode);
+  if (impl_->cgroups) impl_->cgroups->RemoveSubtreeIfEmpty();
   impl_->log_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
 }
 

@@ -359,6 +359,13 @@ void TaskCgroups::Remove(const TaskKey& key) {
   }
 }
 
+void TaskCgroups::RemoveSubtreeIfEmpty() {
+  for (const std::string* own : {&layout_.v2_dir, &layout_.memory_dir, &layout_.cpu_dir,
+                                 &layout_.devices_dir}) {
+    if (!own->empty()) (void)ops_->RemoveDir(SubtreeOf(*own));  // busy while tasks run on
+  }
+}
+
 std::map<pid_t, TaskKey> PidsByProcessGroup(const std::map<pid_t, TaskKey>& pgids,
                                             const std::string& proc_root) {
   std::map<pid_t, TaskKey> out;

@@ -120,6 +120,10 @@ class TaskCgroups {
   // stays busy (a process stuck in the kernel) is left; a missing one is fine.
   void Remove(const TaskKey& key);
 
+  // Removes the agent's own subtree where it is empty (no task's cgroup left in it), so
+  // agents that stop for good leave nothing behind; kept while tasks it left run on.
+  void RemoveSubtreeIfEmpty();
+
   // The task's directory in each hierarchy used (v2: one).
   std::vector<std::string> DirsOf(const TaskKey& key) const;
 

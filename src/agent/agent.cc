@@ -486,7 +486,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     if (config.executor != ExecutorKind::kProcess) return;  // no process wrote a side file
     const std::string log = LogPath(log_dir, m.ack().id(), m.ack().attempt());
     std::error_code ec;
-    for (const char* side : {".peak", ".gpumem", ".gpuutil", ".heartbeat"}) {
+    for (const char* side : {".peak", ".gpumem", ".gpuutil", ".heartbeat", ".share"}) {
       std::filesystem::remove(log + side, ec);
     }
   }
@@ -784,6 +784,9 @@ void Agent::Impl::InjectPreload(LaunchSpec& spec) {
   spec.env["GPUSCHED_TASK_LD_PRELOAD"] = preload + (rest.empty() ? "" : " " + rest);
   spec.env.erase("LD_PRELOAD");
   spec.env["GPUSCHED_PRELOAD_STATE"] = spec.log_path + ".gpumem";
+  // The share the task cannot change (issue 35): a read-only file on a fixed descriptor; the
+  // variable above stays for programs that lose the descriptor (README of src/preload).
+  spec.gpu_share_mib = spec.env["GPUSCHED_GPU_MEM_MIB"];
 }
 
 // What says a task failed for GPU memory: allocations the share library refused (its

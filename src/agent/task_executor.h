@@ -52,6 +52,9 @@ struct LaunchSpec {
   // readable by it only (0600). Unset: as the agent's user.
   std::optional<TaskUser> user;
   DurationMs duration_ms = 0;  // NoopExecutor only: how long the task "runs"
+  // Set (MiB per GPU, "4096,8192"): ProcessRunner writes the task's share file
+  // (<log>.share, task_share_file.h) and hands it to the task on preload::kShareFd.
+  std::string gpu_share_mib;
 };
 
 struct TaskExit {

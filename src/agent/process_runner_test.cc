@@ -81,7 +81,7 @@ TEST_F(ProcessRunnerTest, Issue35_TheTaskGetsItsShareOnAReadOnlyDescriptor) {
   std::filesystem::create_symlink(path("victim"), s.log_path + ".share");
   ASSERT_TRUE(runner->Launch(s).ok());
   ASSERT_TRUE(rec.WaitFor(7, 1));
-  EXPECT_EQ(ReadFile(s.log_path), "gpusched-share 1\n100,200\n444 " + std::to_string(geteuid()) +
+  EXPECT_EQ(ReadFile(s.log_path), "gpusched-share 1\n100,200\n400 " + std::to_string(geteuid()) +
                                       "\nnot-writable\n");
   EXPECT_EQ(ReadFile(path("victim")), "keep\n");
   EXPECT_FALSE(std::filesystem::is_symlink(s.log_path + ".share"));

@@ -17,11 +17,11 @@ StatusOr<int> CreateShareFile(const std::string& path, const std::string& share_
                     std::strerror(errno));
   };
   if (unlink(path.c_str()) != 0 && errno != ENOENT) return fail("replace");
-  const int out = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  const int out = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
   if (out < 0) return fail("create");
   const std::string text = std::string(preload::kShareFileMagic) + share_mib + "\n";
   const bool written = write(out, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       fchmod(out, 0444) == 0;  // whatever the umask
+                       fchmod(out, 0400) == 0;  // whatever the umask
   const int write_errno = errno;
   close(out);
   if (!written) {

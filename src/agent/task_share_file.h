@@ -12,7 +12,7 @@ namespace gpusched::agent {
 
 // Creates the share file at `path` holding `share_mib` (MiB per device, "4096,8192") and
 // opens it read-only: a new file (one left by an earlier run is replaced), owned by the
-// agent, mode 0444, never reached through a symbolic link. Returns the read-only descriptor
+// agent, mode 0400, never reached through a symbolic link. Returns the read-only descriptor
 // (close-on-exec, numbered 10 or above so the spawn's dup2 onto 0-4 cannot clobber it).
 StatusOr<int> CreateShareFile(const std::string& path, const std::string& share_mib);
 

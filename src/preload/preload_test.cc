@@ -285,7 +285,7 @@ TEST(PreloadTest, Issue35_ImportOfMemoryTheTaskExportedIsNotChargedTwice) {
 }
 
 // The agent's share file, as the agent writes it: owned by root (or by the agent's user,
-// which is not the task's), mode 0444. The test runs as any user: a file of the test's own
+// which is not the task's), mode 0400. The test runs as any user: a file of the test's own
 // user would be the task's own, which the library ignores, so as non-root it is skipped.
 class ShareFileTest : public ::testing::Test {
  protected:
@@ -308,8 +308,7 @@ class ShareFileTest : public ::testing::Test {
   std::string path_;
 };
 
-constexpr auto kReadOnly = std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
-                           std::filesystem::perms::others_read;
+constexpr auto kReadOnly = std::filesystem::perms::owner_read;
 
 TEST_F(ShareFileTest, Issue35_EmptiedShareVariableDoesNotLiftTheShare) {
   Write(std::string(kShareFileMagic) + "100\n", kReadOnly);

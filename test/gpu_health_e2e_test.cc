@@ -2,6 +2,7 @@
 // through `gpusched agent --fault-file` takes a GPU out, its task runs elsewhere, and the GPU
 // returns after the health period; GPU tasks run with the share library preloaded.
 
+#include <filesystem>
 #include <fstream>
 
 #include "cluster_fixture.h"
@@ -79,6 +80,34 @@ TEST_F(ClusterTest, GpuTasksRunWithTheShareLibraryPreloadedAndCpuTasksWithout) {
   EXPECT_EQ(Run({"logs", std::to_string(cpu)}).out, "[]\n");
 }
 
+// Issue 35: a task cannot switch its share off through its environment. The agent hands the
+// share to the task on a read-only descriptor; the task empties (or raises)
+// GPUSCHED_GPU_MEM_MIB and runs a CUDA program (the preload tests' probe against their fake
+// driver): the second 600 MiB of its 1 GiB share is still refused.
+TEST_F(ClusterTest, Issue35_EmptyingTheShareVariableDoesNotLiftTheShare) {
+  // Next to the binary's build directory: src/preload/testing (built with the tests).
+  const std::filesystem::path testing =
+      std::filesystem::path(GPUSCHED_BIN).parent_path().parent_path() / "preload" / "testing";
+  const std::string probe = (testing / "preload_probe").string();
+  if (!std::filesystem::exists(probe)) GTEST_SKIP() << "no preload probe at " << probe;
+  StartAgent("a", "1x16GiB");
+  const std::string run = "LD_LIBRARY_PATH=" + (testing / "fakelib").string() + " " + probe +
+                          " alloc 600 alloc 600";
+  const uint64_t emptied = Submit({"--gpus", "1", "--gpu-mem", "1GiB", "--", "sh", "-c",
+                                   "GPUSCHED_GPU_MEM_MIB= " + run});
+  const uint64_t raised = Submit({"--gpus", "1", "--gpu-mem", "1GiB", "--", "sh", "-c",
+                                  "GPUSCHED_GPU_MEM_MIB=1000000 " + run});
+  for (uint64_t id : {emptied, raised}) {
+    ASSERT_TRUE(WaitState(id, "succeeded"));
+    const std::string out = Run({"logs", std::to_string(id)}).out;
+    EXPECT_NE(out.find("alloc 600: 0\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("alloc 600: 2\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("gpusched: GPU memory share exceeded: refused 600 MiB on device 0, the task "
+                       "holds 600 MiB of its 1024 MiB share"),
+              std::string::npos)
+        << out;
+  }
+}
 
 // Cause-aware retry through agent, server and core: a task whose output shows CUDA running
 // out of memory is retried with a larger share; one that fails otherwise keeps its share.

@@ -498,7 +498,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     executor->Acknowledge(m.ack().id(), m.ack().attempt());
     if (config.executor != ExecutorKind::kProcess) return;  // no process wrote a side file
     const std::string log = LogFileName(m.ack().id(), m.ack().attempt());
-    for (const char* side : {".peak", ".gpumem", ".gpuutil", ".heartbeat"}) {
+    for (const char* side : {".peak", ".gpumem", ".gpuutil", ".heartbeat", ".share"}) {
       unlinkat(log_dir_fd.get(), (log + side).c_str(), 0);  // the name, never a link's target
     }
   }
@@ -781,6 +781,11 @@ void Agent::Impl::InjectPreload(LaunchSpec& spec) {
   spec.ld_preload = preload + (rest.empty() ? "" : " " + rest);
   spec.env.erase("LD_PRELOAD");
   spec.task_files["GPUSCHED_PRELOAD_STATE"] = ".gpumem";
+  // The share the task cannot change (issue 35): a read-only file on a fixed descriptor; the
+  // variable stays for programs that lose the descriptor (README of src/preload).
+  if (auto share = spec.agent_env.find("GPUSCHED_GPU_MEM_MIB"); share != spec.agent_env.end()) {
+    spec.gpu_share_mib = share->second;
+  }
 }
 
 // The task's environment (LaunchSpec): its own variables as data, the reserved names

@@ -68,6 +68,27 @@ TEST_F(ProcessRunnerTest, TheShimGivesTheTaskItsPreloadAndItsCpus) {
             "[libc.so.6][unset]\nCpus_allowed_list:\t" + std::to_string(cpu) + "\n");
 }
 
+// Issue 35: the task's GPU-memory share reaches it as a file it cannot change, on the fixed
+// descriptor the preload library reads (preload/share_file.h); a link planted where the
+// file goes is replaced, not followed.
+TEST_F(ProcessRunnerTest, Issue35_TheTaskGetsItsShareOnAReadOnlyDescriptor) {
+  ExitRecorder rec;
+  auto runner = OpenRunner(rec);
+  LaunchSpec s = Spec(7, {"sh", "-c",
+                          "cat <&4; stat -L -c '%a %u' /proc/self/fd/4; "
+                          "(echo x >&4) 2>/dev/null || echo not-writable"});
+  s.gpu_share_mib = "100,200";
+  std::filesystem::create_directories(path("logs"));
+  std::ofstream(path("victim")) << "keep\n";
+  std::filesystem::create_symlink(path("victim"), s.log_path + ".share");
+  ASSERT_TRUE(runner->Launch(s).ok());
+  ASSERT_TRUE(rec.WaitFor(7, 1));
+  EXPECT_EQ(ReadFile(s.log_path), "gpusched-share 1\n100,200\n400 " + std::to_string(geteuid()) +
+                                      "\nnot-writable\n");
+  EXPECT_EQ(ReadFile(path("victim")), "keep\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(s.log_path + ".share"));
+}
+
 TEST_F(ProcessRunnerTest, UnknownCommandIsNotFound) {
   ExitRecorder rec;
   auto runner = OpenRunner(rec);

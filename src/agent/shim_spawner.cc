@@ -16,6 +16,8 @@
 #include "agent/task_credentials.h"
 #include "agent/task_files.h"
 #include "core/reserved_env.h"
+#include "agent/task_share_file.h"
+#include "preload/share_file.h"
 
 extern char** environ;
 
@@ -29,6 +31,7 @@ struct ChildArgs {
   int log_fd;
   int null_fd;
   int status_fd;
+  int share_fd;  // -1 = none; else numbered 10 or above (task_share_file.h)
   const sigset_t* shim_mask;
   int exec_errno;         // written by the child when execve fails
   const int* cgroup_fds;  // cgroup.procs files the child joins (task_cgroup.h)
@@ -62,7 +65,13 @@ __attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* p) {
   } else {
     dup2(a->status_fd, 3);
   }
-  syscall(SYS_close_range, 4U, ~0U, 0U);  // no agent sockets leak into the shim or task
+  // The share file goes to the shim and the task on a fixed descriptor, left open across
+  // exec (dup2 clears close-on-exec): the preload library reads it (preload/share_file.h).
+  unsigned first_closed = preload::kShareFd;
+  if (a->share_fd >= 0 && dup2(a->share_fd, preload::kShareFd) == preload::kShareFd) {
+    first_closed = preload::kShareFd + 1;
+  }
+  syscall(SYS_close_range, first_closed, ~0U, 0U);  // no agent sockets leak into the shim or task
   execve(a->shim, a->argv, a->envp);
   a->exec_errno = errno;
   _exit(127);
@@ -219,14 +228,26 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     if (null_fd >= 0) close(null_fd);
     return Unavailable(std::string("pipe: ") + std::strerror(err));
   }
+  int share_fd = -1;
+  if (!spec.gpu_share_mib.empty()) {
+    StatusOr<int> share = CreateShareFile(spec.log_path + ".share", spec.gpu_share_mib);
+    if (!share.ok()) {
+      close(log_fd);
+      if (null_fd >= 0) close(null_fd);
+      close(status_pipe[0]);
+      close(status_pipe[1]);
+      return share.status();
+    }
+    share_fd = *share;
+  }
   sigset_t shim_mask;
   sigemptyset(&shim_mask);
   for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU}) {
     sigaddset(&shim_mask, s);
   }
   ChildArgs child{shim_path_.c_str(), argv.data(), envp.data(), log_fd,
-                  null_fd,            status_pipe[1], &shim_mask,         0,
-                  cgroup_fds.data(),  cgroup_fds.size(), 0};
+                  null_fd,            status_pipe[1], share_fd,       &shim_mask,
+                  0,                  cgroup_fds.data(),  cgroup_fds.size(), 0};
   // This thread is suspended until the child execs, so its stack and arguments stay valid.
   if (!child_stack_) child_stack_.reset(new char[kChildStackBytes]);
   sigset_t all, old;
@@ -238,6 +259,7 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   close(log_fd);
   if (null_fd >= 0) close(null_fd);
+  if (share_fd >= 0) close(share_fd);
   close(status_pipe[1]);
   if (pid < 0) {
     close(status_pipe[0]);

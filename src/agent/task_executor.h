@@ -75,6 +75,9 @@ struct LaunchSpec {
   std::optional<TaskUser> user;
   DurationMs duration_ms = 0;  // NoopExecutor only: how long the task "runs"
   TaskLimits limits;
+  // Set (MiB per GPU, "4096,8192"): ProcessRunner writes the task's share file
+  // (<log>.share, task_share_file.h) and hands it to the task on preload::kShareFd.
+  std::string gpu_share_mib;
 };
 
 struct TaskExit {

@@ -77,4 +77,34 @@ Charged AllocationTable::Remove(AllocKind kind, uint64_t key) {
   return out;
 }
 
+Charged AllocationTable::Get(AllocKind kind, uint64_t key) {
+  pthread_mutex_lock(&mu_);
+  Charged out;
+  const size_t found = Find(kind, key);
+  if (found != capacity_) out = entries_[found].charged;
+  pthread_mutex_unlock(&mu_);
+  return out;
+}
+
+bool AllocationTable::MarkFreedInOwner(AllocKind kind, uint64_t key) {
+  pthread_mutex_lock(&mu_);
+  const size_t found = Find(kind, key);
+  if (found != capacity_) entries_[found].charged.freed_in_owner = true;
+  pthread_mutex_unlock(&mu_);
+  return found != capacity_;
+}
+
+void AllocationTable::RemoveFreedInOwner(AllocKind kind, uint64_t owner,
+                                         void (*fn)(const Charged&)) {
+  pthread_mutex_lock(&mu_);
+  for (size_t i = 0; i < capacity_; ++i) {
+    Entry& e = entries_[i];
+    if (e.kind != static_cast<uint8_t>(kind) || e.deleted) continue;
+    if (e.charged.owner != owner || !e.charged.freed_in_owner) continue;
+    e.deleted = true;
+    fn(e.charged);
+  }
+  pthread_mutex_unlock(&mu_);
+}
+
 }  // namespace gpusched::preload

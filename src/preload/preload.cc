@@ -5,19 +5,23 @@
 // points under their real names, so a program linked against libcuda binds to these; and it
 // exports dlsym and wraps cuGetProcAddress(_v2), so a program (or the CUDA runtime) that
 // loads libcuda with dlopen and looks the functions up gets these too. Each wrapper charges
-// the request against the task's share ($GPUSCHED_GPU_MEM_MIB, MiB per visible device, comma
-// separated) in the ShareLedger before calling the real function, found with the real dlsym
-// in libcuda.so.1. See README.md for what is isolated and what is not.
+// the request against the task's share (MiB per visible device, comma separated) in the
+// ShareLedger before calling the real function, found with the real dlsym
+// in libcuda.so.1. The share comes from the agent's share file (an inherited descriptor,
+// share_file.h) when there is one, the variable only otherwise, and is read when the library
+// loads. See README.md for what is isolated and what is not.
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "preload/allocation_table.h"
 #include "preload/cuda_types.h"
+#include "preload/share_file.h"
 #include "preload/share_ledger.h"
 
 #define GPUSCHED_EXPORT extern "C" __attribute__((visibility("default")))
@@ -82,7 +86,7 @@ Fn Resolve(Fn* cache, const char* name) {
 // ------------------------------------------------------------ the share
 
 struct Share {
-  bool limited = false;  // GPUSCHED_GPU_MEM_MIB set: every allocation is charged
+  bool limited = false;  // a share is known: every allocation is charged
   bool invalid = false;  // set but unreadable: every allocation is refused (fail closed)
   int devices = 0;
   uint64_t limit_bytes[kMaxDevices] = {};
@@ -113,15 +117,65 @@ bool ParseShare(const char* text, Share* share) {
   return share->devices > 0;
 }
 
+// Where the share came from, read when the library loads (before the program's main can
+// touch its environment or descriptors).
+enum class ShareSource { kNone, kEnv, kFile, kUntrustedFile };
+struct ShareText {
+  ShareSource source = ShareSource::kNone;
+  char text[256] = {};
+};
+ShareText g_share_text;
+
+// The share file at kShareFd (share_file.h): kFile when trustworthy, kUntrustedFile when it
+// carries the magic but the task could have written it, kNone when there is no share file
+// there (no descriptor, or one that is not the agent's).
+ShareSource ReadShareFile(char* text, size_t size) {
+  struct stat st;
+  if (fstat(kShareFd, &st) != 0 || !S_ISREG(st.st_mode)) return ShareSource::kNone;
+  char buf[256];
+  const ssize_t n = pread(kShareFd, buf, sizeof buf - 1, 0);
+  const size_t magic = sizeof kShareFileMagic - 1;
+  if (n < static_cast<ssize_t>(magic) || memcmp(buf, kShareFileMagic, magic) != 0) {
+    return ShareSource::kNone;
+  }
+  buf[n] = '\0';
+  const uid_t me = geteuid();
+  if (st.st_uid == me && me != 0) return ShareSource::kNone;  // the task's own: no authority
+  if ((st.st_mode & 0222) != 0) return ShareSource::kUntrustedFile;
+  char* end = strchr(buf + magic, '\n');
+  if (end != nullptr) *end = '\0';
+  snprintf(text, size, "%s", buf + magic);
+  return ShareSource::kFile;
+}
+
+void ReadShareSource() {
+  ShareText& t = g_share_text;
+  t.source = ReadShareFile(t.text, sizeof t.text);
+  if (t.source != ShareSource::kNone) return;
+  const char* env = getenv("GPUSCHED_GPU_MEM_MIB");  // no share file: the fallback
+  if (env == nullptr || env[0] == '\0') return;
+  t.source = ShareSource::kEnv;
+  snprintf(t.text, sizeof t.text, "%s", env);
+}
+
 void InitShare() {
-  const char* text = getenv("GPUSCHED_GPU_MEM_MIB");
-  if (text == nullptr || text[0] == '\0') return;  // no share: the wrappers pass through
+  const ShareText& t = g_share_text;
+  if (t.source == ShareSource::kNone) return;  // no share: the wrappers pass through
   g_share.limited = true;
-  char msg[256];
-  if (!ParseShare(text, &g_share)) {
+  char msg[320];
+  if (t.source == ShareSource::kUntrustedFile) {
+    snprintf(msg, sizeof msg, "gpusched preload: the share file (descriptor %d) is writable; "
+             "refusing every GPU allocation\n", kShareFd);
+    Say(msg);
+    g_share.invalid = true;
+    return;
+  }
+  if (!ParseShare(t.text, &g_share)) {
     snprintf(msg, sizeof msg,
-             "gpusched preload: GPUSCHED_GPU_MEM_MIB=\"%.64s\" is not MiB per device (e.g. "
-             "\"4096\" or \"4096,4096\"); refusing every GPU allocation\n", text);
+             "gpusched preload: %s\"%.64s\" is not MiB per device (e.g. \"4096\" or "
+             "\"4096,4096\"); refusing every GPU allocation\n",
+             t.source == ShareSource::kFile ? "the share file's " : "GPUSCHED_GPU_MEM_MIB=",
+             t.text);
     Say(msg);
     g_share.invalid = true;
     return;
@@ -194,11 +248,19 @@ CUresult ChargeAndAllocate(int device, uint64_t bytes, AllocKind kind, Allocate 
   return CUDA_SUCCESS;
 }
 
-void Uncharge(AllocKind kind, uint64_t key) {
+// Gives back what (kind, key) was charged; false when it was not charged.
+bool Uncharge(AllocKind kind, uint64_t key) {
   const Share& share = TheShare();
-  if (!share.limited || share.ledger == nullptr) return;
+  if (!share.limited || share.ledger == nullptr) return false;
   const Charged c = g_table.Remove(kind, key);
   if (c.device >= 0) share.ledger->Release(c.device, c.bytes);
+  return c.device >= 0;
+}
+
+// A device pointer freed with cuMemFree or cuMemFreeAsync: an allocation of its own, or a
+// graph's allocation freed outside the graph.
+void UnchargePointer(CUdeviceptr dptr) {
+  if (!Uncharge(AllocKind::kDevicePtr, dptr)) Uncharge(AllocKind::kGraphAlloc, dptr);
 }
 
 uint64_t ArrayBytes(size_t width, size_t height, size_t depth, CUarray_format format,
@@ -275,7 +337,7 @@ GPUSCHED_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
 GPUSCHED_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   REAL(MemFreeFn, "cuMemFree_v2");
   const CUresult r = real(dptr);
-  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kDevicePtr, dptr);
+  if (r == CUDA_SUCCESS) UnchargePointer(dptr);
   return r;
 }
 
@@ -336,7 +398,9 @@ GPUSCHED_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
 GPUSCHED_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   REAL(MemReleaseFn, "cuMemRelease");
   const CUresult r = real(handle);
-  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kHandle, handle);
+  if (r == CUDA_SUCCESS && !Uncharge(AllocKind::kHandle, handle)) {
+    g_table.Remove(AllocKind::kImportedHandle, handle);
+  }
   return r;
 }
 
@@ -383,14 +447,14 @@ GPUSCHED_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, C
 GPUSCHED_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
   REAL(MemFreeAsyncFn, "cuMemFreeAsync");
   const CUresult r = real(dptr, stream);
-  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kDevicePtr, dptr);
+  if (r == CUDA_SUCCESS) UnchargePointer(dptr);
   return r;
 }
 
 GPUSCHED_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
   REAL(MemFreeAsyncFn, "cuMemFreeAsync_ptsz");
   const CUresult r = real(dptr, stream);
-  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kDevicePtr, dptr);
+  if (r == CUDA_SUCCESS) UnchargePointer(dptr);
   return r;
 }
 
@@ -411,6 +475,389 @@ GPUSCHED_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes
   const uint64_t left = held < total ? total - held : 0;
   *total_bytes = static_cast<size_t>(total);
   if (left < *free_bytes) *free_bytes = static_cast<size_t>(left);
+  return r;
+}
+
+// ------------------------------------------------------------ mipmapped arrays
+
+using MipmappedArrayCreateFn = CUresult (*)(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*,
+                                            unsigned int);
+using MipmappedArrayDestroyFn = CUresult (*)(CUmipmappedArray);
+
+GPUSCHED_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array);
+
+// Every level, each half the one above in each dimension it has (at least 1). More levels
+// than the dimensions allow are the driver's to refuse; at most 64 are counted.
+static uint64_t MipmapBytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels) {
+  uint64_t total = 0;
+  size_t w = d.Width, h = d.Height, z = d.Depth;
+  for (unsigned l = 0; l < levels && l < 64; ++l) {
+    total += ArrayBytes(w, h, z, d.Format, d.NumChannels);
+    w = w > 1 ? w / 2 : w;
+    h = h > 1 ? h / 2 : h;
+    z = z > 1 && (d.Flags & 0x01) == 0 ? z / 2 : z;  // CUDA_ARRAY3D_LAYERED keeps its layers
+  }
+  return total;
+}
+
+GPUSCHED_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* array,
+                                                const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                                unsigned int levels) {
+  REAL(MipmappedArrayCreateFn, "cuMipmappedArrayCreate");
+  if (array == nullptr || desc == nullptr) return real(array, desc, levels);
+  return ChargeAndAllocate(
+      CurrentDevice(), MipmapBytes(*desc, levels), AllocKind::kMipmap,
+      [&](uint64_t* key) {
+        const CUresult r = real(array, desc, levels);
+        if (key != nullptr) *key = reinterpret_cast<uintptr_t>(*array);
+        return r;
+      },
+      [](uint64_t key) { cuMipmappedArrayDestroy(reinterpret_cast<CUmipmappedArray>(key)); });
+}
+
+GPUSCHED_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array) {
+  REAL(MipmappedArrayDestroyFn, "cuMipmappedArrayDestroy");
+  const CUresult r = real(array);
+  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kMipmap, reinterpret_cast<uintptr_t>(array));
+  return r;
+}
+
+// ------------------------------------------------------------ graph memory nodes
+
+// A graph's allocation node is charged when it is added (its memory exists whenever the
+// graph runs) and given back when it is freed outside the graph (cuMemFree(Async)), or,
+// when the graph has a free node for it, when the graph is destroyed.
+using GraphAddMemAllocNodeFn = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                            CUDA_MEM_ALLOC_NODE_PARAMS*);
+using GraphAddMemFreeNodeFn = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                           CUdeviceptr);
+using GraphAddNodeFn = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                    CUgraphNodeParams*);
+using GraphAddNodeV2Fn = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*,
+                                      const CUgraphEdgeData*, size_t, CUgraphNodeParams*);
+using GraphDestroyFn = CUresult (*)(CUgraph);
+using GraphDestroyNodeFn = CUresult (*)(CUgraphNode);
+
+template <typename Call>
+static CUresult ChargedGraphAlloc(CUgraph graph, CUgraphNode* node,
+                                  CUDA_MEM_ALLOC_NODE_PARAMS* params, Call call) {
+  const int device = params->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                         ? params->poolProps.location.id
+                         : CurrentDevice();
+  const Share& share = TheShare();
+  if (!share.limited) return call();
+  if (share.invalid || !share.ledger->Charge(device, params->bytesize, LimitOf(share, device))) {
+    return Refuse(share, device, params->bytesize);
+  }
+  const CUresult r = call();
+  Charged charged{device, params->bytesize, reinterpret_cast<uintptr_t>(graph), false};
+  if (r == CUDA_SUCCESS && g_table.Insert(AllocKind::kGraphAlloc, params->dptr, charged)) {
+    return r;
+  }
+  share.ledger->Release(device, params->bytesize);
+  if (r != CUDA_SUCCESS) return r;
+  static GraphDestroyNodeFn destroy = nullptr;
+  if (GraphDestroyNodeFn fn = Resolve(&destroy, "cuGraphDestroyNode")) fn(*node);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void NoteGraphFree(CUdeviceptr dptr) {
+  if (TheShare().limited) g_table.MarkFreedInOwner(AllocKind::kGraphAlloc, dptr);
+}
+
+GPUSCHED_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph,
+                                                const CUgraphNode* deps, size_t count,
+                                                CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  REAL(GraphAddMemAllocNodeFn, "cuGraphAddMemAllocNode");
+  if (node == nullptr || params == nullptr) return real(node, graph, deps, count, params);
+  return ChargedGraphAlloc(graph, node, params,
+                           [&] { return real(node, graph, deps, count, params); });
+}
+
+GPUSCHED_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph,
+                                               const CUgraphNode* deps, size_t count,
+                                               CUdeviceptr dptr) {
+  REAL(GraphAddMemFreeNodeFn, "cuGraphAddMemFreeNode");
+  const CUresult r = real(node, graph, deps, count, dptr);
+  if (r == CUDA_SUCCESS) NoteGraphFree(dptr);
+  return r;
+}
+
+// cuGraphAddNode (12.2) and _v2 (12.3, with edge data) add any kind of node.
+template <typename Call>
+static CUresult AddNode(CUgraphNode* node, CUgraph graph, CUgraphNodeParams* params, Call call) {
+  if (node == nullptr || params == nullptr) return call();
+  if (params->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    return ChargedGraphAlloc(graph, node, &params->alloc, call);
+  }
+  const CUresult r = call();
+  if (r == CUDA_SUCCESS && params->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+    NoteGraphFree(params->free_dptr);
+  }
+  return r;
+}
+
+GPUSCHED_EXPORT CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                                        size_t count, CUgraphNodeParams* params) {
+  REAL(GraphAddNodeFn, "cuGraphAddNode");
+  return AddNode(node, graph, params, [&] { return real(node, graph, deps, count, params); });
+}
+
+GPUSCHED_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph,
+                                           const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                                           size_t count, CUgraphNodeParams* params) {
+  REAL(GraphAddNodeV2Fn, "cuGraphAddNode_v2");
+  return AddNode(node, graph, params,
+                 [&] { return real(node, graph, deps, edges, count, params); });
+}
+
+GPUSCHED_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
+  REAL(GraphDestroyFn, "cuGraphDestroy");
+  const CUresult r = real(graph);
+  const Share& share = TheShare();
+  if (r != CUDA_SUCCESS || !share.limited || share.ledger == nullptr) return r;
+  g_table.RemoveFreedInOwner(AllocKind::kGraphAlloc, reinterpret_cast<uintptr_t>(graph),
+                             [](const Charged& c) { g_share.ledger->Release(c.device, c.bytes); });
+  return r;
+}
+
+// ------------------------------------------------------------ memory pools
+
+// A pool created here remembers its device; an allocation from a pool that was not (a
+// device's default pool) is charged to the current device.
+using MemPoolCreateFn = CUresult (*)(CUmemoryPool*, const CUmemPoolProps*);
+using MemPoolDestroyFn = CUresult (*)(CUmemoryPool);
+using MemAllocFromPoolAsyncFn = CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+
+GPUSCHED_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  REAL(MemPoolCreateFn, "cuMemPoolCreate");
+  const CUresult r = real(pool, props);
+  if (r == CUDA_SUCCESS && pool != nullptr && props != nullptr && TheShare().limited &&
+      props->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    g_table.Insert(AllocKind::kPool, reinterpret_cast<uintptr_t>(*pool),
+                   {props->location.id, 0, 0, false});
+  }
+  return r;
+}
+
+GPUSCHED_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  REAL(MemPoolDestroyFn, "cuMemPoolDestroy");
+  const CUresult r = real(pool);
+  if (r == CUDA_SUCCESS) g_table.Remove(AllocKind::kPool, reinterpret_cast<uintptr_t>(pool));
+  return r;
+}
+
+static int PoolDevice(CUmemoryPool pool) {
+  const Charged c = g_table.Get(AllocKind::kPool, reinterpret_cast<uintptr_t>(pool));
+  return c.device >= 0 ? c.device : CurrentDevice();
+}
+
+static CUresult AllocFromPool(MemAllocFromPoolAsyncFn real, CUdeviceptr* dptr, size_t bytes,
+                              CUmemoryPool pool, CUstream stream) {
+  if (dptr == nullptr) return real(dptr, bytes, pool, stream);
+  return ChargeAndAllocate(PoolDevice(pool), bytes, AllocKind::kDevicePtr,
+                           [&](uint64_t* key) {
+                             const CUresult r = real(dptr, bytes, pool, stream);
+                             if (key != nullptr) *key = *dptr;
+                             return r;
+                           },
+                           [](uint64_t key) { cuMemFree_v2(key); });
+}
+
+GPUSCHED_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes,
+                                                 CUmemoryPool pool, CUstream stream) {
+  REAL(MemAllocFromPoolAsyncFn, "cuMemAllocFromPoolAsync");
+  return AllocFromPool(real, dptr, bytes, pool, stream);
+}
+
+GPUSCHED_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes,
+                                                      CUmemoryPool pool, CUstream stream) {
+  REAL(MemAllocFromPoolAsyncFn, "cuMemAllocFromPoolAsync_ptsz");
+  return AllocFromPool(real, dptr, bytes, pool, stream);
+}
+
+// ------------------------------------------------------------ imports from other processes
+
+// Memory another process exported is charged to the importer unless a process of this task
+// exported it (then it is charged already, to the exporter): exports are listed in the
+// ledger by fingerprint (the handle's bytes; for a file descriptor, its file's identity).
+using IpcGetMemHandleFn = CUresult (*)(CUipcMemHandle*, CUdeviceptr);
+using IpcOpenMemHandleFn = CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned int);
+using IpcCloseMemHandleFn = CUresult (*)(CUdeviceptr);
+using MemGetAddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+using MemPoolExportPointerFn = CUresult (*)(CUmemPoolPtrExportData*, CUdeviceptr);
+using MemPoolImportPointerFn = CUresult (*)(CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportData*);
+using MemExportToShareableHandleFn = CUresult (*)(void*, CUmemGenericAllocationHandle,
+                                                  CUmemAllocationHandleType, unsigned long long);
+using MemImportFromShareableHandleFn = CUresult (*)(CUmemGenericAllocationHandle*, void*,
+                                                    CUmemAllocationHandleType);
+using MemMapFn = CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                              unsigned long long);
+using MemUnmapFn = CUresult (*)(CUdeviceptr, size_t);
+
+static uint64_t Fingerprint(const void* bytes, size_t size) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (size_t i = 0; i < size; ++i) {
+    h = (h ^ static_cast<const unsigned char*>(bytes)[i]) * 1099511628211ULL;
+  }
+  return h == 0 ? 1 : h;
+}
+
+static uint64_t FingerprintOf(const void* handle, CUmemAllocationHandleType type) {
+  if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    struct stat st;
+    if (fstat(static_cast<int>(reinterpret_cast<intptr_t>(handle)), &st) != 0) return 0;
+    const uint64_t id[2] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+    return Fingerprint(id, sizeof id);
+  }
+  if (type == CU_MEM_HANDLE_TYPE_FABRIC && handle != nullptr) {
+    return Fingerprint(handle, sizeof(CUmemFabricHandle));
+  }
+  return 0;  // other types (Win32, none): never found among exports, so charged
+}
+
+static void NoteExported(uint64_t print) {
+  const Share& share = TheShare();
+  if (share.limited && share.ledger != nullptr && print != 0) share.ledger->NoteExported(print);
+}
+
+static bool ExportedByTheTask(uint64_t print) {
+  const Share& share = TheShare();
+  return share.ledger != nullptr && share.ledger->WasExported(print);
+}
+
+// Charges what `open` mapped at *dptr (its size from the driver) under (kind, *dptr); when
+// it does not fit, `close` unmaps it again and the import is refused.
+template <typename Open, typename Close>
+static CUresult ChargeImport(CUdeviceptr* dptr, int device, AllocKind kind, Open open,
+                             Close close) {
+  const Share& share = TheShare();
+  const CUresult r = open();
+  if (r != CUDA_SUCCESS || !share.limited) return r;
+  static MemGetAddressRangeFn range = nullptr;
+  MemGetAddressRangeFn get_range = Resolve(&range, "cuMemGetAddressRange_v2");
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
+  if (get_range == nullptr || get_range(&base, &bytes, *dptr) != CUDA_SUCCESS) bytes = 0;
+  const bool charged =
+      !share.invalid && share.ledger->Charge(device, bytes, LimitOf(share, device));
+  if (charged && g_table.Insert(kind, *dptr, {device, bytes, 0, false})) return r;
+  if (charged) share.ledger->Release(device, bytes);
+  close(*dptr);
+  *dptr = 0;
+  return Refuse(share, device, bytes);
+}
+
+GPUSCHED_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  REAL(IpcGetMemHandleFn, "cuIpcGetMemHandle");
+  const CUresult r = real(handle, dptr);
+  if (r == CUDA_SUCCESS && handle != nullptr) NoteExported(Fingerprint(handle, sizeof *handle));
+  return r;
+}
+
+GPUSCHED_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  REAL(IpcCloseMemHandleFn, "cuIpcCloseMemHandle");
+  const CUresult r = real(dptr);
+  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kIpcPtr, dptr);
+  return r;
+}
+
+static CUresult IpcOpen(IpcOpenMemHandleFn real, CUdeviceptr* dptr, CUipcMemHandle handle,
+                        unsigned int flags) {
+  if (dptr == nullptr || ExportedByTheTask(Fingerprint(&handle, sizeof handle))) {
+    return real(dptr, handle, flags);
+  }
+  return ChargeImport(dptr, CurrentDevice(), AllocKind::kIpcPtr,
+                      [&] { return real(dptr, handle, flags); },
+                      [](CUdeviceptr p) {
+                        static IpcCloseMemHandleFn c = nullptr;
+                        if (IpcCloseMemHandleFn fn = Resolve(&c, "cuIpcCloseMemHandle")) fn(p);
+                      });
+}
+
+GPUSCHED_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr, CUipcMemHandle handle,
+                                            unsigned int flags) {
+  REAL(IpcOpenMemHandleFn, "cuIpcOpenMemHandle");
+  return IpcOpen(real, dptr, handle, flags);
+}
+
+GPUSCHED_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
+                                               unsigned int flags) {
+  REAL(IpcOpenMemHandleFn, "cuIpcOpenMemHandle_v2");
+  return IpcOpen(real, dptr, handle, flags);
+}
+
+GPUSCHED_EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData* data, CUdeviceptr dptr) {
+  REAL(MemPoolExportPointerFn, "cuMemPoolExportPointer");
+  const CUresult r = real(data, dptr);
+  if (r == CUDA_SUCCESS && data != nullptr) NoteExported(Fingerprint(data, sizeof *data));
+  return r;
+}
+
+// An imported pool pointer is freed with cuMemFree(Async): it is keyed as a device pointer.
+GPUSCHED_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr* dptr, CUmemoryPool pool,
+                                                CUmemPoolPtrExportData* data) {
+  REAL(MemPoolImportPointerFn, "cuMemPoolImportPointer");
+  if (dptr == nullptr || data == nullptr || ExportedByTheTask(Fingerprint(data, sizeof *data))) {
+    return real(dptr, pool, data);
+  }
+  return ChargeImport(dptr, PoolDevice(pool), AllocKind::kDevicePtr,
+                      [&] { return real(dptr, pool, data); },
+                      [](CUdeviceptr p) {
+                        static MemFreeFn f = nullptr;
+                        if (MemFreeFn fn = Resolve(&f, "cuMemFree_v2")) fn(p);
+                      });
+}
+
+GPUSCHED_EXPORT CUresult cuMemExportToShareableHandle(void* shareable,
+                                                      CUmemGenericAllocationHandle handle,
+                                                      CUmemAllocationHandleType type,
+                                                      unsigned long long flags) {
+  REAL(MemExportToShareableHandleFn, "cuMemExportToShareableHandle");
+  const CUresult r = real(shareable, handle, type, flags);
+  if (r != CUDA_SUCCESS || shareable == nullptr) return r;
+  const void* os_handle = type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                              ? reinterpret_cast<void*>(static_cast<intptr_t>(
+                                    *static_cast<int*>(shareable)))
+                              : shareable;
+  NoteExported(FingerprintOf(os_handle, type));
+  return r;
+}
+
+// The size of an imported VMM handle is known only when it is mapped: a handle from outside
+// the task is remembered here and each mapping of it is charged (cuMemMap) until unmapped.
+GPUSCHED_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                        void* os_handle,
+                                                        CUmemAllocationHandleType type) {
+  REAL(MemImportFromShareableHandleFn, "cuMemImportFromShareableHandle");
+  const bool charge = TheShare().limited && !ExportedByTheTask(FingerprintOf(os_handle, type));
+  const CUresult r = real(handle, os_handle, type);
+  if (r == CUDA_SUCCESS && handle != nullptr && charge) {
+    g_table.Insert(AllocKind::kImportedHandle, *handle, {CurrentDevice(), 0, 0, false});
+  }
+  return r;
+}
+
+GPUSCHED_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                  CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  REAL(MemMapFn, "cuMemMap");
+  const Charged imported = g_table.Get(AllocKind::kImportedHandle, handle);
+  if (imported.device < 0) return real(ptr, size, offset, handle, flags);
+  return ChargeAndAllocate(imported.device, size, AllocKind::kMapping,
+                           [&](uint64_t* key) {
+                             if (key != nullptr) *key = ptr;
+                             return real(ptr, size, offset, handle, flags);
+                           },
+                           [size](uint64_t key) {
+                             static MemUnmapFn u = nullptr;
+                             if (MemUnmapFn fn = Resolve(&u, "cuMemUnmap")) fn(key, size);
+                           });
+}
+
+GPUSCHED_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  REAL(MemUnmapFn, "cuMemUnmap");
+  const CUresult r = real(ptr, size);
+  if (r == CUDA_SUCCESS) Uncharge(AllocKind::kMapping, ptr);
   return r;
 }
 
@@ -443,6 +890,27 @@ const Wrapped kWrapped[] = {
     {"cuMemFreeAsync", reinterpret_cast<void*>(&cuMemFreeAsync)},
     {"cuMemFreeAsync_ptsz", reinterpret_cast<void*>(&cuMemFreeAsync_ptsz)},
     {"cuMemGetInfo_v2", reinterpret_cast<void*>(&cuMemGetInfo_v2)},
+    {"cuMipmappedArrayCreate", reinterpret_cast<void*>(&cuMipmappedArrayCreate)},
+    {"cuMipmappedArrayDestroy", reinterpret_cast<void*>(&cuMipmappedArrayDestroy)},
+    {"cuGraphAddMemAllocNode", reinterpret_cast<void*>(&cuGraphAddMemAllocNode)},
+    {"cuGraphAddMemFreeNode", reinterpret_cast<void*>(&cuGraphAddMemFreeNode)},
+    {"cuGraphAddNode", reinterpret_cast<void*>(&cuGraphAddNode)},
+    {"cuGraphAddNode_v2", reinterpret_cast<void*>(&cuGraphAddNode_v2)},
+    {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy)},
+    {"cuMemPoolCreate", reinterpret_cast<void*>(&cuMemPoolCreate)},
+    {"cuMemPoolDestroy", reinterpret_cast<void*>(&cuMemPoolDestroy)},
+    {"cuMemAllocFromPoolAsync", reinterpret_cast<void*>(&cuMemAllocFromPoolAsync)},
+    {"cuMemAllocFromPoolAsync_ptsz", reinterpret_cast<void*>(&cuMemAllocFromPoolAsync_ptsz)},
+    {"cuIpcGetMemHandle", reinterpret_cast<void*>(&cuIpcGetMemHandle)},
+    {"cuIpcOpenMemHandle", reinterpret_cast<void*>(&cuIpcOpenMemHandle)},
+    {"cuIpcOpenMemHandle_v2", reinterpret_cast<void*>(&cuIpcOpenMemHandle_v2)},
+    {"cuIpcCloseMemHandle", reinterpret_cast<void*>(&cuIpcCloseMemHandle)},
+    {"cuMemPoolExportPointer", reinterpret_cast<void*>(&cuMemPoolExportPointer)},
+    {"cuMemPoolImportPointer", reinterpret_cast<void*>(&cuMemPoolImportPointer)},
+    {"cuMemExportToShareableHandle", reinterpret_cast<void*>(&cuMemExportToShareableHandle)},
+    {"cuMemImportFromShareableHandle", reinterpret_cast<void*>(&cuMemImportFromShareableHandle)},
+    {"cuMemMap", reinterpret_cast<void*>(&cuMemMap)},
+    {"cuMemUnmap", reinterpret_cast<void*>(&cuMemUnmap)},
     {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
     {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
 };
@@ -458,7 +926,8 @@ void* WrapperForSymbol(const char* name) {
 // cuGetProcAddress takes base names ("cuMemAlloc") and the CUDA version the caller was built
 // for; the driver answers with the matching version of the entry point. The _v2 entry points
 // wrapped here are the ones for 3.2 and later; an older caller gets the driver's function
-// unwrapped (the 32-bit API of CUDA 3.1, not limited).
+// unwrapped (the 32-bit API of CUDA 3.1, not limited). Where a name has two versions with
+// wrappers (cuGraphAddNode, cuIpcOpenMemHandle) the newer entry comes first.
 struct ProcEntry {
   const char* base;
   int since;          // the first CUDA version the wrapper's entry point answers for
@@ -487,10 +956,30 @@ void* WrapperForProc(const char* symbol, int cuda_version, cuuint64_t flags) {
        reinterpret_cast<void*>(&cuMemAllocAsync_ptsz)},
       {"cuMemFreeAsync", 0, reinterpret_cast<void*>(&cuMemFreeAsync),
        reinterpret_cast<void*>(&cuMemFreeAsync_ptsz)},
+      {"cuMipmappedArrayCreate", 0, reinterpret_cast<void*>(&cuMipmappedArrayCreate), nullptr},
+      {"cuMipmappedArrayDestroy", 0, reinterpret_cast<void*>(&cuMipmappedArrayDestroy), nullptr},
+      {"cuGraphAddMemAllocNode", 0, reinterpret_cast<void*>(&cuGraphAddMemAllocNode), nullptr},
+      {"cuGraphAddMemFreeNode", 0, reinterpret_cast<void*>(&cuGraphAddMemFreeNode), nullptr},
+      {"cuGraphAddNode", 12030, reinterpret_cast<void*>(&cuGraphAddNode_v2), nullptr},
+      {"cuGraphAddNode", 0, reinterpret_cast<void*>(&cuGraphAddNode), nullptr},
+      {"cuGraphDestroy", 0, reinterpret_cast<void*>(&cuGraphDestroy), nullptr},
+      {"cuMemPoolCreate", 0, reinterpret_cast<void*>(&cuMemPoolCreate), nullptr},
+      {"cuMemPoolDestroy", 0, reinterpret_cast<void*>(&cuMemPoolDestroy), nullptr},
+      {"cuMemAllocFromPoolAsync", 0, reinterpret_cast<void*>(&cuMemAllocFromPoolAsync), reinterpret_cast<void*>(&cuMemAllocFromPoolAsync_ptsz)},
+      {"cuIpcGetMemHandle", 0, reinterpret_cast<void*>(&cuIpcGetMemHandle), nullptr},
+      {"cuIpcOpenMemHandle", 11000, reinterpret_cast<void*>(&cuIpcOpenMemHandle_v2), nullptr},
+      {"cuIpcOpenMemHandle", 0, reinterpret_cast<void*>(&cuIpcOpenMemHandle), nullptr},
+      {"cuIpcCloseMemHandle", 0, reinterpret_cast<void*>(&cuIpcCloseMemHandle), nullptr},
+      {"cuMemPoolExportPointer", 0, reinterpret_cast<void*>(&cuMemPoolExportPointer), nullptr},
+      {"cuMemPoolImportPointer", 0, reinterpret_cast<void*>(&cuMemPoolImportPointer), nullptr},
+      {"cuMemExportToShareableHandle", 0, reinterpret_cast<void*>(&cuMemExportToShareableHandle), nullptr},
+      {"cuMemImportFromShareableHandle", 0, reinterpret_cast<void*>(&cuMemImportFromShareableHandle), nullptr},
+      {"cuMemMap", 0, reinterpret_cast<void*>(&cuMemMap), nullptr},
+      {"cuMemUnmap", 0, reinterpret_cast<void*>(&cuMemUnmap), nullptr},
   };
   for (const ProcEntry& e : kProcs) {
-    if (strcmp(e.base, symbol) != 0) continue;
-    if (cuda_version < e.since) return nullptr;
+    // The first entry of the name the caller's version reaches (newer entries come first).
+    if (strcmp(e.base, symbol) != 0 || cuda_version < e.since) continue;
     if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && e.per_thread != nullptr) {
       return e.per_thread;
     }
@@ -542,7 +1031,10 @@ void AfterForkInChild() {
   if (g_share.ledger != nullptr) g_share.ledger->ResetAfterFork();
 }
 
-__attribute__((constructor)) void OnLoad() { pthread_atfork(nullptr, nullptr, AfterForkInChild); }
+__attribute__((constructor)) void OnLoad() {
+  ReadShareSource();
+  pthread_atfork(nullptr, nullptr, AfterForkInChild);
+}
 
 // The driver frees a process's memory when it ends: so does the ledger.
 __attribute__((destructor)) void OnUnload() {

@@ -15,8 +15,10 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "preload/share_file.h"
 #include "preload/share_ledger.h"
 
 namespace gpusched::preload {
@@ -30,14 +32,17 @@ struct ProbeRun {
 };
 
 // Runs `probe` with `args` in an environment of exactly `env` plus PATH; LD_PRELOAD is the
-// preload library when `preload`.
+// preload library when `preload`; `share_file`, when not empty, is open read-only on the
+// share descriptor (share_file.h), as the agent hands it to a task.
 ProbeRun Probe(const std::string& probe, const std::string& args,
-               std::map<std::string, std::string> env, bool preload = true) {
+               std::map<std::string, std::string> env, bool preload = true,
+               const std::string& share_file = "") {
   env["LD_LIBRARY_PATH"] = GPUSCHED_FAKE_CUDA_DIR;
   if (preload) env["LD_PRELOAD"] = GPUSCHED_PRELOAD_LIB;
   std::string command = "env -i PATH=/usr/bin:/bin";
   for (const auto& [k, v] : env) command += " " + k + "='" + v + "'";
   command += " " + probe + " " + args + " 2>&1";
+  if (!share_file.empty()) command += " " + std::to_string(kShareFd) + "<'" + share_file + "'";
   ProbeRun run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -68,6 +73,12 @@ std::string Joined(const std::vector<std::string>& lines) {
 }
 
 const std::string kLinked = GPUSCHED_PROBE_LINKED;
+
+std::string LedgerPathFor(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("gpusched-preload-" + name + "-" + std::to_string(getpid())))
+      .string();
+}
 const std::string kDlopen = GPUSCHED_PROBE_DLOPEN;
 
 // CUDA_SUCCESS = 0, CUDA_ERROR_OUT_OF_MEMORY = 2.
@@ -210,6 +221,147 @@ TEST(PreloadTest, DlsymRtldNextStaysRelativeToTheCaller) {
   EXPECT_EQ(Probe(kLinked, "next", {}, /*preload=*/false).out, "next other\n");
 }
 
+
+// ---------------------------------------------------------------- issue 35: not switched off
+
+// The result codes of a probe run, in order (the library's messages left out).
+std::vector<std::string> Codes(const std::string& out) {
+  std::vector<std::string> codes;
+  for (const std::string& line : Results(out)) codes.push_back(line.substr(line.rfind(' ') + 1));
+  return codes;
+}
+
+// Each entry point wrapped for issue 35, found by each route: 60 MiB fits a 100 MiB share, a
+// second 60 does not, and after the first is released it does again. The mipmapped array:
+// FLOAT, 4096 x 3072 (48 MiB) and its second level (12 MiB).
+// ({entry point, probe op}, route)
+using NewKind = std::tuple<std::pair<const char*, const char*>, const char*>;
+class PreloadNewKindTest : public ::testing::TestWithParam<NewKind> {};
+
+TEST_P(PreloadNewKindTest, Issue35_EveryAllocationEntryPointIsCharged) {
+  const auto& [kind, via] = GetParam();
+  const char* name = kind.first;
+  const std::string op = kind.second;
+  const std::string ops = op + " " + op + " free 0 " + op;
+  const bool linked = std::string(via) == "linked";
+  const std::string args = (linked ? "" : "--via " + std::string(via) + " ") + ops;
+  const ProbeRun r = Probe(linked ? kLinked : kDlopen, args, {{"GPUSCHED_GPU_MEM_MIB", "100"}});
+  EXPECT_EQ(Codes(r.out), (std::vector<std::string>{"0", "2", "0", "0"})) << name << "\n" << r.out;
+  EXPECT_NE(r.out.find("gpusched: GPU memory share exceeded: refused 60 MiB"), std::string::npos)
+      << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, PreloadNewKindTest,
+    ::testing::Combine(
+        ::testing::Values(std::pair{"cuMipmappedArrayCreate", "mipmap 4096 3072 1 2"},
+                          std::pair{"cuGraphAddMemAllocNode", "graphalloc 60"},
+                          std::pair{"cuGraphAddNode_v2", "graphnode 60"},
+                          std::pair{"cuMemAllocFromPoolAsync", "pool 60"},
+                          std::pair{"cuIpcOpenMemHandle_v2", "ipcopen 60"},
+                          std::pair{"cuMemPoolImportPointer", "poolimport 60"},
+                          std::pair{"cuMemImportFromShareableHandle", "fdimport 60"}),
+        ::testing::Values("linked", "dlsym", "getproc", "getproc2")),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).first) + "_" + std::get<1>(info.param);
+    });
+
+// A graph that frees its allocation inside itself still holds the memory whenever it runs:
+// the charge stays until the graph is destroyed.
+TEST(PreloadTest, Issue35_GraphMemoryFreedInItsGraphIsHeldUntilTheGraphIsDestroyed) {
+  const ProbeRun r = Probe(kLinked, "graphalloc 60 graphfree 0 alloc 60 graphdestroy 0 alloc 60 info",
+                           {{"GPUSCHED_GPU_MEM_MIB", "100"}});
+  EXPECT_EQ(Joined(Results(r.out)),
+            "graphalloc 60: 0\ngraphfree 0: 0\nalloc 60: 2\ngraphdestroy 0: 0\nalloc 60: 0\n"
+            "info free=40 total=100\n");
+}
+
+// Memory a process of the task exported is charged to it already: opening it is not charged
+// again (NCCL and CUDA IPC between a task's workers).
+TEST(PreloadTest, Issue35_ImportOfMemoryTheTaskExportedIsNotChargedTwice) {
+  const ProbeRun r = Probe(kLinked, "alloc 60 ipcshare 0 alloc 30 info",
+                           {{"GPUSCHED_GPU_MEM_MIB", "100"}});
+  EXPECT_EQ(Joined(Results(r.out)), "alloc 60: 0\nipcshare 0: 0\nalloc 30: 0\ninfo free=10 total=100\n");
+}
+
+// The agent's share file, as the agent writes it: owned by root (or by the agent's user,
+// which is not the task's), mode 0400. The test runs as any user: a file of the test's own
+// user would be the task's own, which the library ignores, so as non-root it is skipped.
+class ShareFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (the share file must not be the task's own)";
+    path_ = (std::filesystem::temp_directory_path() /
+             ("gpusched-share-" + std::to_string(getpid()))).string();
+  }
+  void TearDown() override {
+    if (!path_.empty()) std::filesystem::remove(path_);
+  }
+  void Write(const std::string& text, std::filesystem::perms mode) {
+    std::filesystem::remove(path_);
+    FILE* f = fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(text.c_str(), f);
+    fclose(f);
+    std::filesystem::permissions(path_, mode);
+  }
+  std::string path_;
+};
+
+constexpr auto kReadOnly = std::filesystem::perms::owner_read;
+
+TEST_F(ShareFileTest, Issue35_EmptiedShareVariableDoesNotLiftTheShare) {
+  Write(std::string(kShareFileMagic) + "100\n", kReadOnly);
+  const ProbeRun r = Probe(kLinked, "alloc 60 alloc 60 info", {{"GPUSCHED_GPU_MEM_MIB", ""}},
+                           /*preload=*/true, path_);
+  EXPECT_EQ(Joined(Results(r.out)), "alloc 60: 0\nalloc 60: 2\ninfo free=40 total=100\n");
+  // Unset altogether, likewise.
+  const ProbeRun unset = Probe(kLinked, "alloc 60 alloc 60", {}, /*preload=*/true, path_);
+  EXPECT_EQ(Joined(Results(unset.out)), "alloc 60: 0\nalloc 60: 2\n");
+}
+
+TEST_F(ShareFileTest, Issue35_RaisedShareVariableDoesNotRaiseTheShare) {
+  Write(std::string(kShareFileMagic) + "100,200\n", kReadOnly);
+  const ProbeRun r = Probe(kLinked, "alloc 60 alloc 60 device 1 alloc 150 info",
+                           {{"GPUSCHED_GPU_MEM_MIB", "100000,100000"}}, /*preload=*/true, path_);
+  EXPECT_EQ(Joined(Results(r.out)),
+            "alloc 60: 0\nalloc 60: 2\nalloc 150: 0\ninfo free=50 total=200\n");
+}
+
+// A share file anyone may write is no authority: every allocation is refused.
+TEST_F(ShareFileTest, Issue35_WritableShareFileRefusesEveryAllocation) {
+  Write(std::string(kShareFileMagic) + "100000\n",
+        kReadOnly | std::filesystem::perms::owner_write);
+  const ProbeRun r = Probe(kLinked, "alloc 1", {{"GPUSCHED_GPU_MEM_MIB", "100000"}},
+                           /*preload=*/true, path_);
+  EXPECT_NE(r.out.find("the share file (descriptor 4) is writable"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("alloc 1: 2\n"), std::string::npos) << r.out;
+}
+
+// Some other file on the descriptor (the task's own): the variable is the share.
+TEST_F(ShareFileTest, Issue35_AnotherFileOnTheDescriptorIsNotTheShare) {
+  Write("not a share file\n", kReadOnly);
+  const ProbeRun r = Probe(kLinked, "alloc 60 alloc 60", {{"GPUSCHED_GPU_MEM_MIB", "100"}},
+                           /*preload=*/true, path_);
+  EXPECT_EQ(Joined(Results(r.out)), "alloc 60: 0\nalloc 60: 2\n");
+}
+
+// The ledger file is the task's: zeroing or truncating it erases nothing this process holds.
+class LedgerTamperTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LedgerTamperTest, Issue35_RewritingTheLedgerDoesNotEraseThisProcessUsage) {
+  const std::string state = LedgerPathFor(GetParam());
+  const ProbeRun r = Probe(kLinked, std::string("alloc 60 ") + GetParam() + " alloc 60 info",
+                           {{"GPUSCHED_GPU_MEM_MIB", "100"}, {"GPUSCHED_PRELOAD_STATE", state}});
+  std::filesystem::remove(state);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Joined(Results(r.out)),
+            std::string("alloc 60: 0\n") + GetParam() + ": done\nalloc 60: 2\ninfo free=40 total=100\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Tamper, LedgerTamperTest, ::testing::Values("wipe", "truncate"),
+                         [](const auto& info) { return std::string(info.param); });
+
 // ---------------------------------------------------------------- ShareLedger in process
 
 std::string LedgerPath(const char* name) {
@@ -253,6 +405,22 @@ TEST(ShareLedgerTest, ADeadProcessChargeIsReaped) {
   ASSERT_NE(l, nullptr) << error;
   EXPECT_TRUE(l->Charge(0, 900 * kMiB, 1000 * kMiB));  // the dead child's 900 went
   EXPECT_EQ(l->Held(0), 900 * kMiB);
+  std::filesystem::remove(path);
+}
+
+TEST(ShareLedgerTest, Issue35_ARewrittenLedgerKeepsThisProcessFloor) {
+  const std::string path = LedgerPath("floor");
+  std::filesystem::remove(path);
+  const char* error = "";
+  ShareLedger* l = ShareLedger::Open(path.c_str(), &error);
+  ASSERT_NE(l, nullptr) << error;
+  ASSERT_TRUE(l->Charge(0, 600 * kMiB, 1000 * kMiB));
+  ASSERT_EQ(truncate(path.c_str(), 0), 0);  // the task cuts its ledger to nothing
+  EXPECT_FALSE(l->Charge(0, 600 * kMiB, 1000 * kMiB));
+  EXPECT_EQ(l->Held(0), 600 * kMiB);
+  EXPECT_EQ(l->HeldByThisProcess(0), 600 * kMiB);
+  l->Release(0, 600 * kMiB);
+  EXPECT_TRUE(l->Charge(0, 1000 * kMiB, 1000 * kMiB));
   std::filesystem::remove(path);
 }
 

@@ -9,6 +9,18 @@
 // own slot; the total is the sum over slots. Slots of dead processes are reaped (a process
 // killed with memory held frees it in the driver, so its charge must go too).
 //
+// The file is the task's own (it must be writable by every process of the task), so it
+// shares usage between the task's processes but is no authority: a task that truncates or
+// rewrites it may erase what its *other* processes hold, never what the calling process
+// holds. Each process keeps its own usage in process memory (the floor): Charge counts the
+// calling process at that figure, whatever its slot in the file says, and regrows a
+// truncated file. The agent's watchdog (NVML per-process usage) is the enforcement that
+// overrides the ledger (README.md).
+//
+// It also lists what the task's processes exported for sharing (IPC handles, pool
+// pointers, file descriptors), as fingerprints, so that an import of memory a process of
+// the same task exported (already charged there) is not charged twice.
+//
 // Guarantee: Charge succeeds only if, at the moment it reads the total (its own addition
 // included, every addition seq_cst), the total is within the limit. Of any set of
 // successful charges the last to add saw all the others, so the granted bytes never exceed
@@ -25,6 +37,7 @@ namespace gpusched::preload {
 
 inline constexpr int kMaxDevices = 16;
 inline constexpr int kSlots = 256;
+inline constexpr int kExports = 1024;
 
 struct LedgerSlot {
   int32_t pid;                  // 0 = free, -1 = being reaped
@@ -35,6 +48,8 @@ struct LedgerLayout {
   uint64_t refused;                  // allocations refused for the share, all processes
   uint64_t peak_bytes[kMaxDevices];  // the most the task held at once on each device
   LedgerSlot slots[kSlots];
+  uint64_t export_next;              // the next entry of `exported` to write (mod kExports)
+  uint64_t exported[kExports];       // fingerprints of exports, 0 = none (a ring)
 };
 
 class ShareLedger {
@@ -54,15 +69,27 @@ class ShareLedger {
   void NoteRefused() { __atomic_fetch_add(&layout_->refused, 1, __ATOMIC_SEQ_CST); }
   // Forgets this process's slot (at exit; the driver frees a process's memory when it ends).
   void LeaveProcess();
+  // What the calling process holds on `device` by its own count (the floor).
+  uint64_t HeldByThisProcess(int device);
+  // Records that a process of the task exported the object with fingerprint `print` (non-zero).
+  void NoteExported(uint64_t print);
+  // True when a process of the task exported the object with fingerprint `print`.
+  bool WasExported(uint64_t print) const;
 
  private:
-  explicit ShareLedger(LedgerLayout* layout) : layout_(layout) {}
+  ShareLedger(LedgerLayout* layout, int fd) : layout_(layout), fd_(fd) {}
   LedgerSlot* MySlot();  // claims one for the calling process on first use (and after fork)
   LedgerSlot* ClaimSlot(pid_t me);
-  uint64_t Sum(int device) const;
+  // The task's total on `device`: the other processes' slots plus this process's own count.
+  uint64_t Total(int device, const LedgerSlot* mine) const;
   void ReapDead();
+  void RegrowIfTruncated();
 
   LedgerLayout* layout_;
+  int fd_;  // the ledger file (kept open to regrow it), -1 for an anonymous mapping
+  // What this process holds per device by its own count (atomic access); zeroed when the
+  // process claims its slot (first use, and in a forked child).
+  uint64_t mine_[kMaxDevices] = {};
   // The calling process's slot, published with release/acquire; claimed under claim_mu_ so
   // two threads of one process never take two slots. A forked child sees slot_pid_ != its
   // pid and claims its own (the mutex is re-initialised in the child: see preload.cc).

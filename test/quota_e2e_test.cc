@@ -131,7 +131,9 @@ TEST_F(QuotaClusterTest, BorrowersTaskGetsSigtermAndIsRequeuedWhenTheOwnerSubmit
   EXPECT_EQ(q["b"]["used_gpus"], 1);
   EXPECT_EQ(q["b"]["borrowed_gpus"], 1);
   EXPECT_EQ(q["b"]["pending"], 1);
-  const std::string metrics = HttpGet(http_port_, "/metrics");
+  // Authentication is on: /metrics wants a token (issue 36).
+  const std::string metrics =
+      HttpRequest(http_port_, "GET", "/metrics", {"Authorization: Bearer " + admin_}).body;
   EXPECT_NE(metrics.find("gpusched_team_gpus_in_use{team=\"a\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("gpusched_quota_reclaims_total 1"), std::string::npos);
   EXPECT_NE(metrics.find("gpusched_team_gpu_seconds_total{team=\"b\"}"), std::string::npos);

@@ -278,7 +278,8 @@ views.task = async function (args) {
   const facts = [
     ["state", stateBadge(t.state)],
     ["name", t.name || "-"],
-    ["command", t.command.join(" ")],
+    ["command", (t.redacted || []).includes("command") ? "(hidden: its owner's and admins' to read)"
+                                                        : t.command.join(" ")],
     ["placement", t.node ? t.node + " GPU " + t.placement.gpus.join(",") + " (" +
       t.placement.gpu_mem_mib.map(size).join(", ") + ")" : "not placed"],
     ["GPU memory", t.gpu_mem_mib ? size(t.gpu_mem_mib) + " per GPU (" + t.mem_source + ")"

@@ -47,7 +47,8 @@ struct SubmitFlags {
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
   std::string time, workdir, profile, heartbeat_timeout, array;
   std::string nodes, gpus_per_node, tasks_per_node, priority, preemptible, grace, gang_timeout;
-  bool export_env = false, keep_pending = false;
+  std::string export_env;  // --export[=ALL|NONE|VAR[,VAR...]] (spec/env_export.h)
+  bool keep_pending = false;
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
 };
@@ -70,8 +71,8 @@ std::string AbsoluteDir(const std::string& dir) {
   return p.lexically_normal().string();
 }
 
-// --export: the caller's whole environment (Slurm's --export=ALL); the agent's own variables
-// (CUDA_VISIBLE_DEVICES, GPUSCHED_*) still win.
+// The caller's environment, for --export (which never sends a GPUSCHED_* variable: the
+// token and the CLI's other settings stay here).
 std::map<std::string, std::string> CallerEnvironment() {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -114,12 +115,15 @@ Status SubmitWithRetries(Client& c, const v1::SubmitRequest& req, v1::SubmitResp
 // Builds the spec: the file (-f) first, then every flag given explicitly on top of it.
 core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   core::TaskSpec s;
+  std::optional<spec::EnvExport> export_rule;
   if (!f.file.empty()) {
     std::ifstream in(f.file);
     if (!in) Fail(InvalidArgument("-f: cannot read " + f.file));
     std::stringstream text;
     text << in.rdbuf();
-    s = OrFail(spec::ParseTaskSpecYaml(text.str(), f.file));
+    spec::JobFile file = OrFail(spec::ParseJobFileYaml(text.str(), f.file));
+    s = std::move(file.spec);
+    export_rule = std::move(file.export_env);
   }
   auto integer = [](const std::string& v, const char* field) -> int64_t {
     try {
@@ -151,6 +155,7 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   CheckNotInFile(cmd, f, "--preemptible", "preemptible", !s.preemptible);
   CheckNotInFile(cmd, f, "--grace", "grace", s.grace_ms.has_value());
   CheckNotInFile(cmd, f, "--gang-timeout", "gang_timeout", s.gang_timeout_ms.has_value());
+  CheckNotInFile(cmd, f, "--export", "export", export_rule.has_value());
   if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
     Fail(InvalidArgument("command: " + f.file +
                          " sets command already; drop the words after -- or change the file"));
@@ -212,8 +217,9 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--toleration")) s.tolerations = TolerationFlags(f.tolerations, "--toleration");
   s.workdir = AbsoluteDir(s.workdir);
   if (f.keep_pending) s.keep_pending_if_infeasible = true;
-  if (f.export_env) {
-    for (auto& [k, v] : CallerEnvironment()) s.env.emplace(k, v);  // the file's env: wins
+  if (cmd->count("--export")) export_rule = OrFail(spec::ParseEnvExport(f.export_env, "--export"));
+  if (export_rule) {  // the file's env: wins
+    for (auto& [k, v] : spec::ExportedEnv(*export_rule, CallerEnvironment())) s.env.emplace(k, v);
   }
   if (!f.command.empty()) s.command = f.command;
   if (s.command.empty()) {
@@ -223,6 +229,7 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   // The server checks again; here a value the wire cannot carry (nodes: 0 reads as 1 there)
   // is a usage error instead of another task.
   if (Status valid = core::ValidateTaskSpec(s); !valid.ok()) Fail(valid);
+  if (Status own = core::CheckSubmittedEnv(s); !own.ok()) Fail(own);  // the server checks too
   return s;
 }
 
@@ -246,7 +253,10 @@ void RegisterSubmit(CLI::App& app) {
                   "reclaimed after the server's task_timeout (retried)");
   cmd->add_option("--workdir", f->workdir,
                   "Working directory of the task (default: the directory you submit from)");
-  cmd->add_flag("--export", f->export_env, "Send your environment variables with the task");
+  cmd->add_flag("--export{ALL}", f->export_env,
+                "Send your environment with the task: --export (= ALL: every variable but "
+                "GPUSCHED_*), --export=NONE, --export=VAR[,VAR=VALUE...] (Slurm's); without "
+                "it none is sent");
   cmd->add_flag("--keep-pending", f->keep_pending,
                 "Accept a task no current node can fit (nodes may join later)");
   AddRepeatable(cmd, "--selector", f->selector,
@@ -420,6 +430,15 @@ v1::Task GetTask(Client& c, uint64_t id) {
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
+// The names of the task's variables (their values only in --json: a terminal is often
+// shared or recorded).
+std::string EnvNames(const v1::TaskSpec& spec) {
+  const std::map<std::string, std::string> env(spec.env().begin(), spec.env().end());
+  std::string out;
+  for (const auto& [name, value] : env) out += (out.empty() ? "" : " ") + name;
+  return OrDash(out);
+}
+
 void RegisterShow(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
@@ -440,6 +459,8 @@ void RegisterShow(CLI::App& app) {
     }
     std::string cmdline;
     for (const std::string& a : t.spec().command()) cmdline += (cmdline.empty() ? "" : " ") + a;
+    const std::set<std::string> hidden(t.redacted().begin(), t.redacted().end());
+    const std::string kHidden = "(hidden: its owner's and admins' to read)";
     const int64_t elapsed = ElapsedMs(t, now);
     std::vector<std::vector<std::string>> rows = {
         {"id:", std::to_string(t.id())},
@@ -448,8 +469,9 @@ void RegisterShow(CLI::App& app) {
         {"team:", OrDash(t.spec().team())},
         {"state:", t.state()},
         {"reason:", t.reason()},
-        {"command:", cmdline},
-        {"workdir:", OrDash(t.spec().workdir())},
+        {"command:", hidden.count("command") ? kHidden : cmdline},
+        {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},
+        {"env:", hidden.count("env") ? kHidden : EnvNames(t.spec())},
         {"request:", DescribeRequest(t.spec())},
         {"node:", OrDash(t.node())},
         {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +

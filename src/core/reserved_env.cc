@@ -4,7 +4,9 @@
 
 namespace gpusched::core {
 
-bool IsReservedEnvName(std::string_view name) { return name.rfind("GPUSCHED_", 0) == 0; }
+bool IsReservedEnvName(std::string_view name) {
+  return name.substr(0, kReservedEnvPrefix.size()) == kReservedEnvPrefix;
+}
 
 bool IsServerSetEnvName(std::string_view name) {
   return name == kArrayIndexEnv || name == "GPUSCHED_GANG_NODES" ||

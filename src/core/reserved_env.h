@@ -1,15 +1,21 @@
 #pragma once
-// The environment names the product reserves for itself. A task's environment is data, never
-// control: whatever a task (or its submitter) puts under these names is dropped by the agent,
-// which then sets the values the product defines (the server refuses them at submission).
+// Environment names the product owns. Every name starting with GPUSCHED_ is gpusched's: the
+// CLI reads its settings from some (GPUSCHED_TOKEN, GPUSCHED_SERVER, ...), the agent and the
+// shim give a task others (GPUSCHED_TASK_ID, GPUSCHED_ARRAY_INDEX, ...). A task's environment
+// is data, never control: a submission that carries one of these names is refused at the
+// front door, `--export=ALL` never sends one, and the agent drops whatever a task put under
+// them before it sets the values the product defines (issues 35 and 36).
 //
-// Thread-safety: pure functions.
+// Pure: no I/O, no state.
 
 #include <string_view>
 
 namespace gpusched::core {
 
-// True for the names the product reserves: every name that starts with "GPUSCHED_".
+inline constexpr std::string_view kReservedEnvPrefix = "GPUSCHED_";
+
+// Whether `name` is one of gpusched's own (starts with GPUSCHED_, case-sensitive as the
+// environment is).
 bool IsReservedEnvName(std::string_view name);
 
 // True for the reserved names the server itself sets in a task's environment (an array's

@@ -4,6 +4,7 @@
 
 #include "base/units.h"
 #include "core/node_rules.h"
+#include "core/reserved_env.h"
 
 namespace gpusched::core {
 namespace {
@@ -38,6 +39,17 @@ Status DurationRange(const char* field, DurationMs value, DurationMs lo, Duratio
 }
 
 }  // namespace
+
+Status CheckSubmittedEnv(const TaskSpec& s) {
+  for (const auto& [name, value] : s.env) {
+    if (!IsReservedEnvName(name)) continue;
+    return InvalidArgument("env: " + name + " is reserved for gpusched (every " +
+                           std::string(kReservedEnvPrefix) +
+                           "* name is the product's own); remove it from the task's "
+                           "environment");
+  }
+  return Status::Ok();
+}
 
 Status ValidateTaskSpec(const TaskSpec& s) {
   if (s.name.size() > kMaxNameLength) {

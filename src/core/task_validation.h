@@ -19,4 +19,9 @@ inline constexpr size_t kMaxNameLength = 253;
 
 Status ValidateTaskSpec(const TaskSpec& spec);
 
+// The front door's check of what a user submits (not of what the server adds later, such as
+// GPUSCHED_ARRAY_INDEX): InvalidArgument naming the first variable whose name is reserved
+// (core/reserved_env.h), e.g. `env: GPUSCHED_TOKEN is reserved for gpusched (...)`.
+Status CheckSubmittedEnv(const TaskSpec& spec);
+
 }  // namespace gpusched::core

@@ -69,6 +69,10 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                                {"width", p.width()}};
   }
   j["workdir"] = s.workdir();
+  // The task's own environment (its owner's and admins' to read: issue 36), and what of the
+  // spec this caller may not read and the server left empty ("env", "command", "workdir").
+  j["env"] = std::map<std::string, std::string>(s.env().begin(), s.env().end());
+  j["redacted"] = std::vector<std::string>(t.redacted().begin(), t.redacted().end());
   // Whose task it is, as accounting counts it (server/accounting.h OwnerOf): "" = "default".
   j["user"] = s.user().empty() ? "default" : s.user();
   j["team"] = s.team().empty() ? "default" : s.team();

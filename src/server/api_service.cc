@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/task_validation.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 #include "server/access.h"
@@ -60,6 +61,7 @@ StatusOr<ApiService::SubmitPlan> ApiService::PrepareSubmit(grpc::ServerContext* 
                                                            const v1::SubmitRequest& req) {
   GS_ASSIGN_OR_RETURN(Entered entered, Enter(ctx));
   GS_ASSIGN_OR_RETURN(core::TaskSpec spec, rpc::TaskSpecFromProto(req.spec()));
+  GS_RETURN_IF_ERROR(core::CheckSubmittedEnv(spec));  // GPUSCHED_* is the product's
   spec.user = entered.caller.user;  // who submits is the server's to say, never the client's
   spec.team = entered.caller.team;
   return SubmitPlan{std::move(entered.cp), std::move(spec)};
@@ -89,6 +91,7 @@ grpc::Status ApiService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequ
   auto t = cp.GetTask(req->id(), true);
   if (!t.ok()) return rpc::ToGrpc(t.status());
   *resp = std::move(t).value();
+  RedactForCaller(entered->caller, cp.config().private_data, resp);
   return grpc::Status::OK;
 }
 
@@ -118,7 +121,10 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasks
                   ? cp.ListTasks(state, req->after_id(), static_cast<size_t>(req->limit()))
                   : cp.ListTasksIn(states, req->after_id(), static_cast<size_t>(req->limit()));
   if (!page.ok()) return rpc::ToGrpc(page.status());
-  for (v1::Task& t : page->tasks) *resp->add_tasks() = std::move(t);
+  for (v1::Task& t : page->tasks) {
+    RedactForCaller(entered->caller, cp.config().private_data, &t);
+    *resp->add_tasks() = std::move(t);
+  }
   resp->set_next_after_id(page->next_after_id);
   return grpc::Status::OK;
 }
@@ -131,6 +137,7 @@ grpc::Status ApiService::Cancel(grpc::ServerContext* ctx, const v1::CancelReques
   auto t = cp.Cancel(req->id());
   if (!t.ok()) return rpc::ToGrpc(t.status());
   *resp->mutable_task() = std::move(t).value();
+  RedactForCaller(entered->caller, cp.config().private_data, resp->mutable_task());
   return grpc::Status::OK;
 }
 
@@ -140,22 +147,27 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
   const std::set<uint64_t> wanted(req->ids().begin(), req->ids().end());
+  // Every task written goes through RedactForCaller.
+  auto write = [&, caller = entered->caller](v1::Task t) {
+    RedactForCaller(caller, cp.config().private_data, &t);
+    return writer->Write(t);
+  };
   auto send = [&](uint64_t id) {
     auto t = cp.GetTask(id, false);
-    return !t.ok() || writer->Write(*t);
+    return !t.ok() || write(std::move(t).value());
   };
   std::vector<uint64_t> ids;
   bool everything = false;
   uint64_t version = cp.WaitForChanges(UINT64_MAX - 1, 0, ids, everything);
   if (wanted.empty()) {
     for (const v1::Task& t : cp.RecentTasks()) {
-      if (!writer->Write(t)) return grpc::Status::OK;
+      if (!write(t)) return grpc::Status::OK;
     }
   } else {
     for (uint64_t id : wanted) {
       auto t = cp.GetTask(id, false);
       if (!t.ok()) return rpc::ToGrpc(t.status());
-      if (!writer->Write(*t)) return grpc::Status::OK;
+      if (!write(std::move(t).value())) return grpc::Status::OK;
     }
   }
   while (!ctx->IsCancelled()) {
@@ -167,7 +179,7 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
     version = cp.WaitForChanges(version, 500, ids, everything);
     if (everything) {
       for (const v1::Task& t : cp.RecentTasks()) {
-        if ((wanted.empty() || wanted.count(t.id())) && !writer->Write(t)) return grpc::Status::OK;
+        if ((wanted.empty() || wanted.count(t.id())) && !write(t)) return grpc::Status::OK;
       }
       continue;
     }

@@ -203,7 +203,8 @@ class ControlPlane {
   void AttachProber(std::function<void()> wake);
 
   // ---- observability ----
-  std::string MetricsText();  // O(states + nodes), never O(tasks)
+  // O(states + nodes), never O(tasks). `with_teams` false: no series names a team.
+  std::string MetricsText(bool with_teams = true);
   const ServerConfig& config() const { return config_; }
   Clock& clock() { return clock_; }
   // For tests: accounting invariants of the scheduler, and what is in memory.
@@ -211,6 +212,7 @@ class ControlPlane {
   size_t TasksInMemory();
 
  private:
+  void TeamMetrics(std::string& out);  // MetricsText's per-team series; REQUIRES: mu_ held
   // A message for an agent that waits until commit `gate` is durable.
   struct Outbound {
     uint64_t gate = 0;

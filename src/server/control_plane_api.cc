@@ -475,7 +475,35 @@ v1::ListQuotasResponse ControlPlane::ListQuotas() {
   return out;
 }
 
-std::string ControlPlane::MetricsText() {
+// The per-team series (their label names a team). REQUIRES: mu_ held.
+void ControlPlane::TeamMetrics(std::string& out) {
+  MetricHeader("gpusched_team_gpu_seconds_total", "counter",
+               "GPU-seconds used per team since this server leads (GPUs held x time; "
+               "O(running tasks)).", out);
+  for (const auto& [team, gpu_ms] : sched_->TeamGpuMs()) {
+    MetricLine("gpusched_team_gpu_seconds_total", "team=\"" + LabelValue(team) + "\"",
+               gpu_ms / 1000.0, out);
+  }
+  // O(teams): the scheduler keeps the GPUs each team holds.
+  std::map<std::string, int64_t> in_use;
+  for (const auto& [team, q] : sched_->quotas().quotas()) in_use[team] = 0;
+  for (const auto& [team, u] : sched_->team_usage()) in_use[team] = u.gpus;
+  MetricHeader("gpusched_team_gpus_in_use", "gauge",
+               "GPUs held per team by assigned or running tasks.", out);
+  for (const auto& [team, gpus] : in_use) {
+    MetricLine("gpusched_team_gpus_in_use", "team=\"" + LabelValue(team) + "\"", double(gpus),
+               out);
+  }
+  MetricHeader("gpusched_team_borrowed_gpus", "gauge",
+               "GPUs a team holds beyond its guaranteed GPUs.", out);
+  for (const auto& [team, gpus] : in_use) {
+    const int64_t over = gpus - sched_->quotas().Of(team).guaranteed_gpus;
+    MetricLine("gpusched_team_borrowed_gpus", "team=\"" + LabelValue(team) + "\"",
+               double(std::max<int64_t>(0, over)), out);
+  }
+}
+
+std::string ControlPlane::MetricsText(bool with_teams) {
   std::string out;
   std::lock_guard<std::mutex> lock(mu_);
   MetricHeader("gpusched_queue_depth", "gauge", "Tasks waiting, by queue (Q main, FQ failure).",
@@ -519,30 +547,7 @@ std::string ControlPlane::MetricsText() {
   MetricHeader("gpusched_tasks_reclaimed_total", "counter", "Tasks reclaimed (no heartbeat).",
                out);
   MetricLine("gpusched_tasks_reclaimed_total", "", double(s.tasks_reclaimed), out);
-  MetricHeader("gpusched_team_gpu_seconds_total", "counter",
-               "GPU-seconds used per team since this server leads (GPUs held x time; "
-               "O(running tasks)).", out);
-  for (const auto& [team, gpu_ms] : sched_->TeamGpuMs()) {
-    MetricLine("gpusched_team_gpu_seconds_total", "team=\"" + LabelValue(team) + "\"",
-               gpu_ms / 1000.0, out);
-  }
-  // O(teams): the scheduler keeps the GPUs each team holds.
-  std::map<std::string, int64_t> in_use;
-  for (const auto& [team, q] : sched_->quotas().quotas()) in_use[team] = 0;
-  for (const auto& [team, u] : sched_->team_usage()) in_use[team] = u.gpus;
-  MetricHeader("gpusched_team_gpus_in_use", "gauge",
-               "GPUs held per team by assigned or running tasks.", out);
-  for (const auto& [team, gpus] : in_use) {
-    MetricLine("gpusched_team_gpus_in_use", "team=\"" + LabelValue(team) + "\"", double(gpus),
-               out);
-  }
-  MetricHeader("gpusched_team_borrowed_gpus", "gauge",
-               "GPUs a team holds beyond its guaranteed GPUs.", out);
-  for (const auto& [team, gpus] : in_use) {
-    const int64_t over = gpus - sched_->quotas().Of(team).guaranteed_gpus;
-    MetricLine("gpusched_team_borrowed_gpus", "team=\"" + LabelValue(team) + "\"",
-               double(std::max<int64_t>(0, over)), out);
-  }
+  if (with_teams) TeamMetrics(out);
   MetricHeader("gpusched_quota_reclaims_total", "counter",
                "Tasks stopped so that a team gets its guaranteed GPUs back.", out);
   MetricLine("gpusched_quota_reclaims_total", "", double(s.reclaims), out);

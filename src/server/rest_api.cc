@@ -128,6 +128,9 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
   StatusOr<Json> Nodes(const Request& req, const Caller& caller);
   StatusOr<Json> Queues(const Request& req, const Caller& caller);
   StatusOr<Json> GetAccounting(const Request& req, const Caller& caller);
+  // A task's JSON as `caller` may read it (access.h RedactForCaller): every task this API
+  // hands out goes through here.
+  Json TaskFor(const Caller& caller, v1::Task t);
   void Events(const Request& req, Response& res);
   void FollowLogs(uint64_t id, int64_t offset, Response& res);
   bool TakeStream(Response& res);
@@ -153,7 +156,12 @@ httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
   };
 }
 
-StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller&) {
+Json RestApi::TaskFor(const Caller& caller, v1::Task t) {
+  RedactForCaller(caller, cp_.config().private_data, &t);
+  return rpc::TaskJson(t, cp_.clock().NowMs());
+}
+
+StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller& caller) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"state", "user", "team",
                                                                    "node", "limit", "after"}));
   GS_ASSIGN_OR_RETURN(std::optional<core::TaskState> state, rest::StateParam(q, "state"));
@@ -174,7 +182,7 @@ StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller&) {
     for (const v1::Task& t : page.tasks) {
       cursor = t.id();
       if (!wanted(t)) continue;
-      tasks.push_back(rpc::TaskJson(t, cp_.clock().NowMs()));
+      tasks.push_back(TaskFor(caller, t));
       if (int64_t(tasks.size()) == limit) break;
     }
     const bool page_left = !page.tasks.empty() && cursor != page.tasks.back().id();
@@ -189,11 +197,11 @@ StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller&) {
   return Json{{"tasks", tasks}, {"next_after", next == 0 ? Json() : Json(next)}};
 }
 
-StatusOr<Json> RestApi::GetTask(const Request& req, const Caller&) {
+StatusOr<Json> RestApi::GetTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.GetTask(id, true));
-  Json j = rpc::TaskJson(t, cp_.clock().NowMs());
+  Json j = TaskFor(caller, t);
   const TaskOwner o = OwnerOf(t);
   j["user"] = o.user;
   j["team"] = o.team;
@@ -215,6 +223,7 @@ StatusOr<Json> RestApi::SubmitTask(const Request& req, const Caller& caller) {
                            std::to_string(kMaxBody));
   }
   GS_ASSIGN_OR_RETURN(rest::SubmitBody body, rest::ParseSubmitBody(req.body));
+  GS_RETURN_IF_ERROR(core::CheckSubmittedEnv(body.spec));  // GPUSCHED_* is the product's
   body.spec.user = caller.user;  // the server says who submits, never the body
   body.spec.team = caller.team;
   const std::string header = req.get_header_value("Idempotency-Key");
@@ -243,7 +252,7 @@ StatusOr<Json> RestApi::CancelTask(const Request& req, const Caller& caller) {
     GS_RETURN_IF_ERROR(RequireOwnerOrAdmin(caller, owned, "cancel task " + std::to_string(id)));
   }
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.Cancel(id));
-  return rpc::TaskJson(t, cp_.clock().NowMs());
+  return TaskFor(caller, std::move(t));
 }
 
 StatusOr<Json> RestApi::ReadLogs(const Request& req, const Caller& caller) {
@@ -293,15 +302,14 @@ StatusOr<Json> RestApi::Nodes(const Request& req, const Caller&) {
   return Json{{"nodes", nodes}};
 }
 
-StatusOr<Json> RestApi::Queues(const Request& req, const Caller&) {
+StatusOr<Json> RestApi::Queues(const Request& req, const Caller& caller) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"limit"}));
   GS_ASSIGN_OR_RETURN(int64_t limit, rest::IntParam(q, "limit", 1, 10'000, 500));
   QueuesView view = cp_.Queues(size_t(limit));
-  const int64_t now = cp_.clock().NowMs();
-  auto list = [now](const std::vector<QueuedTask>& tasks, size_t size) {
+  auto list = [&](const std::vector<QueuedTask>& tasks, size_t size) {
     Json a = Json::array();
     for (const QueuedTask& t : tasks) {
-      Json j = rpc::TaskJson(t.task, now);
+      Json j = TaskFor(caller, t.task);
       j["position"] = a.size() + 1;
       j["why"] = t.why;
       a.push_back(std::move(j));

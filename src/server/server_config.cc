@@ -315,6 +315,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"auth", Text(c.auth)},
       {"insecure", Bool(c.insecure)},
       {"allow_root_tasks", Bool(c.allow_root_tasks)},
+      {"private_data", Bool(c.private_data)},
       {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
       {"priority_weight", Number(s.fair_share.priority_weight)},
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},

@@ -26,6 +26,7 @@
 //   tls_dir: /etc/gpusched/tls  # `gpusched certs init` output: gRPC and HTTP over TLS
 //   insecure: false        # true = allow a non-loopback address without TLS (warned)
 //   allow_root_tasks: false  # agents running as root may start tasks as uid 0
+//   private_data: false    # true: only a task's owner and admins see its command and workdir
 //   memory_table: tables/gpu-memory.yaml  # CN109992422A claim 1 (or the table inline)
 //   node_order: weighted_score  # or load_balance: CN109992422A claim 4 (fewest running tasks,
 //                               # then lowest mean GPU occupancy, then name)
@@ -92,6 +93,10 @@ struct ServerConfig {
   bool insecure = false;
   // Whether agents running as root may start a task as a uid-0 account (sent at registration).
   bool allow_root_tasks = false;
+  // After Slurm's PrivateData (issue 36): a task's command and working directory are shown
+  // to its owner and admins only (server/access.h RedactForCaller; its environment always
+  // is), and /metrics names no team unless an admin's token reads it.
+  bool private_data = false;
   // CN109992422A claim 1: the GPU-memory table a task's `profile` is looked up in (rows and
   // formulas, spec/spec_yaml.h), loaded at start. `memory_table`: a YAML file (--memory-table
   // FILE, or `memory_table: FILE` in the config file, relative to that file);

@@ -10,6 +10,7 @@
 
 #include "base/units.h"
 #include "core/node_rules.h"
+#include "core/task_validation.h"
 
 namespace gpusched::spec {
 namespace {
@@ -187,7 +188,7 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
                                   "tolerations", "keep_pending", "command", "env", "time",
                                   "workdir", "heartbeat_timeout", "nodes", "gpus_per_node",
                                   "tasks_per_node", "priority", "preemptible", "grace",
-                                  "gang_timeout"}));
+                                  "gang_timeout", "export"}));
   if (doc["name"]) { GS_ASSIGN_OR_RETURN(s->name, p.Scalar(doc["name"], "name")); }
   if (doc["gpus"]) { GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus"], "gpus")); }
   if (doc["gpu_mem"]) {
@@ -241,7 +242,12 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
   if (doc["node_selector"]) {
     GS_ASSIGN_OR_RETURN(s->node_selector, p.StringMap(doc["node_selector"], "node_selector"));
   }
-  if (doc["env"]) { GS_ASSIGN_OR_RETURN(s->env, p.StringMap(doc["env"], "env")); }
+  if (doc["env"]) {
+    GS_ASSIGN_OR_RETURN(s->env, p.StringMap(doc["env"], "env"));
+    if (Status own = core::CheckSubmittedEnv(*s); !own.ok()) {
+      return p.Error(doc["env"], own.message());
+    }
+  }
   if (doc["keep_pending"]) {
     GS_ASSIGN_OR_RETURN(s->keep_pending_if_infeasible, p.Bool(doc["keep_pending"], "keep_pending"));
   }
@@ -270,19 +276,45 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
   return Status::Ok();
 }
 
+// `export:` ALL | NONE | "A,B=1" | [ALL, "B=1,2"] (env_export.h).
+StatusOr<EnvExport> ParseExport(const Parser& p, const YAML::Node& node) {
+  std::vector<std::string> items;
+  if (node.IsScalar()) {
+    auto rule = ParseEnvExport(node.Scalar(), "export");
+    if (!rule.ok()) return p.Error(node, rule.status().message());
+    return rule;
+  }
+  if (!node.IsSequence()) return p.Error(node, "export: must be ALL, NONE or a list of VAR[=VALUE]");
+  for (const auto& item : node) {
+    GS_ASSIGN_OR_RETURN(std::string text, p.Scalar(item, "export"));
+    items.push_back(std::move(text));
+  }
+  auto rule = ParseEnvExportItems(items, "export");
+  if (!rule.ok()) return p.Error(node, rule.status().message());
+  return rule;
+}
+
 }  // namespace
 
-StatusOr<core::TaskSpec> ParseTaskSpecYaml(std::string_view text, std::string_view source) {
+StatusOr<JobFile> ParseJobFileYaml(std::string_view text, std::string_view source) {
   GS_ASSIGN_OR_RETURN(YAML::Node doc, Load(text, source));
   const Parser p(source);
   if (!doc.IsMap()) return p.Error(doc, "a task spec must be a mapping of field: value");
-  core::TaskSpec spec;
+  JobFile file;
   try {
-    GS_RETURN_IF_ERROR(ParseTaskFields(p, doc, &spec));
+    GS_RETURN_IF_ERROR(ParseTaskFields(p, doc, &file.spec));
+    if (const YAML::Node e = doc["export"]) {
+      GS_ASSIGN_OR_RETURN(file.export_env, ParseExport(p, e));
+    }
   } catch (const YAML::Exception& e) {
     return InvalidArgument(std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
-  return spec;
+  return file;
+}
+
+StatusOr<core::TaskSpec> ParseTaskSpecYaml(std::string_view text, std::string_view source) {
+  GS_ASSIGN_OR_RETURN(JobFile file, ParseJobFileYaml(text, source));
+  return std::move(file.spec);
 }
 
 Status LoadMemoryTableYaml(std::string_view text, std::string_view source,

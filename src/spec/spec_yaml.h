@@ -7,16 +7,29 @@
 //   job.yaml:4: gpu_mem: "-5GiB": must be >= 0
 // Unknown fields are errors, never ignored: a typo must not silently change a job.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
 #include "core/memory_table.h"
 #include "core/task.h"
+#include "spec/env_export.h"
 
 namespace gpusched::spec {
 
-// Parses one task spec. `source` names the text in errors (a file name or "<stdin>").
+// A job file: the task spec, and what the submitter's environment adds to it.
+struct JobFile {
+  core::TaskSpec spec;
+  // `export:` (env_export.h): a string in --export's syntax or a list of items; absent = not
+  // given (the flag's or the default's).
+  std::optional<EnvExport> export_env;
+};
+
+// Parses one job file. `source` names the text in errors (a file name or "<stdin>"). An
+// `env:` name reserved for gpusched (GPUSCHED_*) is an error naming it and its line.
+StatusOr<JobFile> ParseJobFileYaml(std::string_view text, std::string_view source);
+// The spec of ParseJobFileYaml alone (`export:` is checked, then left to the caller).
 StatusOr<core::TaskSpec> ParseTaskSpecYaml(std::string_view text, std::string_view source);
 
 // Adds the rows and formulas of a memory-table document to `table`. On error `table` is

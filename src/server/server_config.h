@@ -92,6 +92,10 @@ struct ServerConfig {
   bool insecure = false;
   // Whether agents running as root may start a task as a uid-0 account (sent at registration).
   bool allow_root_tasks = false;
+  // Issue 35: with authentication off, the account a task runs as when the server cannot
+  // prove who submitted it (server/peer_identity.h): a caller from another machine, a
+  // connection whose owner the kernel does not tell. Never a uid-0 account.
+  std::string default_user = "nobody";
   // CN109992422A claim 1: the GPU-memory table a task's `profile` is looked up in (rows and
   // formulas, spec/spec_yaml.h), loaded at start. `memory_table`: a YAML file (--memory-table
   // FILE, or `memory_table: FILE` in the config file, relative to that file);

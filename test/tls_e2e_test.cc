@@ -75,11 +75,11 @@ TEST(CertsInitTest, CreatesVerifiableCertificatesAndAddsAgentsLater) {
   CliResult r = Cli({"certs", "init", dir, "--server-host", "sched.example.com",
                      "--server-host", "10.1.2.3", "--agent", "n1"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const std::string key : {dir + "/ca/ca.key", srv + "/server.key",
+  for (const std::string& key : {dir + "/ca/ca.key", srv + "/server.key",
                                 srv + "/log-reader.key", n1d + "/n1.key"}) {
     EXPECT_EQ(ModeOf(key), 0600u) << key;
   }
-  for (const std::string crt : {ca, srv + "/server.crt", srv + "/ca.crt", n1d + "/n1.crt",
+  for (const std::string& crt : {ca, srv + "/server.crt", srv + "/ca.crt", n1d + "/n1.crt",
                                 n1d + "/ca.crt"}) {
     EXPECT_TRUE(std::filesystem::exists(crt)) << crt;
   }

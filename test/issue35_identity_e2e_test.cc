@@ -125,7 +125,9 @@ class Issue35Test : public ::testing::Test {
   }
   // The CLI as root (with the admin token when there is one).
   CliResult Admin(std::vector<std::string> args) {
-    args.insert(args.begin() + 1, {"--server", server()});
+    // After the subcommand's own subcommand (`token create --server ...`).
+    const size_t at = args.size() > 1 && args[0] == "token" ? 2 : 1;
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(at), {"--server", server()});
     return Cli(args, {{"GPUSCHED_TOKEN", admin_}, {"XDG_CONFIG_HOME", path("no-config")}});
   }
   // `command` through a shell as the test's user (runuser); its stdout.

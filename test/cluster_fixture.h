@@ -59,12 +59,15 @@ class ClusterTest : public ::testing::Test {
   // Whether the server started answers the CLI (fixtures with authentication find their
   // token first).
   virtual bool ServerAnswers() { return Run({"nodes"}).code == 0; }
+  // Further flags agent `name` needs to be let in (an agent token with --auth token).
+  virtual std::vector<std::string> AgentAuthFlags(const std::string& /*name*/) { return {}; }
   // `extra`: further `gpusched agent` flags.
   void StartAgent(const std::string& name, const std::string& gpus,
                   const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args{"agent", "--server", server(), "--name", name, "--gpus", gpus,
                                   "--simulate", "--data-dir", path(name)};
     args.insert(args.end(), agent_flags_.begin(), agent_flags_.end());
+    for (std::string& flag : AgentAuthFlags(name)) args.push_back(std::move(flag));
     args.insert(args.end(), extra.begin(), extra.end());
     agents_[name] = std::make_unique<Proc>(args, path(name + ".log"));
     ASSERT_TRUE(PollUntil(
@@ -148,6 +151,13 @@ class AuthClusterTest : public ClusterTest {
       setenv("GPUSCHED_TOKEN", admin_.c_str(), 1);
     }
     return Cli({"nodes", "--server", server()}).code == 0;
+  }
+  // Issue 35: with --auth token and no TLS, each agent presents an agent token of its node.
+  std::vector<std::string> AgentAuthFlags(const std::string& name) override {
+    CliResult r = Cli({"token", "create", "--server", server(), "--agent", name});
+    EXPECT_EQ(r.code, 0) << r.err;
+    WriteFile(path(name + ".token"), r.out);
+    return {"--token-file", path(name + ".token")};
   }
   // A token for `user` in `team`, made by the admin.
   std::string CreateToken(const std::string& user, const std::string& team) {

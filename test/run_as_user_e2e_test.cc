@@ -70,8 +70,12 @@ class RunAsUserTest : public ::testing::Test {
           return !admin_.empty() && Admin({"nodes", "--server", server()}).code == 0;
         },
         kDeadline));
+    // With tokens, an agent without TLS needs an agent token of its node (issue 35).
+    CliResult agent_token = Admin({"token", "create", "--server", server(), "--agent", "n1"});
+    ASSERT_EQ(agent_token.code, 0) << agent_token.err;
+    WriteFile(path("n1.token"), agent_token.out);
     agent_ = Proc({"agent", "--server", server(), "--name", "n1", "--gpus", "1x16GiB",
-                   "--simulate", "--data-dir", path("n1")},
+                   "--simulate", "--data-dir", path("n1"), "--token-file", path("n1.token")},
                   path("agent.log"));
     ASSERT_TRUE(PollUntil(
         [&] {

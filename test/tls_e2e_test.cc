@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -70,23 +71,27 @@ bool Verifies(const std::string& ca, const std::string& leaf, int purpose) {
 
 TEST(CertsInitTest, CreatesVerifiableCertificatesAndAddsAgentsLater) {
   const std::string dir = TempDir("certs") + "/tls";
+  const std::string ca = dir + "/ca/ca.crt", srv = dir + "/server", n1d = dir + "/nodes/n1";
   CliResult r = Cli({"certs", "init", dir, "--server-host", "sched.example.com",
                      "--server-host", "10.1.2.3", "--agent", "n1"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* key : {"ca.key", "server.key", "n1.key"}) {
-    EXPECT_EQ(ModeOf(dir + "/" + key), 0600u) << key;
+  for (const std::string& key : {dir + "/ca/ca.key", srv + "/server.key",
+                                srv + "/log-reader.key", n1d + "/n1.key"}) {
+    EXPECT_EQ(ModeOf(key), 0600u) << key;
   }
-  for (const char* crt : {"ca.crt", "server.crt", "n1.crt"}) {
-    EXPECT_TRUE(std::filesystem::exists(dir + "/" + crt)) << crt;
+  for (const std::string& crt : {ca, srv + "/server.crt", srv + "/ca.crt", n1d + "/n1.crt",
+                                n1d + "/ca.crt"}) {
+    EXPECT_TRUE(std::filesystem::exists(crt)) << crt;
   }
-  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/server.crt", X509_PURPOSE_SSL_SERVER));
-  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_CLIENT));
-  // Both ends of the agents' log service too: the agent serves, the server is its client.
-  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n1.crt", X509_PURPOSE_SSL_SERVER));
-  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/server.crt", X509_PURPOSE_SSL_CLIENT));
-  X509* server = LoadCert(dir + "/server.crt");
+  EXPECT_TRUE(Verifies(ca, srv + "/server.crt", X509_PURPOSE_SSL_SERVER));
+  EXPECT_TRUE(Verifies(ca, n1d + "/n1.crt", X509_PURPOSE_SSL_CLIENT));
+  // Both ends of the agents' log service too: the agent serves, the server's log reader is
+  // its client.
+  EXPECT_TRUE(Verifies(ca, n1d + "/n1.crt", X509_PURPOSE_SSL_SERVER));
+  EXPECT_TRUE(Verifies(ca, srv + "/log-reader.crt", X509_PURPOSE_SSL_CLIENT));
+  X509* server = LoadCert(srv + "/server.crt");
   ASSERT_NE(server, nullptr);
-  for (const char* host : {"sched.example.com", "localhost", "gpusched-server"}) {
+  for (const char* host : {"sched.example.com", "localhost"}) {
     EXPECT_EQ(X509_check_host(server, host, 0, 0, nullptr), 1) << host;
   }
   for (const char* ip : {"10.1.2.3", "127.0.0.1"}) {
@@ -94,37 +99,80 @@ TEST(CertsInitTest, CreatesVerifiableCertificatesAndAddsAgentsLater) {
   }
   EXPECT_NE(X509_check_host(server, "other.example.com", 0, 0, nullptr), 1);
   X509_free(server);
-  X509* n1 = LoadCert(dir + "/n1.crt");
+  X509* n1 = LoadCert(n1d + "/n1.crt");
   EXPECT_EQ(X509_check_host(n1, "n1", 0, 0, nullptr), 1);
   EXPECT_NE(X509_check_host(n1, "gpusched-server", 0, 0, nullptr), 1);
   X509_free(n1);
 
   // Again, with another agent: the CA and n1 stay as they were, n2 is added.
-  const std::string ca_before = ReadFile(dir + "/ca.crt");
-  const std::string ca_key_before = ReadFile(dir + "/ca.key");
-  const std::string n1_before = ReadFile(dir + "/n1.crt");
+  const std::string ca_before = ReadFile(ca);
+  const std::string ca_key_before = ReadFile(dir + "/ca/ca.key");
+  const std::string n1_before = ReadFile(n1d + "/n1.crt");
   r = Cli({"certs", "init", dir, "--agent", "n1", "--agent", "n2"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(ReadFile(dir + "/ca.crt"), ca_before);
-  EXPECT_EQ(ReadFile(dir + "/ca.key"), ca_key_before);
-  EXPECT_EQ(ReadFile(dir + "/n1.crt"), n1_before);
-  EXPECT_NE(r.out.find("created " + dir + "/n2.crt"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("kept    " + dir + "/ca.crt"), std::string::npos) << r.out;
-  EXPECT_TRUE(Verifies(dir + "/ca.crt", dir + "/n2.crt", X509_PURPOSE_SSL_CLIENT));
+  EXPECT_EQ(ReadFile(ca), ca_before);
+  EXPECT_EQ(ReadFile(dir + "/ca/ca.key"), ca_key_before);
+  EXPECT_EQ(ReadFile(n1d + "/n1.crt"), n1_before);
+  EXPECT_NE(r.out.find("created " + dir + "/nodes/n2/n2.crt"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kept    " + ca), std::string::npos) << r.out;
+  EXPECT_TRUE(Verifies(ca, dir + "/nodes/n2/n2.crt", X509_PURPOSE_SSL_CLIENT));
 
   // A key without its certificate is never replaced: the run stops, naming both.
-  std::filesystem::remove(dir + "/n2.crt");
-  const std::string n2_key = ReadFile(dir + "/n2.key");
+  const std::string n2 = dir + "/nodes/n2/n2";
+  std::filesystem::remove(n2 + ".crt");
+  const std::string n2_key = ReadFile(n2 + ".key");
   r = Cli({"certs", "init", dir, "--agent", "n2"});
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find(dir + "/n2.key exists but " + dir + "/n2.crt does not"),
-            std::string::npos) << r.err;
-  EXPECT_EQ(ReadFile(dir + "/n2.key"), n2_key);
+  EXPECT_NE(r.err.find(n2 + ".key exists but " + n2 + ".crt does not"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(ReadFile(n2 + ".key"), n2_key);
   // Bad names are refused, naming the flag and the value.
   r = Cli({"certs", "init", dir, "--agent", "../evil"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--agent: \"../evil\""), std::string::npos) << r.err;
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// Issue 35, finding 8: a node's bundle holds its own identity and the CA's certificate, and
+// nothing else; the CA key lies apart; the server's certificate is no client (so no node), and
+// its client identity (log reader) names no node.
+TEST(CertsInitTest, Issue35_OneBundlePerNodeAndTheCaKeyApart) {
+  const std::string dir = TempDir("certs") + "/tls";
+  CliResult r = Cli({"certs", "init", dir, "--agent", "n1", "--agent", "n2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto files = [](const std::string& d) {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(d)) {
+      out.insert(e.path().filename().string());
+    }
+    return out;
+  };
+  EXPECT_EQ(files(dir + "/nodes/n1"), (std::set<std::string>{"ca.crt", "n1.crt", "n1.key"}));
+  EXPECT_EQ(files(dir + "/nodes/n2"), (std::set<std::string>{"ca.crt", "n2.crt", "n2.key"}));
+  EXPECT_EQ(files(dir + "/ca"), (std::set<std::string>{"ca.crt", "ca.key"}));
+  EXPECT_EQ(files(dir + "/server"),
+            (std::set<std::string>{"ca.crt", "server.crt", "server.key", "log-reader.crt",
+                                   "log-reader.key"}));
+  EXPECT_EQ(ModeOf(dir + "/ca"), 0700u);
+  EXPECT_EQ(ModeOf(dir + "/ca/ca.key"), 0600u);
+  const std::string ca = dir + "/ca/ca.crt";
+  EXPECT_EQ(ReadFile(dir + "/nodes/n1/ca.crt"), ReadFile(ca));
+  EXPECT_FALSE(Verifies(ca, dir + "/server/server.crt", X509_PURPOSE_SSL_CLIENT));
+  EXPECT_FALSE(Verifies(ca, dir + "/server/log-reader.crt", X509_PURPOSE_SSL_SERVER));
+  X509* reader = LoadCert(dir + "/server/log-reader.crt");
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(X509_check_host(reader, "gpusched-server", 0, 0, nullptr), 1);
+  EXPECT_NE(X509_check_host(reader, "localhost", 0, 0, nullptr), 1);
+  X509_free(reader);
+  // The old single-folder layout is refused, saying why.
+  const std::string old = TempDir("certs-old") + "/old";
+  std::filesystem::create_directories(old);
+  WriteFile(old + "/ca.key", "x");
+  r = Cli({"certs", "init", old, "--agent", "n1"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("old layout"), std::string::npos) << r.err;
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+  std::filesystem::remove_all(std::filesystem::path(old).parent_path());
 }
 
 // A server with --tls-dir on loopback, and helpers for agents and CLI calls.
@@ -159,7 +207,7 @@ class TlsClusterTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string ca() const { return tls_ + "/ca.crt"; }
+  std::string ca() const { return tls_ + "/ca/ca.crt"; }
   // A CLI call trusting the cluster CA.
   CliResult Run(std::vector<std::string> args) {
     args.insert(args.begin() + 1, {"--server", server(), "--ca", ca()});
@@ -259,7 +307,8 @@ TEST_F(TlsClusterTest, PlaintextClientFailsCleanlyAndTheCaMakesItWork) {
   const grpc::Status by_agent = read_with(&*other_agent);
   EXPECT_EQ(by_agent.error_code(), grpc::StatusCode::PERMISSION_DENIED)
       << by_agent.error_message();
-  auto as_server = rpc::LoadClientTls(ca(), tls_ + "/server.crt", tls_ + "/server.key");
+  auto as_server = rpc::LoadClientTls(ca(), tls_ + "/server/log-reader.crt",
+                                      tls_ + "/server/log-reader.key");
   ASSERT_TRUE(as_server.ok());
   as_server->server_name = "n1";
   EXPECT_TRUE(read_with(&*as_server).ok());
@@ -302,13 +351,39 @@ TEST_F(TlsClusterTest, TlsClientAgainstPlaintextServerFailsCleanly) {
   plain.Kill(SIGTERM);
 }
 
+// Issue 35, finding 8: the server's certificate once carried clientAuth and the names
+// localhost and 127.0.0.1, and registered as node "localhost". Now it is no client, and the
+// servers' client identity (the log reader) names only gpusched-server, which no node may be.
+TEST_F(TlsClusterTest, Issue35_TheServersCertificatesCannotRegisterAsANode) {
+  const std::string as_server = dir_ + "/as-server";
+  std::filesystem::create_directories(as_server);
+  std::filesystem::copy_file(ca(), as_server + "/ca.crt");
+  std::filesystem::copy_file(tls_ + "/server/server.crt", as_server + "/localhost.crt");
+  std::filesystem::copy_file(tls_ + "/server/server.key", as_server + "/localhost.key");
+  StartAgent("localhost", as_server);
+  const std::string as_reader = dir_ + "/as-reader";
+  std::filesystem::create_directories(as_reader);
+  std::filesystem::copy_file(ca(), as_reader + "/ca.crt");
+  std::filesystem::copy_file(tls_ + "/server/log-reader.crt", as_reader + "/n9.crt");
+  std::filesystem::copy_file(tls_ + "/server/log-reader.key", as_reader + "/n9.key");
+  StartAgent("n9", as_reader);
+  // Control: a real node's bundle registers (so the two above had the time to).
+  StartAgent("n1", tls_ + "/nodes/n1");
+  ASSERT_TRUE(PollUntil([&] { return NodeConnected("n1"); }, kDeadline));
+  std::this_thread::sleep_for(2s);  // several reconnect attempts
+  CliResult nodes = Run({"nodes", "--json"});
+  ASSERT_EQ(nodes.code, 0) << nodes.err;
+  ASSERT_EQ(Json::parse(nodes.out).size(), 1u) << nodes.out;
+  EXPECT_EQ(Json::parse(nodes.out)[0]["name"], "n1") << nodes.out;
+}
+
 TEST_F(TlsClusterTest, AgentWithAnotherNodesCertificateIsRefused) {
   // tls2/n1.crt is in truth n2's certificate (CN=n2): an agent claiming to be n1 with it.
   const std::string impostor = dir_ + "/tls2";
   std::filesystem::create_directories(impostor);
-  std::filesystem::copy_file(tls_ + "/ca.crt", impostor + "/ca.crt");
-  std::filesystem::copy_file(tls_ + "/n2.crt", impostor + "/n1.crt");
-  std::filesystem::copy_file(tls_ + "/n2.key", impostor + "/n1.key");
+  std::filesystem::copy_file(ca(), impostor + "/ca.crt");
+  std::filesystem::copy_file(tls_ + "/nodes/n2/n2.crt", impostor + "/n1.crt");
+  std::filesystem::copy_file(tls_ + "/nodes/n2/n2.key", impostor + "/n1.key");
   StartAgent("n1", impostor);
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -359,7 +434,7 @@ TEST(TlsHaTest, ClientsAndAgentsFollowTheLeaderOverTls) {
   if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed";
   const std::string dir = TempDir("ha");
   ASSERT_EQ(Cli({"certs", "init", dir + "/tls", "--agent", "n1"}).code, 0);
-  const std::string ca = dir + "/tls/ca.crt";
+  const std::string ca = dir + "/tls/ca/ca.crt";
   store::LocalEtcd::Options eo;
   eo.dir = dir + "/etcd";
   eo.members = 1;

@@ -39,6 +39,7 @@
 #include "rpc/convert.h"
 #include "rpc/grpc_log.h"
 #include "rpc/leader_hint.h"
+#include "rpc/log_capability.h"
 
 namespace gpusched::agent {
 
@@ -91,6 +92,7 @@ struct Agent::Impl {
   rpc::ClientTls tls;                // config.tls_dir's; disabled = plaintext
   bool run_as_users = false;         // root: tasks run as the account their spec names
   std::atomic<bool> allow_root_tasks{false};  // the server's allow_root_tasks
+  rpc::LogReadKey log_read_key;  // this registration's (issue 35): signs the server's log reads
   std::mutex mu;  // guards everything below up to write_mu
   std::condition_variable cv;
   bool stop = false;
@@ -127,7 +129,8 @@ struct Agent::Impl {
   std::vector<TaskKey> RunningOrWaiting();
   // Sets spec.user to the account `user` names when tasks run as their users here. Errors:
   // the account is unknown or root (permanent for the task).
-  Status RunAs(const std::string& user, LaunchSpec& spec);
+  // `root_submitted`: the server proved root submitted the task (Assign.submitted_by_root).
+  Status RunAs(const std::string& user, bool root_submitted, LaunchSpec& spec);
   void OnExit(const TaskExit& e);
   void Report(v1::TaskStatus st);
   void InjectPreload(LaunchSpec& spec);
@@ -286,6 +289,7 @@ void Agent::Impl::LinkLoop() {
     // The call's metadata leaves with its first message (Register), so that write need not
     // wait for a start of its own.
     conn.context.set_initial_metadata_corked(true);
+    if (!config.token.empty()) conn.context.AddMetadata("authorization", "Bearer " + config.token);
     conn.rw = stub->PrepareAsyncConnect(&conn.context, &conn.cq);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -467,6 +471,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     task_hb_ms = std::max<int64_t>(m.registered().task_heartbeat_ms(), 10);
     kill_grace_ms = std::max<int64_t>(m.registered().kill_grace_ms(), 0);
     allow_root_tasks = m.registered().allow_root_tasks();
+    log_read_key.Set(m.registered().log_read_key());
     cv.notify_all();
   } else if (m.has_assign()) {
     OnAssign(m.assign());
@@ -504,12 +509,13 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
   }
 }
 
-Status Agent::Impl::RunAs(const std::string& user, LaunchSpec& spec) {
+Status Agent::Impl::RunAs(const std::string& user, bool root_submitted, LaunchSpec& spec) {
   // An ordinary user cannot switch users: every task runs as the agent (said at start).
   if (user.empty() || !run_as_users || config.executor != ExecutorKind::kProcess) {
     return Status::Ok();
   }
-  GS_ASSIGN_OR_RETURN(TaskUser u, LookUpTaskUser(user, config.name, allow_root_tasks.load()));
+  GS_ASSIGN_OR_RETURN(TaskUser u, LookUpTaskUser(user, config.name,
+                                                  allow_root_tasks.load() || root_submitted));
   spec.user = std::move(u);
   return Status::Ok();
 }
@@ -543,7 +549,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   LaunchSpec spec;
   spec.id = a.id();
   spec.attempt = a.attempt();
-  Status who = RunAs(a.user(), spec);
+  Status who = RunAs(a.user(), a.submitted_by_root(), spec);
   spec.command.assign(a.command().begin(), a.command().end());
   spec.log_path = LogPath(log_dir, a.id(), a.attempt());
   if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
@@ -973,7 +979,9 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));
   }
   // With TLS the log service is mutual TLS too, answering the servers only (log_service.h).
-  impl->log_service = std::make_unique<LogService>(impl->log_dir, impl->tls.enabled());
+  // Without TLS it answers only reads the server signed (issue 35, rpc/log_capability.h).
+  impl->log_service = std::make_unique<LogService>(impl->log_dir, impl->tls.enabled(),
+                                                   &impl->log_read_key, &impl->clock);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (impl->tls.enabled()) {
     grpc::SslServerCredentialsOptions o(

@@ -75,6 +75,10 @@ struct AgentConfig {
   // Mutual TLS to the server: presents DIR/<name>.crt and .key, trusts DIR/ca.crt
   // (`gpusched certs init DIR --agent NAME`). "" = plaintext.
   std::string tls_dir;
+  // Issue 35: an agent token (`gpusched token create --agent NAME`), sent on the link as
+  // `authorization: Bearer TOKEN`. A server with --auth token admits an agent without a
+  // client certificate only with a token bound to its name. "" = none.
+  std::string token;
   // Even as root, run every task as the agent's own user (a cluster whose submitters have no
   // accounts on the nodes: containers, `gpusched dev`, tests). Said at start.
   bool run_as_self = false;

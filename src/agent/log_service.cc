@@ -19,22 +19,34 @@ std::string LogPath(const std::string& log_dir, uint64_t id, int64_t attempt) {
   return log_dir + "/" + LogFileName(id, attempt);
 }
 
+grpc::Status LogService::CheckCaller(grpc::ServerContext* ctx,
+                                     const ::gpusched::v1::ReadLogRequest& req) const {
+  if (!servers_only_) {
+    const Status s =
+        rpc::CheckLogRead(key_ != nullptr ? key_->Get() : "", req.id(), req.attempt(),
+                          req.capability_expires_ms(), req.capability(),
+                          clock_ != nullptr ? clock_->NowMs() : 0);
+    if (s.ok()) return grpc::Status::OK;
+    return {grpc::StatusCode::PERMISSION_DENIED, s.message()};
+  }
+  std::vector<std::string> names;
+  if (auto auth = ctx->auth_context(); auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& v : auth->FindPropertyValues("x509_subject_alternative_name")) {
+      names.emplace_back(v.data(), v.size());
+    }
+  }
+  if (!rpc::CertificateNamesNode(names, rpc::kServerCertName)) {
+    return {grpc::StatusCode::PERMISSION_DENIED,
+            "task logs are served to the gpusched servers only (a certificate naming " +
+                std::string(rpc::kServerCertName) + ")"};
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status LogService::ReadLog(grpc::ServerContext* ctx,
                                  const ::gpusched::v1::ReadLogRequest* req,
                                  ::gpusched::v1::ReadLogResponse* resp) {
-  if (servers_only_) {
-    std::vector<std::string> names;
-    if (auto auth = ctx->auth_context(); auth != nullptr && auth->IsPeerAuthenticated()) {
-      for (const grpc::string_ref& v : auth->FindPropertyValues("x509_subject_alternative_name")) {
-        names.emplace_back(v.data(), v.size());
-      }
-    }
-    if (!rpc::CertificateNamesNode(names, rpc::kServerCertName)) {
-      return {grpc::StatusCode::PERMISSION_DENIED,
-              "task logs are served to the gpusched servers only (a certificate naming " +
-                  std::string(rpc::kServerCertName) + ")"};
-    }
-  }
+  if (grpc::Status who = CheckCaller(ctx, *req); !who.ok()) return who;
   if (req->offset() < 0 || req->max_bytes() < 0 || req->max_bytes() > (64 << 20)) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "offset/max_bytes: out of range"};
   }

@@ -243,7 +243,7 @@ void RegisterBenchE2e(CLI::App& bench) {
       for (int i = 1; i <= *agents; ++i) certs.agents.push_back("dev-" + std::to_string(i));
       if (auto made = InitCerts(certs); !made.ok()) Fail(made.status());
       o.server.tls_dir = certs.dir;
-      auto loaded = rpc::LoadClientTls(certs.dir + "/ca.crt");
+      auto loaded = rpc::LoadClientTls(certs.dir + "/ca/ca.crt");
       if (!loaded.ok()) Fail(loaded.status());
       client_tls = std::move(loaded).value();
     }

@@ -195,10 +195,10 @@ Status CheckPair(const std::string& crt_path, const std::string& key_path, X509*
   return Status::Ok();
 }
 
-// The server certificate's names: every requested host, localhost and 127.0.0.1.
+// The server certificate's names: every requested host, localhost and 127.0.0.1. Not
+// kServerCertName: that is the log reader's (a client identity the server certificate lacks).
 std::string ServerSan(const std::vector<std::string>& hosts) {
   std::vector<std::string> all = hosts;
-  all.push_back(rpc::kServerCertName);  // what agents' log services admit
   all.push_back("localhost");
   all.push_back("127.0.0.1");
   std::vector<std::string> seen;
@@ -231,15 +231,126 @@ struct Leaf {
   Profile profile;
 };
 
-}  // namespace
-
-StatusOr<CertsResult> InitCerts(const CertsRequest& r) {
-  if (r.dir.empty()) return InvalidArgument("DIR: empty");
-  for (const std::string& h : r.server_hosts) {
-    GS_RETURN_IF_ERROR(rpc::CheckServerHost(h, "--server-host"));
+// Creates `dir` (0700) unless it is there.
+Status MakePrivateDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) return Status::Ok();
+    return InvalidArgument("DIR: " + dir + " is not a directory");
   }
-  for (const std::string& a : r.agents) GS_RETURN_IF_ERROR(rpc::CheckNodeCertName(a, "--agent"));
-  const std::string dir = r.dir;
+  return InvalidArgument("DIR: cannot create " + dir + ": " + std::strerror(errno));
+}
+
+// Writes the CA certificate into a bundle unless it holds one already.
+Status CopyCaInto(const std::string& path, X509* ca, CertsResult& out) {
+  if (Exists(path)) return Status::Ok();
+  GS_RETURN_IF_ERROR(WriteCert(path, ca));
+  out.created.push_back(path);
+  return Status::Ok();
+}
+
+// The leaves of the layout (rpc/tls.h): the server's certificate (serverAuth only), its log
+// reader's (clientAuth only, naming kServerCertName) and one per node, each in its folder.
+std::vector<Leaf> LeavesOf(const CertsRequest& r) {
+  const std::string server_dir = rpc::ServerBundleDir(r.dir);
+  std::vector<Leaf> leaves;
+  Leaf server{server_dir + "/server.crt", server_dir + "/server.key", {}};
+  server.profile.common_name = r.server_hosts.empty() ? "gpusched-server" : r.server_hosts[0];
+  server.profile.san = ServerSan(r.server_hosts);
+  server.profile.extended_usage = "serverAuth";  // never a client: it cannot act as a node
+  leaves.push_back(server);
+  Leaf reader{server_dir + "/" + rpc::kLogReaderFile + ".crt",
+              server_dir + "/" + rpc::kLogReaderFile + ".key", {}};
+  reader.profile.common_name = rpc::kServerCertName;
+  reader.profile.san = std::string("DNS:") + rpc::kServerCertName;
+  reader.profile.extended_usage = "clientAuth";  // reads agents' logs, serves nothing
+  leaves.push_back(reader);
+  for (const std::string& a : r.agents) {
+    const std::string dir = rpc::NodeBundleDir(r.dir, a);
+    Leaf l{dir + "/" + a + ".crt", dir + "/" + a + ".key", {}};
+    l.profile.common_name = a;
+    l.profile.san = "DNS:" + a;
+    // serverAuth too: the agent serves its task logs to the server over TLS.
+    l.profile.extended_usage = "clientAuth,serverAuth";
+    leaves.push_back(l);
+  }
+  return leaves;
+}
+
+// Refuses the single-directory layout of earlier versions (every key in one folder).
+Status RefuseFlatLayout(const std::string& dir) {
+  for (const char* f : {"/ca.key", "/server.key"}) {
+    if (!Exists(dir + f)) continue;
+    return FailedPrecondition(
+        dir + f + " exists: " + dir + " has the old layout, one folder holding the CA key, "
+        "the server key and every agent's key. `certs init` now writes a bundle per node ("
+        "DIR/nodes/NAME/) and keeps the CA key apart (DIR/ca/): run it on a new directory and "
+        "copy each node only its bundle (servers and agents still read the old layout)");
+  }
+  return Status::Ok();
+}
+
+struct Ca {
+  Cert cert;
+  Key key;
+};
+
+// The CA of DIR/ca/: read when `have`, created otherwise.
+StatusOr<Ca> LoadOrCreateCa(const std::string& crt_path, const std::string& key_path, bool have,
+                            CertsResult& out) {
+  Ca ca;
+  if (have) {
+    GS_ASSIGN_OR_RETURN(ca.cert, ReadCert(crt_path));
+    GS_ASSIGN_OR_RETURN(ca.key, ReadKey(key_path));
+    if (X509_check_private_key(ca.cert.get(), ca.key.get()) != 1) {
+      ERR_clear_error();
+      return FailedPrecondition(key_path + " is not the key of " + crt_path);
+    }
+    out.kept.push_back(crt_path);
+    return ca;
+  }
+  Profile p;
+  p.common_name = "gpusched cluster CA";
+  p.ca = true;
+  p.days = kCaDays;
+  GS_ASSIGN_OR_RETURN(ca.key, NewKey());
+  GS_ASSIGN_OR_RETURN(ca.cert, Issue(p, ca.key.get(), nullptr, nullptr));
+  GS_RETURN_IF_ERROR(WriteKey(key_path, ca.key.get()));
+  GS_RETURN_IF_ERROR(WriteCert(crt_path, ca.cert.get()));
+  out.created.push_back(key_path);
+  out.created.push_back(crt_path);
+  return ca;
+}
+
+// Keeps a leaf that is there (checked against the CA), issues one that is not.
+Status KeepOrIssue(const Leaf& l, bool have, bool is_server, const CertsRequest& r, Ca& ca,
+                   CertsResult& out) {
+  if (have) {
+    GS_RETURN_IF_ERROR(CheckPair(l.crt, l.key, ca.cert.get()));
+    out.kept.push_back(l.crt);
+    if (!is_server) return Status::Ok();
+    const std::vector<std::string> missing = MissingHosts(l.crt, r.server_hosts);
+    if (!missing.empty()) {
+      std::string list;
+      for (const std::string& h : missing) list += (list.empty() ? "" : ", ") + h;
+      out.notes.push_back(l.crt + " exists and does not name " + list +
+                          ": it was kept; remove server.crt and server.key and run "
+                          "again to issue one that does");
+    }
+    return Status::Ok();
+  }
+  GS_ASSIGN_OR_RETURN(Key key, NewKey());
+  GS_ASSIGN_OR_RETURN(Cert crt, Issue(l.profile, key.get(), ca.cert.get(), ca.key.get()));
+  GS_RETURN_IF_ERROR(WriteKey(l.key, key.get()));
+  GS_RETURN_IF_ERROR(WriteCert(l.crt, crt.get()));
+  out.created.push_back(l.key);
+  out.created.push_back(l.crt);
+  return Status::Ok();
+}
+
+// DIR itself and the folders of the layout, 0700 where created.
+Status MakeLayout(const CertsRequest& r) {
+  const std::string& dir = r.dir;
   std::error_code ec;
   const bool created_dir = !std::filesystem::exists(dir, ec);
   std::filesystem::create_directories(dir, ec);
@@ -248,23 +359,27 @@ StatusOr<CertsResult> InitCerts(const CertsRequest& r) {
     return InvalidArgument("DIR: " + dir + " is not a directory");
   }
   if (created_dir) chmod(dir.c_str(), 0700);
-
-  const std::string ca_crt = dir + "/ca.crt", ca_key = dir + "/ca.key";
-  std::vector<Leaf> leaves;
-  Leaf server{dir + "/server.crt", dir + "/server.key", {}};
-  server.profile.common_name = r.server_hosts.empty() ? "gpusched-server" : r.server_hosts[0];
-  server.profile.san = ServerSan(r.server_hosts);
-  // clientAuth too: the server is the client of every agent's log service.
-  server.profile.extended_usage = "serverAuth,clientAuth";
-  leaves.push_back(server);
+  GS_RETURN_IF_ERROR(RefuseFlatLayout(dir));
+  GS_RETURN_IF_ERROR(MakePrivateDir(dir + "/ca"));
+  GS_RETURN_IF_ERROR(MakePrivateDir(rpc::ServerBundleDir(dir)));
+  if (!r.agents.empty()) GS_RETURN_IF_ERROR(MakePrivateDir(dir + "/nodes"));
   for (const std::string& a : r.agents) {
-    Leaf l{dir + "/" + a + ".crt", dir + "/" + a + ".key", {}};
-    l.profile.common_name = a;
-    l.profile.san = "DNS:" + a;
-    // serverAuth too: the agent serves its task logs to the server over TLS.
-    l.profile.extended_usage = "clientAuth,serverAuth";
-    leaves.push_back(l);
+    GS_RETURN_IF_ERROR(MakePrivateDir(rpc::NodeBundleDir(dir, a)));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<CertsResult> InitCerts(const CertsRequest& r) {
+  if (r.dir.empty()) return InvalidArgument("DIR: empty");
+  for (const std::string& h : r.server_hosts) {
+    GS_RETURN_IF_ERROR(rpc::CheckServerHost(h, "--server-host"));
+  }
+  for (const std::string& a : r.agents) GS_RETURN_IF_ERROR(rpc::CheckNodeCertName(a, "--agent"));
+  GS_RETURN_IF_ERROR(MakeLayout(r));
+  const std::string ca_crt = r.dir + "/ca/ca.crt", ca_key = r.dir + "/ca/ca.key";
+  const std::vector<Leaf> leaves = LeavesOf(r);
   // Every pair is checked before anything is written: a half pair stops the run unchanged.
   GS_ASSIGN_OR_RETURN(const bool have_ca, PairExists(ca_crt, ca_key));
   std::vector<bool> have(leaves.size());
@@ -272,53 +387,15 @@ StatusOr<CertsResult> InitCerts(const CertsRequest& r) {
     GS_ASSIGN_OR_RETURN(bool h, PairExists(leaves[i].crt, leaves[i].key));
     have[i] = h;
   }
-
   CertsResult out;
-  Cert ca;
-  Key ca_private;
-  if (have_ca) {
-    GS_ASSIGN_OR_RETURN(ca, ReadCert(ca_crt));
-    GS_ASSIGN_OR_RETURN(ca_private, ReadKey(ca_key));
-    if (X509_check_private_key(ca.get(), ca_private.get()) != 1) {
-      ERR_clear_error();
-      return FailedPrecondition(ca_key + " is not the key of " + ca_crt);
-    }
-    out.kept.push_back(ca_crt);
-  } else {
-    Profile p;
-    p.common_name = "gpusched cluster CA";
-    p.ca = true;
-    p.days = kCaDays;
-    GS_ASSIGN_OR_RETURN(ca_private, NewKey());
-    GS_ASSIGN_OR_RETURN(ca, Issue(p, ca_private.get(), nullptr, nullptr));
-    GS_RETURN_IF_ERROR(WriteKey(ca_key, ca_private.get()));
-    GS_RETURN_IF_ERROR(WriteCert(ca_crt, ca.get()));
-    out.created.push_back(ca_key);
-    out.created.push_back(ca_crt);
-  }
+  GS_ASSIGN_OR_RETURN(Ca ca, LoadOrCreateCa(ca_crt, ca_key, have_ca, out));
   for (size_t i = 0; i < leaves.size(); ++i) {
-    const Leaf& l = leaves[i];
-    if (have[i]) {
-      GS_RETURN_IF_ERROR(CheckPair(l.crt, l.key, ca.get()));
-      out.kept.push_back(l.crt);
-      if (i == 0) {
-        const std::vector<std::string> missing = MissingHosts(l.crt, r.server_hosts);
-        if (!missing.empty()) {
-          std::string list;
-          for (const std::string& h : missing) list += (list.empty() ? "" : ", ") + h;
-          out.notes.push_back(l.crt + " exists and does not name " + list +
-                              ": it was kept; remove server.crt and server.key and run "
-                              "again to issue one that does");
-        }
-      }
-      continue;
-    }
-    GS_ASSIGN_OR_RETURN(Key key, NewKey());
-    GS_ASSIGN_OR_RETURN(Cert crt, Issue(l.profile, key.get(), ca.get(), ca_private.get()));
-    GS_RETURN_IF_ERROR(WriteKey(l.key, key.get()));
-    GS_RETURN_IF_ERROR(WriteCert(l.crt, crt.get()));
-    out.created.push_back(l.key);
-    out.created.push_back(l.crt);
+    GS_RETURN_IF_ERROR(KeepOrIssue(leaves[i], have[i], i == 0, r, ca, out));
+  }
+  // Each bundle trusts the CA: its certificate, never its key.
+  GS_RETURN_IF_ERROR(CopyCaInto(rpc::ServerBundleDir(r.dir) + "/ca.crt", ca.cert.get(), out));
+  for (const std::string& a : r.agents) {
+    GS_RETURN_IF_ERROR(CopyCaInto(rpc::NodeBundleDir(r.dir, a) + "/ca.crt", ca.cert.get(), out));
   }
   return out;
 }

@@ -4,13 +4,15 @@
 //
 // Keys are EC P-256, written 0600 and never overwritten; certificates are X.509 v3 with
 // random 159-bit serials, valid from an hour ago (clock skew) for kCaDays (the CA) or
-// kLeafDays (the rest). The server's certificate names every --server-host plus localhost,
-// 127.0.0.1 and rpc::kServerCertName (serverAuth, and clientAuth to read agents' logs);
-// agent NAME's has CN=NAME and DNS:NAME (clientAuth, and serverAuth for its log service).
+// kLeafDays (the rest). The server's certificate names every --server-host plus localhost
+// and 127.0.0.1 (serverAuth only); the servers' log reader names rpc::kServerCertName
+// (clientAuth only); agent NAME's has CN=NAME and DNS:NAME (clientAuth, and serverAuth for
+// its log service). Issue 35: each party's key lies in its own bundle, the CA key apart.
 //
 // Running it again on a directory reuses its CA and only adds what is missing, so an agent
 // can be added later. A file without its pair (a key without its certificate, or the
-// reverse) is an error naming it: nothing is silently replaced.
+// reverse) is an error naming it: nothing is silently replaced. A directory of the older
+// flat layout (DIR/ca.key) is refused, saying why.
 
 #include <string>
 #include <vector>

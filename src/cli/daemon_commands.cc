@@ -3,6 +3,8 @@
 // their supervisors (the next agent on its data dir adopts them); `gpusched dev` kills its
 // agents' tasks.
 
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -20,7 +22,7 @@ namespace {
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
   std::string store, etcd, lease_ttl, advertise;
-  std::string tls_dir, auth, memory_table;
+  std::string tls_dir, auth, memory_table, default_user;
   bool insecure = false;
 };
 
@@ -52,6 +54,7 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   if (!f.advertise.empty()) c.advertise = f.advertise;
   if (!f.tls_dir.empty()) c.tls_dir = f.tls_dir;
   if (!f.auth.empty()) c.auth = f.auth;
+  if (!f.default_user.empty()) c.default_user = f.default_user;
   if (!f.memory_table.empty()) c.memory_table = f.memory_table;
   if (f.insecure) c.insecure = true;
   if (!f.lease_ttl.empty()) {
@@ -83,6 +86,10 @@ void RegisterServer(CLI::App& app) {
   cmd->add_option("--auth", f->auth,
                   "API authentication: token (bearer tokens; the first start writes "
                   "DATA_DIR/admin-token) or none (default: token unless --listen is loopback)");
+  cmd->add_option("--default-user", f->default_user,
+                  "With --auth none: the account a task runs as when the server cannot prove "
+                  "its submitter's Unix user (the owner of a loopback connection); never root "
+                  "(default: nobody)");
   cmd->callback([f] {
     if (f->data_dir.empty() && f->store != "etcd") f->data_dir = "gpusched-data";
     server::ServerConfig c = ServerConfigFrom(*f);
@@ -137,6 +144,26 @@ void MergeAgentConfigFile(const std::string& path, CLI::App* cmd, agent::AgentCo
   c.taints.insert(c.taints.begin(), file.taints.begin(), file.taints.end());
 }
 
+// Issue 35: the agent token to send on the link: the first line of `file`, else GPUSCHED_TOKEN
+// (then taken out of this process's environment: tasks inherit the agent's). "" = none.
+std::string AgentToken(const std::string& file) {
+  std::string token;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) Fail(InvalidArgument("--token-file: cannot read " + file));
+    std::getline(in, token);
+  } else if (const char* env = std::getenv("GPUSCHED_TOKEN"); env != nullptr) {
+    token = env;
+  }
+  unsetenv("GPUSCHED_TOKEN");
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) {
+    token.erase(0, 1);
+  }
+  if (!file.empty() && token.empty()) Fail(InvalidArgument("--token-file: " + file + " is empty"));
+  return token;
+}
+
 void RegisterAgent(CLI::App& app) {
   auto c = std::make_shared<agent::AgentConfig>();
   auto executor = std::make_shared<std::string>("process");
@@ -185,13 +212,20 @@ void RegisterAgent(CLI::App& app) {
   cmd->add_option("--tls-dir", c->tls_dir,
                   "Mutual TLS to the server: present DIR/NAME.crt and NAME.key (NAME = --name), "
                   "trust DIR/ca.crt (`gpusched certs init DIR --agent NAME`)");
+  auto token_file = std::make_shared<std::string>();
+  cmd->add_option("--token-file", *token_file,
+                  "An agent token for this node (`gpusched token create --agent NAME`), sent "
+                  "to a server with --auth token when there is no TLS (default: "
+                  "GPUSCHED_TOKEN)");
   cmd->add_flag("--run-as-self", c->run_as_self,
                 "Even as root, run every task as this agent's user instead of its submitter's "
                 "account (nodes where the submitters have no accounts: containers, tests)");
   cmd->add_option("--preload", c->preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");
-  cmd->callback([c, cmd, config_file, executor, health_period, memory_grace, labels, taints] {
+  cmd->callback([c, cmd, config_file, executor, health_period, memory_grace, labels, taints,
+                 token_file] {
+    c->token = AgentToken(*token_file);
     c->labels = LabelFlags(*labels, "--label");
     c->taints = TaintFlags(*taints, "--taint");
     if (cmd->count("--server") == 0) c->server.clear();  // no default: say where

@@ -20,6 +20,9 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
     a.tls_dir = o.server.tls_dir;  // with TLS, DIR/dev-N.crt and .key must exist
     a.run_as_self = true;  // a developer's own cluster: tasks run as the developer
     if (!o.server.data_dir.empty()) a.data_dir = o.server.data_dir + "/" + a.name;
+    if (o.server.AuthEnabled() && o.server.tls_dir.empty()) {  // an agent token (issue 35)
+      GS_ASSIGN_OR_RETURN(a.token, c->server_->CreateAgentToken(a.name));
+    }
     GS_ASSIGN_OR_RETURN(std::unique_ptr<agent::Agent> ag, agent::Agent::Start(a));
     c->agents_.push_back(std::move(ag));
   }

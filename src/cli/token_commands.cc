@@ -1,6 +1,7 @@
 // `gpusched token create|ls|revoke`: the API's bearer tokens (admins only; server/tokens.h).
 // `create` prints the token once, on stdout, as one line (or JSON with --json); the server
-// keeps only its hash.
+// keeps only its hash. `create --agent NAME` makes an agent token instead (issue 35): it
+// authenticates agent NAME's link to a server with --auth token, and nothing else.
 
 #include <chrono>
 #include <iostream>
@@ -17,7 +18,8 @@ nlohmann::json TokenInfoJson(const v1::TokenInfo& t) {
           {"user", t.user()},
           {"team", t.team()},
           {"admin", t.admin()},
-          {"created_ms", t.created_ms()}};
+          {"created_ms", t.created_ms()},
+          {"agent_node", t.agent_node()}};
 }
 
 int64_t NowMs() {
@@ -29,22 +31,37 @@ int64_t NowMs() {
 void RegisterCreate(CLI::App& token) {
   struct Flags {
     ClientFlags client;
-    std::string user, team;
+    std::string user, team, agent;
     bool admin = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = token.add_subcommand(
-      "create", "Create a token for a user and print it once (admins only)");
+      "create",
+      "Create a token for a user (--user), or for a node's agent (--agent), and print it once "
+      "(admins only)");
   AddClientFlags(cmd, f->client);
-  cmd->add_option("--user", f->user, "Whom the token names (tasks record this user)")->required();
+  auto* user = cmd->add_option("--user", f->user, "Whom the token names (tasks record this user)");
+  cmd->add_option("--agent", f->agent,
+                  "An agent token instead: it lets the agent of node NAME (and no other) "
+                  "connect to a server with --auth token without TLS (`gpusched agent "
+                  "--name NAME --token-file F`); it calls no API")
+      ->excludes(user);
   cmd->add_option("--team", f->team, "The user's team (default: default)");
   cmd->add_flag("--admin", f->admin, "May cordon, drain, manage tokens and act on every task");
   cmd->callback([f] {
+    if (f->user.empty() && f->agent.empty()) {
+      Fail(InvalidArgument("--user: missing; give --user NAME (or --agent NODE for an agent's "
+                           "token)"));
+    }
+    if (!f->agent.empty() && (!f->team.empty() || f->admin)) {
+      Fail(InvalidArgument("--agent: an agent token has no --team or --admin"));
+    }
     Client c(f->client.server);
     v1::CreateTokenRequest req;
     req.set_user(f->user);
     req.set_team(f->team);
     req.set_admin(f->admin);
+    req.set_agent_node(f->agent);
     v1::CreateTokenResponse resp;
     // Call may send it again after a try that went unanswered: a token created by a lost try
     // is held by nobody (harmless; `token ls` shows it, `token revoke` removes it).
@@ -59,6 +76,12 @@ void RegisterCreate(CLI::App& token) {
       return;
     }
     std::cout << resp.token() << "\n";
+    if (!resp.info().agent_node().empty()) {
+      std::cerr << "agent token " << resp.info().id() << " for node " << resp.info().agent_node()
+                << ": shown once; start that node's agent with --token-file FILE (a file only "
+                   "the agent's user can read) or GPUSCHED_TOKEN\n";
+      return;
+    }
     std::cerr << "token " << resp.info().id() << " for " << resp.info().user() << " (team "
               << resp.info().team() << (resp.info().admin() ? ", admin" : "")
               << "): shown once; give it to the user for GPUSCHED_TOKEN or "
@@ -119,7 +142,8 @@ void RegisterRevoke(CLI::App& token) {
 }  // namespace
 
 void RegisterTokenCommands(CLI::App& app) {
-  CLI::App* token = app.add_subcommand("token", "Create, list and revoke API tokens (admins)");
+  CLI::App* token = app.add_subcommand(
+      "token", "Create, list and revoke API tokens of users and agents (admins)");
   token->require_subcommand(1);
   RegisterCreate(*token);
   RegisterList(*token);

@@ -1,6 +1,7 @@
 #include "rpc/tls.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -35,12 +36,43 @@ StatusOr<ClientTls> LoadClientTls(const std::string& ca_file, const std::string&
   return t;
 }
 
-StatusOr<ClientTls> LoadAgentTls(const std::string& dir, const std::string& name) {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// `dir` itself when it holds `file`; else `bundle` when that does (a top DIR was given).
+std::string BundleOf(const std::string& dir, const std::string& bundle, const std::string& file) {
+  if (!IsFile(dir + "/" + file) && IsFile(bundle + "/" + file)) return bundle;
+  return dir;
+}
+
+}  // namespace
+
+std::string ServerBundleDir(const std::string& dir) { return dir + "/server"; }
+std::string NodeBundleDir(const std::string& dir, const std::string& name) {
+  return dir + "/nodes/" + name;
+}
+
+StatusOr<ClientTls> LoadAgentTls(const std::string& top, const std::string& name) {
   GS_RETURN_IF_ERROR(CheckNodeCertName(name, "name"));
+  const std::string dir = BundleOf(top, NodeBundleDir(top, name), name + ".crt");
   return LoadClientTls(dir + "/ca.crt", dir + "/" + name + ".crt", dir + "/" + name + ".key");
 }
 
-StatusOr<ServerTls> LoadServerTls(const std::string& dir) {
+StatusOr<ClientTls> LoadLogReaderTls(const std::string& top) {
+  const std::string dir = BundleOf(top, ServerBundleDir(top), "server.crt");
+  const std::string reader = dir + "/" + kLogReaderFile;
+  if (IsFile(reader + ".crt")) {
+    return LoadClientTls(dir + "/ca.crt", reader + ".crt", reader + ".key");
+  }
+  return LoadClientTls(dir + "/ca.crt", dir + "/server.crt", dir + "/server.key");
+}
+
+StatusOr<ServerTls> LoadServerTls(const std::string& top) {
+  const std::string dir = BundleOf(top, ServerBundleDir(top), "server.crt");
   ServerTls t;
   t.cert_file = dir + "/server.crt";
   t.key_file = dir + "/server.key";

@@ -2,10 +2,20 @@
 // TLS material for gRPC channels and servers, and the names rules shared by `certs init`,
 // the server's start-up check and the agent link's identity check.
 //
-// Layout of a TLS directory (what `gpusched certs init DIR` writes):
-//   DIR/ca.crt                  the cluster CA every party trusts
-//   DIR/server.crt, server.key  the servers' certificate (serverAuth)
-//   DIR/NAME.crt, NAME.key      agent NAME's client certificate (clientAuth, CN=NAME)
+// Layout of a TLS directory (what `gpusched certs init DIR` writes; issue 35, one bundle per
+// party, so that a machine holds only its own key):
+//   DIR/ca/ca.crt, ca.key       the cluster CA (the key 0600; it stays on the admin's machine)
+//   DIR/server/                 the servers' bundle (`server --tls-dir DIR/server`):
+//     ca.crt                    the CA's certificate
+//     server.crt, server.key    the servers' certificate (serverAuth only: never a client, so
+//                               never a node; names the --server-host names, localhost and
+//                               127.0.0.1)
+//     log-reader.crt, .key      the servers' client identity for reading agents' logs
+//                               (clientAuth only, names kServerCertName, which no node may be)
+//   DIR/nodes/NAME/             node NAME's bundle (`agent --tls-dir DIR/nodes/NAME`):
+//     ca.crt, NAME.crt, NAME.key  (clientAuth and serverAuth, CN=NAME, DNS:NAME)
+// Servers and agents also read the older flat layout (ca.crt, server.crt/.key and NAME.crt/
+// .key in one folder), and a --tls-dir naming the top DIR finds its bundle in it.
 
 #include <string>
 #include <string_view>
@@ -43,10 +53,21 @@ StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& fi
 // ca_file (trusted), and cert_file/key_file when both are non-empty.
 StatusOr<ClientTls> LoadClientTls(const std::string& ca_file, const std::string& cert_file = "",
                                   const std::string& key_file = "");
-// Agent NAME's material in `dir`: NAME.crt, NAME.key and ca.crt.
+// The files of the layout's servers' client identity: DIR/server/log-reader.crt and .key.
+inline constexpr const char* kLogReaderFile = "log-reader";
+// DIR/server and DIR/nodes/NAME: where certs init puts each bundle.
+std::string ServerBundleDir(const std::string& dir);
+std::string NodeBundleDir(const std::string& dir, const std::string& name);
+
+// Agent NAME's material in `dir` (its bundle, or a top DIR holding nodes/NAME/, or the flat
+// layout): NAME.crt, NAME.key and ca.crt.
 StatusOr<ClientTls> LoadAgentTls(const std::string& dir, const std::string& name);
-// server.crt, server.key and ca.crt in `dir`.
+// server.crt, server.key and ca.crt in `dir` (the servers' bundle, or a top DIR holding
+// server/, or the flat layout).
 StatusOr<ServerTls> LoadServerTls(const std::string& dir);
+// What a server presents to agents' log services: log-reader.crt/.key of its bundle, or in
+// the flat layout (no log reader) server.crt/.key; and ca.crt.
+StatusOr<ClientTls> LoadLogReaderTls(const std::string& dir);
 
 // Whether `host` (of HOST:PORT, brackets allowed for IPv6) can only be reached from this
 // machine: localhost, 127.0.0.0/8, ::1. "0.0.0.0", "::", "" (every address) and every other

@@ -22,6 +22,9 @@ class AgentChannel {
   // Stops delivery without waiting: queued messages are dropped and a write blocked on the
   // peer is cancelled. Idempotent.
   virtual void Close() = 0;
+  // Issue 35: the secret this registration handed the agent (Registered.log_read_key); the
+  // server signs its log reads with it. "" = none (fakes).
+  virtual std::string LogReadKey() const { return ""; }
 };
 
 }  // namespace gpusched::server

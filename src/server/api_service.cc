@@ -28,14 +28,23 @@ void TokenInfoToProto(const store::TokenRecord& r, v1::TokenInfo* p) {
   p->set_team(r.team);
   p->set_admin(r.admin);
   p->set_created_ms(r.created_ms);
+  p->set_agent_node(r.agent_node);
 }
 
 }  // namespace
 
+std::string ApiService::LocalUser(grpc::ServerContext* ctx) const {
+  const PeerIdentity* peers = peers_.load();
+  if (peers == nullptr) return "";
+  const std::optional<TcpEndpoint> client = ParseGrpcPeer(ctx->peer());
+  if (!client) return "";
+  return peers->UserOf(*client, {listen_host_, static_cast<uint16_t>(listen_port_)});
+}
+
 StatusOr<ApiService::Entered> ApiService::Enter(grpc::ServerContext* ctx) {
   GS_ASSIGN_OR_RETURN(std::shared_ptr<ControlPlane> cp, gate_.Get());
-  GS_ASSIGN_OR_RETURN(Caller caller, cp->Authenticate(Metadata(ctx, "authorization"),
-                                                      Metadata(ctx, "x-gpusched-user")));
+  const std::string local_user = cp->auth_enabled() ? "" : LocalUser(ctx);
+  GS_ASSIGN_OR_RETURN(Caller caller, cp->Authenticate(Metadata(ctx, "authorization"), local_user));
   return Entered{std::move(cp), std::move(caller)};
 }
 
@@ -267,7 +276,14 @@ grpc::Status ApiService::CreateToken(grpc::ServerContext* ctx, const v1::CreateT
                                      v1::CreateTokenResponse* resp) {
   auto entered = EnterAsAdmin(ctx, "token create");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  auto minted = entered->cp->CreateToken(req->user(), req->team(), req->admin());
+  if (!req->agent_node().empty() && (!req->user().empty() || !req->team().empty() || req->admin())) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "agent_node: an agent token (--agent " + req->agent_node() +
+                ") names no user, team or admin"};
+  }
+  auto minted = req->agent_node().empty()
+                    ? entered->cp->CreateToken(req->user(), req->team(), req->admin())
+                    : entered->cp->CreateAgentToken(req->agent_node());
   if (!minted.ok()) return rpc::ToGrpc(minted.status());
   TokenInfoToProto(minted->record, resp->mutable_info());
   resp->set_token(minted->token);

@@ -7,10 +7,12 @@
 // SubmitBlocking; every other call on gRPC's synchronous server.
 //
 // Every call but GetServerStatus is authenticated first (ControlPlane::Authenticate, from the
-// `authorization` metadata, and `x-gpusched-user` with authentication off) and checked
+// `authorization` metadata; with authentication off, from the owner of the caller's loopback
+// connection, peer_identity.h, never from `x-gpusched-user`) and checked
 // against access.h; GetServerStatus is answered by standbys too, which hold no tokens, and
 // tells only the servers' roles and addresses.
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +20,7 @@
 
 #include "gpusched/v1/gpusched.grpc.pb.h"
 #include "server/control_plane.h"
+#include "server/peer_identity.h"
 #include "server/control_plane_gate.h"
 #include "server/log_reader.h"
 
@@ -29,6 +32,16 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
   // the gate's control plane, or is answered "not leader; leader is ADDR".
   ApiService(ControlPlaneGate& gate, std::function<v1::ServerStatus()> status)
       : gate_(gate), status_(std::move(status)) {}
+
+  // Issue 35: with authentication off, callers are who `peers` proves their connections'
+  // owners to be; the server listens on `host` (its --listen host: a numeric address, or ""
+  // for every one) at `port` (bound). Until this is called every such caller is the control
+  // plane's default_user. REQUIRES: `peers` outlives the service; called once.
+  void SetPeerIdentity(const PeerIdentity* peers, std::string host, int port) {
+    listen_host_ = std::move(host);
+    listen_port_ = port;
+    peers_.store(peers);
+  }
 
   // Submit's first half: authenticates the caller and validates the spec, which is then
   // the caller's (user and team from its credentials, never from the request).
@@ -81,9 +94,15 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
   // caller is an admin or owns task `id` (NotFound when there is no such task).
   StatusOr<Entered> EnterForTask(grpc::ServerContext* ctx, uint64_t id, const std::string& what);
 
+  // The account the caller's connection proves (issue 35; "" when unknown).
+  std::string LocalUser(grpc::ServerContext* ctx) const;
+
   ControlPlaneGate& gate_;
   std::function<v1::ServerStatus()> status_;
   LogReader logs_;
+  std::atomic<const PeerIdentity*> peers_{nullptr};  // set once, after the fields below
+  std::string listen_host_;
+  int listen_port_ = 0;
 };
 
 }  // namespace gpusched::server

@@ -8,6 +8,7 @@
 
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
+#include "rpc/log_capability.h"
 #include "rpc/tls.h"
 #include "server/agent_channel.h"
 #include "server/control_plane.h"
@@ -16,6 +17,11 @@ namespace gpusched::server {
 
 grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& node,
                                 bool require_client_cert) {
+  // Issue 35: the servers' own certificates name kServerCertName; none of them is a node.
+  if (node == rpc::kServerCertName) {
+    return {grpc::StatusCode::PERMISSION_DENIED,
+            "\"" + node + "\" is the servers' name, not a node's: an agent may not register as it"};
+  }
   if (!require_client_cert) return grpc::Status::OK;
   const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
@@ -172,12 +178,20 @@ class AsyncAgentLink::Call final : public AgentChannel,
         !who.ok()) {
       return who;
     }
+    if (grpc::Status who = CheckAgentToken(spec->name); !who.ok()) return who;
+    auto key = rpc::NewLogReadKey();
+    if (!key.ok()) return rpc::ToGrpc(key.status());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_read_key_ = *key;
+    }
     v1::ServerMessage hello;
     v1::Registered* r = hello.mutable_registered();
     r->set_node_heartbeat_ms(cp_->config().node_heartbeat_ms);
     r->set_task_heartbeat_ms(cp_->config().task_heartbeat_ms);
     r->set_kill_grace_ms(cp_->config().kill_grace_ms);
     r->set_allow_root_tasks(cp_->config().allow_root_tasks);
+    r->set_log_read_key(*key);
     Send(std::move(hello));
     if (Status s = cp_->AgentRegistered(in_.register_(), shared_from_this()); !s.ok()) {
       return rpc::ToGrpc(s);
@@ -188,6 +202,30 @@ class AsyncAgentLink::Call final : public AgentChannel,
               << " GPUs, " << spec->address << ")\n";
     if (link_.on_registered_) link_.on_registered_(shared_from_this());
     return grpc::Status::OK;
+  }
+
+  // Issue 35: with authentication on, an agent without a client certificate (checked by
+  // CheckAgentIdentity when there is one) must present an agent token bound to `node`.
+  grpc::Status CheckAgentToken(const std::string& node) {
+    if (!cp_->auth_enabled()) return grpc::Status::OK;
+    if (auto auth = ctx_.auth_context(); auth != nullptr && auth->IsPeerAuthenticated()) {
+      return grpc::Status::OK;  // a certificate naming the node (CheckAgentIdentity)
+    }
+    std::string authorization;
+    if (auto it = ctx_.client_metadata().find("authorization");
+        it != ctx_.client_metadata().end()) {
+      authorization.assign(it->second.data(), it->second.size());
+    }
+    const Status s = cp_->AuthenticateAgent(authorization, node);
+    if (s.ok()) return grpc::Status::OK;
+    std::cerr << "gpusched server: refused agent \"" << node << "\" from " << ctx_.peer() << ": "
+              << s.message() << "\n";
+    return rpc::ToGrpc(s);
+  }
+
+  std::string LogReadKey() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return log_read_key_;
   }
 
   void OnWritten(bool ok) {
@@ -240,7 +278,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
   std::string node_;
   bool registered_ = false;
 
-  std::mutex mu_;  // guards what follows
+  mutable std::mutex mu_;  // guards what follows
+  std::string log_read_key_;              // this registration's (issue 35)
   std::deque<v1::ServerMessage> outbox_;  // waiting for the write in flight
   bool writing_ = false;                  // a Write is in flight
   bool closed_ = false;                   // nothing more goes out

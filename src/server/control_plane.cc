@@ -556,10 +556,12 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   as->set_workdir(t->spec.workdir);
   as->set_cgroup_mem_mib(t->spec.resources.mem_mib);
   as->set_cgroup_cpu_milli(t->spec.resources.cpu_milli);
-  // Only an identity the server checked (a token) changes the Unix account a task runs as:
-  // with authentication off the user is what the client claimed, recorded and shown, but the
-  // task runs as the agent's own user (so `gpusched dev` as root runs tasks as before).
-  if (config_.AuthEnabled()) as->set_user(t->spec.user);
+  // Issue 35: the user is one the server proved, by a token, or with authentication off by
+  // the owner of the submitter's connection (else config_.default_user); a root agent runs the
+  // task as that account. Only a submission proven to be root's may run as uid 0 without
+  // allow_root_tasks (with tokens, "root" is just a name an admin gave a token).
+  as->set_user(t->spec.user);
+  if (!config_.AuthEnabled() && t->spec.user == "root") as->set_submitted_by_root(true);
   // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
   // (the assignment is then re-placed without counting a failure).
   if (!conn->second->Send(std::move(m))) conn->second->Close();

@@ -130,6 +130,8 @@ class ControlPlane {
     std::string node;     // its name (what its TLS certificate names)
     int64_t attempt = 0;
     bool done = false;
+    // The key of the node's current registration (issue 35): the reader signs with it.
+    std::string log_read_key;
   };
   // `rank`: a gang's rank (its node's log); InvalidArgument past the task's ranks.
   StatusOr<LogSource> LogSourceOf(uint64_t id, int rank = 0);
@@ -148,15 +150,21 @@ class ControlPlane {
   // ---- authentication (control_plane_tokens.cc; server/tokens.h) ----
   // Who calls, from a request's credentials: `authorization` is the Authorization header or
   // metadata value ("" = none). With authentication on, a valid bearer token is required
-  // (Unauthenticated otherwise); with it off, everyone is an admin named `claimed_user`
-  // (the client's x-gpusched-user; "default" when it sent none) in team "default".
-  StatusOr<Caller> Authenticate(const std::string& authorization,
-                                const std::string& claimed_user);
+  // (Unauthenticated otherwise); with it off, everyone is an admin named `local_user` in
+  // team "default": issue 35, the Unix account the caller's connection proves on this machine
+  // (server/peer_identity.h), else config().default_user; what the client claims
+  // (x-gpusched-user) is never an identity. Tasks run as that account.
+  StatusOr<Caller> Authenticate(const std::string& authorization, const std::string& local_user);
   bool auth_enabled() const { return config_.AuthEnabled(); }
+  // Issue 35: Ok when `authorization` ("Bearer TOKEN") carries an agent token bound to `node`
+  // (TokenTable::AuthenticateAgent); Unauthenticated naming what to do when it carries none.
+  Status AuthenticateAgent(const std::string& authorization, const std::string& node);
   // Creates a token and returns it once its record is durable (NotStored, and no token,
   // when that commit fails). Callers check that the caller is an admin.
   StatusOr<MintedToken> CreateToken(const std::string& user, const std::string& team,
                                     bool admin);
+  // The same for an agent token bound to node `node` (MintAgentToken).
+  StatusOr<MintedToken> CreateAgentToken(const std::string& node);
   std::vector<store::TokenRecord> ListTokens();  // ascending id
   // Stops accepting the token at once, then stores that (NotStored when the commit failed:
   // the token stays refused here and the deletion is retried).
@@ -213,6 +221,8 @@ class ControlPlane {
 
  private:
   void TeamMetrics(std::string& out);  // MetricsText's per-team series; REQUIRES: mu_ held
+  // Stores a freshly minted token (CreateToken, CreateAgentToken).
+  StatusOr<MintedToken> StoreToken(MintedToken m);
   // A message for an agent that waits until commit `gate` is durable.
   struct Outbound {
     uint64_t gate = 0;

@@ -386,6 +386,9 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
   auto index = sched_->cluster().Find(node);
   if (index) src.address = sched_->cluster().node(*index).address;
   src.node = node;
+  if (auto conn = connections_.find(node); conn != connections_.end()) {
+    src.log_read_key = conn->second->LogReadKey();
+  }
   return src;
 }
 

@@ -6,10 +6,11 @@
 namespace gpusched::server {
 
 StatusOr<Caller> ControlPlane::Authenticate(const std::string& authorization,
-                                            const std::string& claimed_user) {
+                                            const std::string& local_user) {
   if (!auth_enabled()) {
-    if (!claimed_user.empty()) GS_RETURN_IF_ERROR(CheckPrincipalName(claimed_user, "x-gpusched-user"));
-    return Caller{claimed_user.empty() ? "default" : claimed_user, "default", true, ""};
+    // A proven account whose name no token could carry runs as the unprivileged default.
+    const bool usable = !local_user.empty() && CheckPrincipalName(local_user, "user").ok();
+    return Caller{usable ? local_user : config_.default_user, "default", true, ""};
   }
   if (authorization.empty()) {
     return Unauthenticated("authentication required: send the header \"authorization: Bearer "
@@ -20,9 +21,32 @@ StatusOr<Caller> ControlPlane::Authenticate(const std::string& authorization,
   return tokens_.Authenticate(token);
 }
 
+Status ControlPlane::AuthenticateAgent(const std::string& authorization,
+                                       const std::string& node) {
+  if (authorization.empty()) {
+    return Unauthenticated(
+        "agent \"" + node + "\" presented neither a client certificate nor an agent token, and "
+        "this server authenticates agents (--auth token): create a token with `gpusched token "
+        "create --agent " + node + "` and start the agent with --token-file FILE (or "
+        "GPUSCHED_TOKEN), or use TLS (`gpusched certs init DIR --agent " + node + "`)");
+  }
+  GS_ASSIGN_OR_RETURN(std::string token, ParseBearer(authorization));
+  std::lock_guard<std::mutex> lock(mu_);
+  return tokens_.AuthenticateAgent(token, node);
+}
+
 StatusOr<MintedToken> ControlPlane::CreateToken(const std::string& user, const std::string& team,
                                                 bool admin) {
   GS_ASSIGN_OR_RETURN(MintedToken m, MintToken(user, team, admin, clock_.NowMs()));
+  return StoreToken(std::move(m));
+}
+
+StatusOr<MintedToken> ControlPlane::CreateAgentToken(const std::string& node) {
+  GS_ASSIGN_OR_RETURN(MintedToken m, MintAgentToken(node, clock_.NowMs()));
+  return StoreToken(std::move(m));
+}
+
+StatusOr<MintedToken> ControlPlane::StoreToken(MintedToken m) {
   std::unique_lock<std::mutex> lock(mu_);
   const std::string id = m.record.id;
   tokens_.Put(m.record);  // nobody knows the secret before this returns

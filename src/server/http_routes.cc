@@ -5,7 +5,7 @@
 
 namespace gpusched::server {
 
-void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp) {
+void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp, const PeerIdentity* peers) {
   // With authentication on, /metrics wants a token (any valid one: a scraper gets a token of
   // its own, `gpusched token create --user prometheus`); with private_data on, only an
   // admin's token reads the per-team series (issue 36).
@@ -24,7 +24,7 @@ void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp) {
   http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
-  RegisterRestApi(http, cp);
+  RegisterRestApi(http, cp, peers);
   RegisterDashboard(http);
 }
 

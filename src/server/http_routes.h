@@ -7,10 +7,12 @@
 #include <httplib.h>
 
 #include "server/control_plane.h"
+#include "server/peer_identity.h"
 
 namespace gpusched::server {
 
-// REQUIRES: `cp` outlives `http`.
-void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp);
+// REQUIRES: `cp` (and `peers`) outlive `http`. `peers`: RegisterRestApi's.
+void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp,
+                        const PeerIdentity* peers = nullptr);
 
 }  // namespace gpusched::server

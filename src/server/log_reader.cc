@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "rpc/channel.h"
+#include "rpc/log_capability.h"
 
 namespace gpusched::server {
 
@@ -14,8 +15,7 @@ StatusOr<std::shared_ptr<v1::Agent::Stub>> LogReader::AgentStub(const ControlPla
   if (stub) return stub;
   rpc::ClientTls tls;
   if (const std::string& dir = cp.config().tls_dir; !dir.empty()) {
-    GS_ASSIGN_OR_RETURN(tls, rpc::LoadClientTls(dir + "/ca.crt", dir + "/server.crt",
-                                                dir + "/server.key"));
+    GS_ASSIGN_OR_RETURN(tls, rpc::LoadLogReaderTls(dir));
     tls.server_name = node;
   }
   stub = v1::Agent::NewStub(rpc::MakeChannel(address, false, &tls));
@@ -36,6 +36,12 @@ StatusOr<v1::LogsResponse> LogReader::Read(ControlPlane& cp, uint64_t id, int64_
   r.set_attempt(src.attempt);
   r.set_offset(offset);
   r.set_max_bytes(max_bytes > 0 ? std::min(max_bytes, kMaxChunk) : kMaxChunk);
+  // Issue 35: signed with the node's registration key; an agent without TLS answers only this.
+  if (!src.log_read_key.empty()) {
+    const int64_t expires = cp.clock().NowMs() + rpc::kLogCapabilityTtlMs;
+    r.set_capability_expires_ms(expires);
+    r.set_capability(rpc::SignLogRead(src.log_read_key, id, src.attempt, expires));
+  }
   v1::ReadLogResponse out;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -40,13 +40,21 @@ enum class Access { kRead, kWrite };
 
 // The one place every request is let in: the caller named by the bearer token in the
 // Authorization header (Unauthenticated: 401), or with authentication off an admin named by
-// X-Gpusched-User (ControlPlane::Authenticate). What each caller may do is access.h's.
+// the owner of the request's loopback connection (issue 35, peer_identity.h; never by a
+// header), else the default user (ControlPlane::Authenticate). What each caller may do is
+// access.h's.
 // Writes must be JSON: a browser cannot send that across origins without a CORS preflight
 // (which this API never grants), so another web page cannot submit or cancel tasks. The
 // token travels in a header only, never in a URL (URLs end up in logs).
-StatusOr<Caller> Authorize(ControlPlane& cp, const Request& req, Access access) {
-  GS_ASSIGN_OR_RETURN(Caller caller, cp.Authenticate(req.get_header_value("Authorization"),
-                                                     req.get_header_value("X-Gpusched-User")));
+StatusOr<Caller> Authorize(ControlPlane& cp, const PeerIdentity* peers, const Request& req,
+                           Access access) {
+  std::string local_user;
+  if (!cp.auth_enabled() && peers != nullptr) {
+    local_user = peers->UserOf({req.remote_addr, static_cast<uint16_t>(req.remote_port)},
+                               {req.local_addr, static_cast<uint16_t>(req.local_port)});
+  }
+  GS_ASSIGN_OR_RETURN(Caller caller,
+                      cp.Authenticate(req.get_header_value("Authorization"), local_user));
   if (access == Access::kWrite &&
       req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
     return InvalidArgument("Content-Type: must be application/json, got \"" +
@@ -112,7 +120,7 @@ Status MayReadLogs(ControlPlane& cp, const Caller& caller, uint64_t id) {
 
 class RestApi : public std::enable_shared_from_this<RestApi> {
  public:
-  explicit RestApi(ControlPlane& cp) : cp_(cp) {}
+  RestApi(ControlPlane& cp, const PeerIdentity* peers) : cp_(cp), peers_(peers) {}
   void Register(httplib::Server& http);
 
  private:
@@ -136,6 +144,7 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
   bool TakeStream(Response& res);
 
   ControlPlane& cp_;
+  const PeerIdentity* peers_;  // may be null
   LogReader logs_;
   std::atomic<int> streams_{0};
 };
@@ -143,7 +152,7 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
 httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
   auto self = shared_from_this();
   return [self, access, h, ok](const Request& req, Response& res) {
-    StatusOr<Caller> caller = Authorize(self->cp_, req, access);
+    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, access);
     if (!caller.ok()) return SendError(res, caller.status());
     StatusOr<Json> out = Internal("no answer");
     try {
@@ -483,7 +492,7 @@ void RestApi::Register(httplib::Server& http) {
   http.Get("/api/v1/tasks/([^/]+)", Route(Access::kRead, &RestApi::GetTask));
   http.Post("/api/v1/tasks/([^/]+)/cancel", Route(Access::kWrite, &RestApi::CancelTask));
   http.Get("/api/v1/tasks/([^/]+)/logs", [self](const Request& req, Response& res) {
-    StatusOr<Caller> caller = Authorize(self->cp_, req, Access::kRead);
+    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, Access::kRead);
     if (!caller.ok()) return SendError(res, caller.status());
     const bool follow = req.has_param("follow") ||
                         req.get_header_value("Accept").find("text/event-stream") !=
@@ -512,7 +521,7 @@ void RestApi::Register(httplib::Server& http) {
   http.Get("/api/v1/queues", Route(Access::kRead, &RestApi::Queues));
   http.Get("/api/v1/accounting", Route(Access::kRead, &RestApi::GetAccounting));
   http.Get("/api/v1/events", [self](const Request& req, Response& res) {
-    StatusOr<Caller> caller = Authorize(self->cp_, req, Access::kRead);
+    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, Access::kRead);
     if (!caller.ok()) return SendError(res, caller.status());
     self->Events(req, res);
   });
@@ -533,8 +542,8 @@ void RestApi::Register(httplib::Server& http) {
 
 }  // namespace
 
-void RegisterRestApi(httplib::Server& http, ControlPlane& cp) {
-  std::make_shared<RestApi>(cp)->Register(http);
+void RegisterRestApi(httplib::Server& http, ControlPlane& cp, const PeerIdentity* peers) {
+  std::make_shared<RestApi>(cp, peers)->Register(http);
 }
 
 }  // namespace gpusched::server

@@ -14,10 +14,14 @@
 #include <httplib.h>
 
 #include "server/control_plane.h"
+#include "server/peer_identity.h"
 
 namespace gpusched::server {
 
-// REQUIRES: `cp` outlives `http`. Also sizes http's worker pool for the event streams.
-void RegisterRestApi(httplib::Server& http, ControlPlane& cp);
+// REQUIRES: `cp` (and `peers`) outlive `http`. Also sizes http's worker pool for the event
+// streams. `peers`: who a caller is with authentication off (issue 35); null = every such
+// caller is cp's default_user.
+void RegisterRestApi(httplib::Server& http, ControlPlane& cp,
+                     const PeerIdentity* peers = nullptr);
 
 }  // namespace gpusched::server

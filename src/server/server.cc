@@ -49,6 +49,8 @@ struct Server::Impl {
   std::string advertise;
   std::string store_kind;
   std::optional<rpc::ServerTls> tls;  // set when config.tls_dir is
+  // Who calls with authentication off (issue 35): the owners of loopback connections.
+  std::unique_ptr<PeerIdentity> peers;
   // The leader's parts; with etcd, built at every take-over and dropped when stepping down.
   std::mutex role_mu;   // take-over and step-down against Shutdown
   std::shared_ptr<ControlPlane> cp;
@@ -160,7 +162,7 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
         res.set_content(j.dump() + "\n", "application/json");
       });
     }
-    RegisterHttpRoutes(*s.http, *cp);
+    RegisterHttpRoutes(*s.http, *cp, s.peers.get());
   } else {
     RegisterStandbyRoutes(*s.http, s.gate);
   }
@@ -345,6 +347,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   Impl& s = *impl;
   s.config = config;
   s.http_host = http.host;
+  s.peers = std::make_unique<PeerIdentity>(nullptr, config.default_user);
   if (!config.tls_dir.empty()) {
     GS_ASSIGN_OR_RETURN(s.tls, rpc::LoadServerTls(config.tls_dir));
   }
@@ -417,6 +420,11 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
                                    ? " (is another gpusched running?)"
                                    : ""));
   }
+  {
+    // A numeric --listen host is where loopback connections arrive; otherwise any.
+    const std::string host = rpc::HostOf(config.listen);
+    s.api->SetPeerIdentity(s.peers.get(), rpc::IsIpAddress(host) ? host : "", port);
+  }
   s.submit->Start();
   s.link->Start();
   s.queue.Start();
@@ -476,6 +484,12 @@ Server::~Server() { Shutdown(); }
 const std::string& Server::address() const { return impl_->address; }
 int Server::http_port() const { return impl_->http_port; }
 bool Server::leading() const { return impl_->gate.leading(); }
+
+StatusOr<std::string> Server::CreateAgentToken(const std::string& node) {
+  GS_ASSIGN_OR_RETURN(std::shared_ptr<ControlPlane> cp, impl_->gate.Get());
+  GS_ASSIGN_OR_RETURN(MintedToken m, cp->CreateAgentToken(node));
+  return m.token;
+}
 
 void Server::Shutdown() {
   {

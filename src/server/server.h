@@ -31,6 +31,9 @@ class Server {
   int http_port() const;
   // Whether this server leads (always, without etcd).
   bool leading() const;
+  // Issue 35: a fresh agent token of node `node` (an in-process cluster with --auth token and
+  // no TLS gives its agents one). Unavailable on a standby.
+  StatusOr<std::string> CreateAgentToken(const std::string& node);
   // Stops serving; in-flight streams are cancelled. Idempotent.
   void Shutdown();
   // Blocks until Shutdown (from another thread or a signal handler's helper).

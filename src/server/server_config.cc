@@ -1,5 +1,6 @@
 #include "server/server_config.h"
 
+#include <pwd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -13,10 +14,29 @@
 
 #include "base/units.h"
 #include "rpc/tls.h"
+#include "server/tokens.h"
 #include "spec/spec_yaml.h"
 #include "store/etcd_client.h"
 
 namespace gpusched::server {
+
+namespace {
+
+// default_user: a name a task can run as, and not a uid-0 account of this machine.
+Status CheckDefaultUser(const std::string& user) {
+  GS_RETURN_IF_ERROR(CheckPrincipalName(user, "default_user"));
+  std::vector<char> buf(16 * 1024);
+  passwd pw{};
+  passwd* found = nullptr;
+  getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (found != nullptr && pw.pw_uid == 0) {
+    return InvalidArgument("default_user: \"" + user + "\" is uid 0 on this machine: tasks "
+                           "whose submitter is unproven must not run as root");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 core::SchedulerConfig ServerConfig::DefaultSchedulerConfig() { return core::SchedulerConfig(); }
 
@@ -44,6 +64,7 @@ Status ServerConfig::Validate() const {
   if (!auth.empty() && auth != "token" && auth != "none") {
     return InvalidArgument("auth: \"" + auth + "\" (use token or none)");
   }
+  GS_RETURN_IF_ERROR(CheckDefaultUser(default_user));
   if (store != "sqlite" && store != "etcd") {
     return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
   }
@@ -316,6 +337,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"insecure", Bool(c.insecure)},
       {"allow_root_tasks", Bool(c.allow_root_tasks)},
       {"private_data", Bool(c.private_data)},
+      {"default_user", Text(c.default_user)},
       {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
       {"priority_weight", Number(s.fair_share.priority_weight)},
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},

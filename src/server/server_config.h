@@ -97,6 +97,10 @@ struct ServerConfig {
   // to its owner and admins only (server/access.h RedactForCaller; its environment always
   // is), and /metrics names no team unless an admin's token reads it.
   bool private_data = false;
+  // Issue 35: with authentication off, the account a task runs as when the server cannot
+  // prove who submitted it (server/peer_identity.h): a caller from another machine, a
+  // connection whose owner the kernel does not tell. Never a uid-0 account.
+  std::string default_user = "nobody";
   // CN109992422A claim 1: the GPU-memory table a task's `profile` is looked up in (rows and
   // formulas, spec/spec_yaml.h), loaded at start. `memory_table`: a YAML file (--memory-table
   // FILE, or `memory_table: FILE` in the config file, relative to that file);

@@ -6,6 +6,8 @@
 
 #include <cctype>
 
+#include "rpc/tls.h"
+
 namespace gpusched::server {
 namespace {
 
@@ -111,6 +113,18 @@ StatusOr<MintedToken> MintToken(const std::string& user, const std::string& team
   return out;
 }
 
+StatusOr<MintedToken> MintAgentToken(const std::string& node, int64_t created_ms) {
+  GS_RETURN_IF_ERROR(rpc::CheckNodeName(node, "--agent"));
+  GS_ASSIGN_OR_RETURN(std::string id, RandomHex(kIdHex / 2));
+  GS_ASSIGN_OR_RETURN(std::string secret, RandomHex(kSecretHex / 2));
+  MintedToken out;
+  // "agent:" cannot pass CheckPrincipalName: no user's token ever names this user, and a
+  // server that predates agent tokens runs nothing as it.
+  out.record = {id, "agent:" + node, "", false, created_ms, Sha256Hex(secret), node};
+  out.token = std::string(kPrefix) + id + "_" + secret;
+  return out;
+}
+
 void TokenTable::Put(store::TokenRecord record) {
   std::string id = record.id;
   tokens_[std::move(id)] = std::move(record);
@@ -129,7 +143,7 @@ std::vector<store::TokenRecord> TokenTable::List() const {
   return out;
 }
 
-StatusOr<Caller> TokenTable::Authenticate(std::string_view token) const {
+StatusOr<const store::TokenRecord*> TokenTable::Verify(std::string_view token) const {
   GS_ASSIGN_OR_RETURN(TokenParts parts, ParseToken(token));
   const store::TokenRecord* r = Find(parts.id);
   // Hash either way, so an unknown id costs what a wrong secret does.
@@ -138,7 +152,30 @@ StatusOr<Caller> TokenTable::Authenticate(std::string_view token) const {
       CRYPTO_memcmp(r->secret_sha256.data(), hash.data(), hash.size()) != 0) {
     return Unauthenticated(std::string(kRefused));
   }
+  return r;
+}
+
+StatusOr<Caller> TokenTable::Authenticate(std::string_view token) const {
+  GS_ASSIGN_OR_RETURN(const store::TokenRecord* r, Verify(token));
+  if (!r->agent_node.empty()) {
+    return Unauthenticated("token " + r->id + " is an agent token (node " + r->agent_node +
+                           "): it authenticates that node's agent only, not API calls");
+  }
   return Caller{r->user, r->team, r->admin, r->id};
+}
+
+Status TokenTable::AuthenticateAgent(std::string_view token, const std::string& node) const {
+  GS_ASSIGN_OR_RETURN(const store::TokenRecord* r, Verify(token));
+  if (r->agent_node.empty()) {
+    return Unauthenticated("token " + r->id + " is a user's token (" + r->user +
+                           "), not an agent token: create one with `gpusched token create "
+                           "--agent " + node + "`");
+  }
+  if (r->agent_node != node) {
+    return PermissionDenied("agent token " + r->id + " is bound to node \"" + r->agent_node +
+                            "\": it may not register node \"" + node + "\"");
+  }
+  return Status::Ok();
 }
 
 }  // namespace gpusched::server

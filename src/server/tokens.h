@@ -55,6 +55,9 @@ struct MintedToken {
 // A fresh token for `user` (team "" = "default"). Internal when the random source fails.
 StatusOr<MintedToken> MintToken(const std::string& user, const std::string& team, bool admin,
                                 int64_t created_ms);
+// Issue 35: a fresh agent token bound to node `node` (rpc::CheckNodeName; InvalidArgument
+// naming --agent otherwise). Its record's user is "agent:NODE", team "", not admin.
+StatusOr<MintedToken> MintAgentToken(const std::string& node, int64_t created_ms);
 
 // The tokens a server accepts, by id. Not thread-safe: the ControlPlane holds it under its lock.
 class TokenTable {
@@ -65,10 +68,18 @@ class TokenTable {
   const store::TokenRecord* Find(const std::string& id) const;
   std::vector<store::TokenRecord> List() const;  // ascending id
   size_t size() const { return tokens_.size(); }
-  // The caller a bearer token names, or Unauthenticated.
+  // The caller a bearer token names, or Unauthenticated. An agent token is refused here
+  // (Unauthenticated): it authenticates an agent's link only.
   StatusOr<Caller> Authenticate(std::string_view token) const;
+  // Issue 35: Ok when `token` is an agent token bound to node `node`. Unauthenticated for an
+  // unknown, revoked or wrong token or a user's token; PermissionDenied naming both nodes for
+  // an agent token of another node.
+  Status AuthenticateAgent(std::string_view token, const std::string& node) const;
 
  private:
+  // The record `token` names when its secret matches; Unauthenticated otherwise.
+  StatusOr<const store::TokenRecord*> Verify(std::string_view token) const;
+
   std::map<std::string, store::TokenRecord> tokens_;
 };
 

@@ -199,7 +199,9 @@ TEST_F(ControlPlaneTokensTest, NoTokenOrAWrongOneIsUnauthenticatedWithAuthOn) {
             StatusCode::kUnauthenticated);
 }
 
-TEST_F(ControlPlaneTokensTest, WithAuthOffEveryoneIsAnAdminNamedByTheClient) {
+// Issue 35: with authentication off the caller is the account its connection proves (the
+// caller of Authenticate passes it), else the unprivileged default_user; never a claim.
+TEST_F(ControlPlaneTokensTest, Issue35_WithAuthOffEveryoneIsAnAdminNamedByTheProvenAccount) {
   config_.auth = "none";
   auto cp = Start(std::make_unique<store::MemoryStore>());
   auto c = cp->Authenticate("", "carol");
@@ -207,8 +209,47 @@ TEST_F(ControlPlaneTokensTest, WithAuthOffEveryoneIsAnAdminNamedByTheClient) {
   EXPECT_EQ(c->user, "carol");
   EXPECT_EQ(c->team, "default");
   EXPECT_TRUE(c->admin);
-  EXPECT_EQ(cp->Authenticate("", "").value().user, "default");
-  EXPECT_EQ(cp->Authenticate("", "bad name").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cp->Authenticate("", "").value().user, "nobody");
+  EXPECT_EQ(cp->Authenticate("", "bad name").value().user, "nobody");
+}
+
+TEST(AuthConfigTest, Issue35_DefaultUserIsNeverRoot) {
+  ServerConfig c;
+  EXPECT_EQ(c.default_user, "nobody");
+  EXPECT_TRUE(c.Validate().ok());
+  c.default_user = "root";
+  Status s = c.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("default_user: \"root\" is uid 0"), std::string::npos)
+      << s.message();
+  c.default_user = "a b";
+  EXPECT_NE(c.Validate().message().find("default_user"), std::string::npos);
+}
+
+// Issue 35: an agent token registers its own node only, and calls no API.
+TEST_F(ControlPlaneTokensTest, Issue35_AnAgentTokenRegistersItsNodeOnlyAndCallsNoApi) {
+  auto cp = Start(Sqlite());
+  auto a = cp->CreateAgentToken("n1");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->record.agent_node, "n1");
+  EXPECT_TRUE(cp->AuthenticateAgent("Bearer " + a->token, "n1").ok());
+  Status other = cp->AuthenticateAgent("Bearer " + a->token, "n2");
+  EXPECT_EQ(other.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(other.message().find("bound to node \"n1\""), std::string::npos) << other.message();
+  EXPECT_EQ(cp->Authenticate("Bearer " + a->token, "").status().code(),
+            StatusCode::kUnauthenticated);
+  auto user = cp->CreateToken("alice", "", false);
+  ASSERT_TRUE(user.ok());
+  EXPECT_EQ(cp->AuthenticateAgent("Bearer " + user->token, "n1").code(),
+            StatusCode::kUnauthenticated);
+  EXPECT_EQ(cp->AuthenticateAgent("", "n1").code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(cp->AuthenticateAgent("", "n1").message().find("token create --agent n1"),
+            std::string::npos);
+  EXPECT_FALSE(cp->CreateAgentToken("../x").ok());
+  cp.reset();
+  auto again = Start(Sqlite());  // the binding is stored with the token
+  EXPECT_TRUE(again->AuthenticateAgent("Bearer " + a->token, "n1").ok());
+  EXPECT_FALSE(again->AuthenticateAgent("Bearer " + a->token, "n2").ok());
 }
 
 TEST_F(ControlPlaneTokensTest, ATokenWhoseCommitFailedIsNeitherGivenOutNorStoredLater) {

@@ -351,14 +351,15 @@ StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text) {
 }
 
 std::string EncodeToken(const TokenRecord& r) {
-  return Json{{"v", 1},
-              {"id", r.id},
-              {"user", r.user},
-              {"team", r.team},
-              {"admin", r.admin},
-              {"created_ms", r.created_ms},
-              {"secret_sha256", r.secret_sha256}}
-      .dump();
+  Json j{{"v", 1},
+         {"id", r.id},
+         {"user", r.user},
+         {"team", r.team},
+         {"admin", r.admin},
+         {"created_ms", r.created_ms},
+         {"secret_sha256", r.secret_sha256}};
+  if (!r.agent_node.empty()) j["agent_node"] = r.agent_node;  // absent: a user's token
+  return j.dump();
 }
 
 StatusOr<TokenRecord> DecodeToken(const std::string& text) {
@@ -370,6 +371,7 @@ StatusOr<TokenRecord> DecodeToken(const std::string& text) {
     r.admin = j.at("admin").get<bool>();
     r.created_ms = j.at("created_ms").get<int64_t>();
     r.secret_sha256 = j.at("secret_sha256").get<std::string>();
+    r.agent_node = j.value("agent_node", std::string());
     if (r.id.empty()) return DataLoss("token: id is empty");
     return r;
   });

@@ -53,6 +53,9 @@ struct TokenRecord {
   bool admin = false;
   int64_t created_ms = 0;   // wall clock, ms since the epoch
   std::string secret_sha256;
+  // Issue 35: set for an agent token, the node name it may register as (user is then
+  // "agent:NODE", which no API caller can be). "" for a user's token.
+  std::string agent_node = {};
 };
 
 // One atomic write.

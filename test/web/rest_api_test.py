@@ -5,12 +5,17 @@ parameters (400 naming the parameter), unknown tasks (404), the event and log st
 """
 
 import json
+import os
+import pwd
 import sys
 import time
 import unittest
 import urllib.request
 
 from devcluster import DevCluster, _OPENER
+
+# Issue 35: without tokens a caller is the Unix user owning its loopback connection.
+ME = pwd.getpwuid(os.geteuid()).pw_name
 
 GPUSCHED = None
 C = None  # one cluster for the whole module: starting one costs more than every test here
@@ -106,7 +111,7 @@ class RestApiTest(unittest.TestCase):
         self.assertIn("running", [h["state"] for h in t["history"]])
         self.assertEqual(t["why"]["state"], "running")
         self.assertGreater(t["why"]["total_nodes"], 0)
-        self.assertEqual((t["user"], t["team"]), ("default", "default"))
+        self.assertEqual((t["user"], t["team"]), (ME, "default"))
         # The same shape as `gpusched show --json`, plus the REST extras.
         cli = json.loads(C.cli("show", str(shared), "--json"))
         # elapsed_ms is at each answer's own time; the heartbeat-fed keys may change between the
@@ -186,7 +191,7 @@ class RestApiTest(unittest.TestCase):
         self.assertEqual(C.get("/api/v1/tasks?node=no-such-node").json(),
                          {"tasks": [], "next_after": None})
         self.assertIn(t, [x["id"] for x in
-                          C.get("/api/v1/tasks?team=default&user=default&limit=1000")
+                          C.get("/api/v1/tasks?team=default&user=%s&limit=1000" % ME)
                           .json()["tasks"]])
         self.assertEqual(C.get("/api/v1/tasks?team=nobody").json()["tasks"], [])
         C.request("POST", "/api/v1/tasks/%d/cancel" % t, {})
@@ -321,7 +326,7 @@ class RestApiTest(unittest.TestCase):
         self.assertGreaterEqual(g["gpu_mem_gib_hours"], 0.9 * 16 / 3600)
         self.assertAlmostEqual(sum(g["gpu_hours_by_step"]), g["gpu_hours"], places=9)
         by_user = C.get("/api/v1/accounting?since=10m&by=user").json()
-        self.assertEqual([x["name"] for x in by_user["groups"]], ["default"])
+        self.assertEqual([x["name"] for x in by_user["groups"]], [ME])
         self.assertEqual(C.get("/api/v1/accounting?since=10m&team=other").json()["groups"], [])
         old = C.get("/api/v1/accounting?since=3h&until=2h").json()
         self.assertEqual(old["groups"], [])

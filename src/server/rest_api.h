@@ -9,7 +9,8 @@
 // access check (Authorize in rest_api.cc), where the security issue's bearer tokens plug in.
 // The JSON shapes of tasks and nodes are those of `gpusched ls/show/nodes --json`.
 //
-// Thread-safety: handlers run on httplib's worker threads; all state is in ControlPlane.
+// Thread-safety: handlers run on the connections' threads (server/http_door.h); all state
+// is in ControlPlane.
 
 #include <httplib.h>
 
@@ -17,7 +18,7 @@
 
 namespace gpusched::server {
 
-// REQUIRES: `cp` outlives `http`. Also sizes http's worker pool for the event streams.
+// REQUIRES: `cp` outlives `http`. Streams count against cp.streams().
 void RegisterRestApi(httplib::Server& http, ControlPlane& cp);
 
 }  // namespace gpusched::server

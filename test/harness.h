@@ -25,6 +25,7 @@ class Proc {
   void Kill(int sig);  // signal, then wait for the exit
   void Signal(int sig);  // signal only (SIGSTOP, SIGCONT)
   bool alive() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   std::string Log() const;
 
  private:

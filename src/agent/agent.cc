@@ -30,6 +30,7 @@
 #include "agent/task_user.h"
 #include "base/clock.h"
 #include "base/host_port.h"
+#include "base/private_dir.h"
 #include "base/thread_name.h"
 #include "core/gpu_health.h"
 #include "core/reserved_env.h"
@@ -961,10 +962,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   }
   if (impl->config.data_dir.empty()) {
     // Named after the agent, not the process: the next agent of that name adopts its tasks.
-    impl->config.data_dir =
-        (std::filesystem::temp_directory_path() / ("gpusched-agent-" + impl->config.name))
-            .string();
+    // Never in /tmp, where another user could create the name first (issue 35).
+    impl->config.data_dir = DefaultStateDir("agent-" + impl->config.name);
   }
+  // Everything the agent trusts lives here: only its user may own or write it.
+  GS_RETURN_IF_ERROR(EnsurePrivateDir(impl->config.data_dir, "data-dir"));
   std::error_code ec;
   // Absolute, so the paths handed to the shims and shown in errors do not depend on the
   // working directory.

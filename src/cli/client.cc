@@ -116,6 +116,29 @@ void AddCaFlag(CLI::App* cmd) {
 }
 
 namespace {
+bool insecure_flag = false;
+
+void AddInsecureFlag(CLI::App* cmd) {
+  cmd->add_flag_callback(
+      "--insecure", [] { insecure_flag = true; },
+      "Send the token even in cleartext to a server off this machine (no --ca): only on a "
+      "network you trust");
+}
+}  // namespace
+
+Status CheckTokenTransport(const std::string& address, const std::string& token,
+                           bool tls, bool insecure) {
+  if (token.empty() || tls || insecure || rpc::IsLoopbackHost(rpc::HostOf(address))) {
+    return Status::Ok();
+  }
+  return PermissionDenied(
+      "token: refusing to send your token in cleartext to " + address +
+      ", which is not this machine and no CA is set (anyone on the path could read it and "
+      "act as you): pass --ca FILE or set GPUSCHED_CA to the cluster's ca.crt to connect "
+      "with TLS, or pass --insecure to send it anyway on a network you trust");
+}
+
+namespace {
 constexpr const char* kServerHelp =
     "Server address, or a comma-separated list of the servers of an HA control plane "
     "(default: $GPUSCHED_SERVER, else 127.0.0.1:7070)";
@@ -123,6 +146,7 @@ constexpr const char* kServerHelp =
 
 void AddGlobalClientFlags(CLI::App* app) {
   AddCaFlag(app);
+  AddInsecureFlag(app);
   app->add_option_function<std::string>(
       "--server", [](const std::string& list) { GlobalServerFlag() = list; },
       std::string(kServerHelp) + "; also accepted after the command's name, which wins");
@@ -132,6 +156,7 @@ std::string GlobalServer() { return GlobalServerFlag(); }
 
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json) {
   AddCaFlag(cmd);
+  AddInsecureFlag(cmd);
   cmd->add_option("--server", flags.server, kServerHelp);
   if (json) cmd->add_flag("--json", flags.json, "Machine-readable JSON output");
 }
@@ -205,6 +230,9 @@ Status Client::CallFollowingLeader(const std::function<grpc::Status(grpc::Client
   const auto no_leader_deadline =
       std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(10));
   for (;;) {
+    // Before every try: a leader hint may name another server.
+    GS_RETURN_IF_ERROR(
+        CheckTokenTransport(servers_[current_], token_, tls_.enabled(), insecure_flag));
     grpc::ClientContext ctx;
     if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
     if (!unix_user_.empty()) ctx.AddMetadata("x-gpusched-user", unix_user_);

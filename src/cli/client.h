@@ -34,8 +34,8 @@ struct ClientFlags {
 };
 // Adds --server (and --json when `json`) to `cmd`.
 void AddClientFlags(CLI::App* cmd, ClientFlags& flags, bool json = true);
-// The global options of every binary (main.cc): --ca FILE and --server ADDR[,ADDR...] before
-// the command's name. GlobalServer() is the latter's value ("" when not given).
+// The global options of every binary (main.cc): --ca FILE, --insecure and --server
+// ADDR[,ADDR...] before the command's name. GlobalServer() is the latter's value ("" when not given).
 void AddGlobalClientFlags(CLI::App* app);
 std::string GlobalServer();
 // The bearer token to send: GPUSCHED_TOKEN, else the token file (first line, trimmed); ""
@@ -48,6 +48,12 @@ void SetCaFile(const std::string& path);
 std::string ResolveCaFile();
 // Adds --ca FILE (SetCaFile) to `cmd`; AddClientFlags does it for every client command.
 void AddCaFlag(CLI::App* cmd);
+// A token travels over TLS or to this machine only (issue 36): OK when `token` is empty,
+// `tls` is on, `insecure` (--insecure, global or after the command) or `address` is a
+// loopback one; else PermissionDenied (exit 4) saying why and how (--ca, GPUSCHED_CA,
+// --insecure). Checked before each try, before any connection is made.
+Status CheckTokenTransport(const std::string& address, const std::string& token, bool tls,
+                           bool insecure);
 
 // For a process that ends with std::_Exit right after its command (the client binary,
 // main.cc): a Client going away leaves its channels open instead of closing them (a channel's

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/agent_config.h"
+#include "base/private_dir.h"
 #include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -27,7 +28,10 @@ struct ServerFlags {
 };
 
 void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
-  cmd->add_option("--data-dir", f.data_dir, "Directory of the SQLite state");
+  cmd->add_option("--data-dir", f.data_dir,
+                  "Directory of the SQLite state: this user's, writable by no one else "
+                  "(server default: /var/lib/gpusched/server as root, else "
+                  "$XDG_STATE_HOME/gpusched/server)");
   cmd->add_option("--listen", f.listen, "gRPC address")->capture_default_str();
   cmd->add_option("--http", f.http, "HTTP address (dashboard, /api/v1, /metrics, /healthz)")
       ->capture_default_str();
@@ -91,7 +95,7 @@ void RegisterServer(CLI::App& app) {
                   "its submitter's Unix user (the owner of a loopback connection); never root "
                   "(default: nobody)");
   cmd->callback([f] {
-    if (f->data_dir.empty() && f->store != "etcd") f->data_dir = "gpusched-data";
+    if (f->data_dir.empty() && f->store != "etcd") f->data_dir = DefaultStateDir("server");
     server::ServerConfig c = ServerConfigFrom(*f);
     BlockStopSignals();
     auto srv = OrFail(server::Server::Start(c));
@@ -182,8 +186,9 @@ void RegisterAgent(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--data-dir", c->data_dir,
                   "Directory for task logs and the task journal; keep it across restarts so "
-                  "the agent adopts its running tasks (default: gpusched-agent-NAME in the "
-                  "temp dir)");
+                  "the agent adopts its running tasks; it must be this user's and writable by "
+                  "no one else (default: /var/lib/gpusched/agent-NAME as root, else "
+                  "$XDG_STATE_HOME/gpusched/agent-NAME)");
   cmd->add_flag("--simulate", c->simulate, "Simulated GPUs even if NVML is present");
   auto labels = std::make_shared<std::vector<std::string>>();
   auto taints = std::make_shared<std::vector<std::string>>();

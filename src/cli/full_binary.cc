@@ -16,9 +16,10 @@ namespace gpusched::cli {
 namespace {
 
 // Whether argv[i] is one of the global options before the command (--ca FILE, --server ADDR,
-// or their --opt=value form); `i` then moves past its value.
+// or their --opt=value form, --insecure); `i` then moves past its value.
 bool SkipGlobalOption(int argc, char** argv, int& i) {
   const std::string_view a = argv[i];
+  if (a == "--insecure") return true;
   if (a == "--ca" || a == "--server") {
     i = std::min(i + 1, argc - 1);
     return true;

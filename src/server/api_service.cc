@@ -155,6 +155,11 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
+  // Each open Watch holds a thread of this server: counted against stream_limit(_per_user).
+  StatusOr<StreamLimiter::Slot> slot = cp.streams().Acquire(entered->caller.user);
+  if (!slot.ok()) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, slot.status().message());
+  }
   const std::set<uint64_t> wanted(req->ids().begin(), req->ids().end());
   // Every task written goes through RedactForCaller.
   auto write = [&, caller = entered->caller](v1::Task t) {

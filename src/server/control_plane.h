@@ -48,6 +48,7 @@
 #include "server/agent_channel.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
+#include "server/stream_limits.h"
 #include "server/tokens.h"
 #include "store/state_store.h"
 
@@ -215,6 +216,8 @@ class ControlPlane {
   std::string MetricsText(bool with_teams = true);
   const ServerConfig& config() const { return config_; }
   Clock& clock() { return clock_; }
+  // Open Watch and REST event/log streams, per user and in total (stream_limit keys).
+  StreamLimiter& streams() { return streams_; }
   // For tests: accounting invariants of the scheduler, and what is in memory.
   Status CheckInvariants();
   size_t TasksInMemory();
@@ -291,6 +294,8 @@ class ControlPlane {
 
   const ServerConfig config_;
   Clock& clock_;
+  StreamLimiter streams_{StreamLimits{static_cast<size_t>(config_.stream_limit),
+                                      static_cast<size_t>(config_.stream_limit_per_user)}};
   std::unique_ptr<store::StateStore> store_;
 
   mutable std::mutex mu_;

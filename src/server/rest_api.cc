@@ -25,9 +25,6 @@ using Json = nlohmann::json;
 using httplib::Request;
 using httplib::Response;
 
-constexpr size_t kMaxBody = 1 << 20;
-constexpr int kMaxStreams = 32;          // open event and log streams, all clients together
-constexpr size_t kWorkers = kMaxStreams + 16;  // streams never starve the plain requests
 constexpr int64_t kStreamWaitMs = 500;   // a stream notices a stopping server this fast
 constexpr int64_t kTickMs = 2000;        // "tick" events: node health and memory move too
 constexpr int64_t kLogPollMs = 300;
@@ -139,14 +136,13 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
   // A task's JSON as `caller` may read it (access.h RedactForCaller): every task this API
   // hands out goes through here.
   Json TaskFor(const Caller& caller, v1::Task t);
-  void Events(const Request& req, Response& res);
-  void FollowLogs(uint64_t id, int64_t offset, Response& res);
-  bool TakeStream(Response& res);
+  void Events(const Request& req, const Caller& caller, Response& res);
+  void FollowLogs(const Caller& caller, uint64_t id, int64_t offset, Response& res);
+  StatusOr<StreamLimiter::Slot> TakeStream(const Caller& caller, Response& res);
 
   ControlPlane& cp_;
   const PeerIdentity* peers_;  // may be null
   LogReader logs_;
-  std::atomic<int> streams_{0};
 };
 
 httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
@@ -227,9 +223,10 @@ StatusOr<Json> RestApi::GetTask(const Request& req, const Caller& caller) {
 
 StatusOr<Json> RestApi::SubmitTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
-  if (req.body.size() > kMaxBody) {
+  const size_t max_body = static_cast<size_t>(cp_.config().http_max_body);
+  if (req.body.size() > max_body) {  // a chunked body the door let in
     return InvalidArgument("body: " + std::to_string(req.body.size()) + " bytes, at most " +
-                           std::to_string(kMaxBody));
+                           std::to_string(max_body) + " (server key http_max_body)");
   }
   GS_ASSIGN_OR_RETURN(rest::SubmitBody body, rest::ParseSubmitBody(req.body));
   GS_RETURN_IF_ERROR(core::CheckSubmittedEnv(body.spec));  // GPUSCHED_* is the product's
@@ -375,16 +372,18 @@ StatusOr<Json> RestApi::GetAccounting(const Request& req, const Caller&) {
 
 // ---------------------------------------------------------------- streams (server-sent events)
 
-bool RestApi::TakeStream(Response& res) {
-  if (streams_.fetch_add(1) >= kMaxStreams) {
-    streams_.fetch_sub(1);
-    SendError(res, Unavailable("streams: " + std::to_string(kMaxStreams) +
-                               " event streams are open; close one or poll instead"));
-    return false;
+// Counts a stream of `caller` (stream_limit keys); 429 naming the limit when it is reached.
+StatusOr<StreamLimiter::Slot> RestApi::TakeStream(const Caller& caller, Response& res) {
+  StatusOr<StreamLimiter::Slot> slot = cp_.streams().Acquire(caller.user);
+  if (!slot.ok()) {
+    SendError(res, slot.status());
+    res.status = 429;  // SendError says 422 for ResourceExhausted: "too many", not "too big"
+    res.set_header("Retry-After", "5");
+    return slot;
   }
   res.set_header("Cache-Control", "no-store");
   res.set_header("X-Accel-Buffering", "no");  // a proxy must not hold events back
-  return true;
+  return slot;
 }
 
 std::string Event(const std::string& name, const Json& data) {
@@ -393,9 +392,10 @@ std::string Event(const std::string& name, const Json& data) {
 
 // "change" events name the tasks that changed ({"version", "ids", "all"}); "tick" events come
 // when nothing changed for kTickMs, so a view of nodes (heartbeats, health) stays fresh.
-void RestApi::Events(const Request& req, Response& res) {
+void RestApi::Events(const Request& req, const Caller& caller, Response& res) {
   if (Status s = rest::CheckQuery(req.params, {}).status(); !s.ok()) return SendError(res, s);
-  if (!TakeStream(res)) return;
+  StatusOr<StreamLimiter::Slot> slot = TakeStream(caller, res);
+  if (!slot.ok()) return;
   std::vector<uint64_t> ids;
   bool everything = false;
   auto version = std::make_shared<uint64_t>(cp_.WaitForChanges(UINT64_MAX - 1, 0, ids,
@@ -429,15 +429,16 @@ void RestApi::Events(const Request& req, Response& res) {
         }
         return sink.write(out.data(), out.size());
       },
-      [self](bool) { self->streams_.fetch_sub(1); });
+      [slot = *slot](bool) {});  // the slot ends with the stream
 }
 
 // Events: "log" {"attempt", "offset", "data"} for each chunk (its id: the offset after it, so
 // a reconnecting EventSource resumes there through Last-Event-ID), "attempt" {"attempt"} when
 // a retry starts a new log, "end" {"attempt"} once the task is done and its log drained, and
 // "failure" {"message"} when the log cannot be read.
-void RestApi::FollowLogs(uint64_t id, int64_t offset, Response& res) {
-  if (!TakeStream(res)) return;
+void RestApi::FollowLogs(const Caller& caller, uint64_t id, int64_t offset, Response& res) {
+  StatusOr<StreamLimiter::Slot> slot = TakeStream(caller, res);
+  if (!slot.ok()) return;
   struct Cursor {
     int64_t offset = 0, attempt = -1;
   };
@@ -479,14 +480,13 @@ void RestApi::FollowLogs(uint64_t id, int64_t offset, Response& res) {
         out = ":\n\n";
         return sink.write(out.data(), out.size());
       },
-      [self](bool) { self->streams_.fetch_sub(1); });
+      [slot = *slot](bool) {});  // the slot ends with the stream
 }
 
 // ---------------------------------------------------------------- routes
 
 void RestApi::Register(httplib::Server& http) {
   auto self = shared_from_this();
-  http.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
   http.Get("/api/v1/tasks", Route(Access::kRead, &RestApi::ListTasks));
   http.Post("/api/v1/tasks", Route(Access::kWrite, &RestApi::SubmitTask, 201));
   http.Get("/api/v1/tasks/([^/]+)", Route(Access::kRead, &RestApi::GetTask));
@@ -515,7 +515,7 @@ void RestApi::Register(httplib::Server& http) {
     if (Status allowed = MayReadLogs(self->cp_, *caller, *id); !allowed.ok()) {
       return SendError(res, allowed);
     }
-    self->FollowLogs(*id, *offset, res);
+    self->FollowLogs(*caller, *id, *offset, res);
   });
   http.Get("/api/v1/nodes", Route(Access::kRead, &RestApi::Nodes));
   http.Get("/api/v1/queues", Route(Access::kRead, &RestApi::Queues));
@@ -523,7 +523,7 @@ void RestApi::Register(httplib::Server& http) {
   http.Get("/api/v1/events", [self](const Request& req, Response& res) {
     StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, Access::kRead);
     if (!caller.ok()) return SendError(res, caller.status());
-    self->Events(req, res);
+    self->Events(req, *caller, res);
   });
   http.Get("/api/v1/openapi.json", [](const Request&, Response& res) {
     const Asset* a = FindAsset("openapi.json");

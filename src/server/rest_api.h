@@ -9,7 +9,8 @@
 // access check (Authorize in rest_api.cc), where the security issue's bearer tokens plug in.
 // The JSON shapes of tasks and nodes are those of `gpusched ls/show/nodes --json`.
 //
-// Thread-safety: handlers run on httplib's worker threads; all state is in ControlPlane.
+// Thread-safety: handlers run on the connections' threads (server/http_door.h); all state
+// is in ControlPlane.
 
 #include <httplib.h>
 
@@ -18,9 +19,9 @@
 
 namespace gpusched::server {
 
-// REQUIRES: `cp` (and `peers`) outlive `http`. Also sizes http's worker pool for the event
-// streams. `peers`: who a caller is with authentication off (issue 35); null = every such
-// caller is cp's default_user.
+// REQUIRES: `cp` (and `peers`) outlive `http`. Streams count against cp.streams().
+// `peers`: who a caller is with authentication off (issue 35); null = every such caller is
+// cp's default_user.
 void RegisterRestApi(httplib::Server& http, ControlPlane& cp,
                      const PeerIdentity* peers = nullptr);
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -14,10 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <iostream>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "base/clock.h"
 #include "base/host_port.h"
+#include "base/private_dir.h"
 #include "server/async_agent_link.h"
 #include "server/async_queue.h"
 #include "server/async_submit.h"
@@ -27,6 +31,7 @@
 #include "rpc/leader_hint.h"
 #include "rpc/tls.h"
 #include "server/control_plane_gate.h"
+#include "server/http_door.h"
 #include "server/http_routes.h"
 #include "server/leader_election.h"
 #include "server/probe_daemon.h"
@@ -88,11 +93,30 @@ struct Server::Impl {
 
 namespace {
 
+// state.db and its -wal and -shm files readable by this user only: state.db is created
+// 0600 before SQLite opens it (SQLite gives a new WAL and SHM the database's mode), and
+// files an older version left 0644 are narrowed. The directory is private already.
+Status NarrowStateFiles(const std::string& dir) {
+  const std::string db = dir + "/state.db";
+  const int fd = open(db.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("data_dir: cannot open " + db + ": " + std::strerror(errno));
+  const bool narrowed = fchmod(fd, 0600) == 0;
+  const int err = errno;
+  close(fd);
+  if (!narrowed) return Internal("data_dir: cannot chmod " + db + ": " + std::strerror(err));
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const int side = open((db + suffix).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (side < 0) continue;  // not there (or a symlink, which SQLite's open refuses too)
+    (void)fchmod(side, 0600);
+    close(side);
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<store::StateStore>> OpenSqlite(const ServerConfig& config) {
   if (config.data_dir.empty()) return std::unique_ptr<store::StateStore>(new store::MemoryStore);
-  std::error_code ec;
-  std::filesystem::create_directories(config.data_dir, ec);
-  if (ec) return InvalidArgument("data_dir: cannot create " + config.data_dir + ": " + ec.message());
+  GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data_dir"));
+  GS_RETURN_IF_ERROR(NarrowStateFiles(config.data_dir));
   store::SqliteStore::Options options;
   options.fsync_every_commit = config.fsync_every_commit;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<store::SqliteStore> s,
@@ -126,6 +150,48 @@ void RegisterStandbyRoutes(httplib::Server& http, ControlPlaneGate& gate) {
   http.Post(".*", not_leader);
 }
 
+// The names the HTTP endpoint answers to (http_door.h): the hosts of --listen, --http and
+// --advertise (every-address hosts aside) and the config's http_hosts.
+std::set<std::string> ServedNames(const ServerConfig& c) {
+  std::set<std::string> names;
+  for (const std::string& a : {c.listen, c.http, c.advertise}) {
+    std::string host = rpc::HostOf(a);
+    if (!host.empty()) names.insert(host);
+  }
+  std::stringstream extra(c.http_hosts);
+  for (std::string name; std::getline(extra, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) names.insert(name);
+  }
+  for (std::string n : std::set<std::string>(names)) {
+    names.erase(n);
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    names.insert(n);
+  }
+  return names;
+}
+
+// Every request passes the door (http_door.h) before its route: Host, Origin, body size,
+// and credentials before a body is read (the leader's; a standby reads no body of size).
+void SetDoor(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp, int port) {
+  auto hosts = std::make_shared<HostAllowList>(ServedNames(s.config), port);
+  Authenticator authenticate;
+  if (cp) {
+    ControlPlane* plane = cp.get();  // outlives the HTTP server (StepDown stops it first)
+    authenticate = [plane](const httplib::Request& req) {
+      return plane->Authenticate(req.get_header_value("Authorization"),
+                                 req.get_header_value("X-Gpusched-User"))
+          .status();
+    };
+  }
+  const size_t max_body = static_cast<size_t>(s.config.http_max_body);
+  s.http->set_pre_routing_handler(
+      [hosts, authenticate, max_body](const httplib::Request& req, httplib::Response& res) {
+        return CheckAtTheDoor(*hosts, max_body, authenticate, req, res);
+      });
+}
+
 // (Re)starts the HTTP endpoint on the configured address with the routes of the current role.
 // The port stays the same across role changes (bound again at once: SO_REUSEADDR).
 Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
@@ -137,16 +203,20 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
     s.http.reset();
   }
   GS_ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(s.config.http, "http"));
+  HttpDoorLimits limits;
+  limits.max_body = static_cast<size_t>(s.config.http_max_body);
+  limits.header_timeout_ms = s.config.http_header_timeout_ms;
+  limits.max_connections = static_cast<size_t>(s.config.http_max_connections);
   if (s.tls) {
-    auto https = std::make_unique<httplib::SSLServer>(s.tls->cert_file.c_str(),
-                                                      s.tls->key_file.c_str());
+    auto https = std::make_unique<GuardedHttpsServer>(s.tls->cert_file.c_str(),
+                                                      s.tls->key_file.c_str(), limits);
     if (!https->is_valid()) {
       return FailedPrecondition("tls_dir: HTTPS cannot use " + s.tls->cert_file + " and " +
                                 s.tls->key_file + " (do they belong together?)");
     }
     s.http = std::move(https);
   } else {
-    s.http = std::make_unique<httplib::Server>();
+    s.http = std::make_unique<GuardedHttpServer>(limits);
   }
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
   // the same port. Re-binding our own port after a role change still works (the old socket
@@ -179,6 +249,7 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
                               ": address already in use");
   }
   s.http_port = port;
+  SetDoor(s, cp, port);
   httplib::Server* raw = s.http.get();
   auto done = std::make_shared<std::atomic<bool>>(false);
   s.http_thread = std::thread([raw, done] {
@@ -200,9 +271,14 @@ void StopHttp(Server::Impl& s) {
   s.http.reset();
 }
 
-// Writes `text` to `path`, readable by this user only (mode 0600 even when the file existed).
+// Writes `text` to a new file `path`, readable by this user only: whatever was there (a
+// file someone else created, a symlink) is removed first and the file is created afresh
+// (O_EXCL), so it is this user's whoever made the name before.
 Status WriteSecretFile(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Internal("admin-token: cannot remove the old " + path + ": " + std::strerror(errno));
+  }
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Internal("admin-token: cannot write " + path + ": " + std::strerror(errno));
   bool ok = fchmod(fd, 0600) == 0 &&
             write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
@@ -226,9 +302,7 @@ Status BootstrapAdminToken(const ServerConfig& config, ControlPlane& cp) {
                  "then holds an admin token\n";
     return Status::Ok();
   }
-  std::error_code ec;
-  std::filesystem::create_directories(config.data_dir, ec);
-  if (ec) return InvalidArgument("data_dir: cannot create " + config.data_dir + ": " + ec.message());
+  GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data_dir"));
   GS_ASSIGN_OR_RETURN(MintedToken m, cp.CreateToken("admin", "default", true));
   const std::string path = config.data_dir + "/admin-token";
   if (Status w = WriteSecretFile(path, m.token + "\n"); !w.ok()) {

@@ -59,6 +59,13 @@ Status ServerConfig::Validate() const {
                            " must be >= 0");
   }
   if (retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
+  for (auto [name, v] : {std::pair{"http_max_body", http_max_body},
+                         {"http_header_timeout", http_header_timeout_ms},
+                         {"http_max_connections", http_max_connections},
+                         {"stream_limit", stream_limit},
+                         {"stream_limit_per_user", stream_limit_per_user}}) {
+    if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
+  }
   if (store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
   if (idle_after_ms < 0) return InvalidArgument("idle_after: must be >= 0 (0 = off)");
   if (!auth.empty() && auth != "token" && auth != "none") {
@@ -165,6 +172,19 @@ Setter Count(size_t& out, size_t min) {
       return InvalidArgument(f + ": \"" + v + "\" must be >= " + std::to_string(min));
     }
     out = static_cast<size_t>(n);
+    return Status::Ok();
+  };
+}
+
+// A whole number of bytes, or a size with a unit ("1MiB", "2GiB"; base/units.h).
+Setter Bytes(int64_t& out) {
+  return [&out](const std::string& v, const std::string& f) -> Status {
+    if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos) {
+      return Integer(out)(v, f);
+    }
+    StatusOr<MiB> mib = ParseSizeMiB(v, f);
+    if (!mib.ok()) return mib.status();
+    out = *mib * (int64_t{1} << 20);
     return Status::Ok();
   };
 }
@@ -370,6 +390,13 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"parallel_threshold", Count(s.placement.parallel_threshold, 0)},
       {"parallel_chunks", Count(s.placement.parallel_chunks, 1)},
       {"filter_workers", Integer(c.filter_workers)},
+      // The doors (issue 36; docs/auth.md "Limits at the doors").
+      {"http_max_body", Bytes(c.http_max_body)},
+      {"http_header_timeout", Duration(c.http_header_timeout_ms)},
+      {"http_max_connections", Integer(c.http_max_connections)},
+      {"http_hosts", Text(c.http_hosts)},
+      {"stream_limit", Integer(c.stream_limit)},
+      {"stream_limit_per_user", Integer(c.stream_limit_per_user)},
       {"capacity_wait",
        Choice<core::CapacityWait>(s.capacity_wait,
                                   {{"stay_queued", core::CapacityWait::kStayQueued},

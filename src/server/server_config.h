@@ -40,6 +40,13 @@
 //   parallel_threshold: 100  # CN115981827A claim 1 N_par: above this many reachable nodes
 //   parallel_chunks: 16      # W chunks of the node filter
 //   filter_workers: 0        # threads for them; 0 = one per core (at most W), 1 = sequential
+//   # The doors (docs/auth.md "Limits at the doors"):
+//   http_max_body: 1MiB      # a larger request body is refused (413) and never read
+//   http_header_timeout: 10s # a request's line and headers must arrive within this
+//   http_max_connections: 256  # open HTTP connections; more are answered 503
+//   http_hosts: gpu-master.example.com  # names besides the listen/http/advertise hosts
+//   stream_limit: 64         # open Watch, event and log-follow streams, all users
+//   stream_limit_per_user: 16  # ... of one user (429 / RESOURCE_EXHAUSTED above)
 
 #include <string>
 
@@ -112,6 +119,18 @@ struct ServerConfig {
   // node filter (above scheduler.placement.parallel_threshold reachable nodes, in
   // parallel_chunks chunks). 0 = one per CPU core, at most parallel_chunks; 1 = no pool.
   int64_t filter_workers = 0;
+  // The doors (issue 36). http_max_body: bytes of a request body, refused before it is
+  // read when larger. http_header_timeout_ms: the request line and headers' deadline.
+  // http_max_connections: HTTP connections open at once. http_hosts: names (comma-separated)
+  // a request's Host may carry besides IP addresses, localhost, this machine's name and the
+  // listen, http and advertise hosts. stream_limit(_per_user): open gRPC Watch and REST
+  // event/log streams in total and per user.
+  int64_t http_max_body = 1 << 20;
+  DurationMs http_header_timeout_ms = 10'000;
+  int64_t http_max_connections = 256;
+  std::string http_hosts;
+  int64_t stream_limit = 64;
+  int64_t stream_limit_per_user = 16;
   // The pool size filter_workers asks for on this machine.
   size_t FilterWorkers() const;
 

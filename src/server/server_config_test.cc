@@ -304,3 +304,32 @@ TEST(ServerConfigTest, ListeningOffLoopbackNeedsTlsAndAuthOrInsecure) {
 
 }  // namespace
 }  // namespace gpusched::server
+
+namespace gpusched::server {
+namespace {
+
+TEST(ServerConfigTest, Issue36_DoorLimitsAreKeysWithSizesAndDurations) {
+  ServerConfig c;
+  EXPECT_EQ(c.http_max_body, 1 << 20);
+  const std::string path = WriteFile(
+      "http_max_body: 2MiB\nhttp_header_timeout: 3s\nhttp_max_connections: 10\n"
+      "http_hosts: a.example, b.example\nstream_limit: 5\nstream_limit_per_user: 2\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.http_max_body, 2 << 20);
+  EXPECT_EQ(c.http_header_timeout_ms, 3000);
+  EXPECT_EQ(c.http_max_connections, 10);
+  EXPECT_EQ(c.http_hosts, "a.example, b.example");
+  EXPECT_EQ(c.stream_limit, 5);
+  EXPECT_EQ(c.stream_limit_per_user, 2);
+  ASSERT_TRUE(ApplyConfigFile(WriteFile("http_max_body: 4096\n"), c).ok());
+  EXPECT_EQ(c.http_max_body, 4096);
+  s = ApplyConfigFile(WriteFile("stream_limit_per_user: 0\n"), c);
+  EXPECT_NE(s.message().find("stream_limit_per_user: must be > 0"), std::string::npos)
+      << s.message();
+  s = ApplyConfigFile(WriteFile("http_max_body: lots\n"), c);
+  EXPECT_NE(s.message().find("http_max_body"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace gpusched::server

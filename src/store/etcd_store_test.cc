@@ -73,7 +73,7 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   b.nodes = {n};
   LearnedPeak p;
   p.profile = core::MemoryProfile{"classify", "resnet50", 32, 224, 224};
-  p.max_peak_mib = 5000;
+  p.recent_mib = {4000, 5000, 4500};
   p.observations = 3;
   b.peaks = {p};
   b.quotas = {{"team-b", 2, 0, core::kUnlimitedBorrow}, {"team-a", 4, 81920, 2}};
@@ -94,7 +94,7 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   EXPECT_TRUE((*nodes)[0].cordoned);
   auto peaks = t->LoadLearnedPeaks();
   ASSERT_EQ(peaks->size(), 1u);
-  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].recent_mib, p.recent_mib);
   EXPECT_EQ((*peaks)[0].profile, p.profile);
   auto quotas = t->LoadQuotas();
   ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();

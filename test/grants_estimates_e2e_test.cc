@@ -48,7 +48,8 @@ class GrantsTest : public AuthClusterTest {
     return Json::object();
   }
   bool WasPreempted(uint64_t id) {
-    for (const Json& h : Task(id)["history"]) {
+    const Json t = Task(id);  // kept: a range over Task(id)["history"] would dangle
+    for (const Json& h : t["history"]) {
       if (h.value("reason", "").find("preempt") != std::string::npos) return true;
     }
     return false;

@@ -19,8 +19,8 @@ TEST_F(ClusterTest, CN109992422A_Claim1_ProfileTasksRunWithTheTablesMemory) {
   server_flags_ = {"--memory-table", path("gpu-memory.yaml")};
   // With simulated GPUs nothing measures device memory: the server learns the peak a task
   // writes only with this demo setting (issue 36; off by default).
-  WriteFile(path("server.yaml"), ReadFile(path("server.yaml")) + "learn_task_written_peaks: true
-");
+  WriteFile(path("server.yaml"),
+            ReadFile(path("server.yaml")) + "learn_task_written_peaks: true\n");
   StartServer();
   StartAgent("a", "1x16GiB");
 

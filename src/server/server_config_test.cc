@@ -76,11 +76,8 @@ TEST(ServerConfigTest, Issue13_PriorityClassesAndGangKeysAreRead) {
 TEST(ServerConfigTest, Issue36_PriorityGrantsAreReadAndChecked) {
   ServerConfig c;
   const std::string path = WriteFile(
-      "priority_grants: {vision: high, batch: low}
-default_max_priority: low
-"
-      "learn_task_written_peaks: true
-");
+      "priority_grants: {vision: high, batch: low}\ndefault_max_priority: low\n"
+      "learn_task_written_peaks: true\n");
   Status s = ApplyConfigFile(path, c);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(c.scheduler.priority_grants.teams.at("vision"), "high");
@@ -88,13 +85,10 @@ default_max_priority: low
   EXPECT_TRUE(c.learn_task_written_peaks);
   EXPECT_FALSE(ServerConfig().learn_task_written_peaks);
   for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"priority_grants: {vision: gold}
-",
+           {"priority_grants: {vision: gold}\n",
             "priority_grants.vision: \"gold\" is not one of priority_classes"},
-           {"priority_grants: [vision]
-", "priority_grants: expected a mapping"},
-           {"default_max_priority: gold
-", "default_max_priority: \"gold\""}}) {
+           {"priority_grants: [vision]\n", "priority_grants: expected a mapping"},
+           {"default_max_priority: gold\n", "default_max_priority: \"gold\""}}) {
     ServerConfig bad;
     const std::string p = WriteFile(text);
     Status e = ApplyConfigFile(p, bad);

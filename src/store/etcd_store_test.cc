@@ -76,7 +76,7 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   p.recent_mib = {4000, 5000, 4500};
   p.observations = 3;
   b.peaks = {p};
-  b.quotas = {{"team-b", 2, 0, core::kUnlimitedBorrow}, {"team-a", 4, 81920, 2}};
+  b.quotas = {{"team-b", 2, 0, core::kUnlimitedBorrow, ""}, {"team-a", 4, 81920, 2, ""}};
   ASSERT_TRUE(s->Commit(b).ok());
 
   // A new leader's store (a fresh object) sees all of it.
@@ -99,8 +99,8 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   auto quotas = t->LoadQuotas();
   ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
   ASSERT_EQ(quotas->size(), 2u);
-  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"team-a", 4, 81920, 2}));
-  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"team-b", 2, 0, core::kUnlimitedBorrow}));
+  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"team-a", 4, 81920, 2, ""}));
+  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"team-b", 2, 0, core::kUnlimitedBorrow, ""}));
   EXPECT_EQ(t->GetTask(3)->task.state, core::TaskState::kSucceeded);
   EXPECT_EQ(t->GetTask(9).status().code(), StatusCode::kNotFound);
 

@@ -200,16 +200,16 @@ TEST_F(SqliteStoreTest, QuotasSurviveReopenOneRowPerTeam) {
   {
     auto s = Open();
     WriteBatch b;
-    b.quotas = {{"b", 2, 0, core::kUnlimitedBorrow}, {"a", 4, 81920, 2}};
+    b.quotas = {{"b", 2, 0, core::kUnlimitedBorrow, ""}, {"a", 4, 81920, 2, ""}};
     ASSERT_TRUE(s->Commit(b).ok());
-    b.quotas = {{"a", 8, 0, 0}};  // replaces a's
+    b.quotas = {{"a", 8, 0, 0, ""}};  // replaces a's
     ASSERT_TRUE(s->Commit(b).ok());
   }
   auto quotas = Open()->LoadQuotas();
   ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
   ASSERT_EQ(quotas->size(), 2u);
-  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"a", 8, 0, 0}));
-  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"b", 2, 0, core::kUnlimitedBorrow}));
+  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"a", 8, 0, 0, ""}));
+  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"b", 2, 0, core::kUnlimitedBorrow, ""}));
 }
 
 // Issue 36: a team's granted priority class is stored with its quota; a forgotten profile
@@ -244,12 +244,15 @@ TEST_F(SqliteStoreTest, Issue36_GrantsAndForgottenPeaksAndThePreviousSchema) {
     b.peaks = {{profile, {5000, 5200}, 2}};
     ASSERT_TRUE(s->Commit(b).ok());
   }
-  auto s = Open();
-  EXPECT_EQ((*s->LoadQuotas())[1], (core::TeamQuota{"nlp", 0, 0, core::kUnlimitedBorrow, "high"}));
-  ASSERT_EQ(s->LoadLearnedPeaks()->size(), 1u);
-  WriteBatch forget;
-  forget.forgotten_peaks = {profile};
-  ASSERT_TRUE(s->Commit(forget).ok());
+  {
+    auto s = Open();
+    EXPECT_EQ((*s->LoadQuotas())[1],
+              (core::TeamQuota{"nlp", 0, 0, core::kUnlimitedBorrow, "high"}));
+    ASSERT_EQ(s->LoadLearnedPeaks()->size(), 1u);
+    WriteBatch forget;
+    forget.forgotten_peaks = {profile};
+    ASSERT_TRUE(s->Commit(forget).ok());
+  }
   EXPECT_TRUE(Open()->LoadLearnedPeaks()->empty());
 }
 

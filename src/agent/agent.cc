@@ -75,6 +75,9 @@ struct Agent::Impl {
   core::GpuTopology topology;  // reported at registration; empty = unknown
   std::unique_ptr<MemoryWatchdog> watchdog;  // heartbeat thread only
   std::map<TaskKey, TaskShare> shares;       // guarded by mu: the GPU tasks running here
+  // Guarded by mu: the most GPU memory each GPU task held on one device, as NVML showed it
+  // to the watchdog: the only peak the agent measures itself (issue 36).
+  std::map<TaskKey, MiB> measured_peaks;
   // Guarded by mu. GPU tasks told to stop (a kill is in its grace period), and assignments
   // that wait for them: a preemptor starts on its GPUs only once the victim has exited, so
   // the two never hold one GPU's memory at once.
@@ -671,6 +674,15 @@ void Agent::Impl::WatchGpuMemory() {
     auto it = owner.find(p.pid);
     if (it != owner.end() && tasks.count(it->second)) used[it->second][p.gpu] += p.used_mib;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [key, per_gpu] : used) {
+      if (!shares.count(key)) continue;  // exited meanwhile: its report is sent
+      for (const auto& [gpu, mib] : per_gpu) {
+        measured_peaks[key] = std::max(measured_peaks[key], mib);
+      }
+    }
+  }
   for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
     Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
     executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
@@ -846,9 +858,13 @@ static MemoryEvidence ReadMemoryEvidence(int dir_fd, const std::string& log_name
   return out;
 }
 
-// With simulated GPUs nothing can observe device memory, so a task may state its own peak
-// (in MiB) in $GPUSCHED_PEAK_MIB_FILE; the memory table then learns from it as from NVML.
-// The file is kept until the server acknowledges the exit, so a re-report carries the peak.
+// The peak of the exit report, and who measured it (issue 36): the agent's own NVML samples
+// (PEAK_AGENT_MEASURED), else what the task could write: $GPUSCHED_PEAK_MIB_FILE (simulated
+// GPUs, where nothing observes device memory) or the preload ledger in its address space
+// (PEAK_TASK_WRITTEN; the server learns from those only when told to). A report whose
+// memory-failure evidence is the task's (its ledger, its output) is task-written as a whole:
+// the server would learn the task's share from it. The peak file is kept until the server
+// acknowledges the exit, so a re-report carries the peak.
 void Agent::Impl::OnExit(const TaskExit& e) {
   v1::TaskStatus st;
   st.set_id(e.id);
@@ -869,9 +885,14 @@ void Agent::Impl::OnExit(const TaskExit& e) {
     if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
   }
   std::vector<v1::Assign> ready;  // assignments that waited for this task's GPUs
+  MiB measured = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
     shares.erase({e.id, e.attempt});
+    if (auto it = measured_peaks.find({e.id, e.attempt}); it != measured_peaks.end()) {
+      measured = it->second;
+      measured_peaks.erase(it);
+    }
     stopping.erase({e.id, e.attempt});
     for (auto it = deferred.begin(); it != deferred.end();) {
       if (StoppingOnGpusOf(*it)) {
@@ -884,9 +905,17 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   }
   MemoryEvidence memory =
       has_files ? ReadMemoryEvidence(log_dir_fd.get(), log) : MemoryEvidence{};
-  if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;
+  const bool task_says_exceeded = memory.exceeded;
+  if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;  // watchdog
   if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
   if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
+  if (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) {
+    st.set_peak_source(v1::TaskStatus::PEAK_TASK_WRITTEN);
+  }
+  if (measured > 0 && !(st.gpu_mem_exceeded() && task_says_exceeded)) {
+    st.set_peak_gpu_mem_mib(measured);
+    st.set_peak_source(v1::TaskStatus::PEAK_AGENT_MEASURED);
+  }
   Report(st);
   for (const v1::Assign& a : ready) OnAssign(a);  // their GPUs are free now
 }

@@ -308,6 +308,24 @@ TEST_F(AgentLinkTest, NoopExecutorReportsStartedThenFinishedAfterTheDuration) {
   EXPECT_FALSE(Exists(path("data/journal")));  // nothing journaled
 }
 
+// Issue 36: a peak the task wrote itself (its peak file, simulated GPUs) is reported as
+// task-written, so the server's memory table does not learn it; a task that says nothing
+// reports no peak and no source.
+TEST_F(AgentLinkTest, Issue36_APeakTheTaskWroteIsReportedAsTaskWritten) {
+  StartAgent();
+  Assign(1, {"sh", "-c", "echo 16000 > \"$GPUSCHED_PEAK_MIB_FILE\""});
+  auto fin = fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED));
+  ASSERT_TRUE(fin);
+  EXPECT_EQ(fin->status().exit_code(), 0);
+  EXPECT_EQ(fin->status().peak_gpu_mem_mib(), 16000);
+  EXPECT_EQ(fin->status().peak_source(), v1::TaskStatus::PEAK_TASK_WRITTEN);
+  Assign(2, {"true"});
+  fin = fake_.WaitFor(IsStatus(2, v1::TaskStatus::FINISHED));
+  ASSERT_TRUE(fin);
+  EXPECT_EQ(fin->status().peak_gpu_mem_mib(), 0);
+  EXPECT_EQ(fin->status().peak_source(), v1::TaskStatus::PEAK_UNKNOWN);
+}
+
 TEST_F(AgentLinkTest, SecondAgentOnTheSameDataDirFailsClearly) {
   StartAgent();
   auto second = Agent::Start(Config());

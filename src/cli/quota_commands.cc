@@ -1,6 +1,8 @@
-// Team quotas and accounting: `gpusched quota set TEAM --gpus N [--gpu-mem SIZE] [--borrow M]`,
-// `gpusched quota ls [--json]` and `gpusched acct [--user U] [--team T] [--since D]
-// [--until D] [--json]` (issue 11; core/quota.h, server/accounting.h).
+// Team quotas and accounting: `gpusched quota set TEAM --gpus N [--gpu-mem SIZE] [--borrow M]
+// [--max-priority CLASS]`, `gpusched quota ls [--json]` and `gpusched acct [--user U]
+// [--team T] [--since D] [--until D] [--json]` (issue 11; core/quota.h, server/accounting.h);
+// and what the GPU-memory table learned: `gpusched profile ls [--json]`, `gpusched profile rm
+// KEY` (issue 36; admin).
 
 #include <chrono>
 #include <cstdio>
@@ -36,12 +38,36 @@ nlohmann::json QuotaJson(const v1::TeamQuotaStatus& t) {
           {"used_gpu_mem_mib", t.used_gpu_mem_mib()},
           {"borrowed_gpus", t.borrowed_gpus()},
           {"running", t.running()},
-          {"pending", t.pending()}};
+          {"pending", t.pending()},
+          {"max_priority", t.quota().max_priority()},        // the team's own grant; "" = none
+          {"granted_priority", t.granted_priority()}};       // in force; "" = every class
+}
+
+// One call `rpc(stub, ctx, &resp)` to `server`; a failure exits with its code and message.
+template <typename Resp, typename Rpc>
+Resp CallOrFail(const std::string& server, Rpc&& rpc) {
+  Client c(server);
+  Resp resp;
+  Status s = c.Call([&](grpc::ClientContext& ctx) { return rpc(c.stub(), ctx, &resp); });
+  if (!s.ok()) Fail(s);
+  return resp;
+}
+
+// Prints `items` as one JSON array on a line, each item through `to_json`.
+template <typename Items, typename ToJson>
+void PrintJsonArray(const Items& items, ToJson to_json) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& item : items) a.push_back(to_json(item));
+  std::cout << a.dump() << "\n";
 }
 
 struct QuotaSetFlags {
-  std::string team, gpus, gpu_mem, borrow = "0";
+  std::string team, gpus, gpu_mem, borrow = "0", max_priority;
 };
+
+std::string GrantText(const v1::TeamQuotaStatus& t) {
+  return t.granted_priority().empty() ? "any" : t.granted_priority();
+}
 
 void RegisterQuota(CLI::App& app) {
   CLI::App* quota = app.add_subcommand("quota", "Team GPU quotas with borrowing (admin)");
@@ -53,20 +79,38 @@ void RegisterQuota(CLI::App& app) {
       "set", "Set a team's guaranteed GPUs (and GPU memory) and how many more it may borrow");
   AddClientFlags(set, *flags);
   set->add_option("TEAM", f->team, "Team name")->required();
-  set->add_option("--gpus", f->gpus, "Guaranteed GPUs")->required();
+  set->add_option("--gpus", f->gpus, "Guaranteed GPUs (required unless --max-priority alone)");
   set->add_option("--gpu-mem", f->gpu_mem, "Guaranteed GPU memory in all, e.g. 320GiB");
   set->add_option("--borrow", f->borrow,
                   "GPUs it may use beyond the guarantee while others leave them idle "
                   "(a count or unlimited; default 0)");
+  set->add_option("--max-priority", f->max_priority,
+                  "Highest priority class the team may submit (e.g. high; none = the "
+                  "server's default grant). Without --gpus only the grant changes");
   set->callback([flags, f, set] {
     v1::SetQuotaRequest req;
     v1::TeamQuota* q = req.mutable_quota();
     q->set_team(f->team);
-    q->set_guaranteed_gpus(OrFail(core::ParseGpuCount(f->gpus, "--gpus", false)));
-    if (set->count("--gpu-mem")) {
-      q->set_guaranteed_gpu_mem_mib(OrFail(ParseSizeMiB(f->gpu_mem, "--gpu-mem")));
+    const bool grant_only = !set->count("--gpus");
+    if (grant_only && !set->count("--max-priority")) {
+      Fail(InvalidArgument("--gpus: required (or --max-priority CLASS to change only the "
+                           "team's priority grant)"));
     }
-    q->set_borrow_gpus(OrFail(core::ParseGpuCount(f->borrow, "--borrow", true)));
+    if (grant_only && (set->count("--gpu-mem") || set->count("--borrow"))) {
+      Fail(InvalidArgument("--gpu-mem and --borrow need --gpus (the whole quota is set)"));
+    }
+    if (set->count("--max-priority") && f->max_priority.empty()) {
+      Fail(InvalidArgument("--max-priority: \"\" is not a class (a class name, or none)"));
+    }
+    req.set_keep_guarantee(grant_only);
+    q->set_max_priority(f->max_priority);
+    if (!grant_only) {
+      q->set_guaranteed_gpus(OrFail(core::ParseGpuCount(f->gpus, "--gpus", false)));
+      if (set->count("--gpu-mem")) {
+        q->set_guaranteed_gpu_mem_mib(OrFail(ParseSizeMiB(f->gpu_mem, "--gpu-mem")));
+      }
+      q->set_borrow_gpus(OrFail(core::ParseGpuCount(f->borrow, "--borrow", true)));
+    }
     Client c(flags->server);
     v1::SetQuotaResponse resp;
     Status s =
@@ -77,7 +121,8 @@ void RegisterQuota(CLI::App& app) {
       std::cout << nlohmann::json{{"team", r.team()},
                                   {"guaranteed_gpus", r.guaranteed_gpus()},
                                   {"guaranteed_gpu_mem_mib", r.guaranteed_gpu_mem_mib()},
-                                  {"borrow_gpus", r.borrow_gpus()}}
+                                  {"borrow_gpus", r.borrow_gpus()},
+                                  {"max_priority", r.max_priority()}}
                        .dump()
                 << "\n";
       return;
@@ -86,34 +131,32 @@ void RegisterQuota(CLI::App& app) {
               << (r.guaranteed_gpu_mem_mib() > 0
                       ? " (" + FormatSizeMiB(r.guaranteed_gpu_mem_mib()) + " GPU memory)"
                       : std::string())
-              << ", borrows up to " << BorrowText(r.borrow_gpus()) << " more\n";
+              << ", borrows up to " << BorrowText(r.borrow_gpus()) << " more"
+              << (r.max_priority().empty() ? std::string()
+                                           : ", priority up to " + r.max_priority())
+              << "\n";
   });
 
   auto ls_flags = std::make_shared<ClientFlags>();
   CLI::App* ls = quota->add_subcommand("ls", "Teams: quota, GPUs in use, borrowed, pending");
   AddClientFlags(ls, *ls_flags);
   ls->callback([ls_flags] {
-    Client c(ls_flags->server);
-    v1::ListQuotasRequest req;
-    v1::ListQuotasResponse resp;
-    Status s =
-        c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListQuotas(&ctx, req, &resp); });
-    if (!s.ok()) Fail(s);
-    if (ls_flags->json) {
-      nlohmann::json a = nlohmann::json::array();
-      for (const v1::TeamQuotaStatus& t : resp.teams()) a.push_back(QuotaJson(t));
-      std::cout << a.dump() << "\n";
-      return;
-    }
+    const auto resp = CallOrFail<v1::ListQuotasResponse>(
+        ls_flags->server, [](auto& stub, grpc::ClientContext& ctx, auto* out) {
+          return stub.ListQuotas(&ctx, v1::ListQuotasRequest(), out);
+        });
+    if (ls_flags->json) return PrintJsonArray(resp.teams(), QuotaJson);
     std::vector<std::vector<std::string>> rows{
-        {"TEAM", "GUARANTEED", "GPU MEM", "BORROW", "USED", "BORROWED", "RUNNING", "PENDING"}};
+        {"TEAM", "GUARANTEED", "GPU MEM", "BORROW", "MAX PRIORITY", "USED", "BORROWED",
+         "RUNNING", "PENDING"}};
     for (const v1::TeamQuotaStatus& t : resp.teams()) {
       rows.push_back({t.quota().team(),
                       t.quota_set() ? std::to_string(t.quota().guaranteed_gpus()) : "-",
                       t.quota().guaranteed_gpu_mem_mib() > 0
                           ? FormatSizeMiB(t.quota().guaranteed_gpu_mem_mib())
                           : "-",
-                      BorrowText(t.quota().borrow_gpus()), std::to_string(t.used_gpus()),
+                      BorrowText(t.quota().borrow_gpus()), GrantText(t),
+                      std::to_string(t.used_gpus()),
                       std::to_string(t.borrowed_gpus()), std::to_string(t.running()),
                       std::to_string(t.pending())});
     }
@@ -192,11 +235,76 @@ void RegisterAcct(CLI::App& app) {
   });
 }
 
+nlohmann::json LearnedProfileJson(const v1::LearnedProfile& p) {
+  nlohmann::json peaks = nlohmann::json::array();
+  for (int64_t m : p.recent_peaks_mib()) peaks.push_back(m);
+  return {{"key", p.key()},         {"task_type", p.task_type()},
+          {"model", p.model()},     {"batch", p.batch()},
+          {"height", p.height()},   {"width", p.width()},
+          {"recent_peaks_mib", peaks}, {"observations", p.observations()},
+          {"estimate_mib", p.estimate_mib()}};
+}
+
+std::string PeaksText(const v1::LearnedProfile& p) {
+  std::string out;
+  for (int64_t m : p.recent_peaks_mib()) out += (out.empty() ? "" : " ") + std::to_string(m);
+  return out;
+}
+
+// `gpusched profile ls [--json]`, `gpusched profile rm KEY`: the learned GPU-memory peaks.
+void RegisterProfile(CLI::App& app) {
+  CLI::App* profile = app.add_subcommand(
+      "profile", "What the GPU-memory table learned per profile: list, forget (admin)");
+  profile->require_subcommand(1);
+  auto ls_flags = std::make_shared<ClientFlags>();
+  CLI::App* ls = profile->add_subcommand("ls", "Learned profiles: kept peaks and estimate");
+  AddClientFlags(ls, *ls_flags);
+  ls->callback([ls_flags] {
+    const auto resp = CallOrFail<v1::ListLearnedProfilesResponse>(
+        ls_flags->server, [](auto& stub, grpc::ClientContext& ctx, auto* out) {
+          return stub.ListLearnedProfiles(&ctx, v1::ListLearnedProfilesRequest(), out);
+        });
+    if (ls_flags->json) return PrintJsonArray(resp.profiles(), LearnedProfileJson);
+    std::vector<std::vector<std::string>> rows{
+        {"KEY", "ESTIMATE", "OBSERVATIONS", "RECENT PEAKS (MiB, oldest first)"}};
+    for (const v1::LearnedProfile& p : resp.profiles()) {
+      rows.push_back({p.key(), FormatSizeMiB(p.estimate_mib()),
+                      std::to_string(p.observations()), PeaksText(p)});
+    }
+    PrintTable(std::cout, rows);
+  });
+  auto rm_flags = std::make_shared<ClientFlags>();
+  auto key = std::make_shared<std::string>();
+  CLI::App* rm = profile->add_subcommand(
+      "rm", "Forget what was learned for a profile (its tasks get the table's value again)");
+  AddClientFlags(rm, *rm_flags);
+  rm->add_option("KEY", *key, "The profile, as `profile ls` prints it (e.g. resnet50,batch=32)")
+      ->required();
+  rm->callback([rm_flags, key] {
+    v1::RemoveLearnedProfileRequest req;
+    req.set_key(*key);
+    const auto resp = CallOrFail<v1::RemoveLearnedProfileResponse>(
+        rm_flags->server, [&](auto& stub, grpc::ClientContext& ctx, auto* out) {
+          return stub.RemoveLearnedProfile(&ctx, req, out);
+        });
+    if (rm_flags->json) {
+      std::cout << LearnedProfileJson(resp.removed()).dump() << "\n";
+      return;
+    }
+    std::cout << "profile " << resp.removed().key() << ": forgot "
+              << resp.removed().recent_peaks_mib_size() << " peaks; its tasks now get "
+              << (resp.removed().estimate_mib() > 0 ? FormatSizeMiB(resp.removed().estimate_mib())
+                                                    : std::string("no estimate (no row or formula)"))
+              << "\n";
+  });
+}
+
 }  // namespace
 
 void RegisterQuotaCommands(CLI::App& app) {
   RegisterQuota(app);
   RegisterAcct(app);
+  RegisterProfile(app);
 }
 
 }  // namespace gpusched::cli

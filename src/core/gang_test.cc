@@ -474,5 +474,66 @@ TEST_F(PreemptionTest, UnknownPriorityClassIsRefusedByName) {
       << id.status().message();
 }
 
+// Issue 36: with grants enforced, a class above the team's grant is refused naming both; an
+// ordinary team keeps the default class, which still preempts lower classes as before; the
+// grant makes the high class usable; a grant lowered after admission takes the power to
+// preempt with it.
+TEST_F(PreemptionTest, Issue36_GrantsGateTheClassAndItsPowerToPreempt) {
+  SchedulerConfig config;
+  config.capacity_wait = CapacityWait::kStayQueued;
+  config.priority_grants.enforce = true;
+  Init(config);
+  AddNode(MakeNode("n0", 2, 80 * kGiB));
+  TaskSpec high = WholeGpuTask(1);
+  high.team = "nlp";
+  high.priority_class = "high";
+  auto refused = sched_->Submit(high);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.status().message(),
+            "priority high: team nlp may use up to normal (gpusched quota set nlp "
+            "--max-priority high)");
+  EXPECT_EQ(sched_->GrantedClass(""), "normal");
+
+  const TaskId low = Low(2);
+  sched_->Schedule();
+  StartAssigned();
+  TaskSpec normal = WholeGpuTask(1);  // the default class: an ordinary team's
+  normal.team = "vision";
+  const TaskId n = Submit(normal);
+  RunFor(1000);
+  StartAssigned();
+  EXPECT_EQ(T(low).state, TaskState::kPreempted);  // as before grants
+  EXPECT_EQ(T(n).state, TaskState::kRunning);
+
+  TeamQuota grant;
+  grant.team = "nlp";
+  grant.borrow_gpus = kUnlimitedBorrow;
+  grant.max_priority = "urgent";
+  EXPECT_NE(sched_->SetQuota(grant).message().find("max_priority: \"urgent\" is not a "
+                                                   "priority class"),
+            std::string::npos);
+  grant.max_priority = "high";
+  ASSERT_TRUE(sched_->SetQuota(grant).ok());
+  EXPECT_TRUE(sched_->quotas().empty());  // a grant alone limits nothing
+  const TaskId h = Submit(high);
+  TaskSpec second = high;
+  const TaskId h2 = Submit(second);
+  RunFor(1000);
+  StartAssigned();
+  EXPECT_EQ(T(h).state, TaskState::kRunning);  // on the GPU `low` left free
+  EXPECT_EQ(T(n).state, TaskState::kPreempted);  // stopped by h2
+  EXPECT_EQ(T(h2).state, TaskState::kRunning);
+
+  // Lowered to normal: a new high task of nlp is refused, and its admitted ones preempt
+  // with the power of the normal class only.
+  EXPECT_EQ(sched_->PreemptingPriority(T(h2)), 1000);
+  grant.max_priority = "normal";
+  ASSERT_TRUE(sched_->SetQuota(grant).ok());
+  EXPECT_EQ(sched_->Submit(high).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(sched_->PreemptingPriority(T(h2)), 0);
+  ExpectInvariants();
+}
+
 }  // namespace
 }  // namespace gpusched::core

@@ -38,9 +38,13 @@ Status GpuMemoryTable::AddFormula(const MemoryFormula& f) {
 StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const {
   if (auto it = learned_.find(p);
       it != learned_.end() && it->second.observations >= options_.min_observations) {
-    const MiB peak = it->second.max_peak;
+    const MiB peak = LearnedPeak(it->second);
     return MemoryEstimate{peak + (peak * options_.learned_headroom_percent + 99) / 100, "learned"};
   }
+  return EstimateFromTable(p);
+}
+
+StatusOr<MemoryEstimate> GpuMemoryTable::EstimateFromTable(const MemoryProfile& p) const {
   if (auto it = rows_.find(p); it != rows_.end()) return MemoryEstimate{it->second, "table"};
   auto f = formulas_.find(p.model);
   if (f == formulas_.end()) {
@@ -62,26 +66,47 @@ StatusOr<MemoryEstimate> GpuMemoryTable::Estimate(const MemoryProfile& p) const 
   return MemoryEstimate{static_cast<MiB>(std::ceil(mib)), "formula"};
 }
 
+// An agent's report is input: a peak beyond any GPU would overflow the estimate's headroom
+// arithmetic, and teaches nothing true.
+static bool PlausiblePeak(MiB peak_mib) { return peak_mib > 0 && peak_mib <= kMaxGpuMemMib; }
+
 void GpuMemoryTable::Observe(const MemoryProfile& profile, MiB peak_mib) {
-  // An agent's report is input: a peak beyond any GPU would overflow the estimate's
-  // headroom arithmetic, and teaches nothing true.
-  if (peak_mib <= 0 || peak_mib > kMaxGpuMemMib) return;
-  LearnedPeak& l = learned_[profile];
-  l.max_peak = std::max(l.max_peak, peak_mib);
+  if (!PlausiblePeak(peak_mib)) return;
+  LearnedPeaks& l = learned_[profile];
+  l.recent.push_back(peak_mib);
+  const size_t window = static_cast<size_t>(std::max(options_.window, 1));
+  if (l.recent.size() > window) l.recent.erase(l.recent.begin());
   ++l.observations;
+}
+
+// Nearest rank: the value at position ceil(percentile / 100 * n) of the sorted peaks.
+MiB GpuMemoryTable::LearnedPeak(const LearnedPeaks& l) const {
+  if (l.recent.empty()) return 0;
+  std::vector<MiB> sorted = l.recent;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t n = static_cast<int64_t>(sorted.size());
+  const int64_t p = std::clamp<int64_t>(options_.percentile, 1, 100);
+  const int64_t rank = std::clamp<int64_t>((p * n + 99) / 100, 1, n);
+  return sorted[static_cast<size_t>(rank - 1)];
 }
 
 std::pair<MiB, int64_t> GpuMemoryTable::Learned(const MemoryProfile& profile) const {
   auto it = learned_.find(profile);
   if (it == learned_.end()) return {0, 0};
-  return {it->second.max_peak, it->second.observations};
+  return {LearnedPeak(it->second), it->second.observations};
 }
 
-void GpuMemoryTable::RestoreLearned(const MemoryProfile& profile, MiB max_peak_mib,
+void GpuMemoryTable::RestoreLearned(const MemoryProfile& profile, std::vector<MiB> recent,
                                     int64_t observations) {
-  if (max_peak_mib <= 0 || max_peak_mib > kMaxGpuMemMib || observations <= 0) return;
-  learned_[profile] = {max_peak_mib, observations};
+  std::erase_if(recent, [](MiB m) { return !PlausiblePeak(m); });
+  const size_t window = static_cast<size_t>(std::max(options_.window, 1));
+  if (recent.size() > window) recent.erase(recent.begin(), recent.end() - window);
+  if (recent.empty()) return;
+  const int64_t kept = static_cast<int64_t>(recent.size());
+  learned_[profile] = {std::move(recent), std::max(observations, kept)};
 }
+
+bool GpuMemoryTable::Forget(const MemoryProfile& profile) { return learned_.erase(profile) > 0; }
 
 std::vector<MemoryRow> GpuMemoryTable::rows() const {
   std::vector<MemoryRow> out;

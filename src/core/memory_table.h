@@ -3,11 +3,16 @@
 // task needs from what it is: rows (task_type, model, batch, height, width) -> MiB matched
 // exactly, a per-model fallback formula
 //   base(model) + per_image(model) * batch * (h * w) / (h0 * w0),
-// and what it has learned from the peaks agents observed for the same profile.
+// and what it has learned from the peaks agents measured for the same profile.
 //
 // Precedence ([choice]): an explicit value in the spec always wins (the Scheduler never asks
 // the table then); else a learned peak (with headroom); else an exact row; else the formula;
 // an unknown model is an error.
+//
+// Learning (issue 36): per profile, the last `window` peaks observed (oldest dropped) and the
+// estimate's peak is their `percentile` (nearest rank), not the largest ever: one outlier
+// among many runs does not set the estimate, and an old one ages out. What is observed is
+// the caller's to vouch for: the server passes only peaks the agent measured itself.
 //
 // Thread-safety: none; owned by the Scheduler.
 
@@ -39,11 +44,19 @@ struct MemoryEstimate {
   std::string source;  // "learned", "table", "formula"
 };
 
+// What was learned about one profile.
+struct LearnedPeaks {
+  std::vector<MiB> recent;   // the last peaks observed, oldest first; at most the window
+  int64_t observations = 0;  // peaks observed in all (>= recent.size())
+};
+
 class GpuMemoryTable {
  public:
   struct Options {
     int64_t learned_headroom_percent = 10;  // estimate = peak + headroom, rounded up
     int min_observations = 1;       // peaks needed before the learned value is used
+    int window = 20;                // peaks kept per profile (the last N)
+    int percentile = 90;            // the learned peak: this percentile of the kept peaks
   };
   GpuMemoryTable() = default;
   explicit GpuMemoryTable(Options options) : options_(options) {}
@@ -53,27 +66,34 @@ class GpuMemoryTable {
   Status AddFormula(const MemoryFormula& formula);
 
   StatusOr<MemoryEstimate> Estimate(const MemoryProfile& profile) const;
+  // The table's own answer (row or formula), ignoring what was learned.
+  StatusOr<MemoryEstimate> EstimateFromTable(const MemoryProfile& profile) const;
 
-  // An agent observed `peak_mib` for a task of this profile (claim 1's table "kept
-  // accurate" by what really ran).
+  // A peak measured for a task of this profile (claim 1's table "kept accurate" by what
+  // really ran). Values <= 0 or beyond any GPU are ignored.
   void Observe(const MemoryProfile& profile, MiB peak_mib);
-  // What was learned for `profile`: (largest peak, observations); (0, 0) when nothing.
+  // The learned peak of `profile` (the percentile of its kept peaks) and its observations;
+  // (0, 0) when nothing.
   std::pair<MiB, int64_t> Learned(const MemoryProfile& profile) const;
-  // Restores an aggregate a store kept (one row per profile) after a restart.
-  void RestoreLearned(const MemoryProfile& profile, MiB max_peak_mib, int64_t observations);
+  // Every learned profile, by profile.
+  const std::map<MemoryProfile, LearnedPeaks>& learned() const { return learned_; }
+  // Restores what a store kept after a restart; impossible peaks are dropped, the window
+  // keeps the newest. Nothing valid: nothing is restored.
+  void RestoreLearned(const MemoryProfile& profile, std::vector<MiB> recent,
+                      int64_t observations);
+  // Forgets what was learned for `profile`; false when there was nothing.
+  bool Forget(const MemoryProfile& profile);
 
   std::vector<MemoryRow> rows() const;
   size_t learned_size() const { return learned_.size(); }
 
  private:
-  struct LearnedPeak {
-    MiB max_peak = 0;
-    int64_t observations = 0;
-  };
+  MiB LearnedPeak(const LearnedPeaks& l) const;
+
   Options options_;
   std::map<MemoryProfile, MiB> rows_;
   std::map<std::string, MemoryFormula> formulas_;
-  std::map<MemoryProfile, LearnedPeak> learned_;
+  std::map<MemoryProfile, LearnedPeaks> learned_;
 };
 
 }  // namespace gpusched::core

@@ -79,9 +79,18 @@ StatusOr<TeamQuota> ParseTeamQuota(std::string_view text) {
   return q;
 }
 
+bool TeamQuota::Limits() const {
+  return guaranteed_gpus > 0 || guaranteed_gpu_mem_mib > 0 || borrow_gpus != kUnlimitedBorrow;
+}
+
 Status QuotaPolicy::Set(const TeamQuota& quota) {
   GS_RETURN_IF_ERROR(quota.Validate());
-  quotas_[quota.team] = quota;
+  auto [it, fresh] = quotas_.try_emplace(quota.team, quota);
+  if (!fresh) {
+    if (it->second.Limits()) --limiting_;
+    it->second = quota;
+  }
+  if (quota.Limits()) ++limiting_;
   return Status::Ok();
 }
 

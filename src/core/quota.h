@@ -39,9 +39,16 @@ struct TeamQuota {
   int64_t guaranteed_gpus = 0;
   MiB guaranteed_gpu_mem_mib = 0;  // 0 = no memory guarantee (GPUs alone decide)
   int64_t borrow_gpus = 0;         // GPUs beyond the guarantee; kUnlimitedBorrow = no limit
+  // The highest priority class the team may submit (issue 36; `quota set --max-priority`):
+  // "" = no grant of its own (SchedulerConfig::priority_grants decides). Checked against the
+  // configured classes by the Scheduler, which knows them.
+  std::string max_priority;
 
   // Field-named errors: team empty or with spaces, negative values.
   Status Validate() const;
+  // Whether the quota limits anything: false for a quota that only grants a priority class
+  // (guarantee 0, unlimited borrowing: what a team without a quota has).
+  bool Limits() const;
   bool operator==(const TeamQuota&) const = default;
 };
 
@@ -67,7 +74,9 @@ class QuotaPolicy {
  public:
   // Replaces the team's quota. Field-named errors for bad values.
   Status Set(const TeamQuota& quota);
-  bool empty() const { return quotas_.empty(); }
+  // No quota limits anything (none set, or only grants of priority classes): passes are
+  // exactly what they were before quotas.
+  bool empty() const { return limiting_ == 0; }
   const std::map<std::string, TeamQuota>& quotas() const { return quotas_; }
   // The team's quota, or the implicit one of a team without quota (guarantee 0, unlimited).
   TeamQuota Of(const std::string& team) const;
@@ -82,6 +91,7 @@ class QuotaPolicy {
 
  private:
   std::map<std::string, TeamQuota> quotas_;
+  int64_t limiting_ = 0;  // quotas_ entries whose Limits() is true
 };
 
 }  // namespace gpusched::core

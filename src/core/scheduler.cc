@@ -108,6 +108,7 @@ Status Scheduler::ValidateAndResolve(TaskSpec& spec, Task& task) const {
                            "\" (known: " + known + ")");
   }
   task.priority = *priority;
+  GS_RETURN_IF_ERROR(CheckPriorityGrant(spec));
   return CheckFeasible(spec, task);
 }
 

@@ -195,6 +195,10 @@ struct FinishCause {
   // server was down, the agent reconnected) is dated then, not when it arrived, so run time
   // and GPU-hours end there; kept within [the task's latest transition, now].
   TimeMs ended_ms = 0;
+  // The report's memory evidence (its peak, gpu_mem_exceeded) may teach the GPU-memory
+  // table, which every task of the profile then uses. The server sets false for evidence the
+  // task could write (issue 36): the task's own retry still grows, the table learns nothing.
+  bool learn_memory = true;
 };
 
 // A running task's use of its GPUs, as its task heartbeat reports it.
@@ -298,6 +302,15 @@ class Scheduler {
   // Sets or replaces a team's quota; a pass follows. Field-named errors.
   Status SetQuota(const TeamQuota& quota);
   const QuotaPolicy& quotas() const { return quotas_; }
+  // ---- priority grants (SchedulerConfig::priority_grants, issue 36) ----
+  // The highest class `team` may use ("" team = "default").
+  std::string GrantedClass(const std::string& team) const;
+  // PermissionDenied naming the class and the grant when the spec's class is above its
+  // team's grant (and grants are enforced); OK otherwise. REQUIRES: a known class.
+  Status CheckPriorityGrant(const TaskSpec& spec) const;
+  // The priority value `t` preempts with: its own, capped at its team's grant now (a grant
+  // lowered after admission takes the power to preempt with it).
+  int64_t PreemptingPriority(const Task& t) const;
   // Every team with a quota or a live task, by name.
   std::map<std::string, TeamStatus> Teams() const;
   // GPUs and memory held per team (assigned or running tasks).
@@ -402,7 +415,7 @@ class Scheduler {
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
   void OnCapacityWait(Task& t, PlacementReport report, const std::string& summary);
   void FailExecution(Task& t, const std::string& reason);
-  void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried);
+  void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried, bool learn);
   void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
   // Fails the task at once, without a retry: no further attempt could succeed (it ran past
   // its time limit, or its program or working directory does not exist).

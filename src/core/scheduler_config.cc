@@ -53,6 +53,16 @@ Status SchedulerConfig::Validate() const {
     return InvalidArgument("default_priority_class: \"" + default_priority_class +
                            "\" is not one of priority_classes");
   }
+  if (!priority_grants.default_max.empty() && !PriorityOf(priority_grants.default_max)) {
+    return InvalidArgument("default_max_priority: \"" + priority_grants.default_max +
+                           "\" is not one of priority_classes");
+  }
+  for (const auto& [team, name] : priority_grants.teams) {
+    if (name.empty() || !PriorityOf(name)) {
+      return InvalidArgument("priority_grants." + team + ": \"" + name +
+                             "\" is not one of priority_classes");
+    }
+  }
   return Status::Ok();
 }
 

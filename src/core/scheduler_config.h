@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +91,18 @@ struct SchedulerConfig {
   std::string default_priority_class = "normal";
   // A task no node fits may preempt preemptible tasks of lower priority value.
   bool priority_preemption = true;
+  // Which classes each team may use (issue 36). A team's highest class is, first found: its
+  // quota's max_priority (`quota set --max-priority`), `teams[team]`, `default_max`, the
+  // default class. [choice] An ordinary team gets up to the default class ("normal"): what
+  // it submits without --priority, and what it could preempt with before (lower classes).
+  // With `enforce` off (the simulator; a server without authentication) every class is
+  // allowed, as before grants.
+  struct PriorityGrants {
+    bool enforce = false;
+    std::string default_max;                   // "" = default_priority_class
+    std::map<std::string, std::string> teams;  // team -> its highest class
+  };
+  PriorityGrants priority_grants;
   // Grace period a preempted task gets between SIGTERM and SIGKILL (the agent's part).
   DurationMs preemption_grace_ms = 30'000;
 

@@ -314,7 +314,7 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
 Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,
                               const std::string& reason, FinishCause cause) {
   Task* t = &task;
-  if (peak_gpu_mem_mib > 0 && t->spec.profile) {
+  if (peak_gpu_mem_mib > 0 && t->spec.profile && cause.learn_memory) {
     memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
   }
   if (t->state == TaskState::kAssigned) {
@@ -338,7 +338,7 @@ Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,
   const bool retried = t->fail_cnt + 1 <= t->spec.max_retries.value_or(config_.fail_max);
   if (cause.gpu_mem_exceeded && !t->exclusive && t->spec.gpus > 0) {
     const MiB before = t->gpu_mem_need_mib;
-    GrowAfterMemoryFailure(*t, peak_gpu_mem_mib, retried);
+    GrowAfterMemoryFailure(*t, peak_gpu_mem_mib, retried, cause.learn_memory);
     why += retried ? " (GPU memory share exceeded; retried with " +
                          FormatSizeMiB(t->gpu_mem_need_mib) + " instead of " +
                          FormatSizeMiB(before) + ")"
@@ -365,7 +365,7 @@ Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& no
     return FailedPrecondition("task " + id.ToString() + " has no rank on node " + node);
   }
   if (exit_code == 0) {
-    if (peak_gpu_mem_mib > 0 && t->spec.profile) {
+    if (peak_gpu_mem_mib > 0 && t->spec.profile && cause.learn_memory) {
       memory_table_.Observe(*t->spec.profile, peak_gpu_mem_mib);
     }
     t->ranks_done.insert(rank);
@@ -398,8 +398,10 @@ void Scheduler::KillGang(const Task& t, const std::string& reason) {
 // grown by memory_retry_growth_percent (at least the observed peak plus the table's
 // headroom), capped at the largest GPU in the cluster; the table records the share as a
 // lower bound of the profile's peak, so the next task of that profile starts above it.
-// Without a retry to come (`retried` false) only the table learns.
-void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried) {
+// Without a retry to come (`retried` false) only the table learns; without `learn` (the
+// evidence is the task's word) only the task's own retry grows.
+void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried,
+                                       bool learn) {
   const MiB before = t.gpu_mem_need_mib;
   MiB grown = before + (before * config_.memory_retry_growth_percent + 99) / 100;
   const int64_t headroom = config_.memory_table.learned_headroom_percent;
@@ -407,7 +409,9 @@ void Scheduler::GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retri
   MiB largest = 0;
   for (const NodeState& n : cluster().nodes()) largest = std::max(largest, n.max_gpu_total_mib);
   if (largest > 0) grown = std::min(grown, largest);
-  if (t.spec.profile) memory_table_.Observe(*t.spec.profile, std::max(before, peak_gpu_mem_mib));
+  if (t.spec.profile && learn) {
+    memory_table_.Observe(*t.spec.profile, std::max(before, peak_gpu_mem_mib));
+  }
   if (!retried || grown <= before) return;  // the last failure: the table learns, no retry
   t.gpu_mem_need_mib = grown;
   t.mem_source = "grown";

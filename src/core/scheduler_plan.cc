@@ -166,7 +166,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   const PlacementRequest& r = req.shape;
   // A task that could preempt lower priorities is never answered from the memo.
   const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
-                           *active_priorities_.begin() < t.priority;
+                           *active_priorities_.begin() < PreemptingPriority(t);
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
                      t.spec.tolerations.empty() && !may_preempt;
   const Shape shape = ShapeOf(req);
@@ -512,7 +512,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
   // Capacity only shrinks within a pass: a gang shape that found too few nodes fails again
   // (unless it could preempt).
   const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
-                           *active_priorities_.begin() < t.priority;
+                           *active_priorities_.begin() < PreemptingPriority(t);
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
                      t.spec.tolerations.empty() && !may_preempt;
   const auto key = std::make_tuple(ShapeOf(req), t.spec.nodes, blocked);
@@ -583,6 +583,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
 // wins (ties by name). A gang preemptor takes the `nodes` cheapest nodes and their victims.
 bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const {
   const TimeMs now = clock_.NowMs();
+  const int64_t preempting = PreemptingPriority(t);
   struct Candidate {
     const Task* task;
     int64_t procs;  // tasks disrupted: a gang counts as its nodes
@@ -593,7 +594,7 @@ bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning&
   for (TaskId id : active_) {
     if (p.stopped.count(id) > 0) continue;
     const Task& v = tasks_.at(id.value());
-    if (!v.spec.preemptible || v.priority >= t.priority) continue;
+    if (!v.spec.preemptible || v.priority >= preempting) continue;
     const int64_t lost = std::max<DurationMs>(0, now - v.assigned_ms) * TotalGpus(v.spec);
     cands.push_back({&v, 1 + static_cast<int64_t>(v.gang_placements.size()), lost});
     on_node[v.placement->node_index].push_back(cands.size() - 1);

@@ -37,11 +37,47 @@ void Scheduler::CountUsage(const Task& t, const Placement& p, int sign) {
 }
 
 Status Scheduler::SetQuota(const TeamQuota& quota) {
+  if (!quota.max_priority.empty() && !config_.PriorityOf(quota.max_priority)) {
+    std::string known;
+    for (const auto& c : config_.priority_classes) known += (known.empty() ? "" : ", ") + c.name;
+    return InvalidArgument("max_priority: \"" + quota.max_priority +  // --max-priority
+                           "\" is not a priority class (known: " + known + ")");
+  }
   GS_RETURN_IF_ERROR(quotas_.Set(quota));
   UnparkAll();  // quotas change the pass: the lazy flush no longer applies
   pass_requested_ = true;
   fs_dirty_ = true;  // shares follow guarantees
   return Status::Ok();
+}
+
+std::string Scheduler::GrantedClass(const std::string& team) const {
+  const SchedulerConfig::PriorityGrants& g = config_.priority_grants;
+  const std::string name = team.empty() ? kDefaultTeam : team;
+  if (auto it = quotas_.quotas().find(name);
+      it != quotas_.quotas().end() && !it->second.max_priority.empty()) {
+    return it->second.max_priority;
+  }
+  if (auto it = g.teams.find(name); it != g.teams.end()) return it->second;
+  return g.default_max.empty() ? config_.default_priority_class : g.default_max;
+}
+
+Status Scheduler::CheckPriorityGrant(const TaskSpec& spec) const {
+  if (!config_.priority_grants.enforce) return Status::Ok();
+  const std::string granted = GrantedClass(spec.team);
+  const std::optional<int64_t> want = config_.PriorityOf(spec.priority_class);
+  const std::optional<int64_t> may = config_.PriorityOf(granted);
+  if (!want || (may && *want <= *may)) return Status::Ok();
+  const std::string cls = spec.priority_class.empty() ? config_.default_priority_class
+                                                      : spec.priority_class;
+  const std::string team = TeamOf(spec);
+  return PermissionDenied("priority " + cls + ": team " + team + " may use up to " + granted +
+                          " (gpusched quota set " + team + " --max-priority " + cls + ")");
+}
+
+int64_t Scheduler::PreemptingPriority(const Task& t) const {
+  if (!config_.priority_grants.enforce) return t.priority;
+  const std::optional<int64_t> may = config_.PriorityOf(GrantedClass(t.spec.team));
+  return may ? std::min(t.priority, *may) : t.priority;
 }
 
 std::map<std::string, TeamStatus> Scheduler::Teams() const {

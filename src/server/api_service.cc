@@ -333,7 +333,8 @@ grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRe
   q.guaranteed_gpus = req->quota().guaranteed_gpus();
   q.guaranteed_gpu_mem_mib = req->quota().guaranteed_gpu_mem_mib();
   q.borrow_gpus = req->quota().borrow_gpus();
-  auto out = cp.SetQuota(q);
+  q.max_priority = req->quota().max_priority();
+  auto out = cp.SetQuota(q, req->keep_guarantee());
   if (!out.ok()) return rpc::ToGrpc(out.status());
   *resp->mutable_quota() = std::move(out).value();
   return grpc::Status::OK;
@@ -344,6 +345,30 @@ grpc::Status ApiService::ListQuotas(grpc::ServerContext* ctx, const v1::ListQuot
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   *resp = entered->cp->ListQuotas();
+  return grpc::Status::OK;
+}
+
+// What the GPU-memory table learned (issue 36): a profile's estimate is every user's, so
+// listing and forgetting entries is for admins.
+grpc::Status ApiService::ListLearnedProfiles(grpc::ServerContext* ctx,
+                                             const v1::ListLearnedProfilesRequest*,
+                                             v1::ListLearnedProfilesResponse* resp) {
+  auto entered = EnterAsAdmin(ctx, "profile ls");
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  for (v1::LearnedProfile& p : entered->cp->ListLearnedProfiles()) {
+    *resp->add_profiles() = std::move(p);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::RemoveLearnedProfile(grpc::ServerContext* ctx,
+                                              const v1::RemoveLearnedProfileRequest* req,
+                                              v1::RemoveLearnedProfileResponse* resp) {
+  auto entered = EnterAsAdmin(ctx, "profile rm");
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  auto removed = entered->cp->RemoveLearnedProfile(req->key());
+  if (!removed.ok()) return rpc::ToGrpc(removed.status());
+  *resp->mutable_removed() = std::move(removed).value();
   return grpc::Status::OK;
 }
 

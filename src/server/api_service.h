@@ -78,6 +78,10 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
                         v1::SetQuotaResponse*) override;
   grpc::Status ListQuotas(grpc::ServerContext*, const v1::ListQuotasRequest*,
                           v1::ListQuotasResponse*) override;
+  grpc::Status ListLearnedProfiles(grpc::ServerContext*, const v1::ListLearnedProfilesRequest*,
+                                   v1::ListLearnedProfilesResponse*) override;
+  grpc::Status RemoveLearnedProfile(grpc::ServerContext*, const v1::RemoveLearnedProfileRequest*,
+                                    v1::RemoveLearnedProfileResponse*) override;
   grpc::Status GetAccounting(grpc::ServerContext*, const v1::AccountingRequest*,
                              v1::AccountingResponse*) override;
 

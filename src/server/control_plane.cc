@@ -91,8 +91,12 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(
   GS_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ThreadPool> pool;
   if (config.FilterWorkers() > 1) pool = std::make_unique<ThreadPool>(config.FilterWorkers());
+  // Issue 36: priority classes are granted per team once callers are known; a single-user
+  // server without authentication keeps every class allowed.
+  core::SchedulerConfig sc = config.scheduler;
+  sc.priority_grants.enforce = config.AuthEnabled();
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
-                      core::Scheduler::Create(config.scheduler, clock, pool.get()));
+                      core::Scheduler::Create(sc, clock, pool.get()));
   GS_RETURN_IF_ERROR(LoadMemoryTable(config, sched->memory_table()));
   std::unique_ptr<ControlPlane> cp(
       new ControlPlane(config, clock, std::move(store), std::move(pool), std::move(sched)));
@@ -182,7 +186,7 @@ Status ControlPlane::Restore() {
   if (sched_->config().fair_share.enabled()) GS_RETURN_IF_ERROR(RestoreFairShareUsage());
   GS_ASSIGN_OR_RETURN(std::vector<store::LearnedPeak> peaks, store_->LoadLearnedPeaks());
   for (const store::LearnedPeak& p : peaks) {
-    sched_->memory_table().RestoreLearned(p.profile, p.max_peak_mib, p.observations);
+    sched_->memory_table().RestoreLearned(p.profile, p.recent_mib, p.observations);
   }
   GS_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> tokens, store_->LoadTokens());
   for (store::TokenRecord& t : tokens) tokens_.Put(std::move(t));
@@ -409,9 +413,13 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
   }
   for (const auto& [name, n] : w.nodes) batch.nodes.push_back(n);
   batch.idempotency_keys = w.keys;
+  const auto& learned = sched_->memory_table().learned();
   for (const core::MemoryProfile& p : w.peaks) {
-    const auto [peak, observations] = sched_->memory_table().Learned(p);
-    if (observations > 0) batch.peaks.push_back({p, peak, observations});
+    if (auto it = learned.find(p); it != learned.end()) {
+      batch.peaks.push_back({p, it->second.recent, it->second.observations});
+    } else {
+      batch.forgotten_peaks.push_back(p);  // `profile rm`
+    }
   }
   for (const auto& [id, t] : w.tokens) {
     if (t) {

@@ -138,9 +138,16 @@ class ControlPlane {
   StatusOr<LogSource> LogSourceOf(uint64_t id, int rank = 0);
   // Team quotas (core/quota.h): applied to the scheduler and stored (restored at start and at
   // an HA take-over). Field-named errors.
-  StatusOr<v1::TeamQuota> SetQuota(const core::TeamQuota& quota);
+  // `keep_guarantee`: only the grant changes (issue 36). quota.max_priority "" keeps the
+  // team's grant, "none" removes it.
+  StatusOr<v1::TeamQuota> SetQuota(core::TeamQuota quota, bool keep_guarantee = false);
   // Every team with a quota or a live task, by name.
   v1::ListQuotasResponse ListQuotas();
+  // What the GPU-memory table learned, by key (issue 36; admin only).
+  std::vector<v1::LearnedProfile> ListLearnedProfiles();
+  // Forgets the learned peaks of the profile `key` names (as `profile ls` prints it, or any
+  // `--profile` form) and stores that. NotFound when nothing is learned for it.
+  StatusOr<v1::LearnedProfile> RemoveLearnedProfile(const std::string& key);
   // The fair-share factor of (team, user) now, F(team) * F(user) (core/fair_share.h).
   double FairShareOf(const std::string& team, const std::string& user);
   // Waits up to `timeout_ms` for task changes after `since`; returns the new version and

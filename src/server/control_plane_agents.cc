@@ -118,13 +118,17 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
     if (!elsewhere) (void)sched_->TaskStarted(id, st.attempt());  // stale: changes nothing
     return;
   }
+  // Issue 36: the memory table, which every task of the profile uses, learns only from
+  // what the agent measured itself; a value the task could write teaches its own retry.
+  const bool learn = st.peak_source() == v1::TaskStatus::PEAK_AGENT_MEASURED ||
+                     config_.learn_task_written_peaks;
   // A gang's rank is the one on the reporting node; the task ends when every rank has.
   Status s = elsewhere ? Status::Ok()
                        : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
                                               st.peak_gpu_mem_mib(), st.reason(),
                                               {st.gpu_mem_exceeded(), st.permanent(),
-                                               EndedAt(st)});
-  if (!elsewhere && s.ok() && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
+                                               EndedAt(st), learn});
+  if (!elsewhere && s.ok() && learn && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
       t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "server/control_plane.h"
+#include "spec/profile_flag.h"
 
 namespace gpusched::server {
 namespace {
@@ -443,8 +444,16 @@ void ControlPlane::AttachProber(std::function<void()> wake) {
 // ---------------------------------------------------------------- metrics
 
 // admin only
-StatusOr<v1::TeamQuota> ControlPlane::SetQuota(const core::TeamQuota& quota) {
+StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_guarantee) {
   std::unique_lock<std::mutex> lock(mu_);
+  const core::TeamQuota current = sched_->quotas().Of(quota.team);
+  if (keep_guarantee) {
+    quota.guaranteed_gpus = current.guaranteed_gpus;
+    quota.guaranteed_gpu_mem_mib = current.guaranteed_gpu_mem_mib;
+    quota.borrow_gpus = current.borrow_gpus;
+  }
+  if (quota.max_priority.empty()) quota.max_priority = current.max_priority;
+  if (quota.max_priority == "none") quota.max_priority.clear();
   GS_RETURN_IF_ERROR(sched_->SetQuota(quota));  // validates
   pending_.quotas[quota.team] = quota;
   GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
@@ -455,6 +464,7 @@ StatusOr<v1::TeamQuota> ControlPlane::SetQuota(const core::TeamQuota& quota) {
   out.set_guaranteed_gpus(quota.guaranteed_gpus);
   out.set_guaranteed_gpu_mem_mib(quota.guaranteed_gpu_mem_mib);
   out.set_borrow_gpus(quota.borrow_gpus);
+  out.set_max_priority(quota.max_priority);
   return out;
 }
 
@@ -462,20 +472,76 @@ StatusOr<v1::TeamQuota> ControlPlane::SetQuota(const core::TeamQuota& quota) {
 v1::ListQuotasResponse ControlPlane::ListQuotas() {
   std::lock_guard<std::mutex> lock(mu_);
   v1::ListQuotasResponse out;
+  const bool enforced = sched_->config().priority_grants.enforce;
   for (const auto& [team, s] : sched_->Teams()) {
     v1::TeamQuotaStatus* t = out.add_teams();
     t->mutable_quota()->set_team(team);
     t->mutable_quota()->set_guaranteed_gpus(s.quota.guaranteed_gpus);
     t->mutable_quota()->set_guaranteed_gpu_mem_mib(s.quota.guaranteed_gpu_mem_mib);
     t->mutable_quota()->set_borrow_gpus(s.quota.borrow_gpus);
+    t->mutable_quota()->set_max_priority(s.quota.max_priority);
     t->set_quota_set(s.has_quota);
     t->set_used_gpus(s.used.gpus);
     t->set_used_gpu_mem_mib(s.used.gpu_mem_mib);
     t->set_borrowed_gpus(s.borrowed_gpus);
     t->set_pending(s.pending);
     t->set_running(s.used.tasks);
+    if (enforced) t->set_granted_priority(sched_->GrantedClass(team));
   }
   return out;
+}
+
+namespace {
+
+v1::LearnedProfile LearnedProfileToProto(const core::MemoryProfile& p,
+                                         const core::LearnedPeaks& l,
+                                         const core::GpuMemoryTable& table) {
+  v1::LearnedProfile out;
+  out.set_key(spec::FormatProfileFlag(p));
+  out.set_task_type(p.task_type);
+  out.set_model(p.model);
+  out.set_batch(p.batch);
+  out.set_height(p.height);
+  out.set_width(p.width);
+  for (MiB m : l.recent) out.add_recent_peaks_mib(m);
+  out.set_observations(l.observations);
+  if (auto est = table.Estimate(p); est.ok()) out.set_estimate_mib(est->mib);
+  return out;
+}
+
+}  // namespace
+
+std::vector<v1::LearnedProfile> ControlPlane::ListLearnedProfiles() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const core::GpuMemoryTable& table = sched_->memory_table();
+  std::vector<v1::LearnedProfile> out;
+  for (const auto& [p, l] : table.learned()) out.push_back(LearnedProfileToProto(p, l, table));
+  std::sort(out.begin(), out.end(), [](const v1::LearnedProfile& a, const v1::LearnedProfile& b) {
+    return a.key() < b.key();
+  });
+  return out;
+}
+
+StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::string& key) {
+  std::unique_lock<std::mutex> lock(mu_);
+  core::GpuMemoryTable& table = sched_->memory_table();
+  std::optional<core::MemoryProfile> found;
+  for (const auto& [p, l] : table.learned()) {
+    if (spec::FormatProfileFlag(p) == key) found = p;
+  }
+  if (!found) {
+    auto parsed = spec::ParseProfileFlag(key, "profile");
+    if (parsed.ok() && table.learned().count(*parsed) > 0) found = *parsed;
+  }
+  if (!found) {
+    return NotFound("profile \"" + key + "\": nothing learned for it (see `gpusched profile ls`)");
+  }
+  v1::LearnedProfile removed = LearnedProfileToProto(*found, table.learned().at(*found), table);
+  table.Forget(*found);
+  pending_.peaks.insert(*found);  // stored as forgotten
+  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  if (auto est = table.Estimate(*found); est.ok()) removed.set_estimate_mib(est->mib);
+  return removed;
 }
 
 // The per-team series (their label names a team). REQUIRES: mu_ held.

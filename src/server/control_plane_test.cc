@@ -1188,12 +1188,56 @@ class MemoryTableTest : public ControlPlaneTest {
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     return id.ok() ? Get(*cp, id->value()) : v1::Task();
   }
-  static v1::TaskStatus ExitWithPeak(uint64_t id, MiB peak) {
+  // A peak the agent measured itself (NVML), unless `source` says otherwise.
+  static v1::TaskStatus ExitWithPeak(
+      uint64_t id, MiB peak,
+      v1::TaskStatus::PeakSource source = v1::TaskStatus::PEAK_AGENT_MEASURED) {
     v1::TaskStatus st = Exit(id, 1, 0);
     st.set_peak_gpu_mem_mib(peak);
+    st.set_peak_source(source);
     return st;
   }
 };
+
+// Issue 36: a peak the task could have written (its peak file, the ledger in its address
+// space), or one of an older agent that does not say, teaches the table nothing; nor does
+// a memory failure the task reported itself. The demo setting learns them.
+TEST_F(MemoryTableTest, Issue36_TaskWrittenPeaksTeachNothingUnlessTheDemoSettingIsOn) {
+  auto cp = Start(Sqlite());
+  auto agent = Connect(*cp, Node("n1"));
+  for (auto source : {v1::TaskStatus::PEAK_TASK_WRITTEN, v1::TaskStatus::PEAK_UNKNOWN}) {
+    auto id = cp->Submit(ProfileOnly());
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    cp->RunOnce();
+    Report(*cp, "n1", agent, ExitWithPeak(id->value(), 16000, source));
+    cp->RunOnce();
+    ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
+  }
+  auto failed = cp->Submit(ProfileOnly());
+  ASSERT_TRUE(failed.ok());
+  cp->RunOnce();
+  v1::TaskStatus oom = ExitWithPeak(failed->value(), 16000, v1::TaskStatus::PEAK_TASK_WRITTEN);
+  oom.set_exit_code(1);
+  oom.set_gpu_mem_exceeded(true);
+  Report(*cp, "n1", agent, oom);
+  cp->RunOnce();
+  EXPECT_TRUE(cp->ListLearnedProfiles().empty());
+  v1::Task t = ProfileTaskAfterRestart(cp);
+  EXPECT_EQ(t.mem_source(), "table");
+  EXPECT_EQ(t.gpu_mem_need_mib(), 5000);
+
+  cp.reset();
+  config_.learn_task_written_peaks = true;
+  cp = Start(Sqlite());
+  agent = Connect(*cp, Node("n1"));
+  auto id = cp->Submit(ProfileOnly());
+  ASSERT_TRUE(id.ok());
+  cp->RunOnce();
+  Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000, v1::TaskStatus::PEAK_TASK_WRITTEN));
+  cp->RunOnce();
+  ASSERT_EQ(cp->ListLearnedProfiles().size(), 1u);
+  EXPECT_EQ(cp->ListLearnedProfiles()[0].key(), "resnet50");
+}
 
 TEST_F(MemoryTableTest, CN109992422A_Claim1_ProfileOnlyTaskUsesTheTableAndLearnsItsPeak) {
   auto cp = Start(Sqlite());

@@ -111,9 +111,10 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
     GS_ASSIGN_OR_RETURN(s.profile, spec::ParseProfileFlag(v.get<std::string>(), key));
     return Status::Ok();
   }
-  if (key == "name" || key == "idempotency_key") {
+  if (key == "name" || key == "idempotency_key" || key == "priority") {
     if (!v.is_string()) return WrongType(key, v, "a string");
-    (key == "name" ? s.name : out.idempotency_key) = v.get<std::string>();
+    (key == "name" ? s.name : key == "priority" ? s.priority_class : out.idempotency_key) =
+        v.get<std::string>();
     return Status::Ok();
   }
   if (key == "gpus") {
@@ -143,7 +144,7 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
   } else {
     return InvalidArgument(Quote(key) + ": unknown field (known: command, name, gpus, gpu_mem, "
                            "cpu, mem, duration, retries, env, idempotency_key, node_selector, "
-                           "tolerations, profile, array)");
+                           "tolerations, profile, array, priority)");
   }
   return Status::Ok();
 }

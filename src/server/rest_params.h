@@ -40,7 +40,7 @@ StatusOr<uint64_t> TaskIdParam(const std::string& text);
 // The JSON body of POST /api/v1/tasks:
 //   {"command": ["python3", "train.py"], "name": "t", "gpus": 2, "gpu_mem": "6GiB",
 //    "cpu": 1.5, "mem": "4GiB", "duration": "1h", "retries": 3, "env": {"K": "V"},
-//    "idempotency_key": "k"}
+//    "idempotency_key": "k", "priority": "high"}
 // Only "command" is required. Sizes take a string with a unit or a number of MiB; durations
 // a string with a unit or a number of seconds. Unknown fields are errors (a typo must not be
 // silently ignored). The spec is not validated further here: the scheduler does it on submit.

@@ -300,6 +300,24 @@ Status ApplyScoreWeights(const YAML::Node& value, const std::string& path, Serve
   return Status::Ok();
 }
 
+// priority_grants: {TEAM: CLASS, ...}: the highest class each team may submit (issue 36;
+// a team's own `quota set --max-priority` comes first). Classes are checked by Validate.
+Status ApplyPriorityGrants(const YAML::Node& node, const std::string& path, ServerConfig& c) {
+  const std::string field = "config " + path + ": priority_grants";
+  if (!node.IsMap()) {
+    return InvalidArgument(field + ": expected a mapping of team: class, e.g. {vision: high}");
+  }
+  std::map<std::string, std::string> grants;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+      return InvalidArgument(field + ": each entry is TEAM: CLASS");
+    }
+    grants[kv.first.as<std::string>()] = kv.second.as<std::string>();
+  }
+  c.scheduler.priority_grants.teams = std::move(grants);
+  return Status::Ok();
+}
+
 // priority_classes: {NAME: VALUE, ...} replaces the built-in high/normal/low.
 Status ApplyPriorityClasses(const YAML::Node& node, const std::string& path, ServerConfig& c) {
   const std::string field = "config " + path + ": priority_classes";
@@ -369,6 +387,8 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"priority_preemption", Bool(s.priority_preemption)},
       {"preemption_grace", Duration(s.preemption_grace_ms)},
       {"default_priority_class", Text(s.default_priority_class)},
+      {"default_max_priority", Text(s.priority_grants.default_max)},
+      {"learn_task_written_peaks", Bool(c.learn_task_written_peaks)},
       {"idle_action", Choice<bool>(c.idle_stop, {{"flag", false}, {"stop", true}})},
       // CN109992422A claim 4: node order and GPU order (core/placement.h).
       {"node_order", Choice<core::NodeOrder>(s.placement.node_order,
@@ -436,9 +456,13 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       GS_RETURN_IF_ERROR(ApplyPriorityClasses(kv.second, path, c));
       continue;
     }
+    if (key == "priority_grants") {
+      GS_RETURN_IF_ERROR(ApplyPriorityGrants(kv.second, path, c));
+      continue;
+    }
     auto it = keys.find(key);
     if (it == keys.end()) {
-      std::string known = "memory_table, priority_classes, score_weights";
+      std::string known = "memory_table, priority_classes, priority_grants, score_weights";
       for (const auto& [name, apply] : keys) known += ", " + name;
       return InvalidArgument("config " + path + ": unknown key \"" + key + "\" (known: " +
                              known + ")");

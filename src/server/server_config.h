@@ -115,6 +115,11 @@ struct ServerConfig {
   // [...]}`). Both may be given; the learned peaks that refine them live in the store.
   std::string memory_table;
   std::string memory_table_yaml;
+  // Issue 36: learn GPU-memory peaks that a task could have written (its peak file with
+  // simulated GPUs, the preload ledger in its address space), not only those the agent
+  // measured itself (NVML). For tests and demos on one user's machine only: with it, one
+  // task's report sets the estimate of every task of its profile.
+  bool learn_task_written_peaks = false;
   // CN115981827A claim 1: threads of the pool the server lends the scheduler for the parallel
   // node filter (above scheduler.placement.parallel_threshold reachable nodes, in
   // parallel_chunks chunks). 0 = one per CPU core, at most parallel_chunks; 1 = no pool.

@@ -72,6 +72,32 @@ TEST(ServerConfigTest, Issue13_PriorityClassesAndGangKeysAreRead) {
   std::filesystem::remove(path);
 }
 
+// Issue 36: priority grants per team and the default grant; classes they name must exist.
+TEST(ServerConfigTest, Issue36_PriorityGrantsAreReadAndChecked) {
+  ServerConfig c;
+  const std::string path = WriteFile(
+      "priority_grants: {vision: high, batch: low}\ndefault_max_priority: low\n"
+      "learn_task_written_peaks: true\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.priority_grants.teams.at("vision"), "high");
+  EXPECT_EQ(c.scheduler.priority_grants.default_max, "low");
+  EXPECT_TRUE(c.learn_task_written_peaks);
+  EXPECT_FALSE(ServerConfig().learn_task_written_peaks);
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"priority_grants: {vision: gold}\n",
+            "priority_grants.vision: \"gold\" is not one of priority_classes"},
+           {"priority_grants: [vision]\n", "priority_grants: expected a mapping"},
+           {"default_max_priority: gold\n", "default_max_priority: \"gold\""}}) {
+    ServerConfig bad;
+    const std::string p = WriteFile(text);
+    Status e = ApplyConfigFile(p, bad);
+    EXPECT_FALSE(e.ok()) << text;
+    EXPECT_NE(e.message().find(expected), std::string::npos) << e.ToString();
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(ServerConfigTest, BadFilesNameTheKey) {
   for (const auto& [text, needle] :
        std::vector<std::pair<std::string, std::string>>{{"t1: soon\n", "t1"},

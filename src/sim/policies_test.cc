@@ -206,7 +206,7 @@ TEST(PoliciesTest, FairShareServesTheVirtualClusterThatUsedLessFirst) {
 // 1000 s, when they end, and A0 starts then.
 TEST(PoliciesTest, QuotaOwnerReclaimsBorrowedGpus) {
   SimOptions o = With(Policy::kGpusched);
-  o.quotas = {{"a", 2, 0, 0}, {"b", 0, 0, 2}};
+  o.quotas = {{"a", 2, 0, 0, ""}, {"b", 0, 0, 2, ""}};
   const SimResult q = Simulate("tiny_reclaim.csv", TraceFormat::kCsv, "1x2", o);
   EXPECT_EQ(Jcts(q), (std::map<std::string, double>{{"A0", 100}, {"B0", 1100}, {"B1", 1100}}));
   EXPECT_EQ(q.stats.reclaims, 2);

@@ -54,4 +54,14 @@ StatusOr<core::MemoryProfile> ParseProfileFlag(std::string_view text, std::strin
   return p;
 }
 
+std::string FormatProfileFlag(const core::MemoryProfile& p) {
+  std::string out = p.model;
+  if (!p.task_type.empty()) out += ",type=" + p.task_type;
+  if (p.batch != 1) out += ",batch=" + std::to_string(p.batch);
+  if (p.height != 0 || p.width != 0) {
+    out += ",size=" + std::to_string(p.height) + "x" + std::to_string(p.width);
+  }
+  return out;
+}
+
 }  // namespace gpusched::spec

@@ -8,6 +8,7 @@
 // Errors name the flag and quote the whole text, e.g.
 //   --profile: "resnet50,batch=x": batch "x" is not a whole number >= 1
 
+#include <string>
 #include <string_view>
 
 #include "base/status.h"
@@ -16,5 +17,9 @@
 namespace gpusched::spec {
 
 StatusOr<core::MemoryProfile> ParseProfileFlag(std::string_view text, std::string_view flag);
+
+// The profile as the flag writes it, shortest form (`gpusched profile ls` keys): the model,
+// then type= when set, batch= when not 1, size= when set.
+std::string FormatProfileFlag(const core::MemoryProfile& profile);
 
 }  // namespace gpusched::spec

@@ -247,9 +247,12 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
   }
   for (const LearnedPeak& p : batch.peaks) {
     const std::string profile = EncodeProfile(p.profile);
-    Json v = {{"profile", profile}, {"max_peak_mib", p.max_peak_mib},
+    Json v = {{"profile", profile}, {"recent_mib", p.recent_mib},
               {"observations", p.observations}};
     groups.push_back({EtcdOp::Put(Key("p", profile), v.dump())});
+  }
+  for (const core::MemoryProfile& p : batch.forgotten_peaks) {
+    groups.push_back({EtcdOp::Delete(Key("p", EncodeProfile(p)))});
   }
   for (const TokenRecord& t : batch.tokens) {
     groups.push_back({EtcdOp::Put(Key("a", t.id), EncodeToken(t))});
@@ -261,7 +264,8 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
     Json v = {{"team", q.team},
               {"guaranteed_gpus", q.guaranteed_gpus},
               {"guaranteed_gpu_mem_mib", q.guaranteed_gpu_mem_mib},
-              {"borrow_gpus", q.borrow_gpus}};
+              {"borrow_gpus", q.borrow_gpus},
+              {"max_priority", q.max_priority}};
     groups.push_back({EtcdOp::Put(Key("quota", q.team), v.dump())});
   }
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
@@ -460,7 +464,10 @@ StatusOr<std::vector<LearnedPeak>> EtcdStore::LoadLearnedPeaks() {
       if (!profile.ok()) continue;
       LearnedPeak p;
       p.profile = *profile;
-      p.max_peak_mib = v.at("max_peak_mib").get<MiB>();
+      // Issue 36: an older version's value (the largest peak ever, unverified) has no
+      // recent_mib and teaches nothing.
+      if (!v.contains("recent_mib")) continue;
+      p.recent_mib = v.at("recent_mib").get<std::vector<MiB>>();
       p.observations = v.at("observations").get<int64_t>();
       out.push_back(p);
     } catch (const std::exception& e) {
@@ -500,6 +507,7 @@ StatusOr<std::vector<core::TeamQuota>> EtcdStore::LoadQuotas() {
       q.guaranteed_gpus = v.at("guaranteed_gpus").get<int64_t>();
       q.guaranteed_gpu_mem_mib = v.at("guaranteed_gpu_mem_mib").get<int64_t>();
       q.borrow_gpus = v.at("borrow_gpus").get<int64_t>();
+      q.max_priority = v.value("max_priority", std::string());
       out.push_back(std::move(q));
     } catch (const std::exception& e) {
       std::cerr << "gpusched server: ignored quota " << kv.key << ": " << e.what() << "\n";

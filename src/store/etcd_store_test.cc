@@ -73,10 +73,10 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   b.nodes = {n};
   LearnedPeak p;
   p.profile = core::MemoryProfile{"classify", "resnet50", 32, 224, 224};
-  p.max_peak_mib = 5000;
+  p.recent_mib = {4000, 5000, 4500};
   p.observations = 3;
   b.peaks = {p};
-  b.quotas = {{"team-b", 2, 0, core::kUnlimitedBorrow}, {"team-a", 4, 81920, 2}};
+  b.quotas = {{"team-b", 2, 0, core::kUnlimitedBorrow, ""}, {"team-a", 4, 81920, 2, ""}};
   ASSERT_TRUE(s->Commit(b).ok());
 
   // A new leader's store (a fresh object) sees all of it.
@@ -94,13 +94,13 @@ TEST_F(EtcdStoreTest, CommitsReadBackThroughEveryRead) {
   EXPECT_TRUE((*nodes)[0].cordoned);
   auto peaks = t->LoadLearnedPeaks();
   ASSERT_EQ(peaks->size(), 1u);
-  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].recent_mib, p.recent_mib);
   EXPECT_EQ((*peaks)[0].profile, p.profile);
   auto quotas = t->LoadQuotas();
   ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
   ASSERT_EQ(quotas->size(), 2u);
-  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"team-a", 4, 81920, 2}));
-  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"team-b", 2, 0, core::kUnlimitedBorrow}));
+  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"team-a", 4, 81920, 2, ""}));
+  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"team-b", 2, 0, core::kUnlimitedBorrow, ""}));
   EXPECT_EQ(t->GetTask(3)->task.state, core::TaskState::kSucceeded);
   EXPECT_EQ(t->GetTask(9).status().code(), StatusCode::kNotFound);
 

@@ -8,6 +8,7 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
   for (const LearnedPeak& p : batch.peaks) peaks_[p.profile] = p;
+  for (const core::MemoryProfile& p : batch.forgotten_peaks) peaks_.erase(p);
   for (const TokenRecord& t : batch.tokens) tokens_[t.id] = t;
   for (const std::string& id : batch.revoked_tokens) tokens_.erase(id);
   for (const core::TeamQuota& q : batch.quotas) quotas_[q.team] = q;

@@ -350,6 +350,14 @@ StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text) {
                 [](const Json& j) -> StatusOr<core::MemoryProfile> { return ProfileFrom(j); });
 }
 
+std::string EncodePeaks(const std::vector<MiB>& peaks) { return Json(peaks).dump(); }
+
+StatusOr<std::vector<MiB>> DecodePeaks(const std::string& text) {
+  return Decode(text, "learned peaks", [](const Json& j) -> StatusOr<std::vector<MiB>> {
+    return j.get<std::vector<MiB>>();
+  });
+}
+
 std::string EncodeToken(const TokenRecord& r) {
   Json j{{"v", 1},
          {"id", r.id},

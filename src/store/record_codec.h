@@ -3,6 +3,7 @@
 // can still read old rows; decoding errors are DataLoss naming the field.
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "store/state_store.h"
@@ -15,6 +16,9 @@ std::string EncodeNode(const NodeRecord& record);
 StatusOr<NodeRecord> DecodeNode(const std::string& text);
 std::string EncodeProfile(const core::MemoryProfile& profile);
 StatusOr<core::MemoryProfile> DecodeProfile(const std::string& text);
+// A learned profile's kept peaks (LearnedPeak::recent_mib) as a JSON array of MiB.
+std::string EncodePeaks(const std::vector<MiB>& peaks);
+StatusOr<std::vector<MiB>> DecodePeaks(const std::string& text);
 std::string EncodeToken(const TokenRecord& record);
 StatusOr<TokenRecord> DecodeToken(const std::string& text);
 

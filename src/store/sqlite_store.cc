@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "store/record_codec.h"
@@ -18,11 +19,13 @@ constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, record TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS idempotency_keys (key TEXT PRIMARY KEY, task_id INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS learned_peaks (
-    profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, observations INTEGER NOT NULL);
+    profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, observations INTEGER NOT NULL,
+    recent TEXT NOT NULL DEFAULT '');
   CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, record TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS quotas (
     team TEXT PRIMARY KEY, guaranteed_gpus INTEGER NOT NULL,
-    guaranteed_gpu_mem_mib INTEGER NOT NULL, borrow_gpus INTEGER NOT NULL);
+    guaranteed_gpu_mem_mib INTEGER NOT NULL, borrow_gpus INTEGER NOT NULL,
+    max_priority TEXT NOT NULL DEFAULT '');
   CREATE TABLE IF NOT EXISTS quarantine (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, key TEXT NOT NULL,
     record TEXT, error TEXT NOT NULL);
@@ -150,13 +153,26 @@ Status SqliteStore::Migrate() {
       GS_RETURN_IF_ERROR(Exec("ALTER TABLE tasks ADD COLUMN state TEXT"));
     }
   }
+  // Issue 36: the learned peaks of older versions are the largest ever reported, by tasks
+  // that could write them: dropped, not carried over (the table's rows apply again until
+  // measured peaks arrive). Quotas gain their granted priority class ('' = none of its own).
+  {
+    Statement recent(db_, "SELECT recent FROM learned_peaks LIMIT 0");
+    Statement old_learned(db_, "SELECT profile FROM learned_peaks LIMIT 0");
+    if (!recent.ok() && old_learned.ok()) {
+      GS_RETURN_IF_ERROR(Exec("BEGIN; DELETE FROM learned_peaks; ALTER TABLE learned_peaks "
+                              "ADD COLUMN recent TEXT NOT NULL DEFAULT ''; COMMIT"));
+    }
+    Statement grant(db_, "SELECT max_priority FROM quotas LIMIT 0");
+    Statement old_quotas(db_, "SELECT team FROM quotas LIMIT 0");
+    if (!grant.ok() && old_quotas.ok()) {
+      GS_RETURN_IF_ERROR(
+          Exec("ALTER TABLE quotas ADD COLUMN max_priority TEXT NOT NULL DEFAULT ''"));
+    }
+  }
   GS_RETURN_IF_ERROR(Exec(kSchema));
   Statement old_peaks(db_, "SELECT profile FROM memory_peaks LIMIT 0");
-  if (old_peaks.ok()) {
-    GS_RETURN_IF_ERROR(Exec(
-        "BEGIN; INSERT OR REPLACE INTO learned_peaks SELECT profile, MAX(peak_mib), COUNT(*) "
-        "FROM memory_peaks GROUP BY profile; DROP TABLE memory_peaks; COMMIT"));
-  }
+  if (old_peaks.ok()) GS_RETURN_IF_ERROR(Exec("DROP TABLE memory_peaks"));
   return Status::Ok();
 }
 
@@ -198,14 +214,25 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_key.Bind(2, static_cast<int64_t>(id));
     if (put_key.Step() != SQLITE_DONE) return Error("write idempotency key");
   }
-  Statement put_peak(Cached("INSERT OR REPLACE INTO learned_peaks VALUES (?, ?, ?)"));
+  Statement put_peak(Cached("INSERT OR REPLACE INTO learned_peaks "
+                            "(profile, max_peak_mib, observations, recent) VALUES (?, ?, ?, ?)"));
   if (!put_peak.ok()) return Error("prepare");
   for (const LearnedPeak& p : batch.peaks) {
     put_peak.Reset();
     put_peak.Bind(1, EncodeProfile(p.profile));
-    put_peak.Bind(2, p.max_peak_mib);
+    MiB max_peak = 0;  // for readers of the older schema
+    for (MiB m : p.recent_mib) max_peak = std::max(max_peak, m);
+    put_peak.Bind(2, max_peak);
     put_peak.Bind(3, p.observations);
+    put_peak.Bind(4, EncodePeaks(p.recent_mib));
     if (put_peak.Step() != SQLITE_DONE) return Error("write learned peak");
+  }
+  Statement drop_peak(Cached("DELETE FROM learned_peaks WHERE profile = ?"));
+  if (!drop_peak.ok()) return Error("prepare");
+  for (const core::MemoryProfile& p : batch.forgotten_peaks) {
+    drop_peak.Reset();
+    drop_peak.Bind(1, EncodeProfile(p));
+    if (drop_peak.Step() != SQLITE_DONE) return Error("delete learned peak");
   }
   Statement put_token(Cached("INSERT OR REPLACE INTO tokens (id, record) VALUES (?, ?)"));
   if (!put_token.ok()) return Error("prepare");
@@ -222,7 +249,9 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     drop_token.Bind(1, id);
     if (drop_token.Step() != SQLITE_DONE) return Error("delete token " + id);
   }
-  Statement put_quota(Cached("INSERT OR REPLACE INTO quotas VALUES (?, ?, ?, ?)"));
+  Statement put_quota(Cached("INSERT OR REPLACE INTO quotas (team, guaranteed_gpus, "
+                             "guaranteed_gpu_mem_mib, borrow_gpus, max_priority) "
+                             "VALUES (?, ?, ?, ?, ?)"));
   if (!put_quota.ok()) return Error("prepare");
   for (const core::TeamQuota& q : batch.quotas) {
     put_quota.Reset();
@@ -230,6 +259,7 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_quota.Bind(2, q.guaranteed_gpus);
     put_quota.Bind(3, q.guaranteed_gpu_mem_mib);
     put_quota.Bind(4, q.borrow_gpus);
+    put_quota.Bind(5, q.max_priority);
     if (put_quota.Step() != SQLITE_DONE) return Error("write quota of team " + q.team);
   }
   return Status::Ok();
@@ -378,14 +408,15 @@ StatusOr<std::vector<NodeRecord>> SqliteStore::LoadNodes() {
 
 StatusOr<std::vector<LearnedPeak>> SqliteStore::LoadLearnedPeaks() {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement q(db_, "SELECT profile, max_peak_mib, observations FROM learned_peaks ORDER BY profile");
+  Statement q(db_, "SELECT profile, recent, observations FROM learned_peaks ORDER BY profile");
   if (!q.ok()) return Error("prepare");
   std::vector<LearnedPeak> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
     StatusOr<core::MemoryProfile> profile = DecodeProfile(q.Text(0));
-    if (!profile.ok()) continue;  // a lost observation only costs an estimate
-    out.push_back({*profile, q.Int(1), q.Int(2)});
+    StatusOr<std::vector<MiB>> recent = DecodePeaks(q.Text(1));
+    if (!profile.ok() || !recent.ok()) continue;  // a lost row only costs an estimate
+    out.push_back({*profile, std::move(recent).value(), q.Int(2)});
   }
   if (rc != SQLITE_DONE) return Error("read learned peaks");
   return out;
@@ -414,12 +445,14 @@ StatusOr<std::vector<TokenRecord>> SqliteStore::LoadTokens() {
 
 StatusOr<std::vector<core::TeamQuota>> SqliteStore::LoadQuotas() {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement q(db_, "SELECT team, guaranteed_gpus, guaranteed_gpu_mem_mib, borrow_gpus FROM quotas "
-                   "ORDER BY team");
+  Statement q(db_, "SELECT team, guaranteed_gpus, guaranteed_gpu_mem_mib, borrow_gpus, "
+                   "max_priority FROM quotas ORDER BY team");
   if (!q.ok()) return Error("prepare");
   std::vector<core::TeamQuota> out;
   int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Text(0), q.Int(1), q.Int(2), q.Int(3)});
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    out.push_back({q.Text(0), q.Int(1), q.Int(2), q.Int(3), q.Text(4)});
+  }
   if (rc != SQLITE_DONE) return Error("read quotas");
   return out;
 }

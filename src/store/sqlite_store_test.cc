@@ -178,7 +178,7 @@ TEST_F(SqliteStoreTest, NodesAndLearnedPeaksSurviveReopenOneRowPerProfile) {
     n.cordoned = true;
     b.nodes.push_back(n);
     for (int64_t i = 1; i <= 1000; ++i) {  // a thousand tasks of one profile: one row
-      b.peaks = {{profile, 4000 + i, i}};
+      b.peaks = {{profile, {4000 + i, 3000}, i}};
       ASSERT_TRUE(s->Commit(b).ok());
     }
   }
@@ -191,7 +191,7 @@ TEST_F(SqliteStoreTest, NodesAndLearnedPeaksSurviveReopenOneRowPerProfile) {
   auto peaks = s->LoadLearnedPeaks();
   ASSERT_TRUE(peaks.ok());
   ASSERT_EQ(peaks->size(), 1u);
-  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
+  EXPECT_EQ((*peaks)[0].recent_mib, (std::vector<MiB>{5000, 3000}));
   EXPECT_EQ((*peaks)[0].observations, 1000);
   EXPECT_EQ((*peaks)[0].profile.batch, 32);
 }
@@ -200,16 +200,60 @@ TEST_F(SqliteStoreTest, QuotasSurviveReopenOneRowPerTeam) {
   {
     auto s = Open();
     WriteBatch b;
-    b.quotas = {{"b", 2, 0, core::kUnlimitedBorrow}, {"a", 4, 81920, 2}};
+    b.quotas = {{"b", 2, 0, core::kUnlimitedBorrow, ""}, {"a", 4, 81920, 2, ""}};
     ASSERT_TRUE(s->Commit(b).ok());
-    b.quotas = {{"a", 8, 0, 0}};  // replaces a's
+    b.quotas = {{"a", 8, 0, 0, ""}};  // replaces a's
     ASSERT_TRUE(s->Commit(b).ok());
   }
   auto quotas = Open()->LoadQuotas();
   ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
   ASSERT_EQ(quotas->size(), 2u);
-  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"a", 8, 0, 0}));
-  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"b", 2, 0, core::kUnlimitedBorrow}));
+  EXPECT_EQ((*quotas)[0], (core::TeamQuota{"a", 8, 0, 0, ""}));
+  EXPECT_EQ((*quotas)[1], (core::TeamQuota{"b", 2, 0, core::kUnlimitedBorrow, ""}));
+}
+
+// Issue 36: a team's granted priority class is stored with its quota; a forgotten profile
+// (`profile rm`) is deleted; a database of the previous version gains the grant column and
+// drops its learned peaks (the largest ever reported, by tasks that could write them).
+TEST_F(SqliteStoreTest, Issue36_GrantsAndForgottenPeaksAndThePreviousSchema) {
+  const core::MemoryProfile profile{"", "resnet50", 1, 0, 0};
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "state.db").c_str(), &db), SQLITE_OK);
+    const std::string sql =
+        "CREATE TABLE learned_peaks (profile TEXT PRIMARY KEY, max_peak_mib INTEGER NOT NULL, "
+        "observations INTEGER NOT NULL);"
+        "CREATE TABLE quotas (team TEXT PRIMARY KEY, guaranteed_gpus INTEGER NOT NULL, "
+        "guaranteed_gpu_mem_mib INTEGER NOT NULL, borrow_gpus INTEGER NOT NULL);"
+        "INSERT INTO learned_peaks VALUES ('" + EncodeProfile(profile) + "', 16000, 1);"
+        "INSERT INTO quotas VALUES ('a', 2, 0, 1);";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto s = Open();
+    auto peaks = s->LoadLearnedPeaks();
+    ASSERT_TRUE(peaks.ok()) << peaks.status().ToString();
+    EXPECT_TRUE(peaks->empty());
+    auto quotas = s->LoadQuotas();
+    ASSERT_TRUE(quotas.ok()) << quotas.status().ToString();
+    ASSERT_EQ(quotas->size(), 1u);
+    EXPECT_EQ((*quotas)[0], (core::TeamQuota{"a", 2, 0, 1, ""}));
+    WriteBatch b;
+    b.quotas = {{"nlp", 0, 0, core::kUnlimitedBorrow, "high"}};
+    b.peaks = {{profile, {5000, 5200}, 2}};
+    ASSERT_TRUE(s->Commit(b).ok());
+  }
+  {
+    auto s = Open();
+    EXPECT_EQ((*s->LoadQuotas())[1],
+              (core::TeamQuota{"nlp", 0, 0, core::kUnlimitedBorrow, "high"}));
+    ASSERT_EQ(s->LoadLearnedPeaks()->size(), 1u);
+    WriteBatch forget;
+    forget.forgotten_peaks = {profile};
+    ASSERT_TRUE(s->Commit(forget).ok());
+  }
+  EXPECT_TRUE(Open()->LoadLearnedPeaks()->empty());
 }
 
 // Rows that do not decode are moved to the quarantine table; the rest loads and the server
@@ -252,8 +296,8 @@ TEST_F(SqliteStoreTest, CorruptRowIsDataLossNotACrash) {
   EXPECT_EQ(DecodeNode("[]").status().code(), StatusCode::kDataLoss);
 }
 
-// A database of the first version (no state column, one row per memory observation) opens,
-// keeps every task and folds the observations into one aggregate per profile.
+// A database of the first version (no state column, one row per memory observation) opens
+// and keeps every task; its observations (unverified task reports) are dropped (issue 36).
 TEST_F(SqliteStoreTest, FirstVersionDatabaseIsUpgraded) {
   {
     sqlite3* db = nullptr;
@@ -276,9 +320,7 @@ TEST_F(SqliteStoreTest, FirstVersionDatabaseIsUpgraded) {
   ASSERT_EQ(live->tasks.size(), 1u);
   auto peaks = s->LoadLearnedPeaks();
   ASSERT_TRUE(peaks.ok());
-  ASSERT_EQ(peaks->size(), 1u);
-  EXPECT_EQ((*peaks)[0].max_peak_mib, 5000);
-  EXPECT_EQ((*peaks)[0].observations, 2);
+  EXPECT_TRUE(peaks->empty());
 }
 
 // Every write of a commit fails in turn (the Nth write, for every N until one commit needs

@@ -35,12 +35,13 @@ struct NodeRecord {
   bool draining = false;
 };
 
-// What the memory table learned about one profile (CN109992422A claim 1): the largest peak
-// observed and how many observations back it. One row per profile, so storage does not grow
-// with the number of tasks.
+// What the memory table learned about one profile (CN109992422A claim 1): the last measured
+// peaks (its window, oldest first) and how many were observed in all. One row per profile,
+// so storage does not grow with the number of tasks. Rows of older versions (the largest
+// peak ever, from unverified reports) are dropped when the store opens (issue 36).
 struct LearnedPeak {
   core::MemoryProfile profile;
-  MiB max_peak_mib = 0;
+  std::vector<MiB> recent_mib;
   int64_t observations = 0;
 };
 
@@ -64,12 +65,13 @@ struct WriteBatch {
   std::vector<NodeRecord> nodes;                     // insert or replace
   std::map<std::string, uint64_t> idempotency_keys;  // key -> task id; insert only
   std::vector<LearnedPeak> peaks;                    // insert or replace the aggregate
+  std::vector<core::MemoryProfile> forgotten_peaks;  // aggregates to delete (absent: no-op)
   std::vector<TokenRecord> tokens;                   // insert or replace
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   bool empty() const {
     return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty() &&
-           tokens.empty() && revoked_tokens.empty() && quotas.empty();
+           forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() && quotas.empty();
   }
 };
 

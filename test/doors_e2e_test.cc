@@ -511,8 +511,13 @@ TEST_F(DataDirTest, Issue35_APlantedTmpAgentDirectoryIsNotUsed) {
     while (!admin.empty() && admin.back() == '\n') admin.pop_back();
     return !admin.empty() && Cli({"nodes", "--server", server}, {{"GPUSCHED_TOKEN", admin}}).code == 0;
   }, kDeadline)) << ReadFile(path("server.log"));
+  // The server authenticates agents (issue 35): this one presents its node's agent token.
+  CliResult token =
+      Cli({"token", "create", "--server", server, "--agent", name}, {{"GPUSCHED_TOKEN", admin}});
+  ASSERT_EQ(token.code, 0) << token.err;
+  WriteFile(path("agent.token"), token.out);
   agent_ = Proc({"agent", "--server", server, "--name", name, "--gpus", "1x8GiB", "--simulate",
-                 "--run-as-self"},
+                 "--run-as-self", "--token-file", path("agent.token")},
                 path("agent.log"));
   ASSERT_TRUE(PollUntil([&] {
     CliResult r = Cli({"nodes", "--server", server, "--json"}, {{"GPUSCHED_TOKEN", admin}});

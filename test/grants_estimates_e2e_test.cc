@@ -7,7 +7,9 @@
 //     (simulated GPUs) cannot raise another user's estimate; `profile ls` / `profile rm` are
 //     for admins.
 
-#include <sys/wait.h>
+#include <chrono>
+#include <sstream>
+#include <thread>
 
 #include "cluster_fixture.h"
 
@@ -199,37 +201,40 @@ TEST_F(EstimatesTest, Issue36_ProfileLsAndRmAreForAdminsAndRmIsDurable) {
 }
 
 #ifdef GPUSCHED_FAKE_NVML_DIR
-// The measured path: an agent on "real" GPUs (the test-only fake NVML) whose driver shows
-// 9000 MiB held by a process of task 1 learns that peak, marked as measured, and the next
-// task of the profile gets it plus headroom. (The process is one the test started with task
-// 1's environment: the agent finds a process's task from its environment, a weakness noted
-// for the agent's trust boundary, issue 35.)
+// The measured path: an agent on "real" GPUs (the test-only fake NVML, reading its process
+// list from a file) whose driver shows 9000 MiB held by task 1's own process learns that
+// peak, marked as measured, and the next task of the profile gets it plus headroom. The
+// agent finds the process's task by its cgroup (issue 35), so the process is the task's.
 TEST_F(EstimatesTest, Issue36_APeakTheAgentMeasuredIsLearned) {
   StartServer();
-  const pid_t decoy = fork();
-  if (decoy == 0) {
-    setenv("GPUSCHED_TASK_ID", "1", 1);
-    setenv("GPUSCHED_ATTEMPT", "1", 1);
-    execlp("sleep", "sleep", "120", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  ASSERT_GT(decoy, 0);
   setenv("FAKE_NVML_GPUS", "H200:16384", 1);
-  setenv("FAKE_NVML_PROCS", (std::to_string(decoy) + ":0:9000").c_str(), 1);
+  setenv("FAKE_NVML_PROCS_FILE", path("procs").c_str(), 1);
   setenv("LD_LIBRARY_PATH", GPUSCHED_FAKE_NVML_DIR, 1);
-  agents_["g1"] = std::make_unique<Proc>(
-      std::vector<std::string>{"agent", "--server", server(), "--name", "g1", "--data-dir",
-                               path("g1"), "--run-as-self"},
-      path("g1.log"));
-  for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_PROCS", "LD_LIBRARY_PATH"}) unsetenv(v);
+  std::vector<std::string> args = {"agent",     "--server",   server(),   "--name",
+                                   "g1",        "--data-dir", path("g1"), "--run-as-self"};
+  for (const std::string& f : AgentAuthFlags("g1")) args.push_back(f);
+  agents_["g1"] = std::make_unique<Proc>(args, path("g1.log"));
+  for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_PROCS_FILE", "LD_LIBRARY_PATH"}) {
+    unsetenv(v);
+  }
   const std::string alice = CreateToken("alice", "y");
-  CliResult r = RunAs(alice, {"submit", "--profile", "resnet50", "--", "sleep", "2"});
+  const std::string pid_file = path("task.pid"), gate = path("task.gate");
+  CliResult r = RunAs(alice, {"submit", "--profile", "resnet50", "--", "sh", "-c",
+                              "echo $$ > '" + pid_file + "'; while [ ! -e '" + gate +
+                                  "' ]; do sleep 0.1; done"});
   ASSERT_EQ(r.code, 0) << r.err;
   const uint64_t id = std::stoull(r.out);
   EXPECT_EQ(id, 1u);
+  pid_t pid = 0;
+  ASSERT_TRUE(PollUntil([&] {
+    std::istringstream in(ReadFile(pid_file));
+    return static_cast<bool>(in >> pid);
+  }, kDeadline)) << Task(id).dump() << ReadFile(path("g1.log"));
+  WriteFile(path("procs"), std::to_string(pid) + ":0:9000");
+  // The watchdog samples NVML twice a heartbeat (1 s): give it a few samples.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  WriteFile(gate, "");
   const bool done = WaitState(id, "succeeded");
-  kill(decoy, SIGKILL);
-  waitpid(decoy, nullptr, 0);
   ASSERT_TRUE(done) << Task(id).dump() << ReadFile(path("g1.log"));
   r = Admin({"profile", "ls", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;

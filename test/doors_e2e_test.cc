@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 
 #include "cluster_fixture.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -220,6 +221,8 @@ TEST_F(AuthClusterTest, Issue36_AHugeUnauthenticatedPostIsRefusedUnread) {
   HttpResult r = ReadAnswer(fd);
   close(fd);
   const int64_t after = PeakRssKiB(pid);
+  std::cout << "server peak RSS " << before << " KiB before, " << after << " KiB after a "
+            << (total >> 20) << " MiB unauthenticated POST (" << (sent >> 20) << " MiB sent)\n";
   EXPECT_LT(after - before, 64 * 1024) << "peak RSS " << before << " -> " << after << " KiB";
   EXPECT_LT(sent, total) << "the server read the whole body";
   if (r.status != 0) {

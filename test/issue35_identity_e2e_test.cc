@@ -266,6 +266,18 @@ TEST_F(Issue35Test, Issue35_AnImpostorAgentWithoutATokenIsRefusedAndGetsNoTask) 
   EXPECT_FALSE(std::filesystem::exists(path("impostor/logs/task-" + std::to_string(id) +
                                             "-1.log")));
   EXPECT_TRUE(Connected("n1"));
+  // Refused at every retry (each second), said once a minute: the impostor's log does not
+  // grow by a line a second.
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(PollUntil(
+      [&] { return count(ReadFile(path("server.log")), "refused agent \"n1\"") >= 3; },
+      kDeadline));
+  EXPECT_EQ(count(ReadFile(path("impostor.log")), "refused by "), 1u)
+      << ReadFile(path("impostor.log"));
 }
 
 // Finding 5: an agent token is bound to its node: n1's cannot register n2.

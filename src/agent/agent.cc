@@ -277,9 +277,10 @@ void Agent::Impl::SendLocked(v1::AgentMessage m) {
 void Agent::Impl::LinkLoop() {
   using Tag = Stream::Tag;
   DurationMs backoff = 100;
-  // A server that cannot be reached is said once per server and reason, and again each
-  // minute while it lasts (the retries run every second): an agent started with a wrong
-  // address or before its server does not wait in silence. Cleared by a registration.
+  // A server that cannot be reached, or that refuses this agent (no token, another node's), is
+  // said once per server and reason, and again each minute while it lasts (the retries run
+  // every second): an agent started with a wrong address or before its server does not wait
+  // in silence, nor floods its log. Cleared by a registration.
   std::map<std::string, std::pair<std::string, TimeMs>> unreachable_said;
   for (;;) {
     const std::string server = servers[current];
@@ -392,16 +393,19 @@ void Agent::Impl::LinkLoop() {
     current = (current + 1) % servers.size();
     std::unique_lock<std::mutex> lock(mu);
     if (stop) return;
-    if (connected && !rpc::IsNotLeader(st.error_message())) {
+    const bool refused = st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                         st.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+    if (connected && !refused && !rpc::IsNotLeader(st.error_message())) {
       Log("link to " + server + " lost: " + st.error_message());
-    } else if (!connected && st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    } else if (refused || (!connected && st.error_code() == grpc::StatusCode::UNAVAILABLE)) {
       const TimeMs now = clock.NowMs();
       auto [it, first] = unreachable_said.try_emplace(server, st.error_message(), now);
       if (first || it->second.first != st.error_message() || now - it->second.second >= 60'000) {
         // A plaintext agent to a TLS server sees the connection closed, nothing more.
         const bool maybe_tls = !tls.enabled() &&
                                st.error_message().find("Socket closed") != std::string::npos;
-        Log("cannot reach " + server + ": " + st.error_message() + "; retrying every second" +
+        Log(std::string(refused ? "refused by " : "cannot reach ") + server + ": " +
+            st.error_message() + "; retrying every second" +
             (maybe_tls ? " (if the server runs with --tls-dir, start this agent with --tls-dir "
                          "too: it connects without TLS)"
                        : ""));

@@ -529,14 +529,15 @@ TEST_F(DataDirTest, Issue35_APlantedTmpAgentDirectoryIsNotUsed) {
   CliResult sub = Cli({"submit", "--server", server, "--", "sh", "-c", "echo hello"},
                       {{"GPUSCHED_TOKEN", admin}});
   ASSERT_EQ(sub.code, 0) << sub.err;
-  // The task runs (its log is written) or ends; either way the agent has used its directory.
+  // The task ends: the agent has used its directory (log, journal) for it.
   std::string shown;
-  PollUntil([&] {
+  EXPECT_TRUE(PollUntil([&] {
     shown = Cli({"show", "--server", server, sub.out.substr(0, sub.out.find('\n')), "--json"},
                 {{"GPUSCHED_TOKEN", admin}}).out;
-    return shown.find("\"done\"") != std::string::npos ||
+    return shown.find("\"succeeded\"") != std::string::npos ||
            shown.find("\"failed\"") != std::string::npos;
-  }, 30s);
+  }, kDeadline)) << shown << ReadFile(path("agent.log"));
+  EXPECT_NE(shown.find("\"succeeded\""), std::string::npos) << shown;
   EXPECT_TRUE(std::filesystem::is_empty(target))
       << "the agent wrote through the planted links; task: " << shown;
   struct stat st {};

@@ -108,8 +108,11 @@ StatusOr<InetDiagSocket> ParseInetDiagReply(std::string_view bytes) {
     if (body.size() < sizeof e.error) return InvalidArgument("sock_diag: a short error reply");
     std::memcpy(&e.error, body.data(), sizeof e.error);
     if (e.error == -ENOENT) return NotFound("sock_diag: no such socket");
+    // Any int may arrive, INT_MIN too: negate as 64-bit, and name an error only in range.
+    const int64_t code = e.error < 0 ? -static_cast<int64_t>(e.error) : e.error;
     return Unavailable("sock_diag: the kernel answered " +
-                       std::string(std::strerror(e.error < 0 ? -e.error : e.error)));
+                       (code <= 4095 ? std::string(std::strerror(static_cast<int>(code)))
+                                     : "error " + std::to_string(e.error)));
   }
   if (h.nlmsg_type != SOCK_DIAG_BY_FAMILY) {
     return InvalidArgument("sock_diag: unexpected reply type " + std::to_string(h.nlmsg_type));

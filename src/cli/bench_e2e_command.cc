@@ -193,6 +193,7 @@ void RegisterBenchE2e(CLI::App& bench) {
   auto auth = std::make_shared<bool>(false);
   auto executor = std::make_shared<std::string>("process");
   auto capacity_wait = std::make_shared<std::string>("stay_queued");
+  auto sqlite_sync = std::make_shared<std::string>("full");
   CLI::App* cmd = bench.add_subcommand("e2e", "Control plane end to end: tasks per second");
   cmd->add_flag("--json", *json, "Print one JSON object");
   cmd->add_option("--tasks", *tasks, "Tasks to run")->capture_default_str();
@@ -207,6 +208,10 @@ void RegisterBenchE2e(CLI::App& bench) {
                   "release) or failure_queue (the server's default: parked in FQ for t2)")
       ->capture_default_str();
   cmd->add_option("--store", *store, "sqlite, or etcd (a 3-member etcd cluster on loopback)")
+      ->capture_default_str();
+  cmd->add_option("--sqlite-sync", *sqlite_sync,
+                  "full (the server's default: every commit synced, survives power loss) or "
+                  "normal (synced at checkpoints: survives a crash of the process only)")
       ->capture_default_str();
   cmd->add_flag("--tls", *tls,
                 "TLS on every connection (server, agents with client certificates, clients), "
@@ -223,12 +228,16 @@ void RegisterBenchE2e(CLI::App& bench) {
       Fail(InvalidArgument("--capacity-wait: \"" + *capacity_wait +
                            "\" (use stay_queued or failure_queue)"));
     }
+    if (*sqlite_sync != "full" && *sqlite_sync != "normal") {
+      Fail(InvalidArgument("--sqlite-sync: \"" + *sqlite_sync + "\" (use full or normal)"));
+    }
     const std::string dir = (std::filesystem::temp_directory_path() /
                              ("gpusched-bench-e2e-" + std::to_string(getpid())))
                                 .string();
     LocalClusterOptions o;
     o.server.listen = "127.0.0.1:0";
     o.server.data_dir = dir;
+    o.server.fsync_every_commit = *sqlite_sync == "full";
     o.agents = *agents;
     o.gpus = "8x80GiB";
     o.quiet_agents = true;
@@ -340,6 +349,7 @@ void RegisterBenchE2e(CLI::App& bench) {
     if (*json) {
       nlohmann::json out{{"executor", *executor},
                          {"store", *store},
+                         {"sqlite_synchronous", *sqlite_sync},
                          {"capacity_wait", *capacity_wait},
                          {"tls", *tls},
                          {"auth", *auth},
@@ -356,7 +366,9 @@ void RegisterBenchE2e(CLI::App& bench) {
       if (!noop) out["spawn_limit_per_s"] = spawn_limit;
       std::cout << out.dump() << "\n";
     } else {
-      std::cout << "bench e2e: " << *store << " store" << (*tls ? ", TLS" : "")
+      std::cout << "bench e2e: " << *store << " store"
+                << (*store == "sqlite" ? " (synchronous " + *sqlite_sync + ")" : "")
+                << (*tls ? ", TLS" : "")
                 << (*auth ? ", tokens" : "") << ", capacity_wait " << *capacity_wait << ", "
                 << *agents << " agents x 8 simulated GPUs, "
                 << finished << "/" << *tasks << " tasks ("

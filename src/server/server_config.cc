@@ -365,6 +365,8 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"retain_finished", Integer(c.retain_finished)},
       {"retain_finished_for", Duration(c.retain_finished_ms)},
       {"store_retry_max", Duration(c.store_retry_max_ms)},
+      {"sqlite_synchronous",
+       Choice<bool>(c.fsync_every_commit, {{"full", true}, {"normal", false}})},
       {"store", Text(c.store)},
       {"etcd", Text(c.etcd)},
       {"etcd_prefix", Text(c.etcd_prefix)},

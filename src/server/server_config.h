@@ -75,7 +75,10 @@ struct ServerConfig {
   DurationMs kill_grace_ms = 10'000;
   // Largest pause of the scheduling loop between events (liveness checks run this often).
   DurationMs loop_tick_ms = 100;
-  bool fsync_every_commit = false;
+  // SQLite's `synchronous` (config key sqlite_synchronous: full | normal): FULL syncs the WAL
+  // at every commit, so an acknowledged task survives power loss, not only a crash of the
+  // process (DESIGN.md's promise). Group commit makes it one fsync per group of writes.
+  bool fsync_every_commit = true;
   // Bounded memory: a finished task leaves the server's memory once more than
   // `retain_finished` are kept or it finished `retain_finished_ms` ago, whichever comes
   // first. It stays in the store (show, logs, ls and accounting read it from there).

@@ -24,6 +24,17 @@ TEST(ServerConfigTest, DefaultsWaitForCapacityInTheFailureQueueAsSection6Says) {
   EXPECT_TRUE(c.Validate().ok());
 }
 
+// Issue 39: acknowledged tasks survive power loss unless the operator chooses otherwise.
+TEST(ServerConfigTest, Issue39_SqliteIsSynchronousFullByDefaultAndNormalOnRequest) {
+  ServerConfig c;
+  EXPECT_TRUE(c.fsync_every_commit);
+  const std::string path = WriteFile("sqlite_synchronous: normal\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(c.fsync_every_commit);
+  std::filesystem::remove(path);
+}
+
 TEST(ServerConfigTest, FileSetsEveryTiming) {
   ServerConfig c;
   const std::string path = WriteFile(
@@ -120,6 +131,8 @@ TEST(ServerConfigTest, BadFilesNameTheKey) {
                                                          "fair_share_half_life"},
                                                         {"reclaim_borrowed: maybe\n",
                                                          "reclaim_borrowed: \"maybe\" (use true or false)"},
+           {"sqlite_synchronous: off\n",
+            "sqlite_synchronous: \"off\" (use full or normal)"},
            {"capacity_wait: later\n",
             "capacity_wait: \"later\" (use stay_queued or failure_queue)"},
            // CN109992422A claim 4's placement keys: the key and the value are named.

@@ -1,10 +1,11 @@
 #pragma once
 // SqliteStore: the default StateStore, one SQLite database (WAL mode) in the data directory.
 //
-// Durability: WAL with synchronous=NORMAL. A committed transaction is in the WAL file before
-// the call returns, so it survives a crash of the process (kill -9); an OS crash or power
-// loss may lose the last transactions (synchronous=FULL would fsync every commit, at about a
-// hundred commits per second on ordinary disks). `Options::fsync_every_commit` selects FULL.
+// Durability: WAL with synchronous=FULL by default (`Options::fsync_every_commit`): a commit
+// returns after the WAL is synced, so it survives power loss and an OS crash. With NORMAL a
+// committed transaction is in the WAL file (not synced) before the call returns: it survives
+// a crash of the process (kill -9), but power loss may lose the last transactions. Callers
+// batch writes (the server's group commit), so FULL costs one fsync per group.
 //
 // One process at a time: the store holds an exclusive lock on the database from Open until
 // it is destroyed (SQLite's EXCLUSIVE locking mode), so a second server started on the same
@@ -28,7 +29,7 @@ namespace gpusched::store {
 class SqliteStore final : public StateStore {
  public:
   struct Options {
-    bool fsync_every_commit = false;
+    bool fsync_every_commit = true;
     // The SQLite VFS to open the file through ("" = the default). Tests register a
     // fault-injecting one (store/testing/fault_vfs.h) to make writes, syncs and COMMIT fail.
     std::string vfs;

@@ -10,6 +10,8 @@ namespace {
 
 std::atomic<int64_t> g_writes_left{-1};  // -1 = no fault armed
 std::atomic<int64_t> g_failed{0};
+std::atomic<bool> g_fail_syncs{false};
+std::atomic<int64_t> g_syncs{0};
 
 sqlite3_vfs* Real(sqlite3_vfs* vfs) { return static_cast<sqlite3_vfs*>(vfs->pAppData); }
 
@@ -47,7 +49,11 @@ int Write(sqlite3_file* f, const void* p, int n, sqlite3_int64 off) {
 int Truncate(sqlite3_file* f, sqlite3_int64 size) {
   return R(f)->pMethods->xTruncate(R(f), size);
 }
-int Sync(sqlite3_file* f, int flags) { return R(f)->pMethods->xSync(R(f), flags); }
+int Sync(sqlite3_file* f, int flags) {
+  ++g_syncs;
+  if (g_fail_syncs.load()) return SQLITE_IOERR_FSYNC;
+  return R(f)->pMethods->xSync(R(f), flags);
+}
 int FileSize(sqlite3_file* f, sqlite3_int64* size) {
   return R(f)->pMethods->xFileSize(R(f), size);
 }
@@ -142,11 +148,16 @@ void FaultVfs::Register() {
 
 void FaultVfs::FailWritesAfter(int64_t n) { g_writes_left = n; }
 
+void FaultVfs::FailSyncs() { g_fail_syncs = true; }
+
 void FaultVfs::Heal() {
   g_writes_left = -1;
   g_failed = 0;
+  g_fail_syncs = false;
 }
 
 int64_t FaultVfs::failed_writes() { return g_failed.load(); }
+
+int64_t FaultVfs::syncs() { return g_syncs.load(); }
 
 }  // namespace gpusched::store::testing

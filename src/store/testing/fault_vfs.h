@@ -18,9 +18,13 @@ class FaultVfs {
   // Writes to database and WAL files succeed `n` more times, then fail with SQLITE_IOERR
   // until Heal(). n = 0 fails the very next write.
   static void FailWritesAfter(int64_t n);
-  static void Heal();
+  // Syncs (fsync of a database or WAL file) fail with SQLITE_IOERR_FSYNC until Heal().
+  static void FailSyncs();
+  static void Heal();  // (also ends FailSyncs)
   // Writes that failed since the last Heal.
   static int64_t failed_writes();
+  // Syncs asked of the files opened through this VFS since the process started.
+  static int64_t syncs();
 };
 
 }  // namespace gpusched::store::testing

@@ -41,7 +41,8 @@ CliResult Cli(const std::vector<std::string>& args);
 // The same with environment variables changed for this run only ("" = unset).
 CliResult Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env);
 
-// Calls `fn` every 50 ms until it returns true or `timeout` passes.
+// Calls `fn` until it returns true or `timeout` passes, pausing twice what the last call cost
+// (50 ms to 1 s) between calls.
 bool PollUntil(const std::function<bool()>& fn, std::chrono::milliseconds timeout);
 
 std::string ReadFile(const std::string& path);

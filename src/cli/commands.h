@@ -30,6 +30,8 @@ void RegisterTokenCommands(CLI::App& app);
 void RegisterQuotaCommands(CLI::App& app);
 // server, agent, dev (daemon_commands.cc).
 void RegisterDaemons(CLI::App& app);
+// `gpusched admin backup | admin restore` (admin_commands.cc).
+void RegisterAdminCommands(CLI::App& app);
 // `gpusched certs init`: CA, server and agent key pairs for TLS (certs_command.cc).
 void RegisterCerts(CLI::App& app);
 // `gpusched bench e2e`: the control plane end to end on loopback.

@@ -129,6 +129,7 @@ int main(int argc, char** raw_argv) {
   gpusched::cli::RegisterTokenCommands(app);
   gpusched::cli::RegisterQuotaCommands(app);
   gpusched::cli::RegisterDaemons(app);
+  gpusched::cli::RegisterAdminCommands(app);
   gpusched::cli::RegisterCerts(app);
   gpusched::cli::RegisterDemo(app);
   gpusched::cli::RegisterBenchE2e(*bench);

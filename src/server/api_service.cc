@@ -1,5 +1,10 @@
 #include "server/api_service.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "core/task_validation.h"
@@ -369,6 +374,41 @@ grpc::Status ApiService::RemoveLearnedProfile(grpc::ServerContext* ctx,
   auto removed = entered->cp->RemoveLearnedProfile(req->key());
   if (!removed.ok()) return rpc::ToGrpc(removed.status());
   *resp->mutable_removed() = std::move(removed).value();
+  return grpc::Status::OK;
+}
+
+// `gpusched admin backup` (issue 39): the store snapshots into a private file of the data
+// directory (0700, the server's own), streamed in 1 MiB chunks, then removed.
+grpc::Status ApiService::Backup(grpc::ServerContext* ctx, const v1::BackupRequest*,
+                                grpc::ServerWriter<v1::BackupChunk>* writer) {
+  auto entered = EnterAsAdmin(ctx, "admin backup");
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  const std::string& dir = entered->cp->config().data_dir;
+  if (dir.empty()) {
+    return rpc::ToGrpc(FailedPrecondition(
+        "the server keeps its state in memory (no --data-dir): there is nothing to back up"));
+  }
+  static std::atomic<uint64_t> serial{0};
+  const std::string path = dir + "/backup-" + std::to_string(getpid()) + "-" +
+                           std::to_string(++serial) + ".db";
+  if (Status s = entered->cp->Backup(path); !s.ok()) return rpc::ToGrpc(s);
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  const auto total = std::filesystem::file_size(path, ec);
+  std::vector<char> buf(1 << 20);
+  v1::BackupChunk chunk;
+  chunk.set_total_bytes(ec ? 0 : static_cast<int64_t>(total));
+  bool sent = true;
+  while (sent && in.read(buf.data(), static_cast<std::streamsize>(buf.size())).gcount() > 0) {
+    chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
+    sent = writer->Write(chunk);
+    chunk.clear_total_bytes();
+  }
+  const bool read_all = in.eof();
+  in.close();
+  std::filesystem::remove(path, ec);
+  if (!sent) return grpc::Status(grpc::StatusCode::CANCELLED, "backup: the client went away");
+  if (!read_all) return rpc::ToGrpc(Unavailable("backup: reading the snapshot " + path + " failed"));
   return grpc::Status::OK;
 }
 

@@ -82,6 +82,8 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
                                    v1::ListLearnedProfilesResponse*) override;
   grpc::Status RemoveLearnedProfile(grpc::ServerContext*, const v1::RemoveLearnedProfileRequest*,
                                     v1::RemoveLearnedProfileResponse*) override;
+  grpc::Status Backup(grpc::ServerContext*, const v1::BackupRequest*,
+                      grpc::ServerWriter<v1::BackupChunk>*) override;
   grpc::Status GetAccounting(grpc::ServerContext*, const v1::AccountingRequest*,
                              v1::AccountingResponse*) override;
 

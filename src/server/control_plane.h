@@ -148,6 +148,9 @@ class ControlPlane {
   // Forgets the learned peaks of the profile `key` names (as `profile ls` prints it, or any
   // `--profile` form) and stores that. NotFound when nothing is learned for it.
   StatusOr<v1::LearnedProfile> RemoveLearnedProfile(const std::string& key);
+  // A consistent snapshot of the store written to `path`, a new file (store::StateStore::
+  // SnapshotTo): every task acknowledged before the call is in it.
+  Status Backup(const std::string& path);
   // The fair-share factor of (team, user) now, F(team) * F(user) (core/fair_share.h).
   double FairShareOf(const std::string& team, const std::string& user);
   // Waits up to `timeout_ms` for task changes after `since`; returns the new version and

@@ -522,6 +522,10 @@ std::vector<v1::LearnedProfile> ControlPlane::ListLearnedProfiles() {
   return out;
 }
 
+// Without mu_: the store serialises the snapshot against its commits, and a task is
+// acknowledged only after its commit returned.
+Status ControlPlane::Backup(const std::string& path) { return store_->SnapshotTo(path); }
+
 StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::string& key) {
   std::unique_lock<std::mutex> lock(mu_);
   core::GpuMemoryTable& table = sched_->memory_table();

@@ -81,6 +81,11 @@ class EtcdStore final : public StateStore {
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
   StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
+  Status SnapshotTo(const std::string&) override {
+    return FailedPrecondition(
+        "the state is in etcd: back up etcd itself (`etcdctl snapshot save FILE`, which is "
+        "consistent and holds every committed task), not through the server");
+  }
 
   // For tests and `status`: commits written, Txns sent, compactions done.
   struct Stats {

@@ -13,6 +13,10 @@ namespace gpusched::store {
 class MemoryStore final : public StateStore {
  public:
   Status Commit(const WriteBatch& batch) override;
+  Status SnapshotTo(const std::string&) override {
+    return FailedPrecondition(
+        "the server keeps its state in memory (no --data-dir): there is nothing to back up");
+  }
   StatusOr<LiveTasks> LoadLiveTasks() override;
   StatusOr<TaskRecord> GetTask(uint64_t id) override;
   StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,

@@ -1,6 +1,7 @@
 #include "store/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
@@ -466,6 +467,40 @@ StatusOr<std::vector<QuarantinedRow>> SqliteStore::LoadQuarantine() {
   while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Text(0), q.Text(1), q.Text(2)});
   if (rc != SQLITE_DONE) return Error("read quarantine");
   return out;
+}
+
+Status SqliteStore::SnapshotTo(const std::string& path) {
+  if (access(path.c_str(), F_OK) == 0) {
+    return FailedPrecondition("backup: " + path + " exists (a snapshot is only written anew)");
+  }
+  sqlite3* dest = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &dest, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      nullptr) != SQLITE_OK) {
+    std::string msg = dest != nullptr ? sqlite3_errmsg(dest) : "out of memory";
+    sqlite3_close(dest);
+    unlink(path.c_str());
+    return Unavailable("backup: cannot create " + path + ": " + msg);
+  }
+  int rc = SQLITE_OK;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // no commit runs while the pages are copied
+    sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
+    if (b == nullptr) {
+      rc = sqlite3_errcode(dest);
+    } else {
+      rc = sqlite3_backup_step(b, -1);  // every page, in one step
+      const int finished = sqlite3_backup_finish(b);
+      if (rc == SQLITE_DONE) rc = finished;
+    }
+  }
+  // The destination is in rollback-journal mode with synchronous=FULL: synced by its commit.
+  std::string msg = rc == SQLITE_OK ? "" : sqlite3_errstr(rc);
+  if (sqlite3_close(dest) != SQLITE_OK && msg.empty()) msg = "close failed";
+  if (!msg.empty()) {
+    unlink(path.c_str());
+    return Unavailable("backup: copying the store to " + path + " failed: " + msg);
+  }
+  return Status::Ok();
 }
 
 }  // namespace gpusched::store

@@ -55,6 +55,10 @@ class SqliteStore final : public StateStore {
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
   StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
+  // SQLite's online backup API, in one step under the store's lock (commits wait for it):
+  // the pages of one committed state. `path` must not exist; it is a SQLite database (synced)
+  // that SqliteStore::Open reads.
+  Status SnapshotTo(const std::string& path) override;
 
  private:
   class Statement;

@@ -115,6 +115,15 @@ class StateStore {
   virtual StatusOr<std::vector<TokenRecord>> LoadTokens() = 0;  // ascending id
   virtual StatusOr<std::vector<core::TeamQuota>> LoadQuotas() = 0;  // ascending team
   virtual StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() = 0;
+
+  // Writes a consistent snapshot of everything stored to `path`, a new file (`gpusched admin
+  // backup`, issue 39): every commit that returned before the call is in it, none is half in
+  // it. FailedPrecondition where this store cannot (the state is in memory, or in etcd, whose
+  // own snapshot is the backup), naming why.
+  virtual Status SnapshotTo(const std::string& path) {
+    (void)path;
+    return FailedPrecondition("this store cannot be backed up");
+  }
 };
 
 }  // namespace gpusched::store

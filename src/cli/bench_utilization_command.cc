@@ -29,15 +29,19 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/percentile.h"
 #include "base/rng.h"
-#include "cli/client.h"
 #include "base/units.h"
 #include "cli/child_process.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/e2e_driver.h"
 #include "rpc/convert.h"

@@ -133,6 +133,7 @@ int main(int argc, char** raw_argv) {
   gpusched::cli::RegisterCerts(app);
   gpusched::cli::RegisterDemo(app);
   gpusched::cli::RegisterBenchE2e(*bench);
+  gpusched::cli::RegisterBenchUtilization(*bench);
   gpusched::cli::RegisterBenchChaos(*bench);
   gpusched::cli::RegisterBenchSoak(*bench);
   gpusched::cli::RegisterHaCommands(app, *bench);

@@ -684,8 +684,13 @@ void RegisterWhy(CLI::App& app) {
                 << "\n";
     }
     if (w.total_nodes() > 0) {
+      // Issue 37: which pass decided, and how long ago, so a reason is never taken as now's.
       std::cout << "  last decision: " << w.feasible_nodes() << "/" << w.total_nodes()
-                << " nodes fit\n";
+                << " nodes fit"
+                << (w.pass() > 0 ? " (pass " + std::to_string(w.pass()) + ", " +
+                                       FormatDurationMs(w.pass_age_ms()) + " ago)"
+                                 : std::string())
+                << "\n";
       for (const auto& [filter, n] : std::map<std::string, int64_t>(w.rejected().begin(),
                                                                      w.rejected().end())) {
         std::cout << "    " << n << " rejected by " << filter << "\n";

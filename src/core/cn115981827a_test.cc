@@ -294,8 +294,9 @@ TEST_F(CN115981827ATest, Claim1_UntoleratedTaintIsNamedInTheReasonAndAToleration
   EXPECT_FALSE(T(plain).placement.has_value());
 }
 
-// PATENTS.md section 6: waiting for capacity goes through FQ but is not an execution failure.
-TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresNotFailCnt) {
+// PATENTS.md section 6: waiting for capacity goes through FQ but is not an execution failure,
+// and a release of capacity re-evaluates it in the pass it triggers (issue 37), not at t2.
+TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresAndAReleaseRetriesIt) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
   // One FQ period first: the wait below is timed by the t2 cycle itself, not by the first
   // flush the scheduler's creation scheduled.
@@ -307,14 +308,15 @@ TEST_F(CN115981827ATest, Section6_CapacityWaitCountsPlacementFailuresNotFailCnt)
   EXPECT_EQ(T(waits).placement_failures, 1);
   EXPECT_EQ(T(waits).fail_cnt, 0);
   StartAssigned();
-  ASSERT_TRUE(sched_->TaskFinished(big, 1, 0, 0).ok());
-  // The GPU is free again, and passes run every t1: only FQ keeps the task waiting until t2.
+  // Passes run every t1 while the GPU is taken: FQ keeps the task, nothing counts.
   EXPECT_EQ(RunFor(sched_->config().t2_ms - 1000), 0u);
-  EXPECT_EQ(T(waits).state, TaskState::kPending);
   EXPECT_EQ(T(waits).queue, QueueMembership::kFailure);
-  AdvanceAlive(1000);
+  EXPECT_EQ(T(waits).placement_failures, 1);
+  ASSERT_TRUE(sched_->TaskFinished(big, 1, 0, 0).ok());
+  // The release's pass, at the same instant, places it: no GPU idles until t2.
   EXPECT_EQ(sched_->Tick(), 1u);
   EXPECT_EQ(T(waits).state, TaskState::kAssigned);
+  EXPECT_EQ(T(waits).placement_failures, 1);
   EXPECT_EQ(T(waits).fail_cnt, 0);
 }
 

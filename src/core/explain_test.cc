@@ -23,7 +23,11 @@ TEST_F(SchedulerTest, ExplainCountsEveryRejectionByFilter) {
   sched_->Schedule();
   auto e = sched_->Explain(id);
   ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->summary, "0/120 nodes fit: 80 insufficient GPU memory, 40 unreachable");
+  // A task waiting in FQ for capacity says so first (issue 37), then the pass's reason.
+  EXPECT_EQ(e->summary,
+            "waits for capacity: retried on the next release or within 30s; last pass: "
+            "0/120 nodes fit: 80 insufficient GPU memory, 40 unreachable");
+  EXPECT_EQ(e->pass, 1);
   EXPECT_EQ(e->queue, "FQ");
   EXPECT_EQ(e->placement_failures, 1);
   EXPECT_EQ(e->claim, ClaimStatus::kFailed);

@@ -273,6 +273,7 @@ void Scheduler::RemoveFromQueues(Task& t) {
     CatchUp(t.id);
     parked_.Erase(t.id);
   }
+  fq_capacity_.erase(t.id);
   t.queue = QueueMembership::kNone;
 }
 
@@ -364,12 +365,15 @@ void Scheduler::ReleasePlacement(Task& t) {
   time_limited_.erase(t.id);
   t.placement.reset();
   t.gang_placements.clear();
-  pass_requested_ = true;  // capacity was freed
+  pass_requested_ = true;  // capacity was freed: the tasks waiting for it take part (issue 37)
+  capacity_event_ = true;
 }
 
 void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::string& summary) {
   ++t.placement_failures;
   t.last_report = std::move(report);
+  t.report_pass = stats_.passes;
+  t.report_ms = clock_.NowMs();
   // Only the counter moved when the task waits for the same reason as last pass: not a
   // change worth writing (see TakeChangedTasks), so a pass over a long Q reports nothing.
   if (t.last_report_summary != summary || t.reason != summary) {
@@ -391,6 +395,18 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
     t.claim = ClaimStatus::kFailed;
     t.queue = QueueMembership::kFailure;
     failure_queue_.Push(t.id);
+    fq_capacity_.insert(t.id);  // a release re-evaluates it before t2 (issue 37)
+    changed_.push_back(t.id);
+  }
+}
+
+void Scheduler::RefreshWait(Task& t, PlacementReport report, const std::string& summary) {
+  t.last_report = std::move(report);
+  t.report_pass = stats_.passes;
+  t.report_ms = clock_.NowMs();
+  if (t.last_report_summary != summary || t.reason != summary) {
+    t.last_report_summary = summary;
+    t.reason = summary;
     changed_.push_back(t.id);
   }
 }
@@ -445,6 +461,7 @@ void Scheduler::CheckGangTimeout(TimeMs now) {
   reservation_.reset();
   ++stats_.gang_timeouts;
   pass_requested_ = true;
+  capacity_event_ = true;  // the reserved nodes are open to every task again
 }
 
 void Scheduler::Requeue(Task& t, const std::string& reason, TaskState state) {
@@ -555,12 +572,19 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
             : t->queue == QueueMembership::kFailure ? "FQ"
                                                     : "";
   e.last_report = t->last_report;
+  e.pass = t->report_pass;
+  e.pass_age_ms = t->report_pass > 0 ? std::max<DurationMs>(0, clock_.NowMs() - t->report_ms) : 0;
   switch (t->state) {
     case TaskState::kPending:
     case TaskState::kPreempted:
       e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
                                                  : t->last_report_summary;
-      if (t->fail_cnt > 0) e.summary = t->reason + "; last pass: " + e.summary;
+      e.waits_for = WaitsFor(*t);
+      if (WaitsForCapacityInFq(*t)) {  // not an execution failure: the pass's reason only
+        e.summary = e.waits_for + "; last pass: " + e.summary;
+      } else if (t->fail_cnt > 0) {
+        e.summary = t->reason + "; last pass: " + e.summary;
+      }
       if (t->state == TaskState::kPreempted && t->preempted_by.valid()) {
         const Task* by = GetTask(t->preempted_by);
         e.summary = "preempted by task " + t->preempted_by.ToString() +
@@ -577,6 +601,28 @@ StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
       e.summary = t->reason;
   }
   return e;
+}
+
+std::string Scheduler::WaitsFor(const Task& t) const {
+  const TimeMs now = clock_.NowMs();
+  // Whole seconds, rounded up: "within 30s" right after a flush, never "within 0s".
+  const auto within = [&](TimeMs at) {
+    return FormatDurationMs((std::max<DurationMs>(1, at - now) + 999) / 1000 * 1000);
+  };
+  switch (t.queue) {
+    case QueueMembership::kMain:
+      return "waits in Q: tried again by the next pass, within " + within(next_pass_ms_);
+    case QueueMembership::kFailure:
+      if (WaitsForCapacityInFq(t)) {
+        return "waits for capacity: retried on the next release or within " +
+               within(next_fq_flush_ms_);
+      }
+      return "waits for its retry after an execution failure: the next t2, within " +
+             within(next_fq_flush_ms_);
+    case QueueMembership::kNone:
+      break;
+  }
+  return "";
 }
 
 StatusOr<ResourceRequest> Scheduler::RequestFor(TaskId id) const {

@@ -114,6 +114,12 @@ struct Explanation {
   std::string summary;   // one line: where it runs or why it waits / failed
   std::string need;      // pending: what it needs against the most free now (explain_need.h)
   PlacementReport last_report;
+  // Issue 37: the pass that produced last_report and the summary's reason (0 = none yet),
+  // how long ago (ms), and what a pending task waits for now, e.g. "waits for capacity:
+  // retried on the next release or within 30s".
+  int64_t pass = 0;
+  DurationMs pass_age_ms = 0;
+  std::string waits_for;
 };
 
 // One decision of a pass's plan (Scheduler::PlanPass), in the order the pass made it.
@@ -147,6 +153,10 @@ struct PassPlan {
   int64_t parked_waits = 0;
   // The pass that follows an FQ flush: parked tasks take part and may be parked.
   bool flush_pass = false;
+  // Issue 37: a pass that a release of capacity or a change of node facts triggered. The
+  // tasks that wait in FQ for capacity (not execution failures) take part, in queue order,
+  // without leaving FQ unless placed and without counting a placement failure.
+  bool release_pass = false;
   // Teams whose quota class the pass looked up: they appear in team_usage() (zero if idle).
   std::set<std::string> teams_classified;
   // The gang reservation after this pass (nullopt: none); applied by CommitPlan.
@@ -414,6 +424,18 @@ class Scheduler {
   void ReleasePlacement(Task& t);
   // REQUIRES: summary == DescribeReport(report) (computed once per request shape and pass).
   void OnCapacityWait(Task& t, PlacementReport report, const std::string& summary);
+  // An FQ task that waits for capacity, not placed by a release pass: it stays in FQ with
+  // its counters; only its report and reason are refreshed (issue 37).
+  void RefreshWait(Task& t, PlacementReport report, const std::string& summary);
+  // Q in queue order, and in a release pass also the FQ tasks waiting for capacity that are
+  // not parked (parked ones take part through PlanWithParked).
+  std::vector<QueueKey> PassSnapshot(bool release_pass) const;
+  // What a pending task waits for now (Explanation::waits_for).
+  std::string WaitsFor(const Task& t) const;
+  bool WaitsForCapacityInFq(const Task& t) const {
+    return t.queue == QueueMembership::kFailure &&
+           (fq_capacity_.count(t.id) > 0 || parked_.Find(t.id) != nullptr);
+  }
   void FailExecution(Task& t, const std::string& reason);
   void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried, bool learn);
   void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
@@ -503,6 +525,12 @@ class Scheduler {
   mutable ParkedQueue parked_;
   int64_t flush_rounds_ = 0;        // flush passes committed
   bool flush_pass_due_ = false;     // a flush happened; its pass has not run yet
+  // Issue 37: FQ tasks (not parked) that wait for capacity, put there by OnCapacityWait; the
+  // others in FQ wait for t2 after an execution failure. Parked tasks all wait for capacity.
+  std::set<TaskId> fq_capacity_;
+  // Capacity was released or node facts changed since the last pass: the next pass is a
+  // release pass (PassPlan::release_pass).
+  bool capacity_event_ = false;
   uint64_t flush_block_end_ = 0;    // FQ positions below this failed in the latest flush pass
 
   // Every task in memory, by id (map nodes keep pointers stable). Terminal tasks leave

@@ -19,6 +19,7 @@ void Scheduler::CheckNodeLiveness(TimeMs now) {
     if (!n.available || now - n.last_heartbeat_ms <= config_.node_timeout_ms) continue;
     resources_.Update(i, [](NodeState& m) { m.available = false; });
     ++stats_.nodes_lost;
+    capacity_event_ = true;  // node facts changed: the reasons of waiting tasks are redone
     const std::string reason = "node " + n.name + " lost: no heartbeat for " +
                                FormatDurationMs(now - n.last_heartbeat_ms);
     const std::set<TaskId>& on_node = resources_.TasksOn(i);
@@ -86,6 +87,7 @@ Status Scheduler::RegisterNode(const NodeSpec& spec) {
   GS_ASSIGN_OR_RETURN(size_t index, resources_.RegisterNode(spec, clock_.NowMs()));
   (void)index;
   pass_requested_ = true;
+  capacity_event_ = true;  // a node joined (or grew): tasks waiting for capacity take part
   return Status::Ok();
 }
 
@@ -101,7 +103,10 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
     return InvalidArgument("gpu_health: " + std::to_string(hb.gpu_health.size()) +
                            " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
   }
-  if (!n.available) pass_requested_ = true;  // a node that comes back is eligible again
+  if (!n.available) {  // a node that comes back is eligible again
+    pass_requested_ = true;
+    capacity_event_ = true;
+  }
   ApplyGpuHealth(*index, hb.gpu_health);
   const TimeMs now = clock_.NowMs();
   resources_.Update(*index, [&](NodeState& m) {
@@ -150,6 +155,7 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
     }
   });
   pass_requested_ = true;
+  capacity_event_ = true;
   if (failed.empty()) return;
   const std::string node = n.name;
   // In id order (TasksOn is ordered): the requeued tasks keep their relative order.
@@ -174,7 +180,10 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
 Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
   auto index = cluster().Find(node);
   if (!index) return NotFound("node " + node + ": not registered");
-  if (cluster().node(*index).reachable != reachable) pass_requested_ = true;
+  if (cluster().node(*index).reachable != reachable) {
+    pass_requested_ = true;
+    capacity_event_ = true;
+  }
   resources_.Update(*index, [&](NodeState& m) { m.reachable = reachable; });
   return Status::Ok();
 }
@@ -187,6 +196,9 @@ Status Scheduler::Cordon(const std::string& node, bool cordoned) {
     if (!cordoned) m.draining = false;
   });
   pass_requested_ = true;
+  // Node facts changed: an uncordon releases capacity, and either way the tasks waiting in
+  // FQ get their reasons redone in the pass (issue 37).
+  capacity_event_ = true;
   return Status::Ok();
 }
 
@@ -197,6 +209,8 @@ Status Scheduler::Drain(const std::string& node, bool evict) {
     m.cordoned = true;
     m.draining = true;
   });
+  pass_requested_ = true;
+  capacity_event_ = true;  // node facts changed
   if (!evict) return Status::Ok();
   const std::set<TaskId>& on_node = resources_.TasksOn(*index);
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());

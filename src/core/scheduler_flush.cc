@@ -26,6 +26,7 @@ void Scheduler::FlushFailureQueue() {
     changed_.push_back(id);
     PushMain(t);
   }
+  fq_capacity_.clear();  // all back in Q
   // Parked tasks are at the cap already: the demotion leaves them as they are, and they take
   // part in the pass that follows (PlanWithParked).
   if (LazyFlushActive() && (!drained.empty() || !parked_.empty())) {
@@ -60,7 +61,9 @@ void Scheduler::MaybePark(Task& t) {
   const ResourceRequest req = MakeRequest(t);
   if (req.shape.model_id == kUnknownModel) return;
   failure_queue_.Erase(t.id);
-  parked_.Park(ShapeOf(req), KeyOf(t), flush_rounds_ + 1, t.last_report, t.last_report_summary);
+  fq_capacity_.erase(t.id);  // a parked task waits for capacity by definition
+  parked_.Park(ShapeOf(req), KeyOf(t), flush_rounds_ + 1, t.last_report, t.last_report_summary,
+               t.report_pass, t.report_ms);
 }
 
 void Scheduler::ApplyParkedWait(PlanStep& step) {
@@ -69,24 +72,29 @@ void Scheduler::ApplyParkedWait(PlanStep& step) {
   if (g.summary != step.reason) {
     for (const QueueKey& k : g.keys) changed_.push_back(k.id);
   }
-  g.report = std::move(step.report);
-  g.summary = std::move(step.reason);
-  g.report_round = flush_rounds_ + 1;
+  // A flush pass also counts a placement failure for each (flush_rounds_, CatchUp); a pass
+  // that a release triggered only refreshes the reason (issue 37).
+  parked_.SetReport(g, std::move(step.report), std::move(step.reason), stats_.passes,
+                    clock_.NowMs());
 }
 
 void Scheduler::CatchUp(TaskId id) const {
   ParkedQueue::Entry* e = parked_.Find(id);
-  if (e == nullptr || e->round >= flush_rounds_) return;
+  if (e == nullptr) return;
   const ParkedQueue::Group& g = parked_.GroupOf(*e);
+  if (e->round >= flush_rounds_ && g.report_seq <= e->report_seq) return;
   // The record is the scheduler's own; only the lazy flush's pending counters are applied.
   Task& t = const_cast<Task&>(tasks_.at(id.value()));
-  t.placement_failures += flush_rounds_ - e->round;
-  if (g.report_round > e->round) {
+  t.placement_failures += std::max<int64_t>(0, flush_rounds_ - e->round);
+  if (g.report_seq > e->report_seq) {
     t.last_report = g.report;
     t.last_report_summary = g.summary;
     t.reason = g.summary;
+    t.report_pass = g.report_pass;
+    t.report_ms = g.report_ms;
+    e->report_seq = g.report_seq;
   }
-  e->round = flush_rounds_;
+  e->round = std::max(e->round, flush_rounds_);
 }
 
 void Scheduler::CatchUpAll() const {
@@ -97,6 +105,7 @@ void Scheduler::UnparkAll() {
   if (parked_.empty()) return;
   const std::vector<TaskId> order = FailureQueueOrder();
   CatchUpAll();
+  for (const auto& [id, e] : parked_.entries()) fq_capacity_.insert(id);  // still waiting
   parked_.Clear();
   failure_queue_.Drain();
   for (TaskId id : order) failure_queue_.Push(id);

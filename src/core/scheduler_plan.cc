@@ -111,12 +111,14 @@ PassPlan Scheduler::PlanPass() const {
     if (holder != nullptr && IsPending(holder->state)) p.plan.reservation = reservation_;
   }
   // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order (or the fair-share
-  // order, core/fair_share.h); a task that fails is not retried in the same pass.
-  const std::vector<QueueKey> snapshot = main_queue_.Snapshot();
+  // order, core/fair_share.h); a task that fails is not retried in the same pass. A pass that
+  // a release triggered also re-evaluates the tasks waiting in FQ for capacity (issue 37).
+  p.plan.release_pass = capacity_event_;
+  const std::vector<QueueKey> snapshot = PassSnapshot(p.plan.release_pass);
   p.plan.steps.reserve(snapshot.size());
   if (quotas_.empty()) {
     p.plan.flush_pass = flush_pass_due_;
-    if (flush_pass_due_ && !parked_.empty()) {
+    if ((flush_pass_due_ || p.plan.release_pass) && !parked_.empty()) {
       PlanWithParked(snapshot, p);
       return std::move(p.plan);
     }
@@ -158,6 +160,16 @@ PassPlan Scheduler::PlanPass() const {
     if (!PlanPlace(*t, p, false) && config_.head_of_line_blocking) break;
   }
   return std::move(p.plan);
+}
+
+std::vector<QueueKey> Scheduler::PassSnapshot(bool release_pass) const {
+  std::vector<QueueKey> snapshot = main_queue_.Snapshot();
+  if (!release_pass || fq_capacity_.empty()) return snapshot;
+  const auto q = static_cast<std::ptrdiff_t>(snapshot.size());
+  for (TaskId id : fq_capacity_) snapshot.push_back(KeyOf(tasks_.at(id.value())));
+  std::sort(snapshot.begin() + q, snapshot.end());
+  std::inplace_merge(snapshot.begin(), snapshot.begin() + q, snapshot.end());
+  return snapshot;
 }
 
 bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
@@ -771,9 +783,15 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
       case PlanStep::Kind::kAssign:
         t.last_report = std::move(step.report);
         t.last_report_summary = DescribeReport(t.last_report);
+        t.report_pass = stats_.passes;
+        t.report_ms = clock_.NowMs();
         Commit(t, step.placement, std::move(step.gang));
         break;
       case PlanStep::Kind::kWait:
+        if (t.queue == QueueMembership::kFailure) {  // a release pass re-evaluated it
+          RefreshWait(t, std::move(step.report), step.reason);
+          break;
+        }
         OnCapacityWait(t, std::move(step.report), step.reason);
         if (plan.flush_pass) MaybePark(t);
         break;
@@ -785,6 +803,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         break;
     }
   }
+  if (plan.release_pass) capacity_event_ = false;
   if (plan.flush_pass) {
     ++flush_rounds_;
     flush_pass_due_ = false;

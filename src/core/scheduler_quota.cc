@@ -46,6 +46,7 @@ Status Scheduler::SetQuota(const TeamQuota& quota) {
   GS_RETURN_IF_ERROR(quotas_.Set(quota));
   UnparkAll();  // quotas change the pass: the lazy flush no longer applies
   pass_requested_ = true;
+  capacity_event_ = true;  // a quota change may let tasks waiting in FQ start (issue 37)
   fs_dirty_ = true;  // shares follow guarantees
   return Status::Ok();
 }

@@ -210,6 +210,10 @@ struct Task {
   std::string reason;  // why it is pending, failed or cancelled
   PlacementReport last_report;      // of the last placement attempt
   std::string last_report_summary;  // DescribeReport(last_report)
+  // The pass that produced last_report (SchedulerStats::passes then; 0 = none yet) and when
+  // (the scheduler clock's ms): `why` says how fresh its reason is (issue 37). Memory only, not stored.
+  int64_t report_pass = 0;
+  TimeMs report_ms = 0;
   // Capped at kMaxHistory entries: the first (submitted) and the latest ones.
   std::vector<Transition> history;
 };

@@ -31,15 +31,22 @@ std::vector<TaskId> FailureQueue::Drain() {
 }
 
 void ParkedQueue::Park(const RequestShape& shape, const QueueKey& key, int64_t round,
-                       const PlacementReport& report, const std::string& summary) {
+                       const PlacementReport& report, const std::string& summary,
+                       int64_t pass, TimeMs at_ms) {
   auto [it, fresh] = groups_.try_emplace(shape);
-  if (fresh) {
-    it->second.report = report;
-    it->second.summary = summary;
-    it->second.report_round = round;
-  }
+  if (fresh) SetReport(it->second, report, summary, pass, at_ms);
   it->second.keys.insert(key);
-  entries_[key.id] = Entry{shape, key, round};
+  // The task's own record is as new as the group's report (both from the latest pass).
+  entries_[key.id] = Entry{shape, key, round, it->second.report_seq};
+}
+
+void ParkedQueue::SetReport(Group& g, PlacementReport report, std::string summary,
+                            int64_t pass, TimeMs at_ms) {
+  g.report = std::move(report);
+  g.summary = std::move(summary);
+  g.report_seq = ++report_seq_;
+  g.report_pass = pass;
+  g.report_ms = at_ms;
 }
 
 bool ParkedQueue::Erase(TaskId id) {

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/ids.h"
 #include "base/units.h"
 #include "core/placement_report.h"
@@ -89,17 +90,26 @@ class ParkedQueue {
     std::set<QueueKey> keys;   // Q order
     PlacementReport report;    // of the shape's latest failure
     std::string summary;       // DescribeReport(report), the waiting tasks' reason
-    int64_t report_round = 0;  // the flush pass that made it
+    int64_t report_seq = 0;    // SetReport's count when it was set (newer = larger)
+    int64_t report_pass = 0;   // the pass that made it, and when (Task::report_pass)
+    TimeMs report_ms = 0;
   };
   struct Entry {
     RequestShape shape;
     QueueKey key;
-    int64_t round = 0;  // the task's own record is current up to this flush pass
+    int64_t round = 0;       // the task's own counters are current up to this flush pass
+    int64_t report_seq = 0;  // its own report is current up to this group report
   };
 
-  // Parks `key.id`; a new group takes `report` and `summary` as its latest failure.
+  // Parks `key.id`; a new group takes `report` and `summary` (of pass `pass` at `at_ms`) as
+  // its latest failure.
   void Park(const RequestShape& shape, const QueueKey& key, int64_t round,
-            const PlacementReport& report, const std::string& summary);
+            const PlacementReport& report, const std::string& summary, int64_t pass,
+            TimeMs at_ms);
+  // The group's latest failure, seen by each of its tasks when next read (issue 37: a pass
+  // that a release triggered refreshes the reason without counting a placement failure).
+  void SetReport(Group& g, PlacementReport report, std::string summary, int64_t pass,
+                 TimeMs at_ms);
   bool Erase(TaskId id);
   Entry* Find(TaskId id);
   const Entry* Find(TaskId id) const;
@@ -114,6 +124,7 @@ class ParkedQueue {
  private:
   std::map<RequestShape, Group> groups_;
   std::unordered_map<TaskId, Entry> entries_;
+  int64_t report_seq_ = 0;
 };
 
 }  // namespace gpusched::core

@@ -305,6 +305,9 @@ void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p) {
   p->set_queue(e.queue);
   p->set_summary(e.summary);
   p->set_need(e.need);
+  p->set_pass(e.pass);
+  p->set_pass_age_ms(e.pass_age_ms);
+  p->set_waits_for(e.waits_for);
   const core::PlacementReport& r = e.last_report;
   p->set_total_nodes(r.total_nodes);
   p->set_feasible_nodes(r.feasible_nodes);

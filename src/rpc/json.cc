@@ -168,6 +168,9 @@ nlohmann::json WhyJson(const ::gpusched::v1::WhyResponse& w) {
     parts.push_back({{"name", p.name()}, {"value", p.value()}, {"weight", p.weight()}});
   }
   j["breakdown"] = parts;
+  j["pass"] = w.pass();  // issue 37: the pass that produced the reason, and its age
+  j["pass_age_ms"] = w.pass_age_ms();
+  j["waits_for"] = w.waits_for();
   return j;
 }
 

@@ -73,12 +73,14 @@ TEST(PoliciesTest, SjfStartsTheShortestFirst) {
 }
 
 // All five tasks score St 16, Pt 4 (no CPU or RAM: 5 + 5; 32 GiB GPUs: 1; <= 1 h: 5). A task
-// that does not fit goes to FQ and comes back demoted at the t2 flushes (30, 60, 90, 120 s).
-TEST(PoliciesTest, GpuschedParksMisfitsInTheFailureQueueUntilT2) {
+// that does not fit goes to FQ (demoted at the t2 flushes, 30, 60, 90 s), and each release
+// re-evaluates FQ in queue order (issue 37): J2's end at 40 s starts J3, J3's end at 50 s J4,
+// J0's end at 100 s J1. (Waiting for the flushes instead: J1 140, J3 40, J4 60, avg 72.)
+TEST(PoliciesTest, GpuschedParksMisfitsInTheFailureQueueAndAReleaseStartsThem) {
   const SimResult r = Nonpreemptive(Policy::kGpusched);
-  EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 140}, {"J2", 20}, {"J3", 40}, {"J4", 60}}));
-  EXPECT_DOUBLE_EQ(r.summary.avg_jct_s, 72);
-  EXPECT_DOUBLE_EQ(r.summary.makespan_s, 150);
+  EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 120}, {"J2", 20}, {"J3", 20}, {"J4", 20}}));
+  EXPECT_DOUBLE_EQ(r.summary.avg_jct_s, 56);
+  EXPECT_DOUBLE_EQ(r.summary.makespan_s, 130);
 }
 
 // P0 4 GPUs at 0 s for 100 s, P1 2 at 10 for 20, P2 2 at 20 for 50, on 4 GPUs.
@@ -187,23 +189,22 @@ namespace {
 // Fair share across virtual clusters (README "Hand-computed scenarios"): on 1x1, x's X0 holds
 // the GPU until 3600 s; X1 (x, at 10 s) and Y0 (y, at 20 s) wait in FQ with the same Pt.
 // gpusched serves X1 first (first submission); fairshare serves y, which used nothing, first.
-// Each waiter that misses the release at 3600 s starts at the next t2 flush, 3720 s.
+// The other waiter starts at the release at 3700 s (issue 37: not at the next t2, 3720 s).
 TEST(PoliciesTest, FairShareServesTheVirtualClusterThatUsedLessFirst) {
   const SimResult g = Simulate("tiny_vcs.csv", TraceFormat::kCsv, "1x1", With(Policy::kGpusched));
-  EXPECT_EQ(Jcts(g), (std::map<std::string, double>{{"X0", 3600}, {"X1", 3690}, {"Y0", 3800}}));
+  EXPECT_EQ(Jcts(g), (std::map<std::string, double>{{"X0", 3600}, {"X1", 3690}, {"Y0", 3780}}));
   const SimResult f = Simulate("tiny_vcs.csv", TraceFormat::kCsv, "1x1", With(Policy::kFairShare));
-  EXPECT_EQ(Jcts(f), (std::map<std::string, double>{{"X0", 3600}, {"X1", 3810}, {"Y0", 3680}}));
+  EXPECT_EQ(Jcts(f), (std::map<std::string, double>{{"X0", 3600}, {"X1", 3790}, {"Y0", 3680}}));
   const auto teams = SummarizeByTeam(f.jobs);
   ASSERT_EQ(teams.size(), 2u);
   EXPECT_EQ(teams[0].team, "x");
-  EXPECT_DOUBLE_EQ(teams[0].avg_jct_s, (3600 + 3810) / 2.0);
+  EXPECT_DOUBLE_EQ(teams[0].avg_jct_s, (3600 + 3790) / 2.0);
   EXPECT_DOUBLE_EQ(teams[1].avg_wait_s, 3580);
 }
 
 // Quotas in the simulator: a (guarantee 2) reclaims the two GPUs b borrows at 100 s; b's jobs
 // are suspended (attained 100 s kept) and finish at 200 + 900 s. Without quotas A0 waits for
-// them: the t2 flushes run every 30 s from its first failure at 100 s, so one falls at
-// 1000 s, when they end, and A0 starts then.
+// them and starts at their release, 1000 s.
 TEST(PoliciesTest, QuotaOwnerReclaimsBorrowedGpus) {
   SimOptions o = With(Policy::kGpusched);
   o.quotas = {{"a", 2, 0, 0, ""}, {"b", 0, 0, 2, ""}};

@@ -103,13 +103,8 @@ TEST(ServerConfigTest, Issue37_QueueOrderKeysAreRead) {
   ServerConfig c;
   EXPECT_EQ(c.scheduler.queue_order.order, core::QueueOrder::kPriority);  // CN115981827A
   const std::string path = WriteFile(
-      "queue_order: las
-las_thresholds: [2s, 1h]
-dlas_thresholds: 3250s, 7200s
-"
-      "order_quantum: 3s
-dlas_promote_knob: 2.5
-");
+      "queue_order: las\nlas_thresholds: [2s, 1h]\ndlas_thresholds: 3250s, 7200s\n"
+      "order_quantum: 3s\ndlas_promote_knob: 2.5\n");
   Status s = ApplyConfigFile(path, c);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(c.scheduler.queue_order.order, core::QueueOrder::kLeastAttained);

@@ -32,7 +32,7 @@ class ClusterTest : public ::testing::Test {
     WriteFile(path("server.yaml"),
               "t1: 500ms\nt2: 300ms\nfail_max: 2\nnode_timeout: 2s\ntask_timeout: 4s\n"
               "node_heartbeat: 200ms\ntask_heartbeat: 300ms\nprobe_interval: 1s\n"
-              "kill_grace: 1s\n");
+              "kill_grace: 1s\n" + ExtraServerConfig());
     port_ = FreePort();
     http_port_ = FreePort();
     StartServer();
@@ -43,6 +43,9 @@ class ClusterTest : public ::testing::Test {
     if (HasFailure()) std::cerr << "server log:\n" << ReadFile(path("server.log")) << "\n";
     std::filesystem::remove_all(dir_);
   }
+
+  // Further server.yaml lines of a derived fixture (issue 37: queue_order keys).
+  virtual std::string ExtraServerConfig() const { return ""; }
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::string server() const { return "127.0.0.1:" + std::to_string(port_); }

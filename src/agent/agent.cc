@@ -578,6 +578,10 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   spec.agent_env["GPUSCHED_GPU_MEM_MIB"] = mem;
   spec.agent_env["GPUSCHED_TASK_ID"] = std::to_string(a.id());
   spec.agent_env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
+  // Issue 37 (Slurm's SLURM_RESTART_COUNT): the runs of the task before this one (after a
+  // preemption, a checkpointed task resumes from its checkpoint when this is > 0).
+  spec.agent_env["GPUSCHED_RESTART_COUNT"] = std::to_string(std::max<int64_t>(0, a.attempt() - 1));
+  spec.stop_signal = a.stop_signal();
   spec.agent_env["GPUSCHED_NODE"] = config.name;
   // The files the task writes: created by the executor next to the log (task_files.h).
   if (gpus->simulated()) spec.task_files["GPUSCHED_PEAK_MIB_FILE"] = ".peak";

@@ -16,6 +16,8 @@
 //     --cpus=0-7,16-23           the CPUs the task is pinned to
 //     --ld-preload=LIBS          the task's LD_PRELOAD (never loaded into the shim itself)
 //     --tasks-per-node=K         K > 1: the task's process starts K copies (rank_launcher.h)
+//     --stop-signal=N            what a stop sends the task's group instead of SIGTERM
+//                                (the task's --signal, issue 37; core/stop_signal.h)
 //
 // The shim is not tied to the agent's life: its first act is to lead a session of its own
 // (away from the agent's process group and terminal), it has no parent-death signal, and it
@@ -23,7 +25,7 @@
 // the agent's unit needs KillMode=process, or stopping the agent kills its whole cgroup.)
 //  1. It forks the task into a process group of its own and, before the task execs, writes
 //     JOURNAL_DIR/ID.ATTEMPT.run (its own identity, the task's group).
-//  2. SIGTERM is forwarded to the task's group, followed by SIGCONT (a stopped task would
+//  2. SIGTERM is forwarded to the task's group (as --stop-signal when given), followed by SIGCONT (a stopped task would
 //     not act on it); SIGUSR1 becomes SIGKILL of the group (a SIGKILL sent to the shim
 //     itself would kill the shim, not the task).
 //  3. When the task exits it kills what is left of the group, seals the record as
@@ -73,6 +75,7 @@ struct ShimOptions {
   const char* cpus = nullptr;
   const char* ld_preload = nullptr;
   const char* tasks_per_node = nullptr;
+  const char* stop_signal = nullptr;
 };
 
 // Parsed before the fork; read by the task's child.
@@ -80,6 +83,7 @@ ShimOptions g_options;
 gpusched::agent::TaskCredentials g_creds;  // the task's identity when it is not the shim's
 bool g_drop = false;
 int g_copies = 1;  // --tasks-per-node
+int g_stop_signal = SIGTERM;  // --stop-signal
 
 // Reads the leading --key=value options of argv into *out (a later one wins); "--" ends
 // them. Returns the index of the first operand (JOURNAL_DIR), or -1 with *bad naming an
@@ -95,6 +99,7 @@ int ParseOptions(int argc, char** argv, ShimOptions* out, const char** bad) {
       {"--cpus=", &out->cpus},
       {"--ld-preload=", &out->ld_preload},
       {"--tasks-per-node=", &out->tasks_per_node},
+      {"--stop-signal=", &out->stop_signal},
   };
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
@@ -256,7 +261,7 @@ int Supervise(pid_t task, const sigset_t& waited) {
     siginfo_t info;
     const int sig = sigwaitinfo(&waited, &info);
     if (sig == SIGTERM) {
-      kill(-task, SIGTERM);
+      kill(-task, g_stop_signal);
       kill(-task, SIGCONT);  // a stopped (hung) task gets to handle it, as systemd does
     } else if (sig == SIGUSR1) {
       kill(-task, SIGKILL);
@@ -313,7 +318,7 @@ bool ParseKey(const char* id_text, const char* attempt_text, unsigned long long*
 
 constexpr char kUsage[] =
     "usage: gpusched-shim [--creds=UID:GID:GROUPS] [--workdir=DIR] [--cpus=LIST] "
-    "[--ld-preload=LIBS] [--tasks-per-node=K] JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
+    "[--ld-preload=LIBS] [--tasks-per-node=K] [--stop-signal=N] JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
     "(started by the gpusched agent, one per task)\n";
 
 // Checks the options that need parsing; false after reporting the first that does not.
@@ -336,6 +341,19 @@ bool ApplyOptions() {
       return false;
     }
     g_copies = static_cast<int>(copies);
+  }
+  if (const char* n = g_options.stop_signal) {
+    char* end = nullptr;
+    const long sig = strtol(n, &end, 10);
+    if (end == n || *end != '\0' || sig < 1 || sig > SIGRTMAX || sig == SIGKILL ||
+        sig == SIGSTOP) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "launch failed: --stop-signal=%.40s: not a signal to stop with",
+               n);
+      Report(msg);
+      return false;
+    }
+    g_stop_signal = static_cast<int>(sig);
   }
   return true;
 }

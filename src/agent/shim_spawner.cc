@@ -130,6 +130,7 @@ StatusOr<std::vector<std::string>> ShimOptions(const LaunchSpec& spec) {
   if (spec.tasks_per_node > 1) {
     out.push_back("--tasks-per-node=" + std::to_string(spec.tasks_per_node));
   }
+  if (spec.stop_signal > 0) out.push_back("--stop-signal=" + std::to_string(spec.stop_signal));
   return out;
 }
 

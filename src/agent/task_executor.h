@@ -69,6 +69,9 @@ struct LaunchSpec {
   std::string cpus;        // "0-7,16-23": CPUs the task is pinned to; "" = not pinned
   std::string ld_preload;  // LD_PRELOAD of the task only (never of its supervisor)
   int tasks_per_node = 1;  // > 1: that many copies of the command (rank_launcher.h)
+  // What a stop (Kill) sends the task first instead of SIGTERM (the spec's --signal, issue
+  // 37); 0 = SIGTERM. ProcessRunner hands it to the shim as --stop-signal.
+  int stop_signal = 0;
   std::string log_path;
   // Set: the task runs as this account (ProcessRunner only); its log is then owned by it and
   // readable by it only (0600). Unset: as the agent's user.

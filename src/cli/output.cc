@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "base/units.h"
+#include "core/stop_signal.h"
 
 namespace gpusched::cli {
 
@@ -26,6 +27,7 @@ std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s) {
   if (!s.priority_class().empty()) add("priority " + s.priority_class());
   if (s.has_preemptible() && !s.preemptible()) add("not preemptible");
   if (s.has_grace_ms()) add(FormatDurationMs(s.grace_ms()) + " grace");
+  if (s.has_stop_signal()) add("stop signal " + core::StopSignalName(s.stop_signal()));
   if (s.cpu_milli() > 0) {
     add(s.cpu_milli() % 1000 == 0 ? std::to_string(s.cpu_milli() / 1000) + " CPU"
                                   : std::to_string(s.cpu_milli()) + "m CPU");

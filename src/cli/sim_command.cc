@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/rng.h"
 #include "core/quota.h"
+#include "server/server_config.h"
 #include "cli/commands.h"
 #include "cli/usage_errors.h"
 #include "sim/cluster_spec.h"
@@ -27,7 +28,7 @@ namespace {
 
 struct SimFlags {
   std::string trace, format = "csv", cluster, nodes, policy = "gpusched", placement = "gpusched";
-  std::string out;
+  std::string out, config;
   bool json = false, skip_bad_lines = false, allocation_replay = false, no_progress = false;
   int64_t synthetic_jobs = 0;
   double arrivals_per_hour = 30;
@@ -40,6 +41,19 @@ struct SimFlags {
   bool no_gang_reservation = false;
   bool by_team = false;
 };
+
+// The `queue_order:` value of a core order (server/server_config.cc's names).
+const char* QueueOrderConfigName(core::QueueOrder order) {
+  switch (order) {
+    case core::QueueOrder::kPriority: return "priority";
+    case core::QueueOrder::kSubmission: return "fifo";
+    case core::QueueOrder::kShortestDuration: return "sjf";
+    case core::QueueOrder::kShortestRemaining: return "srtf";
+    case core::QueueOrder::kLeastAttained: return "las";
+    case core::QueueOrder::kTwoDimLas: return "dlas";
+  }
+  return "unknown";
+}
 
 // A one-line progress bar on stderr, only when stderr is a terminal.
 std::function<void(size_t, size_t)> ProgressBar(bool enabled) {
@@ -65,6 +79,18 @@ void PrepareOutDir(const std::string& out) {
              (ec ? ec.message() : std::string("a file of that name exists")),
          kExitFailure);
   }
+}
+
+// `--config FILE`: the scheduler keys of `gpusched server --config` (issue 37), read by the
+// server's own parser, so a figure of the simulator is one of the server's configuration.
+void ApplyServerConfig(const std::string& path, sim::SimOptions& options, sim::RunInfo& info) {
+  server::ServerConfig c;
+  Status s = server::ApplyConfigFile(path, c);
+  if (!s.ok()) Fail(s.message(), kExitUsage);
+  options.config = c.scheduler;
+  info.policy = std::string("queue_order ") + QueueOrderConfigName(c.scheduler.queue_order.order) +
+                " (--config " + path + ")";
+  info.placement = "from --config";
 }
 
 void RunSim(const SimFlags& f) {
@@ -128,6 +154,7 @@ void RunSim(const SimFlags& f) {
   options.progress = ProgressBar(!f.no_progress);
   info.policy = f.policy;
   info.placement = f.placement;
+  if (!f.config.empty()) ApplyServerConfig(f.config, options, info);
 
   // The real clock times the replay itself, for the report only; the replay runs on its own
   // simulated clock.
@@ -174,6 +201,11 @@ void RegisterSim(CLI::App& app) {
   cmd->add_option("--placement", f->placement,
                   "Node/GPU choice: gpusched | best-fit | worst-fit | min-fragmentation | fgd")
       ->capture_default_str();
+  auto* config = cmd->add_option(
+      "--config", f->config,
+      "Server config file (gpusched server --config): its scheduler keys (queue_order, "
+      "las_thresholds, dlas_thresholds, dlas_promote_knob, order_quantum, t2, capacity_wait, "
+      "placement...) replace --policy and --placement");
   cmd->add_option("--out", f->out, "Directory for summary.json, CSV files and PNG plots");
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
   cmd->add_flag("--skip-bad-lines", f->skip_bad_lines, "Skip and count unparsable trace lines");
@@ -206,6 +238,9 @@ void RegisterSim(CLI::App& app) {
                   "trace's virtual clusters); repeatable");
   cmd->add_flag("--by-team", f->by_team,
                 "Also print average wait and JCT per team (the trace's virtual cluster)");
+  for (const char* flag : {"--policy", "--placement", "--las-thresholds", "--promote-knob"}) {
+    config->excludes(cmd->get_option(flag));
+  }
   cmd->callback([f] { RunSim(*f); });
 }
 

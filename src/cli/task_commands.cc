@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/rule_flags.h"
+#include "core/stop_signal.h"
 #include "core/task_validation.h"
 #include "rpc/convert.h"
 #include "spec/profile_flag.h"
@@ -47,6 +48,7 @@ struct SubmitFlags {
   std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
   std::string time, workdir, profile, heartbeat_timeout, array;
   std::string nodes, gpus_per_node, tasks_per_node, priority, preemptible, grace, gang_timeout;
+  std::string signal;  // issue 37: Slurm's --signal
   std::string export_env;  // --export[=ALL|NONE|VAR[,VAR...]] (spec/env_export.h)
   bool keep_pending = false;
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
@@ -154,6 +156,7 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   CheckNotInFile(cmd, f, "--priority", "priority", !s.priority_class.empty());
   CheckNotInFile(cmd, f, "--preemptible", "preemptible", !s.preemptible);
   CheckNotInFile(cmd, f, "--grace", "grace", s.grace_ms.has_value());
+  CheckNotInFile(cmd, f, "--signal", "signal", s.stop_signal.has_value());
   CheckNotInFile(cmd, f, "--gang-timeout", "gang_timeout", s.gang_timeout_ms.has_value());
   CheckNotInFile(cmd, f, "--export", "export", export_rule.has_value());
   if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
@@ -189,6 +192,7 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
     }
   }
   if (cmd->count("--grace")) s.grace_ms = OrFail(ParseDurationMs(f.grace, "--grace"));
+  if (cmd->count("--signal")) s.stop_signal = OrFail(core::ParseStopSignal(f.signal, "--signal"));
   if (cmd->count("--gang-timeout")) {
     s.gang_timeout_ms = OrFail(ParseDurationMs(f.gang_timeout, "--gang-timeout"));
   }
@@ -284,7 +288,11 @@ void RegisterSubmit(CLI::App& app) {
                   "false: never stopped for a higher priority class (default true)")
       ->expected(1);
   cmd->add_option("--grace", f->grace,
-                  "When preempted: SIGTERM, then SIGKILL after this long (default 30s)");
+                  "When preempted: the --signal, then SIGKILL after this long (default 30s); "
+                  "exit 0 within it = checkpointed");
+  cmd->add_option("--signal", f->signal,
+                  "Signal sent first on every stop (preemption, time limit, cancel), --grace "
+                  "before SIGKILL: a name (TERM, USR1, SIGINT) or number (default TERM)");
   cmd->add_option("--gang-timeout", f->gang_timeout,
                   "A multi-node task that cannot start within this long gives up its "
                   "reservation and says why (default 24h)");
@@ -494,6 +502,12 @@ void RegisterShow(CLI::App& app) {
     }
     if (t.preempted_by() != 0) {
       rows.push_back({"preempted by:", "task " + std::to_string(t.preempted_by()) + " (" +
+                                           std::to_string(t.preemptions()) + " preemptions)"});
+    }
+    if (t.checkpoints() > 0) {  // issue 37: exited 0 within its grace after a preemption
+      rows.push_back({"checkpointed:", "yes, attempt " + std::to_string(t.checkpointed_attempt()) +
+                                           " exited 0 within its grace (" +
+                                           std::to_string(t.checkpoints()) + " checkpoints, " +
                                            std::to_string(t.preemptions()) + " preemptions)"});
     }
     if (*verbose) {

@@ -1,6 +1,7 @@
 #include "core/preemption.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace gpusched::core {
@@ -8,11 +9,18 @@ namespace gpusched::core {
 std::vector<TaskId> SelectPreemptionVictims(const QueueOrderOptions& options,
                                             const std::vector<const Task*>& live,
                                             int64_t total_gpus, TimeMs now) {
-  std::vector<std::pair<QueueKey, const Task*>> order;
+  // (not protected by the quantum, higher priority first, queue key)
+  using WalkKey = std::tuple<bool, int64_t, QueueKey>;
+  std::vector<std::pair<WalkKey, const Task*>> order;
   order.reserve(live.size());
   for (const Task* t : live) {
     if (IsTerminal(t->state)) continue;
-    order.emplace_back(MakeQueueKey(options, *t, AttainedMs(*t, now)), t);
+    const bool active = t->state == TaskState::kAssigned || t->state == TaskState::kRunning;
+    const bool protected_run =
+        active && (!t->spec.preemptible || now - t->assigned_ms < options.quantum_ms);
+    order.emplace_back(WalkKey{!protected_run, -t->priority,
+                               MakeQueueKey(options, *t, AttainedMs(*t, now))},
+                       t);
   }
   std::sort(order.begin(), order.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

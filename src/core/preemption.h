@@ -12,6 +12,14 @@
 //      suspends them (Scheduler::Preempt) and then runs a pass, which places pending tasks on
 //      nodes in the same key order.
 // There is no preemption overhead here: a suspended task keeps its attained service.
+// Composition with priority classes and the quantum (issue 37), both no-ops in the textbook
+// setting (one class, quantum 0):
+//   - the walk takes a higher Task::priority first and the order's key inside one value, so
+//     the order never stops a task for one of a lower class, and priority preemption (which
+//     stops only lower classes) never undoes what the order chose;
+//   - an assigned or running task whose current run began less than `quantum_ms` ago
+//     (QueueOrderOptions::quantum_ms), or that is not preemptible, is taken before any
+//     other: it keeps its GPUs.
 //
 // Thread-safety: a pure function over a snapshot.
 

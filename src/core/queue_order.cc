@@ -42,7 +42,16 @@ Status QueueOrderOptions::Validate() const {
     return InvalidArgument("queue_order.dlas_promote_knob: must be in [0, 1e6], got " +
                            std::to_string(dlas_promote_knob));
   }
+  if (quantum_ms < 0 || quantum_ms > 366LL * 24 * 3'600'000) {
+    return InvalidArgument("queue_order.quantum: must be in [0, 366d], got " +
+                           std::to_string(quantum_ms) + " ms");
+  }
   return Status::Ok();
+}
+
+bool IsPreemptiveOrder(QueueOrder order) {
+  return order == QueueOrder::kShortestRemaining || order == QueueOrder::kLeastAttained ||
+         order == QueueOrder::kTwoDimLas;
 }
 
 DurationMs AttainedMs(const Task& t, TimeMs now) {

@@ -52,9 +52,18 @@ struct QueueOrderOptions {
   // run reaches knob x the time it executed since its last promotion returns to queue 0; its
   // total attained service keeps counting. 0 = off (Tiresias dlas-gpu). In [0, 1e6].
   double dlas_promote_knob = 0;
+  // Order preemption (srtf, las, dlas; Scheduler::PreemptForOrder, issue 37): a task that
+  // started or resumed less than this long ago is never stopped by the order, and a task the
+  // order stopped may not preempt by priority for this long. [choice] 60 s: several
+  // heartbeat periods and a typical checkpoint save; a preemption costs a restart, so a
+  // minute of run is the least it buys. The simulator's --policy baselines use 0 (textbook).
+  DurationMs quantum_ms = 60'000;
 
   Status Validate() const;
 };
+
+// Orders that re-decide running tasks (srtf, las, dlas): Scheduler::PreemptForOrder applies.
+bool IsPreemptiveOrder(QueueOrder order);
 
 // Service a task has received: every finished or suspended run plus the current one at `now`.
 DurationMs AttainedMs(const Task& t, TimeMs now);

@@ -267,6 +267,9 @@ TEST(PreemptionTest, SrtfGreedyInOrderPicksTheLongestRemainingAsVictim) {
   const Task c = make(3, 2, 20 * kS, TaskState::kPending, 0);
   QueueOrderOptions o;
   o.order = QueueOrder::kShortestRemaining;
+  // Issue 37: with the default 60 s quantum, runs of 10 s are kept whatever their order.
+  EXPECT_EQ(SelectPreemptionVictims(o, {&a, &b, &c}, 4, 10 * kS), std::vector<TaskId>{});
+  o.quantum_ms = 0;  // the textbook walk
   EXPECT_EQ(SelectPreemptionVictims(o, {&a, &b, &c}, 4, 10 * kS), std::vector<TaskId>{TaskId(1)});
   // A 6-GPU task ahead in order is skipped when it does not fit; nobody is preempted for it.
   const Task wide = make(4, 6, 1 * kS, TaskState::kPending, 0);

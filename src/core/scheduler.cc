@@ -523,7 +523,11 @@ size_t Scheduler::Tick() {
     next_fq_flush_ms_ = now + config_.t2_ms;
   }
   PromoteStarved();
-  if (pass_requested_ || now >= next_pass_ms_) return Schedule();
+  if (pass_requested_ || now >= next_pass_ms_) {
+    // Issue 37: a preemptive order re-decides the running tasks before each pass.
+    if (last_order_decision_ms_ != now) PreemptForOrder();
+    return Schedule();
+  }
   return 0;
 }
 

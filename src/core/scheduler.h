@@ -190,6 +190,8 @@ struct SchedulerStats {
   int64_t gangs_placed = 0;       // multi-node tasks placed (all ranks at once)
   int64_t gang_timeouts = 0;      // gang reservations given up (gang timeout)
   int64_t priority_preemptions = 0;  // tasks stopped for a higher priority class
+  int64_t order_preemptions = 0;     // tasks stopped by a preemptive queue order (issue 37)
+  int64_t checkpoints = 0;           // preempted attempts that exited 0 within their grace
 };
 
 // How an attempt ended, beyond its exit code.
@@ -308,6 +310,16 @@ class Scheduler {
   // promotion is due now (core/queue_order.h PromotionDueMs) returns to LAS queue 0 and is
   // re-keyed; a pass follows. Returns how many. Tick calls it; a no-op under other orders.
   size_t PromoteStarved();
+  // Order preemption (issue 37) under a preemptive queue order (srtf, las, dlas;
+  // IsPreemptiveOrder): the 2D-LAS promotions due (PromoteStarved), then the live tasks
+  // (assigned or running on a schedulable node, and Q) walked as core/preemption.h says over
+  // the GPUs of the schedulable nodes, priority classes first and the order inside one
+  // class, a run younger than one quantum kept. Each victim is stopped as a priority
+  // preemption is: a kill with its grace (its stop signal, then SIGKILL), requeued in state
+  // preempted (not a failure, attained service kept), and it may not preempt by priority
+  // for one quantum (QueueOrderOptions::quantum_ms). Returns the victims, ascending; empty
+  // under the other orders. Tick calls it before each pass (once per instant).
+  std::vector<TaskId> PreemptForOrder();
   // ---- quotas and fair share (core/quota.h, core/fair_share.h) ----
   // Sets or replaces a team's quota; a pass follows. Field-named errors.
   Status SetQuota(const TeamQuota& quota);
@@ -512,6 +524,12 @@ class Scheduler {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
   }
   Status CheckAttempt(const Task* t, TaskId id, int64_t attempt) const;
+  // Whether `t` may stop lower priorities in a pass: priority preemption is on, a lower
+  // preemptible class runs, and the order did not stop `t` less than a quantum ago.
+  bool MayPreemptByPriority(const Task& t) const;
+  // The exit of an attempt a preemption stopped (Task::preempted_attempt): exit 0 counts as
+  // a checkpoint (Task::checkpoints). Returns whether `attempt` was that attempt.
+  bool ApplyPreemptedExit(Task& t, int64_t attempt, int exit_code);
 
   SchedulerConfig config_;
   Clock& clock_;
@@ -572,6 +590,7 @@ class Scheduler {
   TimeMs next_fq_flush_ms_ = 0;
   std::optional<TimeMs> event_time_ms_;  // see EventTimeMs; set inside TaskFinished only
   bool pass_requested_ = false;
+  TimeMs last_order_decision_ms_ = -1;  // PreemptForOrder's latest instant
   SchedulerStats stats_;
 };
 

@@ -177,8 +177,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   const ResourceRequest req = MakeRequest(t);
   const PlacementRequest& r = req.shape;
   // A task that could preempt lower priorities is never answered from the memo.
-  const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
-                           *active_priorities_.begin() < PreemptingPriority(t);
+  const bool may_preempt = MayPreemptByPriority(t);
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
                      t.spec.tolerations.empty() && !may_preempt;
   const Shape shape = ShapeOf(req);
@@ -523,8 +522,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
   std::string why;
   // Capacity only shrinks within a pass: a gang shape that found too few nodes fails again
   // (unless it could preempt).
-  const bool may_preempt = config_.priority_preemption && !active_priorities_.empty() &&
-                           *active_priorities_.begin() < PreemptingPriority(t);
+  const bool may_preempt = MayPreemptByPriority(t);
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
                      t.spec.tolerations.empty() && !may_preempt;
   const auto key = std::make_tuple(ShapeOf(req), t.spec.nodes, blocked);
@@ -773,6 +771,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
           ++stats_.preemptions;
           ++stats_.priority_preemptions;
           v.preempted_by = t.id;
+          v.preempted_attempt = v.attempts;
           // Not a failure: back to Q in state preempted, attained service kept.
           Requeue(v, reason, TaskState::kPreempted);
           preemption_log_.push_back({clock_.NowMs(), t.id, id, grace});

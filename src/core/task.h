@@ -84,6 +84,9 @@ struct TaskSpec {
   // Preempted: SIGTERM, then SIGKILL after this long; absent = SchedulerConfig's
   // preemption_grace_ms.
   std::optional<DurationMs> grace_ms;
+  // The signal every stop sends first (preemption, time limit, cancel), `grace` before
+  // SIGKILL, as Slurm's --signal (core/stop_signal.h); nullopt = SIGTERM.
+  std::optional<int> stop_signal;
 };
 
 // GPUs a task holds in all: per node times nodes.
@@ -187,6 +190,15 @@ struct Task {
   int64_t priority = 0;
   // The task whose priority preempted this one most recently (`why`/`show`); memory only.
   TaskId preempted_by;
+  // When a preemptive queue order last stopped it (Scheduler::PreemptForOrder); for one
+  // quantum after it may not preempt by priority. Memory only.
+  std::optional<TimeMs> order_preempted_ms;
+  // The attempt a preemption stopped whose exit is still to come (0 = none); memory only.
+  int64_t preempted_attempt = 0;
+  // Preempted attempts that exited 0 within their grace (checkpointed), and the latest of
+  // them (0 = none): the task resumes from its checkpoint (issue 37).
+  int64_t checkpoints = 0;
+  int64_t checkpointed_attempt = 0;
   // A gang whose reservation timed out may reserve again from this time on; memory only.
   TimeMs gang_reserve_after_ms = 0;
   TimeMs submitted_ms = 0;

@@ -5,6 +5,7 @@
 #include "base/units.h"
 #include "core/node_rules.h"
 #include "core/reserved_env.h"
+#include "core/stop_signal.h"
 
 namespace gpusched::core {
 namespace {
@@ -104,6 +105,7 @@ Status ValidateTaskSpec(const TaskSpec& s) {
   if (s.grace_ms) {
     GS_RETURN_IF_ERROR(DurationRange("grace", *s.grace_ms, 0, kMaxDurationMs));
   }
+  if (s.stop_signal) GS_RETURN_IF_ERROR(CheckStopSignal(*s.stop_signal, "signal"));
   if (s.gang_timeout_ms) {
     GS_RETURN_IF_ERROR(DurationRange("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs));
   }

@@ -79,6 +79,7 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
   s.priority_class = p.priority_class();
   s.preemptible = !p.has_preemptible() || p.preemptible();
   if (p.has_grace_ms()) s.grace_ms = p.grace_ms();
+  if (p.has_stop_signal()) s.stop_signal = p.stop_signal();  // the core checks the value
   return s;
 }
 
@@ -121,6 +122,7 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
   p->set_priority_class(s.priority_class);
   if (!s.preemptible) p->set_preemptible(false);
   if (s.grace_ms) p->set_grace_ms(*s.grace_ms);
+  if (s.stop_signal) p->set_stop_signal(*s.stop_signal);
 }
 
 void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
@@ -184,6 +186,8 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
   p->set_priority(t.priority);
   p->set_preempted_by(t.preempted_by.valid() ? t.preempted_by.value() : 0);
   p->set_preemptions(t.preemptions);
+  p->set_checkpoints(t.checkpoints);
+  p->set_checkpointed_attempt(t.checkpointed_attempt);
   TaskSpecToProto(t.spec, p->mutable_spec());
   if (!with_history) return;
   for (const core::Transition& h : t.history) {

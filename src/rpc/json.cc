@@ -50,7 +50,8 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                   {"gang_timeout_ms", optional(s.has_gang_timeout_ms(), s.gang_timeout_ms())},
                   {"priority_class", s.priority_class()},
                   {"preemptible", !s.has_preemptible() || s.preemptible()},
-                  {"grace_ms", optional(s.has_grace_ms(), s.grace_ms())}};
+                  {"grace_ms", optional(s.has_grace_ms(), s.grace_ms())},
+                  {"signal", optional(s.has_stop_signal(), s.stop_signal())}};
   // Kubernetes-style rules (CN115981827A claim 1), ordered by key: the same bytes each time.
   j["request"]["node_selector"] =
       std::map<std::string, std::string>(s.node_selector().begin(), s.node_selector().end());
@@ -97,6 +98,12 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
   j["preempted_by"] =
       t.preempted_by() != 0 ? nlohmann::json(t.preempted_by()) : nlohmann::json(nullptr);
   j["preemptions"] = t.preemptions();
+  // Issue 37: preempted attempts that exited 0 within their grace; the latest (null = none).
+  j["checkpoints"] = t.checkpoints();
+  j["checkpointed"] = t.checkpoints() > 0;
+  j["checkpointed_attempt"] = t.checkpointed_attempt() != 0
+                                  ? nlohmann::json(t.checkpointed_attempt())
+                                  : nlohmann::json(nullptr);
   if (t.history_size() > 0) {
     nlohmann::json h = nlohmann::json::array();
     for (const auto& x : t.history()) {

@@ -561,6 +561,7 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   }
   if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
   if (t->spec.heartbeat_timeout_ms) as->set_heartbeat_timeout_ms(*t->spec.heartbeat_timeout_ms);
+  if (t->spec.stop_signal) as->set_stop_signal(*t->spec.stop_signal);  // issue 37
   as->set_workdir(t->spec.workdir);
   as->set_cgroup_mem_mib(t->spec.resources.mem_mib);
   as->set_cgroup_cpu_milli(t->spec.resources.cpu_milli);

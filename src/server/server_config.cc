@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -346,6 +347,41 @@ Status ApplyPriorityClasses(const YAML::Node& node, const std::string& path, Ser
   return Status::Ok();
 }
 
+// las_thresholds / dlas_thresholds (issue 37): GPU-time durations, ascending, as a YAML list
+// ([1h, 10h]) or one comma-separated value ("1h,10h"); GPU-time = GPUs x run time.
+Status ApplyThresholds(const YAML::Node& value, const std::string& path, const std::string& key,
+                       std::vector<int64_t>& out) {
+  const std::string field = "config " + path + ": " + key;
+  std::vector<std::string> items;
+  if (value.IsSequence()) {
+    for (const auto& item : value) {
+      if (!item.IsScalar()) return InvalidArgument(field + ": expected a list of durations");
+      items.push_back(item.as<std::string>());
+    }
+  } else if (value.IsScalar()) {
+    std::stringstream in(value.as<std::string>());
+    for (std::string item; std::getline(in, item, ',');) {
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      items.push_back(item);
+    }
+  }
+  if (items.empty()) {
+    return InvalidArgument(field + ": expected GPU-time durations, ascending, e.g. [1h, 10h]");
+  }
+  std::vector<int64_t> th;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string f = field + "[" + std::to_string(i) + "]";
+    GS_ASSIGN_OR_RETURN(const DurationMs ms, ParseDurationMs(items[i], f));
+    if (ms <= 0 || (!th.empty() && ms <= th.back())) {
+      return InvalidArgument(f + ": \"" + items[i] + "\" must be > 0 and above the one before");
+    }
+    th.push_back(ms);
+  }
+  out = std::move(th);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
@@ -419,6 +455,17 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"http_hosts", Text(c.http_hosts)},
       {"stream_limit", Integer(c.stream_limit)},
       {"stream_limit_per_user", Integer(c.stream_limit_per_user)},
+      // Production queue orders (issue 37; core/queue_order.h), as `sim --policy`.
+      {"queue_order", Choice<core::QueueOrder>(s.queue_order.order,
+                                               {{"priority", core::QueueOrder::kPriority},
+                                                {"fifo", core::QueueOrder::kSubmission},
+                                                {"sjf", core::QueueOrder::kShortestDuration},
+                                                {"srtf", core::QueueOrder::kShortestRemaining},
+                                                {"las", core::QueueOrder::kLeastAttained},
+                                                {"dlas", core::QueueOrder::kTwoDimLas}})},
+      {"dlas_promote_knob", Number(s.queue_order.dlas_promote_knob)},
+      {"order_quantum", Duration(s.queue_order.quantum_ms)},
+      {"head_of_line_blocking", Bool(s.head_of_line_blocking)},
       {"capacity_wait",
        Choice<core::CapacityWait>(s.capacity_wait,
                                   {{"stay_queued", core::CapacityWait::kStayQueued},
@@ -462,9 +509,17 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       GS_RETURN_IF_ERROR(ApplyPriorityGrants(kv.second, path, c));
       continue;
     }
+    if (key == "las_thresholds" || key == "dlas_thresholds") {
+      GS_RETURN_IF_ERROR(ApplyThresholds(kv.second, path, key,
+                                         key == "las_thresholds"
+                                             ? s.queue_order.las_thresholds_gpu_ms
+                                             : s.queue_order.dlas_thresholds_gpu_ms));
+      continue;
+    }
     auto it = keys.find(key);
     if (it == keys.end()) {
-      std::string known = "memory_table, priority_classes, priority_grants, score_weights";
+      std::string known = "memory_table, priority_classes, priority_grants, score_weights, "
+                          "las_thresholds, dlas_thresholds";
       for (const auto& [name, apply] : keys) known += ", " + name;
       return InvalidArgument("config " + path + ": unknown key \"" + key + "\" (known: " +
                              known + ")");
@@ -475,6 +530,18 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     GS_RETURN_IF_ERROR(it->second(kv.second.as<std::string>(), "config " + path + ": " + key));
   }
   s.max_priority_value = 5 + static_cast<int>(s.fail_max);
+  // The baselines wait in Q for capacity, as `sim --policy` runs them (sim/policy.h): under
+  // another order than CN115981827A's, FQ's t2 delay would only hold back what the order
+  // chose. An explicit capacity_wait wins.
+  if (s.queue_order.order != core::QueueOrder::kPriority && seen.count("capacity_wait") == 0) {
+    s.capacity_wait = core::CapacityWait::kStayQueued;
+  }
+  if (!std::isfinite(s.queue_order.dlas_promote_knob) || s.queue_order.dlas_promote_knob < 0 ||
+      s.queue_order.dlas_promote_knob > 1e6) {
+    return InvalidArgument("config " + path + ": dlas_promote_knob: " +
+                           std::to_string(s.queue_order.dlas_promote_knob) +
+                           " must be a number from 0 to 1e6");
+  }
   return c.Validate();
 }
 

@@ -109,6 +109,58 @@ TEST(ServerConfigTest, Issue36_PriorityGrantsAreReadAndChecked) {
   std::filesystem::remove(path);
 }
 
+// Issue 37: production queue orders, the keys `sim --config` reads as well.
+TEST(ServerConfigTest, Issue37_QueueOrderKeysAreRead) {
+  ServerConfig c;
+  EXPECT_EQ(c.scheduler.queue_order.order, core::QueueOrder::kPriority);  // CN115981827A
+  const std::string path = WriteFile(
+      "queue_order: las\nlas_thresholds: [2s, 1h]\ndlas_thresholds: 3250s, 7200s\n"
+      "order_quantum: 3s\ndlas_promote_knob: 2.5\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.queue_order.order, core::QueueOrder::kLeastAttained);
+  EXPECT_EQ(c.scheduler.queue_order.las_thresholds_gpu_ms, (std::vector<int64_t>{2000, 3'600'000}));
+  EXPECT_EQ(c.scheduler.queue_order.dlas_thresholds_gpu_ms,
+            (std::vector<int64_t>{3'250'000, 7'200'000}));
+  EXPECT_EQ(c.scheduler.queue_order.quantum_ms, 3000);
+  EXPECT_EQ(c.scheduler.queue_order.dlas_promote_knob, 2.5);
+  // A baseline order waits in Q for capacity (as sim --policy) unless capacity_wait says.
+  EXPECT_EQ(c.scheduler.capacity_wait, core::CapacityWait::kStayQueued);
+  for (const auto& [name, order] : std::vector<std::pair<std::string, core::QueueOrder>>{
+           {"priority", core::QueueOrder::kPriority}, {"fifo", core::QueueOrder::kSubmission},
+           {"sjf", core::QueueOrder::kShortestDuration},
+           {"srtf", core::QueueOrder::kShortestRemaining},
+           {"dlas", core::QueueOrder::kTwoDimLas}}) {
+    ServerConfig d;
+    const std::string p = WriteFile("queue_order: " + name + "\ncapacity_wait: failure_queue\n");
+    ASSERT_TRUE(ApplyConfigFile(p, d).ok()) << name;
+    EXPECT_EQ(d.scheduler.queue_order.order, order) << name;
+    EXPECT_EQ(d.scheduler.capacity_wait, core::CapacityWait::kFailureQueue) << name;
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ServerConfigTest, Issue37_BadQueueOrderKeysNameKeyAndValue) {
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"queue_order: lifo\n",
+            "queue_order: \"lifo\" (use priority, fifo, sjf, srtf, las or dlas)"},
+           {"las_thresholds: [2s, 1s]\n", "las_thresholds[1]: \"1s\" must be > 0"},
+           {"dlas_thresholds: 0s\n", "dlas_thresholds[0]: \"0s\" must be > 0"},
+           {"las_thresholds: [1h, soon]\n", "las_thresholds[1]"},
+           {"las_thresholds: {a: 1}\n", "las_thresholds: expected GPU-time durations"},
+           {"order_quantum: -3s\n", "order_quantum"},
+           {"dlas_promote_knob: much\n", "dlas_promote_knob: \"much\" is not a number"},
+           {"dlas_promote_knob: -1\n", "dlas_promote_knob: -1"},
+           {"head_of_line_blocking: perhaps\n", "head_of_line_blocking: \"perhaps\""}}) {
+    ServerConfig c;
+    const std::string path = WriteFile(text);
+    Status s = ApplyConfigFile(path, c);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << text << " -> " << s.message();
+    std::filesystem::remove(path);
+  }
+}
+
 TEST(ServerConfigTest, BadFilesNameTheKey) {
   for (const auto& [text, needle] :
        std::vector<std::pair<std::string, std::string>>{{"t1: soon\n", "t1"},

@@ -31,6 +31,7 @@ double Mean(const std::vector<double>& v) {
 // Time integrals of the usage step functions over [begin, end).
 struct Integrals {
   double busy = 0, reserved = 0, frag_gpus = 0, frag_mib = 0, free_gpus = 0, free_mib = 0;
+  double idle_waiting = 0;  // GPU-ms with no task while some task waited
 };
 
 Integrals Integrate(const std::vector<UsageSample>& usage, TimeMs begin, TimeMs end,
@@ -48,6 +49,7 @@ Integrals Integrate(const std::vector<UsageSample>& usage, TimeMs begin, TimeMs 
     in.frag_mib += dt * static_cast<double>(s.fragmented_free_mib);
     in.free_gpus += dt * static_cast<double>(total_gpus - s.busy_gpus);
     in.free_mib += dt * static_cast<double>(total_mib - s.reserved_gpu_mib);
+    if (s.queued > 0) in.idle_waiting += dt * static_cast<double>(total_gpus - s.busy_gpus);
   }
   return in;
 }
@@ -112,6 +114,7 @@ Summary Summarize(const std::vector<JobRecord>& jobs, const std::vector<UsageSam
   if (total_gpu_mib > 0) s.gpu_mem_utilization = in.reserved / (span * static_cast<double>(total_gpu_mib));
   if (in.free_gpus > 0) s.node_fragmentation = in.frag_gpus / in.free_gpus;
   if (in.free_mib > 0) s.gpu_mem_fragmentation = in.frag_mib / in.free_mib;
+  s.gpu_idle_waiting_gpu_h = in.idle_waiting / 3'600'000.0;
   return s;
 }
 

@@ -68,6 +68,10 @@ struct Summary {
   double gpu_utilization = 0, gpu_mem_utilization = 0;
   double node_fragmentation = 0, gpu_mem_fragmentation = 0;
   int64_t preemptions = 0;
+  // GPU-idle-while-waiting (issue 37): GPU-hours in which a GPU held no task while some task
+  // waited in Q or FQ, over the same span as the utilisation (what a scheduler that keeps
+  // every GPU busy drives to 0; a waiting task that fits on no idle GPU counts too).
+  double gpu_idle_waiting_gpu_h = 0;
 };
 
 // Average wait and JCT of the finished jobs of one team (the trace's virtual cluster).

@@ -101,6 +101,7 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
     c.queue_order.dlas_thresholds_gpu_ms = las_thresholds_gpu_ms;
   }
   c.queue_order.dlas_promote_knob = promote_knob;
+  c.queue_order.quantum_ms = 0;  // textbook baselines: re-decided at every event
   switch (placement) {
     case PlacementPolicy::kGpusched: break;
     case PlacementPolicy::kBestFit:

@@ -53,6 +53,7 @@ void WriteJson(std::ostream& out, const SimResult& r, const RunInfo& info) {
       << ", \"gpu_mem_utilization\": " << Num(s.gpu_mem_utilization)
       << ", \"node_fragmentation\": " << Num(s.node_fragmentation)
       << ", \"gpu_mem_fragmentation\": " << Num(s.gpu_mem_fragmentation)
+      << ", \"gpu_idle_waiting_gpu_h\": " << Num(s.gpu_idle_waiting_gpu_h)
       << ", \"preemptions\": " << s.preemptions << ", \"policy\": " << JsonString(info.policy)
       << ", \"placement\": " << JsonString(info.placement)
       << ", \"trace\": " << JsonString(info.trace) << ", \"format\": " << JsonString(info.format)
@@ -64,6 +65,9 @@ void WriteJson(std::ostream& out, const SimResult& r, const RunInfo& info) {
   if (r.stats.gang_timeouts > 0) out << ", \"gang_timeouts\": " << r.stats.gang_timeouts;
   if (r.stats.priority_preemptions > 0) {
     out << ", \"priority_preemptions\": " << r.stats.priority_preemptions;
+  }
+  if (r.stats.order_preemptions > 0) {
+    out << ", \"order_preemptions\": " << r.stats.order_preemptions;
   }
   if (info.synthetic) out << ", \"seed\": " << info.seed;
   if (info.wall_s >= 0) out << ", \"wall_s\": " << Num(info.wall_s);
@@ -109,7 +113,11 @@ void WriteSummaryTable(std::ostream& out, const SimResult& r, const RunInfo& inf
   row("GPU-memory utilisation", Num(100 * s.gpu_mem_utilization) + " %");
   row("node fragmentation", Num(100 * s.node_fragmentation) + " %");
   row("GPU-memory fragmentation", Num(100 * s.gpu_mem_fragmentation) + " %");
+  row("GPU idle while waiting", Num(s.gpu_idle_waiting_gpu_h) + " GPU-h");
   row("preemptions", std::to_string(s.preemptions));
+  if (r.stats.order_preemptions > 0) {
+    row("order preemptions", std::to_string(r.stats.order_preemptions));
+  }
   if (r.stats.las_promotions > 0) row("2D-LAS promotions", std::to_string(r.stats.las_promotions));
   if (r.stats.gangs_placed > 0) row("gangs placed", std::to_string(r.stats.gangs_placed));
   if (r.stats.gang_timeouts > 0) row("gang timeouts", std::to_string(r.stats.gang_timeouts));

@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include "base/clock.h"
-#include "core/preemption.h"
 #include "sim/cluster_spec.h"
 #include "sim/event_queue.h"
 
@@ -130,14 +129,8 @@ void Run::HandleEvent(const Event& e) {
 
 // core/preemption.h: suspend the running tasks the greedy walk in queue order leaves out.
 void Run::Redecide() {
-  std::vector<const core::Task*> live;
-  live.reserve(live_.size());
-  for (size_t i : live_) live.push_back(sched_.GetTask(tasks_[i]));
-  sched_.PromoteStarved();  // dlas with a promote knob; a no-op otherwise
   const core::QueueOrderOptions& order = sched_.config().queue_order;
-  const auto victims = core::SelectPreemptionVictims(order, live, totals_.gpus, clock_.NowMs());
-  for (TaskId id : victims) {
-    if (!sched_.Preempt(id).ok()) continue;
+  for (TaskId id : sched_.PreemptForOrder()) {
     changed_ = true;
     const core::Task& t = *sched_.GetTask(id);
     if (auto due = core::PromotionDueMs(order, t)) {  // re-decide when it falls due
@@ -171,8 +164,13 @@ void Run::StartAssigned() {
     const core::Task& t = *sched_.GetTask(a.task);
     const DurationMs left = std::max<DurationMs>(0, trace_.jobs[i].duration_ms - t.attained_ms);
     events_.Push(clock_.NowMs() + left, EventKind::kFinish, i, a.attempt);
-    if (options_.policy == Policy::kLas || options_.policy == Policy::kDlas) {
+    const core::QueueOrderOptions& order = sched_.config().queue_order;
+    if (order.order == core::QueueOrder::kLeastAttained ||
+        order.order == core::QueueOrder::kTwoDimLas) {
       ScheduleLasThreshold(i);
+    }
+    if (core::IsPreemptiveOrder(order.order) && order.quantum_ms > 0) {
+      events_.Push(clock_.NowMs() + order.quantum_ms, EventKind::kLasThreshold, i, a.attempt);
     }
   }
   (void)sched_.TakeChangedTasks();  // the simulator keeps no store
@@ -215,7 +213,7 @@ void Run::Progress(size_t arrived) {
 }
 
 SimResult Run::Replay() {
-  const bool preemptive = IsPreemptive(options_.policy);
+  const bool preemptive = core::IsPreemptiveOrder(sched_.config().queue_order.order);
   size_t next_arrival = 0;
   const size_t n = trace_.jobs.size();
   Sample();  // the empty cluster from the first submission on
@@ -290,6 +288,12 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
       MakeSchedulerConfig(options.policy, options.placement, options.las_thresholds_gpu_ms,
                           options.promote_knob);
   config.gang_reservation = options.gang_reservation;
+  if (options.config) {  // the server's keys; liveness off as for every policy
+    const core::SchedulerConfig policy = config;
+    config = *options.config;
+    config.node_timeout_ms = policy.node_timeout_ms;
+    config.task_timeout_ms = policy.task_timeout_ms;
+  }
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));

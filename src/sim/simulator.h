@@ -8,10 +8,10 @@
 //                  asked for); each kAssign action is started at once (TaskStarted) and its
 //                  completion scheduled after the remaining true duration.
 //   FQ flushes  -> a Tick event at Scheduler::next_failure_flush_ms while FQ is not empty.
-//   preemptive policies -> before the Tick, core::SelectPreemptionVictims and
-//                  Scheduler::Preempt for each victim (at arrivals, completions and LAS
-//                  threshold crossings, and for dlas at the instants a suspended task's
-//                  starvation promotion falls due, after Scheduler::PromoteStarved).
+//   preemptive orders -> before the Tick, Scheduler::PreemptForOrder, as the server's Tick
+//                  runs it (at arrivals, completions and LAS threshold crossings, at the
+//                  end of a run's quantum, and for dlas at the instants a suspended task's
+//                  starvation promotion falls due).
 // Trace arrivals come first at equal times (they hold the lowest sequence numbers); then
 // events in the order they were scheduled. Nothing reads the real clock.
 //
@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct SimOptions {
   // Priority class of each virtual cluster (`--priority VC=CLASS`; core priority classes
   // high, normal, low); the others are normal. A higher class may preempt a lower one.
   std::map<std::string, std::string> vc_priority;
+  // The scheduler configuration read from a server config file (`sim --config FILE`, the
+  // keys `gpusched server --config` reads, issue 37): replaces the policy's (policy and
+  // placement are then ignored; the queue order, its thresholds and quantum come from it).
+  // As under every policy, node and task liveness timeouts are disabled.
+  std::optional<core::SchedulerConfig> config;
   // Called now and then with (jobs arrived, jobs in the trace); may be empty.
   std::function<void(size_t, size_t)> progress;
 };

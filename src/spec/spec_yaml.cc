@@ -10,6 +10,7 @@
 
 #include "base/units.h"
 #include "core/node_rules.h"
+#include "core/stop_signal.h"
 #include "core/task_validation.h"
 
 namespace gpusched::spec {
@@ -188,7 +189,7 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
                                   "tolerations", "keep_pending", "command", "env", "time",
                                   "workdir", "heartbeat_timeout", "nodes", "gpus_per_node",
                                   "tasks_per_node", "priority", "preemptible", "grace",
-                                  "gang_timeout", "export"}));
+                                  "signal", "gang_timeout", "export"}));
   if (doc["name"]) { GS_ASSIGN_OR_RETURN(s->name, p.Scalar(doc["name"], "name")); }
   if (doc["gpus"]) { GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus"], "gpus")); }
   if (doc["gpu_mem"]) {
@@ -234,6 +235,13 @@ Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s
     GS_ASSIGN_OR_RETURN(s->preemptible, p.Bool(doc["preemptible"], "preemptible"));
   }
   if (doc["grace"]) { GS_ASSIGN_OR_RETURN(s->grace_ms, p.Duration(doc["grace"], "grace")); }
+  if (doc["signal"]) {  // issue 37: Slurm's --signal
+    std::string text;
+    GS_ASSIGN_OR_RETURN(text, p.Scalar(doc["signal"], "signal"));
+    StatusOr<int> sig = core::ParseStopSignal(text, "signal");
+    if (!sig.ok()) return p.Error(doc["signal"], sig.status().message());
+    s->stop_signal = *sig;
+  }
   if (doc["gang_timeout"]) {
     GS_ASSIGN_OR_RETURN(s->gang_timeout_ms, p.Duration(doc["gang_timeout"], "gang_timeout"));
   }

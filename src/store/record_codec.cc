@@ -67,6 +67,7 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("priority_class")) s.priority_class = j.at("priority_class").get<std::string>();
   if (j.contains("preemptible")) s.preemptible = j.at("preemptible").get<bool>();
   if (j.contains("grace_ms")) s.grace_ms = j.at("grace_ms").get<int64_t>();
+  if (j.contains("stop_signal")) s.stop_signal = j.at("stop_signal").get<int>();
   return s;
 }
 
@@ -190,6 +191,7 @@ std::string SpecJson(const core::TaskSpec& s) {
   if (!s.preemptible) w.Bool("preemptible", false);
   if (!s.priority_class.empty()) w.Str("priority_class", s.priority_class);
   if (s.profile) w.Raw("profile", ProfileJson(*s.profile).dump());
+  if (s.stop_signal) w.Int("stop_signal", *s.stop_signal);
   if (s.tasks_per_node != 1) w.Int("tasks_per_node", s.tasks_per_node);
   if (!s.team.empty()) w.Str("team", s.team);
   if (s.time_limit_ms) w.Int("time_limit_ms", *s.time_limit_ms);
@@ -218,6 +220,8 @@ std::string EncodeTask(const TaskRecord& r) {
   w.Int("assigned_ms", t.assigned_ms);
   w.Int("attempts", t.attempts);
   w.Int("base_pt", t.base_pt);
+  if (t.checkpointed_attempt > 0) w.Int("checkpointed_attempt", t.checkpointed_attempt);
+  if (t.checkpoints > 0) w.Int("checkpoints", t.checkpoints);
   w.Int("claim", static_cast<int>(t.claim));
   w.Bool("exclusive", t.exclusive);
   if (t.exit_code) w.Int("exit_code", *t.exit_code);
@@ -297,6 +301,10 @@ StatusOr<TaskRecord> DecodeTask(const std::string& text) {
       for (const Json& rank : j.at("ranks_done")) t.ranks_done.insert(rank.get<int>());
     }
     if (j.contains("preemptions")) t.preemptions = j.at("preemptions").get<int64_t>();
+    if (j.contains("checkpoints")) t.checkpoints = j.at("checkpoints").get<int64_t>();
+    if (j.contains("checkpointed_attempt")) {
+      t.checkpointed_attempt = j.at("checkpointed_attempt").get<int64_t>();
+    }
     return r;
   });
 }

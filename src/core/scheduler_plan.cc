@@ -319,7 +319,9 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   ClusterState trial = p.View();
   for (size_t i : choice->victims) trial.Release(candidates[i].placement);
   PlacementResult result = resources_.AnswerOn(trial, req);
-  if (!result.placed()) return false;  // e.g. use_reported_free: the victims still hold memory
+  // Not placed: e.g. use_reported_free (the victims still hold the memory). Placed elsewhere:
+  // a node it was only kept off by a gang's reservation; stopping the victims would not help.
+  if (!result.placed() || result.placement.node_index != choice->node_index) return false;
   PlanStep step;
   step.kind = PlanStep::Kind::kReclaim;
   step.task = t.id;

@@ -5,6 +5,7 @@
 // The server runs with `--auth token`: a task's team and user are those of the token it was
 // submitted with (AuthClusterTest makes one per user), the quota commands go as the admin.
 
+#include <functional>
 #include <thread>
 
 #include "cluster_fixture.h"
@@ -17,7 +18,8 @@ namespace {
 class QuotaClusterTest : public AuthClusterTest {
  protected:
   uint64_t SubmitAs(const std::string& team, const std::string& user, int gpus,
-                    const std::string& script) {
+                    const std::string& script,
+                    const std::function<void(v1::TaskSpec&)>& more = nullptr) {
     std::string& token = tokens_[user];
     if (token.empty()) token = CreateToken(user, team);
     auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
@@ -29,6 +31,7 @@ class QuotaClusterTest : public AuthClusterTest {
     s->set_name(team + "-" + user);
     for (const char* a : {"sh", "-c"}) s->add_command(a);
     s->add_command(script);
+    if (more) more(*s);
     v1::SubmitResponse resp;
     grpc::Status st = stub->Submit(&ctx, req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
@@ -49,6 +52,15 @@ class QuotaClusterTest : public AuthClusterTest {
     }
     return by_team;
   }
+
+  // Runs until stopped (a SIGTERM is written to term-NAME), or until the test's folder is
+  // gone (tasks outlive their agents).
+  std::string Borrower(const std::string& name) {
+    return "trap 'echo term >> \"" + path("term-" + name) +
+           "\"; exit 143' TERM; echo $GPUSCHED_ATTEMPT >> \"" + path("runs-" + name) +
+           "\"; while [ -d '" + dir_.string() + "' ]; do sleep 0.05; done";
+  }
+  bool Stopped(const std::string& name) { return !ReadFile(path("term-" + name)).empty(); }
 
   std::map<std::string, std::string> tokens_;  // user -> token
 };
@@ -189,6 +201,89 @@ TEST_F(QuotaClusterTest, AcctJsonTotalsPerUserAndTeam) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--since: \"1h\" is not before --until (\"2h\")"), std::string::npos)
       << r.err;
+}
+
+// Issue 37, point 4: reclaim stopped the borrower's newest tasks wherever they ran. With the
+// newest two on a node vision may not use (a taint), all three newest were stopped (two for
+// nothing, and those two restarted there). Now only the task on the node vision can use.
+TEST_F(QuotaClusterTest, Issue37_ReclaimStopsOnlyATaskOnANodeTheClaimantCanUse) {
+  StartAgent("plain", "2x16GiB");
+  ASSERT_EQ(Quota({"set", "vision", "--gpus", "1"}).code, 0);
+  ASSERT_EQ(Quota({"set", "nlp", "--gpus", "0", "--borrow", "unlimited"}).code, 0);
+  auto tolerating = [](v1::TaskSpec& s) {
+    v1::Toleration* t = s.add_tolerations();
+    t->set_key("dedicated");
+    t->set_value("nlp");
+  };
+  std::map<std::string, uint64_t> nlp;
+  for (const std::string name : {"p1", "p2"}) {
+    nlp[name] = SubmitAs("nlp", "nora", 1, Borrower(name), tolerating);
+    ASSERT_TRUE(WaitState(nlp[name], "running"));
+  }
+  StartAgent("tainted", "2x16GiB", {"--taint", "dedicated=nlp:NoSchedule"});
+  for (const std::string name : {"t1", "t2"}) {  // the newest, on the tainted node
+    nlp[name] = SubmitAs("nlp", "nora", 1, Borrower(name), tolerating);
+    ASSERT_TRUE(WaitState(nlp[name], "running"));
+    ASSERT_EQ(Task(nlp[name])["node"], "tainted") << Task(nlp[name]).dump();
+  }
+
+  const uint64_t v = SubmitAs("vision", "vera", 1, Gated("v", "true"));
+  ASSERT_TRUE(WaitState(v, "running")) << Task(v).dump();
+  EXPECT_EQ(Task(v)["node"], "plain");
+  ASSERT_TRUE(PollUntil([&] { return Stopped("p2"); }, kDeadline));
+  for (const std::string name : {"p1", "t1", "t2"}) {
+    const Json t = Task(nlp[name]);
+    EXPECT_EQ(t["state"], "running") << name << ": " << t.dump();
+    EXPECT_EQ(t["attempts"], 1) << name;
+    EXPECT_FALSE(Stopped(name)) << name;
+  }
+  const Json p2 = Task(nlp["p2"]);
+  EXPECT_EQ(p2["fail_cnt"], 0) << p2.dump();
+  Json q = Quotas();
+  EXPECT_EQ(q["vision"]["used_gpus"], 1) << q.dump();
+  EXPECT_EQ(q["nlp"]["used_gpus"], 3);
+}
+
+// Issue 37, point 4: vision's unused guarantee of 2 waited forever while nlp borrowed 2, its
+// newest tasks one on each node (stopping them left 1 GPU free on each; then nlp no longer
+// borrowed and nothing was stopped). Now two tasks on one node are stopped, within a pass,
+// and `why` says so.
+TEST_F(QuotaClusterTest, Issue37_ATeamBelowItsGuaranteeGetsItsGpusBack) {
+  StartAgent("n1", "2x16GiB", {"--label", "host=n1"});
+  StartAgent("n2", "2x16GiB", {"--label", "host=n2"});
+  ASSERT_EQ(Quota({"set", "vision", "--gpus", "2"}).code, 0);
+  ASSERT_EQ(Quota({"set", "nlp", "--gpus", "2", "--borrow", "2"}).code, 0);
+  std::vector<uint64_t> nlp;
+  for (int i = 0; i < 4; ++i) {  // n1, n2, n1, n2
+    const std::string host = i % 2 == 0 ? "n1" : "n2";
+    nlp.push_back(SubmitAs("nlp", "nora", 1, Borrower("b" + std::to_string(i)),
+                           [&](v1::TaskSpec& s) { (*s.mutable_node_selector())["host"] = host; }));
+    ASSERT_TRUE(WaitState(nlp.back(), "running"));
+  }
+
+  const uint64_t v = SubmitAs("vision", "vera", 2, Gated("v", "true"));
+  ASSERT_TRUE(WaitState(v, "running")) << Task(v).dump();
+  EXPECT_EQ(Task(v)["node"], "n1");
+  CliResult why = Run({"why", std::to_string(v), "--json"});
+  ASSERT_EQ(why.code, 0) << why.err;
+  EXPECT_NE(Json::parse(why.out)["summary"].get<std::string>().find(
+                "team vision at 0/2 guaranteed GPUs; reclaiming 2 from nlp, ready in 30s"),
+            std::string::npos)
+      << why.out;
+  // The two on n1 were stopped and wait again, no failure counted; n2's run on.
+  ASSERT_TRUE(PollUntil([&] { return Stopped("b0") && Stopped("b2"); }, kDeadline));
+  for (int i : {0, 2}) {
+    const Json t = Task(nlp[i]);
+    EXPECT_EQ(t["state"], "pending") << t.dump();
+    EXPECT_EQ(t["fail_cnt"], 0);
+  }
+  for (int i : {1, 3}) {
+    EXPECT_EQ(Task(nlp[i])["state"], "running");
+    EXPECT_FALSE(Stopped("b" + std::to_string(i)));
+  }
+  Json q = Quotas();
+  EXPECT_EQ(q["vision"]["used_gpus"], 2) << q.dump();
+  EXPECT_EQ(q["nlp"]["used_gpus"], 2);
 }
 
 }  // namespace

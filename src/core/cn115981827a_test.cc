@@ -209,22 +209,32 @@ TEST_F(CN115981827ATest, Claim1_ParallelThresholdCountsOnlyTheReachableSetM) {
   EXPECT_EQ(second.placement->node, "n149");
 }
 
-TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToZeroOnSuccess) {
+// PATENTS.md section 4, test 8: status 2 while waiting, assigned and running (the outcome is
+// not known yet), 0 only once the task executed successfully (issue 37: it was set at
+// assignment, so a task that then failed had been reported "executed successfully").
+TEST_F(CN115981827ATest, CN115981827A_Claim7_StatusZeroMeansExecutedSuccessfully) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
   const TaskId id = Submit(SharedTask(kGiB));
   EXPECT_EQ(T(id).claim, ClaimStatus::kWaiting);
   sched_->Schedule();
+  EXPECT_EQ(T(id).state, TaskState::kAssigned);
+  EXPECT_EQ(T(id).claim, ClaimStatus::kWaiting) << "assigned is not executed successfully";
+  ASSERT_TRUE(sched_->TaskStarted(id, 1).ok());
+  EXPECT_EQ(T(id).claim, ClaimStatus::kWaiting);
+  ASSERT_TRUE(sched_->TaskFinished(id, 1, 0, 0).ok());
   EXPECT_EQ(T(id).claim, ClaimStatus::kScheduled);
 }
 
-TEST_F(CN115981827ATest, Claim7_StatusGoesFromTwoToOneOnFailure) {
+TEST_F(CN115981827ATest, CN115981827A_Claim7_StatusGoesFromTwoToOneOnFailure) {
   AddNode(MakeNode("n1", 1, 16 * kGiB));
   const TaskId id = Submit(SharedTask(8 * kGiB));
   const TaskId blocked = Submit(SharedTask(12 * kGiB));
   EXPECT_EQ(T(blocked).claim, ClaimStatus::kWaiting);
   sched_->Schedule();
-  EXPECT_EQ(T(id).claim, ClaimStatus::kScheduled);
-  EXPECT_EQ(T(blocked).claim, ClaimStatus::kFailed);
+  EXPECT_EQ(T(id).claim, ClaimStatus::kWaiting);
+  EXPECT_EQ(T(blocked).claim, ClaimStatus::kFailed);  // scheduling failed
+  ASSERT_TRUE(sched_->TaskFinished(id, 1, 1, 0).ok());
+  EXPECT_EQ(T(id).claim, ClaimStatus::kFailed);  // execution failed, never 0 on the way
 }
 
 // The one node with the label is cordoned: that is the reason, not a selector no node

@@ -1,15 +1,18 @@
-// Team quotas with borrowing and reclaim, and fair share (issue 11). Values computed by hand.
+// Team quotas with borrowing and reclaim (issues 11, 37), and fair share (issue 11). Values
+// computed by hand.
 
 #include "core/quota.h"
 
 #include <gtest/gtest.h>
 
 #include "core/fair_share.h"
+#include "core/reclaim.h"
 #include "core/testing/scheduler_fixture.h"
 
 namespace gpusched::core {
 namespace {
 
+using testing::kGiB;
 using testing::MakeNode;
 using testing::SchedulerTest;
 using testing::WholeGpuTask;
@@ -212,6 +215,218 @@ TEST_F(QuotaTest, WithoutQuotasTheOrderIsTodays) {
   sched_->Schedule();
   EXPECT_TRUE(Placed(b1) && Placed(b2));
   EXPECT_FALSE(Placed(a1));
+}
+
+// ---------------------------------------------------------------- reclaim (issue 37)
+// Each test fails on the reclaim of issue 11 (newest borrowed tasks first, anywhere, while
+// their team borrows): core/reclaim.h.
+
+class ReclaimTest : public QuotaTest {
+ protected:
+  // Submits, places and starts one task; REQUIRES: it fits now.
+  TaskId Run(const TaskSpec& spec) {
+    const TaskId id = Submit(spec);
+    sched_->Schedule();
+    StartAssigned();
+    EXPECT_TRUE(T(id).placement.has_value()) << T(id).reason;
+    AdvanceAlive(1000);  // each a second younger than the last
+    return id;
+  }
+  std::string NodeOf(TaskId id) { return T(id).placement ? T(id).placement->node : ""; }
+  // The tasks the last pass stopped, in order.
+  std::vector<TaskId> Killed() {
+    std::vector<TaskId> out;
+    for (const Action& a : sched_->TakeActions()) {
+      if (a.kind == Action::Kind::kKill) out.push_back(a.task);
+    }
+    return out;
+  }
+};
+
+TaskSpec Tolerating(TaskSpec t) {
+  Toleration tol;
+  tol.key = "dedicated";
+  tol.value = "nlp";
+  t.tolerations.push_back(tol);
+  return t;
+}
+
+TaskSpec On(TaskSpec t, const std::string& node) {
+  t.node_selector["host"] = node;
+  return t;
+}
+
+NodeSpec Labelled(const std::string& name, int gpus) {
+  NodeSpec n = MakeNode(name, gpus, 80 * kGiB);
+  n.labels["host"] = name;
+  return n;
+}
+
+// A victim on a node the claimant cannot use (a taint it does not tolerate) frees nothing for
+// it: only a task on the node it can run on is stopped, and only one.
+TEST_F(ReclaimTest, Issue37_VictimsOnlyOnNodesTheClaimantCanUse) {
+  AddNode(MakeNode("plain", 2, 80 * kGiB));
+  SetQuota(Quota("vision", 1, 0));
+  const TaskId old1 = Run(Tolerating(TeamTask("nlp", 1)));
+  const TaskId old2 = Run(Tolerating(TeamTask("nlp", 1)));
+  NodeSpec tainted = MakeNode("tainted", 2, 80 * kGiB);
+  tainted.taints.push_back({"dedicated", "nlp", TaintEffect::kNoSchedule});
+  AddNode(tainted);
+  const TaskId new1 = Run(Tolerating(TeamTask("nlp", 1)));
+  const TaskId new2 = Run(Tolerating(TeamTask("nlp", 1)));
+  ASSERT_EQ(NodeOf(old1), "plain");
+  ASSERT_EQ(NodeOf(new2), "tainted");
+  sched_->TakeActions();
+
+  const TaskId v = Submit(TeamTask("vision", 1));
+  sched_->Schedule();
+  EXPECT_EQ(Killed(), std::vector<TaskId>{old2});  // the later of the two it can use
+  EXPECT_EQ(NodeOf(v), "plain");
+  EXPECT_EQ(NodeOf(new1), "tainted");
+  EXPECT_EQ(NodeOf(new2), "tainted");
+  EXPECT_EQ(T(old2).state, TaskState::kPending);
+  EXPECT_EQ(T(old2).fail_cnt, 0);
+  EXPECT_EQ(sched_->stats().reclaims, 1);
+  // The stopped task does not come back on the GPU it was stopped for.
+  sched_->Schedule();
+  EXPECT_FALSE(T(old2).placement.has_value());
+  ExpectInvariants();
+}
+
+// Issue 37, point 4: a team with an unused guarantee of 2 waited forever while the borrower's
+// newest tasks were spread over two nodes (one freed on each, then the borrower no longer
+// borrowed). The set is chosen on one node.
+TEST_F(ReclaimTest, Issue37_AGuaranteeIsReclaimedOnOneNodeNotSpreadOverTwo) {
+  AddNode(Labelled("n1", 2));
+  AddNode(Labelled("n2", 2));
+  SetQuota(Quota("vision", 2, 0));
+  SetQuota(Quota("nlp", 2, 2));
+  const TaskId t1 = Run(On(TeamTask("nlp", 1), "n1"));
+  const TaskId t2 = Run(On(TeamTask("nlp", 1), "n2"));
+  const TaskId t3 = Run(On(TeamTask("nlp", 1), "n1"));
+  const TaskId t4 = Run(On(TeamTask("nlp", 1), "n2"));
+  sched_->TakeActions();
+
+  const TaskId v = Submit(TeamTask("vision", 2));
+  sched_->Schedule();
+  EXPECT_EQ(NodeOf(v), "n1") << T(v).reason;  // both nodes need 2: ties by node
+  EXPECT_EQ(Killed(), (std::vector<TaskId>{t3, t1}));
+  EXPECT_EQ(NodeOf(t2), "n2");
+  EXPECT_EQ(NodeOf(t4), "n2");
+  const auto teams = sched_->Teams();
+  EXPECT_EQ(teams.at("vision").used.gpus, 2);
+  EXPECT_EQ(teams.at("nlp").used.gpus, 2);  // at its guarantee, not below
+  ExpectInvariants();
+}
+
+// Victims come from the team furthest above its guarantee, not from the newest task.
+TEST_F(ReclaimTest, Issue37_VictimsFromTheTeamFurthestAboveItsGuarantee) {
+  AddNode(MakeNode("n1", 4, 80 * kGiB));
+  SetQuota(Quota("vision", 1, 0));
+  SetQuota(Quota("nlp", 0, 4));
+  SetQuota(Quota("audio", 0, 4));
+  const TaskId n1 = Run(TeamTask("nlp", 1));
+  const TaskId n2 = Run(TeamTask("nlp", 1));
+  const TaskId n3 = Run(TeamTask("nlp", 1));
+  const TaskId a1 = Run(TeamTask("audio", 1));  // the newest, of the team that borrows least
+  sched_->TakeActions();
+  const TaskId v = Submit(TeamTask("vision", 1));
+  sched_->Schedule();
+  EXPECT_EQ(Killed(), std::vector<TaskId>{n3});
+  EXPECT_TRUE(T(v).placement.has_value());
+  EXPECT_TRUE(T(a1).placement.has_value());
+  EXPECT_TRUE(T(n1).placement && T(n2).placement);
+  ExpectInvariants();
+}
+
+// The smallest set that lets the task start: one 4-GPU task rather than four 1-GPU tasks.
+TEST_F(ReclaimTest, Issue37_TheSmallestSetOfVictimsWins) {
+  AddNode(MakeNode("n1", 4, 80 * kGiB));
+  AddNode(MakeNode("n2", 4, 80 * kGiB));
+  SetQuota(Quota("vision", 4, 0));
+  const TaskId big = Run(TeamTask("nlp", 4));
+  std::vector<TaskId> small;
+  for (int i = 0; i < 4; ++i) small.push_back(Run(TeamTask("nlp", 1)));  // the newest
+  const std::string big_node = NodeOf(big);
+  ASSERT_NE(big_node, NodeOf(small[0]));
+  sched_->TakeActions();
+  const TaskId v = Submit(TeamTask("vision", 4));
+  sched_->Schedule();
+  EXPECT_EQ(Killed(), std::vector<TaskId>{big});
+  EXPECT_EQ(NodeOf(v), big_node);
+  for (TaskId s : small) EXPECT_TRUE(T(s).placement.has_value());
+  ExpectInvariants();
+}
+
+// `why` names the quota state and what is reclaimed; the stopped task gets the preemption
+// grace, is requeued with no failure counted, and the claimant starts in the same pass.
+TEST_F(ReclaimTest, Issue37_WhyNamesTheQuotaStateAndTheReclaim) {
+  AddNode(MakeNode("n1", 4, 80 * kGiB));
+  SetQuota(Quota("vision", 4, 0));
+  SetQuota(Quota("nlp", 0, 4));
+  const TaskId held = Run(TeamTask("vision", 2));
+  const TaskId b1 = Run(TeamTask("nlp", 2));
+  sched_->TakeActions();
+  const TaskId v = Submit(TeamTask("vision", 2));
+  sched_->Schedule();
+  ASSERT_TRUE(T(v).placement.has_value());
+  auto why = sched_->Explain(v);
+  ASSERT_TRUE(why.ok());
+  EXPECT_EQ(why->summary.rfind("team vision at 2/4 guaranteed GPUs; reclaiming 2 from nlp, "
+                               "ready in 30s; ",
+                               0),
+            0u)
+      << why->summary;
+  bool killed = false;
+  for (const Action& a : sched_->TakeActions()) {
+    if (a.kind != Action::Kind::kKill) continue;
+    killed = true;
+    EXPECT_EQ(a.task, b1);
+    EXPECT_EQ(a.grace_ms, 30'000);  // preemption_grace
+  }
+  EXPECT_TRUE(killed);
+  EXPECT_EQ(T(b1).fail_cnt, 0);
+  EXPECT_EQ(T(b1).state, TaskState::kPending);
+  EXPECT_TRUE(T(held).placement.has_value());
+
+  // Nothing left to reclaim (vision's own tasks, and nlp at its guarantee 0 of nothing).
+  const TaskId w = Submit(TeamTask("vision", 2));
+  SetQuota(Quota("vision", 6, 0));
+  sched_->Schedule();
+  EXPECT_FALSE(T(w).placement.has_value());
+  why = sched_->Explain(w);
+  ASSERT_TRUE(why.ok());
+  EXPECT_NE(why->summary.find("team vision at 4/6 guaranteed GPUs, nothing to reclaim"),
+            std::string::npos)
+      << why->summary;
+}
+
+// The pure choice: nothing when no team is above its guarantee.
+TEST(ChooseReclaimTest, Issue37_NoTeamAboveItsGuaranteeGivesNothing) {
+  ClusterState view;
+  ASSERT_TRUE(view.Upsert(MakeNode("n1", 1, 80 * kGiB), 0).ok());
+  view.Update(0, [](NodeState& n) {
+    n.reachable = true;
+    n.available = true;
+  });
+  QuotaPolicy quotas;
+  ASSERT_TRUE(quotas.Set(Quota("nlp", 1, 0)).ok());
+  Placement p;
+  p.node_index = 0;
+  p.node = "n1";
+  p.gpus = {0};
+  p.gpu_mem_mib = {80 * kGiB};
+  view.Reserve(p);
+  PlacementRequest r;
+  r.gpus = 1;
+  r.exclusive = true;
+  const std::vector<ReclaimCandidate> c = {{TaskId(1), "nlp", p}};
+  EXPECT_FALSE(ChooseReclaim(view, r, quotas, {{"nlp", TeamUsage{1, 80 * kGiB, 1}}}, c));
+  ASSERT_TRUE(quotas.Set(Quota("nlp", 0, 1)).ok());
+  auto choice = ChooseReclaim(view, r, quotas, {{"nlp", TeamUsage{1, 80 * kGiB, 1}}}, c);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->victims, std::vector<size_t>{0});
+  EXPECT_EQ(DescribeReclaim(*choice, 1500), "reclaiming 1 from nlp, ready in 1s");
 }
 
 // ---------------------------------------------------------------- fair share

@@ -289,7 +289,7 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   if (t.spec.preemptible) active_priorities_.insert(t.priority);
   if (t.spec.nodes > 1) ++stats_.gangs_placed;
   if (reservation_ && reservation_->task == t.id) reservation_.reset();
-  t.claim = ClaimStatus::kScheduled;  // claim 7: status 0
+  t.claim = ClaimStatus::kWaiting;  // claim 7: 2 until it ends (0 only on success)
   ++t.attempts;
   const TimeMs now = clock_.NowMs();
   CountUsage(t, p, +1);

@@ -342,6 +342,7 @@ Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,
   if (exit_code == 0) {
     ReleasePlacement(*t);
     t->finished_ms = EventTimeMs();
+    t->claim = ClaimStatus::kScheduled;  // CN115981827A claim 7: status 0, executed successfully
     SetState(*t, TaskState::kSucceeded, reason.empty() ? "exited 0" : reason);
     return Status::Ok();
   }

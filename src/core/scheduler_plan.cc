@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/explain_need.h"
+#include "core/reclaim.h"
 #include "core/scheduler.h"
 
 namespace gpusched::core {
@@ -237,6 +238,12 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   step.kind = PlanStep::Kind::kWait;
   step.report = result.report;
   step.reason = reason;
+  if (reclaim) {  // the quota state, for this task only (the memo is shared by every team)
+    const std::string team = TeamOf(t.spec);
+    step.reason += "; " + DescribeQuotaState(team, p.usage[team], quotas_.Of(team)) +
+                   ", nothing to reclaim: no team above its guarantee holds GPUs that free a "
+                   "node it can use";
+  }
   p.plan.steps.push_back(std::move(step));
   if (plain) memo.emplace(shape, std::pair(std::move(result.report), std::move(reason)));
   return false;
@@ -298,69 +305,52 @@ void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& 
   }
 }
 
-// Victims: the tasks of teams that borrow (hold more than their guarantee), newest first
-// (latest assignment, ties by the larger id), taken while their team still borrows, until the
-// reclaimer fits on the cluster without them. Kueue's reclaimWithinCohort, minus priorities.
+// Victims (issue 37, core/reclaim.h): on a node where `t` can run, the smallest set of
+// other teams' tasks, taken from the teams furthest above their guarantee; ties by id.
 // Tasks this plan assigned count as assigned now.
 bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning& p) const {
-  struct Candidate {
-    TaskId id;
-    TimeMs assigned_ms;
-    std::string team;
-    const Placement* placement;
-  };
   const std::string team = TeamOf(t.spec);
-  std::vector<Candidate> candidates;
-  auto consider = [&](const Task& v, TimeMs assigned_ms, const Placement& placement) {
+  std::vector<ReclaimCandidate> candidates;
+  auto consider = [&](const Task& v, const Placement& placement) {
     const std::string vt = TeamOf(v.spec);
     if (vt == team || v.spec.gpus == 0 || v.spec.nodes > 1) return;  // gangs: never partly
-    if (quotas_.IsBorrowing(vt, p.usage[vt])) {
-      candidates.push_back({v.id, assigned_ms, vt, &placement});
-    }
+    candidates.push_back({v.id, vt, placement});
   };
   for (TaskId id : active_) {
     if (p.stopped.count(id) > 0) continue;
     const Task& v = *GetTask(id);
-    consider(v, v.assigned_ms, *v.placement);
+    consider(v, *v.placement);
   }
-  for (const auto& [id, placement] : p.assigned) consider(*GetTask(id), clock_.NowMs(), placement);
-  if (candidates.empty()) return false;
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.assigned_ms != b.assigned_ms) return a.assigned_ms > b.assigned_ms;
-    return a.id > b.id;
-  });
+  for (const auto& [id, placement] : p.assigned) consider(*GetTask(id), placement);
+  const std::optional<ReclaimChoice> choice =
+      ChooseReclaim(p.View(), req.shape, quotas_, p.usage, candidates);
+  if (!choice) return false;
+  // Placed by the Placer itself (its GPU order, topology rules and options), on a trial first:
+  // the plan changes only when the task is placed.
   ClusterState trial = p.View();
-  std::map<std::string, TeamUsage> used = p.usage;
-  std::vector<const Candidate*> victims;
-  bool fits = false;
-  for (const Candidate& v : candidates) {
-    if (!quotas_.IsBorrowing(v.team, used[v.team])) continue;  // no longer borrows: keep the rest
-    trial.Release(*v.placement);
-    TeamUsage& u = used[v.team];
-    u.gpus -= static_cast<int64_t>(v.placement->gpus.size());
-    for (MiB m : v.placement->gpu_mem_mib) u.gpu_mem_mib -= m;
-    victims.push_back(&v);
-    if (resources_.AnswerOn(trial, req).placed()) {
-      fits = true;
-      break;
-    }
-  }
-  if (!fits) return false;
+  for (size_t i : choice->victims) trial.Release(candidates[i].placement);
+  PlacementResult result = resources_.AnswerOn(trial, req);
+  // Not placed: e.g. use_reported_free (the victims still hold the memory). Placed elsewhere:
+  // a node it was only kept off by a gang's reservation; stopping the victims would not help.
+  if (!result.placed() || result.placement.node_index != choice->node_index) return false;
   PlanStep step;
   step.kind = PlanStep::Kind::kReclaim;
   step.task = t.id;
-  for (const Candidate* v : victims) {
-    p.Release(*v->placement);
-    AddUsage(p.usage[v->team], *v->placement, -1);
-    step.victims.push_back(v->id);
+  step.reason = DescribeQuotaState(team, p.usage[team], quotas_.Of(team));
+  DurationMs ready_in = 0;  // the longest grace a victim gets (CommitPlan)
+  for (size_t i : choice->victims) {
+    const ReclaimCandidate& v = candidates[i];
+    p.Release(v.placement);
+    AddUsage(p.usage[v.team], v.placement, -1);
+    step.victims.push_back(v.id);
+    ready_in = std::max(ready_in, GetTask(v.id)->spec.grace_ms.value_or(
+                                      config_.preemption_grace_ms));
   }
-  // Copied placements of this plan's own victims die with `assigned`: erase after use.
+  step.reason += "; " + DescribeReclaim(*choice, ready_in);
   for (TaskId id : step.victims) {
     p.stopped.insert(id);
     p.assigned.erase(id);
   }
-  PlacementResult result = resources_.AnswerOn(p.View(), req);
-  if (!result.placed()) return false;  // cannot happen: the same state as the trial
   p.Reserve(result.placement);
   AddUsage(p.usage[team], result.placement, +1);
   p.assigned[t.id] = result.placement;
@@ -755,7 +745,14 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         const std::string reason =
             "preempted: team " + TeamOf(t.spec) + " reclaims its guaranteed GPUs";
         for (TaskId id : step.victims) {
-          if (Preempt(id, reason).ok()) ++stats_.reclaims;
+          Task& v = *Find(id);
+          if (!IsActive(v)) continue;
+          // The grace of a priority preemption (issue 37: the "ready in" of `why`).
+          PushKill(v, reason, v.spec.grace_ms.value_or(config_.preemption_grace_ms));
+          ++v.preemptions;
+          ++stats_.preemptions;
+          ++stats_.reclaims;
+          Requeue(v, reason);  // not a failure: fail_cnt unchanged, attained service kept
         }
         [[fallthrough]];
       }
@@ -784,6 +781,9 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         t.last_report_summary = DescribeReport(t.last_report);
         t.report_pass = stats_.passes;
         t.report_ms = clock_.NowMs();
+        if (!step.reason.empty()) {  // kReclaim: the quota state and what it reclaims
+          t.last_report_summary = step.reason + "; " + t.last_report_summary;
+        }
         Commit(t, step.placement, std::move(step.gang));
         break;
       case PlanStep::Kind::kWait:

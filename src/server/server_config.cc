@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -173,6 +174,25 @@ Setter Count(size_t& out, size_t min) {
       return InvalidArgument(f + ": \"" + v + "\" must be >= " + std::to_string(min));
     }
     out = static_cast<size_t>(n);
+    return Status::Ok();
+  };
+}
+
+// A whole number in [min, max] (CN115981827A's counters: PATENTS.md section 6). With
+// `unlimited`, the word "unlimited" stores INT64_MAX.
+Setter InRange(int64_t& out, int64_t min, int64_t max, bool unlimited = false) {
+  return [&out, min, max, unlimited](const std::string& v, const std::string& f) -> Status {
+    if (unlimited && v == "unlimited") {
+      out = std::numeric_limits<int64_t>::max();
+      return Status::Ok();
+    }
+    int64_t n = 0;
+    if (!Integer(n)(v, f).ok() || n < min || n > max) {
+      return InvalidArgument(f + ": \"" + v + "\" must be a whole number from " +
+                             std::to_string(min) + " to " + std::to_string(max) +
+                             (unlimited ? ", or unlimited" : ""));
+    }
+    out = n;
     return Status::Ok();
   };
 }
@@ -386,10 +406,16 @@ Status ApplyThresholds(const YAML::Node& value, const std::string& path, const s
 
 Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
   core::SchedulerConfig& s = c.scheduler;
+  int64_t priority_cap = 0;  // max_priority_value; 0 = not given: 5 + fail_max
   const std::map<std::string, Setter> keys = {
       {"t1", Duration(s.t1_ms)},
       {"t2", Duration(s.t2_ms)},
       {"fail_max", Integer(s.fail_max)},
+      // PATENTS.md section 6: the demotion cap (default 5 + fail_max; a new task's Pt is 1-5)
+      // and the passes without a fitting node before a task is given up (default unlimited).
+      {"max_priority_value", InRange(priority_cap, 5, 1'000'000)},
+      {"max_placement_failures",
+       InRange(s.max_placement_failures, 1, std::numeric_limits<int64_t>::max() - 1, true)},
       {"node_timeout", Duration(s.node_timeout_ms)},
       {"task_timeout", Duration(s.task_timeout_ms)},
       {"node_heartbeat", Duration(c.node_heartbeat_ms)},
@@ -529,7 +555,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     }
     GS_RETURN_IF_ERROR(it->second(kv.second.as<std::string>(), "config " + path + ": " + key));
   }
-  s.max_priority_value = 5 + static_cast<int>(s.fail_max);
+  s.max_priority_value = static_cast<int>(priority_cap > 0 ? priority_cap : 5 + s.fail_max);
   // The baselines wait in Q for capacity, as `sim --policy` runs them (sim/policy.h): under
   // another order than CN115981827A's, FQ's t2 delay would only hold back what the order
   // chose. An explicit capacity_wait wins.

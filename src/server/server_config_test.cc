@@ -6,6 +6,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace gpusched::server {
 namespace {
@@ -136,6 +137,40 @@ TEST(ServerConfigTest, Issue37_QueueOrderKeysAreRead) {
     ASSERT_TRUE(ApplyConfigFile(p, d).ok()) << name;
     EXPECT_EQ(d.scheduler.queue_order.order, order) << name;
     EXPECT_EQ(d.scheduler.capacity_wait, core::CapacityWait::kFailureQueue) << name;
+  }
+  std::filesystem::remove(path);
+}
+
+// Issue 37, PATENTS.md section 6: the demotion cap and the give-up count are server options.
+TEST(ServerConfigTest, Issue37_MaxPriorityValueAndMaxPlacementFailuresAreRead) {
+  ServerConfig defaults;
+  const std::string none = WriteFile("fail_max: 2\n");
+  ASSERT_TRUE(ApplyConfigFile(none, defaults).ok());
+  EXPECT_EQ(defaults.scheduler.max_priority_value, 7);  // 5 + FAIL_MAX when not given
+  EXPECT_EQ(defaults.scheduler.max_placement_failures, std::numeric_limits<int64_t>::max());
+  ServerConfig c;
+  const std::string path = WriteFile("fail_max: 2\nmax_priority_value: 12\n"
+                                     "max_placement_failures: 3\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.scheduler.max_priority_value, 12);  // given: fail_max does not override it
+  EXPECT_EQ(c.scheduler.max_placement_failures, 3);
+  ServerConfig u;
+  const std::string unlimited = WriteFile("max_placement_failures: unlimited\n");
+  ASSERT_TRUE(ApplyConfigFile(unlimited, u).ok());
+  EXPECT_EQ(u.scheduler.max_placement_failures, std::numeric_limits<int64_t>::max());
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"max_priority_value: 4\n",
+            "max_priority_value: \"4\" must be a whole number from 5 to 1000000"},
+           {"max_priority_value: low\n", "max_priority_value: \"low\""},
+           {"max_priority_value: unlimited\n", "max_priority_value: \"unlimited\""},
+           {"max_placement_failures: 0\n",
+            "max_placement_failures: \"0\" must be a whole number from 1 to "},
+           {"max_placement_failures: -3\n", "max_placement_failures: \"-3\""},
+           {"max_placement_failures: many\n", "max_placement_failures: \"many\""}}) {
+    ServerConfig refused;
+    const Status e = ApplyConfigFile(WriteFile(text), refused);
+    EXPECT_NE(e.message().find(expected), std::string::npos) << text << ": " << e.ToString();
   }
   std::filesystem::remove(path);
 }

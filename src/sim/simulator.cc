@@ -290,6 +290,7 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
       MakeSchedulerConfig(options.policy, options.placement, options.las_thresholds_gpu_ms,
                           options.promote_knob);
   config.gang_reservation = options.gang_reservation;
+  config.wide_task_reservation = config.wide_task_reservation && options.wide_task_reservation;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));

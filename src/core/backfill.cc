@@ -134,10 +134,13 @@ std::optional<Reservation> PlanEarliestStart(TaskId task, const ClusterState& vi
   return r;
 }
 
-bool MayBackfill(TaskId id, const TaskSpec& s, const Reservation& r, TimeMs now_ms) {
+bool MayBackfill(TaskId id, const TaskSpec& s, const Reservation& r, TimeMs now_ms,
+                 bool trust_expected) {
   if (id == r.task) return true;
-  if (!s.time_limit_ms || !r.start_known()) return false;
-  return now_ms + *s.time_limit_ms <= r.start_ms;
+  const std::optional<DurationMs> d =
+      s.time_limit_ms ? s.time_limit_ms : (trust_expected ? s.duration_ms : std::nullopt);
+  if (!d || !r.start_known()) return false;
+  return now_ms + *d <= r.start_ms;
 }
 
 void BlockReserved(ClusterState& view, const Reservation& r) {

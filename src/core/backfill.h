@@ -93,7 +93,10 @@ std::optional<Reservation> PlanEarliestStart(TaskId task, const ClusterState& vi
 // Slurm's backfill rule: a task other than the holder may take reserved GPUs only when its
 // time limit ends by the planned start. A task without a time limit never does (its
 // expected duration is not enforced), nor does any task while the start is unknown.
-bool MayBackfill(TaskId id, const TaskSpec& s, const Reservation& r, TimeMs now_ms);
+// `trust_expected`: a task without a time limit backfills by its expected duration instead
+// (the simulator, whose stated durations are the true ones).
+bool MayBackfill(TaskId id, const TaskSpec& s, const Reservation& r, TimeMs now_ms,
+                 bool trust_expected = false);
 
 // Turns `view` into the view of a task that may not backfill: the reserved GPUs take no
 // task (marked unhealthy in this copy only) and the withheld CPU and RAM are taken.

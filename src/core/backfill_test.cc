@@ -321,3 +321,26 @@ TEST(EndOfAttemptTest, Issue37_TimeLimitThenExpectedDurationThenUnknown) {
 
 }  // namespace
 }  // namespace gpusched::core
+
+namespace gpusched::core {
+namespace {
+
+// Slurm's rule by default; the simulator's stated durations may stand in for a time limit.
+TEST(MayBackfillTest, Issue37_OnlyATimeLimitUnlessExpectedDurationsAreTrusted) {
+  Reservation r;
+  r.task = TaskId(1);
+  r.start_ms = 10'000;
+  TaskSpec s;
+  s.duration_ms = 5'000;
+  EXPECT_TRUE(MayBackfill(TaskId(1), s, r, 0));  // the holder
+  EXPECT_FALSE(MayBackfill(TaskId(2), s, r, 0));
+  EXPECT_TRUE(MayBackfill(TaskId(2), s, r, 0, /*trust_expected=*/true));
+  s.time_limit_ms = 10'000;
+  EXPECT_TRUE(MayBackfill(TaskId(2), s, r, 0));
+  EXPECT_FALSE(MayBackfill(TaskId(2), s, r, 1));  // ends 1 ms after the start
+  r.start_ms = kUnknownTime;
+  EXPECT_FALSE(MayBackfill(TaskId(2), s, r, 0));
+}
+
+}  // namespace
+}  // namespace gpusched::core

@@ -378,7 +378,9 @@ std::string GangShape(const TaskSpec& s) {
 }  // namespace
 
 bool Scheduler::CanBackfill(const Task& t, const Planning& p) const {
-  return !p.plan.reservation || MayBackfill(t.id, t.spec, *p.plan.reservation, clock_.NowMs());
+  return !p.plan.reservation ||
+         MayBackfill(t.id, t.spec, *p.plan.reservation, clock_.NowMs(),
+                     config_.backfill_by_expected_duration);
 }
 
 bool Scheduler::PlaceGangOn(ClusterState& view, const ResourceRequest& req, int64_t nodes,

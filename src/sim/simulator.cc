@@ -290,6 +290,8 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
       MakeSchedulerConfig(options.policy, options.placement, options.las_thresholds_gpu_ms,
                           options.promote_knob);
   config.gang_reservation = options.gang_reservation;
+  // The stated durations are the true ones: jobs backfill by them, as before issue 37.
+  config.backfill_by_expected_duration = true;
   config.wide_task_reservation = config.wide_task_reservation && options.wide_task_reservation;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));

@@ -39,6 +39,7 @@ struct SimFlags {
   std::vector<std::string> priorities;  // VC=CLASS
   bool no_gangs = false;
   bool no_gang_reservation = false;
+  bool wide_reservation = false;
   bool by_team = false;
 };
 
@@ -150,6 +151,7 @@ void RunSim(const SimFlags& f) {
   }
   options.gangs = !f.no_gangs;
   options.gang_reservation = !f.no_gang_reservation;
+  options.wide_task_reservation = f.wide_reservation;
   options.allocation_replay = f.allocation_replay;
   options.progress = ProgressBar(!f.no_progress);
   info.policy = f.policy;
@@ -233,6 +235,10 @@ void RegisterSim(CLI::App& app) {
                 "Refuse jobs wider than a node instead of running them as multi-node gangs");
   cmd->add_flag("--no-gang-reservation", f->no_gang_reservation,
                 "Gangs reserve no nodes: they start when enough nodes happen to be free");
+  cmd->add_flag("--wide-reservation", f->wide_reservation,
+                "As the server: the first waiting task of more than one GPU reserves GPUs, and "
+                "only tasks whose time limit ends before its start backfill (trace jobs have "
+                "none, so none does)");
   cmd->add_option("--quota", f->quotas,
                   "Team quota TEAM=GPUS[:BORROW] (BORROW a count or unlimited; teams are the "
                   "trace's virtual clusters); repeatable");

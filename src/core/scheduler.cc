@@ -451,11 +451,14 @@ void Scheduler::CheckGangTimeout(TimeMs now) {
   }
   const DurationMs timeout = t->spec.gang_timeout_ms.value_or(config_.gang_timeout_ms);
   if (now - reservation_->since_ms < timeout) return;
-  // Give the nodes back and let the next gang in queue order reserve for a while.
+  // Give the GPUs back and let the next wide task or gang in queue order reserve a while.
   t->gang_reserve_after_ms = now + timeout;
-  t->reason = "gang timeout: could not start within " + FormatDurationMs(timeout) +
-              " of reserving " + std::to_string(reservation_->nodes.size()) +
-              " nodes; released them, waits without a reservation";
+  const std::string held = t->spec.nodes > 1
+                               ? std::to_string(reservation_->nodes.size()) + " nodes"
+                               : std::to_string(reservation_->gpus()) + " GPUs";
+  t->reason = std::string(t->spec.nodes > 1 ? "gang" : "reservation") +
+              " timeout: could not start within " + FormatDurationMs(timeout) +
+              " of reserving " + held + "; released them, waits without a reservation";
   t->last_report_summary = t->reason;
   changed_.push_back(t->id);
   reservation_.reset();

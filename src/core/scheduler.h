@@ -40,6 +40,7 @@
 #include "base/executor.h"
 #include "base/ids.h"
 #include "base/status.h"
+#include "core/backfill.h"
 #include "core/cluster_state.h"
 #include "core/fair_share.h"
 #include "core/memory_table.h"
@@ -68,16 +69,6 @@ struct Action {
   // kKill of a preemption victim: SIGTERM, then SIGKILL after this long; -1 = the agent's
   // own kill grace.
   DurationMs grace_ms = -1;
-};
-
-// The nodes held for the first gang in queue order that does not fit (Slurm's backfill
-// plans the top job's start the same way): other tasks use them only when their known
-// duration ends before `start_ms`.
-struct GangReservation {
-  TaskId task;
-  std::vector<size_t> nodes;  // node indices, ascending
-  TimeMs start_ms = std::numeric_limits<TimeMs>::max();  // planned start; max() = unknown
-  TimeMs since_ms = 0;        // when the gang first reserved (gang timeout)
 };
 
 // A priority preemption (SchedulerConfig::priority_preemption): who stopped whom.
@@ -159,8 +150,8 @@ struct PassPlan {
   bool release_pass = false;
   // Teams whose quota class the pass looked up: they appear in team_usage() (zero if idle).
   std::set<std::string> teams_classified;
-  // The gang reservation after this pass (nullopt: none); applied by CommitPlan.
-  std::optional<GangReservation> reservation;
+  // The reservation (wide task or gang) after this pass (nullopt: none); applied by CommitPlan.
+  std::optional<Reservation> reservation;
 };
 
 // A team's quota and what it holds and waits for (gpusched quota ls).
@@ -188,7 +179,7 @@ struct SchedulerStats {
   int64_t parked_waits = 0;
   int64_t las_promotions = 0;     // 2D-LAS starvation promotions (PromoteStarved)
   int64_t gangs_placed = 0;       // multi-node tasks placed (all ranks at once)
-  int64_t gang_timeouts = 0;      // gang reservations given up (gang timeout)
+  int64_t gang_timeouts = 0;      // reservations given up (gang timeout, wide tasks too)
   int64_t priority_preemptions = 0;  // tasks stopped for a higher priority class
   int64_t order_preemptions = 0;     // tasks stopped by a preemptive queue order (issue 37)
   int64_t checkpoints = 0;           // preempted attempts that exited 0 within their grace
@@ -398,7 +389,9 @@ class Scheduler {
   TimeMs next_failure_flush_ms() const { return next_fq_flush_ms_; }
   const SchedulerStats& stats() const { return stats_; }
   // ---- gangs and priority preemption (README.md) ----
-  const std::optional<GangReservation>& gang_reservation() const { return reservation_; }
+  // The reservation of the first wide task or gang in queue order that does not fit
+  // (core/backfill.h); nullopt: none.
+  const std::optional<Reservation>& reservation() const { return reservation_; }
   // Every priority preemption so far, oldest first (kept: the last kMaxPreemptionLog).
   const std::deque<PreemptionRecord>& preemption_log() const { return preemption_log_; }
   static constexpr size_t kMaxPreemptionLog = 4096;
@@ -497,11 +490,22 @@ class Scheduler {
   bool PlaceGangOn(ClusterState& view, const ResourceRequest& req, int64_t nodes,
                    std::vector<Placement>* ranks, PlacementReport* report,
                    std::string* why) const;
-  // The nodes a waiting gang should hold and when it could start on them.
-  std::optional<GangReservation> PlanReservation(const Task& t, const ResourceRequest& req,
-                                                 const Planning& p) const;
-  // Whether `t` may use the reserved nodes this pass (the holder, or it ends before them).
+  // The GPUs a waiting wide task or gang should hold and when it could start on them, from
+  // the known ends of the active tasks and of the plan's own assignments (core/backfill.h).
+  std::optional<Reservation> PlanReservation(const Task& t, const ResourceRequest& req,
+                                             const Planning& p) const;
+  // Whether `t` may use the reserved GPUs this pass (the holder, or its time limit ends
+  // before the planned start).
   bool CanBackfill(const Task& t, const Planning& p) const;
+  // After `t` (wide or a gang) did not fit: when it is the first such task of the pass (or
+  // holds the reservation), plans its reservation anew; `reason` gains what `why` says of it.
+  void PlanHold(const Task& t, const ResourceRequest& req, Planning& p,
+                std::string& reason) const;
+  // Whether `t` would plan a reservation if it did not fit now.
+  bool WouldReserve(const Task& t, const Planning& p) const;
+  // The reservation holder waits in FQ: a pass that would not otherwise visit it tries it
+  // first, so it starts as soon as its GPUs are free, not at the next t2.
+  void PlanHolderFirst(Planning& p) const;
   // Plans stopping lower-priority preemptible tasks (a gang counts whole) until `t` fits.
   bool PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const;
   // Applies a plan. REQUIRES: made by PlanPass with no event since.
@@ -579,7 +583,7 @@ class Scheduler {
   std::map<std::pair<std::string, std::string>, int64_t> live_by_group_;
   void CountLive(const Task& t, int delta);
 
-  std::optional<GangReservation> reservation_;
+  std::optional<Reservation> reservation_;
   std::multiset<int64_t> active_priorities_;  // of the active preemptible tasks
   std::deque<PreemptionRecord> preemption_log_;
 

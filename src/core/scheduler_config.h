@@ -80,7 +80,16 @@ struct SchedulerConfig {
   // The first gang (TaskSpec::nodes > 1) in queue order that does not fit reserves nodes for
   // its planned start; other tasks use them only if they end before it (backfill).
   bool gang_reservation = true;
-  // A gang holding a reservation this long without starting gives it up (TaskSpec overrides).
+  // Issue 37: the first task in queue order that needs more than one GPU on one node and
+  // does not fit reserves GPUs the same way (core/backfill.h), so a stream of small tasks
+  // cannot starve it; only tasks whose time limit ends before its planned start backfill.
+  bool wide_task_reservation = true;
+  // A task without a time limit backfills onto reserved GPUs by its expected duration. Off
+  // (Slurm's rule: only an enforced time limit may); the simulator turns it on, its stated
+  // durations being the trace's true ones.
+  bool backfill_by_expected_duration = false;
+  // A gang (or wide task) holding a reservation this long without starting gives it up
+  // (TaskSpec overrides).
   DurationMs gang_timeout_ms = 24 * 3'600'000;
   // Priority classes by name; a task names one (TaskSpec::priority_class, "" = the default).
   struct PriorityClass {

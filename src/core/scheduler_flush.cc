@@ -58,6 +58,9 @@ void Scheduler::MaybePark(Task& t) {
   // the memo covers (no node rules) and stays the same (a known GPU model, if any).
   if (std::min(t.pt + 1, config_.max_priority_value) != t.pt) return;
   if (!t.spec.node_selector.empty() || !t.spec.tolerations.empty()) return;
+  // A time limit may let a task backfill onto reserved GPUs where others of its shape may
+  // not (core/backfill.h): the group's first failure would not stand for it.
+  if (t.spec.time_limit_ms) return;
   const ResourceRequest req = MakeRequest(t);
   if (req.shape.model_id == kUnknownModel) return;
   failure_queue_.Erase(t.id);

@@ -37,7 +37,7 @@ struct Scheduler::Planning {
     Mutable().Release(pl);
     if (blocked) blocked->Release(pl);
   }
-  void SetReservation(std::optional<GangReservation> r) {
+  void SetReservation(std::optional<Reservation> r) {
     plan.reservation = std::move(r);
     blocked = nullptr;
     failed_shapes_blocked.clear();
@@ -54,15 +54,13 @@ struct Scheduler::Planning {
     Blocked();
     return *blocked;
   }
-  // The view of a task that may not use the reserved nodes: they are cordoned in it.
+  // The view of a task that may not use the reserved GPUs: they take no task in it.
   const ClusterState& Blocked() {
     if (!plan.reservation) return View();
     if (blocked == nullptr) {
       blocked_buffer = View();
       blocked = &blocked_buffer;
-      for (size_t i : plan.reservation->nodes) {
-        blocked->Update(i, [](NodeState& n) { n.cordoned = true; });
-      }
+      BlockReserved(*blocked, *plan.reservation);
     }
     return *blocked;
   }
@@ -84,16 +82,11 @@ struct Scheduler::Planning {
       failed_gangs;
   std::map<TaskId, Placement> assigned;  // by this plan, kept only when a reclaim may stop them
   std::set<TaskId> stopped;              // by this plan's reclaims
+  TaskId tried_first;  // the reservation holder, tried before the walk (PlanHolderFirst)
   PassPlan plan;
 };
 
 namespace {
-
-// The run time a task is known to need: its expected duration, else its time limit.
-std::optional<DurationMs> KnownDuration(const TaskSpec& s) {
-  if (s.duration_ms) return s.duration_ms;
-  return s.time_limit_ms;
-}
 
 void AddUsage(TeamUsage& u, const Placement& p, int sign) {
   MiB mem = 0;
@@ -107,15 +100,25 @@ void AddUsage(TeamUsage& u, const Placement& p, int sign) {
 
 PassPlan Scheduler::PlanPass() const {
   Planning p(resources_.state(), plan_view_buffer_, plan_blocked_buffer_);
-  if (reservation_ && config_.gang_reservation) {
+  if (reservation_) {
     const Task* holder = GetTask(reservation_->task);
     if (holder != nullptr && IsPending(holder->state)) p.plan.reservation = reservation_;
+  }
+  PlanHolderFirst(p);
+  if (p.plan.reservation && p.tried_first == p.plan.reservation->task &&
+      config_.head_of_line_blocking) {
+    return std::move(p.plan);  // the head did not fit
   }
   // CN115981827A claim 2: one snapshot of Q in (Pt, first-submission) order (or the fair-share
   // order, core/fair_share.h); a task that fails is not retried in the same pass. A pass that
   // a release triggered also re-evaluates the tasks waiting in FQ for capacity (issue 37).
   p.plan.release_pass = capacity_event_;
-  const std::vector<QueueKey> snapshot = PassSnapshot(p.plan.release_pass);
+  std::vector<QueueKey> snapshot = PassSnapshot(p.plan.release_pass);
+  // The holder, already tried before the walk, is not tried twice (a release pass adds FQ's
+  // capacity waiters, the holder among them): two assignments of one task.
+  if (p.tried_first.valid()) {
+    std::erase_if(snapshot, [&](const QueueKey& k) { return k.id == p.tried_first; });
+  }
   p.plan.steps.reserve(snapshot.size());
   if (quotas_.empty()) {
     p.plan.flush_pass = flush_pass_due_;
@@ -182,17 +185,20 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
                      t.spec.tolerations.empty() && !may_preempt;
   const Shape shape = ShapeOf(req);
-  const bool blocked = p.plan.reservation && !CanBackfill(t, p);
+  const bool blocked = !CanBackfill(t, p);
+  const bool holder = p.plan.reservation && p.plan.reservation->task == t.id;
   auto& memo = blocked ? p.failed_shapes_blocked : p.failed_shapes;
   ++p.plan.decisions;
   PlanStep step;
   step.task = t.id;
-  if (plain && !reclaim) {
+  // A task that would reserve is answered anew: the memo knows nothing of reservations.
+  if (plain && !reclaim && !WouldReserve(t, p)) {
     if (auto it = memo.find(shape); it != memo.end()) {
       ++p.plan.memo_hits;
       step.kind = PlanStep::Kind::kWait;
       step.report = it->second.first;
       step.reason = it->second.second;
+      if (blocked) step.reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
       p.plan.steps.push_back(std::move(step));
       return false;
     }
@@ -201,6 +207,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   if (result.report.chunks_used > 1) ++p.plan.parallel_decisions;
   switch (result.outcome) {
     case PlaceOutcome::kPlaced:
+      if (holder) p.SetReservation(std::nullopt);  // its GPUs are its own now
       p.Reserve(result.placement);  // the next decision of the plan sees it
       if (!quotas_.empty()) {
         AddUsage(p.usage[TeamOf(t.spec)], result.placement, +1);
@@ -215,12 +222,9 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     case PlaceOutcome::kInfeasible:
       break;  // both wait (capacity_wait); the reason says which
   }
-  if (reclaim && PlanReclaim(t, req, p)) {
+  if ((reclaim && PlanReclaim(t, req, p)) || (may_preempt && PlanPreempt(t, req, p))) {
+    if (holder) p.SetReservation(std::nullopt);
     p.CapacityGrew();  // earlier failures may fit now
-    return true;
-  }
-  if (may_preempt && PlanPreempt(t, req, p)) {
-    p.CapacityGrew();
     return true;
   }
   std::string reason = std::move(result.reason);
@@ -229,12 +233,11 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     // Say which rule leaves no node, in the words of the task's own flags.
     if (std::string rules = DescribeRules(p.View(), r); !rules.empty()) reason += "; " + rules;
   }
-  if (blocked) {
-    reason += "; " + std::to_string(p.plan.reservation->nodes.size()) +
-              " nodes are reserved for gang task " + p.plan.reservation->task.ToString() +
-              (KnownDuration(t.spec) ? " and it would not end before the gang starts"
-                                     : " and it has no duration or time limit to backfill by");
-  }
+  // The memo keeps the words every task of the shape shares; what the reservation means for
+  // this task (its time limit) and the holder's own words follow.
+  if (plain) memo.emplace(shape, std::pair(result.report, reason));
+  if (blocked) reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
+  if (IsWide(t.spec)) PlanHold(t, req, p, reason);
   step.kind = PlanStep::Kind::kWait;
   step.report = result.report;
   step.reason = reason;
@@ -245,7 +248,6 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
                    "node it can use";
   }
   p.plan.steps.push_back(std::move(step));
-  if (plain) memo.emplace(shape, std::pair(std::move(result.report), std::move(reason)));
   return false;
 }
 
@@ -254,7 +256,7 @@ void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& 
     const Shape* shape;
     const ParkedQueue::Group* group;
     std::set<QueueKey>::const_iterator next;  // the group's first task this pass has not placed
-    int64_t placed = 0;
+    int64_t placed = 0;  // visited on their own: placed, or the one that reserved
   };
   std::vector<Cursor> groups;
   for (const auto& [shape, g] : parked_.groups()) groups.push_back({&shape, &g, g.keys.begin()});
@@ -273,14 +275,25 @@ void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& 
     }
     if (first == nullptr) return;
     const TaskId head = first->next->id;
+    const Task& head_task = *GetTask(head);
+    // As PlanPlace would answer it: on the memo of its view (the blocked one while GPUs are
+    // reserved for another task), never from the memo when it would reserve.
+    const bool blocked = !CanBackfill(head_task, p);
+    auto& memo = blocked ? p.failed_shapes_blocked : p.failed_shapes;
     bool visited = false;
     PlacementReport report;
     std::string reason;
-    if (auto it = p.failed_shapes.find(*first->shape); it != p.failed_shapes.end()) {
+    if (auto it = memo.find(*first->shape); it != memo.end() && !WouldReserve(head_task, p)) {
       std::tie(report, reason) = it->second;
+      if (blocked) reason += DescribeBlocked(*p.plan.reservation, head_task.spec, p.View());
     } else {
-      if (PlanPlace(*GetTask(head), p, false)) {
+      if (PlanPlace(head_task, p, false)) {
         ++first->next;
+        ++first->placed;
+        continue;
+      }
+      if (p.plan.reservation && p.plan.reservation->task == head) {
+        ++first->next;  // it waits with its own words, the holder's; the next one is tried
         ++first->placed;
         continue;
       }
@@ -371,12 +384,9 @@ std::string GangShape(const TaskSpec& s) {
 }  // namespace
 
 bool Scheduler::CanBackfill(const Task& t, const Planning& p) const {
-  if (!p.plan.reservation) return true;
-  if (p.plan.reservation->task == t.id) return true;
-  const std::optional<DurationMs> d = KnownDuration(t.spec);
-  const TimeMs start = p.plan.reservation->start_ms;
-  if (!d || start == std::numeric_limits<TimeMs>::max()) return false;
-  return clock_.NowMs() + *d <= start;
+  return !p.plan.reservation ||
+         MayBackfill(t.id, t.spec, *p.plan.reservation, clock_.NowMs(),
+                     config_.backfill_by_expected_duration);
 }
 
 bool Scheduler::PlaceGangOn(ClusterState& view, const ResourceRequest& req, int64_t nodes,
@@ -426,32 +436,22 @@ bool Scheduler::PlaceGangOn(ClusterState& view, const ResourceRequest& req, int6
   return placed_all;
 }
 
-std::optional<GangReservation> Scheduler::PlanReservation(const Task& t,
-                                                          const ResourceRequest& req,
-                                                          const Planning& p) const {
+std::optional<Reservation> Scheduler::PlanReservation(const Task& t, const ResourceRequest& req,
+                                                      const Planning& p) const {
   const TimeMs now = clock_.NowMs();
-  constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
   const ClusterState& view = p.View();
   // What holds each node in the plan's view: active tasks not stopped by the plan, and the
   // plan's own assignments (they start now).
-  struct Holder {
-    TimeMs end;
-    const Placement* at;
-  };
-  std::vector<std::vector<Holder>> holders(view.size());
-  auto end_of = [&](const TaskSpec& s, TimeMs assigned_ms, DurationMs attained_ms) {
-    if (s.duration_ms) {
-      return std::max(now, assigned_ms + std::max<DurationMs>(1, *s.duration_ms - attained_ms));
-    }
-    if (s.time_limit_ms) return std::max(now, assigned_ms + *s.time_limit_ms);
-    return kNever;
+  std::vector<std::vector<Holding>> holdings(view.size());
+  auto hold = [&](const Task& v, TimeMs assigned_ms, const Placement& at) {
+    holdings[at.node_index].push_back(
+        {v.id, EndOfAttempt(v.spec, assigned_ms, v.attained_ms, now), &at});
   };
   for (TaskId id : active_) {
     if (p.stopped.count(id) > 0) continue;
     const Task& v = tasks_.at(id.value());
-    const TimeMs end = end_of(v.spec, v.assigned_ms, v.attained_ms);
-    holders[v.placement->node_index].push_back({end, &*v.placement});
-    for (const Placement& g : v.gang_placements) holders[g.node_index].push_back({end, &g});
+    hold(v, v.assigned_ms, *v.placement);
+    for (const Placement& g : v.gang_placements) hold(v, v.assigned_ms, g);
   }
   for (const PlanStep& step : p.plan.steps) {
     if (step.kind != PlanStep::Kind::kAssign && step.kind != PlanStep::Kind::kReclaim &&
@@ -459,46 +459,48 @@ std::optional<GangReservation> Scheduler::PlanReservation(const Task& t,
       continue;
     }
     const Task& v = tasks_.at(step.task.value());
-    const TimeMs end = end_of(v.spec, now, v.attained_ms);
-    holders[step.placement.node_index].push_back({end, &step.placement});
-    for (const Placement& g : step.gang) holders[g.node_index].push_back({end, &g});
+    hold(v, now, step.placement);
+    for (const Placement& g : step.gang) hold(v, now, g);
   }
-  const FilterOptions& fo = resources_.placer().options().filter;
-  std::vector<std::pair<TimeMs, size_t>> ready;  // (when one rank fits, node index)
-  NodeState n;  // scratch, reused: assignment keeps its buffers
-  for (size_t i = 0; i < view.size(); ++i) {
-    if (FirstRejectingFilter(view.node(i), req.shape, fo) == kNumFilters) {
-      ready.emplace_back(now, i);
-      continue;
-    }
-    if (holders[i].empty()) continue;
-    n = view.node(i);
-    std::vector<Holder>& hs = holders[i];
-    std::sort(hs.begin(), hs.end(), [](const Holder& a, const Holder& b) { return a.end < b.end; });
-    for (const Holder& h : hs) {
-      n.allocated -= h.at->resources;
-      for (size_t k = 0; k < h.at->gpus.size(); ++k) {
-        GpuState& g = n.gpus[static_cast<size_t>(h.at->gpus[k])];
-        g.allocated_mib -= h.at->gpu_mem_mib[k];
-        --g.tasks;
-      }
-      if (FirstRejectingFilter(n, req.shape, fo) == kNumFilters) {
-        ready.emplace_back(h.end, i);
-        break;
-      }
-    }
+  std::optional<Reservation> r =
+      PlanEarliestStart(t.id, view, req.shape, std::max<int64_t>(1, t.spec.nodes),
+                        std::move(holdings), resources_.placer().options().filter, now);
+  if (r && p.plan.reservation && p.plan.reservation->task == t.id) {
+    r->since_ms = p.plan.reservation->since_ms;  // the same hold, planned anew
   }
-  if (static_cast<int64_t>(ready.size()) < t.spec.nodes) return std::nullopt;
-  std::sort(ready.begin(), ready.end());
-  GangReservation r;
-  r.task = t.id;
-  r.start_ms = ready[static_cast<size_t>(t.spec.nodes - 1)].first;
-  for (int64_t k = 0; k < t.spec.nodes; ++k) r.nodes.push_back(ready[static_cast<size_t>(k)].second);
-  std::sort(r.nodes.begin(), r.nodes.end());
-  r.since_ms = p.plan.reservation && p.plan.reservation->task == t.id
-                   ? p.plan.reservation->since_ms
-                   : now;
   return r;
+}
+
+bool Scheduler::WouldReserve(const Task& t, const Planning& p) const {
+  if (!IsWide(t.spec)) return false;
+  if (!(t.spec.nodes > 1 ? config_.gang_reservation : config_.wide_task_reservation)) return false;
+  return !p.plan.reservation || p.plan.reservation->task == t.id;
+}
+
+void Scheduler::PlanHold(const Task& t, const ResourceRequest& req, Planning& p,
+                         std::string& reason) const {
+  if (!WouldReserve(t, p)) return;
+  const TimeMs now = clock_.NowMs();
+  if (now < t.gang_reserve_after_ms) {
+    reason += std::string("; ") + (t.spec.nodes > 1 ? "gang" : "reservation") +
+              " timeout: may reserve again in " + FormatDurationMs(t.gang_reserve_after_ms - now);
+    return;
+  }
+  // Planned anew at every visit: the start moves earlier as tasks end early (it never moves
+  // later while the ends it waits for are time limits), and a task that backfilled counts
+  // with its own time limit.
+  p.SetReservation(PlanReservation(t, req, p));
+  if (p.plan.reservation) reason += "; " + DescribeReservation(*p.plan.reservation, p.View(), now);
+}
+
+void Scheduler::PlanHolderFirst(Planning& p) const {
+  if (!p.plan.reservation || !quotas_.empty()) return;  // under quotas: at its turn (t2)
+  const Task& t = *GetTask(p.plan.reservation->task);
+  if (t.queue != QueueMembership::kFailure) return;  // in Q: the walk visits it in order
+  // A flush or release pass with parked groups visits the parked tasks itself.
+  if ((flush_pass_due_ || capacity_event_) && parked_.Find(t.id) != nullptr) return;
+  p.tried_first = t.id;
+  PlanPlace(t, p, false);
 }
 
 bool Scheduler::PlanGang(const Task& t, Planning& p) const {
@@ -507,7 +509,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
   PlanStep step;
   step.task = t.id;
   const bool holder = p.plan.reservation && p.plan.reservation->task == t.id;
-  const bool blocked = p.plan.reservation && !CanBackfill(t, p);
+  const bool blocked = !CanBackfill(t, p);
   std::vector<Placement> ranks;
   std::string why;
   // Capacity only shrinks within a pass: a gang shape that found too few nodes fails again
@@ -546,28 +548,8 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
     return true;
   }
   std::string reason = GangShape(t.spec) + ": " + why;
-  const TimeMs now = clock_.NowMs();
-  if (config_.gang_reservation && (!p.plan.reservation || holder)) {
-    if (now < t.gang_reserve_after_ms) {
-      reason += "; gang timeout: may reserve nodes again in " +
-                FormatDurationMs(t.gang_reserve_after_ms - now);
-    } else {
-      // A holder keeps its plan until the planned start passes (ends are known, so its
-      // nodes are free by then); an unknown start is planned again at every visit.
-      const bool keep = holder && p.plan.reservation->start_ms > now &&
-                        p.plan.reservation->start_ms != std::numeric_limits<TimeMs>::max();
-      if (!keep) p.SetReservation(PlanReservation(t, req, p));
-      if (p.plan.reservation) {
-        const TimeMs start = p.plan.reservation->start_ms;
-        reason += "; reserved " + std::to_string(p.plan.reservation->nodes.size()) + " nodes" +
-                  (start == std::numeric_limits<TimeMs>::max()
-                       ? std::string(" (start unknown: a task there has no duration)")
-                       : " (planned start in " + FormatDurationMs(start - now) + ")");
-      }
-    }
-  } else if (p.plan.reservation) {
-    reason += "; waits behind the reservation of task " + p.plan.reservation->task.ToString();
-  }
+  if (blocked) reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
+  PlanHold(t, req, p, reason);
   step.kind = PlanStep::Kind::kWait;
   step.reason = std::move(reason);
   p.plan.steps.push_back(std::move(step));
@@ -601,7 +583,7 @@ bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning&
     for (const Placement& g : v.gang_placements) on_node[g.node_index].push_back(cands.size() - 1);
   }
   if (cands.empty()) return false;
-  const bool blocked = p.plan.reservation && !CanBackfill(t, p);
+  const bool blocked = !CanBackfill(t, p);
   const ClusterState& view = blocked ? p.Blocked() : p.View();
   const FilterOptions& fo = resources_.placer().options().filter;
   struct Choice {
@@ -737,7 +719,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   stats_.parked_waits += plan.parked_waits;
   for (const std::string& team : plan.teams_classified) team_usage_.try_emplace(team);
   // The reservation is set before the steps: a step that places its holder clears it.
-  if (config_.gang_reservation) reservation_ = std::move(plan.reservation);
+  reservation_ = std::move(plan.reservation);
   for (PlanStep& step : plan.steps) {
     Task& t = *Find(step.task);
     switch (step.kind) {

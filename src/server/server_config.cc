@@ -447,6 +447,8 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"reclaim_borrowed", Bool(s.reclaim_borrowed)},
       // Gangs and priority preemption (issue 13; core/README.md).
       {"gang_reservation", Bool(s.gang_reservation)},
+      // Issue 37: backfill with reservations for tasks of more than one GPU.
+      {"wide_task_reservation", Bool(s.wide_task_reservation)},
       {"gang_timeout", Duration(s.gang_timeout_ms)},
       {"priority_preemption", Bool(s.priority_preemption)},
       {"preemption_grace", Duration(s.preemption_grace_ms)},

@@ -82,7 +82,12 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
   c.node_timeout_ms = never;
   c.task_timeout_ms = never;
   if (policy != Policy::kFairShare) c.fair_share.fair_share_weight = 0;
-  if (policy != Policy::kGpusched && policy != Policy::kFairShare) c.capacity_wait = core::CapacityWait::kStayQueued;
+  if (policy != Policy::kGpusched && policy != Policy::kFairShare) {
+    c.capacity_wait = core::CapacityWait::kStayQueued;
+    // The baselines keep their published semantics (fifo-backfill skips a misfit without
+    // reserving for it); wide-task reservations are the production's (issue 37).
+    c.wide_task_reservation = false;
+  }
   switch (policy) {
     case Policy::kGpusched: break;
     case Policy::kFairShare: break;

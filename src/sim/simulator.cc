@@ -294,6 +294,9 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
     config.node_timeout_ms = policy.node_timeout_ms;
     config.task_timeout_ms = policy.task_timeout_ms;
   }
+  // The stated durations are the true ones: jobs backfill by them, as before issue 37.
+  config.backfill_by_expected_duration = true;
+  config.wide_task_reservation = config.wide_task_reservation && options.wide_task_reservation;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));

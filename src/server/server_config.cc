@@ -355,6 +355,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"t2", Duration(s.t2_ms)},
       {"fail_max", Integer(s.fail_max)},
       {"node_timeout", Duration(s.node_timeout_ms)},
+      {"node_lost_after", Duration(s.node_lost_after_ms)},
       {"task_timeout", Duration(s.task_timeout_ms)},
       {"node_heartbeat", Duration(c.node_heartbeat_ms)},
       {"task_heartbeat", Duration(c.task_heartbeat_ms)},

@@ -154,12 +154,19 @@ TEST_F(NodeLossTest, Issue37_LateExitOfAnOlderAttemptIsRefused) {
 
 TEST_F(NodeLossTest, Issue37_ForgiveSilenceGivesEveryNodeAFreshNodeTimeout) {
   const TaskId id = RunOnA();
-  clock_.AdvanceMs(120'000);  // the server heard nothing: it was paused
-  sched_->ForgiveSilence();
+  silent_node_.insert("b");
+  RunFor(8'000);              // b silent before the pause ...
+  clock_.AdvanceMs(120'000);  // ... then the server heard nothing: it was paused
+  sched_->ForgiveSilence(120'000);
   sched_->Tick();
   EXPECT_TRUE(Node("a").available);
   EXPECT_EQ(T(id).state, TaskState::kRunning);
   EXPECT_EQ(T(id).fail_cnt, 0);
+  // b keeps the silence it had before the pause: unreachable 3 s on.
+  clock_.AdvanceMs(3'000);
+  sched_->Tick();
+  EXPECT_FALSE(Node("b").available);
+  EXPECT_TRUE(Node("a").available);
 }
 
 // Every duration runs on the monotonic clock: steps of the wall clock by an hour either way

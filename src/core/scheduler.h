@@ -382,10 +382,11 @@ class Scheduler {
   const std::string& eviction_hold() const { return eviction_hold_; }
   // The scheduler's own wall time (never steps; see clock_): for times handed to it.
   TimeMs NowMs() const { return clock_.NowMs(); }
-  // The caller (the server's loop) was not running for a while (SIGSTOP, a stall): silence
+  // The caller (the server's loop) did not run for `paused` ms (SIGSTOP, a stall): silence
   // it could not hear is not a node's. Every node not yet lost and every active task counts
-  // as heard from now, so each gets a full node_timeout / task_timeout to be heard again.
-  void ForgiveSilence();
+  // as heard `paused` later (at most now): one heard just before the pause gets a full
+  // node_timeout / task_timeout from now to be heard again, one silent before keeps that.
+  void ForgiveSilence(DurationMs paused);
   // ---- gangs and priority preemption (README.md) ----
   const std::optional<GangReservation>& gang_reservation() const { return reservation_; }
   // Every priority preemption so far, oldest first (kept: the last kMaxPreemptionLog).

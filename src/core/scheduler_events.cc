@@ -79,13 +79,17 @@ void Scheduler::LoseNode(size_t index, TimeMs now) {
   }
 }
 
-void Scheduler::ForgiveSilence() {
+void Scheduler::ForgiveSilence(DurationMs paused) {
   const TimeMs now = clock_.NowMs();
+  auto forgiven = [&](TimeMs heard) { return std::min(now, heard + std::max<DurationMs>(paused, 0)); };
   for (size_t i = 0; i < cluster().size(); ++i) {
     if (cluster().node(i).lost) continue;
-    resources_.Update(i, [&](NodeState& m) { m.last_heartbeat_ms = now; });
+    resources_.Update(i, [&](NodeState& m) { m.last_heartbeat_ms = forgiven(m.last_heartbeat_ms); });
   }
-  for (TaskId id : active_) Find(id)->last_heartbeat_ms = now;
+  for (TaskId id : active_) {
+    Task& t = *Find(id);
+    t.last_heartbeat_ms = forgiven(t.last_heartbeat_ms);
+  }
 }
 
 // CN109992422A claims 7-8: a task silent, or hung by its executor's account, for more than

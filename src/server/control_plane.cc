@@ -302,7 +302,7 @@ void ControlPlane::ResumedAfterPause(DurationMs paused) {
   std::lock_guard<std::mutex> lock(mu_);
   std::cerr << "gpusched server: the scheduling loop did not run for " << FormatDurationMs(paused)
             << " (paused or stalled): every node gets a fresh node_timeout from now\n";
-  sched_->ForgiveSilence();
+  sched_->ForgiveSilence(paused);
 }
 
 // Says each change of the eviction hold once (issue 37).

@@ -196,7 +196,6 @@ int64_t EndedAgo(const v1::TaskStatus& st, TimeMs now) {
 
 }  // namespace
 
-// REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
 void Agent::Impl::StopStaleAfterPause() {
   const TimeMs now = clock.MonoMs();
   const TimeMs last = last_awake_ms.exchange(now);
@@ -217,6 +216,7 @@ void Agent::Impl::StopStaleAfterPause() {
   }
 }
 
+// REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
 v1::AgentMessage Agent::Impl::Register() {
   StopStaleAfterPause();
   v1::AgentMessage m;

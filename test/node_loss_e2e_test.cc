@@ -137,7 +137,9 @@ TEST_F(NodeLossE2eTest, Issue37_AgentPausedPastNodeLostAfterIsReplacedOnlyThenAn
   const std::string nodes = Run({"nodes"}).out;
   EXPECT_NE(nodes.find("unreachable"), std::string::npos) << nodes;
   ASSERT_TRUE(PollUntil([&] { return Task(id)["node"] == "b"; }, kDeadline));
-  EXPECT_GE(std::chrono::steady_clock::now() - paused, 4s);
+  // node_lost_after from its last heartbeat, which came up to one period (200 ms) before the
+  // pause (today's code re-placed it after node_timeout, 1 s).
+  EXPECT_GE(std::chrono::steady_clock::now() - paused, 4s - 300ms);
   ASSERT_TRUE(PollUntil([&] { return Count("start " + std::to_string(id) + " 2 b") == 1; },
                         kDeadline));
   std::this_thread::sleep_for(500ms);

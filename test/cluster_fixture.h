@@ -30,7 +30,8 @@ class ClusterTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     WriteFile(path("server.yaml"),
-              "t1: 500ms\nt2: 300ms\nfail_max: 2\nnode_timeout: 2s\ntask_timeout: 4s\n"
+              "t1: 500ms\nt2: 300ms\nfail_max: 2\nnode_timeout: 2s\nnode_lost_after: 2s\n"
+              "task_timeout: 4s\n"
               "node_heartbeat: 200ms\ntask_heartbeat: 300ms\nprobe_interval: 1s\n"
               "kill_grace: 1s\n" + ExtraServerConfig());
     port_ = FreePort();

@@ -29,6 +29,7 @@
 #include "agent/task_cgroup.h"
 #include "agent/task_user.h"
 #include "base/clock.h"
+#include "base/units.h"
 #include "base/host_port.h"
 #include "base/private_dir.h"
 #include "base/thread_name.h"
@@ -93,6 +94,12 @@ struct Agent::Impl {
   std::string fault_file_error;  // the last parse error logged (each is logged once)
 
   std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
+  // Issue 37: the server's node_lost_after (0 = not said), and when this agent last ran, on
+  // the monotonic clock: a gap longer than node_lost_after means it was paused while the
+  // server gave its tasks up (StopStaleAfterPause).
+  std::atomic<int64_t> node_lost_after_ms{0};
+  std::atomic<int64_t> last_awake_ms{0};
+  std::string instance;  // this process's id over its reconnections (RegisterNode)
   rpc::ClientTls tls;                // config.tls_dir's; disabled = plaintext
   bool run_as_users = false;         // root: tasks run as the account their spec names
   std::atomic<bool> allow_root_tasks{false};  // the server's allow_root_tasks
@@ -123,6 +130,10 @@ struct Agent::Impl {
     if (!config.quiet) std::cerr << "gpusched agent " << config.name << ": " << line << "\n";
   }
   v1::AgentMessage Register();
+  // Issue 37: called first by every thread that wakes to act (heartbeats, Register, a server
+  // message). After a pause longer than node_lost_after, stops every task here before anything
+  // else: the server has re-placed them, so the copies here are stale.
+  void StopStaleAfterPause();
   void LinkLoop();
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
@@ -185,11 +196,33 @@ int64_t EndedAgo(const v1::TaskStatus& st, TimeMs now) {
 
 }  // namespace
 
+void Agent::Impl::StopStaleAfterPause() {
+  const TimeMs now = clock.MonoMs();
+  const TimeMs last = last_awake_ms.exchange(now);
+  const DurationMs lost_after = node_lost_after_ms.load();
+  if (lost_after <= 0 || last <= 0 || now - last <= lost_after) return;
+  const std::string reason = "this agent was paused for " + FormatDurationMs(now - last) +
+                             ", longer than the server's node_lost_after (" +
+                             FormatDurationMs(lost_after) +
+                             "): the server has given its tasks up and re-placed them";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    deferred.clear();  // never started: nothing to stop
+  }
+  const std::vector<TaskKey> stale = executor->Running();
+  Log("stopping " + std::to_string(stale.size()) + " stale task copies: " + reason);
+  for (const auto& [id, attempt] : stale) {
+    executor->Kill(id, attempt, kill_grace_ms.load(), reason);
+  }
+}
+
 // REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
 v1::AgentMessage Agent::Impl::Register() {
+  StopStaleAfterPause();
   v1::AgentMessage m;
   v1::RegisterNode* r = m.mutable_register_();
   r->set_name(config.name);
+  r->set_agent_instance(instance);
   r->set_address(address);
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -393,8 +426,10 @@ void Agent::Impl::LinkLoop() {
     current = (current + 1) % servers.size();
     std::unique_lock<std::mutex> lock(mu);
     if (stop) return;
+    // ALREADY_EXISTS: another agent serves this node's name (issue 37).
     const bool refused = st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-                         st.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+                         st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+                         st.error_code() == grpc::StatusCode::ALREADY_EXISTS;
     if (connected && !refused && !rpc::IsNotLeader(st.error_message())) {
       Log("link to " + server + " lost: " + st.error_message());
     } else if (refused || (!connected && st.error_code() == grpc::StatusCode::UNAVAILABLE)) {
@@ -429,7 +464,8 @@ void Agent::Impl::HeartbeatLoop() {
         return;
       }
     }
-    const TimeMs now = clock.NowMs();
+    StopStaleAfterPause();
+    const TimeMs now = clock.MonoMs();  // issue 37: a wall-clock step changes no period
     const auto running = RunningOrWaiting();
     if (now >= next_node) {
       // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory.
@@ -474,7 +510,9 @@ void Agent::Impl::HeartbeatLoop() {
 }
 
 void Agent::Impl::Handle(const v1::ServerMessage& m) {
+  StopStaleAfterPause();
   if (m.has_registered()) {
+    node_lost_after_ms = std::max<int64_t>(m.registered().node_lost_after_ms(), 0);
     node_hb_ms = std::max<int64_t>(m.registered().node_heartbeat_ms(), 10);
     task_hb_ms = std::max<int64_t>(m.registered().task_heartbeat_ms(), 10);
     kill_grace_ms = std::max<int64_t>(m.registered().kill_grace_ms(), 0);
@@ -1010,6 +1048,12 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   const std::filesystem::path absolute = std::filesystem::absolute(impl->config.data_dir, ec);
   if (!ec) impl->config.data_dir = absolute.lexically_normal().string();
   impl->log_dir = impl->config.data_dir + "/logs";
+  {
+    char host[256] = {};
+    (void)gethostname(host, sizeof(host) - 1);
+    impl->instance = std::string(host) + "/" + std::to_string(getpid()) + "/" +
+                     std::to_string(impl->clock.NowNs());
+  }
   std::filesystem::create_directories(impl->log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
   GS_ASSIGN_OR_RETURN(impl->log_dir_fd, OpenDirectory(impl->log_dir));

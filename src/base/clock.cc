@@ -14,6 +14,12 @@ TimeMs RealClock::NowMs() const {
       .count();
 }
 
+TimeMs RealClock::MonoMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 int64_t RealClock::NowNs() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

@@ -38,5 +38,30 @@ TEST(FakeClock, SleeperWakesWhenAnotherThreadAdvances) {
   EXPECT_EQ(woke_at, 50);
 }
 
+// Issue 37: the wall reading steps alone; monotonic time, sleepers and SteadyWallClock do not.
+TEST(FakeClock, Issue37_WallStepsLeaveMonotonicTimeAlone) {
+  FakeClock clock(1'000);
+  SteadyWallClock steady(clock);
+  clock.StepWallMs(-3'600'000);
+  EXPECT_EQ(clock.NowMs(), 1'000 - 3'600'000);
+  EXPECT_EQ(clock.MonoMs(), 1'000);
+  EXPECT_EQ(steady.NowMs(), 1'000);
+  clock.AdvanceMs(500);
+  clock.StepWallMs(+7'200'000);
+  EXPECT_EQ(clock.NowMs(), 1'500 + 3'600'000);
+  EXPECT_EQ(steady.NowMs(), 1'500);  // the wall time of its start plus monotonic time since
+  EXPECT_EQ(steady.MonoMs(), 1'500);
+}
+
+TEST(RealClock, Issue37_MonotonicReadingNeverGoesBack) {
+  RealClock clock;
+  TimeMs last = clock.MonoMs();
+  for (int i = 0; i < 1000; ++i) {
+    const TimeMs now = clock.MonoMs();
+    EXPECT_GE(now, last);
+    last = now;
+  }
+}
+
 }  // namespace
 }  // namespace gpusched

@@ -94,6 +94,9 @@ void RegisterNodes(CLI::App& app) {
                       LabelsText(n), TaintsText(n)});
     }
     PrintTable(std::cout, rows);
+    if (!resp.eviction_hold().empty()) {
+      std::cout << "evictions held: " << resp.eviction_hold() << "\n";
+    }
   });
 }
 

@@ -96,6 +96,7 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
   n.inv_mem = n.capacity.mem_mib > 0 ? 1.0 / static_cast<double>(n.capacity.mem_mib) : 0;
   n.inv_gpu_mem = n.gpu_total_mib > 0 ? 1.0 / static_cast<double>(n.gpu_total_mib) : 0;
   n.available = true;
+  n.lost = false;
   n.last_heartbeat_ms = now_ms;
   if (!existing) RankNewName(index);
   Summarize(index);

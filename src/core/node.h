@@ -77,6 +77,9 @@ struct NodeState {
 
   bool reachable = true;   // probe daemon (CN115981827A claim 9)
   bool available = true;   // heartbeats (CN109992422A claims 5, 6)
+  // Issue 37: silent past node_lost_after and its tasks re-queued; cleared by its next
+  // heartbeat or registration. A node silent for less (!available && !lost) is unreachable.
+  bool lost = false;
   bool cordoned = false;
   bool draining = false;
   TimeMs last_heartbeat_ms = 0;

@@ -216,7 +216,7 @@ TEST_F(QueueOrderSchedulerTest, TwoDimLasPromotesAStarvedTaskToQueueZero) {
   c.queue_order.dlas_thresholds_gpu_ms = {100 * kS};
   c.queue_order.dlas_promote_knob = 1;
   c.capacity_wait = CapacityWait::kStayQueued;
-  c.node_timeout_ms = c.task_timeout_ms = int64_t{1} << 40;  // no heartbeats here
+  c.node_timeout_ms = c.task_timeout_ms = c.node_lost_after_ms = int64_t{1} << 40;  // no heartbeats here
   Init(c);
   AddNode(MakeNode("n1", 4, 16 * testing::kGiB));
   const TaskId starved = Submit(Job(4, 1000));

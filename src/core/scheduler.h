@@ -388,6 +388,18 @@ class Scheduler {
   // When the next Tick() moves FQ back to Q (a simulator schedules its tick then).
   TimeMs next_failure_flush_ms() const { return next_fq_flush_ms_; }
   const SchedulerStats& stats() const { return stats_; }
+  // ---- patient node loss (issue 37, README.md "Node loss") ----
+  // Why evictions are held ("" = they are not): more than half of the nodes went silent
+  // within one node_timeout (Kubernetes' full disruption): a silent node keeps its tasks past
+  // node_lost_after until fewer are silent. Recomputed by every Tick.
+  const std::string& eviction_hold() const { return eviction_hold_; }
+  // The scheduler's own wall time (never steps; see clock_): for times handed to it.
+  TimeMs NowMs() const { return clock_.NowMs(); }
+  // The caller (the server's loop) did not run for `paused` ms (SIGSTOP, a stall): silence
+  // it could not hear is not a node's. Every node not yet lost and every active task counts
+  // as heard `paused` later (at most now): one heard just before the pause gets a full
+  // node_timeout / task_timeout from now to be heard again, one silent before keeps that.
+  void ForgiveSilence(DurationMs paused);
   // ---- gangs and priority preemption (README.md) ----
   // The reservation of the first wide task or gang in queue order that does not fit
   // (core/backfill.h); nullopt: none.
@@ -451,6 +463,10 @@ class Scheduler {
   // may still run are killed.
   void Requeue(Task& t, const std::string& reason, TaskState state = TaskState::kPending);
   void CheckNodeLiveness(TimeMs now);
+  // Sets eviction_hold_ from the nodes silent past node_timeout at `now`.
+  void UpdateEvictionHold(TimeMs now);
+  // Silent past node_lost_after: lost, its tasks failed and re-queued (claim 6).
+  void LoseNode(size_t index, TimeMs now);
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();
@@ -534,9 +550,14 @@ class Scheduler {
   // The exit of an attempt a preemption stopped (Task::preempted_attempt): exit 0 counts as
   // a checkpoint (Task::checkpoints). Returns whether `attempt` was that attempt.
   bool ApplyPreemptedExit(Task& t, int64_t attempt, int exit_code);
+  bool IsLateSuccess(const Task* t, int64_t attempt, int exit_code) const;
 
   SchedulerConfig config_;
-  Clock& clock_;
+  // Issue 37: wall time that never steps (base/clock.h): every duration the scheduler
+  // measures (heartbeat ages, t1, t2, time limits, gang timeouts) is immune to a step of
+  // the system clock; its records are the wall time of its start plus the time elapsed.
+  SteadyWallClock clock_;
+  std::string eviction_hold_;  // eviction_hold()
   ResourceManager resources_;  // CN109992422A claims 9-10: the state table and placement
   // PlanPass's copies of the table, kept so that each pass reuses their memory.
   mutable ClusterState plan_view_buffer_, plan_blocked_buffer_;

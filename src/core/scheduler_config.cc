@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/units.h"
+
 namespace gpusched::core {
 
 Status SchedulerConfig::Validate() const {
@@ -16,6 +18,11 @@ Status SchedulerConfig::Validate() const {
   GS_RETURN_IF_ERROR(positive("t2", t2_ms));
   GS_RETURN_IF_ERROR(positive("node_timeout", node_timeout_ms));
   GS_RETURN_IF_ERROR(positive("task_timeout", task_timeout_ms));
+  if (node_lost_after_ms < node_timeout_ms) {
+    return InvalidArgument("node_lost_after: " + FormatDurationMs(node_lost_after_ms) +
+                           " must not be shorter than node_timeout " +
+                           FormatDurationMs(node_timeout_ms));
+  }
   GS_RETURN_IF_ERROR(positive("default_duration", default_duration_ms));
   GS_RETURN_IF_ERROR(positive("max_placement_failures", max_placement_failures));
   if (memory_retry_growth_percent < 0) {

@@ -64,6 +64,10 @@ struct SchedulerConfig {
   DurationMs default_duration_ms = 3'600'000;
 
   DurationMs node_timeout_ms = 10'000;  // CN109992422A T_srv (heartbeats every 2 s)
+  // Issue 37: a node silent past node_timeout is unreachable (nothing new goes there) but
+  // keeps its tasks; only once silent this long are they failed and re-queued (Slurm's
+  // SlurmdTimeout, Kubernetes' eviction timeout). >= node_timeout_ms.
+  DurationMs node_lost_after_ms = 300'000;
   DurationMs task_timeout_ms = 30'000;  // CN109992422A T_task (task heartbeats every 5 s)
 
   // Reject at submission what no registered node could ever fit (PATENTS.md section 6).

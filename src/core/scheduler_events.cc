@@ -13,24 +13,85 @@
 namespace gpusched::core {
 // ---------------------------------------------------------------- liveness
 
-// CN109992422A claims 5-6: a server silent for more than T_srv is unavailable; its tasks are
-// failed (execution failures) and re-queued; their resources are released.
+// CN109992422A claims 5-6, patiently (issue 37): a node silent for more than T_srv
+// (node_timeout) is unavailable, "unreachable": it gets no new task, and its tasks keep
+// running and are not reclaimed for their own silence (CheckTaskLiveness). Only silent for
+// more than node_lost_after is it lost: its tasks are failed and re-queued, their resources
+// released; unless evictions are held. A heartbeat or registration before then adopts them.
 void Scheduler::CheckNodeLiveness(TimeMs now) {
+  std::vector<size_t> overdue;
   for (size_t i = 0; i < cluster().size(); ++i) {
     const NodeState& n = cluster().node(i);
-    if (!n.available || now - n.last_heartbeat_ms <= config_.node_timeout_ms) continue;
-    resources_.Update(i, [](NodeState& m) { m.available = false; });
-    ++stats_.nodes_lost;
-    capacity_event_ = true;  // node facts changed: the reasons of waiting tasks are redone
-    const std::string reason = "node " + n.name + " lost: no heartbeat for " +
-                               FormatDurationMs(now - n.last_heartbeat_ms);
-    const std::set<TaskId>& on_node = resources_.TasksOn(i);
-    const std::vector<TaskId> victims(on_node.begin(), on_node.end());
-    for (TaskId id : victims) {
-      Task& t = *Find(id);
-      KillGang(t, reason);  // its ranks on the nodes that are still there
-      FailExecution(t, reason);
+    const DurationMs silent = now - n.last_heartbeat_ms;
+    if (n.lost || silent <= config_.node_timeout_ms) continue;
+    if (n.available) {
+      resources_.Update(i, [](NodeState& m) { m.available = false; });
+      pass_requested_ = true;
+      capacity_event_ = true;  // node facts changed: the reasons of waiting tasks are redone
     }
+    if (silent > config_.node_lost_after_ms) overdue.push_back(i);
+  }
+  UpdateEvictionHold(now);
+  if (!eviction_hold_.empty()) return;
+  for (size_t i : overdue) LoseNode(i, now);
+}
+
+// Kubernetes' node lifecycle controller stops evicting when a zone is fully disrupted: so
+// many nodes silent at once point at the server's own network, or at something every node
+// shares, not at the nodes. Here: more than half of the nodes not yet lost fell silent (past
+// node_timeout) within one node_timeout of each other.
+void Scheduler::UpdateEvictionHold(TimeMs now) {
+  std::vector<TimeMs> heard;  // last heartbeats of the silent nodes
+  size_t total = 0;
+  for (const NodeState& n : cluster().nodes()) {
+    if (n.lost) continue;
+    ++total;
+    if (now - n.last_heartbeat_ms > config_.node_timeout_ms) heard.push_back(n.last_heartbeat_ms);
+  }
+  std::sort(heard.begin(), heard.end());
+  size_t most = 0;
+  for (size_t lo = 0, hi = 0; hi < heard.size(); ++hi) {
+    while (heard[hi] - heard[lo] > config_.node_timeout_ms) ++lo;
+    most = std::max(most, hi - lo + 1);
+  }
+  eviction_hold_.clear();
+  if (most * 2 > total) {
+    eviction_hold_ = std::to_string(most) + " of " + std::to_string(total) +
+                     " nodes fell silent within one node_timeout (" +
+                     FormatDurationMs(config_.node_timeout_ms) +
+                     "): their tasks are kept until fewer are silent";
+  }
+}
+
+void Scheduler::LoseNode(size_t index, TimeMs now) {
+  const NodeState& n = cluster().node(index);
+  resources_.Update(index, [](NodeState& m) {
+    m.available = false;
+    m.lost = true;
+  });
+  ++stats_.nodes_lost;
+  const std::string reason = "node " + n.name + " lost: no heartbeat for " +
+                             FormatDurationMs(now - n.last_heartbeat_ms) + " (node_lost_after " +
+                             FormatDurationMs(config_.node_lost_after_ms) + ")";
+  const std::set<TaskId>& on_node = resources_.TasksOn(index);
+  const std::vector<TaskId> victims(on_node.begin(), on_node.end());
+  for (TaskId id : victims) {
+    Task& t = *Find(id);
+    KillGang(t, reason);  // its ranks on the nodes that are still there
+    FailExecution(t, reason);
+  }
+}
+
+void Scheduler::ForgiveSilence(DurationMs paused) {
+  const TimeMs now = clock_.NowMs();
+  auto forgiven = [&](TimeMs heard) { return std::min(now, heard + std::max<DurationMs>(paused, 0)); };
+  for (size_t i = 0; i < cluster().size(); ++i) {
+    if (cluster().node(i).lost) continue;
+    resources_.Update(i, [&](NodeState& m) { m.last_heartbeat_ms = forgiven(m.last_heartbeat_ms); });
+  }
+  for (TaskId id : active_) {
+    Task& t = *Find(id);
+    t.last_heartbeat_ms = forgiven(t.last_heartbeat_ms);
   }
 }
 
@@ -86,6 +147,14 @@ void Scheduler::CheckTimeLimits(TimeMs now) {
 // ---------------------------------------------------------------- node events
 
 Status Scheduler::RegisterNode(const NodeSpec& spec) {
+  if (auto known = cluster().Find(spec.name); known && !cluster().node(*known).available) {
+    // Back from silence (issue 37): its tasks were not silent by their own doing. Those its
+    // agent does not run are re-queued by the reconciliation that follows.
+    for (TaskId id : resources_.TasksOn(*known)) {
+      Task& t = *Find(id);
+      if (!IsHung(t.executor_status)) t.last_heartbeat_ms = clock_.NowMs();
+    }
+  }
   GS_ASSIGN_OR_RETURN(size_t index, resources_.RegisterNode(spec, clock_.NowMs()));
   (void)index;
   pass_requested_ = true;
@@ -105,7 +174,8 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
     return InvalidArgument("gpu_health: " + std::to_string(hb.gpu_health.size()) +
                            " values for a node with " + std::to_string(n.gpus.size()) + " GPUs");
   }
-  if (!n.available) {  // a node that comes back is eligible again
+  const bool was_silent = !n.available;
+  if (was_silent) {  // a node that comes back is eligible again
     pass_requested_ = true;
     capacity_event_ = true;
   }
@@ -113,6 +183,7 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
   const TimeMs now = clock_.NowMs();
   resources_.Update(*index, [&](NodeState& m) {
     m.available = true;
+    m.lost = false;
     m.last_heartbeat_ms = now;
     for (size_t g = 0; g < hb.gpu_free_mib.size(); ++g) {
       m.gpus[g].reported_free_mib = hb.gpu_free_mib[g];
@@ -123,7 +194,11 @@ Status Scheduler::HandleNodeHeartbeat(const NodeHeartbeat& hb) {
     const Task* t = GetTask(id);
     const bool ours = t != nullptr && IsActive(*t) && PlacementOn(*t, *index) != nullptr &&
                       t->attempts == attempt;
-    if (!ours) {
+    if (ours) {
+      // Its node, back from silence, speaks for it: a task is not reclaimed for the silence
+      // of its node (issue 37). A hung one stays as silent as it was (claim 8).
+      if (was_silent && !IsHung(t->executor_status)) Find(id)->last_heartbeat_ms = now;
+    } else {
       Action a;
       a.kind = Action::Kind::kKill;
       a.task = id;
@@ -237,6 +312,14 @@ Status Scheduler::CheckAttempt(const Task* t, TaskId id, int64_t attempt) const 
   return Status::Ok();
 }
 
+// Issue 37: a success that arrives after its attempt was given up (its node lost) and before
+// a newer attempt was assigned ends the task rather than running it again. A failure of that
+// attempt was already counted when it was given up, so only a success is taken late.
+bool Scheduler::IsLateSuccess(const Task* t, int64_t attempt, int exit_code) const {
+  return t != nullptr && exit_code == 0 && t->state == TaskState::kPending && !t->placement &&
+         attempt > 0 && t->attempts == attempt && t->spec.nodes <= 1;
+}
+
 Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
@@ -314,7 +397,8 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
                                const std::string& reason, FinishCause cause) {
   Task* t = Find(id);
   if (t != nullptr && ApplyPreemptedExit(*t, attempt, exit_code)) return Status::Ok();
-  GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
+  const bool late_success = IsLateSuccess(t, attempt, exit_code);
+  if (!late_success) GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   // Dated when it ended, never before what the record already says nor after now; for
   // this call only, whichever way it leaves. No time given: now.
   if (cause.ended_ms > 0) {
@@ -325,6 +409,14 @@ Status Scheduler::TaskFinished(TaskId id, int64_t attempt, int exit_code, MiB pe
     std::optional<TimeMs>& at;
     ~Reset() { at.reset(); }
   } reset{event_time_ms_};
+  if (late_success) {
+    RemoveFromQueues(*t);
+    t->exit_code = 0;
+    t->finished_ms = EventTimeMs();
+    SetState(*t, TaskState::kSucceeded, "exited 0 (reported after its node was given up; no "
+                                        "newer attempt had been assigned)");
+    return Status::Ok();
+  }
   return ApplyFinish(*t, exit_code, peak_gpu_mem_mib, reason, cause);
 }
 
@@ -372,6 +464,9 @@ Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& no
   Task* t = Find(id);
   // A preempted attempt's exit (a gang's: its first rank to exit 0 counts the checkpoint).
   if (t != nullptr && ApplyPreemptedExit(*t, attempt, exit_code)) return Status::Ok();
+  if (IsLateSuccess(t, attempt, exit_code)) {
+    return TaskFinished(id, attempt, exit_code, peak_gpu_mem_mib, reason, cause);
+  }
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   if (t->gang_placements.empty()) {
     return TaskFinished(id, attempt, exit_code, peak_gpu_mem_mib, reason, cause);

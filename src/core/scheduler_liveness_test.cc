@@ -21,7 +21,11 @@ TEST_F(LivenessTest, CN109992422A_Claim6_LostNodeFailsItsTasksIntoFQAndTheyRunEl
   StartAssigned();
   AddNode(MakeNode("b", 1, 16 * kGiB));
   silent_node_.insert("a");
-  AdvanceAlive(sched_->config().node_timeout_ms + 1000);
+  // Issue 37: lost only after node_lost_after (the last FQ flush before it is not yet due).
+  AdvanceAlive(sched_->config().node_lost_after_ms - 5000);
+  sched_->Tick();
+  EXPECT_EQ(T(id).fail_cnt, 0);
+  AdvanceAlive(6000);
   sched_->Tick();
   EXPECT_FALSE(sched_->cluster().node(0).available);
   EXPECT_EQ(T(id).fail_cnt, 1);
@@ -88,7 +92,7 @@ TEST_F(LivenessTest, ReturningNodeIsToldToKillWhatWasGivenUp) {
   StartAssigned();
   const std::string first = T(id).placement->node;
   silent_node_.insert(first);
-  AdvanceAlive(sched_->config().node_timeout_ms + 1000);
+  AdvanceAlive(sched_->config().node_lost_after_ms + 1000);
   sched_->Tick();
   sched_->TakeActions();
   // The node comes back still running attempt 1, which the scheduler gave up.

@@ -280,6 +280,7 @@ void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bo
   p->set_mem_allocated_mib(n.allocated.mem_mib);
   p->set_running_tasks(n.running_tasks);
   p->set_last_heartbeat_ms(n.last_heartbeat_ms);
+  p->set_lost(n.lost);
   for (const core::GpuState& g : n.gpus) {
     v1::Gpu* o = p->add_gpus();
     o->set_index(g.index);

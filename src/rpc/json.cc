@@ -116,7 +116,7 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
 
 std::string NodeStateName(const ::gpusched::v1::Node& n) {
   if (!n.connected()) return "disconnected";
-  if (!n.available()) return "lost";
+  if (!n.available()) return n.lost() ? "lost" : "unreachable";  // silent: issue 37
   if (!n.reachable()) return "unreachable";
   if (n.draining()) return n.running_tasks() > 0 ? "draining" : "drained";
   if (n.cordoned()) return "cordoned";

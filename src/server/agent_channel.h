@@ -25,6 +25,9 @@ class AgentChannel {
   // Issue 35: the secret this registration handed the agent (Registered.log_read_key); the
   // server signs its log reads with it. "" = none (fakes).
   virtual std::string LogReadKey() const { return ""; }
+  // Issue 37: where the agent connects from (gRPC's peer, "ipv4:10.0.0.5:41234"), to name it
+  // to a second agent under the same name. "" = unknown (fakes).
+  virtual std::string Peer() const { return ""; }
 };
 
 }  // namespace gpusched::server

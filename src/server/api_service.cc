@@ -227,6 +227,7 @@ grpc::Status ApiService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodes
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
   for (v1::Node& n : cp.ListNodes()) *resp->add_nodes() = std::move(n);
+  resp->set_eviction_hold(cp.EvictionHold());
   return grpc::Status::OK;
 }
 

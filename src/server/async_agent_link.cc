@@ -179,6 +179,11 @@ class AsyncAgentLink::Call final : public AgentChannel,
       return who;
     }
     if (grpc::Status who = CheckAgentToken(spec->name); !who.ok()) return who;
+    if (Status s = cp_->AdmitAgent(in_.register_()); !s.ok()) {
+      std::cerr << "gpusched server: refused agent \"" << spec->name << "\" from " << ctx_.peer()
+                << ": " << s.message() << "\n";
+      return rpc::ToGrpc(s);
+    }
     auto key = rpc::NewLogReadKey();
     if (!key.ok()) return rpc::ToGrpc(key.status());
     {
@@ -192,6 +197,7 @@ class AsyncAgentLink::Call final : public AgentChannel,
     r->set_kill_grace_ms(cp_->config().kill_grace_ms);
     r->set_allow_root_tasks(cp_->config().allow_root_tasks);
     r->set_log_read_key(*key);
+    r->set_node_lost_after_ms(cp_->config().scheduler.node_lost_after_ms);
     Send(std::move(hello));
     if (Status s = cp_->AgentRegistered(in_.register_(), shared_from_this()); !s.ok()) {
       return rpc::ToGrpc(s);
@@ -222,6 +228,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
               << s.message() << "\n";
     return rpc::ToGrpc(s);
   }
+
+  std::string Peer() const override { return ctx_.peer(); }
 
   std::string LogReadKey() const override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -163,7 +163,7 @@ Status ControlPlane::Restore() {
   // Passes wait for the agents to reconnect (a live one retries within a second), for two
   // heartbeat periods at most: the first to come back does not send to FQ, for t2, the
   // tasks the others would take.
-  sched_->AwaitNodes(std::move(known), clock_.NowMs() + 2 * config_.node_heartbeat_ms);
+  sched_->AwaitNodes(std::move(known), sched_->NowMs() + 2 * config_.node_heartbeat_ms);
   GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
   for (const store::QuarantinedRow& q : live.quarantined) {
     std::cerr << "gpusched server: QUARANTINED " << q.table << " row " << q.key << ": " << q.error
@@ -278,8 +278,12 @@ void ControlPlane::Kick() {
   loop_cv_.notify_one();
 }
 
+// Issue 37: a round that starts more than a tick plus a node heartbeat period after the last
+// one found the server paused (SIGSTOP, a stall): the heartbeats of that time may still wait
+// in its sockets, and no node is judged for a silence the server did not listen to.
 void ControlPlane::LoopMain() {
   const DurationMs tick = std::min(config_.loop_tick_ms, config_.scheduler.t1_ms);
+  TimeMs last_round = clock_.MonoMs();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(loop_mu_);
@@ -287,8 +291,29 @@ void ControlPlane::LoopMain() {
       if (stop_) return;
       kicked_ = false;
     }
+    const TimeMs now = clock_.MonoMs();
+    if (now - last_round > tick + config_.node_heartbeat_ms) ResumedAfterPause(now - last_round);
+    last_round = now;
     RunOnce();
   }
+}
+
+void ControlPlane::ResumedAfterPause(DurationMs paused) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::cerr << "gpusched server: the scheduling loop did not run for " << FormatDurationMs(paused)
+            << " (paused or stalled): every node gets a fresh node_timeout from now\n";
+  sched_->ForgiveSilence(paused);
+}
+
+// Says each change of the eviction hold once (issue 37).
+void ControlPlane::LogEvictionHold() {
+  const std::string& hold = sched_->eviction_hold();
+  if (hold == eviction_hold_said_) return;
+  std::cerr << "gpusched server: "
+            << (hold.empty() ? "evictions resumed: fewer than half of the nodes are silent"
+                             : "evictions held: " + hold)
+            << "\n";
+  eviction_hold_said_ = hold;
 }
 
 void ControlPlane::RunOnce() {
@@ -299,6 +324,7 @@ void ControlPlane::RunOnce() {
   const int64_t passes = sched_->stats().passes;
   const int64_t t0 = clock_.NowNs();
   sched_->Tick();
+  LogEvictionHold();
   if (sched_->stats().passes != passes) pass_seconds_.Observe((clock_.NowNs() - t0) * 1e-9);
   for (TaskId id : sched_->MarkIdle(config_.idle_after_ms)) {
     if (!config_.idle_stop) continue;
@@ -308,7 +334,7 @@ void ControlPlane::RunOnce() {
   }
   Flush();
   const bool unsent = !held_.empty() && held_.front().gate > durable_;
-  const bool backoff = consecutive_failures_ > 0 && clock_.NowMs() < next_retry_ms_;
+  const bool backoff = consecutive_failures_ > 0 && clock_.MonoMs() < next_retry_ms_;
   if (!committing_ && !backoff && (!pending_.empty() || unsent)) LeadCommit(lock);
   ApplyRetention();  // after the commit: what it made durable may leave memory now
   AnswerSubmissions(lock);  // refused ones (the spec's errors) when nothing was committed
@@ -459,7 +485,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   last_failure_ = s;
   const DurationMs backoff = std::min<DurationMs>(
       config_.store_retry_max_ms, kFirstRetryMs << std::min(consecutive_failures_ - 1, 16));
-  next_retry_ms_ = clock_.NowMs() + backoff;
+  next_retry_ms_ = clock_.MonoMs() + backoff;
   std::cerr << "gpusched server: store commit failed (" << s.ToString() << "); "
             << submissions.size() << " submissions refused, other changes retried in "
             << backoff << " ms\n";
@@ -596,7 +622,7 @@ void ControlPlane::IndexTask(const core::Task& t) {
     it->second = t.state;
   }
   by_state_[t.state].insert(id);
-  if (core::IsTerminal(t.state)) finished_order_.emplace_back(clock_.NowMs(), t.id);
+  if (core::IsTerminal(t.state)) finished_order_.emplace_back(clock_.MonoMs(), t.id);
 }
 
 void ControlPlane::Forget(TaskId id) {
@@ -621,7 +647,7 @@ void ControlPlane::Forget(TaskId id) {
 // Finished tasks leave memory, oldest first, once over the count or past the age, and only
 // once their last record is durable (not queued and not in the commit being written).
 void ControlPlane::ApplyRetention() {
-  const TimeMs now = clock_.NowMs();
+  const TimeMs now = clock_.MonoMs();
   while (!finished_order_.empty()) {
     const auto [finished_ms, id] = finished_order_.front();
     const core::Task* t = sched_->GetTask(id);

@@ -123,6 +123,9 @@ class ControlPlane {
   StatusOr<v1::Task> Cancel(uint64_t id);
   StatusOr<v1::WhyResponse> Why(uint64_t id);
   std::vector<v1::Node> ListNodes();
+  // Issue 37: why evictions of silent nodes are held, "" when they are not
+  // (core::Scheduler::eviction_hold).
+  std::string EvictionHold();
   StatusOr<v1::Node> Cordon(const std::string& node, bool cordon);
   // Slurm's drain (running tasks finish); `evict`: kubectl's (they are requeued).
   StatusOr<v1::Node> Drain(const std::string& node, bool evict = false);
@@ -189,6 +192,10 @@ class ControlPlane {
   ClusterView Cluster();
 
   // ---- agents ----
+  // Issue 37: refuses (kAlreadyExists, naming the other's address) a registration under the
+  // name of a node that is alive: connected through another agent instance, heard from within
+  // node_timeout. Checked before AgentRegistered; an agent without an instance id passes.
+  Status AdmitAgent(const v1::RegisterNode& reg);
   Status AgentRegistered(const v1::RegisterNode& reg, std::shared_ptr<AgentChannel> channel);
   void AgentMessage(const std::string& node, const v1::AgentMessage& m,
                     const std::shared_ptr<AgentChannel>& channel);
@@ -269,6 +276,8 @@ class ControlPlane {
   StatusOr<std::vector<TaskId>> SubmitAll(std::vector<core::TaskSpec> specs,
                                           const std::string& idempotency_key);
   void LoopMain();
+  void ResumedAfterPause(DurationMs paused);
+  void LogEvictionHold();  // REQUIRES: mu_ held
   void Kick();
 
   // Takes mu_: applies `change` (a scheduler call about `node`), stores the node and what the
@@ -323,6 +332,12 @@ class ControlPlane {
   // move); those records are written again only when this fingerprint changes.
   std::unordered_map<TaskId, std::array<int64_t, 6>> persisted_;
   std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
+  // Issue 37: the connected agent of each node: its instance id and where it connects from.
+  struct AgentInstance {
+    std::string instance, peer;
+  };
+  std::map<std::string, AgentInstance> instances_;
+  std::string eviction_hold_said_;  // the hold last logged ("" = none)
   std::map<std::string, bool> probe_ok_;
   std::function<void()> probe_wake_;   // the attached prober, or empty
   std::set<std::string> probe_first_;  // registered, waiting for their first probe

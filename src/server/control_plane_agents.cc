@@ -39,6 +39,25 @@ void ControlPlane::UpdateReachable(const std::string& node) {
   (void)sched_->SetNodeReachable(node, ok);
 }
 
+Status ControlPlane::AdmitAgent(const v1::RegisterNode& reg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto known = instances_.find(reg.name());
+  const auto index = sched_->cluster().Find(reg.name());
+  if (reg.agent_instance().empty() || known == instances_.end() || !index ||
+      known->second.instance.empty() || known->second.instance == reg.agent_instance() ||
+      connections_.count(reg.name()) == 0) {
+    return Status::Ok();
+  }
+  const core::NodeState& n = sched_->cluster().node(*index);
+  const DurationMs silent = sched_->NowMs() - n.last_heartbeat_ms;
+  if (!n.available || silent > sched_->config().node_timeout_ms) return Status::Ok();
+  return AlreadyExists("node " + reg.name() + " is alive: another agent serves it (address " +
+                       n.address + ", connected from " + known->second.peer +
+                       ", heard from " + FormatDurationMs(silent) +
+                       " ago); this agent is refused until that node falls silent for " +
+                       FormatDurationMs(sched_->config().node_timeout_ms));
+}
+
 Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
                                      std::shared_ptr<AgentChannel> channel) {
   GS_ASSIGN_OR_RETURN(core::NodeSpec spec, rpc::NodeSpecFromProto(reg));
@@ -49,6 +68,7 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
     // Close never waits (the old connection's write may wait for a hung peer): its call is
     // cancelled, and the link's queue ends it.
     if (old != connections_.end() && old->second != channel) old->second->Close();
+    instances_[spec.name] = {reg.agent_instance(), channel->Peer()};
     connections_[spec.name] = std::move(channel);
     probe_ok_.erase(spec.name);
     // CN115981827A claim 9: with a probe daemon, the node's address is probed before the node
@@ -100,7 +120,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
 // When a reported exit happened, on this server's clock: the node says how long before it
 // wrote the report (a re-report after a restart or reconnect says how long ago); 0 = now.
 TimeMs ControlPlane::EndedAt(const v1::TaskStatus& st) const {
-  return st.ended_ago_ms() > 0 ? clock_.NowMs() - st.ended_ago_ms() : 0;
+  return st.ended_ago_ms() > 0 ? sched_->NowMs() - st.ended_ago_ms() : 0;
 }
 
 void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st,
@@ -123,7 +143,11 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   const bool learn = st.peak_source() == v1::TaskStatus::PEAK_AGENT_MEASURED ||
                      config_.learn_task_written_peaks;
   // A gang's rank is the one on the reporting node; the task ends when every rank has.
-  Status s = elsewhere ? Status::Ok()
+  // A late exit of a task whose node was given up (issue 37) counts from the node it last ran on.
+  const auto last = last_placement_.find(id);
+  const bool unplaced_elsewhere = t != nullptr && !t->placement &&
+                                  (last == last_placement_.end() || last->second.node != node);
+  Status s = elsewhere || unplaced_elsewhere ? Status::Ok()
                        : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
                                               st.peak_gpu_mem_mib(), st.reason(),
                                               {st.gpu_mem_exceeded(), st.permanent(),
@@ -272,6 +296,7 @@ void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel
     auto it = connections_.find(node);
     if (it != connections_.end() && it->second.get() == channel) {  // else replaced already
       connections_.erase(it);
+      instances_.erase(node);
       UpdateReachable(node);
       Flush();
     }

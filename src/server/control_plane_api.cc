@@ -292,6 +292,11 @@ StatusOr<v1::Node> ControlPlane::NodeProto(const std::string& node) const {
   return p;
 }
 
+std::string ControlPlane::EvictionHold() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sched_->eviction_hold();
+}
+
 std::vector<v1::Node> ControlPlane::ListNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, v1::Node> sorted;
@@ -617,6 +622,15 @@ std::string ControlPlane::MetricsText(bool with_teams) {
   MetricLine("gpusched_execution_failures_total", "", double(s.execution_failures), out);
   MetricHeader("gpusched_nodes_lost_total", "counter", "Nodes lost (no heartbeat).", out);
   MetricLine("gpusched_nodes_lost_total", "", double(s.nodes_lost), out);
+  int64_t silent = 0;
+  for (const core::NodeState& n : sched_->cluster().nodes()) silent += !n.available && !n.lost;
+  MetricHeader("gpusched_nodes_unreachable", "gauge",
+               "Nodes silent past node_timeout, not yet lost (their tasks are kept).", out);
+  MetricLine("gpusched_nodes_unreachable", "", double(silent), out);
+  MetricHeader("gpusched_node_evictions_held", "gauge",
+               "1 while more than half of the nodes fell silent within one node_timeout: "
+               "no node is declared lost.", out);
+  MetricLine("gpusched_node_evictions_held", "", sched_->eviction_hold().empty() ? 0 : 1, out);
   MetricHeader("gpusched_tasks_reclaimed_total", "counter", "Tasks reclaimed (no heartbeat).",
                out);
   MetricLine("gpusched_tasks_reclaimed_total", "", double(s.tasks_reclaimed), out);

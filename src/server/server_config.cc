@@ -417,6 +417,7 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"max_placement_failures",
        InRange(s.max_placement_failures, 1, std::numeric_limits<int64_t>::max() - 1, true)},
       {"node_timeout", Duration(s.node_timeout_ms)},
+      {"node_lost_after", Duration(s.node_lost_after_ms)},
       {"task_timeout", Duration(s.task_timeout_ms)},
       {"node_heartbeat", Duration(c.node_heartbeat_ms)},
       {"task_heartbeat", Duration(c.task_heartbeat_ms)},

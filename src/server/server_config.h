@@ -6,7 +6,8 @@
 //   t1: 5s                 # CN115981827A pass period (passes also run on every event)
 //   t2: 30s                # CN115981827A FQ -> Q period
 //   fail_max: 3            # CN115981827A FAIL_MAX
-//   node_timeout: 10s      # CN109992422A T_srv
+//   node_timeout: 10s      # CN109992422A T_srv: a silent node is unreachable after this
+//   node_lost_after: 5m    # ... and its tasks are re-queued after this (issue 37)
 //   task_timeout: 30s      # CN109992422A T_task
 //   node_heartbeat: 2s     # what agents are told to send
 //   task_heartbeat: 5s

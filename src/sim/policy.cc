@@ -80,6 +80,7 @@ core::SchedulerConfig MakeSchedulerConfig(Policy policy, PlacementPolicy placeme
   core::SchedulerConfig c;
   const int64_t never = std::numeric_limits<int64_t>::max() / 4;
   c.node_timeout_ms = never;
+  c.node_lost_after_ms = never;
   c.task_timeout_ms = never;
   if (policy != Policy::kFairShare) c.fair_share.fair_share_weight = 0;
   if (policy != Policy::kGpusched && policy != Policy::kFairShare) {

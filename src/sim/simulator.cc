@@ -296,7 +296,11 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
   }
   // The stated durations are the true ones: jobs backfill by them, as before issue 37.
   config.backfill_by_expected_duration = true;
-  config.wide_task_reservation = config.wide_task_reservation && options.wide_task_reservation;
+  // `--config` runs what the server would (its wide_task_reservation key, on by default);
+  // `--policy` runs keep the pinned figures unless --wide-reservation.
+  if (!options.config) {
+    config.wide_task_reservation = config.wide_task_reservation && options.wide_task_reservation;
+  }
   GS_ASSIGN_OR_RETURN(std::unique_ptr<core::Scheduler> sched,
                       core::Scheduler::Create(std::move(config), clock));
   for (const core::NodeSpec& n : nodes) GS_RETURN_IF_ERROR(sched->RegisterNode(n));

@@ -53,7 +53,8 @@ struct SimOptions {
   // default). Off by default here: on the golden slice (gpusched, 1x64) it trades the
   // average JCT (30,824 s -> 54,451 s, jobs backfilling by their true durations) for the
   // makespan (336,240 s -> 320,831 s). `sim --wide-reservation` turns it on for the
-  // gpusched and fairshare policies (the baselines never reserve).
+  // gpusched and fairshare policies (the baselines never reserve). With `sim --config` the
+  // file's wide_task_reservation key decides, as it does for the server.
   bool wide_task_reservation = false;
   // Priority class of each virtual cluster (`--priority VC=CLASS`; core priority classes
   // high, normal, low); the others are normal. A higher class may preempt a lower one.

@@ -260,10 +260,6 @@ TEST_F(BackfillStreamTest, Issue37_WideTaskStartsWithinTheLongestTimeLimitDespit
   ExpectInvariants();
 }
 
-TEST_F(BackfillStreamTest, Issue37_WithoutReservationsTheStreamStarvesTheWideTask) {
-  EXPECT_EQ(RunStream(false), -1);
-}
-
 // The pure computation: ties between nodes go to the lower index, ties between ends to the
 // lower task id, and the same inputs give the same reservation.
 TEST(PlanEarliestStartTest, Issue37_TiesByIndexAndIdAndDeterministic) {

@@ -18,10 +18,12 @@ using testing::WholeGpuTask;
 
 class CapacityEventTest : public SchedulerTest {
  protected:
-  // The lazy flush applies without fair share (README.md, "The failure queue at scale").
+  // The lazy flush applies without fair share and without wide-task reservations (README.md,
+  // "The failure queue at scale").
   void InitLazy() {
     SchedulerConfig config;
     config.fair_share.fair_share_weight = 0;
+    config.wide_task_reservation = false;
     Init(config);
   }
   // One node of 4 GPUs held by `blocker_`, and `n` one-GPU waiters tried by a pass (in FQ).

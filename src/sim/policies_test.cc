@@ -49,6 +49,16 @@ using JctMap = std::map<std::string, double>;
 
 // J0 2 GPUs at 0 s for 100 s, J1 4 at 10 for 30, J2 1 at 20 for 20, J3 2 at 30 for 10,
 // J4 2 at 35 for 5, on 4 GPUs.
+// `sim --config` (issue 37): the server's defaults, whose node_lost_after (5m) is shorter than
+// the simulator's disabled liveness timeouts, run; the server's order places every job.
+TEST(PoliciesTest, Issue37_ServerDefaultsRunThroughConfig) {
+  SimOptions o;
+  o.config = core::SchedulerConfig();
+  const SimResult r = Simulate("tiny_nonpreemptive.csv", TraceFormat::kCsv, "1x4", o);
+  EXPECT_EQ(Jcts(r).size(), r.jobs.size());
+  EXPECT_FALSE(r.jobs.empty());
+}
+
 TEST(PoliciesTest, FifoBlocksBehindTheWideJob) {
   const SimResult r = Nonpreemptive(Policy::kFifo);
   EXPECT_EQ(Jcts(r), (JctMap{{"J0", 100}, {"J1", 120}, {"J2", 130}, {"J3", 110}, {"J4", 110}}));

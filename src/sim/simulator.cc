@@ -293,6 +293,7 @@ StatusOr<SimResult> RunSimulation(const Trace& trace, const std::vector<core::No
     config = *options.config;
     config.node_timeout_ms = policy.node_timeout_ms;
     config.task_timeout_ms = policy.task_timeout_ms;
+    config.node_lost_after_ms = policy.node_lost_after_ms;
   }
   // The stated durations are the true ones: jobs backfill by them, as before issue 37.
   config.backfill_by_expected_duration = true;

@@ -1,7 +1,8 @@
 // Backfill with reservations end to end (issue 37, "Wide tasks starve"): a real server, two
 // agents of 4 GPUs and the CLI. The issue's scenario, scaled to seconds: 8 GPUs busy with
-// 1-GPU `sleep 6` tasks (--time 8s), a 4-GPU task, then a 1-GPU task (--time 8s) every
-// 0.5 s. Before issue 37 the stream took every GPU that freed and the 4-GPU task never
+// 1-GPU `sleep 8` tasks (--time 10s), a 4-GPU task, then a 1-GPU task (--time 10s) every
+// 0.5 s. (Under ASan, where each CLI call costs about 0.3 s, the 8 tasks start over seconds:
+// they run 8 s so that the 4-GPU task waits long enough for `why` to be read.) Before issue 37 the stream took every GPU that freed and the 4-GPU task never
 // started while it lasted; now it reserves a node and starts no later than the longest time
 // limit of the tasks running when it arrived.
 
@@ -20,20 +21,21 @@ namespace {
 TEST_F(ClusterTest, Issue37_WideTaskStartsWithinTheLongestTimeLimitDespiteAStream) {
   StartAgent("n1", "4x80GiB");
   StartAgent("n2", "4x80GiB");
-  const std::vector<std::string> small{"--gpus", "1", "--time", "8s", "--", "sleep", "6"};
+  const std::vector<std::string> small{"--gpus", "1", "--time", "10s", "--", "sleep", "8"};
   std::vector<uint64_t> first;
   for (int i = 0; i < 8; ++i) first.push_back(Submit(small));
   for (uint64_t id : first) ASSERT_TRUE(WaitState(id, "running")) << Task(id).dump();
   int64_t limits_end_ms = 0;  // the latest end of their time limits (server clock)
   for (uint64_t id : first) {
-    limits_end_ms = std::max<int64_t>(limits_end_ms, Task(id)["started_ms"].get<int64_t>() + 8000);
+    limits_end_ms =
+        std::max<int64_t>(limits_end_ms, Task(id)["started_ms"].get<int64_t>() + 10'000);
   }
   const uint64_t wide = Submit({"--gpus", "4", "--", "sleep", "1"});
   bool said_why = false;
-  const auto until = std::chrono::steady_clock::now() + 14s;
+  const auto until = std::chrono::steady_clock::now() + 16s;
   std::string state;
   for (int n = 0; std::chrono::steady_clock::now() < until; ++n) {
-    Submit(small);
+    if (n > 0) Submit(small);  // the first look is before any of the stream
     const Json t = Task(wide);
     state = t.value("state", "");
     if (state != "pending") break;

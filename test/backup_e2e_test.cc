@@ -103,6 +103,10 @@ TEST_F(AuthClusterTest, Issue39_BackupIsForAdminsOnly) {
   CliResult ok = Cli({"admin", "backup", "--server", server(), path("b.db")});
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_TRUE(std::filesystem::exists(path("b.db")));
+  // Every user's tasks and the tokens' hashes: no other local user may read the file.
+  using std::filesystem::perms;
+  const perms mode = std::filesystem::status(path("b.db")).permissions();
+  EXPECT_EQ(mode & (perms::group_all | perms::others_all), perms::none);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 // synced and renamed into place.
 
 #include <fcntl.h>
-#include <sys/stat.h>  // chmod
+#include <sys/stat.h>  // chmod, fchmod
 #include <unistd.h>
 
 #include <cerrno>
@@ -77,6 +77,14 @@ void Backup(const ClientFlags& flags, const std::string& file) {
   int64_t bytes = 0;
   Status s = client.Call(
       [&](grpc::ClientContext& ctx) {
+        // The snapshot holds every task's environment and the tokens' hashes: the caller's
+        // alone (0600) before a byte is written, whatever the umask.
+        const int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 || fchmod(fd, 0600) != 0) {
+          if (fd >= 0) close(fd);
+          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "");
+        }
+        close(fd);
         std::ofstream out(partial, std::ios::binary | std::ios::trunc);  // anew at each try
         if (!out) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "");
         bytes = 0;

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -53,11 +54,18 @@ Status ApplyRules(const std::string& key, const YAML::Node& value, const std::st
   return Status::Ok();
 }
 
+// The keys of one value (docs/agent-config.md lists each), bound to `c`.
+std::map<std::string, std::string*> ScalarKeys(AgentConfig& c) {
+  return {{"server", &c.server},   {"name", &c.name},         {"gpus", &c.gpus},
+          {"listen", &c.listen},   {"data_dir", &c.data_dir}, {"tls_dir", &c.tls_dir},
+          {"topology", &c.topology}};
+}
+
+// Keys whose value is a mapping or a list (ApplyRules).
+constexpr std::array<std::string_view, 2> kStructuredKeys = {"labels", "taints"};
+
 Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig& c) {
-  const std::map<std::string, std::string*> scalars = {
-      {"server", &c.server},   {"name", &c.name},       {"gpus", &c.gpus},
-      {"listen", &c.listen},   {"data_dir", &c.data_dir}, {"tls_dir", &c.tls_dir},
-      {"topology", &c.topology}};
+  const std::map<std::string, std::string*> scalars = ScalarKeys(c);
   std::set<std::string> seen;  // YAML forbids a key twice; yaml-cpp would apply both
   for (const auto& kv : root) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
@@ -69,9 +77,10 @@ Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig&
     }
     auto it = scalars.find(key);
     if (it == scalars.end()) {
-      return InvalidArgument(source + ": unknown key \"" + key +
-                             "\" (known: server, name, gpus, listen, data_dir, tls_dir, "
-                             "topology, labels, taints)");
+      std::string known;
+      for (const std::string& name : AgentConfigKeys()) known += name + ", ";
+      known.resize(known.size() - 2);
+      return InvalidArgument(source + ": unknown key \"" + key + "\" (known: " + known + ")");
     }
     if (!kv.second.IsScalar()) return InvalidArgument(field + ": expected a single value");
     *it->second = kv.second.Scalar();
@@ -80,6 +89,22 @@ Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig&
 }
 
 }  // namespace
+
+std::vector<std::string> AgentConfigKeys() {
+  AgentConfig scratch;
+  std::vector<std::string> out;
+  for (const auto& [key, field] : ScalarKeys(scratch)) out.push_back(key);
+  out.insert(out.end(), kStructuredKeys.begin(), kStructuredKeys.end());
+  return out;
+}
+
+StatusOr<bool> IsAgentConfigDefault(const std::string& key, const std::string& value) {
+  AgentConfig defaults;
+  const auto fields = ScalarKeys(defaults);
+  const auto it = fields.find(key);
+  if (it == fields.end()) return NotFound(key + ": not an agent key of one value");
+  return *it->second == value;
+}
 
 Status ApplyAgentConfigYaml(std::string_view text, const std::string& source,
                             AgentConfig& c) {

@@ -14,9 +14,10 @@
 //   taints: [dedicated=infer:NoSchedule, {key: spot, effect: PreferNoSchedule}]
 //
 // Unknown keys and bad values are errors naming the source, the key and the value
-// (core/node_rules.h for labels and taints).
+// (core/node_rules.h for labels and taints). docs/agent-config.md lists every key.
 
 #include <string_view>
+#include <vector>
 
 #include "agent/agent.h"
 #include "base/status.h"
@@ -27,5 +28,12 @@ namespace gpusched::agent {
 // `config` may be partly changed (the command stops anyway).
 Status ApplyAgentConfigYaml(std::string_view text, const std::string& source,
                             AgentConfig& config);
+
+// Every key ApplyAgentConfigYaml knows; any other key is refused. docs/agent-config.md lists
+// each (test/config_reference_test.cc keeps the two equal).
+std::vector<std::string> AgentConfigKeys();
+// Whether `value` given for `key` is what an agent has when the file does not set it.
+// NotFound for labels, taints and keys that do not exist.
+StatusOr<bool> IsAgentConfigDefault(const std::string& key, const std::string& value);
 
 }  // namespace gpusched::agent

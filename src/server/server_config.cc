@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -119,108 +120,133 @@ bool ServerConfig::AuthEnabled() const {
 
 namespace {
 
-using Setter = std::function<Status(const std::string& value, const std::string& field)>;
+// One key of one value: `apply` parses a value into the config; `show` says what the config
+// holds now, one canonical text per stored value (IsServerConfigDefault compares through it).
+struct Setter {
+  std::function<Status(const std::string& value, const std::string& field)> apply;
+  std::function<std::string()> show;
+  Status operator()(const std::string& value, const std::string& field) const {
+    return apply(value, field);
+  }
+};
+
+template <typename T>
+std::function<std::string()> Show(const T& out) {
+  return [&out] {
+    std::ostringstream text;
+    text << out;
+    return text.str();
+  };
+}
 
 Setter Duration(DurationMs& out) {
-  return [&out](const std::string& v, const std::string& f) -> Status {
-    GS_ASSIGN_OR_RETURN(out, ParseDurationMs(v, f));
-    return Status::Ok();
-  };
+  return {[&out](const std::string& v, const std::string& f) -> Status {
+            GS_ASSIGN_OR_RETURN(out, ParseDurationMs(v, f));
+            return Status::Ok();
+          },
+          Show(out)};
 }
 
 Setter Integer(int64_t& out) {
-  return [&out](const std::string& v, const std::string& f) -> Status {
-    try {
-      size_t used = 0;
-      out = std::stoll(v, &used);
-      if (used == v.size()) return Status::Ok();
-    } catch (const std::exception&) {  // stoll: not a number or out of range
-    }
-    return InvalidArgument(f + ": \"" + v + "\" is not an integer");
-  };
+  return {[&out](const std::string& v, const std::string& f) -> Status {
+            try {
+              size_t used = 0;
+              out = std::stoll(v, &used);
+              if (used == v.size()) return Status::Ok();
+            } catch (const std::exception&) {  // stoll: not a number or out of range
+            }
+            return InvalidArgument(f + ": \"" + v + "\" is not an integer");
+          },
+          Show(out)};
 }
 
 Setter Bool(bool& out) {
-  return [&out](const std::string& v, const std::string& f) -> Status {
-    if (v == "true" || v == "yes" || v == "on") {
-      out = true;
-    } else if (v == "false" || v == "no" || v == "off") {
-      out = false;
-    } else {
-      return InvalidArgument(f + ": \"" + v + "\" (use true or false)");
-    }
-    return Status::Ok();
-  };
+  return {[&out](const std::string& v, const std::string& f) -> Status {
+            if (v == "true" || v == "yes" || v == "on") {
+              out = true;
+            } else if (v == "false" || v == "no" || v == "off") {
+              out = false;
+            } else {
+              return InvalidArgument(f + ": \"" + v + "\" (use true or false)");
+            }
+            return Status::Ok();
+          },
+          Show(out)};
 }
 
 Setter Number(double& out) {
-  return [&out](const std::string& v, const std::string& f) -> Status {
-    try {
-      size_t used = 0;
-      out = std::stod(v, &used);
-      if (used == v.size()) return Status::Ok();
-    } catch (const std::exception&) {  // stod: not a number or out of range
-    }
-    return InvalidArgument(f + ": \"" + v + "\" is not a number");
-  };
+  return {[&out](const std::string& v, const std::string& f) -> Status {
+            try {
+              size_t used = 0;
+              out = std::stod(v, &used);
+              if (used == v.size()) return Status::Ok();
+            } catch (const std::exception&) {  // stod: not a number or out of range
+            }
+            return InvalidArgument(f + ": \"" + v + "\" is not a number");
+          },
+          Show(out)};
 }
 
 // A whole number >= `min` into a size_t.
 Setter Count(size_t& out, size_t min) {
-  return [&out, min](const std::string& v, const std::string& f) -> Status {
-    int64_t n = 0;
-    GS_RETURN_IF_ERROR(Integer(n)(v, f));
-    if (n < static_cast<int64_t>(min)) {
-      return InvalidArgument(f + ": \"" + v + "\" must be >= " + std::to_string(min));
-    }
-    out = static_cast<size_t>(n);
-    return Status::Ok();
-  };
+  return {[&out, min](const std::string& v, const std::string& f) -> Status {
+            int64_t n = 0;
+            GS_RETURN_IF_ERROR(Integer(n)(v, f));
+            if (n < static_cast<int64_t>(min)) {
+              return InvalidArgument(f + ": \"" + v + "\" must be >= " + std::to_string(min));
+            }
+            out = static_cast<size_t>(n);
+            return Status::Ok();
+          },
+          Show(out)};
 }
 
 // A whole number in [min, max] (CN115981827A's counters: PATENTS.md section 6). With
 // `unlimited`, the word "unlimited" stores INT64_MAX.
 Setter InRange(int64_t& out, int64_t min, int64_t max, bool unlimited = false) {
-  return [&out, min, max, unlimited](const std::string& v, const std::string& f) -> Status {
-    if (unlimited && v == "unlimited") {
-      out = std::numeric_limits<int64_t>::max();
-      return Status::Ok();
-    }
-    int64_t n = 0;
-    if (!Integer(n)(v, f).ok() || n < min || n > max) {
-      return InvalidArgument(f + ": \"" + v + "\" must be a whole number from " +
-                             std::to_string(min) + " to " + std::to_string(max) +
-                             (unlimited ? ", or unlimited" : ""));
-    }
-    out = n;
-    return Status::Ok();
-  };
+  return {[&out, min, max, unlimited](const std::string& v, const std::string& f) -> Status {
+            if (unlimited && v == "unlimited") {
+              out = std::numeric_limits<int64_t>::max();
+              return Status::Ok();
+            }
+            int64_t n = 0;
+            if (!Integer(n)(v, f).ok() || n < min || n > max) {
+              return InvalidArgument(f + ": \"" + v + "\" must be a whole number from " +
+                                     std::to_string(min) + " to " + std::to_string(max) +
+                                     (unlimited ? ", or unlimited" : ""));
+            }
+            out = n;
+            return Status::Ok();
+          },
+          Show(out)};
 }
 
 // A whole number of bytes, or a size with a unit ("1MiB", "2GiB"; base/units.h).
 Setter Bytes(int64_t& out) {
-  return [&out](const std::string& v, const std::string& f) -> Status {
-    if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos) {
-      return Integer(out)(v, f);
-    }
-    StatusOr<MiB> mib = ParseSizeMiB(v, f);
-    if (!mib.ok()) return mib.status();
-    out = *mib * (int64_t{1} << 20);
-    return Status::Ok();
-  };
+  return {[&out](const std::string& v, const std::string& f) -> Status {
+            if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos) {
+              return Integer(out)(v, f);
+            }
+            StatusOr<MiB> mib = ParseSizeMiB(v, f);
+            if (!mib.ok()) return mib.status();
+            out = *mib * (int64_t{1} << 20);
+            return Status::Ok();
+          },
+          Show(out)};
 }
 
 Setter Text(std::string& out) {
-  return [&out](const std::string& v, const std::string&) -> Status {
-    out = v;
-    return Status::Ok();
-  };
+  return {[&out](const std::string& v, const std::string&) -> Status {
+            out = v;
+            return Status::Ok();
+          },
+          Show(out)};
 }
 
 // One of a fixed set of names; the error lists them ("use a, b or c").
 template <typename T>
 Setter Choice(T& out, std::vector<std::pair<std::string, T>> names) {
-  return [&out, names = std::move(names)](const std::string& v, const std::string& f) -> Status {
+  auto apply = [&out, names](const std::string& v, const std::string& f) -> Status {
     std::string list;
     for (size_t i = 0; i < names.size(); ++i) {
       if (v == names[i].first) {
@@ -231,6 +257,13 @@ Setter Choice(T& out, std::vector<std::pair<std::string, T>> names) {
     }
     return InvalidArgument(f + ": \"" + v + "\" (use " + list + ")");
   };
+  auto show = [&out, names] {
+    for (const auto& [name, value] : names) {
+      if (value == out) return name;
+    }
+    return std::string("?");
+  };
+  return {std::move(apply), std::move(show)};
 }
 
 }  // namespace
@@ -402,12 +435,11 @@ Status ApplyThresholds(const YAML::Node& value, const std::string& path, const s
   return Status::Ok();
 }
 
-}  // namespace
-
-Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
+// Every key of one value (docs/server-config.md lists each), bound to `c`; `priority_cap`
+// receives max_priority_value (0 = not given: 5 + fail_max).
+std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap) {
   core::SchedulerConfig& s = c.scheduler;
-  int64_t priority_cap = 0;  // max_priority_value; 0 = not given: 5 + fail_max
-  const std::map<std::string, Setter> keys = {
+  return {
       {"t1", Duration(s.t1_ms)},
       {"t2", Duration(s.t2_ms)},
       {"fail_max", Integer(s.fail_max)},
@@ -500,6 +532,38 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
                                   {{"stay_queued", core::CapacityWait::kStayQueued},
                                    {"failure_queue", core::CapacityWait::kFailureQueue}})},
   };
+}
+
+// Keys whose value is a mapping or a list, each read by its own function in ApplyConfigFile.
+constexpr std::array<std::string_view, 6> kStructuredKeys = {
+    "memory_table", "priority_classes", "priority_grants", "score_weights", "las_thresholds",
+    "dlas_thresholds"};
+
+}  // namespace
+
+std::vector<std::string> ServerConfigKeys() {
+  ServerConfig scratch;
+  int64_t cap = 0;
+  std::vector<std::string> out(kStructuredKeys.begin(), kStructuredKeys.end());
+  for (const auto& [key, setter] : ScalarKeys(scratch, cap)) out.push_back(key);
+  return out;
+}
+
+StatusOr<bool> IsServerConfigDefault(const std::string& key, const std::string& value) {
+  ServerConfig defaults, given;
+  int64_t cap_default = 0, cap_given = 0;
+  const auto default_keys = ScalarKeys(defaults, cap_default);
+  const auto given_keys = ScalarKeys(given, cap_given);
+  const auto it = given_keys.find(key);
+  if (it == given_keys.end()) return NotFound(key + ": not a server key of one value");
+  GS_RETURN_IF_ERROR(it->second(value, key));
+  return it->second.show() == default_keys.at(key).show();
+}
+
+Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
+  core::SchedulerConfig& s = c.scheduler;
+  int64_t priority_cap = 0;  // max_priority_value; 0 = not given: 5 + fail_max
+  const std::map<std::string, Setter> keys = ScalarKeys(c, priority_cap);
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -547,9 +611,10 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     }
     auto it = keys.find(key);
     if (it == keys.end()) {
-      std::string known = "memory_table, priority_classes, priority_grants, score_weights, "
-                          "las_thresholds, dlas_thresholds";
-      for (const auto& [name, apply] : keys) known += ", " + name;
+      std::string known;
+      for (std::string_view name : kStructuredKeys) known += std::string(name) + ", ";
+      for (const auto& [name, apply] : keys) known += name + ", ";
+      known.resize(known.size() - 2);
       return InvalidArgument("config " + path + ": unknown key \"" + key + "\" (known: " +
                              known + ")");
     }

@@ -1,6 +1,7 @@
 #pragma once
 // ServerConfig: every option of `gpusched server` in one explicit struct, filled from flags
 // and an optional YAML file (--config). Unknown keys and bad values are errors naming them.
+// docs/server-config.md lists every key with its default and claim (ServerConfigKeys).
 //
 // Example file:
 //   t1: 5s                 # CN115981827A pass period (passes also run on every event)
@@ -50,6 +51,7 @@
 //   stream_limit_per_user: 16  # ... of one user (429 / RESOURCE_EXHAUSTED above)
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "core/scheduler_config.h"
@@ -156,5 +158,13 @@ Status CheckExposure(const ServerConfig& config, bool* warn);
 
 // Applies the keys of a YAML file to `config`. Errors name the file and the key.
 Status ApplyConfigFile(const std::string& path, ServerConfig& config);
+
+// Every key ApplyConfigFile knows; any other key is refused. docs/server-config.md lists each
+// (test/config_reference_test.cc keeps the two equal).
+std::vector<std::string> ServerConfigKeys();
+// Whether `value` given for `key` leaves the config as the defaults have it (the reference's
+// documented defaults are checked with it). NotFound for a key that takes a mapping or a list
+// or that does not exist; InvalidArgument for a bad value.
+StatusOr<bool> IsServerConfigDefault(const std::string& key, const std::string& value);
 
 }  // namespace gpusched::server

@@ -144,9 +144,30 @@ Status SqliteStore::Exec(const char* sql) {
   return Status::Ok();
 }
 
+// The schema version, kept in the database header (PRAGMA user_version). 0: a database of a
+// version before schema versions, upgraded by the probes below; 1: kSchema as it is now. A
+// change of the schema adds a step `if (version < N)` and raises kSchemaVersion to N
+// (docs/upgrades.md). A database of a higher version (a newer server wrote it) is refused,
+// never written: this version would not keep what the newer one added.
+int SqliteStore::SchemaVersion() { return 1; }
+
+StatusOr<int> SqliteStore::ReadSchemaVersion() {
+  Statement st(db_, "PRAGMA user_version");
+  if (!st.ok() || st.Step() != SQLITE_ROW) return Error("read the schema version");
+  return static_cast<int>(st.Int(0));
+}
+
 // Databases of the first version: tasks without the state column (NULL state rows are loaded
 // as live and get their state on their next write) and one row per memory observation.
 Status SqliteStore::Migrate() {
+  GS_ASSIGN_OR_RETURN(const int version, ReadSchemaVersion());
+  if (version > SchemaVersion()) {
+    return FailedPrecondition(
+        "store: schema version " + std::to_string(version) + " is newer than this server's " +
+        std::to_string(SchemaVersion()) +
+        ": a newer gpusched wrote it; run that version, or restore a backup taken before the "
+        "upgrade (docs/upgrades.md)");
+  }
   {
     Statement probe(db_, "SELECT state FROM tasks LIMIT 0");
     Statement old_tasks(db_, "SELECT id FROM tasks LIMIT 0");
@@ -174,6 +195,10 @@ Status SqliteStore::Migrate() {
   GS_RETURN_IF_ERROR(Exec(kSchema));
   Statement old_peaks(db_, "SELECT profile FROM memory_peaks LIMIT 0");
   if (old_peaks.ok()) GS_RETURN_IF_ERROR(Exec("DROP TABLE memory_peaks"));
+  if (version < SchemaVersion()) {
+    const std::string set = "PRAGMA user_version=" + std::to_string(SchemaVersion());
+    GS_RETURN_IF_ERROR(Exec(set.c_str()));
+  }
   return Status::Ok();
 }
 

@@ -37,8 +37,11 @@ class SqliteStore final : public StateStore {
     // replaced on its data dir) before it fails with FailedPrecondition.
     int lock_wait_ms = 5000;
   };
-  // Opens (creating or upgrading if needed) `path`. Errors name the path.
+  // Opens (creating or upgrading if needed) `path`. Errors name the path. A database whose
+  // schema version is above SchemaVersion() is refused (FailedPrecondition).
   static StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, Options options);
+  // The schema this version writes (PRAGMA user_version); older ones are upgraded at Open.
+  static int SchemaVersion();
   ~SqliteStore() override;
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
@@ -74,6 +77,7 @@ class SqliteStore final : public StateStore {
   Status ExecCached(const char* sql);
   Status Error(const std::string& what) const;
   Status Migrate();
+  StatusOr<int> ReadSchemaVersion();
   Status WriteBatchLocked(const WriteBatch& batch);
   Status Quarantine(const std::string& table, const std::string& key, const std::string& text,
                     const std::string& error);

@@ -327,6 +327,56 @@ TEST_F(SqliteStoreTest, FirstVersionDatabaseIsUpgraded) {
   EXPECT_TRUE(peaks->empty());
 }
 
+// Issue 39: the schema version (PRAGMA user_version). A store of the version before schema
+// versions (0: today's tables, no version) opens with its tasks and is marked with this
+// version's; a store a newer server wrote (a higher version) is refused and left untouched.
+int UserVersion(const std::filesystem::path& db_path) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr);
+  const int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return version;
+}
+
+void SetUserVersion(const std::filesystem::path& db_path, int version) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  const std::string sql = "PRAGMA user_version=" + std::to_string(version);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_F(SqliteStoreTest, Issue39_AStoreWithoutSchemaVersionOpensAndIsMarked) {
+  ASSERT_TRUE(Open()->Commit(Tasks({RunningTask(1)})).ok());
+  EXPECT_EQ(UserVersion(dir_ / "state.db"), SqliteStore::SchemaVersion());
+  SetUserVersion(dir_ / "state.db", 0);
+  {
+    auto s = Open();
+    auto live = s->LoadLiveTasks();
+    ASSERT_TRUE(live.ok()) << live.status().ToString();
+    ASSERT_EQ(live->tasks.size(), 1u);
+  }
+  EXPECT_EQ(UserVersion(dir_ / "state.db"), SqliteStore::SchemaVersion());
+}
+
+TEST_F(SqliteStoreTest, Issue39_AStoreOfANewerSchemaIsRefusedAndLeftAlone) {
+  ASSERT_TRUE(Open()->Commit(Tasks({RunningTask(1)})).ok());
+  const int newer = SqliteStore::SchemaVersion() + 1;
+  SetUserVersion(dir_ / "state.db", newer);
+  auto s = SqliteStore::Open((dir_ / "state.db").string(), {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("schema version " + std::to_string(newer) +
+                                      " is newer than this server's " +
+                                      std::to_string(SqliteStore::SchemaVersion())),
+            std::string::npos)
+      << s.status().ToString();
+  EXPECT_EQ(UserVersion(dir_ / "state.db"), newer);
+}
+
 // Every write of a commit fails in turn (the Nth write, for every N until one commit needs
 // no more): the failed batch leaves nothing behind, the next commit succeeds, and the store
 // reopens with exactly the batches that returned OK. Before the fix, a failed COMMIT left its

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -283,6 +284,82 @@ TEST_F(HaTest, ALeaderStoppedPastItsLeaseIsFencedAndStepsDown) {
   EXPECT_EQ(WaitLeader(), 1);
   EXPECT_TRUE(PollUntil([&] { return StateOf(id) == "succeeded"; }, kDeadline));
   EXPECT_NE(servers_[0].Log().find("stepping down as leader"), std::string::npos) << servers_[0].Log();
+}
+
+// Issue 39, the rolling upgrade of docs/upgrades.md, with the one version of the binaries
+// there is: each process is stopped (SIGTERM, as systemd does) and started again on the same
+// flags and data directory, as an upgrade replaces its binary. The agents one by one, each
+// while a task runs on it: the new agent adopts the task (it is not re-run, no failure is
+// counted). Then the servers of the HA group one by one, the standby first: the leader's stop
+// resigns its lease and the restarted standby takes over. Both tasks finish succeeded, once.
+TEST_F(HaTest, Issue39_RollingUpgradeOfAgentsThenServersKeepsRunningTasks) {
+  StartEtcd(1);
+  StartServer(0);
+  StartServer(1);
+  const int leader = WaitLeader();
+  ASSERT_GE(leader, 0);
+  const std::vector<std::string> names = {"n1", "n2"};
+  for (const std::string& name : names) StartAgent(name);
+  const std::string gate = (dir_ / "gate").string();
+  const std::string runs = (dir_ / "runs.txt").string();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {  // two GPUs each: one task per node
+    CliResult r = Cli({"submit", "--server", All(), "--gpus", "2", "--", "sh", "-c",
+                       "echo \"start $GPUSCHED_TASK_ID\" >> " + runs + "; while [ ! -e " + gate +
+                           " ]; do [ -d " + dir_.path().string() + " ] || exit 1; sleep 0.05; done"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    ids.push_back(r.out.substr(0, r.out.find('\n')));
+  }
+  auto show = [&](const std::string& id) {
+    CliResult r = Cli({"show", id, "--json", "--server", All()});
+    return r.code == 0 ? Json::parse(r.out) : Json::object();
+  };
+  auto all_running = [&] {
+    return std::all_of(ids.begin(), ids.end(), [&](const std::string& id) {
+      return show(id).value("state", "") == "running";
+    });
+  };
+  ASSERT_TRUE(PollUntil(all_running, kDeadline)) << show(ids[0]).dump() << show(ids[1]).dump();
+
+  auto connected = [&](const std::string& name) {
+    CliResult r = Cli({"nodes", "--json", "--server", All()});
+    if (r.code != 0) return false;
+    for (const Json& n : Json::parse(r.out)) {
+      if (n["name"] == name) return n.value("connected", false);
+    }
+    return false;
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    agents_[i].Kill(SIGTERM);
+    StartAgent(names[i]);  // the same flags and data directory
+    std::swap(agents_[i], agents_.back());
+    agents_.pop_back();
+    EXPECT_TRUE(PollUntil(
+        [&] {
+          return agents_[i].Log().find("serving on") != std::string::npos &&
+                 connected(names[i]) && all_running();
+        },
+        kDeadline))
+        << agents_[i].Log();
+  }
+  const int standby = 1 - leader;
+  servers_[static_cast<size_t>(standby)].Kill(SIGTERM);
+  StartServer(static_cast<size_t>(standby));
+  servers_[static_cast<size_t>(leader)].Kill(SIGTERM);
+  ASSERT_EQ(WaitLeader(leader), standby);
+  StartServer(static_cast<size_t>(leader));
+  EXPECT_TRUE(all_running());
+
+  WriteFile(gate, "");
+  for (const std::string& id : ids) {
+    EXPECT_TRUE(PollUntil([&] { return show(id).value("state", "") == "succeeded"; }, kDeadline))
+        << show(id).dump();
+    const Json t = show(id);
+    EXPECT_EQ(t["attempts"], 1) << t.dump();
+    EXPECT_EQ(t["fail_cnt"], 0) << t.dump();
+  }
+  const std::string started = ReadFile(runs);
+  EXPECT_EQ(std::count(started.begin(), started.end(), '\n'), 2) << started;
 }
 
 }  // namespace

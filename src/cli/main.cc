@@ -80,7 +80,7 @@ int main(int argc, char** raw_argv) {
 #endif
   CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gpusched 0.1.0");
+  app.set_version_flag("--version", "gpusched " GPUSCHED_VERSION);  // CMake project()
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
   // Global: `gpusched --ca FILE --server ADDR ls`; every client command also takes both after
   // its name.

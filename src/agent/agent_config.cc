@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "base/units.h"
 #include "core/node_rules.h"
 
 namespace gpusched::agent {
@@ -53,11 +54,29 @@ Status ApplyRules(const std::string& key, const YAML::Node& value, const std::st
   return Status::Ok();
 }
 
+// Issue 39: `log_max_size: 1GiB` (a size, > 0) and `task_files_retention: 1h` (a duration;
+// 0 = keep forever).
+Status ApplyOutputKey(const std::string& key, const YAML::Node& value, const std::string& field,
+                      AgentConfig& c) {
+  if (!value.IsScalar()) return InvalidArgument(field + ": expected a single value");
+  if (key == "log_max_size") {
+    GS_ASSIGN_OR_RETURN(MiB mib, ParseSizeMiB(value.Scalar(), field));
+    if (mib <= 0) return InvalidArgument(field + ": \"" + value.Scalar() + "\": must be > 0");
+    c.log_max_size_bytes = mib * (int64_t{1} << 20);
+    return Status::Ok();
+  }
+  GS_ASSIGN_OR_RETURN(c.task_files_retention_ms, ParseDurationMs(value.Scalar(), field));
+  if (c.task_files_retention_ms < 0) {
+    return InvalidArgument(field + ": \"" + value.Scalar() + "\": must be >= 0 (0 = keep)");
+  }
+  return Status::Ok();
+}
+
 Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig& c) {
   const std::map<std::string, std::string*> scalars = {
       {"server", &c.server},   {"name", &c.name},       {"gpus", &c.gpus},
       {"listen", &c.listen},   {"data_dir", &c.data_dir}, {"tls_dir", &c.tls_dir},
-      {"topology", &c.topology}};
+      {"topology", &c.topology}, {"log_level", &c.log_level}, {"log_format", &c.log_format}};
   std::set<std::string> seen;  // YAML forbids a key twice; yaml-cpp would apply both
   for (const auto& kv : root) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
@@ -67,11 +86,16 @@ Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig&
       GS_RETURN_IF_ERROR(ApplyRules(key, kv.second, field, c));
       continue;
     }
+    if (key == "log_max_size" || key == "task_files_retention") {
+      GS_RETURN_IF_ERROR(ApplyOutputKey(key, kv.second, field, c));
+      continue;
+    }
     auto it = scalars.find(key);
     if (it == scalars.end()) {
       return InvalidArgument(source + ": unknown key \"" + key +
                              "\" (known: server, name, gpus, listen, data_dir, tls_dir, "
-                             "topology, labels, taints)");
+                             "topology, labels, taints, log_level, log_format, log_max_size, "
+                             "task_files_retention)");
     }
     if (!kv.second.IsScalar()) return InvalidArgument(field + ": expected a single value");
     *it->second = kv.second.Scalar();

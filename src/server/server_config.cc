@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "base/units.h"
 #include "rpc/tls.h"
 #include "server/tokens.h"
@@ -74,6 +75,10 @@ Status ServerConfig::Validate() const {
     return InvalidArgument("auth: \"" + auth + "\" (use token or none)");
   }
   GS_RETURN_IF_ERROR(CheckDefaultUser(default_user));
+  if (!log_level.empty()) GS_RETURN_IF_ERROR(logging::ParseLevel(log_level, "log_level").status());
+  if (!log_format.empty()) {
+    GS_RETURN_IF_ERROR(logging::ParseFormat(log_format, "log_format").status());
+  }
   if (store != "sqlite" && store != "etcd") {
     return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
   }
@@ -441,6 +446,8 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
       {"allow_root_tasks", Bool(c.allow_root_tasks)},
       {"private_data", Bool(c.private_data)},
       {"default_user", Text(c.default_user)},
+      {"log_level", Text(c.log_level)},
+      {"log_format", Text(c.log_format)},
       {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
       {"priority_weight", Number(s.fair_share.priority_weight)},
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},

@@ -527,6 +527,7 @@ int main(int argc, char** argv) {
   bool pumping = false;
   if (g_output_pipe[1] >= 0) {
     close(g_output_pipe[1]);  // the task's now: EOF when its last process closes it
+    fcntl(g_output_pipe[0], F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; the default if refused
     pumping = pthread_create(&pump, nullptr, &PumpOutput, nullptr) == 0;
     if (!pumping) {
       kill(task, SIGKILL);

@@ -2,6 +2,7 @@
 
 #include "agent/task_files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -113,7 +113,7 @@ void RegisterExtender(CLI::App& app) {
   cmd->add_option("--gpushare-unit", f->gpushare_unit,
                   "Unit of aliyun.com/gpu-mem (GiB or MiB, as gpushare's --memory-unit)")
       ->capture_default_str();
-  AddLogFlags(cmd, f->log);
+  AddLogFlags(cmd, f->log, /*config_keys=*/false);
   cmd->callback([f] { RunExtender(*f); });
 }
 

@@ -6,14 +6,16 @@
 
 namespace gpusched::cli {
 
-void AddLogFlags(CLI::App* cmd, LogFlags& f) {
+void AddLogFlags(CLI::App* cmd, LogFlags& f, bool config_keys) {
   cmd->add_option("--log-level", f.level,
-                  "Lowest level of line logged: trace, debug, info, warn or error (default: "
-                  "info, or log_level in --config)");
+                  std::string("Lowest level of line logged: trace, debug, info, warn or error "
+                              "(default: info") +
+                      (config_keys ? ", or log_level in --config)" : ")"));
   cmd->add_option("--log-format", f.format,
-                  "Log lines as text (time, level, component, [task N] [node N], message) or "
-                  "json (one object per line: time, level, component, msg, task, node) "
-                  "(default: text, or log_format in --config)");
+                  std::string("Log lines as text (time, level, component, [task N] [node N], "
+                              "message) or json (one object per line: time, level, component, "
+                              "msg, task, node) (default: text") +
+                      (config_keys ? ", or log_format in --config)" : ")"));
 }
 
 void ApplyLogFlags(const LogFlags& f, const std::string& file_level,

@@ -12,8 +12,9 @@ struct LogFlags {
   std::string level, format;  // "" = not given
 };
 
-// Adds --log-level and --log-format to `cmd`, into `f`.
-void AddLogFlags(CLI::App* cmd, LogFlags& f);
+// Adds --log-level and --log-format to `cmd`, into `f`; `config_keys`: the command's --config
+// file may hold log_level and log_format too (its help says so).
+void AddLogFlags(CLI::App* cmd, LogFlags& f, bool config_keys = true);
 
 // Configures the process's logger: a flag given wins over the configuration file's key
 // (`file_level`, `file_format`, "" = not there), both over info and text. A bad value stops

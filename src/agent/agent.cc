@@ -604,7 +604,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
           });
       if (!repeated) deferred.push_back(a);
       Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
-          " to stop on its GPUs");
+          " to stop on its GPUs", logging::Level::kInfo, a.id());
       return;
     }
   }
@@ -747,7 +747,8 @@ void Agent::Impl::WatchGpuMemory() {
     }
   }
   for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
-    Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
+    Log("task " + std::to_string(stop.task.first) + " " + stop.reason, logging::Level::kWarn,
+        stop.task.first);
     executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
   }
 }
@@ -802,11 +803,14 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   for (const auto& [key, o] : seen) {
     if (o.health == TaskHealth::kRunning) continue;
     now_hung.insert(key);
-    if (!hung.count(key)) Log("task " + std::to_string(key.first) + " hung: " + o.detail);
+    if (!hung.count(key)) {
+      Log("task " + std::to_string(key.first) + " hung: " + o.detail, logging::Level::kWarn,
+          key.first);
+    }
   }
   for (const TaskKey& key : hung) {
     if (!now_hung.count(key) && seen.count(key)) {
-      Log("task " + std::to_string(key.first) + " runs again");
+      Log("task " + std::to_string(key.first) + " runs again", logging::Level::kInfo, key.first);
     }
   }
   hung = std::move(now_hung);

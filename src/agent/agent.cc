@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "base/host_port.h"
+#include "base/log.h"
 #include "base/private_dir.h"
 #include "base/thread_name.h"
 #include "core/gpu_health.h"
@@ -126,9 +128,18 @@ struct Agent::Impl {
     SendLocked(std::move(m));
   }
   void SendLocked(v1::AgentMessage m);  // REQUIRES: write_mu held
-  void Log(const std::string& line) {
-    if (!config.quiet) std::cerr << "gpusched agent " << config.name << ": " << line << "\n";
+  // Through the daemons' logger (base/log.h), as component "agent" with this node's name.
+  void Log(const std::string& line, logging::Level level = logging::Level::kInfo,
+           std::optional<uint64_t> task = std::nullopt) {
+    logging::Fields fields = logging::NodeF(config.name);
+    fields.task = task;
+    if (!config.quiet) logging::Log(level, "agent", line, fields);
   }
+  // Issue 39: at a process task's exit, its log's time becomes the exit's (the retention
+  // counts from the end, not from the last line) and a truncated log is said once.
+  void SettleLog(uint64_t id, const std::string& log);
+  // Issue 39: removes the files of tasks that ended more than task_files_retention ago.
+  void SweepTaskFiles(const std::vector<TaskKey>& running);
   v1::AgentMessage Register();
   // Issue 37: called first by every thread that wakes to act (heartbeats, Register, a server
   // message). After a pause longer than node_lost_after, stops every task here before anything
@@ -454,7 +465,7 @@ void Agent::Impl::LinkLoop() {
 }
 
 void Agent::Impl::HeartbeatLoop() {
-  TimeMs next_node = 0, next_task = 0;
+  TimeMs next_node = 0, next_task = 0, next_sweep = 0;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -467,6 +478,11 @@ void Agent::Impl::HeartbeatLoop() {
     StopStaleAfterPause();
     const TimeMs now = clock.MonoMs();  // issue 37: a wall-clock step changes no period
     const auto running = RunningOrWaiting();
+    if (config.executor == ExecutorKind::kProcess && config.task_files_retention_ms > 0 &&
+        now >= next_sweep) {
+      SweepTaskFiles(running);
+      next_sweep = now + std::clamp<DurationMs>(config.task_files_retention_ms / 4, 1000, 60'000);
+    }
     if (now >= next_node) {
       // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory.
       v1::AgentMessage m;
@@ -588,7 +604,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
           });
       if (!repeated) deferred.push_back(a);
       Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
-          " to stop on its GPUs");
+          " to stop on its GPUs", logging::Level::kInfo, a.id());
       return;
     }
   }
@@ -620,6 +636,7 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   // preemption, a checkpointed task resumes from its checkpoint when this is > 0).
   spec.agent_env["GPUSCHED_RESTART_COUNT"] = std::to_string(std::max<int64_t>(0, a.attempt() - 1));
   spec.stop_signal = a.stop_signal();
+  spec.log_max_bytes = config.log_max_size_bytes;
   spec.agent_env["GPUSCHED_NODE"] = config.name;
   // The files the task writes: created by the executor next to the log (task_files.h).
   if (gpus->simulated()) spec.task_files["GPUSCHED_PEAK_MIB_FILE"] = ".peak";
@@ -730,7 +747,8 @@ void Agent::Impl::WatchGpuMemory() {
     }
   }
   for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
-    Log("task " + std::to_string(stop.task.first) + " " + stop.reason);
+    Log("task " + std::to_string(stop.task.first) + " " + stop.reason, logging::Level::kWarn,
+        stop.task.first);
     executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
   }
 }
@@ -785,11 +803,14 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   for (const auto& [key, o] : seen) {
     if (o.health == TaskHealth::kRunning) continue;
     now_hung.insert(key);
-    if (!hung.count(key)) Log("task " + std::to_string(key.first) + " hung: " + o.detail);
+    if (!hung.count(key)) {
+      Log("task " + std::to_string(key.first) + " hung: " + o.detail, logging::Level::kWarn,
+          key.first);
+    }
   }
   for (const TaskKey& key : hung) {
     if (!now_hung.count(key) && seen.count(key)) {
-      Log("task " + std::to_string(key.first) + " runs again");
+      Log("task " + std::to_string(key.first) + " runs again", logging::Level::kInfo, key.first);
     }
   }
   hung = std::move(now_hung);
@@ -911,6 +932,30 @@ static MemoryEvidence ReadMemoryEvidence(int dir_fd, const std::string& log_name
 // memory-failure evidence is the task's (its ledger, its output) is task-written as a whole:
 // the server would learn the task's share from it. The peak file is kept until the server
 // acknowledges the exit, so a re-report carries the peak.
+void Agent::Impl::SettleLog(uint64_t id, const std::string& log) {
+  utimensat(log_dir_fd.get(), log.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // now
+  const std::string tail = ReadTaskFile(log_dir_fd.get(), log, 128, /*tail=*/true).value_or("");
+  const size_t note = tail.rfind("gpusched: output truncated after ");
+  if (note == std::string::npos) return;
+  std::string said = tail.substr(note);
+  while (!said.empty() && said.back() == '\n') said.pop_back();
+  Log("output over log_max_size was dropped (" + said + ")", logging::Level::kWarn, id);
+}
+
+void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
+  std::set<std::pair<uint64_t, int64_t>> keep(running.begin(), running.end());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [key, status] : unacked) keep.insert(key);
+  }
+  const int removed = RemoveOldTaskFiles(
+      log_dir_fd.get(), clock.NowMs() - config.task_files_retention_ms, keep);
+  if (removed > 0) {
+    Log("removed " + std::to_string(removed) + " files of tasks that ended more than " +
+        FormatDurationMs(config.task_files_retention_ms) + " ago (task_files_retention)");
+  }
+}
+
 void Agent::Impl::OnExit(const TaskExit& e) {
   v1::TaskStatus st;
   st.set_id(e.id);
@@ -925,6 +970,7 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   const bool has_files = config.executor == ExecutorKind::kProcess;
   if (e.permanent) st.set_permanent(true);  // its user cannot run it: no retry fixes that
   const std::string log = LogFileName(e.id, e.attempt);
+  if (has_files) SettleLog(e.id, log);
   if (has_files) {
     std::istringstream in(ReadTaskFile(log_dir_fd.get(), log + ".peak", 64).value_or(""));
     int64_t peak = 0;

@@ -82,6 +82,16 @@ struct AgentConfig {
   // Even as root, run every task as the agent's own user (a cluster whose submitters have no
   // accounts on the nodes: containers, `gpusched dev`, tests). Said at start.
   bool run_as_self = false;
+  // Issue 39: the most output one task's log keeps (`log_max_size` in --config, default
+  // 1 GiB); the shim drops the rest after a note in the log, and the agent logs it.
+  int64_t log_max_size_bytes = int64_t{1} << 30;
+  // Issue 39: a finished task's log and side files are removed this long after it ended
+  // (`task_files_retention` in --config; default the server's retain_finished_for, 1h);
+  // 0 = kept forever.
+  DurationMs task_files_retention_ms = 3'600'000;
+  // Issue 39: the log's level and format from --config (`log_level`, `log_format`); the
+  // command applies them under its flags (cli/log_flags.h). "" = not given.
+  std::string log_level, log_format;
 };
 
 class Agent {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "base/units.h"
 #include "core/node_rules.h"
 
 namespace gpusched::agent {
@@ -58,11 +59,32 @@ Status ApplyRules(const std::string& key, const YAML::Node& value, const std::st
 std::map<std::string, std::string*> ScalarKeys(AgentConfig& c) {
   return {{"server", &c.server},   {"name", &c.name},         {"gpus", &c.gpus},
           {"listen", &c.listen},   {"data_dir", &c.data_dir}, {"tls_dir", &c.tls_dir},
-          {"topology", &c.topology}};
+          {"topology", &c.topology}, {"log_level", &c.log_level},
+          {"log_format", &c.log_format}};
 }
 
-// Keys whose value is a mapping or a list (ApplyRules).
-constexpr std::array<std::string_view, 2> kStructuredKeys = {"labels", "taints"};
+// Keys parsed by a branch of their own: a mapping or a list (ApplyRules), or a size or a
+// duration with its own bounds (ApplyOutputKey).
+constexpr std::array<std::string_view, 4> kStructuredKeys = {"labels", "taints", "log_max_size",
+                                                             "task_files_retention"};
+
+// Issue 39: `log_max_size: 1GiB` (a size, > 0) and `task_files_retention: 1h` (a duration;
+// 0 = keep forever).
+Status ApplyOutputKey(const std::string& key, const YAML::Node& value, const std::string& field,
+                      AgentConfig& c) {
+  if (!value.IsScalar()) return InvalidArgument(field + ": expected a single value");
+  if (key == "log_max_size") {
+    GS_ASSIGN_OR_RETURN(MiB mib, ParseSizeMiB(value.Scalar(), field));
+    if (mib <= 0) return InvalidArgument(field + ": \"" + value.Scalar() + "\": must be > 0");
+    c.log_max_size_bytes = mib * (int64_t{1} << 20);
+    return Status::Ok();
+  }
+  GS_ASSIGN_OR_RETURN(c.task_files_retention_ms, ParseDurationMs(value.Scalar(), field));
+  if (c.task_files_retention_ms < 0) {
+    return InvalidArgument(field + ": \"" + value.Scalar() + "\": must be >= 0 (0 = keep)");
+  }
+  return Status::Ok();
+}
 
 Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig& c) {
   const std::map<std::string, std::string*> scalars = ScalarKeys(c);
@@ -73,6 +95,10 @@ Status ApplyKeys(const YAML::Node& root, const std::string& source, AgentConfig&
     if (!seen.insert(key).second) return InvalidArgument(field + ": given twice");
     if (key == "labels" || key == "taints") {
       GS_RETURN_IF_ERROR(ApplyRules(key, kv.second, field, c));
+      continue;
+    }
+    if (key == "log_max_size" || key == "task_files_retention") {
+      GS_RETURN_IF_ERROR(ApplyOutputKey(key, kv.second, field, c));
       continue;
     }
     auto it = scalars.find(key);

@@ -12,6 +12,10 @@
 //   topology: nvlink-pairs
 //   labels: {zone: a, gpusched.io/gpu: a100}            # CN115981827A claim 1: node selectors
 //   taints: [dedicated=infer:NoSchedule, {key: spot, effect: PreferNoSchedule}]
+//   log_level: info        # issue 39: trace|debug|info|warn|error (--log-level wins)
+//   log_format: text       # or json (--log-format wins)
+//   log_max_size: 1GiB     # the most output one task's log keeps; the rest is dropped
+//   task_files_retention: 1h  # a finished task's log is removed this long after; 0 = keep
 //
 // Unknown keys and bad values are errors naming the source, the key and the value
 // (core/node_rules.h for labels and taints). docs/agent-config.md lists every key.

@@ -52,5 +52,26 @@ TEST(AgentConfigTest, BadInputNamesTheFileTheKeyAndTheValue) {
   }
 }
 
+TEST(AgentConfigTest, Issue39_OutputKeysAndTheirBadValues) {
+  AgentConfig c;
+  EXPECT_EQ(c.log_max_size_bytes, int64_t{1} << 30);  // the default: 1 GiB
+  Status s = ApplyAgentConfigYaml(
+      "log_max_size: 1MiB\ntask_files_retention: 2h\nlog_level: debug\nlog_format: json\n",
+      "agent.yaml", c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.log_max_size_bytes, 1 << 20);
+  EXPECT_EQ(c.task_files_retention_ms, 2 * 3'600'000);
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.log_format, "json");
+  for (const char* bad : {"log_max_size: lots\n", "log_max_size: 0\n",
+                          "task_files_retention: soon\n", "log_max_size: [1]\n"}) {
+    AgentConfig d;
+    const Status e = ApplyAgentConfigYaml(bad, "agent.yaml", d);
+    EXPECT_FALSE(e.ok()) << bad;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_NE(e.message().find("agent.yaml: " + key), std::string::npos) << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::agent

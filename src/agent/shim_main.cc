@@ -18,6 +18,8 @@
 //     --tasks-per-node=K         K > 1: the task's process starts K copies (rank_launcher.h)
 //     --stop-signal=N            what a stop sends the task's group instead of SIGTERM
 //                                (the task's --signal, issue 37; core/stop_signal.h)
+//     --log-max-size=BYTES       the most of the task's output its log keeps (issue 39; the
+//                                agent's log_max_size): see "Output" below
 //
 // The shim is not tied to the agent's life: its first act is to lead a session of its own
 // (away from the agent's process group and terminal), it has no parent-death signal, and it
@@ -41,8 +43,18 @@
 // What it cannot journal (the .run or .exit record cannot be written, fork fails) it writes
 // as one line to fd 3 and to the log, so the agent that started it can report it.
 //
+// Output (issue 39). Without --log-max-size the task writes its log itself (stdout and
+// stderr are the log's descriptor). With it, the task's stdout and stderr are the write end
+// of a pipe and a thread of the shim (PumpOutput) copies what comes to the log until the log
+// holds BYTES, then appends one note ("gpusched: output truncated after BYTES bytes") and
+// reads on, dropping the rest: the task keeps running and writing (it never blocks on a
+// full pipe, and no SIGXFSZ), whatever processes it forks (they inherit the pipe), and the
+// cap comes from the agent's argv, never from the task. When the task's leader has exited,
+// the pump drains what is left for at most a second (a process that left the task's group
+// may hold the pipe open) before the exit is sealed.
+//
 // Every task's start goes through this program, so it is kept lean: libc only (no
-// iostream, no allocation), one fork, a handful of system calls.
+// iostream, no allocation), one fork, one thread for the output, a handful of system calls.
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,11 +64,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include "agent/journal_record.h"
 #include "agent/rank_launcher.h"
@@ -76,6 +92,7 @@ struct ShimOptions {
   const char* ld_preload = nullptr;
   const char* tasks_per_node = nullptr;
   const char* stop_signal = nullptr;
+  const char* log_max_size = nullptr;
 };
 
 // Parsed before the fork; read by the task's child.
@@ -84,6 +101,9 @@ gpusched::agent::TaskCredentials g_creds;  // the task's identity when it is not
 bool g_drop = false;
 int g_copies = 1;  // --tasks-per-node
 int g_stop_signal = SIGTERM;  // --stop-signal
+long long g_log_max = -1;     // --log-max-size; -1: the task writes its log itself
+int g_output_pipe[2] = {-1, -1};  // with --log-max-size: the task's stdout and stderr
+std::atomic<bool> g_task_done{false};  // the leader has exited: the pump drains and ends
 
 // Reads the leading --key=value options of argv into *out (a later one wins); "--" ends
 // them. Returns the index of the first operand (JOURNAL_DIR), or -1 with *bad naming an
@@ -100,6 +120,7 @@ int ParseOptions(int argc, char** argv, ShimOptions* out, const char** bad) {
       {"--ld-preload=", &out->ld_preload},
       {"--tasks-per-node=", &out->tasks_per_node},
       {"--stop-signal=", &out->stop_signal},
+      {"--log-max-size=", &out->log_max_size},
   };
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
@@ -212,6 +233,10 @@ bool FindProgram(const char* program, char* out, size_t size, int* err) {
 // only then enters the working directory, finds the program and execs it.
 [[noreturn]] void ExecTask(int gate, int why_fd, const char* program, char** argv) {
   setpgid(0, 0);
+  if (g_output_pipe[1] >= 0) {  // the pump's pipe (dup2 clears close-on-exec on 1 and 2)
+    dup2(g_output_pipe[1], STDOUT_FILENO);
+    dup2(g_output_pipe[1], STDERR_FILENO);
+  }
   char go = 0;
   ssize_t n;
   do {
@@ -253,6 +278,75 @@ bool FindProgram(const char* program, char* out, size_t size, int* err) {
   execv(resolved, argv);
   FailStart(why_fd, errno == ENOENT || errno == EACCES || errno == ENOEXEC, "command: %s: %s",
             resolved, strerror(errno));
+}
+
+long long MonoMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+// Writes all of `data` to the log (stdout); a write that fails (a full disk) drops the rest.
+void WriteLog(const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(STDOUT_FILENO, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// The log's budget: what it may still take before the note (its size now counts: the shim
+// appends), and whether the note was written.
+struct OutputBudget {
+  long long left = 0;
+  bool noted = false;
+  char last = '\n';  // the last byte written, so the note starts a line of its own
+};
+
+// Copies `data` to the log within the budget; the first byte beyond it writes the note.
+void Emit(OutputBudget& b, const char* data, size_t size) {
+  const size_t keep = static_cast<size_t>(b.left) < size ? static_cast<size_t>(b.left) : size;
+  if (keep > 0) {
+    WriteLog(data, keep);
+    b.left -= static_cast<long long>(keep);
+    b.last = data[keep - 1];
+  }
+  if (keep == size || b.noted) return;
+  char note[96];
+  const int n = snprintf(note, sizeof note, "%sgpusched: output truncated after %lld bytes\n",
+                         b.last == '\n' ? "" : "\n", g_log_max);
+  if (n > 0) WriteLog(note, static_cast<size_t>(n));
+  b.noted = true;
+}
+
+// The output thread (see "Output" above): from the pipe to the log until every writer has
+// closed it, or, once the leader has exited, until it is quiet for 100 ms or a second has
+// passed.
+void* PumpOutput(void*) {
+  static char buf[64 * 1024];
+  OutputBudget budget;
+  struct stat st;
+  const long long size = fstat(STDOUT_FILENO, &st) == 0 ? static_cast<long long>(st.st_size) : 0;
+  budget.left = g_log_max > size ? g_log_max - size : 0;
+  long long drain_until = -1;
+  for (;;) {
+    if (g_task_done.load() && drain_until < 0) drain_until = MonoMs() + 1000;
+    pollfd p{g_output_pipe[0], POLLIN, 0};
+    const int ready = poll(&p, 1, drain_until < 0 ? 200 : 100);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (drain_until >= 0) break;
+      continue;
+    }
+    const ssize_t n = read(g_output_pipe[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // every writer closed it
+    Emit(budget, buf, static_cast<size_t>(n));
+    if (drain_until >= 0 && MonoMs() > drain_until) break;
+  }
+  return nullptr;
 }
 
 // Forwards kill requests until the task leader exits; returns its wait status.
@@ -318,7 +412,8 @@ bool ParseKey(const char* id_text, const char* attempt_text, unsigned long long*
 
 constexpr char kUsage[] =
     "usage: gpusched-shim [--creds=UID:GID:GROUPS] [--workdir=DIR] [--cpus=LIST] "
-    "[--ld-preload=LIBS] [--tasks-per-node=K] [--stop-signal=N] JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
+    "[--ld-preload=LIBS] [--tasks-per-node=K] [--stop-signal=N] [--log-max-size=BYTES] "
+    "JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
     "(started by the gpusched agent, one per task)\n";
 
 // Checks the options that need parsing; false after reporting the first that does not.
@@ -341,6 +436,18 @@ bool ApplyOptions() {
       return false;
     }
     g_copies = static_cast<int>(copies);
+  }
+  if (const char* m = g_options.log_max_size) {
+    char* end = nullptr;
+    errno = 0;
+    const long long bytes = strtoll(m, &end, 10);
+    if (end == m || *end != '\0' || errno != 0 || bytes < 1) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "launch failed: --log-max-size=%.40s: not a size in bytes", m);
+      Report(msg);
+      return false;
+    }
+    g_log_max = bytes;
   }
   if (const char* n = g_options.stop_signal) {
     char* end = nullptr;
@@ -395,7 +502,8 @@ int main(int argc, char** argv) {
     return 127;
   }
   int gate[2], why[2];  // why: the child's reason when it cannot start the task
-  if (pipe2(gate, O_CLOEXEC) != 0 || pipe2(why, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (pipe2(gate, O_CLOEXEC) != 0 || pipe2(why, O_CLOEXEC | O_NONBLOCK) != 0 ||
+      (g_log_max > 0 && pipe2(g_output_pipe, O_CLOEXEC) != 0)) {
     char msg[128];
     snprintf(msg, sizeof msg, "launch failed: pipe: %s", strerror(errno));
     Report(msg);
@@ -415,6 +523,19 @@ int main(int argc, char** argv) {
   }
   close(gate[0]);
   close(why[1]);
+  pthread_t pump{};
+  bool pumping = false;
+  if (g_output_pipe[1] >= 0) {
+    close(g_output_pipe[1]);  // the task's now: EOF when its last process closes it
+    fcntl(g_output_pipe[0], F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; the default if refused
+    pumping = pthread_create(&pump, nullptr, &PumpOutput, nullptr) == 0;
+    if (!pumping) {
+      kill(task, SIGKILL);
+      waitpid(task, nullptr, 0);
+      Report("launch failed: cannot start the thread that copies the task's output");
+      return 127;
+    }
+  }
   setpgid(task, task);  // also from here, so the group exists before the record names it
   run.task_pgid = task;
   journal::ProcessId task_id;
@@ -437,6 +558,10 @@ int main(int argc, char** argv) {
   close(gate[1]);
 
   const int status = Supervise(task, waited);
+  if (pumping) {  // the output the task wrote before it ended is in the log before its exit
+    g_task_done.store(true);
+    pthread_join(pump, nullptr);
+  }
   const journal::ExitRecord exit_record = ExitOf(status, why[0]);
   const size_t exit_len = journal::FormatExit(exit_record, text, sizeof text);
   if (exit_len == 0 ||

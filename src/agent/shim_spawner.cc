@@ -131,6 +131,9 @@ StatusOr<std::vector<std::string>> ShimOptions(const LaunchSpec& spec) {
     out.push_back("--tasks-per-node=" + std::to_string(spec.tasks_per_node));
   }
   if (spec.stop_signal > 0) out.push_back("--stop-signal=" + std::to_string(spec.stop_signal));
+  if (spec.log_max_bytes > 0) {
+    out.push_back("--log-max-size=" + std::to_string(spec.log_max_bytes));
+  }
   return out;
 }
 

@@ -72,6 +72,9 @@ struct LaunchSpec {
   // What a stop (Kill) sends the task first instead of SIGTERM (the spec's --signal, issue
   // 37); 0 = SIGTERM. ProcessRunner hands it to the shim as --stop-signal.
   int stop_signal = 0;
+  // Issue 39: the most of the task's output its log keeps (the agent's log_max_size); the
+  // shim drops the rest after a note (shim_main.cc "Output"). 0 = no cap.
+  int64_t log_max_bytes = 0;
   std::string log_path;
   // Set: the task runs as this account (ProcessRunner only); its log is then owned by it and
   // readable by it only (0600). Unset: as the agent's user.

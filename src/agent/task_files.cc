@@ -1,12 +1,15 @@
 #include "agent/task_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace gpusched::agent {
 
@@ -92,6 +95,50 @@ std::optional<std::string> ReadTaskFile(int dir_fd, const std::string& name, siz
   close(fd);
   out.resize(got);
   return out;
+}
+
+namespace {
+
+// "task-7-1.log" or "task-7-1.log.peak" -> (7, 1); nullopt for any other name.
+std::optional<std::pair<uint64_t, int64_t>> TaskKeyOfFile(const char* name) {
+  unsigned long long id = 0;
+  long long attempt = 0;
+  int end = 0;
+  if (std::sscanf(name, "task-%llu-%lld.log%n", &id, &attempt, &end) != 2 || end == 0) {
+    return std::nullopt;
+  }
+  if (name[end] != '\0' && name[end] != '.') return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(id), static_cast<int64_t>(attempt));
+}
+
+}  // namespace
+
+int RemoveOldTaskFiles(int dir_fd, int64_t older_than_ms,
+                       const std::set<std::pair<uint64_t, int64_t>>& keep) {
+  const int fd = dup(dir_fd);  // fdopendir takes the descriptor; the caller keeps its own
+  if (fd < 0) return 0;
+  DIR* dir = fdopendir(fd);
+  if (dir == nullptr) {
+    close(fd);
+    return 0;
+  }
+  rewinddir(dir);
+  std::vector<std::string> old;
+  while (const dirent* e = readdir(dir)) {
+    const auto key = TaskKeyOfFile(e->d_name);
+    if (!key || keep.count(*key) > 0) continue;
+    struct stat st {};
+    if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const int64_t mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 +
+                             st.st_mtim.tv_nsec / 1'000'000;
+    if (mtime_ms < older_than_ms) old.emplace_back(e->d_name);
+  }
+  closedir(dir);
+  int removed = 0;
+  for (const std::string& name : old) {
+    if (unlinkat(dir_fd, name.c_str(), 0) == 0) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace gpusched::agent

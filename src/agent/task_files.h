@@ -10,7 +10,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -57,5 +59,12 @@ StatusOr<int> CreateTaskFile(int dir_fd, const std::string& name, mode_t mode,
 // without following a symlink; nullopt when it is missing, not a regular file, or unreadable.
 std::optional<std::string> ReadTaskFile(int dir_fd, const std::string& name, size_t max_bytes,
                                         bool tail = false);
+
+// Issue 39: removes the task files of `dir_fd` (`task-ID-ATTEMPT.log` and its side files,
+// `task-ID-ATTEMPT.log.*`) last modified before `older_than_ms` (wall time, ms since the
+// epoch), except those of the (id, attempt)s in `keep`. Only names are removed (unlinkat),
+// never what a link points to; other names are left alone. Returns how many were removed.
+int RemoveOldTaskFiles(int dir_fd, int64_t older_than_ms,
+                       const std::set<std::pair<uint64_t, int64_t>>& keep);
 
 }  // namespace gpusched::agent

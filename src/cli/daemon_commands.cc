@@ -10,11 +10,13 @@
 #include <sstream>
 
 #include "agent/agent_config.h"
+#include "base/log.h"
 #include "base/private_dir.h"
 #include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
+#include "cli/log_flags.h"
 #include "cli/rule_flags.h"
 
 namespace gpusched::cli {
@@ -25,6 +27,7 @@ struct ServerFlags {
   std::string store, etcd, lease_ttl, advertise;
   std::string tls_dir, auth, memory_table, default_user;
   bool insecure = false;
+  LogFlags log;
 };
 
 void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
@@ -41,6 +44,7 @@ void AddServerFlags(CLI::App* cmd, ServerFlags& f) {
                   "(submit --profile) instead of a size");
   cmd->add_flag("--insecure", f.insecure,
                 "Allow listening off loopback without TLS and authentication (warned loudly)");
+  AddLogFlags(cmd, f.log);
 }
 
 server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
@@ -66,6 +70,7 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
     if (!ttl.ok()) Fail(ttl.status());
     c.lease_ttl_ms = *ttl;
   }
+  ApplyLogFlags(f.log, c.log_level, c.log_format, f.config);
   if (Status s = c.Validate(); !s.ok()) Fail(s);
   return c;
 }
@@ -99,13 +104,14 @@ void RegisterServer(CLI::App& app) {
     server::ServerConfig c = ServerConfigFrom(*f);
     BlockStopSignals();
     auto srv = OrFail(server::Server::Start(c));
-    std::cerr << "gpusched server: listening on " << srv->address()
-              << (c.tls_dir.empty() ? "" : " (TLS)") << ", http"
-              << (c.tls_dir.empty() || srv->http_port() <= 0 ? " " : "s ")
-              << (srv->http_port() > 0 ? std::to_string(srv->http_port()) : "off") << ", "
-              << (c.store == "etcd" ? "etcd " + c.etcd + " (standby until elected)"
-                                    : "data " + c.data_dir)
-              << ", auth " << (c.AuthEnabled() ? "token" : "none") << "\n";
+    std::ostringstream line;
+    line << "listening on " << srv->address() << (c.tls_dir.empty() ? "" : " (TLS)") << ", http"
+         << (c.tls_dir.empty() || srv->http_port() <= 0 ? " " : "s ")
+         << (srv->http_port() > 0 ? std::to_string(srv->http_port()) : "off") << ", "
+         << (c.store == "etcd" ? "etcd " + c.etcd + " (standby until elected)"
+                               : "data " + c.data_dir)
+         << ", auth " << (c.AuthEnabled() ? "token" : "none");
+    logging::Info("server", line.str());
     WaitForStopSignal();
     srv->Shutdown();
   });
@@ -135,6 +141,11 @@ void MergeAgentConfigFile(const std::string& path, CLI::App* cmd, agent::AgentCo
   agent::AgentConfig file;
   file.server.clear();  // only what the file says
   if (Status s = agent::ApplyAgentConfigYaml(text.str(), path, file); !s.ok()) Fail(s);
+  // Keys without a flag (issue 39): the file's, or the defaults.
+  c.log_max_size_bytes = file.log_max_size_bytes;
+  c.task_files_retention_ms = file.task_files_retention_ms;
+  c.log_level = file.log_level;
+  c.log_format = file.log_format;
   using Field = std::string agent::AgentConfig::*;
   const std::pair<const char*, Field> scalars[] = {
       {"--server", &agent::AgentConfig::server},   {"--name", &agent::AgentConfig::name},
@@ -228,13 +239,16 @@ void RegisterAgent(CLI::App& app) {
   cmd->add_option("--preload", c->preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");
+  auto log_flags = std::make_shared<LogFlags>();
+  AddLogFlags(cmd, *log_flags);
   cmd->callback([c, cmd, config_file, executor, health_period, memory_grace, labels, taints,
-                 token_file] {
+                 token_file, log_flags] {
     c->token = AgentToken(*token_file);
     c->labels = LabelFlags(*labels, "--label");
     c->taints = TaintFlags(*taints, "--taint");
     if (cmd->count("--server") == 0) c->server.clear();  // no default: say where
     if (!config_file->empty()) MergeAgentConfigFile(*config_file, cmd, *c);
+    ApplyLogFlags(*log_flags, c->log_level, c->log_format, *config_file);
     if (c->server.empty()) c->server = GlobalServer();  // `gpusched --server ADDR agent`
     if (c->server.empty()) {
       Fail(InvalidArgument("--server: missing; give --server ADDR (or server: in --config)"));
@@ -244,8 +258,8 @@ void RegisterAgent(CLI::App& app) {
     c->gpu_memory_grace_ms = OrFail(ParseDurationMs(*memory_grace, "gpu-memory-grace"));
     BlockStopSignals();
     auto a = OrFail(agent::Agent::Start(*c));
-    std::cerr << "gpusched agent " << a->name() << ": serving on " << a->address() << ", data "
-              << a->data_dir() << "\n";
+    logging::Info("agent", "serving on " + a->address() + ", data " + a->data_dir(),
+                  logging::NodeF(a->name()));
     WaitForStopSignal();
     // Like a kubelet or slurmd restart: the tasks run on under their supervisors, and the
     // next agent on this data dir adopts them.

@@ -16,7 +16,9 @@
 
 #include "base/clock.h"
 #include "base/host_port.h"
+#include "base/log.h"
 #include "cli/commands.h"
+#include "cli/log_flags.h"
 #include "cli/signals.h"
 #include "cli/usage_errors.h"
 #include "extender/extender_server.h"
@@ -33,6 +35,7 @@ struct ExtenderFlags {
   std::string url_prefix = "/gpusched";
   std::string kube_api, token_file, ca_file;
   std::string gpushare_unit = "GiB";
+  LogFlags log;
 };
 
 // Fills --kube-api, --token-file and --ca-file from the pod's environment when unset.
@@ -46,6 +49,7 @@ void InClusterDefaults(ExtenderFlags& f) {
 }
 
 void RunExtender(ExtenderFlags f) {
+  ApplyLogFlags(f.log);
   // Blocked before any thread starts, so every thread inherits the mask and sigwait gets them.
   BlockStopSignals();
 
@@ -57,11 +61,7 @@ void RunExtender(ExtenderFlags f) {
   } else {
     Fail("--gpushare-unit: \"" + f.gpushare_unit + "\" (use GiB or MiB)", kExitUsage);
   }
-  auto log_mu = std::make_shared<std::mutex>();
-  config.log = [log_mu](const std::string& line) {
-    std::lock_guard lock(*log_mu);
-    std::cerr << line << "\n";
-  };
+  config.log = [](const std::string& line) { logging::Info("extender", line); };
   InClusterDefaults(f);
   RealClock clock;
   std::unique_ptr<extender::HttpKubeApi> api;
@@ -87,10 +87,11 @@ void RunExtender(ExtenderFlags f) {
       ext, extender::ServerOptions{f.listen, f.url_prefix},
       [cache_ptr] { return cache_ptr == nullptr || cache_ptr->synced(); });
   if (!server.ok()) Fail(server.status());  // malformed --listen: 2; port in use: 1
-  std::cerr << "gpusched extender: serving POST " << (*server)->url_prefix()
-            << "/{filter,prioritize,bind,preempt} on " << f.listen << " (port " << (*server)->port()
-            << "); Kubernetes API: " << (f.kube_api.empty() ? "none (NodeList mode only, no bind)" : f.kube_api)
-            << "\n";
+  logging::Info("extender", "serving POST " + (*server)->url_prefix() +
+                                "/{filter,prioritize,bind,preempt} on " + f.listen + " (port " +
+                                std::to_string((*server)->port()) + "); Kubernetes API: " +
+                                (f.kube_api.empty() ? "none (NodeList mode only, no bind)"
+                                                    : f.kube_api));
   WaitForStopSignal();
   (*server)->Stop();
   if (sync) sync->Stop();
@@ -112,6 +113,7 @@ void RegisterExtender(CLI::App& app) {
   cmd->add_option("--gpushare-unit", f->gpushare_unit,
                   "Unit of aliyun.com/gpu-mem (GiB or MiB, as gpushare's --memory-unit)")
       ->capture_default_str();
+  AddLogFlags(cmd, f->log, /*config_keys=*/false);
   cmd->callback([f] { RunExtender(*f); });
 }
 

@@ -1,7 +1,6 @@
 #include "rpc/grpc_log.h"
 
 #include <grpc/support/log.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -161,22 +160,27 @@ const char* SeverityName(gpr_log_severity severity) {
   return "log";
 }
 
-void Write(const std::string& summary, const std::string& where, int64_t repeats = 0) {
-  std::string line = "gpusched: gRPC: " + summary + " (" + where + ")";
-  if (repeats > 0) line += " (and " + std::to_string(repeats) + " more like it before)";
-  line += "\n";
-  // One write: lines of threads logging at once do not interleave.
-  const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)n;  // nowhere left to report a failed write to stderr
+logging::Level LevelOf(gpr_log_severity severity) {
+  switch (severity) {
+    case GPR_LOG_SEVERITY_DEBUG:
+      return logging::Level::kDebug;
+    case GPR_LOG_SEVERITY_INFO:
+      return logging::Level::kInfo;
+    case GPR_LOG_SEVERITY_ERROR:
+      return logging::Level::kError;
+  }
+  return logging::Level::kError;
+}
+
+// Through the daemons' logger: its repeat counting holds back the same line from the same
+// place in gRPC for a minute.
+void Write(logging::Level level, const std::string& summary, const std::string& where) {
+  logging::Fields fields;
+  fields.repeat_key = where + "\n" + summary;
+  logging::Log(level, "grpc", "gRPC: " + summary + " (" + where + ")", fields);
 }
 
 std::atomic<GrpcLogMode> g_mode{GrpcLogMode::kDaemon};
-
-RepeatedLines& TheRepeats() {
-  static RealClock* clock = new RealClock();
-  static RepeatedLines* repeats = new RepeatedLines(*clock);  // never destroyed: gRPC logs
-  return *repeats;                                            // until the process ends
-}
 
 void Sink(gpr_log_func_args* args) {
   std::string summary = SummarizeGrpcMessage(args->message != nullptr ? args->message : "");
@@ -190,8 +194,7 @@ void Sink(gpr_log_func_args* args) {
   }
   // A client still says why gRPC is about to abort the process (GPR_ASSERT logs, then aborts).
   if (g_mode.load() == GrpcLogMode::kClient && !summary.starts_with("assertion failed")) return;
-  const int64_t held = TheRepeats().Admit(where + "\n" + summary);
-  if (held >= 0) Write(summary, where, held);
+  Write(LevelOf(args->severity), summary, where);
 }
 
 }  // namespace
@@ -219,21 +222,6 @@ std::string SummarizeGrpcMessage(std::string_view message) {
   return Bounded(std::move(out));
 }
 
-int64_t RepeatedLines::Admit(const std::string& key) {
-  const int64_t now = clock_.NowMs();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (seen_.size() >= kMaxRemembered && seen_.count(key) == 0) seen_.clear();
-  auto [it, fresh] = seen_.try_emplace(key, Seen{now, 0});
-  if (fresh) return 0;
-  if (now - it->second.written_ms < kWindowMs) {
-    ++it->second.held;
-    return -1;
-  }
-  const int64_t held = it->second.held;
-  it->second = Seen{now, 0};
-  return held;
-}
-
 GrpcLogCapture::GrpcLogCapture() : outer_(t_capture) { t_capture = this; }
 
 GrpcLogCapture::~GrpcLogCapture() { t_capture = outer_; }
@@ -250,7 +238,7 @@ void GrpcLogCapture::Add(std::string summary, std::string where) {
 }
 
 void GrpcLogCapture::Replay() {
-  for (const Line& l : lines_) Write(l.summary, l.where);
+  for (const Line& l : lines_) Write(logging::Level::kError, l.summary, l.where);
   lines_.clear();
 }
 

@@ -7,8 +7,9 @@
 // to configure socket {..., children:[UNKNOWN:Address already in use {..., errno:98, ...}]}]}").
 // A user meets them in front of gpusched's own message about the same failure.
 //
-// InstallGrpcLogSink routes them through SummarizeGrpcMessage: one line, "gpusched: gRPC:
-// <what failed>: <why> (error at <file>:<line>)", repeats counted rather than written. GrpcLogCapture keeps what gRPC logs on the calling
+// InstallGrpcLogSink routes them through SummarizeGrpcMessage and the daemons' logger
+// (base/log.h, component "grpc"): one line, "gRPC: <what failed>: <why> (error at
+// <file>:<line>)", repeats counted rather than written. GrpcLogCapture keeps what gRPC logs on the calling
 // thread instead, for a caller that reports the failure itself and wants gRPC's reason in its
 // message (a port in use, no permission for a low port, an address not on this machine).
 //
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/log.h"
 
 namespace gpusched::rpc {
 
@@ -44,27 +46,9 @@ enum class GrpcLogMode {
 // bug report (main.cc).
 void InstallGrpcLogSink(GrpcLogMode mode = GrpcLogMode::kDaemon);
 
-// kDaemon's repeat counting, per key (where gRPC logged it and the summary): a line is written
-// the first time, then held back for a minute, then written again with the number held
-// back. Thread-safe. At most kMaxRemembered keys (then it starts afresh).
-class RepeatedLines {
- public:
-  static constexpr int64_t kWindowMs = 60'000;
-  static constexpr size_t kMaxRemembered = 256;
-
-  explicit RepeatedLines(Clock& clock) : clock_(clock) {}
-  // How many repeats were held back, to say with this line written now; -1: hold it back.
-  int64_t Admit(const std::string& key);
-
- private:
-  struct Seen {
-    int64_t written_ms;
-    int64_t held;
-  };
-  Clock& clock_;
-  std::mutex mu_;
-  std::map<std::string, Seen> seen_;
-};
+// kDaemon's repeat counting is the logger's (base/log.h): the same line from the same place
+// in gRPC is written once a minute with the count held back.
+using RepeatedLines = logging::RepeatedLines;
 
 // gRPC's message shortened to what a user reads: the description of every node of its
 // status tree, outermost first, without the status code prefix ("UNKNOWN:") or the

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "base/log.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 #include "rpc/log_capability.h"
@@ -25,8 +26,8 @@ grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& nod
   if (!require_client_cert) return grpc::Status::OK;
   const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
-    std::cerr << "gpusched server: refused agent \"" << node << "\" from " << ctx->peer()
-              << ": no client certificate\n";
+    logging::Warn("server", "refused agent from " + ctx->peer() + ": no client certificate",
+                  logging::NodeF(node));
     return {grpc::StatusCode::UNAUTHENTICATED,
             "agent \"" + node + "\" presented no client certificate; this server requires "
             "one from its CA: create it with `gpusched certs init DIR --agent " + node +
@@ -45,8 +46,10 @@ grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& nod
   if (rpc::CertificateNamesNode(names, node)) return grpc::Status::OK;
   std::string named;
   for (const std::string& n : names) named += (named.empty() ? "" : ", ") + n;
-  std::cerr << "gpusched server: refused agent \"" << node << "\" from " << ctx->peer()
-            << ": its certificate names " << (named.empty() ? "nothing" : named) << "\n";
+  logging::Warn("server",
+                "refused agent from " + ctx->peer() + ": its certificate names " +
+                    (named.empty() ? std::string("nothing") : named),
+                logging::NodeF(node));
   return {grpc::StatusCode::PERMISSION_DENIED,
           "agent registered as \"" + node + "\" but its certificate names " +
               (named.empty() ? std::string("no node") : "\"" + named + "\"") +
@@ -147,7 +150,7 @@ class AsyncAgentLink::Call final : public AgentChannel,
     if (!ok) {  // the agent closed its side, went away, or the call was cancelled
       if (registered_) {
         cp_->AgentDisconnected(node_, this);
-        std::cerr << "gpusched server: agent " << node_ << " disconnected\n";
+        logging::Info("server", "agent " + node_ + " disconnected", logging::NodeF(node_));
       }
       std::lock_guard<std::mutex> lock(mu_);
       EndLocked(grpc::Status::OK);
@@ -180,8 +183,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
     }
     if (grpc::Status who = CheckAgentToken(spec->name); !who.ok()) return who;
     if (Status s = cp_->AdmitAgent(in_.register_()); !s.ok()) {
-      std::cerr << "gpusched server: refused agent \"" << spec->name << "\" from " << ctx_.peer()
-                << ": " << s.message() << "\n";
+      logging::Warn("server", "refused agent from " + ctx_.peer() + ": " + s.message(),
+                    logging::NodeF(spec->name));
       return rpc::ToGrpc(s);
     }
     auto key = rpc::NewLogReadKey();
@@ -204,8 +207,10 @@ class AsyncAgentLink::Call final : public AgentChannel,
     }
     node_ = spec->name;
     registered_ = true;
-    std::cerr << "gpusched server: agent " << node_ << " connected (" << spec->gpus.size()
-              << " GPUs, " << spec->address << ")\n";
+    logging::Info("server",
+                  "agent " + node_ + " connected (" + std::to_string(spec->gpus.size()) +
+                      " GPUs, " + spec->address + ")",
+                  logging::NodeF(node_));
     if (link_.on_registered_) link_.on_registered_(shared_from_this());
     return grpc::Status::OK;
   }
@@ -224,8 +229,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
     }
     const Status s = cp_->AuthenticateAgent(authorization, node);
     if (s.ok()) return grpc::Status::OK;
-    std::cerr << "gpusched server: refused agent \"" << node << "\" from " << ctx_.peer() << ": "
-              << s.message() << "\n";
+    logging::Warn("server", "refused agent from " + ctx_.peer() + ": " + s.message(),
+                  logging::NodeF(node));
     return rpc::ToGrpc(s);
   }
 
@@ -321,8 +326,8 @@ void AsyncAgentLink::Stop() {
   // start its Finish meanwhile. Once over, a call starts nothing (Send refuses), so the
   // queue may shut down (an operation started on a queue that shut down aborts).
   if (!calls_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return live_calls_ == 0; })) {
-    std::cerr << "gpusched server: " << live_calls_
-              << " agent calls did not end within 10 s of the shutdown\n";
+    logging::Warn("server", std::to_string(live_calls_) +
+                                " agent calls did not end within 10 s of the shutdown");
   }
 }
 

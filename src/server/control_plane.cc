@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/log.h"
 #include "base/thread_name.h"
 #include "base/units.h"
 #include "spec/spec_yaml.h"
@@ -166,15 +167,15 @@ Status ControlPlane::Restore() {
   sched_->AwaitNodes(std::move(known), sched_->NowMs() + 2 * config_.node_heartbeat_ms);
   GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
   for (const store::QuarantinedRow& q : live.quarantined) {
-    std::cerr << "gpusched server: QUARANTINED " << q.table << " row " << q.key << ": " << q.error
-              << " (moved to the quarantine table; the server serves every other task)\n";
+    logging::Error("server", "QUARANTINED " + q.table + " row " + q.key + ": " + q.error +
+                               " (moved to the quarantine table; the server serves every other "
+                               "task)");
   }
   quarantined_ = static_cast<int64_t>(live.quarantined.size());
   for (const store::TaskRecord& r : live.tasks) {
     Status s = sched_->Restore(r.task);
     if (!s.ok()) {
-      std::cerr << "gpusched server: task " << r.task.id.ToString() << " not restored: "
-                << s.ToString() << "\n";
+      logging::Error("server", "not restored: " + s.ToString(), logging::TaskF(r.task.id.value()));
       continue;
     }
     if (r.last_placement) last_placement_[r.task.id] = *r.last_placement;
@@ -193,7 +194,7 @@ Status ControlPlane::Restore() {
   GS_ASSIGN_OR_RETURN(std::vector<core::TeamQuota> quotas, store_->LoadQuotas());
   for (const core::TeamQuota& q : quotas) {
     Status s = sched_->SetQuota(q);
-    if (!s.ok()) std::cerr << "gpusched server: quota of team " << q.team << " ignored: " << s.ToString() << "\n";
+    if (!s.ok()) logging::Warn("server", "quota of team " + q.team + " ignored: " + s.ToString());
   }
   GS_ASSIGN_OR_RETURN(auto counts, store_->CountTasksByState());
   for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
@@ -203,9 +204,10 @@ Status ControlPlane::Restore() {
     }
   }
   if (live.max_id > 0) {
-    std::cerr << "gpusched server: restored " << live.tasks.size() << " live tasks (ids up to "
-              << live.max_id << "), " << nodes.size() << " nodes, " << peaks.size()
-              << " learned memory peaks\n";
+    logging::Info("server", "restored " + std::to_string(live.tasks.size()) +
+                                " live tasks (ids up to " + std::to_string(live.max_id) + "), " +
+                                std::to_string(nodes.size()) + " nodes, " +
+                                std::to_string(peaks.size()) + " learned memory peaks");
   }
   // Tasks requeued by the restore are written back before anything acts on them.
   const uint64_t seq = Flush();
@@ -300,8 +302,8 @@ void ControlPlane::LoopMain() {
 
 void ControlPlane::ResumedAfterPause(DurationMs paused) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::cerr << "gpusched server: the scheduling loop did not run for " << FormatDurationMs(paused)
-            << " (paused or stalled): every node gets a fresh node_timeout from now\n";
+  logging::Warn("server", "the scheduling loop did not run for " + FormatDurationMs(paused) +
+                             " (paused or stalled): every node gets a fresh node_timeout from now");
   sched_->ForgiveSilence(paused);
 }
 
@@ -309,10 +311,8 @@ void ControlPlane::ResumedAfterPause(DurationMs paused) {
 void ControlPlane::LogEvictionHold() {
   const std::string& hold = sched_->eviction_hold();
   if (hold == eviction_hold_said_) return;
-  std::cerr << "gpusched server: "
-            << (hold.empty() ? "evictions resumed: fewer than half of the nodes are silent"
-                             : "evictions held: " + hold)
-            << "\n";
+  logging::Warn("server", hold.empty() ? "evictions resumed: fewer than half of the nodes are silent"
+                                       : "evictions held: " + hold);
   eviction_hold_said_ = hold;
 }
 
@@ -486,9 +486,10 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   const DurationMs backoff = std::min<DurationMs>(
       config_.store_retry_max_ms, kFirstRetryMs << std::min(consecutive_failures_ - 1, 16));
   next_retry_ms_ = clock_.MonoMs() + backoff;
-  std::cerr << "gpusched server: store commit failed (" << s.ToString() << "); "
-            << submissions.size() << " submissions refused, other changes retried in "
-            << backoff << " ms\n";
+  logging::Error("store", "commit failed (" + s.ToString() + "); " +
+                              std::to_string(submissions.size()) +
+                              " submissions refused, other changes retried in " +
+                              std::to_string(backoff) + " ms");
   for (TaskId id : submissions) {
     if (!sched_->IsHeld(id)) continue;
     if (auto k = held_keys_.find(id); k != held_keys_.end()) {

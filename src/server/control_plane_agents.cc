@@ -7,6 +7,8 @@
 
 #include "server/control_plane.h"
 
+#include "base/log.h"
+
 namespace gpusched::server {
 namespace {
 
@@ -114,7 +116,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
   }
   // What the agent runs that is not ours there is killed (core's heartbeat reconciliation).
   Status s = sched_->HandleNodeHeartbeat(hb);
-  if (!s.ok()) std::cerr << "gpusched server: register of " << node << ": " << s.ToString() << "\n";
+  if (!s.ok()) logging::Warn("server", "register failed: " + s.ToString(), logging::NodeF(node));
 }
 
 // When a reported exit happened, on this server's clock: the node says how long before it
@@ -131,8 +133,8 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   // of a task placed on another node changes nothing. It is acknowledged like a stale one.
   const bool elsewhere = PlacedElsewhere(t, node);
   if (elsewhere) {
-    std::cerr << "gpusched server: ignored a report from " << node << " of task " << st.id()
-              << ", which runs on " << t->placement->node << "\n";
+    logging::Warn("server", "ignored a report of a task that runs on " + t->placement->node,
+                  logging::TaskF(st.id(), node));
   }
   if (st.kind() == v1::TaskStatus::STARTED) {
     if (!elsewhere) (void)sched_->TaskStarted(id, st.attempt());  // stale: changes nothing
@@ -157,8 +159,7 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
-    std::cerr << "gpusched server: exit of task " << st.id() << " on " << node << ": "
-              << s.ToString() << "\n";
+    logging::Warn("server", "exit not applied: " + s.ToString(), logging::TaskF(st.id(), node));
   }
   // Acknowledged once the record it changed is durable, so the agent keeps it in its journal
   // until then. A repeated or stale report changed nothing and is acknowledged as well.
@@ -264,7 +265,7 @@ bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMe
     }
     Status s = sched_->HandleNodeHeartbeat(hb);
     if (!s.ok()) {
-      std::cerr << "gpusched server: heartbeat of " << node << ": " << s.ToString() << "\n";
+      logging::Warn("server", "heartbeat not applied: " + s.ToString(), logging::NodeF(node));
     }
   } else if (m.has_task_heartbeats()) {
     for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {

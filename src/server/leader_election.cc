@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "base/log.h"
+
 namespace gpusched::server {
 
 using store::EtcdCompare;
@@ -60,7 +62,7 @@ bool LeaderElection::Sleep(int ms) {
 }
 
 void LeaderElection::StepDown(const std::string& why) {
-  std::cerr << "gpusched server: stepping down as leader: " << why << "\n";
+  logging::Warn("server", "stepping down as leader: " + why);
   leading_ = false;
   if (callbacks_.on_deposed) callbacks_.on_deposed(why);
   int64_t lease = 0;
@@ -131,8 +133,8 @@ void LeaderElection::CampaignLoop() {
       }
     }
 
-    std::cerr << "gpusched server: elected leader (" << options_.identity << ", fencing revision "
-              << revision << ")\n";
+    logging::Info("server", "elected leader (" + options_.identity + ", fencing revision " +
+                                std::to_string(revision) + ")");
     leading_ = true;
     Status s = callbacks_.on_elected ? callbacks_.on_elected(revision) : Status::Ok();
     if (!s.ok()) {

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/host_port.h"
+#include "base/log.h"
 #include "base/private_dir.h"
 #include "server/async_agent_link.h"
 #include "server/async_queue.h"
@@ -296,10 +297,11 @@ Status WriteSecretFile(const std::string& path, const std::string& text) {
 Status BootstrapAdminToken(const ServerConfig& config, ControlPlane& cp) {
   if (!cp.auth_enabled() || cp.TokenCount() > 0) return Status::Ok();
   if (config.data_dir.empty()) {
-    std::cerr << "gpusched server: authentication is on and no token exists, and there is no "
-                 "--data-dir to write the first admin token to: start this server (one server "
-                 "of an HA control plane suffices) once with --data-dir DIR; DIR/admin-token "
-                 "then holds an admin token\n";
+    logging::Warn("server",
+                  "authentication is on and no token exists, and there is no "
+                  "--data-dir to write the first admin token to: start this server (one server "
+                  "of an HA control plane suffices) once with --data-dir DIR; DIR/admin-token "
+                  "then holds an admin token");
     return Status::Ok();
   }
   GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data_dir"));
@@ -309,9 +311,11 @@ Status BootstrapAdminToken(const ServerConfig& config, ControlPlane& cp) {
     (void)cp.RevokeToken(m.record.id);  // nobody could use it
     return w;
   }
-  std::cerr << "gpusched server: authentication is on; wrote the first admin token (id "
-            << m.record.id << ") to " << path << " (mode 0600); create users' tokens with "
-            << "GPUSCHED_TOKEN=$(cat " << path << ") gpusched token create --user NAME\n";
+  std::ostringstream line;
+  line << "authentication is on; wrote the first admin token (id " << m.record.id << ") to "
+       << path << " (mode 0600); create users' tokens with GPUSCHED_TOKEN=$(cat " << path
+       << ") gpusched token create --user NAME";
+  logging::Info("server", line.str());
   return Status::Ok();
 }
 
@@ -350,7 +354,7 @@ void StepDown(Server::Impl& s, const std::string& why, bool restart_http) {
   }
   if (restart_http) {
     if (Status st = StartHttp(s, nullptr); !st.ok()) {
-      std::cerr << "gpusched server: " << st.message() << "\n";
+      logging::Error("server", st.message());
     }
   }
 }
@@ -410,12 +414,13 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   bool insecure_warning = false;
   GS_RETURN_IF_ERROR(CheckExposure(config, &insecure_warning));
   if (insecure_warning) {
-    std::cerr << "gpusched server: WARNING: --insecure: serving " << config.listen
-              << (config.http.empty() ? "" : " and http " + config.http)
-              << " to other machines WITHOUT "
-              << (config.tls_dir.empty() ? "TLS" : "authentication")
-              << ". Anyone who reaches these ports can run any command on every node. Use "
-                 "`gpusched certs init` and --tls-dir outside a network you fully trust.\n";
+    logging::Warn("server",
+                  "WARNING: --insecure: serving " + config.listen +
+                      (config.http.empty() ? "" : " and http " + config.http) +
+                      " to other machines WITHOUT " +
+                      (config.tls_dir.empty() ? "TLS" : "authentication") +
+                      ". Anyone who reaches these ports can run any command on every node. Use "
+                      "`gpusched certs init` and --tls-dir outside a network you fully trust.");
   }
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;

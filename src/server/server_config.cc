@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "base/units.h"
 #include "rpc/tls.h"
 #include "server/tokens.h"
@@ -75,6 +76,10 @@ Status ServerConfig::Validate() const {
     return InvalidArgument("auth: \"" + auth + "\" (use token or none)");
   }
   GS_RETURN_IF_ERROR(CheckDefaultUser(default_user));
+  if (!log_level.empty()) GS_RETURN_IF_ERROR(logging::ParseLevel(log_level, "log_level").status());
+  if (!log_format.empty()) {
+    GS_RETURN_IF_ERROR(logging::ParseFormat(log_format, "log_format").status());
+  }
   if (store != "sqlite" && store != "etcd") {
     return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
   }
@@ -473,6 +478,8 @@ std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap)
       {"allow_root_tasks", Bool(c.allow_root_tasks)},
       {"private_data", Bool(c.private_data)},
       {"default_user", Text(c.default_user)},
+      {"log_level", Text(c.log_level)},
+      {"log_format", Text(c.log_format)},
       {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
       {"priority_weight", Number(s.fair_share.priority_weight)},
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},

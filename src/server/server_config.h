@@ -29,6 +29,8 @@
 //   insecure: false        # true = allow a non-loopback address without TLS (warned)
 //   allow_root_tasks: false  # agents running as root may start tasks as uid 0
 //   private_data: false    # true: only a task's owner and admins see its command and workdir
+//   log_level: info        # trace|debug|info|warn|error (--log-level wins)
+//   log_format: text       # or json: one object per line (--log-format wins)
 //   memory_table: tables/gpu-memory.yaml  # CN109992422A claim 1 (or the table inline)
 //   node_order: weighted_score  # or load_balance: CN109992422A claim 4 (fewest running tasks,
 //                               # then lowest mean GPU occupancy, then name)
@@ -126,6 +128,10 @@ struct ServerConfig {
   // measured itself (NVML). For tests and demos on one user's machine only: with it, one
   // task's report sets the estimate of every task of its profile.
   bool learn_task_written_peaks = false;
+  // Issue 39: the daemon's log (base/log.h): `log_level` trace|debug|info|warn|error and
+  // `log_format` text|json; "" = not given (info, text). --log-level and --log-format win.
+  std::string log_level;
+  std::string log_format;
   // CN115981827A claim 1: threads of the pool the server lends the scheduler for the parallel
   // node filter (above scheduler.placement.parallel_threshold reachable nodes, in
   // parallel_chunks chunks). 0 = one per CPU core, at most parallel_chunks; 1 = no pool.

@@ -36,6 +36,24 @@ TEST(ServerConfigTest, Issue39_SqliteIsSynchronousFullByDefaultAndNormalOnReques
   std::filesystem::remove(path);
 }
 
+TEST(ServerConfigTest, Issue39_LogKeysAreReadAndBadValuesNamed) {
+  ServerConfig c;
+  const std::string path = WriteFile("log_level: warn\nlog_format: json\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.log_format, "json");
+  EXPECT_TRUE(c.Validate().ok());
+  std::filesystem::remove(path);
+  c.log_level = "loud";
+  s = c.Validate();
+  EXPECT_NE(s.message().find("log_level: \"loud\""), std::string::npos) << s.ToString();
+  c.log_level = "";
+  c.log_format = "xml";
+  s = c.Validate();
+  EXPECT_NE(s.message().find("log_format: \"xml\""), std::string::npos) << s.ToString();
+}
+
 TEST(ServerConfigTest, FileSetsEveryTiming) {
   ServerConfig c;
   const std::string path = WriteFile(

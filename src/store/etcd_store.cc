@@ -7,6 +7,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "store/record_codec.h"
 
 namespace gpusched::store {
@@ -164,7 +165,7 @@ Status EtcdStore::ExplainFailedTxn(const EtcdTxnResult& r, const std::string& to
 void EtcdStore::Fence(Status why) {
   fenced_ = true;
   fenced_status_ = std::move(why);
-  std::cerr << "gpusched server: " << fenced_status_.message() << "\n";
+  logging::Error("store", fenced_status_.message());
   if (options_.on_fenced) options_.on_fenced(fenced_status_);
 }
 
@@ -174,8 +175,8 @@ void EtcdStore::MaybeCompact(int64_t revision) {
   const int64_t target = revision - options_.keep_revisions;
   if (target <= 0) return;
   if (Status s = client_->Compact(target); !s.ok()) {
-    std::cerr << "gpusched server: etcd compaction to revision " << target
-              << " failed (retried later): " << s.message() << "\n";
+    logging::Warn("store", "etcd compaction to revision " + std::to_string(target) +
+                               " failed (retried later): " + s.message());
     return;
   }
   ++stats_.compactions;
@@ -445,7 +446,7 @@ StatusOr<std::vector<NodeRecord>> EtcdStore::LoadNodes() {
       const std::string name = kv.key.substr(options_.prefix.size() + 3);
       Json q = {{"record", text}, {"error", n.status().message()}};
       GS_RETURN_IF_ERROR(SendTxn({EtcdOp::Put(Key("q", "nodes/" + name), q.dump()), EtcdOp::Delete(kv.key)}));
-      std::cerr << "gpusched server: quarantined node " << name << ": " << n.status().message() << "\n";
+      logging::Error("store", "quarantined node: " + n.status().message(), logging::NodeF(name));
       continue;
     }
     out.push_back(std::move(n).value());
@@ -471,7 +472,7 @@ StatusOr<std::vector<LearnedPeak>> EtcdStore::LoadLearnedPeaks() {
       p.observations = v.at("observations").get<int64_t>();
       out.push_back(p);
     } catch (const std::exception& e) {
-      std::cerr << "gpusched server: ignored learned peak " << kv.key << ": " << e.what() << "\n";
+      logging::Warn("store", "ignored learned peak " + kv.key + ": " + e.what());
     }
   }
   return out;
@@ -484,8 +485,7 @@ StatusOr<std::vector<TokenRecord>> EtcdStore::LoadTokens() {
   for (const EtcdKv& kv : rows) {
     StatusOr<TokenRecord> t = DecodeToken(kv.value);
     if (!t.ok()) {  // cannot authenticate anyone; an admin creates another
-      std::cerr << "gpusched server: ignored token " << kv.key << ": " << t.status().message()
-                << "\n";
+      logging::Warn("store", "ignored token " + kv.key + ": " + t.status().message());
       continue;
     }
     out.push_back(std::move(t).value());
@@ -510,7 +510,7 @@ StatusOr<std::vector<core::TeamQuota>> EtcdStore::LoadQuotas() {
       q.max_priority = v.value("max_priority", std::string());
       out.push_back(std::move(q));
     } catch (const std::exception& e) {
-      std::cerr << "gpusched server: ignored quota " << kv.key << ": " << e.what() << "\n";
+      logging::Warn("store", "ignored quota " + kv.key + ": " + e.what());
     }
   }
   std::sort(out.begin(), out.end(),

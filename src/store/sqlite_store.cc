@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "base/log.h"
 #include "store/record_codec.h"
 
 namespace gpusched::store {
@@ -459,8 +460,8 @@ StatusOr<std::vector<TokenRecord>> SqliteStore::LoadTokens() {
   while ((rc = q.Step()) == SQLITE_ROW) {
     StatusOr<TokenRecord> t = DecodeToken(q.Text(1));
     if (!t.ok()) {
-      std::cerr << "gpusched server: ignored token " << q.Text(0) << ": "
-                << t.status().message() << "\n";
+      logging::Warn("store", "ignored token " + std::string(q.Text(0)) + ": " +
+                                 t.status().message());
       continue;
     }
     out.push_back(std::move(t).value());

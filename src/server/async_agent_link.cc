@@ -26,7 +26,8 @@ grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& nod
   if (!require_client_cert) return grpc::Status::OK;
   const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
-    logging::Warn("server", "refused agent from " + ctx->peer() + ": no client certificate",
+    logging::Warn("server",
+                  "refused agent \"" + node + "\" from " + ctx->peer() + ": no client certificate",
                   logging::NodeF(node));
     return {grpc::StatusCode::UNAUTHENTICATED,
             "agent \"" + node + "\" presented no client certificate; this server requires "
@@ -47,7 +48,7 @@ grpc::Status CheckAgentIdentity(grpc::ServerContext* ctx, const std::string& nod
   std::string named;
   for (const std::string& n : names) named += (named.empty() ? "" : ", ") + n;
   logging::Warn("server",
-                "refused agent from " + ctx->peer() + ": its certificate names " +
+                "refused agent \"" + node + "\" from " + ctx->peer() + ": its certificate names " +
                     (named.empty() ? std::string("nothing") : named),
                 logging::NodeF(node));
   return {grpc::StatusCode::PERMISSION_DENIED,
@@ -183,7 +184,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
     }
     if (grpc::Status who = CheckAgentToken(spec->name); !who.ok()) return who;
     if (Status s = cp_->AdmitAgent(in_.register_()); !s.ok()) {
-      logging::Warn("server", "refused agent from " + ctx_.peer() + ": " + s.message(),
+      logging::Warn("server",
+                    "refused agent \"" + spec->name + "\" from " + ctx_.peer() + ": " + s.message(),
                     logging::NodeF(spec->name));
       return rpc::ToGrpc(s);
     }
@@ -229,7 +231,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
     }
     const Status s = cp_->AuthenticateAgent(authorization, node);
     if (s.ok()) return grpc::Status::OK;
-    logging::Warn("server", "refused agent from " + ctx_.peer() + ": " + s.message(),
+    logging::Warn("server",
+                  "refused agent \"" + node + "\" from " + ctx_.peer() + ": " + s.message(),
                   logging::NodeF(node));
     return rpc::ToGrpc(s);
   }

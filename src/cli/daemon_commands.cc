@@ -51,6 +51,7 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   if (!f.config.empty()) {
     Status s = server::ApplyConfigFile(f.config, c);
     if (!s.ok()) Fail(s);
+    c.config_file = f.config;
   }
   // Flags win over the file.
   if (!f.store.empty()) c.store = f.store;
@@ -98,6 +99,7 @@ void RegisterServer(CLI::App& app) {
     if (f->data_dir.empty() && f->store != "etcd") f->data_dir = DefaultStateDir("server");
     server::ServerConfig c = ServerConfigFrom(*f);
     BlockStopSignals();
+    BlockHangupSignal();  // issue 39: SIGHUP reloads --config
     auto srv = OrFail(server::Server::Start(c));
     std::cerr << "gpusched server: listening on " << srv->address()
               << (c.tls_dir.empty() ? "" : " (TLS)") << ", http"
@@ -106,7 +108,10 @@ void RegisterServer(CLI::App& app) {
               << (c.store == "etcd" ? "etcd " + c.etcd + " (standby until elected)"
                                     : "data " + c.data_dir)
               << ", auth " << (c.AuthEnabled() ? "token" : "none") << "\n";
-    WaitForStopSignal();
+    WaitForStopSignal([&srv] {
+      Status s = srv->ReloadConfig();  // the control plane logs what it applied
+      if (!s.ok()) std::cerr << "gpusched server: SIGHUP: " << s.message() << "\n";
+    });
     srv->Shutdown();
   });
 }

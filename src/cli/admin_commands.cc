@@ -153,10 +153,36 @@ void Restore(const std::string& file, const std::string& dir) {
             << "; start the server with --data-dir " << dir << "\n";
 }
 
+// Issue 39: the server reads its --config again (as on SIGHUP) and says what it applied.
+void Reload(const ClientFlags& flags) {
+  Client client(flags.server);
+  v1::ReloadConfigResponse resp;
+  Status s = client.Call([&](grpc::ClientContext& ctx) {
+    return client.stub().ReloadConfig(&ctx, v1::ReloadConfigRequest(), &resp);
+  });
+  if (!s.ok()) Fail(s);
+  const std::vector<std::string> applied(resp.applied().begin(), resp.applied().end());
+  const std::vector<std::string> restart(resp.needs_restart().begin(), resp.needs_restart().end());
+  if (flags.json) {
+    std::cout << nlohmann::json{{"file", resp.file()}, {"applied", applied},
+                                {"needs_restart", restart}}.dump()
+              << "\n";
+    return;
+  }
+  const auto list = [](const std::vector<std::string>& keys) {
+    std::string out;
+    for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+    return out.empty() ? std::string("none") : out;
+  };
+  std::cout << "reloaded " << resp.file() << "\napplied: " << list(applied)
+            << "\nneeds a restart: " << list(restart) << "\n";
+}
+
 }  // namespace
 
 void RegisterAdminCommands(CLI::App& app) {
-  CLI::App* admin = app.add_subcommand("admin", "Backup and restore of the server's store");
+  CLI::App* admin = app.add_subcommand(
+      "admin", "Backup and restore of the server's store; reload its config");
   admin->require_subcommand(1);
   auto flags = std::make_shared<ClientFlags>();
   auto file = std::make_shared<std::string>();
@@ -166,6 +192,13 @@ void RegisterAdminCommands(CLI::App& app) {
   backup->add_option("FILE", *file, "Where to write the snapshot (a SQLite database)")
       ->required();
   backup->callback([flags, file] { Backup(*flags, *file); });
+
+  auto reload_flags = std::make_shared<ClientFlags>();
+  CLI::App* reload = admin->add_subcommand(
+      "reload", "The server reads its --config again, applies what can change live and lists "
+                "what needs a restart (admin; SIGHUP does the same)");
+  AddClientFlags(reload, *reload_flags);
+  reload->callback([reload_flags] { Reload(*reload_flags); });
 
   auto from = std::make_shared<std::string>();
   auto dir = std::make_shared<std::string>();

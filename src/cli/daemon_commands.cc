@@ -55,6 +55,7 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   if (!f.config.empty()) {
     Status s = server::ApplyConfigFile(f.config, c);
     if (!s.ok()) Fail(s);
+    c.config_file = f.config;
   }
   // Flags win over the file.
   if (!f.store.empty()) c.store = f.store;
@@ -103,6 +104,7 @@ void RegisterServer(CLI::App& app) {
     if (f->data_dir.empty() && f->store != "etcd") f->data_dir = DefaultStateDir("server");
     server::ServerConfig c = ServerConfigFrom(*f);
     BlockStopSignals();
+    BlockHangupSignal();  // issue 39: SIGHUP reloads --config
     auto srv = OrFail(server::Server::Start(c));
     std::ostringstream line;
     line << "listening on " << srv->address() << (c.tls_dir.empty() ? "" : " (TLS)") << ", http"
@@ -112,7 +114,10 @@ void RegisterServer(CLI::App& app) {
                                : "data " + c.data_dir)
          << ", auth " << (c.AuthEnabled() ? "token" : "none");
     logging::Info("server", line.str());
-    WaitForStopSignal();
+    WaitForStopSignal([&srv] {
+      Status s = srv->ReloadConfig();  // the control plane logs what it applied
+      if (!s.ok()) logging::Error("server", "SIGHUP: " + s.message());
+    });
     srv->Shutdown();
   });
 }

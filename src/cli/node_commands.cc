@@ -1,4 +1,4 @@
-// Client commands about nodes: nodes, cordon, uncordon, drain.
+// Client commands about nodes: nodes, cordon, uncordon, drain, node rm.
 
 #include <algorithm>
 #include <iostream>
@@ -143,6 +143,45 @@ void RegisterNodeAction(CLI::App& app, const std::string& name, const std::strin
   });
 }
 
+// Issue 39: `node rm NAME [--force]`, a node that left (autoscaling, a retired machine).
+void RegisterNodeRemove(CLI::App& app) {
+  CLI::App* group = app.add_subcommand("node", "Manage one node (node rm NAME)");
+  group->require_subcommand(1);
+  auto flags = std::make_shared<ClientFlags>();
+  auto node = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
+  CLI::App* cmd = group->add_subcommand(
+      "rm", "Forget a node that left: gone from `nodes`, the store and the wait after a restart");
+  AddClientFlags(cmd, *flags);
+  cmd->add_option("NODE", *node, "Node name")->required();
+  cmd->add_flag("--force", *force,
+                "Remove it although tasks run there: they are stopped and requeued (not counted "
+                "as failures)");
+  cmd->callback([flags, node, force] {
+    Client c(flags->server);
+    v1::RemoveNodeRequest req;
+    req.set_node(*node);
+    req.set_force(*force);
+    v1::RemoveNodeResponse resp;
+    Status s =
+        c.Call([&](grpc::ClientContext& ctx) { return c.stub().RemoveNode(&ctx, req, &resp); });
+    if (!s.ok()) Fail(s);
+    if (flags->json) {
+      nlohmann::json j = {{"node", resp.node()}, {"removed", true},
+                          {"requeued", nlohmann::json::array()}};
+      for (uint64_t id : resp.requeued()) j["requeued"].push_back(id);
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::cout << "node " << resp.node() << " removed";
+    if (resp.requeued_size() > 0) {
+      std::cout << "; requeued task(s)";
+      for (uint64_t id : resp.requeued()) std::cout << " " << id;
+    }
+    std::cout << "\n";
+  });
+}
+
 }  // namespace
 
 void RegisterNodeCommands(CLI::App& app) {
@@ -151,6 +190,7 @@ void RegisterNodeCommands(CLI::App& app) {
   RegisterNodeAction(app, "uncordon", "Allow new tasks on a node again");
   RegisterNodeAction(app, "drain",
                      "Cordon a node and let its running tasks finish (--evict: requeue them)");
+  RegisterNodeRemove(app);
 }
 
 }  // namespace gpusched::cli

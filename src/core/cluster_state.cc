@@ -121,6 +121,29 @@ void ClusterState::RankNewName(size_t index) {
   nodes_[index].name_rank = rank;
 }
 
+void ClusterState::Remove(size_t index) {
+  GS_CHECK(index < nodes_.size());
+  const NodeState& gone = nodes_[index];
+  GS_CHECK(gone.allocated.cpu_milli == 0 && gone.allocated.mem_mib == 0 &&
+           gone.gpu_allocated_mib == 0);
+  if (summaries_[index].reachable) --reachable_count_;
+  const uint32_t rank = gone.name_rank;
+  by_name_.erase(gone.name);
+  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(index));
+  summaries_.erase(summaries_.begin() + static_cast<std::ptrdiff_t>(index));
+  name_order_.erase(name_order_.begin() + rank);
+  for (size_t& i : name_order_) {
+    if (i > index) --i;
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].name_rank > rank) {
+      --nodes_[i].name_rank;
+      --summaries_[i].name_rank;
+    }
+    if (i >= index) by_name_[nodes_[i].name] = i;
+  }
+}
+
 void ClusterState::Summarize(size_t index) {
   const NodeState& n = nodes_[index];
   NodeSummary& s = summaries_[index];
@@ -228,6 +251,26 @@ Status ClusterState::CheckInvariants() const {
     }
     if (sum != n.gpu_allocated_mib) return Internal("node " + n.name + ": GPU sum mismatch");
   }
+  return CheckIndex();
+}
+
+// The name index, the name order and the reachable count agree with the table (issue 39:
+// Remove renumbers all three).
+Status ClusterState::CheckIndex() const {
+  if (by_name_.size() != nodes_.size() || name_order_.size() != nodes_.size()) {
+    return Internal("cluster index: sizes differ from the node table");
+  }
+  size_t reachable = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeState& n = nodes_[i];
+    auto it = by_name_.find(n.name);
+    if (it == by_name_.end() || it->second != i || n.name_rank >= name_order_.size() ||
+        name_order_[n.name_rank] != i || summaries_[i].name_rank != n.name_rank) {
+      return Internal("node " + n.name + ": name index out of date");
+    }
+    if (summaries_[i].reachable) ++reachable;
+  }
+  if (reachable != reachable_count_) return Internal("cluster index: reachable count is off");
   return Status::Ok();
 }
 

@@ -25,6 +25,10 @@ class ClusterState {
   StatusOr<size_t> Upsert(const NodeSpec& spec, TimeMs now_ms);
 
   std::optional<size_t> Find(const std::string& name) const;
+  // Issue 39 (`node rm`): forgets the node at `index`; every later node's index moves down
+  // by one (callers renumber what they hold: Scheduler::RemoveNode). REQUIRES: nothing is
+  // reserved on it.
+  void Remove(size_t index);
   const NodeState& node(size_t index) const { return nodes_[index]; }
   const NodeSummary& summary(size_t index) const { return summaries_[index]; }
   const std::vector<NodeSummary>& summaries() const { return summaries_; }
@@ -65,6 +69,7 @@ class ClusterState {
   int InternModel(const std::string& model);
   void RankNewName(size_t index);
   void Summarize(size_t index);
+  Status CheckIndex() const;  // CheckInvariants' part about names and counts
 
   std::vector<NodeState> nodes_;
   std::vector<NodeSummary> summaries_;

@@ -1,5 +1,7 @@
 #include "core/resource_manager.h"
 
+#include "base/check.h"
+
 namespace gpusched::core {
 
 StatusOr<size_t> ResourceManager::RegisterNode(const NodeSpec& spec, TimeMs now_ms) {
@@ -7,6 +9,13 @@ StatusOr<size_t> ResourceManager::RegisterNode(const NodeSpec& spec, TimeMs now_
   tasks_on_node_.resize(state_.size());
   extremes_cache_.clear();
   return index;
+}
+
+void ResourceManager::RemoveNode(size_t index) {
+  GS_CHECK(index < tasks_on_node_.size() && tasks_on_node_[index].empty());
+  state_.Remove(index);
+  tasks_on_node_.erase(tasks_on_node_.begin() + static_cast<std::ptrdiff_t>(index));
+  extremes_cache_.clear();
 }
 
 const ClusterState::Extremes& ResourceManager::Extremes(int model_id) const {

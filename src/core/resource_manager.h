@@ -40,6 +40,9 @@ class ResourceManager {
   const ClusterState& state() const { return state_; }
   // Registers a node or updates a known one's capacity (ClusterState::Upsert).
   StatusOr<size_t> RegisterNode(const NodeSpec& spec, TimeMs now_ms);
+  // Issue 39 (`node rm`): forgets the node at `index` (ClusterState::Remove: later indices
+  // move down by one). REQUIRES: no task holds anything there.
+  void RemoveNode(size_t index);
   // Heartbeat data and flags (ClusterState::Update).
   template <typename Fn>
   void Update(size_t index, Fn&& fn) {

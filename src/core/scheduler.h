@@ -251,6 +251,12 @@ class Scheduler {
   // Cordons the node and marks it draining. Its running tasks finish there (Slurm's drain),
   // or with `evict` are stopped and sent back to Q, not counted as failures (kubectl's).
   Status Drain(const std::string& node, bool evict);
+  // Issue 39 (`gpusched node rm`): forgets the node (a node that registers again under its
+  // name is a new one). A node with assigned or running tasks is refused (FailedPrecondition
+  // naming them) unless `force`: they are then stopped there (kills) and sent back to Q
+  // without counting a failure, like Drain's evict. The restart wait (AwaitNodes) no longer
+  // waits for it. Returns the tasks sent back. NotFound naming an unknown node.
+  StatusOr<std::vector<TaskId>> RemoveNode(const std::string& node, bool force);
   // Agent reports; a stale attempt number is FailedPrecondition and changes nothing.
   Status TaskStarted(TaskId id, int64_t attempt);
   // A task heartbeat may carry the attempt's GPU use and its executor's status
@@ -380,6 +386,11 @@ class Scheduler {
   const ResourceManager& resources() const { return resources_; }
   GpuMemoryTable& memory_table() { return memory_table_; }
   const SchedulerConfig& config() const { return config_; }
+  // Issue 39 (`gpusched admin reload`, SIGHUP): takes from `next` the values read afresh at
+  // each pass and liveness check: t1, t2, node_timeout, node_lost_after, task_timeout and
+  // max_placement_failures; every other field of `next` is ignored. A `next` that does not
+  // validate changes nothing (its error). A shorter t1 shortens the wait for the next pass.
+  Status ApplyLiveConfig(const SchedulerConfig& next);
   size_t main_queue_size() const { return main_queue_.size(); }
   size_t failure_queue_size() const { return failure_queue_.size() + parked_.size(); }
   // Q in the order the next pass serves it (CN115981827A claim 2), and FQ in failure order.
@@ -467,6 +478,8 @@ class Scheduler {
   void UpdateEvictionHold(TimeMs now);
   // Silent past node_lost_after: lost, its tasks failed and re-queued (claim 6).
   void LoseNode(size_t index, TimeMs now);
+  // RemoveNode's renumbering: placements and the reservation past `index` move down by one.
+  void ForgetNodeIndex(size_t index);
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
   void FlushFailureQueue();

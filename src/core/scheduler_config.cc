@@ -6,6 +6,15 @@
 
 namespace gpusched::core {
 
+void SchedulerConfig::TakeLiveFields(const SchedulerConfig& from) {
+  t1_ms = from.t1_ms;
+  t2_ms = from.t2_ms;
+  node_timeout_ms = from.node_timeout_ms;
+  node_lost_after_ms = from.node_lost_after_ms;
+  task_timeout_ms = from.task_timeout_ms;
+  max_placement_failures = from.max_placement_failures;
+}
+
 Status SchedulerConfig::Validate() const {
   GS_RETURN_IF_ERROR(scoring.Validate());
   GS_RETURN_IF_ERROR(queue_order.Validate());

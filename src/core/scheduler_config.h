@@ -123,6 +123,10 @@ struct SchedulerConfig {
   std::optional<int64_t> PriorityOf(const std::string& name) const;
 
   Status Validate() const;
+  // Issue 39 (reload): copies from `from` the fields a running scheduler may change
+  // (Scheduler::ApplyLiveConfig): t1, t2, node_timeout, node_lost_after, task_timeout,
+  // max_placement_failures.
+  void TakeLiveFields(const SchedulerConfig& from);
 };
 
 }  // namespace gpusched::core

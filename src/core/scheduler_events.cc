@@ -8,6 +8,8 @@
 
 #include "core/scheduler.h"
 
+#include "base/check.h"
+
 #include "core/preemption.h"
 
 namespace gpusched::core {
@@ -296,6 +298,66 @@ Status Scheduler::Drain(const std::string& node, bool evict) {
     PushKill(t, "node draining");
     Requeue(t, "node " + node + " drained (--evict)");
   }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<TaskId>> Scheduler::RemoveNode(const std::string& node, bool force) {
+  auto index = cluster().Find(node);
+  if (!index) return NotFound("node " + node + ": no such node");
+  const std::set<TaskId>& on_node = resources_.TasksOn(*index);
+  const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
+  if (!tasks.empty() && !force) {
+    std::string ids;
+    for (TaskId id : tasks) ids += (ids.empty() ? "" : ", ") + id.ToString();
+    return FailedPrecondition("node " + node + " has " + std::to_string(tasks.size()) +
+                              " assigned or running task(s) (" + ids +
+                              "): drain it first, or use --force to requeue them");
+  }
+  for (TaskId id : tasks) {
+    Task& t = *Find(id);
+    PushKill(t, "node " + node + " removed");
+    Requeue(t, "node " + node + " removed (node rm --force)");
+  }
+  ForgetNodeIndex(*index);
+  awaited_nodes_.erase(node);
+  pass_requested_ = true;
+  capacity_event_ = true;  // node facts changed: FQ's reasons are redone
+  return tasks;
+}
+
+// The node at `index` leaves the table; what holds a later index moves down by one.
+void Scheduler::ForgetNodeIndex(size_t index) {
+  resources_.RemoveNode(index);
+  for (auto& [id, t] : tasks_) {
+    if (!t.placement) continue;
+    GS_CHECK(t.placement->node_index != index);
+    if (t.placement->node_index > index) --t.placement->node_index;
+    for (Placement& g : t.gang_placements) {
+      if (g.node_index > index) --g.node_index;
+    }
+  }
+  if (!reservation_) return;
+  for (ReservedNode& r : reservation_->nodes) {
+    if (r.index == index) {  // reserved there: planned again by the next pass
+      reservation_.reset();
+      return;
+    }
+    if (r.index > index) --r.index;
+  }
+}
+
+Status Scheduler::ApplyLiveConfig(const SchedulerConfig& next) {
+  SchedulerConfig merged = config_;
+  merged.TakeLiveFields(next);
+  GS_RETURN_IF_ERROR(merged.Validate());
+  const bool lazy = LazyFlushActive();
+  config_.TakeLiveFields(next);  // not a whole copy: parts of config_ are lent by reference
+  // A finite max_placement_failures turns the lazy flush off: its parked tasks go back to FQ.
+  if (lazy && !LazyFlushActive()) UnparkAll();
+  const TimeMs now = clock_.NowMs();
+  next_pass_ms_ = std::min(next_pass_ms_, now + config_.t1_ms);
+  next_fq_flush_ms_ = std::min(next_fq_flush_ms_, now + config_.t2_ms);
+  pass_requested_ = true;
   return Status::Ok();
 }
 

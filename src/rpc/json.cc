@@ -144,6 +144,7 @@ nlohmann::json NodeJson(const ::gpusched::v1::Node& n) {
           {"connected", n.connected()},
           {"reachable", n.reachable()},
           {"available", n.available()},
+          {"lost", n.lost()},  // issue 37: silent past node_lost_after (issue 39: node rm)
           {"cordoned", n.cordoned()},
           {"draining", n.draining()},
           {"running_tasks", n.running_tasks()},

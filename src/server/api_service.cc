@@ -256,6 +256,30 @@ grpc::Status ApiService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest*
   return grpc::Status::OK;
 }
 
+grpc::Status ApiService::RemoveNode(grpc::ServerContext* ctx, const v1::RemoveNodeRequest* req,
+                                    v1::RemoveNodeResponse* resp) {
+  if (req->node().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "node: must be set"};
+  auto entered = EnterAsAdmin(ctx, "remove node " + req->node());
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  auto requeued = entered->cp->RemoveNode(req->node(), req->force());
+  if (!requeued.ok()) return rpc::ToGrpc(requeued.status());
+  resp->set_node(req->node());
+  for (TaskId id : *requeued) resp->add_requeued(id.value());
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::ReloadConfig(grpc::ServerContext* ctx, const v1::ReloadConfigRequest*,
+                                      v1::ReloadConfigResponse* resp) {
+  auto entered = EnterAsAdmin(ctx, "reload the server's configuration");
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  auto r = entered->cp->ReloadConfig();
+  if (!r.ok()) return rpc::ToGrpc(r.status());
+  resp->set_file(r->file);
+  for (const std::string& k : r->applied) resp->add_applied(k);
+  for (const std::string& k : r->needs_restart) resp->add_needs_restart(k);
+  return grpc::Status::OK;
+}
+
 // The log lives on the agent that ran the task's latest attempt; the server reads it there.
 grpc::Status ApiService::Logs(grpc::ServerContext* ctx, const v1::LogsRequest* req,
                               v1::LogsResponse* resp) {

@@ -65,6 +65,8 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
                          v1::ListNodesResponse*) override;
   grpc::Status Cordon(grpc::ServerContext*, const v1::CordonRequest*, v1::NodeResponse*) override;
   grpc::Status Drain(grpc::ServerContext*, const v1::DrainRequest*, v1::NodeResponse*) override;
+  grpc::Status RemoveNode(grpc::ServerContext*, const v1::RemoveNodeRequest*,
+                          v1::RemoveNodeResponse*) override;
   grpc::Status Logs(grpc::ServerContext*, const v1::LogsRequest*, v1::LogsResponse*) override;
   grpc::Status GetServerStatus(grpc::ServerContext*, const v1::ServerStatusRequest*,
                                v1::ServerStatus*) override;
@@ -84,6 +86,8 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
                                     v1::RemoveLearnedProfileResponse*) override;
   grpc::Status Backup(grpc::ServerContext*, const v1::BackupRequest*,
                       grpc::ServerWriter<v1::BackupChunk>*) override;
+  grpc::Status ReloadConfig(grpc::ServerContext*, const v1::ReloadConfigRequest*,
+                            v1::ReloadConfigResponse*) override;
   grpc::Status GetAccounting(grpc::ServerContext*, const v1::AccountingRequest*,
                              v1::AccountingResponse*) override;
 

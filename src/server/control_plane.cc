@@ -101,6 +101,10 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(
   GS_RETURN_IF_ERROR(LoadMemoryTable(config, sched->memory_table()));
   std::unique_ptr<ControlPlane> cp(
       new ControlPlane(config, clock, std::move(store), std::move(pool), std::move(sched)));
+  if (!config.config_file.empty()) {  // issue 39: the baseline of `admin reload`
+    GS_ASSIGN_OR_RETURN(ConfigReloader reloader, ConfigReloader::Open(config.config_file, config));
+    cp->reloader_ = std::make_unique<ConfigReloader>(std::move(reloader));
+  }
   GS_RETURN_IF_ERROR(cp->Restore());
   return cp;
 }
@@ -438,6 +442,7 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
     batch.tasks.push_back(std::move(r));
   }
   for (const auto& [name, n] : w.nodes) batch.nodes.push_back(n);
+  batch.removed_nodes.assign(w.removed_nodes.begin(), w.removed_nodes.end());
   batch.idempotency_keys = w.keys;
   const auto& learned = sched_->memory_table().learned();
   for (const core::MemoryProfile& p : w.peaks) {
@@ -510,6 +515,9 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   }
   pending_.tasks.insert(w.tasks.begin(), w.tasks.end());
   for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
+  for (const std::string& name : w.removed_nodes) {  // unless registered again since
+    if (pending_.nodes.count(name) == 0) pending_.removed_nodes.insert(name);
+  }
   pending_.keys.insert(w.keys.begin(), w.keys.end());
   pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
   pending_.tokens.insert(w.tokens.begin(), w.tokens.end());  // newer (already pending) wins

@@ -45,6 +45,7 @@
 #include "base/units.h"
 #include "core/scheduler.h"
 #include "rpc/convert.h"
+#include "server/config_reload.h"
 #include "server/agent_channel.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
@@ -129,6 +130,15 @@ class ControlPlane {
   StatusOr<v1::Node> Cordon(const std::string& node, bool cordon);
   // Slurm's drain (running tasks finish); `evict`: kubectl's (they are requeued).
   StatusOr<v1::Node> Drain(const std::string& node, bool evict = false);
+  // Issue 39, `gpusched node rm`: forgets the node (Scheduler::RemoveNode: refused with
+  // assigned or running tasks unless `force`, which requeues them without counting a
+  // failure), deletes its record once that is durable, and closes its agent's stream (an agent
+  // that connects again registers as a new node). Returns the tasks requeued.
+  StatusOr<std::vector<TaskId>> RemoveNode(const std::string& node, bool force);
+  // Issue 39, `gpusched admin reload` and SIGHUP: reads the --config file again
+  // (ConfigReloader), applies its live keys to the scheduler and says which changed keys need
+  // a restart. A bad file changes nothing (its error). FailedPrecondition without --config.
+  StatusOr<ConfigReload> ReloadConfig();
   struct LogSource {
     std::string address;  // the agent's --listen address
     std::string node;     // its name (what its TLS certificate names)
@@ -154,6 +164,10 @@ class ControlPlane {
   // A consistent snapshot of the store written to `path`, a new file (store::StateStore::
   // SnapshotTo): every task acknowledged before the call is in it.
   Status Backup(const std::string& path);
+  // Issue 39: Ok while the store takes writes; else why not (store::StateStore::Health:
+  // FailedPrecondition naming the removed or replaced file). Submissions are refused with
+  // it before they are admitted; /healthz and /metrics report it.
+  Status StoreHealth() { return store_->Health(); }
   // The fair-share factor of (team, user) now, F(team) * F(user) (core/fair_share.h).
   double FairShareOf(const std::string& team, const std::string& user);
   // Waits up to `timeout_ms` for task changes after `since`; returns the new version and
@@ -256,13 +270,14 @@ class ControlPlane {
   struct PendingWrite {
     std::set<TaskId> tasks;                  // records encoded when the commit starts
     std::map<std::string, store::NodeRecord> nodes;
+    std::set<std::string> removed_nodes;     // `node rm`; a name is in one of the two at most
     std::map<std::string, uint64_t> keys;
     std::set<core::MemoryProfile> peaks;
     std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
     std::map<std::string, core::TeamQuota> quotas;
     bool empty() const {
-      return tasks.empty() && nodes.empty() && keys.empty() && peaks.empty() && tokens.empty() &&
-             quotas.empty();
+      return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
+             peaks.empty() && tokens.empty() && quotas.empty();
     }
   };
 
@@ -411,6 +426,8 @@ class ControlPlane {
   // and answered kNotStored (a commit in flight ends first).
   void AbandonSubmissions();
 
+  std::mutex reload_mu_;                       // one reload at a time
+  std::unique_ptr<ConfigReloader> reloader_;   // null without --config; guarded by reload_mu_
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;
   bool kicked_ = false;

@@ -197,6 +197,10 @@ void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
 }
 
 void ControlPlane::PostSubmission(core::TaskSpec spec, SubmitDone done) {
+  if (Status health = store_->Health(); !health.ok()) {  // issue 39: the store file is gone
+    done(std::move(health));
+    return;
+  }
   bool first = false;
   std::string refused;  // why it was not posted
   {

@@ -57,6 +57,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, Ind
 
 StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
                                                       const std::string& idempotency_key) {
+  GS_RETURN_IF_ERROR(store_->Health());  // issue 39: no task is acknowledged into a lost file
   // Ids are consecutive: every admission happens under mu_, all of a request's at once.
   const auto ids_from = [n = specs.size()](TaskId first) {
     std::vector<TaskId> ids;
@@ -322,6 +323,7 @@ void ControlPlane::QueueNode(const std::string& node) {
   r.cordoned = n.cordoned;
   r.draining = n.draining;
   pending_.nodes[node] = std::move(r);
+  pending_.removed_nodes.erase(node);  // registered again after a `node rm`
 }
 
 StatusOr<v1::Node> ControlPlane::ChangeNode(const std::string& node,
@@ -646,6 +648,10 @@ std::string ControlPlane::MetricsText(bool with_teams) {
   MetricHeader("gpusched_store_commit_seconds", "histogram",
                "Duration of one group commit to the store.", out);
   commit_seconds_.Render("gpusched_store_commit_seconds", out);
+  MetricHeader("gpusched_store_writable", "gauge",
+               "1 while the store takes writes; 0 once its file was removed or replaced "
+               "under the server (issue 39: restart it).", out);
+  MetricLine("gpusched_store_writable", "", store_->Health().ok() ? 1 : 0, out);
   MetricHeader("gpusched_decision_latency_seconds", "histogram",
                "Duration of one scheduling pass (all decisions of a snapshot of Q).", out);
   pass_seconds_.Render("gpusched_decision_latency_seconds", out);

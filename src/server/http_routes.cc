@@ -21,7 +21,13 @@ void RegisterHttpRoutes(httplib::Server& http, ControlPlane& cp, const PeerIdent
     const bool teams = !cp.config().private_data || caller->admin;
     res.set_content(cp.MetricsText(teams), "text/plain; version=0.0.4");
   });
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+  http.Get("/healthz", [&cp](const httplib::Request&, httplib::Response& res) {
+    // Issue 39: a server whose store file was removed or replaced is not healthy (503).
+    if (Status store = cp.StoreHealth(); !store.ok()) {
+      res.status = 503;
+      res.set_content("store: " + store.message() + "\n", "text/plain");
+      return;
+    }
     res.set_content("ok\n", "text/plain");
   });
   RegisterRestApi(http, cp, peers);

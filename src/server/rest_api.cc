@@ -131,6 +131,7 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
   StatusOr<Json> CancelTask(const Request& req, const Caller& caller);
   StatusOr<Json> ReadLogs(const Request& req, const Caller& caller);
   StatusOr<Json> Nodes(const Request& req, const Caller& caller);
+  StatusOr<Json> RemoveNode(const Request& req, const Caller& caller);
   StatusOr<Json> Queues(const Request& req, const Caller& caller);
   StatusOr<Json> GetAccounting(const Request& req, const Caller& caller);
   // A task's JSON as `caller` may read it (access.h RedactForCaller): every task this API
@@ -306,6 +307,24 @@ StatusOr<Json> RestApi::Nodes(const Request& req, const Caller&) {
     nodes.push_back(std::move(j));
   }
   return Json{{"nodes", nodes}};
+}
+
+// Issue 39: DELETE /api/v1/nodes/NAME[?force=true], the rules of `gpusched node rm`.
+StatusOr<Json> RestApi::RemoveNode(const Request& req, const Caller& caller) {
+  GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"force"}));
+  const std::string node = req.matches[1];
+  GS_RETURN_IF_ERROR(RequireAdmin(caller, "remove node " + node));
+  bool force = false;
+  if (auto f = q.find("force"); f != q.end()) {
+    if (f->second != "true" && f->second != "false") {
+      return InvalidArgument("force: must be true or false, got \"" + f->second + "\"");
+    }
+    force = f->second == "true";
+  }
+  GS_ASSIGN_OR_RETURN(std::vector<TaskId> requeued, cp_.RemoveNode(node, force));
+  Json ids = Json::array();
+  for (TaskId id : requeued) ids.push_back(id.value());
+  return Json{{"node", node}, {"removed", true}, {"requeued", ids}};
 }
 
 StatusOr<Json> RestApi::Queues(const Request& req, const Caller& caller) {
@@ -518,6 +537,7 @@ void RestApi::Register(httplib::Server& http) {
     self->FollowLogs(*caller, *id, *offset, res);
   });
   http.Get("/api/v1/nodes", Route(Access::kRead, &RestApi::Nodes));
+  http.Delete("/api/v1/nodes/([^/]+)", Route(Access::kWrite, &RestApi::RemoveNode));
   http.Get("/api/v1/queues", Route(Access::kRead, &RestApi::Queues));
   http.Get("/api/v1/accounting", Route(Access::kRead, &RestApi::GetAccounting));
   http.Get("/api/v1/events", [self](const Request& req, Response& res) {

@@ -367,6 +367,9 @@ v1::ServerStatus StatusOf(Server::Impl& s, store::EtcdClient* etcd) {
   st.set_role(leading ? "leader" : "standby");
   st.set_leader(s.gate.leader());
   st.set_detail(s.gate.detail());
+  if (auto cp = s.gate.Get(); leading && cp.ok()) {  // issue 39: a store that disappeared
+    if (Status health = (*cp)->StoreHealth(); !health.ok()) st.set_detail(health.message());
+  }
   if (s.http_port > 0) st.set_http(FormatHostPort(s.http_host, s.http_port));
   if (s.config.store == "etcd") {
     st.set_lease_ttl_ms(s.config.lease_ttl_ms);
@@ -568,6 +571,11 @@ StatusOr<std::string> Server::CreateAgentToken(const std::string& node) {
   GS_ASSIGN_OR_RETURN(std::shared_ptr<ControlPlane> cp, impl_->gate.Get());
   GS_ASSIGN_OR_RETURN(MintedToken m, cp->CreateAgentToken(node));
   return m.token;
+}
+
+Status Server::ReloadConfig() {
+  GS_ASSIGN_OR_RETURN(std::shared_ptr<ControlPlane> cp, impl_->gate.Get());
+  return cp->ReloadConfig().status();
 }
 
 void Server::Shutdown() {

@@ -34,6 +34,9 @@ class Server {
   // Issue 35: a fresh agent token of node `node` (an in-process cluster with --auth token and
   // no TLS gives its agents one). Unavailable on a standby.
   StatusOr<std::string> CreateAgentToken(const std::string& node);
+  // Issue 39 (SIGHUP): the leading control plane reads --config again
+  // (ControlPlane::ReloadConfig); Unavailable on a standby.
+  Status ReloadConfig();
   // Stops serving; in-flight streams are cancelled. Idempotent.
   void Shutdown();
   // Blocks until Shutdown (from another thread or a signal handler's helper).

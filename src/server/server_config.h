@@ -64,6 +64,8 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:7070";  // gRPC
   std::string http;                       // "" = no HTTP endpoint
   std::string data_dir;                   // "" = in-memory store (tests, benchmarks)
+  // Issue 39: the --config file, read again by `gpusched admin reload` and SIGHUP ("" = none).
+  std::string config_file;
   // "sqlite" (in data_dir; memory without one) or "etcd": a highly available control plane
   // of several servers, one leader elected through an etcd lease (server/leader_election.h).
   std::string store = "sqlite";

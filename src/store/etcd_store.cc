@@ -246,6 +246,12 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
     track(key, value.size());
     groups.push_back(std::move(g));
   }
+  for (const std::string& name : batch.removed_nodes) {  // `node rm`: the record and any parts
+    const std::string key = Key("n", name);
+    const std::string parts = options_.prefix + "/x/" + key.substr(options_.prefix.size() + 1) + "/";
+    groups.push_back({EtcdOp::Delete(key), EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts))});
+    now_whole.insert(key);
+  }
   for (const LearnedPeak& p : batch.peaks) {
     const std::string profile = EncodeProfile(p.profile);
     Json v = {{"profile", profile}, {"recent_mib", p.recent_mib},

@@ -6,6 +6,7 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const TaskRecord& r : batch.tasks) tasks_[r.task.id.value()] = r;
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
+  for (const std::string& name : batch.removed_nodes) nodes_.erase(name);
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
   for (const LearnedPeak& p : batch.peaks) peaks_[p.profile] = p;
   for (const core::MemoryProfile& p : batch.forgotten_peaks) peaks_.erase(p);

@@ -104,7 +104,14 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path
   GS_RETURN_IF_ERROR(s->Exec(options.fsync_every_commit ? "PRAGMA synchronous=FULL"
                                                         : "PRAGMA synchronous=NORMAL"));
   GS_RETURN_IF_ERROR(s->Migrate());
+  // Issue 39: the file now locked and migrated is the one every commit must still find there.
+  GS_ASSIGN_OR_RETURN(FileIdentity identity, FileIdentity::Record(path));
+  s->identity_.emplace(identity);
   return s;
+}
+
+Status SqliteStore::Health() {
+  return identity_ ? identity_->Check() : Status::Ok();
 }
 
 SqliteStore::~SqliteStore() {
@@ -205,6 +212,7 @@ Status SqliteStore::Migrate() {
 
 Status SqliteStore::Commit(const WriteBatch& batch) {
   if (batch.empty()) return Status::Ok();
+  GS_RETURN_IF_ERROR(Health());  // nothing goes into a file that is no longer the store's
   std::lock_guard<std::mutex> lock(mu_);
   GS_RETURN_IF_ERROR(ExecCached("BEGIN IMMEDIATE"));
   Status s = WriteBatchLocked(batch);
@@ -232,6 +240,13 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_node.Bind(1, n.spec.name);
     put_node.Bind(2, EncodeNode(n));
     if (put_node.Step() != SQLITE_DONE) return Error("write node " + n.spec.name);
+  }
+  Statement drop_node(Cached("DELETE FROM nodes WHERE name = ?"));
+  if (!drop_node.ok()) return Error("prepare");
+  for (const std::string& name : batch.removed_nodes) {
+    drop_node.Reset();
+    drop_node.Bind(1, name);
+    if (drop_node.Step() != SQLITE_DONE) return Error("delete node " + name);
   }
   Statement put_key(Cached("INSERT OR IGNORE INTO idempotency_keys (key, task_id) VALUES (?, ?)"));
   if (!put_key.ok()) return Error("prepare");

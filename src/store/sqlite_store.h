@@ -17,8 +17,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "store/file_identity.h"
 #include "store/state_store.h"
 
 struct sqlite3;
@@ -62,6 +64,9 @@ class SqliteStore final : public StateStore {
   // the pages of one committed state. `path` must not exist; it is a SQLite database (synced)
   // that SqliteStore::Open reads.
   Status SnapshotTo(const std::string& path) override;
+  // Issue 39: FailedPrecondition once the file at the path Open was given is not the file
+  // this store has open (removed or replaced); every Commit checks it before writing.
+  Status Health() override;
 
  private:
   class Statement;
@@ -84,6 +89,7 @@ class SqliteStore final : public StateStore {
 
   std::mutex mu_;
   sqlite3* db_ = nullptr;
+  std::optional<FileIdentity> identity_;  // set by Open once the file is locked
   std::map<std::string, sqlite3_stmt*, std::less<>> cached_;  // mu_
 };
 

@@ -63,6 +63,7 @@ struct TokenRecord {
 struct WriteBatch {
   std::vector<TaskRecord> tasks;                     // insert or replace
   std::vector<NodeRecord> nodes;                     // insert or replace
+  std::vector<std::string> removed_nodes;            // node names to delete (absent: no-op)
   std::map<std::string, uint64_t> idempotency_keys;  // key -> task id; insert only
   std::vector<LearnedPeak> peaks;                    // insert or replace the aggregate
   std::vector<core::MemoryProfile> forgotten_peaks;  // aggregates to delete (absent: no-op)
@@ -70,8 +71,8 @@ struct WriteBatch {
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   bool empty() const {
-    return tasks.empty() && nodes.empty() && idempotency_keys.empty() && peaks.empty() &&
-           forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() && quotas.empty();
+    return tasks.empty() && nodes.empty() && removed_nodes.empty() && idempotency_keys.empty() &&
+           peaks.empty() && forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() && quotas.empty();
   }
 };
 
@@ -120,6 +121,12 @@ class StateStore {
   // backup`, issue 39): every commit that returned before the call is in it, none is half in
   // it. FailedPrecondition where this store cannot (the state is in memory, or in etcd, whose
   // own snapshot is the backup), naming why.
+  // Issue 39: Ok while this store can take writes; otherwise why not (FailedPrecondition,
+  // naming what happened and what to do), e.g. SQLite's file was removed or replaced under
+  // the server. Checked afresh on each call (SqliteStore: one stat(2)); every Commit checks
+  // it too and fails with the same status.
+  virtual Status Health() { return Status::Ok(); }
+
   virtual Status SnapshotTo(const std::string& path) {
     (void)path;
     return FailedPrecondition("this store cannot be backed up");

@@ -19,6 +19,7 @@
 //
 // Thread-safety: Start, Shutdown and Wait from one thread.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,6 +83,9 @@ struct AgentConfig {
   // Even as root, run every task as the agent's own user (a cluster whose submitters have no
   // accounts on the nodes: containers, `gpusched dev`, tests). Said at start.
   bool run_as_self = false;
+  // Tests only (issue 40): wraps the executor the agent made, e.g. in one whose launches
+  // block, to show that heartbeats go on meanwhile. Empty = none.
+  std::function<std::unique_ptr<TaskExecutor>(std::unique_ptr<TaskExecutor>)> wrap_executor;
 };
 
 class Agent {

@@ -92,6 +92,14 @@ void CheckRegisterNode(const v1::RegisterNode& p) {
   CheckRoundTrip<v1::RegisterNode>(*node, rpc::NodeSpecFromProto, rpc::NodeSpecToProto);
 }
 
+// Issue 40: an accepted array has at most kMaxArrayTasks indices, counted without overflow.
+void CheckArray(const v1::IndexRange& p) {
+  auto range = rpc::IndexRangeFromProto(p);
+  if (!range.ok()) return RequireRejection(range.status());
+  FUZZ_REQUIRE(range->first >= 0 && range->first <= range->last, "array accepted out of order");
+  FUZZ_REQUIRE(range->last - range->first < core::kMaxArrayTasks, "array accepted too long");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -102,7 +110,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   (void)quiet;
   const int n = static_cast<int>(size);
-  if (v1::SubmitRequest submit; submit.ParseFromArray(data, n)) CheckTaskSpec(submit.spec());
+  if (v1::SubmitRequest submit; submit.ParseFromArray(data, n)) {
+    CheckTaskSpec(submit.spec());
+    if (submit.has_array()) CheckArray(submit.array());
+  }
   if (v1::AgentMessage agent; agent.ParseFromArray(data, n) && agent.has_register_()) {
     CheckRegisterNode(agent.register_());
   }

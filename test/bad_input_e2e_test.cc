@@ -2,6 +2,7 @@
 // keeps serving: CLI flags, YAML specs, raw gRPC fields, garbage bytes on the port.
 
 #include <algorithm>
+#include <limits>
 
 #include "cluster_fixture.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
@@ -147,6 +148,27 @@ TEST_F(ClusterTest, BadGrpcFieldsAreInvalidArgument) {
   while (stream->Read(&ignored)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Run({"ls"}).code, 0);
+}
+
+// Issue 40: the array {0, INT64_MAX} overflowed the size check (last - first + 1 < 0) and
+// the server built tasks until it was killed; now refused, naming the field and the values.
+TEST_F(ClusterTest, Issue40_ArrayToInt64MaxIsRefusedAndTheServerServesOn) {
+  auto stub = v1::Scheduler::NewStub(rpc::MakeChannel(server()));
+  for (const bool keyed : {false, true}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::SubmitRequest req;
+    req.mutable_spec()->add_command("true");
+    req.mutable_array()->set_first(0);
+    req.mutable_array()->set_last(std::numeric_limits<int64_t>::max());
+    if (keyed) req.set_idempotency_key("issue40-array");
+    v1::SubmitResponse resp;
+    const grpc::Status st = stub->Submit(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find("array: 0-9223372036854775807"), std::string::npos)
+        << st.error_message();
+  }
   EXPECT_EQ(Run({"ls"}).code, 0);
 }
 

@@ -55,9 +55,14 @@ StatusOr<ExecutorKind> ParseExecutorKind(std::string_view name) {
   return InvalidArgument("--executor: \"" + std::string(name) + "\" (use process or noop)");
 }
 
-// Locks: write_mu, then mu (Register holds write_mu and reads `unacked`), and write_mu, then
-// the executor's (Register lists the running tasks, OnAssign launches under write_mu); the
-// executors hold none of their locks while they call OnExit.
+// Locks: launch_mu, then write_mu, then mu (Register holds write_mu and reads `unacked`), and
+// launch_mu, then the executor's (OnAssign launches under launch_mu); the executors hold none
+// of their locks while they call OnExit.
+//
+// Threads (issue 40): the link thread reads the server's messages and hands assignments,
+// kills and acks to the work thread in order (a bounded queue), so a slow account lookup or
+// process launch never stops the stream (the node heartbeats the heartbeat thread queues are
+// written by the link thread's completion queue) nor holds write_mu.
 struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
@@ -117,6 +122,17 @@ struct Agent::Impl {
   // Every message sent holds write_mu, which orders them: the link, heartbeat and executor
   // threads all send.
   std::mutex write_mu;
+  // Held across a launch and its STARTED report, and by every exit report: a task that ends
+  // at once is never reported finished before started. Not write_mu: heartbeats go on.
+  std::mutex launch_mu;
+  // Guarded by mu: the server's assignments, kills and acks for the work thread, in the
+  // order received; at most kMaxQueuedAssigns assignments (more are refused, retryable).
+  static constexpr size_t kMaxQueuedAssigns = 1024;
+  std::deque<v1::ServerMessage> work;
+  size_t queued_assigns = 0;
+  std::optional<TaskKey> launching;  // guarded by mu: the assignment the work thread handles
+  std::condition_variable work_cv;
+  std::thread work_thread;
   struct Stream;
   Stream* stream = nullptr;  // write_mu: the connection messages go to; none while down
   std::thread link_thread, heartbeat_thread;
@@ -148,6 +164,11 @@ struct Agent::Impl {
   void LinkLoop();
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
+  // Queues an assignment, kill or ack for the work thread (refuses an assignment when
+  // kMaxQueuedAssigns wait). Never waits for a launch.
+  void Enqueue(v1::ServerMessage m);
+  void WorkLoop();
+  void HandleWork(const v1::ServerMessage& m);
   void OnAssign(const v1::Assign& a);
   // The task being stopped that holds one of `a`'s GPUs, if any. REQUIRES: mu held.
   std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
@@ -158,7 +179,11 @@ struct Agent::Impl {
   // `root_submitted`: the server proved root submitted the task (Assign.submitted_by_root).
   Status RunAs(const std::string& user, bool root_submitted, LaunchSpec& spec);
   void OnExit(const TaskExit& e);
+  // Sends a task's final status and keeps it until acknowledged; after any STARTED being
+  // sent (takes launch_mu).
   void Report(v1::TaskStatus st);
+  // Report without launch_mu, for a task this agent never started.
+  void ReportUnstarted(v1::TaskStatus st);
   void InjectPreload(LaunchSpec& spec);
   void SetEnvironment(const v1::Assign& a, LaunchSpec& spec);
   void CheckGpuHealth(v1::NodeHeartbeat* hb);
@@ -272,6 +297,12 @@ std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   std::vector<TaskKey> out = executor->Running();
   std::lock_guard<std::mutex> lock(mu);
   for (const v1::Assign& a : deferred) out.emplace_back(a.id(), a.attempt());
+  for (const v1::ServerMessage& m : work) {  // queued for the work thread: ours too
+    if (m.has_assign()) out.emplace_back(m.assign().id(), m.assign().attempt());
+  }
+  if (launching) out.push_back(*launching);
+  std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -535,7 +566,53 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     allow_root_tasks = m.registered().allow_root_tasks();
     log_read_key.Set(m.registered().log_read_key());
     cv.notify_all();
-  } else if (m.has_assign()) {
+  } else {
+    Enqueue(m);
+  }
+}
+
+void Agent::Impl::Enqueue(v1::ServerMessage m) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!m.has_assign() || queued_assigns < kMaxQueuedAssigns) {
+      queued_assigns += m.has_assign() ? 1 : 0;
+      work.push_back(std::move(m));
+      work_cv.notify_one();
+      return;
+    }
+  }
+  v1::TaskStatus st;  // not run: the server places it again (a retryable failure)
+  st.set_id(m.assign().id());
+  st.set_attempt(m.assign().attempt());
+  st.set_kind(v1::TaskStatus::FINISHED);
+  st.set_exit_code(127);
+  st.set_reason("launch failed: " + std::to_string(kMaxQueuedAssigns) +
+                " assignments wait for their launch on this agent");
+  ReportUnstarted(st);  // not behind a launch under way: the link thread never waits
+}
+
+void Agent::Impl::WorkLoop() {
+  for (;;) {
+    v1::ServerMessage m;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      work_cv.wait(lock, [&] { return stop || !work.empty(); });
+      if (stop) return;  // what is queued is the next Register's to reconcile
+      m = std::move(work.front());
+      work.pop_front();
+      if (m.has_assign()) {
+        --queued_assigns;
+        launching = TaskKey{m.assign().id(), m.assign().attempt()};
+      }
+    }
+    HandleWork(m);
+    std::lock_guard<std::mutex> lock(mu);
+    launching.reset();
+  }
+}
+
+void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
+  if (m.has_assign()) {
     OnAssign(m.assign());
   } else if (m.has_kill()) {
     // A task this agent does not run is ignored by the executor.
@@ -659,17 +736,17 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   st.set_attempt(a.attempt());
   Status s = who;
   if (who.ok()) {
-    // Launch and STARTED under write_mu: an exit report (Report takes write_mu) of a task
+    // Launch and STARTED under launch_mu: an exit report (Report takes launch_mu) of a task
     // that ends at once (/bin/true, a noop task without duration) cannot overtake STARTED.
     // The executors never wait for their exit callbacks in Launch, so this cannot deadlock.
-    std::lock_guard<std::mutex> wlock(write_mu);
+    std::lock_guard<std::mutex> order(launch_mu);
     s = executor->Launch(spec);
     if (s.code() == StatusCode::kAlreadyExists) return;  // a repeated assignment
     if (s.ok()) {
       st.set_kind(v1::TaskStatus::STARTED);
       v1::AgentMessage m;
       *m.mutable_status() = st;
-      SendLocked(std::move(m));
+      Send(std::move(m));
       return;
     }
   }
@@ -1009,12 +1086,21 @@ void Agent::Impl::OnExit(const TaskExit& e) {
     st.set_peak_source(v1::TaskStatus::PEAK_AGENT_MEASURED);
   }
   Report(st);
-  for (const v1::Assign& a : ready) OnAssign(a);  // their GPUs are free now
+  for (const v1::Assign& a : ready) {  // their GPUs are free now
+    v1::ServerMessage m;
+    *m.mutable_assign() = a;
+    Enqueue(std::move(m));
+  }
+}
+
+void Agent::Impl::Report(v1::TaskStatus st) {
+  std::lock_guard<std::mutex> order(launch_mu);  // after a STARTED being sent
+  ReportUnstarted(std::move(st));
 }
 
 // Under write_mu throughout, so a Register being written either carries the status in
 // `finished` or precedes the status message: never both, never neither.
-void Agent::Impl::Report(v1::TaskStatus st) {
+void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
   std::lock_guard<std::mutex> wlock(write_mu);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -1170,6 +1256,11 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
     impl->Log("running as " + DescribeOwnUser() + ", not root: every task runs as this user, "
               "whoever submitted it");
   }
+  if (config.wrap_executor) impl->executor = config.wrap_executor(std::move(impl->executor));
+  impl->work_thread = std::thread([raw] {
+    NameThisThread("gs-agent-work");
+    raw->WorkLoop();
+  });
   impl->link_thread = std::thread([raw] {
     NameThisThread("gs-agent-link");
     raw->LinkLoop();
@@ -1195,8 +1286,10 @@ void Agent::Shutdown(ShutdownMode mode) {
     if (impl_->ctx != nullptr) impl_->ctx->TryCancel();
   }
   impl_->cv.notify_all();
+  impl_->work_cv.notify_all();
   impl_->link_thread.join();
   impl_->heartbeat_thread.join();
+  impl_->work_thread.join();  // a launch under way ends first
   impl_->executor->Stop(mode);
   if (impl_->cgroups) impl_->cgroups->RemoveSubtreeIfEmpty();
   impl_->log_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));

@@ -19,6 +19,7 @@
 //
 // Thread-safety: Start, Shutdown and Wait from one thread.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -92,6 +93,9 @@ struct AgentConfig {
   // Issue 39: the log's level and format from --config (`log_level`, `log_format`); the
   // command applies them under its flags (cli/log_flags.h). "" = not given.
   std::string log_level, log_format;
+  // Tests only (issue 40): wraps the executor the agent made, e.g. in one whose launches
+  // block, to show that heartbeats go on meanwhile. Empty = none.
+  std::function<std::unique_ptr<TaskExecutor>(std::unique_ptr<TaskExecutor>)> wrap_executor;
 };
 
 class Agent {

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -151,6 +152,7 @@ class AgentLinkTest : public testing::ExecutorTest {
     c.quiet = true;
     c.executor = executor;
     c.shim_path = GPUSCHED_SHIM;
+    c.wrap_executor = wrap_;
     return c;
   }
   // Starts an agent, waits for its Register and answers it.
@@ -196,6 +198,49 @@ class AgentLinkTest : public testing::ExecutorTest {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::unique_ptr<Agent> agent_;
+  std::function<std::unique_ptr<TaskExecutor>(std::unique_ptr<TaskExecutor>)> wrap_;
+};
+
+// A launch that waits for the test (a slow spawn, a slow account lookup): every call to
+// Launch blocks until Open; the rest goes to the agent's own executor.
+class BlockingLaunch final : public TaskExecutor {
+ public:
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool entered = false;
+    bool open = false;
+    void Open() {
+      std::lock_guard<std::mutex> lock(mu);
+      open = true;
+      cv.notify_all();
+    }
+    bool Entered() {
+      std::lock_guard<std::mutex> lock(mu);
+      return entered;
+    }
+  };
+  BlockingLaunch(std::unique_ptr<TaskExecutor> inner, std::shared_ptr<Gate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  Status Launch(const LaunchSpec& spec) override {
+    {
+      std::unique_lock<std::mutex> lock(gate_->mu);
+      gate_->entered = true;
+      gate_->cv.wait(lock, [&] { return gate_->open; });
+    }
+    return inner_->Launch(spec);
+  }
+  void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
+            const std::string& reason) override {
+    inner_->Kill(id, attempt, grace_ms, reason);
+  }
+  std::vector<TaskKey> Running() const override { return inner_->Running(); }
+  void Acknowledge(uint64_t id, int64_t attempt) override { inner_->Acknowledge(id, attempt); }
+  void Stop(ShutdownMode mode) override { inner_->Stop(mode); }
+
+ private:
+  std::unique_ptr<TaskExecutor> inner_;
+  std::shared_ptr<Gate> gate_;
 };
 
 TEST_F(AgentLinkTest, RestartedAgentRegistersItsRunningTasksAndUnacknowledgedExits) {
@@ -397,6 +442,38 @@ TEST_F(AgentLinkTest, StandbyNamingTheLeaderSendsTheAgentThere) {
   EXPECT_EQ(standby.connects(), 1);
   agent_.reset();
   server->Shutdown();
+}
+
+// Issue 40: the link thread ran launches (and the account lookups before them), holding the
+// lock every send takes: a launch that took longer than node_timeout stopped the node's
+// heartbeats and the server declared the node lost. Now heartbeats go on while a launch
+// blocks, and a kill sent meanwhile applies after the launch, in order.
+TEST_F(AgentLinkTest, Issue40_HeartbeatsGoOnWhileALaunchBlocks) {
+  auto gate = std::make_shared<BlockingLaunch::Gate>();
+  struct OpenAtEnd {  // a failed expectation must not leave the agent's launch blocked
+    std::shared_ptr<BlockingLaunch::Gate> gate;
+    ~OpenAtEnd() { gate->Open(); }
+  } open_at_end{gate};
+  wrap_ = [gate](std::unique_ptr<TaskExecutor> inner) -> std::unique_ptr<TaskExecutor> {
+    return std::make_unique<BlockingLaunch>(std::move(inner), gate);
+  };
+  StartAgent(ExecutorKind::kNoop);  // node heartbeats every 50 ms
+  Assign(1, {"never-executed"}, 600'000);
+  EXPECT_TRUE(PollUntil([&] { return gate->Entered(); }));
+  fake_.Forget();
+  const auto heartbeat = [](const v1::AgentMessage& m) { return m.has_heartbeat(); };
+  EXPECT_TRUE(PollUntil([&] { return fake_.Count(heartbeat) >= 5; }, std::chrono::seconds(3)))
+      << fake_.Count(heartbeat) << " heartbeats while the launch blocked";
+  v1::ServerMessage kill;
+  kill.mutable_kill()->set_id(1);
+  kill.mutable_kill()->set_attempt(1);
+  kill.mutable_kill()->set_reason("cancelled by user");
+  EXPECT_TRUE(fake_.Send(kill));
+  gate->Open();
+  EXPECT_TRUE(fake_.WaitFor(IsStatus(1, v1::TaskStatus::STARTED)));
+  auto killed = fake_.WaitFor(IsStatus(1, v1::TaskStatus::FINISHED));
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->status().reason(), "killed: cancelled by user");
 }
 
 TEST(AgentConfigTest, ExecutorKindParses) {

@@ -378,6 +378,11 @@ std::vector<TaskExit> ProcessRunner::Reap() {
   return exits;
 }
 
+int PollTimeoutUntil(TimeMs deadline_ms, TimeMs now_ms) {
+  constexpr TimeMs kMaxWaitMs = 86'400'000;  // a day: far below INT_MAX ms (24.8 days)
+  return static_cast<int>(std::clamp<TimeMs>(deadline_ms - now_ms, 0, kMaxWaitMs)) + 1;
+}
+
 int ProcessRunner::WaitTimeoutMs() const {
   if (epoll_fd_ < 0 || wake_fd_ < 0) return kPollMs;
   int timeout = -1;
@@ -386,7 +391,7 @@ int ProcessRunner::WaitTimeoutMs() const {
     int t = -1;
     if (s.pidfd < 0) t = kPollMs;
     if (s.kill_at_ms >= 0 && !s.killed_hard) {
-      const int until = static_cast<int>(std::max<TimeMs>(0, s.kill_at_ms - now)) + 1;
+      const int until = PollTimeoutUntil(s.kill_at_ms, now);
       t = t < 0 ? until : std::min(t, until);
     }
     if (t >= 0) timeout = timeout < 0 ? t : std::min(timeout, t);

@@ -37,6 +37,12 @@
 
 namespace gpusched::agent {
 
+// The poll timeout until a SIGKILL deadline: its milliseconds from `now_ms` plus one, at
+// least 1 and at most a day and a millisecond; a longer wait ends early and is asked again.
+// Issue 40: a kill_grace above 24.8 days overflowed an int (a negative timeout waits forever)
+// and the kill never came.
+int PollTimeoutUntil(TimeMs deadline_ms, TimeMs now_ms);
+
 struct ProcessRunnerOptions {
   std::string journal_dir;  // <data-dir>/journal; created when missing
   std::string shim_path;    // "" = gpusched-shim next to this process's executable

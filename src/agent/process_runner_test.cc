@@ -219,5 +219,18 @@ TEST_F(ProcessRunnerTest, ManyShortTasksAllReportedOnce) {
   EXPECT_TRUE(runner->Running().empty());
 }
 
+// Issue 40: a grace above 24.8 days (INT_MAX ms) made the poll timeout negative, which waits
+// forever, so the SIGKILL never came. The old expression, static_cast<int>(25 days) + 1, is
+// negative; the wait is now positive and at most a day (asked again after it).
+TEST(PollTimeoutTest, Issue40_KillGraceAboveInt32MillisecondsStillWakesForTheKill) {
+  const TimeMs now = 1'000'000;
+  const TimeMs days25 = 25LL * 86'400'000;
+  EXPECT_LT(static_cast<int>(days25) + 1, 0);  // what the runner computed before
+  EXPECT_EQ(PollTimeoutUntil(now + days25, now), 86'400'001);
+  EXPECT_EQ(PollTimeoutUntil(now + 366LL * 86'400'000, now), 86'400'001);
+  EXPECT_EQ(PollTimeoutUntil(now + 250, now), 251);
+  EXPECT_EQ(PollTimeoutUntil(now - 5, now), 1);  // past: at once
+}
+
 }  // namespace
 }  // namespace gpusched::agent

@@ -295,10 +295,16 @@ void RegisterBenchE2e(CLI::App& bench) {
     spec.duration_ms = *kind == agent::ExecutorKind::kNoop ? 1 : 1000;
     ::gpusched::v1::SubmitRequest request;
     rpc::TaskSpecToProto(spec, request.mutable_spec());
+    // Issue 40: what `gpusched submit` sends, an idempotency key per submission (the server
+    // reads it in its store and records it with the task).
+    const std::string key_prefix = "bench-e2e-" + std::to_string(getpid()) + "-";
+    std::atomic<int64_t> next_key{0};
     const int errors = RunClosedLoopClients<::gpusched::v1::SubmitResponse>(
         submitters, *tasks, "gs-bench-client",
         [&](E2eDriver& d, grpc::ClientContext& ctx, grpc::CompletionQueue& cq) {
-          return d.StartSubmit(ctx, request, cq);
+          ::gpusched::v1::SubmitRequest keyed = request;  // serialized by the call's start
+          keyed.set_idempotency_key(key_prefix + std::to_string(next_key++));
+          return d.StartSubmit(ctx, keyed, cq);
         });
     // Done when no task is live. Each poll asks for one task of each live state (served
     // from the server's memory): listing them all, or the finished ones from the store, would

@@ -475,7 +475,9 @@ void RegisterShow(CLI::App& app) {
         {"name:", OrDash(t.name())},
         {"user:", OrDash(t.spec().user())},
         {"team:", OrDash(t.spec().team())},
-        {"state:", t.state()},
+        {"state:", t.unstored_state().empty()
+                       ? t.state()
+                       : t.state() + " (" + t.unstored_state() + " pending, not stored yet)"},
         {"reason:", t.reason()},
         {"command:", hidden.count("command") ? kHidden : cmdline},
         {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},

@@ -62,6 +62,19 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
                                   " shrank below its reservations");
       }
     }
+    // Issue 40: CPU and RAM as the GPUs (allocated above capacity broke the fit filters).
+    if (spec.capacity.cpu_milli < n.allocated.cpu_milli) {
+      return FailedPrecondition("node " + spec.name + ": cpu_milli " +
+                                std::to_string(spec.capacity.cpu_milli) +
+                                " shrank below its reservations of " +
+                                std::to_string(n.allocated.cpu_milli));
+    }
+    if (spec.capacity.mem_mib < n.allocated.mem_mib) {
+      return FailedPrecondition("node " + spec.name + ": mem_mib " +
+                                std::to_string(spec.capacity.mem_mib) +
+                                " shrank below its reservations of " +
+                                std::to_string(n.allocated.mem_mib));
+    }
   } else {
     index = nodes_.size();
     nodes_.emplace_back();

@@ -140,6 +140,40 @@ TEST_F(BadInputTest, BadNodeRegistrationAndHeartbeat) {
             std::string::npos);
 }
 
+// Issue 40: a node registering again with less CPU or RAM than its tasks hold is refused, as
+// one with a GPU below its reservations is, naming the resource and both amounts; the node
+// keeps its capacity.
+TEST_F(BadInputTest, Issue40_ReRegistrationBelowReservedCpuOrRamIsRefused) {
+  TaskSpec big = SharedTask(kGiB, "big");
+  big.resources = {48'000, 300 * kGiB};
+  const TaskId id = Submit(big);
+  sched_->Schedule();
+  ASSERT_EQ(T(id).state, TaskState::kAssigned);
+  NodeSpec fewer_cpus = MakeNode("n1", 8, 80 * kGiB, "H100");
+  fewer_cpus.capacity.cpu_milli = 32'000;
+  Status s = sched_->RegisterNode(fewer_cpus);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("node n1: cpu_milli 32000 shrank below its reservations of 48000"),
+            std::string::npos)
+      << s.message();
+  NodeSpec less_ram = MakeNode("n1", 8, 80 * kGiB, "H100");
+  less_ram.capacity.mem_mib = 256 * kGiB;
+  s = sched_->RegisterNode(less_ram);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("node n1: mem_mib 262144 shrank below its reservations of 307200"),
+            std::string::npos)
+      << s.message();
+  NodeSpec smaller_gpu = MakeNode("n1", 8, 80 * kGiB, "H100");
+  for (GpuSpec& g : smaller_gpu.gpus) g.total_mib = 512;  // the GPU rule both follow
+  EXPECT_EQ(sched_->RegisterNode(smaller_gpu).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sched_->cluster().node(0).capacity.cpu_milli, 64'000);
+  EXPECT_EQ(sched_->cluster().node(0).capacity.mem_mib, 512 * kGiB);
+  ExpectInvariants();
+  NodeSpec same = MakeNode("n1", 8, 80 * kGiB, "H100");
+  same.capacity = {48'000, 300 * kGiB};  // exactly what is held: accepted
+  EXPECT_TRUE(sched_->RegisterNode(same).ok());
+}
+
 TEST(SchedulerConfig, InvalidConfigNamesTheField) {
   FakeClock clock(0);
   SchedulerConfig config;

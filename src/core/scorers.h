@@ -39,11 +39,27 @@ double ServerLoadScore(const NodeState& n);
 // GPU-memory fraction after placement × 100.
 double GpuBestFitScore(const NodeState& n, const PlacementRequest& r);
 
+// What the scorers read of a node, taken from the node (explanations) or from its summary
+// (ranking): one formula per plugin for both, so the score that ranks is the score `why`
+// explains (issue 40).
+struct ScoreInputs {
+  int64_t cpu_alloc = 0, mem_alloc = 0;
+  MiB gpu_alloc_mib = 0, max_gpu_total_mib = 0;
+  int32_t gpu_count = 0, running_tasks = 0;
+  double inv_cpu = 0, inv_mem = 0, inv_gpu_mem = 0;
+};
+ScoreInputs ScoreInputsOf(const NodeState& n);
+ScoreInputs ScoreInputsOf(const NodeSummary& s);
+// Every plugin's value for `r` on the node, indexed by ScorerId.
+std::array<double, kNumScorers> ScorerValues(const ScoreInputs& in, const PlacementRequest& r);
+
 double ScorerValue(int id, const NodeState& n, const PlacementRequest& r);
 // Σ weight × plugin / Σ weight, computing the shared used-fractions once.
 double WeightedScore(const ScoreWeights& w, const NodeState& n, const PlacementRequest& r);
 
-// WeightedScore from the compact summary (no ServerLoad/BestFit difference: same formulas).
+// WeightedScore from the compact summary: ScorerValues weighted, except the default plugins
+// on a node with CPU, RAM and GPUs, computed inline (the hot case; scorers_test checks that
+// it agrees with ScorerValue over random nodes).
 double WeightedScoreFast(const ScoreWeights& w, const NodeSummary& s, const PlacementRequest& r);
 
 // Used fractions of CPU, RAM and GPU memory after placement, clamped to [0, 1]; returns how

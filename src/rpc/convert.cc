@@ -21,6 +21,21 @@ StatusOr<core::TaskState> TaskStateFromName(const std::string& name, const std::
                          "cancelled)");
 }
 
+StatusOr<IndexRange> IndexRangeFromProto(const v1::IndexRange& p) {
+  constexpr int64_t kMaxIndex = 1'000'000'000;  // ParseIndexRange's, for `submit --array`
+  const std::string range = std::to_string(p.first()) + "-" + std::to_string(p.last());
+  if (p.first() < 0 || p.last() < p.first() || p.last() > kMaxIndex) {
+    return InvalidArgument("array: " + range + " is not an index range A-B with 0 <= A <= B <= " +
+                           std::to_string(kMaxIndex));
+  }
+  if (p.last() - p.first() >= core::kMaxArrayTasks) {  // no overflow: 0 <= first <= last
+    return InvalidArgument("array: " + range + " has " +
+                           std::to_string(p.last() - p.first() + 1) + " indices; at most " +
+                           std::to_string(core::kMaxArrayTasks) + " in one array");
+  }
+  return IndexRange{p.first(), p.last()};
+}
+
 StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
   core::TaskSpec s;
   s.name = p.name();

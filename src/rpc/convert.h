@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/units.h"
 #include "core/cluster_state.h"
 #include "core/scheduler.h"
 #include "core/task.h"
@@ -34,6 +35,11 @@ void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bo
                  v1::Node* p);
 
 void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p);
+
+// A SubmitRequest's job array: 0 <= first <= last <= 1,000,000,000 (as `submit --array`) and
+// at most core::kMaxArrayTasks indices; else InvalidArgument naming `array` and the values
+// (issue 40: {0, INT64_MAX} overflowed the count and passed).
+StatusOr<IndexRange> IndexRangeFromProto(const v1::IndexRange& p);
 
 // "pending", ... -> TaskState; InvalidArgument naming `field` for anything else.
 StatusOr<core::TaskState> TaskStateFromName(const std::string& name, const std::string& field);

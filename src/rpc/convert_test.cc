@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "rpc/grpc_status.h"
 
 namespace gpusched::rpc {
@@ -156,6 +158,30 @@ TEST(ConvertTest, StatusCodesSurviveTheWire) {
                    ResourceExhausted("w"), Unavailable("u")}) {
     EXPECT_EQ(FromGrpc(ToGrpc(s)), s);
   }
+}
+
+// Issue 40: {first: 0, last: INT64_MAX} overflowed the count (last - first + 1) into a
+// negative number that passed the size check, and the server built tasks until it died.
+TEST(ConvertTest, Issue40_ArrayRangeIsCheckedWithoutOverflow) {
+  v1::IndexRange p;
+  p.set_first(0);
+  p.set_last(std::numeric_limits<int64_t>::max());
+  auto r = rpc::IndexRangeFromProto(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("array: 0-9223372036854775807"), std::string::npos)
+      << r.status().message();
+  p.set_last(core::kMaxArrayTasks);  // one index too many
+  EXPECT_NE(rpc::IndexRangeFromProto(p).status().message().find("10001 indices"),
+            std::string::npos);
+  p.set_first(std::numeric_limits<int64_t>::min());
+  p.set_last(std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(rpc::IndexRangeFromProto(p).ok());
+  p.set_first(5);
+  p.set_last(5 + core::kMaxArrayTasks - 1);
+  auto ok = rpc::IndexRangeFromProto(p);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->count(), core::kMaxArrayTasks);
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                       {"command", std::vector<std::string>(t.spec().command().begin(),
                                                            t.spec().command().end())}};
   if (t.has_exit_code()) j["exit_code"] = t.exit_code();
+  // Issue 40: `state` is the stored one; the change not stored yet is said apart.
+  if (!t.unstored_state().empty()) j["unstored_state"] = t.unstored_state();
   const auto& s = t.spec();
   auto optional = [](bool has, int64_t v) { return has ? nlohmann::json(v) : nlohmann::json(); };
   j["request"] = {{"gpus", s.gpus()},

@@ -81,21 +81,6 @@ StatusOr<ApiService::SubmitPlan> ApiService::PrepareSubmit(grpc::ServerContext* 
   return SubmitPlan{std::move(entered.cp), std::move(spec)};
 }
 
-Status ApiService::SubmitBlocking(SubmitPlan plan, const v1::SubmitRequest& req,
-                                  v1::SubmitResponse* resp) {
-  if (req.has_array()) {
-    const IndexRange range{req.array().first(), req.array().last()};
-    GS_ASSIGN_OR_RETURN(std::vector<TaskId> ids,
-                        plan.cp->SubmitArray(std::move(plan.spec), range, req.idempotency_key()));
-    resp->set_id(ids.front().value());
-    for (TaskId id : ids) resp->add_ids(id.value());
-    return Status::Ok();
-  }
-  GS_ASSIGN_OR_RETURN(TaskId id, plan.cp->Submit(std::move(plan.spec), req.idempotency_key()));
-  resp->set_id(id.value());
-  return Status::Ok();
-}
-
 grpc::Status ApiService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequest* req,
                                  v1::Task* resp) {
   auto entered = Enter(ctx);

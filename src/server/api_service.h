@@ -4,7 +4,7 @@
 // exception or bad request can take the server down.
 //
 // Submit is answered on the completion queue (async_submit.h), through PrepareSubmit and
-// SubmitBlocking; every other call on gRPC's synchronous server.
+// ControlPlane::PostSubmissions; every other call on gRPC's synchronous server.
 //
 // Every call but GetServerStatus is authenticated first (ControlPlane::Authenticate, from the
 // `authorization` metadata; with authentication off, from the owner of the caller's loopback
@@ -50,10 +50,6 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
     core::TaskSpec spec;
   };
   StatusOr<SubmitPlan> PrepareSubmit(grpc::ServerContext* ctx, const v1::SubmitRequest& req);
-  // The second half for an array or an idempotency key: waits for the commit (a keyed retry
-  // waits for the first submission's) and fills `resp`.
-  static Status SubmitBlocking(SubmitPlan plan, const v1::SubmitRequest& req,
-                               v1::SubmitResponse* resp);
   grpc::Status GetTask(grpc::ServerContext*, const v1::GetTaskRequest*, v1::Task*) override;
   grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
                          v1::ListTasksResponse*) override;

@@ -1,11 +1,12 @@
 #include "server/async_submit.h"
 
+#include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 
 namespace gpusched::server {
 
 // One Submit call. The queue holds it (self_) from its request until the request completes,
-// then whoever answers it (the control plane's callback, or a worker), then the queue again
+// then whoever answers it (the control plane's callback), then the queue again
 // from the answer until its Finish completes.
 class AsyncSubmit::Call final : public std::enable_shared_from_this<Call> {
  public:
@@ -38,25 +39,36 @@ class AsyncSubmit::Call final : public std::enable_shared_from_this<Call> {
       Answer(plan.status(), {});
       return;
     }
-    if (req_.has_array() || !req_.idempotency_key().empty()) {
-      std::lock_guard<std::mutex> lock(owner_.accept_mu_);
-      if (owner_.blocking_ == nullptr) {
-        Answer(Unavailable("the server is stopping; nothing was queued: submit again"), {});
-        return;
-      }
-      owner_.blocking_->Post([self, p = std::move(plan).value()]() mutable {
-        v1::SubmitResponse resp;
-        const Status s = ApiService::SubmitBlocking(std::move(p), self->req_, &resp);
-        self->Answer(s, resp);
-      });
+    // Issue 40: keyed submissions (the CLI's) and arrays are posted too; no thread waits.
+    const bool array = req_.has_array();
+    StatusOr<std::vector<core::TaskSpec>> specs = Specs(std::move(plan->spec));
+    if (!specs.ok()) {
+      Answer(specs.status(), {});
       return;
     }
     ControlPlane& cp = *plan->cp;
-    cp.PostSubmission(std::move(plan->spec), [self = std::move(self)](StatusOr<TaskId> id) {
-      v1::SubmitResponse resp;
-      if (id.ok()) resp.set_id(id->value());
-      self->Answer(id.status(), resp);
-    });
+    cp.PostSubmissions(std::move(specs).value(), req_.idempotency_key(),
+                       [self = std::move(self), array](StatusOr<std::vector<TaskId>> ids) {
+                         v1::SubmitResponse resp;
+                         if (ids.ok()) {
+                           resp.set_id(ids->front().value());
+                           for (TaskId id : *ids) {
+                             if (array) resp.add_ids(id.value());
+                           }
+                         }
+                         self->Answer(ids.status(), resp);
+                       });
+  }
+
+  // The request's task, or its array's tasks.
+  StatusOr<std::vector<core::TaskSpec>> Specs(core::TaskSpec spec) const {
+    if (!req_.has_array()) {
+      std::vector<core::TaskSpec> one;
+      one.push_back(std::move(spec));
+      return one;
+    }
+    GS_ASSIGN_OR_RETURN(const IndexRange range, rpc::IndexRangeFromProto(req_.array()));
+    return ControlPlane::ArraySpecs(spec, range);
   }
 
   void Answer(const Status& s, const v1::SubmitResponse& resp) {
@@ -80,33 +92,30 @@ class AsyncSubmit::Call final : public std::enable_shared_from_this<Call> {
   std::shared_ptr<Call> self_;  // the queue's reference
 };
 
-AsyncSubmit::AsyncSubmit(ApiService& api, AsyncQueue& queue, size_t blocking_workers)
-    : api_(api), queue_(queue), blocking_workers_(blocking_workers) {}
+AsyncSubmit::AsyncSubmit(ApiService& api, AsyncQueue& queue) : api_(api), queue_(queue) {}
 
 AsyncSubmit::~AsyncSubmit() { Stop(); }
 
 void AsyncSubmit::Start() {
   {
     std::lock_guard<std::mutex> lock(accept_mu_);
-    blocking_ = std::make_unique<WorkPool>(blocking_workers_);
+    accepting_ = true;
   }
   Accept();
 }
 
 void AsyncSubmit::Stop() {
-  std::unique_ptr<WorkPool> blocking;
   {
     std::lock_guard<std::mutex> lock(accept_mu_);
-    blocking = std::move(blocking_);
+    accepting_ = false;
   }
-  blocking.reset();  // the submissions it runs end, and are answered, first
   std::lock_guard<std::mutex> lock(answering_->mu);
   answering_->open = false;
 }
 
 void AsyncSubmit::Accept() {
   std::lock_guard<std::mutex> lock(accept_mu_);
-  if (blocking_ == nullptr) return;  // not started, or stopped
+  if (!accepting_) return;  // not started, or stopped
   auto call = std::make_shared<Call>(*this);
   call->Request(call);
 }

@@ -9,9 +9,11 @@
 // group commit and answers the call itself (Finish does not wait). No thread waits for a
 // submission.
 //
-// An array or an idempotency key goes the synchronous way (ControlPlane::Submit and
-// SubmitArray) on one of a few worker threads: a keyed retry waits for the first
-// submission's commit, and the key's lookup reads the store.
+// Arrays and idempotency keys (the CLI sends one with every submit) take the same way
+// (ControlPlane::PostSubmissions, issue 40): the loop reads the key in the store and a keyed
+// retry waits for the first submission's commit there; they once took a synchronous path on
+// four worker threads behind an unbounded queue. Bounded: a full inbox answers UNAVAILABLE
+// ("submit again"), and nothing was queued.
 //
 // Lifecycle: Start after BuildAndStart (before the queue's), Stop after the gRPC server's
 // Shutdown and before the queue's Stop. A call the control plane answers after Stop gets no
@@ -21,7 +23,6 @@
 #include <memory>
 #include <mutex>
 
-#include "base/work_pool.h"
 #include "server/api_service.h"
 #include "server/async_queue.h"
 
@@ -29,14 +30,13 @@ namespace gpusched::server {
 
 class AsyncSubmit {
  public:
-  // `blocking_workers`: the threads for arrays and keyed submissions.
-  AsyncSubmit(ApiService& api, AsyncQueue& queue, size_t blocking_workers = 4);
+  AsyncSubmit(ApiService& api, AsyncQueue& queue);
   ~AsyncSubmit();  // Stop
   AsyncSubmit(const AsyncSubmit&) = delete;
   AsyncSubmit& operator=(const AsyncSubmit&) = delete;
 
   void Start();
-  // Idempotent. Joins the worker threads (their submissions end first).
+  // Idempotent. Accepts no more calls; answers after it are not sent.
   void Stop();
 
  private:
@@ -50,11 +50,9 @@ class AsyncSubmit {
 
   ApiService& api_;
   AsyncQueue& queue_;
-  const size_t blocking_workers_;
   const std::shared_ptr<Answering> answering_ = std::make_shared<Answering>();
   std::mutex accept_mu_;  // Accept against Stop: no request on a queue that shut down
-  // Between Start and Stop (guarded by accept_mu_): calls are accepted while it exists.
-  std::unique_ptr<WorkPool> blocking_;
+  bool accepting_ = false;  // guarded by accept_mu_: between Start and Stop
 };
 
 }  // namespace gpusched::server

@@ -185,6 +185,7 @@ Status ControlPlane::Restore() {
     if (r.last_placement) last_placement_[r.task.id] = *r.last_placement;
     const core::Task& t = *sched_->GetTask(r.task.id);
     persisted_[t.id] = Fingerprint(r.task);
+    durable_state_[t.id] = r.task.state;
     IndexTask(t);
   }
   sched_->ReserveIdsBelow(live.max_id + 1);  // ids of finished or quarantined tasks stay used
@@ -247,6 +248,8 @@ void ControlPlane::AbandonSubmissions() {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     posted.swap(posted_submissions_);
+    for (PostedSubmission& p : posted_keyed_) posted.push_back(std::move(p));
+    posted_keyed_.clear();
   }
   std::unique_lock<std::mutex> lock(mu_);
   for (PostedSubmission& p : posted) {
@@ -257,9 +260,9 @@ void ControlPlane::AbandonSubmissions() {
   // A commit in flight may carry some: they are answered by its end, the rest withdrawn here
   // so that no later commit (another caller's) stores a task its submitter was told is not.
   commit_cv_.wait(lock, [&] { return !committing_; });
-  for (auto& [id, done] : awaiting_commit_) {
-    Forget(id);
-    answers_.emplace_back(std::move(done),
+  for (auto& [first, a] : awaiting_commit_) {
+    for (TaskId id : ConsecutiveIds(first, a.count)) Forget(id);
+    answers_.emplace_back(std::move(a.done),
                           NotStored("task not stored (the server stopped before its commit); "
                                     "nothing was queued: submit again"));
   }
@@ -269,7 +272,7 @@ void ControlPlane::AbandonSubmissions() {
 
 void ControlPlane::AnswerSubmissions(std::unique_lock<std::mutex>& lock) {
   if (answers_.empty()) return;
-  std::vector<std::pair<SubmitDone, StatusOr<TaskId>>> ready;
+  std::vector<std::pair<SubmitManyDone, StatusOr<std::vector<TaskId>>>> ready;
   ready.swap(answers_);
   lock.unlock();
   for (auto& [done, result] : ready) done(std::move(result));
@@ -321,10 +324,13 @@ void ControlPlane::LogEvictionHold() {
 }
 
 void ControlPlane::RunOnce() {
+  // Keyed submissions' keys are read in the store first, without mu_ (issue 40).
+  std::vector<PostedSubmission> keyed = TakeKeyedSubmissions();
   std::unique_lock<std::mutex> lock(mu_);
   // First the agents' messages: a heartbeat that waited here while the loop was busy counts
   // before the liveness rules of Tick look at it.
   (void)ApplyPostedLocked();  // this round flushes, commits and passes anyway
+  for (PostedSubmission& p : keyed) AdmitPostedLocked(p);
   const int64_t passes = sched_->stats().passes;
   const int64_t t0 = clock_.NowNs();
   sched_->Tick();
@@ -418,6 +424,9 @@ void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
   in_flight_.clear();
   if (!batch.empty()) commit_seconds_.Observe((t1 - t0) * 1e-9);
   if (s.ok()) {
+    for (const store::TaskRecord& r : batch.tasks) {
+      if (sched_->GetTask(r.task.id) != nullptr) durable_state_[r.task.id] = r.task.state;
+    }
     OnCommitted(seq, submissions);
   } else {
     OnCommitFailed(seq, s, std::move(w), submissions);
@@ -470,10 +479,11 @@ void ControlPlane::OnCommitted(uint64_t seq, const std::vector<TaskId>& submissi
   for (TaskId id : submissions) {
     if (sched_->IsHeld(id)) released = sched_->Release(id).ok() || released;  // may run now
     held_keys_.erase(id);
-    if (auto a = awaiting_commit_.find(id); a != awaiting_commit_.end()) {
-      answers_.emplace_back(std::move(a->second), id);
-      awaiting_commit_.erase(a);
+    auto [from, to] = awaiting_commit_.equal_range(id);  // a request's first id, its retries
+    for (auto a = from; a != to; ++a) {
+      answers_.emplace_back(std::move(a->second.done), ConsecutiveIds(id, a->second.count));
     }
+    awaiting_commit_.erase(from, to);
   }
   if (released) Kick();  // a pass for them (a synchronous submitter kicks on its own too)
   ReleaseHeld();
@@ -495,6 +505,17 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
                               std::to_string(submissions.size()) +
                               " submissions refused, other changes retried in " +
                               std::to_string(backoff) + " ms");
+  std::set<TaskId> posted;  // the ids of posted requests (answered here, not withdrawn_)
+  for (TaskId id : submissions) {
+    auto [from, to] = awaiting_commit_.equal_range(id);
+    for (auto a = from; a != to; ++a) {
+      for (TaskId each : ConsecutiveIds(id, a->second.count)) posted.insert(each);
+      answers_.emplace_back(std::move(a->second.done),
+                            NotStored("task not stored (" + s.message() +
+                                      "); nothing was queued: submit again"));
+    }
+    awaiting_commit_.erase(from, to);
+  }
   for (TaskId id : submissions) {
     if (!sched_->IsHeld(id)) continue;
     if (auto k = held_keys_.find(id); k != held_keys_.end()) {
@@ -504,14 +525,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
     }
     w.tasks.erase(id);
     Forget(id);
-    if (auto a = awaiting_commit_.find(id); a != awaiting_commit_.end()) {
-      answers_.emplace_back(std::move(a->second),
-                            NotStored("task not stored (" + s.message() +
-                                      "); nothing was queued: submit again"));
-      awaiting_commit_.erase(a);
-    } else {
-      withdrawn_[id] = s;  // for its synchronous submitter
-    }
+    if (posted.count(id) == 0) withdrawn_[id] = s;  // for its synchronous submitter
   }
   pending_.tasks.insert(w.tasks.begin(), w.tasks.end());
   for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
@@ -650,6 +664,7 @@ void ControlPlane::Forget(TaskId id) {
   last_placement_.erase(id);
   last_gang_.erase(id);
   persisted_.erase(id);
+  durable_state_.erase(id);
   pending_.tasks.erase(id);
 }
 

@@ -104,10 +104,22 @@ class ControlPlane {
   // task's id once its record is durable, or with the error (the spec's; kNotStored when
   // that commit failed or the loop stopped first). With kMaxPosted submissions already
   // posted, or once the loop stopped, `done` is called before this returns (kUnavailable).
-  // The caller's thread never waits for mu_ or the store. No idempotency key here: a keyed
-  // submission goes through Submit (a retry waits for the first one's commit).
+  // The caller's thread never waits for mu_ or the store.
   using SubmitDone = std::function<void(StatusOr<TaskId>)>;
   void PostSubmission(core::TaskSpec spec, SubmitDone done);
+  // Issue 40: PostSubmission for what the CLI sends (an idempotency key; "" = none) and for
+  // job arrays (`specs` from ArraySpecs; all admitted together, consecutive ids, `done` gets
+  // them in order). The loop reads a key the store may hold outside mu_, before the round
+  // that admits it; a retry of a key whose first submission waits for its commit waits for
+  // that commit without holding a thread. Bounded with the others by kMaxPosted (answered
+  // kUnavailable, "submit again", when full).
+  using SubmitManyDone = std::function<void(StatusOr<std::vector<TaskId>>)>;
+  void PostSubmissions(std::vector<core::TaskSpec> specs, std::string idempotency_key,
+                       SubmitManyDone done);
+  // A job array's specs: one per index of `range`, GPUSCHED_ARRAY_INDEX=i in its environment
+  // and named NAME[i]; InvalidArgument naming `array` for a range SubmitArray refuses.
+  static StatusOr<std::vector<core::TaskSpec>> ArraySpecs(const core::TaskSpec& spec,
+                                                          IndexRange range);
   StatusOr<v1::Task> GetTask(uint64_t id, bool with_history);
   // Tasks with id > after_id, ascending; `limit` 0 = 1000. Live states come from memory,
   // the others from the store's state index.
@@ -324,6 +336,9 @@ class ControlPlane {
   void UpdateReachable(const std::string& node);
   void QueueNode(const std::string& node);
   v1::Task TaskProto(const core::Task& t, bool with_history) const;
+  // Issue 40: the stored state when `t`'s latest change is not durable yet (queued or in the
+  // commit being written) and differs from it; else none. REQUIRES: mu_.
+  std::optional<core::TaskState> StoredStateIfBehind(const core::Task& t) const;
   StatusOr<v1::Node> NodeProto(const std::string& node) const;
 
   const ServerConfig config_;
@@ -346,6 +361,9 @@ class ControlPlane {
   // length). A pass marks every waiting task changed (its placement_failures and reason
   // move); those records are written again only when this fingerprint changes.
   std::unordered_map<TaskId, std::array<int64_t, 6>> persisted_;
+  // Issue 40: the state of each task's last durable record (restored or committed), so a
+  // read shows what a restart would find while a newer change waits for its commit.
+  std::unordered_map<TaskId, core::TaskState> durable_state_;
   std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
   // Issue 37: the connected agent of each node: its instance id and where it connects from.
   struct AgentInstance {
@@ -411,15 +429,35 @@ class ControlPlane {
   std::vector<Posted> inbox_;         // guarded by inbox_mu_
   bool inbox_closed_ = false;         // guarded by inbox_mu_: the loop stopped
   struct PostedSubmission {
-    core::TaskSpec spec;
-    SubmitDone done;
+    std::vector<core::TaskSpec> specs;  // one, or a job array's
+    std::string key;                    // "" = none
+    std::optional<uint64_t> stored;     // the task the store holds for `key`, once read
+    SubmitManyDone done;
   };
   std::vector<PostedSubmission> posted_submissions_;  // guarded by inbox_mu_, oldest first
+  // Keyed ones, whose key the loop reads from the store first (TakeKeyedSubmissions).
+  std::vector<PostedSubmission> posted_keyed_;  // guarded by inbox_mu_, oldest first
+  // The loop's thread, outside mu_: takes the keyed submissions posted and reads each key in
+  // the store. A failed read answers its submission (kUnavailable, nothing queued).
+  std::vector<PostedSubmission> TakeKeyedSubmissions();
+  // Admits one posted submission (a keyed one: returns the key's tasks, or waits for their
+  // commit, instead when the key is known). REQUIRES: mu_.
+  void AdmitPostedLocked(PostedSubmission& p);
+  // first, first + 1, ... (n ids): a request's tasks.
+  static std::vector<TaskId> ConsecutiveIds(TaskId first, size_t n);
+  // Records `key` as the one of the held submission `first` (SubmitAll's and the posts').
+  // REQUIRES: mu_.
+  void RememberKeyLocked(const std::string& key, TaskId first);
 
-  // Posted submissions admitted by the loop, held until the commit carrying them ends.
-  std::unordered_map<TaskId, SubmitDone> awaiting_commit_;  // guarded by mu_
+  // Posted submissions admitted by the loop, held until the commit carrying them ends: by
+  // their first task (a keyed retry waits on the first submission's), with their count.
+  struct Awaiting {
+    SubmitManyDone done;
+    size_t count = 1;
+  };
+  std::unordered_multimap<TaskId, Awaiting> awaiting_commit_;  // guarded by mu_
   // Answers decided under mu_, called once it is released (AnswerSubmissions).
-  std::vector<std::pair<SubmitDone, StatusOr<TaskId>>> answers_;  // guarded by mu_
+  std::vector<std::pair<SubmitManyDone, StatusOr<std::vector<TaskId>>>> answers_;  // mu_
   // Calls the answers decided so far with mu_ released (re-taken before it returns).
   void AnswerSubmissions(std::unique_lock<std::mutex>& lock);
   // Once the loop stopped: every posted or admitted submission not yet durable is withdrawn

@@ -190,13 +190,23 @@ void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
     std::unique_lock<std::mutex> lock(inbox_mu_);
     inbox_cv_.wait(lock, [&] { return inbox_closed_ || inbox_.size() < kMaxPosted; });
     if (inbox_closed_) return;
-    first = inbox_.empty() && posted_submissions_.empty();
+    first = inbox_.empty() && posted_submissions_.empty() && posted_keyed_.empty();
     inbox_.push_back({node, std::move(m), channel});
   }
   if (first) Kick();  // the loop takes everything posted until it drains the inbox
 }
 
 void ControlPlane::PostSubmission(core::TaskSpec spec, SubmitDone done) {
+  std::vector<core::TaskSpec> one;
+  one.push_back(std::move(spec));
+  PostSubmissions(std::move(one), "", [done = std::move(done)](StatusOr<std::vector<TaskId>> ids) {
+    if (!ids.ok()) return done(ids.status());
+    done(ids->front());
+  });
+}
+
+void ControlPlane::PostSubmissions(std::vector<core::TaskSpec> specs, std::string idempotency_key,
+                                   SubmitManyDone done) {
   if (Status health = store_->Health(); !health.ok()) {  // issue 39: the store file is gone
     done(std::move(health));
     return;
@@ -205,13 +215,15 @@ void ControlPlane::PostSubmission(core::TaskSpec spec, SubmitDone done) {
   std::string refused;  // why it was not posted
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
+    const size_t posted = posted_submissions_.size() + posted_keyed_.size();
     if (inbox_closed_) {
       refused = "stopping";
-    } else if (posted_submissions_.size() >= kMaxPosted) {
+    } else if (posted >= kMaxPosted) {
       refused = "busy: " + std::to_string(kMaxPosted) + " submissions wait for its loop";
     } else {
-      first = inbox_.empty() && posted_submissions_.empty();
-      posted_submissions_.push_back({std::move(spec), std::move(done)});
+      first = inbox_.empty() && posted == 0;
+      auto& queue = idempotency_key.empty() ? posted_submissions_ : posted_keyed_;
+      queue.push_back({std::move(specs), std::move(idempotency_key), std::nullopt, std::move(done)});
     }
   }
   if (!refused.empty()) {
@@ -219,6 +231,28 @@ void ControlPlane::PostSubmission(core::TaskSpec spec, SubmitDone done) {
     return;
   }
   if (first) Kick();
+}
+
+std::vector<ControlPlane::PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
+  std::vector<PostedSubmission> keyed;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    keyed.swap(posted_keyed_);
+  }
+  std::vector<PostedSubmission> read;
+  read.reserve(keyed.size());
+  for (PostedSubmission& p : keyed) {
+    // A key committed after this read is in recent_keys_ when the round admits it.
+    StatusOr<std::optional<uint64_t>> stored = store_->LookupIdempotencyKey(p.key);
+    if (!stored.ok()) {
+      p.done(Unavailable("the idempotency key could not be read from the store (" +
+                         stored.status().message() + "); nothing was queued: submit again"));
+      continue;
+    }
+    p.stored = *stored;
+    read.push_back(std::move(p));
+  }
+  return read;
 }
 
 bool ControlPlane::ApplyPostedLocked() {
@@ -238,17 +272,45 @@ bool ControlPlane::ApplyPostedLocked() {
     }
   }
   // After the agents' messages (an exit they report frees GPUs first), in the order posted.
-  for (PostedSubmission& p : submissions) {
-    StatusOr<TaskId> id = sched_->Submit(std::move(p.spec), /*hold=*/true);
-    if (!id.ok()) {
-      answers_.emplace_back(std::move(p.done), id.status());
-      continue;
-    }
-    ++submitted_;
-    awaiting_commit_.emplace(*id, std::move(p.done));
-    kick = true;
+  for (PostedSubmission& p : submissions) AdmitPostedLocked(p);
+  return kick || !submissions.empty();
+}
+
+void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
+  const size_t n = p.specs.size();
+  if (awaiting_commit_.size() >= kMaxPosted) {  // commits lag: bounded, never queued on
+    answers_.emplace_back(std::move(p.done),
+                          Unavailable("the server is busy: " + std::to_string(kMaxPosted) +
+                                      " submissions wait for their commit; nothing was "
+                                      "queued: submit again"));
+    return;
   }
-  return kick;
+  if (p.stored) {  // a retry of a stored submission: its tasks
+    answers_.emplace_back(std::move(p.done), ConsecutiveIds(TaskId(*p.stored), n));
+    return;
+  }
+  if (auto k = recent_keys_.find(p.key); !p.key.empty() && k != recent_keys_.end()) {
+    if (sched_->IsHeld(k->second)) {  // a retry racing the first's commit: answered by it
+      awaiting_commit_.emplace(k->second, Awaiting{std::move(p.done), n});
+    } else {
+      answers_.emplace_back(std::move(p.done), ConsecutiveIds(k->second, n));
+    }
+    return;
+  }
+  std::vector<TaskId> ids;
+  ids.reserve(n);
+  for (core::TaskSpec& spec : p.specs) {
+    StatusOr<TaskId> id = sched_->Submit(std::move(spec), /*hold=*/true);
+    if (!id.ok()) {  // none is queued unless all are
+      for (TaskId admitted : ids) Forget(admitted);
+      answers_.emplace_back(std::move(p.done), id.status());
+      return;
+    }
+    ids.push_back(*id);
+  }
+  submitted_ += static_cast<int64_t>(n);
+  if (!p.key.empty()) RememberKeyLocked(p.key, ids.front());
+  awaiting_commit_.emplace(ids.front(), Awaiting{std::move(p.done), n});
 }
 
 bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,

@@ -20,12 +20,23 @@ v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
   v1::Task p;
   auto it = last_placement_.find(t.id);
   rpc::TaskToProto(t, it == last_placement_.end() ? nullptr : &it->second, with_history, &p);
+  if (const std::optional<core::TaskState> stored = StoredStateIfBehind(t)) {
+    p.set_unstored_state(p.state());  // issue 40: a restart now would find the stored one
+    p.set_state(core::TaskStateName(*stored));
+  }
   if (p.gang_nodes_size() == 0) {  // a gang that no longer holds its nodes: the last ones
     if (auto g = last_gang_.find(t.id); g != last_gang_.end()) {
       for (const std::string& n : g->second) p.add_gang_nodes(n);
     }
   }
   return p;
+}
+
+std::optional<core::TaskState> ControlPlane::StoredStateIfBehind(const core::Task& t) const {
+  if (pending_.tasks.count(t.id) == 0 && in_flight_.count(t.id) == 0) return std::nullopt;
+  auto d = durable_state_.find(t.id);
+  if (d == durable_state_.end() || d->second == t.state) return std::nullopt;
+  return d->second;
 }
 
 StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& idempotency_key) {
@@ -35,9 +46,11 @@ StatusOr<TaskId> ControlPlane::Submit(core::TaskSpec spec, const std::string& id
   return ids.front();
 }
 
-StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, IndexRange range,
-                                                        const std::string& idempotency_key) {
-  if (range.first < 0 || range.last < range.first || range.count() > core::kMaxArrayTasks) {
+StatusOr<std::vector<core::TaskSpec>> ControlPlane::ArraySpecs(const core::TaskSpec& spec,
+                                                               IndexRange range) {
+  // last - first, never count(): {0, INT64_MAX} would overflow it (issue 40).
+  if (range.first < 0 || range.last < range.first ||
+      range.last - range.first >= core::kMaxArrayTasks) {
     return InvalidArgument("array: " + std::to_string(range.first) + "-" +
                            std::to_string(range.last) +
                            " is not an index range A-B with 0 <= A <= B and at most " +
@@ -52,19 +65,19 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, Ind
     s.name += "[" + index + "]";
     specs.push_back(std::move(s));
   }
+  return specs;
+}
+
+StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, IndexRange range,
+                                                        const std::string& idempotency_key) {
+  GS_ASSIGN_OR_RETURN(std::vector<core::TaskSpec> specs, ArraySpecs(spec, range));
   return SubmitAll(std::move(specs), idempotency_key);
 }
 
 StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
                                                       const std::string& idempotency_key) {
   GS_RETURN_IF_ERROR(store_->Health());  // issue 39: no task is acknowledged into a lost file
-  // Ids are consecutive: every admission happens under mu_, all of a request's at once.
-  const auto ids_from = [n = specs.size()](TaskId first) {
-    std::vector<TaskId> ids;
-    ids.reserve(n);
-    for (size_t i = 0; i < n; ++i) ids.push_back(TaskId(first.value() + i));
-    return ids;
-  };
+  const auto ids_from = [n = specs.size()](TaskId first) { return ConsecutiveIds(first, n); };
   std::optional<uint64_t> stored;
   if (!idempotency_key.empty()) {
     // Outside mu_: a read of the store's key index. A key committed after this read is in
@@ -100,16 +113,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
     ids.push_back(*id);
   }
   submitted_ += static_cast<int64_t>(ids.size());
-  if (!idempotency_key.empty()) {
-    pending_.keys[idempotency_key] = ids.front().value();
-    held_keys_[ids.front()] = idempotency_key;
-    recent_keys_[idempotency_key] = ids.front();
-    recent_key_order_.push_back(idempotency_key);
-    while (recent_key_order_.size() > kRecentKeys) {
-      recent_keys_.erase(recent_key_order_.front());
-      recent_key_order_.pop_front();
-    }
-  }
+  if (!idempotency_key.empty()) RememberKeyLocked(idempotency_key, ids.front());
   const uint64_t seq = Flush();
   (void)CommitThrough(lock, seq);
   std::optional<std::string> why;
@@ -125,6 +129,25 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
   lock.unlock();
   Kick();
   return ids;
+}
+
+// Ids are consecutive: every admission happens under mu_, all of a request's at once.
+std::vector<TaskId> ControlPlane::ConsecutiveIds(TaskId first, size_t n) {
+  std::vector<TaskId> ids;
+  ids.reserve(n);
+  for (size_t i = 0; i < n; ++i) ids.push_back(TaskId(first.value() + i));
+  return ids;
+}
+
+void ControlPlane::RememberKeyLocked(const std::string& key, TaskId first) {
+  pending_.keys[key] = first.value();
+  held_keys_[first] = key;
+  recent_keys_[key] = first;
+  recent_key_order_.push_back(key);
+  while (recent_key_order_.size() > kRecentKeys) {
+    recent_keys_.erase(recent_key_order_.front());
+    recent_key_order_.pop_front();
+  }
 }
 
 StatusOr<v1::Task> ControlPlane::GetTask(uint64_t id, bool with_history) {
@@ -265,14 +288,27 @@ StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
     return FailedPrecondition("task " + std::to_string(id) + " is already " +
                               core::TaskStateName(r.task.state));
   }
-  GS_RETURN_IF_ERROR(sched_->Cancel(TaskId(id)));
+  // Issue 40: a cancellation is acknowledged only once stored. One refused as not stored is
+  // cancelled again by driving its commit, not answered "already cancelled".
+  const bool unstored_cancel =
+      t->state == core::TaskState::kCancelled && StoredStateIfBehind(*t).has_value();
+  if (!unstored_cancel) GS_RETURN_IF_ERROR(sched_->Cancel(TaskId(id)));
   const uint64_t seq = Flush();
   Status s = CommitThrough(lock, seq);
   if (!s.ok()) {
-    return NotStored("task " + std::to_string(id) + ": the cancellation is not stored yet (" +
-                     s.message() + "); the server retries it, and the kill waits until then");
+    return NotStored("task " + std::to_string(id) + ": the cancellation is not stored (" +
+                     s.message() + "): a restart of the server before it is would forget it "
+                     "and the task would run on; run cancel again (the server retries the "
+                     "write meanwhile, and the kill waits for it)");
   }
-  return TaskProto(*sched_->GetTask(TaskId(id)), false);
+  // The commit was waited for with mu_ released: retention may have dropped the task since
+  // (retain_finished: 0); the store has it.
+  if (const core::Task* now = sched_->GetTask(TaskId(id))) return TaskProto(*now, false);
+  lock.unlock();
+  GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
+  v1::Task p;
+  rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, false, &p);
+  return p;
 }
 
 StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {

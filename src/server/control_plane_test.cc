@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -101,6 +102,15 @@ class ControlPlaneTest : public ::testing::Test {
     *m.mutable_status() = st;
     cp.AgentMessage(node, m, ch);
   }
+  // Task 1 (no retries) submitted and running on n1.
+  std::shared_ptr<FakeAgentChannel> RunOneTask(ControlPlane& cp) {
+    auto agent = Connect(cp, Node("n1"));
+    EXPECT_TRUE(cp.Submit(Spec(/*retries=*/0)).ok());
+    cp.RunOnce();
+    Report(cp, "n1", agent, Started(1, 1));
+    cp.RunOnce();
+    return agent;
+  }
   static v1::Task Get(ControlPlane& cp, uint64_t id) {
     auto t = cp.GetTask(id, true);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -191,6 +201,101 @@ TEST_F(ControlPlaneTest, KillOfACancelWaitsForTheCancelRecord) {
   cp->RunOnce();
   EXPECT_EQ(agent->kills(), (std::vector<Ref>{{1, 1}}));
   EXPECT_EQ(Get(*cp, 1).state(), "cancelled");
+}
+
+// Issue 40: while a commit fails, reads show the stored state (what a restart finds) and the
+// change not stored yet apart: `show` said `succeeded` and, after a kill -9, `running`.
+TEST_F(ControlPlaneTest, Issue40_ReadsShowTheStoredStateWhileItsCommitFails) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = RunOneTask(*cp);
+  ASSERT_EQ(Get(*cp, 1).state(), "running");
+  faults->FailAllCommits(true);
+  Report(*cp, "n1", agent, Exit(1, 1, 0));
+  cp->RunOnce();  // the succeeded record's commit fails
+  ASSERT_GE(faults->failed_commits(), 1);
+  const v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "running");
+  EXPECT_EQ(t.unstored_state(), "succeeded");
+  auto page = cp->ListTasks(std::nullopt, 0, 0);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->tasks.size(), 1u);
+  EXPECT_EQ(page->tasks[0].state(), "running");
+  EXPECT_EQ(page->tasks[0].unstored_state(), "succeeded");
+  cp.reset();  // the server dies before the store heals
+  auto again = Start(Sqlite());
+  EXPECT_EQ(Get(*again, 1).state(), "running");  // what the read said
+  EXPECT_EQ(Get(*again, 1).unstored_state(), "");
+}
+
+// Issue 40: a cancellation refused as not stored is not acknowledged, and cancelling again
+// drives its commit (it answered "already cancelled", and a restart forgot the cancel: the
+// task ran to exit 0). Acknowledged means stored: a restart finds it cancelled.
+TEST_F(ControlPlaneTest, Issue40_ACancelIsAcknowledgedOnlyOnceStoredAndSurvivesARestart) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = RunOneTask(*cp);
+  faults->FailAllCommits(true);
+  auto refused = cp->Cancel(1);
+  ASSERT_EQ(refused.status().code(), StatusCode::kNotStored) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("run cancel again"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(Get(*cp, 1).state(), "running");
+  EXPECT_EQ(Get(*cp, 1).unstored_state(), "cancelled");
+  auto again = cp->Cancel(1);
+  EXPECT_EQ(again.status().code(), StatusCode::kNotStored) << again.status().ToString();
+  EXPECT_TRUE(agent->kills().empty());
+  faults->FailAllCommits(false);
+  auto stored = cp->Cancel(1);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->state(), "cancelled");
+  EXPECT_EQ(stored->unstored_state(), "");
+  cp.reset();
+  auto restarted = Start(Sqlite());
+  EXPECT_EQ(Get(*restarted, 1).state(), "cancelled");
+}
+
+// Issue 40: Cancel waits for its commit with mu_ released. When another caller's commit
+// carried the cancellation, the loop's retention (retain_finished: 0) could drop the task
+// before Cancel read it again, and Cancel dereferenced a null task. 16 cancels wait behind a
+// held commit while a thread runs rounds; each is answered, from the store if need be.
+TEST_F(ControlPlaneTest, Issue40_CancelOfATaskRetentionDropsDuringItsCommitIsAnswered) {
+  config_.retain_finished = 0;
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  constexpr uint64_t kTasks = 16;
+  constexpr int kRounds = 12;  // the race is lost in about one round in five on the old code
+  uint64_t first = 1;
+  for (int round = 0; round < kRounds; ++round, first += kTasks + 1) {
+    for (uint64_t i = 0; i < kTasks; ++i) ASSERT_TRUE(cp->Submit(Spec()).ok());  // pending
+    faults->HoldCommits();
+    auto leader = std::async(std::launch::async, [&] { return cp->Submit(Spec()).ok(); });
+    ASSERT_TRUE(faults->WaitForHeld(1));  // a commit in flight: each Cancel waits behind it
+    std::vector<std::future<StatusOr<v1::Task>>> cancels;
+    for (uint64_t id = first; id < first + kTasks; ++id) {
+      cancels.push_back(std::async(std::launch::async, [&cp, id] { return cp->Cancel(id); }));
+    }
+    for (uint64_t id = first; id < first + kTasks; ++id) {  // cancelled in memory: it waits
+      for (int i = 0; i < 2000 && Get(*cp, id).unstored_state() != "cancelled"; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // poll period
+      }
+    }
+    std::atomic<bool> done{false};
+    std::thread rounds([&] {
+      while (!done) cp->RunOnce();
+    });
+    faults->ReleaseCommits();
+    for (auto& c : cancels) {
+      StatusOr<v1::Task> t = c.get();
+      EXPECT_TRUE(t.ok()) << t.status().ToString();
+      if (t.ok()) EXPECT_EQ(t->state(), "cancelled");
+    }
+    done = true;
+    rounds.join();
+    EXPECT_TRUE(leader.get());
+  }
+  cp->RunOnce();
+  EXPECT_EQ(cp->TasksInMemory(), static_cast<size_t>(kRounds));  // the leaders' tasks
 }
 
 TEST_F(ControlPlaneTest, RetriedSubmitWithTheSameKeyReturnsTheFirstTaskEvenAfterRestart) {
@@ -463,6 +568,7 @@ TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
   *m.mutable_status() = Exit(1, 1, 0);
   cp->PostAgentMessage("n1", m, agent);
   cp->AgentDisconnected("n1", agent.get());
+  cp->RunOnce();  // stored: reads show stored states (issue 40)
   EXPECT_EQ(Get(*cp, 1).state(), "succeeded");
   // A message posted by a replaced connection changes nothing.
   auto fresh = Connect(*cp, Node("n1"));
@@ -575,6 +681,73 @@ TEST_F(ControlPlaneTest, PostedSubmissionWhoseCommitFailsIsAnsweredNotStoredAndN
   EXPECT_EQ(cp->GetTask(1, false).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(answers.got().size(), 1u) << "answered twice";
   ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
+// Issue 40: keyed submissions and arrays (what the CLI sends) are posted like the others: a
+// round admits them and their commit answers them, no thread waits. A retry posted while the
+// first submission's commit is in flight is answered by that commit with the same ids; one
+// posted later, or after a restart, from the key's record.
+TEST_F(ControlPlaneTest, Issue40_KeyedAndArraySubmissionsArePostedAndAnsweredByTheirCommit) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  std::mutex mu;
+  std::vector<StatusOr<std::vector<TaskId>>> got;
+  const auto done = [&](StatusOr<std::vector<TaskId>> ids) {
+    std::lock_guard<std::mutex> lock(mu);
+    got.push_back(std::move(ids));
+  };
+  const auto answered = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return got.size();
+  };
+  auto array = ControlPlane::ArraySpecs(Spec(), IndexRange{0, 2});
+  ASSERT_TRUE(array.ok());
+  cp->PostSubmissions(*array, "key-a", done);
+  faults->HoldCommits();
+  auto round = std::async(std::launch::async, [&] { cp->RunOnce(); });
+  ASSERT_TRUE(faults->WaitForHeld(1));
+  cp->PostSubmissions(*array, "key-a", done);  // the retry: posted at once, waits on nothing
+  EXPECT_EQ(answered(), 0u) << "answered before the commit";
+  cp->RunOnce();  // admits the retry, which waits for the first one's commit (in flight)
+  EXPECT_EQ(answered(), 0u) << "a retry answered before the first submission was stored";
+  faults->ReleaseCommits();
+  round.get();
+  ASSERT_EQ(answered(), 2u);
+  const std::vector<TaskId> ids = {TaskId(1), TaskId(2), TaskId(3)};
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(*g, ids);
+  }
+  cp.reset();
+  auto again = Start(Sqlite());
+  std::optional<StatusOr<std::vector<TaskId>>> later;
+  again->PostSubmissions(*array, "key-a", [&](StatusOr<std::vector<TaskId>> r) { later = r; });
+  again->RunOnce();
+  ASSERT_TRUE(later && later->ok());
+  EXPECT_EQ(**later, ids);
+  EXPECT_EQ(Get(*again, 3).name(), "[2]");
+}
+
+// Issue 40: a keyed submission whose commit fails is answered kNotStored, and so is its
+// retry that waited for it; the key is free again, and the next retry is stored.
+TEST_F(ControlPlaneTest, Issue40_PostedKeyedSubmissionWhoseCommitFailsLeavesTheKeyFree) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  std::vector<StatusOr<std::vector<TaskId>>> got;
+  const auto done = [&](StatusOr<std::vector<TaskId>> ids) { got.push_back(std::move(ids)); };
+  std::vector<core::TaskSpec> one = {Spec()};
+  faults->FailNextCommits(1);
+  cp->PostSubmissions(one, "key-b", done);
+  cp->PostSubmissions(one, "key-b", done);
+  cp->RunOnce();
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& g : got) EXPECT_EQ(g.status().code(), StatusCode::kNotStored);
+  clock_.AdvanceMs(config_.store_retry_max_ms);  // past the retry backoff
+  cp->PostSubmissions(one, "key-b", done);
+  cp->RunOnce();
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_TRUE(got[2].ok()) << got[2].status().ToString();
+  EXPECT_EQ(Get(*cp, got[2]->front().value()).state(), "pending");
 }
 
 TEST_F(ControlPlaneTest, PostedSubmissionWithABadSpecIsRefusedNamingTheField) {
@@ -1158,6 +1331,8 @@ TEST_F(ControlPlaneTest, FairShareUsageSurvivesARestart) {
   ASSERT_EQ(Get(*cp, id->value()).state(), "assigned");
   clock_.AdvanceMs(3'600'000);  // one GPU for an hour
   Report(*cp, "n1", agent, Exit(id->value(), 1, 0));
+  EXPECT_EQ(Get(*cp, id->value()).unstored_state(), "succeeded");  // until its commit
+  cp->RunOnce();
   ASSERT_EQ(Get(*cp, id->value()).state(), "succeeded");
   // The only team and the only user have used everything: F = 2^-1 for each, 0.25 in all.
   const double before = cp->FairShareOf("a", "u");

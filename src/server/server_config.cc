@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "base/units.h"
+#include "core/task_validation.h"
 #include "rpc/tls.h"
 #include "server/tokens.h"
 #include "spec/spec_yaml.h"
@@ -53,7 +54,12 @@ Status ServerConfig::Validate() const {
                          {"loop_tick", loop_tick_ms}}) {
     if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
   }
-  if (kill_grace_ms < 0) return InvalidArgument("kill_grace: must be >= 0");
+  // Issue 40: at most a year (a task's own grace has the same bound); above 24.8 days the
+  // agent's wait once wrapped and the kill never came.
+  if (kill_grace_ms < 0 || kill_grace_ms > core::kMaxDurationMs) {
+    return InvalidArgument("kill_grace: " + FormatDurationMs(kill_grace_ms) +
+                           " must be from 0 to " + FormatDurationMs(core::kMaxDurationMs));
+  }
   if (filter_workers < 0 || filter_workers > 1024) {
     return InvalidArgument("filter_workers: " + std::to_string(filter_workers) +
                            " must be from 0 (one per core) to 1024");

@@ -475,5 +475,19 @@ TEST(ServerConfigTest, Issue36_DoorLimitsAreKeysWithSizesAndDurations) {
   EXPECT_NE(s.message().find("http_max_body"), std::string::npos) << s.message();
 }
 
+// Issue 40: a kill_grace the agents cannot wait for (over a year) is refused, naming it.
+TEST(ServerConfigTest, Issue40_KillGraceOverAYearIsRefusedNamingTheValue) {
+  ServerConfig c;
+  const std::string path = WriteFile("kill_grace: 400d\n");
+  Status s = ApplyConfigFile(path, c);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("kill_grace: 9600h must be from 0 to 8784h"), std::string::npos)
+      << s.message();
+  std::filesystem::remove(path);
+  ServerConfig ok;
+  ok.kill_grace_ms = 30LL * 86'400'000;  // 30 days: above INT_MAX ms, and fine
+  EXPECT_TRUE(ok.Validate().ok());
+}
+
 }  // namespace
 }  // namespace gpusched::server

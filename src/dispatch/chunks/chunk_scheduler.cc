@@ -243,6 +243,18 @@ Status ChunkScheduler::Execute(Placed& p) {
     s.kernel->run(host_io, *s.params);
     return Status::Ok();
   }
+  // Issue 40: the stream is synchronised on every way out, a failed step's included: work
+  // enqueued before the failure may still read or write the buffers Release frees.
+  const Status enqueued = EnqueueOnStream(p);
+  const Status synced = p.dev->Synchronize(p.stream);
+  GS_RETURN_IF_ERROR(enqueued);
+  GS_RETURN_IF_ERROR(synced);
+  if (!p.kernel_error.empty()) return FailedPrecondition(p.kernel_error);
+  return Status::Ok();
+}
+
+Status ChunkScheduler::EnqueueOnStream(Placed& p) {
+  const Subtask& s = p.s;
   const auto n = static_cast<size_t>(s.in_bytes);
   if (p.copy_in0 && n > 0) GS_RETURN_IF_ERROR(p.dev->CopyToDevice(p.stream, p.d_in0, s.host_in0, n));
   if (p.copy_in1 && n > 0) GS_RETURN_IF_ERROR(p.dev->CopyToDevice(p.stream, p.d_in1, s.host_in1, n));
@@ -263,8 +275,6 @@ Status ChunkScheduler::Execute(Placed& p) {
       GS_RETURN_IF_ERROR(p.dev->CopyToHost(p.stream, s.host_out, p.d_out, static_cast<size_t>(s.out_bytes)));
     }
   }
-  GS_RETURN_IF_ERROR(p.dev->Synchronize(p.stream));
-  if (!p.kernel_error.empty()) return FailedPrecondition(p.kernel_error);
   return Status::Ok();
 }
 

@@ -133,6 +133,10 @@ class ChunkScheduler {
   std::vector<GpuView> Snapshot() const;  // REQUIRES: mu_ held
   dispatch::Device* DeviceOf(int gpu) const;
   Status Execute(Placed& p);
+  // Execute's GPU work on p.stream (copies in, the kernel, the copy out), not waited for;
+  // the first step that fails ends it. Execute synchronises the stream after, whatever this
+  // returned.
+  Status EnqueueOnStream(Placed& p);
   void Release(Placed& p, const Status& result);  // REQUIRES: mu_ held
   void Unpin(const ChunkKey& key);                // REQUIRES: mu_ held
   void Emit(SchedulerEvent::Kind kind, const Subtask& s, int gpu, std::string decision);

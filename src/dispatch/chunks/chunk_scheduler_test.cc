@@ -5,15 +5,74 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "dispatch/sim_device.h"
 
 namespace gpusched::chunks {
 namespace {
+
+// A SimDevice whose copies to the host fail, recording, in order, every stream it
+// synchronised and every buffer freed (issue 40: ChunkScheduler freed a failed subtask's
+// buffers before synchronising its stream).
+class FailingCopyDevice final : public dispatch::Device {
+ public:
+  explicit FailingCopyDevice(std::unique_ptr<dispatch::SimDevice> inner) : inner_(std::move(inner)) {}
+  int index() const override { return inner_->index(); }
+  std::string name() const override { return inner_->name(); }
+  StatusOr<void*> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
+  Status Free(void* ptr) override {
+    Record("free");
+    return inner_->Free(ptr);
+  }
+  size_t total_bytes() const override { return inner_->total_bytes(); }
+  size_t used_bytes() const override { return inner_->used_bytes(); }
+  int stream_count() const override { return inner_->stream_count(); }
+  int free_streams() const override { return inner_->free_streams(); }
+  StatusOr<dispatch::StreamId> AcquireStream() override { return inner_->AcquireStream(); }
+  Status ReleaseStream(dispatch::StreamId stream) override { return inner_->ReleaseStream(stream); }
+  Status CopyToDevice(dispatch::StreamId stream, void* dst, const void* src, size_t bytes) override {
+    Record("copy in");
+    return inner_->CopyToDevice(stream, dst, src, bytes);
+  }
+  Status CopyToHost(dispatch::StreamId stream, void* dst, const void* src, size_t bytes) override {
+    Record("copy out (failed)");
+    (void)stream, (void)dst, (void)src, (void)bytes;
+    return Internal("injected: copy to host failed");
+  }
+  Status Launch(dispatch::StreamId stream, dispatch::Kernel kernel) override {
+    Record("launch");
+    return inner_->Launch(stream, std::move(kernel));
+  }
+  Status Synchronize(dispatch::StreamId stream) override {
+    Record("sync");
+    return inner_->Synchronize(stream);
+  }
+  Status SynchronizeAll() override {
+    Record("sync all");
+    return inner_->SynchronizeAll();
+  }
+  std::vector<std::string> events() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  void Record(const std::string& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(e);
+  }
+  std::unique_ptr<dispatch::SimDevice> inner_;
+  mutable std::mutex mu_;
+  std::vector<std::string> events_;
+};
 
 class ChunkSchedulerTest : public ::testing::Test {
  protected:
@@ -222,6 +281,29 @@ TEST_F(ChunkSchedulerTest, RoundRobinIgnoresCacheAndCopiesMore) {
     EXPECT_EQ(sched.stats().bytes_h2d, policy == StreamPolicy::kPatent ? 0 : 3 * 4096);
     for (auto& o : outs) EXPECT_EQ(o, std::vector<uint32_t>(1024, 42));
   }
+}
+
+
+// Issue 40: a copy that fails after the kernel was enqueued: the stream is synchronised
+// before any buffer of the subtask is freed (the old code returned at the failed copy and
+// freed the input and output while the kernel could still use them), and the error reaches
+// the caller with the memory and the stream returned.
+TEST_F(ChunkSchedulerTest, Issue40_FailedCopySynchronisesTheStreamBeforeFreeingItsBuffers) {
+  FailingCopyDevice dev(std::make_unique<dispatch::SimDevice>(
+      dispatch::SimDeviceOptions{0, "", 64, 1}, clock_));
+  ChunkScheduler sched({&dev}, ChunkConfig{}, clock_);
+  const Status s = sched.Run({Scale(1, in_.data(), out_.data(), 1024)}, inline_);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("copy to host failed"), std::string::npos) << s.ToString();
+  const std::vector<std::string> events = dev.events();
+  const auto failed = std::find(events.begin(), events.end(), "copy out (failed)");
+  ASSERT_NE(failed, events.end());
+  const auto first_free = std::find(failed, events.end(), "free");
+  ASSERT_NE(first_free, events.end());
+  EXPECT_NE(std::find(failed, first_free, "sync"), first_free)
+      << "a buffer was freed before its stream was synchronised";
+  EXPECT_EQ(dev.used_bytes(), 0u);
+  EXPECT_EQ(dev.free_streams(), 1);
 }
 
 }  // namespace

@@ -19,6 +19,17 @@ void AppendHex(std::string& out, const char* prefix, unsigned value, int digits)
   out += buf;
 }
 
+// The two-character escape of a newline, carriage return or tab (the same in JSON and text);
+// nullptr for any other byte.
+const char* ShortEscape(unsigned char c) {
+  switch (c) {
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default: return nullptr;
+  }
+}
+
 // Length of the valid UTF-8 sequence at s[i], or 0 when it is not one.
 size_t Utf8Length(std::string_view s, size_t i) {
   const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -47,12 +58,8 @@ void AppendJsonString(std::string& out, std::string_view s) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
+    } else if (const char* escape = ShortEscape(c)) {
+      out += escape;
     } else if (c < 0x20 || c == 0x7F) {
       AppendHex(out, "\\u", c, 4);
     } else if (c >= 0x80) {
@@ -77,12 +84,8 @@ void AppendJsonString(std::string& out, std::string_view s) {
 void AppendTextEscaped(std::string& out, std::string_view s) {
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
+    if (const char* escape = ShortEscape(c)) {
+      out += escape;
     } else if (c < 0x20 || c == 0x7F) {
       AppendHex(out, "\\x", c, 2);
     } else {

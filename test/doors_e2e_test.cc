@@ -402,6 +402,18 @@ class DataDirTest : public ::testing::Test {
                    path("server.log"));
     return address;
   }
+  // The admin token the server at `server` wrote into `data`, once the server accepts it
+  // (`gpusched nodes` succeeds with it); "" when that did not happen by kDeadline.
+  std::string AdminToken(const std::string& data, const std::string& server) {
+    std::string admin;
+    const bool accepted = PollUntil([&] {
+      admin = ReadFile(data + "/admin-token");
+      while (!admin.empty() && admin.back() == '\n') admin.pop_back();
+      return !admin.empty() &&
+             Cli({"nodes", "--server", server}, {{"GPUSCHED_TOKEN", admin}}).code == 0;
+    }, kDeadline);
+    return accepted ? admin : "";
+  }
   std::string user_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
@@ -414,13 +426,10 @@ class DataDirTest : public ::testing::Test {
 TEST_F(DataDirTest, Issue36_StateAndTokenFilesAreUnreadableToOtherUsers) {
   const std::string data = path("data");
   const std::string server = StartServer(data);
-  std::string admin;
-  ASSERT_TRUE(PollUntil([&] {
-    admin = ReadFile(data + "/admin-token");
-    while (!admin.empty() && admin.back() == '\n') admin.pop_back();
-    return !admin.empty() &&
-           Cli({"submit", "--server", server, "--", "true"}, {{"GPUSCHED_TOKEN", admin}}).code == 0;
-  }, kDeadline)) << ReadFile(path("server.log"));
+  const std::string admin = AdminToken(data, server);
+  ASSERT_FALSE(admin.empty()) << ReadFile(path("server.log"));
+  ASSERT_EQ(Cli({"submit", "--server", server, "--", "true"}, {{"GPUSCHED_TOKEN", admin}}).code,
+            0);
   struct stat st {};
   ASSERT_EQ(stat(data.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -508,12 +517,8 @@ TEST_F(DataDirTest, Issue35_APlantedTmpAgentDirectoryIsNotUsed) {
   ASSERT_EQ(lchown(planted.c_str(), uid_, gid_), 0);
   const std::string data = path("data");
   const std::string server = StartServer(data);
-  std::string admin;
-  ASSERT_TRUE(PollUntil([&] {
-    admin = ReadFile(data + "/admin-token");
-    while (!admin.empty() && admin.back() == '\n') admin.pop_back();
-    return !admin.empty() && Cli({"nodes", "--server", server}, {{"GPUSCHED_TOKEN", admin}}).code == 0;
-  }, kDeadline)) << ReadFile(path("server.log"));
+  const std::string admin = AdminToken(data, server);
+  ASSERT_FALSE(admin.empty()) << ReadFile(path("server.log"));
   // The server authenticates agents (issue 35): this one presents its node's agent token.
   CliResult token =
       Cli({"token", "create", "--server", server, "--agent", name}, {{"GPUSCHED_TOKEN", admin}});

@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -49,21 +47,6 @@ TEST(FileIdentityTest, Issue39_ReplacedFileIsNoticed) {
 }
 
 // What the check costs: it runs before every group commit and on every submission.
-TEST(FileIdentityTest, Issue39_CheckCostsAboutOneStat) {
-  gpusched::testing::TestDir dir{"gpusched_identity_test"};
-  const std::filesystem::path path = dir.path() / "state.db";
-  Touch(path);
-  StatusOr<FileIdentity> id = FileIdentity::Record(path.string());
-  ASSERT_TRUE(id.ok());
-  constexpr int kChecks = 100'000;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kChecks; ++i) ASSERT_TRUE(id->Check().ok());
-  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
-                        .count() / kChecks;
-  std::printf("FileIdentity::Check: %.0f ns per check (%d checks)\n", ns, kChecks);
-  EXPECT_LT(ns, 100'000.0);  // far below a commit's fsync (milliseconds)
-}
-
 TEST(FileIdentityTest, Issue39_SqliteStoreRefusesCommitsIntoARemovedFile) {
   gpusched::testing::TestDir dir{"gpusched_identity_test"};
   const std::string path = (dir.path() / "state.db").string();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <chrono>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/host_port.h"
+#include "base/log.h"
 
 namespace gpusched::store {
 
@@ -509,8 +511,46 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
 
 EtcdClient::~EtcdClient() = default;
 
+uint64_t AnswerClusterId(std::string_view answer) {
+  constexpr std::string_view kKey = "\"cluster_id\":\"";
+  const std::string_view head = answer.substr(0, 512);
+  const size_t at = head.find(kKey);
+  if (at == std::string_view::npos) return 0;
+  const std::string_view digits = head.substr(at + kKey.size());
+  uint64_t id = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  return error == std::errc() && end != digits.data() && *end == '"' ? id : 0;
+}
+
+Status EtcdClient::Identity() const {
+  if (!other_cluster_.load(std::memory_order_acquire)) return Status::Ok();
+  std::lock_guard<std::mutex> lock(identity_mu_);
+  return FailedPrecondition(identity_error_);
+}
+
+Status EtcdClient::CheckCluster(const std::string& url, uint64_t id) {
+  if (id == 0) return Status::Ok();
+  uint64_t first = 0;
+  if (cluster_id_.compare_exchange_strong(first, id, std::memory_order_acq_rel) || first == id) {
+    return Status::Ok();
+  }
+  std::lock_guard<std::mutex> lock(identity_mu_);
+  if (!other_cluster_.load(std::memory_order_relaxed)) {
+    identity_error_ = "etcd at " + url + " belongs to cluster " + std::to_string(id) +
+                      ", not to cluster " + std::to_string(first) +
+                      ", the one this server first reached: it was rebuilt or restored under "
+                      "the server, or the endpoint list names another cluster. This server "
+                      "takes no more reads or writes from etcd: put the original etcd back (or "
+                      "restore its snapshot) and restart the server";
+    other_cluster_.store(true, std::memory_order_release);
+    logging::Error("store", identity_error_);
+  }
+  return FailedPrecondition(identity_error_);
+}
+
 StatusOr<std::string> EtcdClient::Post(const std::string& path, const std::string& body) {
   std::lock_guard<std::mutex> lock(mu_);
+  GS_RETURN_IF_ERROR(Identity());
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.retry_for_ms);
   std::string errors;
@@ -530,6 +570,7 @@ StatusOr<std::string> EtcdClient::Post(const std::string& path, const std::strin
       }
       current_ = (current_ + tried) % conns_.size();
       if (status != 200) return EtcdError(c.url, status, answer);
+      GS_RETURN_IF_ERROR(CheckCluster(c.url, AnswerClusterId(answer)));
       return answer;
     }
     if (!reached || std::chrono::steady_clock::now() >= deadline) break;

@@ -23,11 +23,13 @@
 // Thread-safety: safe from several threads; calls on one client are serialized, so the
 // leader election and the store each use a client of their own.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -124,6 +126,14 @@ class EtcdClient {
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 
+  // Issue 39: the etcd cluster this client first reached (`header.cluster_id` of its first
+  // answer; 0 = none yet). An answer from another cluster (etcd rebuilt with another token or
+  // members, an endpoint of another cluster) fails that call and every later one with
+  // FailedPrecondition naming both ids; Identity() says the same from then on. Not blocked by
+  // a request in flight.
+  Status Identity() const;
+  uint64_t cluster_id() const { return cluster_id_.load(std::memory_order_acquire); }
+
   // The range_end that makes a range cover every key starting with `prefix`.
   static std::string PrefixEnd(const std::string& prefix);
   static std::string Base64Encode(const std::string& bytes);
@@ -135,13 +145,23 @@ class EtcdClient {
   EtcdClient(std::vector<std::string> endpoints, Options options);
   // POSTs `body` to `path` on one endpoint after another; the parsed JSON answer as text.
   StatusOr<std::string> Post(const std::string& path, const std::string& body);
+  // Records `id` (an answer's cluster id from `url`; 0 = not said) or refuses another one.
+  Status CheckCluster(const std::string& url, uint64_t id);
 
   const std::vector<std::string> endpoints_;
   const Options options_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Conn>> conns_;  // one per endpoint
   size_t current_ = 0;
+  std::atomic<uint64_t> cluster_id_{0};
+  std::atomic<bool> other_cluster_{false};
+  mutable std::mutex identity_mu_;
+  std::string identity_error_;  // set once, with other_cluster_
 };
+
+// The `header.cluster_id` of one of etcd's JSON answers (the gateway writes the header first,
+// the id as a decimal string); 0 when the answer does not say it.
+uint64_t AnswerClusterId(std::string_view answer);
 
 // ---- the wire, exposed for tests and the fuzz target (fuzz/etcd_wire_fuzzer.cc) ----
 struct HttpAnswer {

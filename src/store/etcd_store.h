@@ -97,6 +97,9 @@ class EtcdStore final : public StateStore {
   };
   Stats stats();
   EtcdClient& client() { return *client_; }
+  // Issue 39: fails once an answer came from another etcd cluster than the first one reached
+  // (EtcdClient::Identity); every call through the client fails the same way from then on.
+  Status Health() override { return client_->Identity(); }
 
  private:
   EtcdStore(std::unique_ptr<EtcdClient> client, Options options);

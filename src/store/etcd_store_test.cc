@@ -444,6 +444,65 @@ TEST(EtcdClientTest, ReadsChunkedAnswersWithTrailersAndRefusesCutShortOnes) {
   EXPECT_NE(short_answer.status().message().find("cut short"), std::string::npos);
 }
 
+// Issue 39: a store whose etcd is replaced by another cluster under it (an etcd rebuilt with
+// other members or token, or an endpoint of another cluster) takes no more writes: here the
+// first cluster's only member dies and the client's next endpoint is another cluster's.
+TEST(EtcdIdentityTest, Issue39_AnEtcdOfAnotherClusterIsRefusedAndNothingIsWrittenThere) {
+  if (!LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed (scripts/install-deps)";
+  gpusched::testing::TestDir dir{"gpusched_etcd_identity_test"};
+  std::vector<std::unique_ptr<LocalEtcd>> etcds;
+  for (const char* name : {"a", "b"}) {
+    LocalEtcd::Options o;
+    o.dir = (dir.path() / name).string();
+    o.members = 1;
+    auto e = LocalEtcd::Start(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    etcds.push_back(std::move(e).value());
+  }
+  auto client = [&](std::vector<std::string> urls) {
+    EtcdClient::Options o;
+    o.request_timeout_ms = 2'000;
+    return std::move(EtcdClient::Create(std::move(urls), o)).value();
+  };
+  auto opened = EtcdStore::Open(
+      client({etcds[0]->client_url_list()[0], etcds[1]->client_url_list()[0]}), {});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<EtcdStore> store = std::move(opened).value();
+  ASSERT_TRUE(store->Commit(Tasks({Task(1)})).ok());
+  const uint64_t first = store->client().cluster_id();
+  EXPECT_NE(first, 0u);
+  EXPECT_TRUE(store->Health().ok());
+
+  etcds[0]->Kill(0);
+  const Status other = store->Commit(Tasks({Task(2)}));
+  EXPECT_EQ(other.code(), StatusCode::kFailedPrecondition) << other.ToString();
+  EXPECT_NE(other.message().find("not to cluster " + std::to_string(first)), std::string::npos)
+      << other.ToString();
+  EXPECT_EQ(store->Health().code(), StatusCode::kFailedPrecondition);
+  // Refused for good: with the first cluster back, the store still takes nothing.
+  ASSERT_TRUE(etcds[0]->Restart(0).ok());
+  ASSERT_TRUE(etcds[0]->WaitHealthy(20'000).ok());
+  EXPECT_EQ(store->Commit(Tasks({Task(3)})).code(), StatusCode::kFailedPrecondition);
+  // The other cluster holds nothing of this store's.
+  auto b = EtcdStore::Open(client({etcds[1]->client_url_list()[0]}), {});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_FALSE((*b)->GetTask(1).ok());
+  EXPECT_FALSE((*b)->GetTask(2).ok());
+}
+
+TEST(EtcdClientTest, Issue39_AnswerClusterIdReadsTheHeaderAndNothingElse) {
+  EXPECT_EQ(AnswerClusterId(R"({"header":{"cluster_id":"14841639068965178418","member_id":"1",)"
+                            R"("revision":"5"},"kvs":[]})"),
+            14841639068965178418u);
+  EXPECT_EQ(AnswerClusterId(R"({"header":{"member_id":"1","revision":"5"}})"), 0u);
+  EXPECT_EQ(AnswerClusterId(R"({"header":{"cluster_id":"12x"}})"), 0u);
+  EXPECT_EQ(AnswerClusterId(R"({"header":{"cluster_id":""}})"), 0u);
+  EXPECT_EQ(AnswerClusterId(R"({"header":{"cluster_id":"99999999999999999999"}})"), 0u);
+  EXPECT_EQ(AnswerClusterId(""), 0u);
+  // A value far into the answer (a task's bytes) is not the header.
+  EXPECT_EQ(AnswerClusterId(std::string(600, ' ') + R"("cluster_id":"7")"), 0u);
+}
+
 TEST(EtcdClientTest, EndpointListsAreCheckedAndNamed) {
   auto ok = ParseEtcdEndpoints("127.0.0.1:2379,http://h:1/", "etcd");
   ASSERT_TRUE(ok.ok());

@@ -1,7 +1,8 @@
 // What an etcd endpoint sends back (store/etcd_client.h): the HTTP/1.1 answer (status line,
 // headers, Content-Length, chunked bodies with trailers, or a body up to the close), read in
-// pieces of any size, then the JSON gateway's range and txn answers. Any bytes are an answer
-// or Unavailable/Internal/DataLoss; never a crash, a hang or an unbounded read.
+// pieces of any size, then the JSON gateway's range and txn answers and the header's cluster
+// id. Any bytes are an answer or Unavailable/Internal/DataLoss; never a crash, a hang or an
+// unbounded read.
 
 #include "fuzz/fuzz_check.h"
 #include "store/etcd_client.h"
@@ -35,6 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_REQUIRE(txn.ok() || txn.status().code() == StatusCode::kInternal ||
                      txn.status().code() == StatusCode::kDataLoss,
                  txn.status().ToString());
+    // The header's cluster id (issue 39): whatever it reads, only from the first 512 bytes.
+    const uint64_t cluster = store::AnswerClusterId(body);
+    FUZZ_REQUIRE(cluster == store::AnswerClusterId(body.substr(0, 512)), std::to_string(cluster));
   }
   return 0;
 }

@@ -112,6 +112,23 @@ TEST(Issue39_Log, RepeatsAreWrittenOnceAWindowWithTheCountHeldBack) {
   EXPECT_EQ(c.lines.size(), 7u);
 }
 
+// A client failing its TLS handshake every second wrote one line a second on the server.
+TEST(RepeatedLinesTest, ALineIsWrittenOnceAMinuteWithTheCountOfThoseHeldBack) {
+  FakeClock clock(1'000'000);
+  RepeatedLines lines(clock);
+  EXPECT_EQ(lines.Admit("handshake failed"), 0);
+  for (int i = 0; i < 59; ++i) {
+    clock.AdvanceMs(1000);
+    EXPECT_EQ(lines.Admit("handshake failed"), -1) << i;
+  }
+  EXPECT_EQ(lines.Admit("another line"), 0);  // each line counted apart
+  clock.AdvanceMs(1000);                       // a minute after it was written
+  EXPECT_EQ(lines.Admit("handshake failed"), 59);
+  EXPECT_EQ(lines.Admit("handshake failed"), -1);  // and the next minute starts
+  clock.AdvanceMs(RepeatedLines::kWindowMs);
+  EXPECT_EQ(lines.Admit("handshake failed"), 1);
+}
+
 TEST(Issue39_Log, RepeatedLinesForgetEverythingPastTheirBound) {
   FakeClock clock(1'000'000);
   RepeatedLines lines(clock);

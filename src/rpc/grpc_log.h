@@ -46,9 +46,8 @@ enum class GrpcLogMode {
 // bug report (main.cc).
 void InstallGrpcLogSink(GrpcLogMode mode = GrpcLogMode::kDaemon);
 
-// kDaemon's repeat counting is the logger's (base/log.h): the same line from the same place
-// in gRPC is written once a minute with the count held back.
-using RepeatedLines = logging::RepeatedLines;
+// kDaemon's repeat counting is the logger's (logging::RepeatedLines, base/log.h): the same
+// line from the same place in gRPC is written once a minute with the count held back.
 
 // gRPC's message shortened to what a user reads: the description of every node of its
 // status tree, outermost first, without the status code prefix ("UNKNOWN:") or the

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <string>
 
-#include "base/clock.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 
 namespace gpusched::rpc {
@@ -193,35 +192,6 @@ TEST_F(GrpcLogTest, CapturesNestAndReplayWritesWhatWasKept) {
   EXPECT_EQ(err.find("inner one"), std::string::npos) << err;
   EXPECT_NE(err.find(" ERROR grpc gRPC: outer one (error at grpc_log_test.cc:"), std::string::npos)
       << err;
-}
-
-// A client failing its TLS handshake every second wrote one line a second on the server.
-TEST(RepeatedLinesTest, ALineIsWrittenOnceAMinuteWithTheCountOfThoseHeldBack) {
-  FakeClock clock(1'000'000);
-  RepeatedLines lines(clock);
-  EXPECT_EQ(lines.Admit("handshake failed"), 0);
-  for (int i = 0; i < 59; ++i) {
-    clock.AdvanceMs(1000);
-    EXPECT_EQ(lines.Admit("handshake failed"), -1) << i;
-  }
-  EXPECT_EQ(lines.Admit("another line"), 0);  // each line counted apart
-  clock.AdvanceMs(1000);                       // a minute after it was written
-  EXPECT_EQ(lines.Admit("handshake failed"), 59);
-  EXPECT_EQ(lines.Admit("handshake failed"), -1);  // and the next minute starts
-  clock.AdvanceMs(RepeatedLines::kWindowMs);
-  EXPECT_EQ(lines.Admit("handshake failed"), 1);
-}
-
-TEST(RepeatedLinesTest, ForgetsEverythingPastItsBound) {
-  FakeClock clock(1'000'000);
-  RepeatedLines lines(clock);
-  EXPECT_EQ(lines.Admit("first"), 0);
-  for (size_t i = 1; i < RepeatedLines::kMaxRemembered; ++i) {
-    EXPECT_EQ(lines.Admit("line " + std::to_string(i)), 0);
-  }
-  EXPECT_EQ(lines.Admit("first"), -1);       // still remembered
-  EXPECT_EQ(lines.Admit("one too many"), 0);  // the bound: it starts afresh
-  EXPECT_EQ(lines.Admit("first"), 0);
 }
 
 TEST_F(GrpcLogTest, TheSameLineTwiceInAMinuteIsWrittenOnce) {

@@ -1,7 +1,8 @@
-// Issue 39, "A store that disappears is noticed" and "Nodes that leave", through the real
-// binaries: state.db removed under a running server; `gpusched node rm` (refused with a
-// running task, --force requeues it elsewhere, a lost node, non-admins, unknown names, and a
-// removed node stays gone across a restart).
+// Issue 39, "A store that disappears is noticed", "task ids and agent-side files carry a
+// cluster id" and "Nodes that leave", through the real binaries: state.db removed under a
+// running server; a server restarted on a new store, with an agent that ran the old store's
+// tasks; `gpusched node rm` (refused with a running task, --force requeues it elsewhere, a
+// lost node, non-admins, unknown names, and a removed node stays gone across a restart).
 
 #include <filesystem>
 
@@ -111,6 +112,89 @@ TEST_F(Issue39OpsTest, Issue39_NodeRmOfALostNodeAndOfAnUnknownOne) {
                                 {"Content-Type: application/json"});
   EXPECT_EQ(rest.status, 404) << rest.body;
   EXPECT_NE(rest.body.find("nosuch"), std::string::npos) << rest.body;
+}
+
+// Issue 39, "task ids and agent-side files carry a cluster id". A server started on a new
+// store numbers its tasks from 1 again; the agent's data dir still holds the old task 1's
+// log, which the new task 1 used to append to ("old" then "new"), and the old cluster's
+// running tasks were reported into the new one.
+class Issue39ClusterTest : public Issue39OpsTest {
+ protected:
+  // The server again, on a new store (state.db and its WAL removed) and the same port.
+  void RestartOnANewStore() {
+    server_.Kill(SIGTERM);
+    for (const auto& e : std::filesystem::directory_iterator(path("data"))) {
+      if (e.path().filename().string().rfind("state.db", 0) == 0) std::filesystem::remove(e);
+    }
+    StartServer();
+  }
+  bool Connected(const std::string& node) {
+    for (const Json& n : Json::parse(Run({"nodes", "--json"}).out)) {
+      if (n["name"] == node && n["connected"] == true && n["available"] == true) return true;
+    }
+    return false;
+  }
+  std::string ClusterIdOf(const std::string& agent) {
+    std::string id = ReadFile(path(agent + "/cluster_id"));
+    if (!id.empty() && id.back() == '\n') id.pop_back();
+    return id;
+  }
+  // Every file under DIR/clusters/ID/logs of agent `agent` whose contents are `text`.
+  int ArchivedLogsHolding(const std::string& agent, const std::string& id,
+                          const std::string& text) {
+    int n = 0;
+    const std::string logs = path(agent + "/clusters/" + id + "/logs");
+    if (!std::filesystem::is_directory(logs)) return 0;
+    for (const auto& e : std::filesystem::directory_iterator(logs)) {
+      if (ReadFile(e.path().string()) == text) ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(Issue39ClusterTest, Issue39_ANewStoresTask1NeverReusesTheOldTask1sLog) {
+  StartAgent("a", "1x16GiB");
+  ASSERT_EQ(Submit({"--", "echo", "old"}), 1u);
+  ASSERT_TRUE(WaitState(1, "succeeded"));
+  EXPECT_EQ(Run({"logs", "1"}).out, "old\n");
+  const std::string old_cluster = ClusterIdOf("a");
+
+  RestartOnANewStore();
+  ASSERT_TRUE(PollUntil([&] { return Connected("a"); }, kDeadline)) << ReadFile(path("a.log"));
+  ASSERT_EQ(Submit({"--", "echo", "new"}), 1u);  // ids start again at 1
+  ASSERT_TRUE(WaitState(1, "succeeded")) << ReadFile(path("a.log"));
+  EXPECT_EQ(Run({"logs", "1"}).out, "new\n");  // not "old\nnew\n"
+  EXPECT_EQ(old_cluster.size(), 32u) << old_cluster;
+  const std::string new_cluster = ClusterIdOf("a");
+  EXPECT_EQ(new_cluster.size(), 32u);
+  EXPECT_NE(new_cluster, old_cluster);
+  EXPECT_EQ(ArchivedLogsHolding("a", old_cluster, "old\n"), 1) << ReadFile(path("a.log"));
+}
+
+// The old cluster's task still runs when the agent meets the new store: the server does not
+// adopt it (its id is another cluster's), the agent stops it, never reports its exit, and
+// moves its log aside before it runs the new cluster's task 1.
+TEST_F(Issue39ClusterTest, Issue39_TheOldClustersRunningTaskIsStoppedNotAdoptedNorReported) {
+  StartAgent("a", "1x16GiB");
+  ASSERT_EQ(Submit({"--", "sh", "-c", "echo old; " + Gated("never", "true")}), 1u);
+  ASSERT_TRUE(WaitState(1, "running"));
+  const std::string old_cluster = ClusterIdOf("a");
+
+  RestartOnANewStore();
+  ASSERT_TRUE(PollUntil([&] { return Connected("a"); }, kDeadline)) << ReadFile(path("a.log"));
+  EXPECT_TRUE(Tasks().empty());  // nothing adopted from the old cluster
+  ASSERT_TRUE(PollUntil([&] { return ArchivedLogsHolding("a", old_cluster, "old\n") == 1; },
+                        kDeadline))
+      << ReadFile(path("a.log"));
+  EXPECT_NE(ReadFile(path("server.log")).find("comes from cluster " + old_cluster),
+            std::string::npos) << ReadFile(path("server.log"));
+  ASSERT_EQ(Submit({"--", "echo", "new"}), 1u);
+  ASSERT_TRUE(WaitState(1, "succeeded")) << ReadFile(path("a.log"));
+  const Json t = Task(1);
+  EXPECT_EQ(t["fail_cnt"], 0) << t.dump();  // the old task's kill was not applied to it
+  EXPECT_EQ(Run({"logs", "1"}).out, "new\n");
+  EXPECT_NE(ReadFile(path("a.log")).find("of the previous cluster ended"), std::string::npos)
+      << ReadFile(path("a.log"));
 }
 
 class Issue39AuthOpsTest : public AuthClusterTest {};

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/cluster_identity.h"
 #include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
 #include "agent/gpu_memory_watchdog.h"
@@ -30,6 +31,7 @@
 #include "agent/task_cgroup.h"
 #include "agent/task_user.h"
 #include "base/clock.h"
+#include "base/cluster_id.h"
 #include "base/units.h"
 #include "base/host_port.h"
 #include "base/log.h"
@@ -67,6 +69,7 @@ struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
   std::unique_ptr<GpuDiscovery> gpus;
+  ClusterIdentity cluster_files{""};  // DATA_DIR's, set by Start; work thread only after it
   std::string log_dir;
   DirFd log_dir_fd;  // log_dir: every task file is opened relative to it (task_files.h)
   std::string address;
@@ -119,6 +122,16 @@ struct Agent::Impl {
   // Finished, not yet acknowledged by the server. With the process executor the journal
   // backs it: an agent restarted before the ack refills it from there (Open reports them).
   std::map<TaskKey, v1::TaskStatus> unacked;
+  // Issue 39, guarded by mu. The cluster this node's task files belong to ("" = none yet,
+  // DATA_DIR/cluster_id), the one a Registered named that the work thread has yet to join,
+  // and the old cluster's tasks being stopped: they are left out of heartbeats and
+  // registrations, and their exits are acknowledged here, never reported (the ids are the
+  // old store's). `dropped_exits`: the old cluster's unreported exits, acknowledged once
+  // their journal records are moved aside.
+  std::string cluster_id;
+  std::string joining;
+  std::set<TaskKey> foreign;
+  std::vector<TaskKey> dropped_exits;
   // Every message sent holds write_mu, which orders them: the link, heartbeat and executor
   // threads all send.
   std::mutex write_mu;
@@ -169,6 +182,20 @@ struct Agent::Impl {
   void Enqueue(v1::ServerMessage m);
   void WorkLoop();
   void HandleWork(const v1::ServerMessage& m);
+  // Issue 39, on the link thread: a Registered naming cluster `id`. When it is not the one
+  // the files here belong to, marks what runs here as the old cluster's (MarkOldClusterLocked)
+  // and queues the change for the work thread, ahead of every message of the new server.
+  void NoteClusterId(const v1::ServerMessage& m);
+  void MarkOldClusterLocked();  // REQUIRES: mu held
+  // Issue 39, on the work thread: records `id`; first stops the old cluster's tasks and moves
+  // their files aside (LeaveCluster) when another one was recorded.
+  void JoinCluster(const std::string& id);
+  // False when the agent stopped first (the next agent on this data dir does it again).
+  bool LeaveCluster(const std::string& old_id, const std::string& id);
+  // Waits until none of `keys` runs, for at most `limit_ms`; false when some still do.
+  bool WaitForExits(const std::vector<TaskKey>& keys, DurationMs limit_ms);
+  // An exit of the old cluster's tasks: acknowledged here, not reported. False for others.
+  bool DropOldClusterExit(const TaskExit& e);
   void OnAssign(const v1::Assign& a);
   // The task being stopped that holds one of `a`'s GPUs, if any. REQUIRES: mu held.
   std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
@@ -284,6 +311,7 @@ v1::AgentMessage Agent::Impl::Register() {
     t->set_attempt(attempt);
   }
   std::lock_guard<std::mutex> lock(mu);
+  r->set_cluster_id(cluster_id);
   const TimeMs now = clock.NowMs();
   for (const auto& [key, st] : unacked) {
     v1::TaskStatus* f = r->add_finished();
@@ -303,6 +331,7 @@ std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   if (launching) out.push_back(*launching);
   std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::erase_if(out, [&](const TaskKey& key) { return foreign.count(key) > 0; });
   return out;
 }
 
@@ -566,6 +595,7 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
     allow_root_tasks = m.registered().allow_root_tasks();
     log_read_key.Set(m.registered().log_read_key());
     cv.notify_all();
+    NoteClusterId(m);
   } else {
     Enqueue(m);
   }
@@ -634,6 +664,8 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
       if (shares.count(key) > 0) stopping.insert(key);
     }
     executor->Kill(key.first, key.second, grace, m.kill().reason());
+  } else if (m.has_registered()) {
+    JoinCluster(m.registered().cluster_id());
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -646,6 +678,121 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
       unlinkat(log_dir_fd.get(), (log + side).c_str(), 0);  // the name, never a link's target
     }
   }
+}
+
+// ---------------------------------------------------------------- cluster (issue 39)
+
+void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
+  const std::string& id = m.registered().cluster_id();
+  if (id.empty()) return;  // a server older than cluster ids: the files stay as they are
+  if (Status valid = ValidateClusterId(id, "Registered.cluster_id"); !valid.ok()) {
+    Log(valid.message() + "; the task files here stay as they are", logging::Level::kWarn);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (id == cluster_id && joining.empty()) return;
+  if (!cluster_id.empty() && id != cluster_id) MarkOldClusterLocked();
+  joining = id;
+  work.push_back(m);  // behind what is queued (if that is not the old cluster's: cleared)
+  work_cv.notify_one();
+}
+
+// Everything here now is the old cluster's: what runs (or is being launched), what waits
+// for a GPU or in the queue (assignments of the old server, never started), and the exits
+// it was not told of. From now on none of it is reported to the new server.
+void Agent::Impl::MarkOldClusterLocked() {
+  for (const TaskKey& key : executor->Running()) foreign.insert(key);
+  if (launching) foreign.insert(*launching);
+  deferred.clear();
+  work.clear();
+  queued_assigns = 0;
+  for (const auto& [key, st] : unacked) dropped_exits.push_back(key);
+  unacked.clear();
+}
+
+void Agent::Impl::JoinCluster(const std::string& id) {
+  std::string old;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    old = cluster_id;
+  }
+  if (!old.empty() && old != id && !LeaveCluster(old, id)) return;
+  if (Status s = cluster_files.Record(id); !s.ok()) {
+    // Kept in memory: this agent goes on; the next one, restarted on this data dir, finds
+    // the old id and moves the (new cluster's) files aside once more.
+    Log("cannot record the cluster id: " + s.message(), logging::Level::kError);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  cluster_id = id;
+  if (joining == id) joining.clear();
+  if (old != id) Log("the task files of this node belong to cluster " + id);
+}
+
+bool Agent::Impl::LeaveCluster(const std::string& old_id, const std::string& id) {
+  const std::string reason = "this node joined cluster " + id + " (a server with a new store): "
+                             "the tasks of cluster " + old_id + " are not that cluster's";
+  const std::vector<TaskKey> old_tasks = executor->Running();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    foreign.insert(old_tasks.begin(), old_tasks.end());
+  }
+  Log("leaving cluster " + old_id + ": stopping its " + std::to_string(old_tasks.size()) +
+      " tasks; " + reason, logging::Level::kWarn);
+  for (const auto& [task, attempt] : old_tasks) {
+    executor->Kill(task, attempt, kill_grace_ms.load(), reason);
+  }
+  if (!WaitForExits(old_tasks, kill_grace_ms.load() + 5'000)) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stop) return false;
+    // Their exits are acknowledged when they come (DropOldClusterExit).
+    Log("tasks of cluster " + old_id + " still run after their stop; moving their files now",
+        logging::Level::kWarn);
+  }
+  auto moved = cluster_files.ArchiveTaskFiles(old_id);
+  std::vector<TaskKey> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    dropped.swap(dropped_exits);
+  }
+  for (const auto& [task, attempt] : dropped) executor->Acknowledge(task, attempt);
+  if (!moved.ok()) {
+    Log("cannot move the task files of cluster " + old_id + " aside: " + moved.status().message(),
+        logging::Level::kError);
+    return true;  // the new cluster's tasks still run; a log may then begin with an old one
+  }
+  Log("moved " + std::to_string(*moved) + " task files of cluster " + old_id + " to " +
+      config.data_dir + "/clusters/" + old_id);
+  return true;
+}
+
+bool Agent::Impl::WaitForExits(const std::vector<TaskKey>& keys, DurationMs limit_ms) {
+  const TimeMs deadline = clock.MonoMs() + limit_ms;
+  for (;;) {
+    const std::vector<TaskKey> running = executor->Running();
+    const bool any = std::any_of(keys.begin(), keys.end(), [&](const TaskKey& k) {
+      return std::binary_search(running.begin(), running.end(), k);
+    });
+    if (!any) return true;
+    if (clock.MonoMs() >= deadline) return false;
+    std::unique_lock<std::mutex> lock(mu);
+    if (cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop; })) return false;
+  }
+}
+
+bool Agent::Impl::DropOldClusterExit(const TaskExit& e) {
+  const TaskKey key{e.id, e.attempt};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (foreign.erase(key) == 0) return false;
+    shares.erase(key);
+    measured_peaks.erase(key);
+    stopping.erase(key);
+  }
+  executor->Acknowledge(e.id, e.attempt);
+  Log("task " + std::to_string(e.id) + " attempt " + std::to_string(e.attempt) +
+      " of the previous cluster ended (" + (e.reason.empty() ? "exit " + std::to_string(e.exit_code) : e.reason) +
+      "); not reported", logging::Level::kInfo, e.id);
+  return true;
 }
 
 Status Agent::Impl::RunAs(const std::string& user, bool root_submitted, LaunchSpec& spec) {
@@ -746,7 +893,9 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
       st.set_kind(v1::TaskStatus::STARTED);
       v1::AgentMessage m;
       *m.mutable_status() = st;
-      Send(std::move(m));
+      std::lock_guard<std::mutex> wlock(write_mu);
+      std::lock_guard<std::mutex> lock(mu);  // issue 39: never a start of the old cluster's
+      if (foreign.count({a.id(), a.attempt()}) == 0) SendLocked(std::move(m));
       return;
     }
   }
@@ -1034,6 +1183,7 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
 }
 
 void Agent::Impl::OnExit(const TaskExit& e) {
+  if (DropOldClusterExit(e)) return;
   v1::TaskStatus st;
   st.set_id(e.id);
   st.set_attempt(e.attempt);
@@ -1104,6 +1254,8 @@ void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
   std::lock_guard<std::mutex> wlock(write_mu);
   {
     std::lock_guard<std::mutex> lock(mu);
+    // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
+    if (foreign.erase({st.id(), st.attempt()}) > 0) return;
     unacked[{st.id(), st.attempt()}] = st;
   }
   st.set_ended_ago_ms(EndedAgo(st, clock.NowMs()));
@@ -1189,6 +1341,8 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   std::filesystem::create_directories(impl->log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
   GS_ASSIGN_OR_RETURN(impl->log_dir_fd, OpenDirectory(impl->log_dir));
+  impl->cluster_files = ClusterIdentity(impl->config.data_dir);
+  GS_ASSIGN_OR_RETURN(impl->cluster_id, impl->cluster_files.Read());
 
   if (!config.tls_dir.empty()) {
     GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));

@@ -11,6 +11,8 @@
 // tasks still running there, and reports the exits the server has not acknowledged: they
 // stay in the journal until it does. Register carries both (two-way reconciliation: the
 // server applies the exits, kills what it does not know, re-places what the agent lacks).
+// Issue 39: both are the tasks of one cluster (one store). A server of another one, which
+// numbers its tasks afresh, has the agent stop them and move their files aside first.
 //
 // Shutdown semantics: Shutdown(kLeaveTasks) leaves the tasks running for the next agent
 // (`gpusched agent` on SIGTERM or SIGINT, like a kubelet or slurmd restart);
@@ -47,8 +49,10 @@ struct AgentConfig {
   std::string gpus = "8x80GiB";  // simulated GPUs when no NVML
   bool simulate = false;         // simulated GPUs even when NVML is present
   std::string listen = "127.0.0.1:0";
-  // Task logs (logs/) and the task journal (journal/). "" = <system temp dir>/gpusched-agent-
-  // <name>: stable across restarts of an agent of that name, so it adopts its tasks.
+  // Task logs (logs/), the task journal (journal/), the id of the cluster they belong to
+  // (cluster_id) and other clusters' files moved aside (clusters/ID/; issue 39,
+  // cluster_identity.h). "" = <system temp dir>/gpusched-agent-<name>: stable across
+  // restarts of an agent of that name, so it adopts its tasks.
   std::string data_dir;
   // Kubernetes-style rules sent with the registration (CN115981827A claim 1): tasks select
   // nodes by label, and only tasks that tolerate a taint are placed on its node.

@@ -203,6 +203,7 @@ class AsyncAgentLink::Call final : public AgentChannel,
     r->set_allow_root_tasks(cp_->config().allow_root_tasks);
     r->set_log_read_key(*key);
     r->set_node_lost_after_ms(cp_->config().scheduler.node_lost_after_ms);
+    r->set_cluster_id(cp_->ClusterId());
     Send(std::move(hello));
     if (Status s = cp_->AgentRegistered(in_.register_(), shared_from_this()); !s.ok()) {
       return rpc::ToGrpc(s);

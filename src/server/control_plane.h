@@ -180,6 +180,9 @@ class ControlPlane {
   // FailedPrecondition naming the removed or replaced file). Submissions are refused with
   // it before they are admitted; /healthz and /metrics report it.
   Status StoreHealth() { return store_->Health(); }
+  // Issue 39: the store's cluster id (store::StateStore::ClusterId), sent to every agent in
+  // Registered.cluster_id.
+  const std::string& ClusterId() const { return store_->ClusterId(); }
   // The fair-share factor of (team, user) now, F(team) * F(user) (core/fair_share.h).
   double FairShareOf(const std::string& team, const std::string& user);
   // Waits up to `timeout_ms` for task changes after `since`; returns the new version and
@@ -333,6 +336,8 @@ class ControlPlane {
   void ApplyStatus(const std::string& node, const v1::TaskStatus& st,
                    const std::shared_ptr<AgentChannel>& channel);
   void Reconcile(const std::string& node, const v1::RegisterNode& reg);
+  // Issue 39: the agent names a cluster id other than this store's (logged, once per call).
+  bool FromAnotherCluster(const std::string& node, const v1::RegisterNode& reg) const;
   void UpdateReachable(const std::string& node);
   void QueueNode(const std::string& node);
   v1::Task TaskProto(const core::Task& t, bool with_history) const;

@@ -7,6 +7,7 @@
 
 #include "server/control_plane.h"
 
+#include "base/cluster_id.h"
 #include "base/log.h"
 
 namespace gpusched::server {
@@ -90,14 +91,19 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
 
 // Two-way reconciliation (DESIGN.md "State"): first the exits the agent kept in its journal
 // (each applied once: a repeated or stale one fails the attempt check), then what it runs.
+// Issue 39: an agent whose files belong to another cluster (another store: task ids mean
+// other tasks there) is reconciled as if it ran nothing and kept no exit; it stops that
+// cluster's tasks itself once it has this one's id (Registered.cluster_id).
 void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& reg) {
   const std::shared_ptr<AgentChannel> channel = connections_[node];
-  for (const v1::TaskStatus& st : reg.finished()) ApplyStatus(node, st, channel);
   std::set<std::pair<uint64_t, int64_t>> running;
   core::NodeHeartbeat hb{node, {}, {}, {}};
-  for (const v1::TaskRef& r : reg.running()) {
-    running.insert({r.id(), r.attempt()});
-    hb.running.emplace_back(TaskId(r.id()), r.attempt());
+  if (!FromAnotherCluster(node, reg)) {
+    for (const v1::TaskStatus& st : reg.finished()) ApplyStatus(node, st, channel);
+    for (const v1::TaskRef& r : reg.running()) {
+      running.insert({r.id(), r.attempt()});
+      hb.running.emplace_back(TaskId(r.id()), r.attempt());
+    }
   }
   for (TaskId id : sched_->TasksOnNode(node)) {
     const core::Task& t = *sched_->GetTask(id);
@@ -117,6 +123,20 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
   // What the agent runs that is not ours there is killed (core's heartbeat reconciliation).
   Status s = sched_->HandleNodeHeartbeat(hb);
   if (!s.ok()) logging::Warn("server", "register failed: " + s.ToString(), logging::NodeF(node));
+}
+
+bool ControlPlane::FromAnotherCluster(const std::string& node, const v1::RegisterNode& reg) const {
+  if (reg.cluster_id().empty() || reg.cluster_id() == ClusterId()) return false;
+  const bool valid = ValidateClusterId(reg.cluster_id(), "RegisterNode.cluster_id").ok();
+  logging::Warn("server",
+                "the agent of node " + node + " comes from cluster " +
+                    (valid ? reg.cluster_id() : std::string("(not a valid id)")) +
+                    ", not this one (" + ClusterId() + "): its " +
+                    std::to_string(reg.running_size()) + " running tasks and " +
+                    std::to_string(reg.finished_size()) +
+                    " kept exits are that cluster's, ignored here; it stops them itself",
+                logging::NodeF(node));
+  return true;
 }
 
 // When a reported exit happened, on this server's clock: the node says how long before it

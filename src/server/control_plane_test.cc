@@ -496,6 +496,35 @@ TEST_F(ControlPlaneTest, AdoptedTaskKeepsRunningAcrossAReconnect) {
   EXPECT_TRUE(again->assigns().empty());
 }
 
+// Issue 39: an agent that names another cluster ran another store's tasks (its task 1 is
+// another task than ours): what it says it runs is not adopted and the exits it kept are not
+// applied nor acknowledged. Naming this store's own id, the same report is adopted.
+TEST_F(ControlPlaneTest, Issue39_AnAgentOfAnotherClusterIsNeitherAdoptedFromNorAppliedFrom) {
+  auto cp = Start(Sqlite());
+  ASSERT_EQ(cp->ClusterId().size(), 32u);
+  auto agent = Connect(*cp, Node("n1"));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  cp->RunOnce();
+  ASSERT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
+  // The STARTED report was lost; an agent of another cluster, on the same node, reconnects.
+  v1::RegisterNode other = Node("n1", /*running=*/{{1, 1}}, /*finished=*/{Exit(1, 1, 3)});
+  other.set_cluster_id("0123456789abcdef0123456789abcdef");
+  auto foreign = Connect(*cp, other);
+  cp->RunOnce();
+  EXPECT_TRUE(foreign->acks().empty());
+  // Requeued (this cluster's attempt 1 is not there) and placed again, not failed.
+  const v1::Task t = Get(*cp, 1);
+  EXPECT_EQ(t.state(), "assigned");
+  EXPECT_EQ(t.fail_cnt(), 0);
+  EXPECT_EQ(t.attempts(), 2);
+  EXPECT_EQ(foreign->assigns(), (std::vector<Ref>{{1, 2}}));
+  v1::RegisterNode own = Node("n1", {{1, 2}});
+  own.set_cluster_id(cp->ClusterId());
+  Connect(*cp, own);
+  cp->RunOnce();
+  EXPECT_EQ(Get(*cp, 1).state(), "running");  // adopted
+}
+
 // Exits the agent kept in its journal are applied first, once each (attempt fencing), and
 // acknowledged only once stored.
 TEST_F(ControlPlaneTest, ExitReportedTwiceIsAppliedOnceAndAckedAfterItIsStored) {

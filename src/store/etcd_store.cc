@@ -7,6 +7,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "base/cluster_id.h"
 #include "base/log.h"
 #include "store/record_codec.h"
 
@@ -49,7 +50,31 @@ StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(std::unique_ptr<EtcdClient>
   GS_ASSIGN_OR_RETURN(EtcdRange seq, client->Range(options.prefix + "/w/commit"));
   std::unique_ptr<EtcdStore> s(new EtcdStore(std::move(client), std::move(options)));
   s->commit_rev_ = seq.kvs.empty() ? 0 : seq.kvs[0].mod_revision;
+  GS_RETURN_IF_ERROR(s->LoadClusterId());
   return s;
+}
+
+// Compare-and-create: of servers opening a new prefix at once, one Txn creates the key and
+// the others read it. Not fenced and outside the commit sequence: the value never changes,
+// so whoever writes it first is right, leader or not. A retried Txn whose first attempt
+// landed reads its own id back.
+Status EtcdStore::LoadClusterId() {
+  GS_ASSIGN_OR_RETURN(const std::string fresh, NewClusterId());
+  const std::string key = options_.prefix + "/cluster_id";
+  EtcdCompare never_created;
+  never_created.key = key;
+  never_created.target = EtcdCompare::Target::kCreateRevision;
+  never_created.number = 0;
+  GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn({never_created}, {EtcdOp::Put(key, fresh)},
+                                                    {EtcdOp::Get(key)}));
+  if (r.succeeded) {
+    cluster_id_ = fresh;
+  } else if (r.ranges.size() == 1 && r.ranges[0].kvs.size() == 1) {
+    cluster_id_ = r.ranges[0].kvs[0].value;
+  } else {
+    return Internal("etcd store: " + key + " exists but could not be read back");
+  }
+  return ValidateClusterId(cluster_id_, "etcd store: " + key);
 }
 
 EtcdStore::EtcdStore(std::unique_ptr<EtcdClient> client, Options options)

@@ -8,6 +8,7 @@
 //   /q/<table>/<key>     quarantined row with its error       /x/<key>/<i> parts of a large value
 //   /a/<token id>        an API token's record (its secret's hash only)
 //   /w/commit            the commit sequence: the token of the last Txn written
+//   /cluster_id          the store's cluster id (issue 39), created once, never changed
 //
 // Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
 // (If CreateRevision(leader key) == fence revision Then writes). A deposed leader's write
@@ -100,6 +101,9 @@ class EtcdStore final : public StateStore {
   // Issue 39: fails once an answer came from another etcd cluster than the first one reached
   // (EtcdClient::Identity); every call through the client fails the same way from then on.
   Status Health() override { return client_->Identity(); }
+  // Issue 39: the first server to open the prefix creates it (a Txn that puts it only if the
+  // key was never created); every other server, and every later Open, reads that one back.
+  const std::string& ClusterId() const override { return cluster_id_; }
 
  private:
   EtcdStore(std::unique_ptr<EtcdClient> client, Options options);
@@ -115,6 +119,7 @@ class EtcdStore final : public StateStore {
   // The Txn's answer when its comparisons failed: fenced, or an earlier attempt of it landed.
   Status ExplainFailedTxn(const EtcdTxnResult& r, const std::string& token);
   void Fence(Status why);
+  Status LoadClusterId();
 
   std::unique_ptr<EtcdClient> client_;
   const Options options_;
@@ -131,6 +136,7 @@ class EtcdStore final : public StateStore {
   uint64_t txn_count_ = 0;
   std::string writer_;         // this store's part of the tokens: fence revision and a nonce
   Stats stats_;
+  std::string cluster_id_;  // set by Open
 };
 
 }  // namespace gpusched::store

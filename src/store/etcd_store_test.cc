@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "base/cluster_id.h"
 #include "base/testing/test_dir.h"
 #include "store/local_etcd.h"
 #include "store/record_codec.h"
@@ -353,6 +354,38 @@ TEST_F(EtcdStoreTest, ASecondWriterIsCaughtEvenWithoutAFence) {
   EXPECT_EQ(reader->GetTask(2).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(reader->GetTask(4).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(reader->GetTask(3).ok());
+}
+
+// Issue 39: servers of an HA group opening a new prefix at the same moment each try to
+// create the id; the compare-and-create Txn lets one win and the others read its id.
+TEST_F(EtcdStoreTest, Issue39_ServersOpeningANewPrefixAtOnceAgreeOnOneClusterId) {
+  std::unique_ptr<EtcdClient> clients[2] = {Client(), Client()};
+  StatusOr<std::unique_ptr<EtcdStore>> opened[2] = {InvalidArgument("not run"),
+                                                    InvalidArgument("not run")};
+  std::thread other([&] { opened[1] = EtcdStore::Open(std::move(clients[1]), {}); });
+  opened[0] = EtcdStore::Open(std::move(clients[0]), {});
+  other.join();
+  ASSERT_TRUE(opened[0].ok()) << opened[0].status().ToString();
+  ASSERT_TRUE(opened[1].ok()) << opened[1].status().ToString();
+  const std::string id = (*opened[0])->ClusterId();
+  EXPECT_TRUE(ValidateClusterId(id, "id").ok()) << id;
+  EXPECT_EQ((*opened[1])->ClusterId(), id);
+  EXPECT_EQ(Open()->ClusterId(), id);  // a later Open (a restart) reads the same one
+  EtcdStore::Options other_prefix;
+  other_prefix.prefix = "/other";
+  EXPECT_NE(Open(other_prefix)->ClusterId(), id);  // another store, another cluster
+  auto raw = Client()->Range("/gpusched/cluster_id");
+  ASSERT_TRUE(raw.ok() && raw->kvs.size() == 1);
+  EXPECT_EQ(raw->kvs[0].value, id);
+}
+
+TEST_F(EtcdStoreTest, Issue39_AClusterIdKeyThatIsNotAnIdIsRefusedNamingIt) {
+  ASSERT_TRUE(Client()->Txn({}, {EtcdOp::Put("/gpusched/cluster_id", "not-an-id")}).ok());
+  auto s = EtcdStore::Open(Client(), {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("/gpusched/cluster_id"), std::string::npos);
+  EXPECT_NE(s.status().message().find("\"not-an-id\""), std::string::npos) << s.status().ToString();
 }
 
 TEST(EtcdFailoverTest, AWriteCaughtInEtcdsOwnLeaderElectionMovesOnAndLands) {

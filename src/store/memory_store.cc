@@ -1,6 +1,16 @@
 #include "store/memory_store.h"
 
+#include "base/check.h"
+#include "base/cluster_id.h"
+
 namespace gpusched::store {
+
+MemoryStore::MemoryStore() {
+  // getrandom(2) fails only without a kernel that has it (Linux < 3.17): not a supported host.
+  StatusOr<std::string> id = NewClusterId();
+  GS_CHECK(id.ok());
+  cluster_id_ = std::move(id).value();
+}
 
 Status MemoryStore::Commit(const WriteBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);

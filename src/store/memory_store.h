@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "store/state_store.h"
 
@@ -12,6 +13,9 @@ namespace gpusched::store {
 
 class MemoryStore final : public StateStore {
  public:
+  MemoryStore();
+  // Issue 39: a new id for each MemoryStore (one per server process): nothing survives.
+  const std::string& ClusterId() const override { return cluster_id_; }
   Status Commit(const WriteBatch& batch) override;
   Status SnapshotTo(const std::string&) override {
     return FailedPrecondition(
@@ -30,6 +34,7 @@ class MemoryStore final : public StateStore {
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
 
  private:
+  std::string cluster_id_;
   std::mutex mu_;
   std::map<uint64_t, TaskRecord> tasks_;
   std::map<std::string, NodeRecord> nodes_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "base/cluster_id.h"
 #include "base/log.h"
 #include "store/record_codec.h"
 
@@ -31,6 +32,7 @@ constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS quarantine (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, key TEXT NOT NULL,
     record TEXT, error TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 )sql";
 
 constexpr const char* kLiveStates = "('pending', 'assigned', 'running')";
@@ -104,10 +106,28 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path
   GS_RETURN_IF_ERROR(s->Exec(options.fsync_every_commit ? "PRAGMA synchronous=FULL"
                                                         : "PRAGMA synchronous=NORMAL"));
   GS_RETURN_IF_ERROR(s->Migrate());
+  GS_RETURN_IF_ERROR(s->LoadClusterId());
   // Issue 39: the file now locked and migrated is the one every commit must still find there.
   GS_ASSIGN_OR_RETURN(FileIdentity identity, FileIdentity::Record(path));
   s->identity_.emplace(identity);
   return s;
+}
+
+// Issue 39: the first Open of a store (a new file, or one of a version before cluster ids:
+// the table is created IF NOT EXISTS, so the schema version stays 1) inserts a new id; every
+// Open reads back the one stored.
+Status SqliteStore::LoadClusterId() {
+  GS_ASSIGN_OR_RETURN(const std::string fresh, NewClusterId());
+  {
+    Statement put(db_, "INSERT OR IGNORE INTO meta (key, value) VALUES ('cluster_id', ?)");
+    if (!put.ok()) return Error("prepare");
+    put.Bind(1, fresh);
+    if (put.Step() != SQLITE_DONE) return Error("write the cluster id");
+  }
+  Statement get(db_, "SELECT value FROM meta WHERE key = 'cluster_id'");
+  if (!get.ok() || get.Step() != SQLITE_ROW) return Error("read the cluster id");
+  cluster_id_ = get.Text(0);
+  return ValidateClusterId(cluster_id_, "store: meta.cluster_id");
 }
 
 Status SqliteStore::Health() {

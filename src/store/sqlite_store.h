@@ -67,6 +67,9 @@ class SqliteStore final : public StateStore {
   // Issue 39: FailedPrecondition once the file at the path Open was given is not the file
   // this store has open (removed or replaced); every Commit checks it before writing.
   Status Health() override;
+  // Issue 39: kept in the table `meta` (key 'cluster_id'), inserted when Open first finds
+  // none (a new file, or one written before cluster ids) and read back from then on.
+  const std::string& ClusterId() const override { return cluster_id_; }
 
  private:
   class Statement;
@@ -82,6 +85,7 @@ class SqliteStore final : public StateStore {
   Status ExecCached(const char* sql);
   Status Error(const std::string& what) const;
   Status Migrate();
+  Status LoadClusterId();
   StatusOr<int> ReadSchemaVersion();
   Status WriteBatchLocked(const WriteBatch& batch);
   Status Quarantine(const std::string& table, const std::string& key, const std::string& text,
@@ -90,6 +94,7 @@ class SqliteStore final : public StateStore {
   std::mutex mu_;
   sqlite3* db_ = nullptr;
   std::optional<FileIdentity> identity_;  // set by Open once the file is locked
+  std::string cluster_id_;                // set by Open
   std::map<std::string, sqlite3_stmt*, std::less<>> cached_;  // mu_
 };
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/cluster_id.h"
 #include "base/testing/test_dir.h"
 #include "store/record_codec.h"
 #include "store/testing/fault_vfs.h"
@@ -360,6 +361,53 @@ TEST_F(SqliteStoreTest, Issue39_AStoreWithoutSchemaVersionOpensAndIsMarked) {
     ASSERT_EQ(live->tasks.size(), 1u);
   }
   EXPECT_EQ(UserVersion(dir_ / "state.db"), SqliteStore::SchemaVersion());
+}
+
+void ExecSql(const std::filesystem::path& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  sqlite3_close(db);
+}
+
+// Issue 39: the id is made with the file and kept by every reopen (and by a store of the
+// version before cluster ids, which gets one at its first open); a new file is a new cluster.
+TEST_F(SqliteStoreTest, Issue39_ClusterIdIsMadeOnceKeptAcrossReopensAndNewForANewStore) {
+  std::string id;
+  {
+    auto s = Open();
+    id = s->ClusterId();
+    ASSERT_TRUE(s->Commit(Tasks({RunningTask(1)})).ok());
+  }
+  EXPECT_TRUE(ValidateClusterId(id, "id").ok()) << id;
+  EXPECT_EQ(Open()->ClusterId(), id);
+  EXPECT_EQ(UserVersion(dir_ / "state.db"), 1);  // the table came without a schema change
+  auto other = SqliteStore::Open((dir_ / "other.db").string(), {});
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_NE((*other)->ClusterId(), id);
+  other->reset();
+  // A file of the version before: no meta table. It gets an id at its first open, and keeps it.
+  ExecSql(dir_ / "other.db", "DROP TABLE meta");
+  std::string upgraded;
+  {
+    auto s = SqliteStore::Open((dir_ / "other.db").string(), {});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    upgraded = (*s)->ClusterId();
+  }
+  EXPECT_TRUE(ValidateClusterId(upgraded, "id").ok()) << upgraded;
+  auto again = SqliteStore::Open((dir_ / "other.db").string(), {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->ClusterId(), upgraded);
+}
+
+TEST_F(SqliteStoreTest, Issue39_AStoredClusterIdThatIsNotAnIdIsRefusedNamingIt) {
+  Open();
+  ExecSql(dir_ / "state.db", "UPDATE meta SET value = 'x/../y' WHERE key = 'cluster_id'");
+  auto s = SqliteStore::Open((dir_ / "state.db").string(), {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("meta.cluster_id: \"x/../y\""), std::string::npos)
+      << s.status().ToString();
 }
 
 TEST_F(SqliteStoreTest, Issue39_AStoreOfANewerSchemaIsRefusedAndLeftAlone) {

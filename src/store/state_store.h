@@ -127,6 +127,11 @@ class StateStore {
   // it too and fails with the same status.
   virtual Status Health() { return Status::Ok(); }
 
+  // Issue 39: this store's cluster id (base/cluster_id.h), made when the store was created
+  // and the same for its whole life: after a reopen, and for every server of an HA group.
+  // A new store is a new cluster. Fixed once Open returned.
+  virtual const std::string& ClusterId() const = 0;
+
   virtual Status SnapshotTo(const std::string& path) {
     (void)path;
     return FailedPrecondition("this store cannot be backed up");

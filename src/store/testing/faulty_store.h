@@ -54,6 +54,7 @@ class FaultyStore final : public StateStore {
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override {
     return inner_->LoadQuarantine();
   }
+  const std::string& ClusterId() const override { return inner_->ClusterId(); }
 
  private:
   std::unique_ptr<StateStore> inner_;

@@ -13,6 +13,7 @@
 namespace gpusched::core {
 namespace {
 
+using testing::SeedFromEnv;
 using testing::kGiB;
 using testing::MakeNode;
 using testing::WholeGpuTask;
@@ -30,10 +31,6 @@ TaskSpec Timed(int gpus, DurationMs duration_ms) {
   return t;
 }
 
-uint64_t SeedFromEnv(uint64_t fallback) {
-  const char* s = std::getenv("GPUSCHED_SEED");
-  return s != nullptr ? std::strtoull(s, nullptr, 10) : fallback;
-}
 
 class GangTest : public testing::SchedulerTest {
  protected:

@@ -12,11 +12,11 @@
 namespace gpusched::core {
 namespace {
 
+using testing::kS;
 using testing::MakeNode;
 using testing::SchedulerTest;
 using testing::WholeGpuTask;
 
-constexpr DurationMs kS = 1000;
 
 class OrderPreemptionTest : public SchedulerTest {
  protected:

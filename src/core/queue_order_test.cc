@@ -13,11 +13,11 @@
 namespace gpusched::core {
 namespace {
 
+using testing::kS;
 using testing::MakeNode;
 using testing::SchedulerTest;
 using testing::WholeGpuTask;
 
-constexpr DurationMs kS = 1000;
 
 TaskSpec Job(int gpus, DurationMs duration_s) {
   TaskSpec t = WholeGpuTask(gpus);

@@ -18,6 +18,7 @@
 namespace gpusched::core {
 namespace {
 
+using testing::SeedFromEnv;
 using testing::kGiB;
 using testing::MakeNode;
 using testing::SharedTask;
@@ -195,10 +196,6 @@ TEST_F(LazyFlushTest, QuotaUnparksInFailureQueueOrder) {
   Advance(3 * 30'000);
 }
 
-uint64_t SeedFromEnv(uint64_t fallback) {
-  const char* s = std::getenv("GPUSCHED_SEED");
-  return s != nullptr ? std::strtoull(s, nullptr, 10) : fallback;
-}
 
 // Random arrivals of several shapes (whole GPUs, shares, a GPU model, node rules), successes,
 // execution failures, cancels and lost nodes: the lazy and the eager flush never differ in

@@ -14,13 +14,10 @@
 namespace gpusched::core {
 namespace {
 
+using testing::SeedFromEnv;
 using testing::kGiB;
 using testing::MakeNode;
 
-uint64_t SeedFromEnv(uint64_t fallback) {
-  const char* s = std::getenv("GPUSCHED_SEED");
-  return s != nullptr ? std::strtoull(s, nullptr, 10) : fallback;
-}
 
 class PropertyTest : public testing::SchedulerTest,
                      public ::testing::WithParamInterface<CapacityWait> {

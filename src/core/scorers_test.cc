@@ -12,11 +12,12 @@
 
 #include "base/rng.h"
 #include "core/cluster_state.h"
+#include "core/testing/scheduler_fixture.h"
 
 namespace gpusched::core {
 namespace {
 
-constexpr MiB kGiB = 1024;
+using testing::kGiB;
 
 // A node with random capacity (sometimes no CPU, RAM or GPUs), some of it reserved, and a
 // random number of tasks.

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include "core/testing/scheduler_fixture.h"
+
 namespace gpusched::core {
 namespace {
 
-constexpr int64_t kGiB = 1024;
+using testing::kGiB;
 constexpr int64_t kHour = 3'600'000;
 
 TaskScore Score(double cores, int64_t gpu_mib, int64_t mem_mib, double hours) {

@@ -5,7 +5,8 @@
 namespace gpusched::server {
 namespace {
 
-std::string Number(double v) {
+// A sample value in the Prometheus text format (%.9g: integers print without a fraction).
+std::string PromNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
@@ -27,11 +28,11 @@ void Histogram::Render(const std::string& name, std::string& out) const {
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + Number(bounds_[i]) + "\"} " + std::to_string(cumulative) +
+    out += name + "_bucket{le=\"" + PromNumber(bounds_[i]) + "\"} " + std::to_string(cumulative) +
            "\n";
   }
   out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  out += name + "_sum " + Number(sum_) + "\n";
+  out += name + "_sum " + PromNumber(sum_) + "\n";
   out += name + "_count " + std::to_string(count_) + "\n";
 }
 
@@ -44,7 +45,7 @@ void MetricLine(const std::string& name, const std::string& labels, double value
                 std::string& out) {
   out += name;
   if (!labels.empty()) out += "{" + labels + "}";
-  out += " " + Number(value) + "\n";
+  out += " " + PromNumber(value) + "\n";
 }
 
 std::string LabelValue(const std::string& v) {

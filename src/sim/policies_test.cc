@@ -7,11 +7,12 @@
 
 #include "sim/cluster_spec.h"
 #include "sim/simulator.h"
+#include "sim/testing/test_data.h"
 
 namespace gpusched::sim {
 namespace {
 
-const std::string kData = GPUSCHED_SIM_TESTDATA;
+using testing::kData;
 
 SimResult Simulate(const std::string& file, TraceFormat format, const std::string& cluster,
                    SimOptions options) {

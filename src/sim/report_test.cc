@@ -9,11 +9,12 @@
 #include "base/rng.h"
 #include "sim/cluster_spec.h"
 #include "sim/synthetic.h"
+#include "sim/testing/test_data.h"
 
 namespace gpusched::sim {
 namespace {
 
-const std::string kData = GPUSCHED_SIM_TESTDATA;
+using testing::kData;
 
 TEST(ReportTest, JsonHasTheContractKeys) {
   auto trace = LoadTrace(kData + "/tiny_nonpreemptive.csv", TraceFormat::kCsv);

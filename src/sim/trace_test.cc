@@ -6,10 +6,12 @@
 
 #include <sstream>
 
+#include "sim/testing/test_data.h"
+
 namespace gpusched::sim {
 namespace {
 
-const std::string kData = GPUSCHED_SIM_TESTDATA;
+using testing::kData;
 
 TEST(TraceTest, PlainCsvInSeconds) {
   auto t = LoadTrace(kData + "/tiny_nonpreemptive.csv", TraceFormat::kCsv);

@@ -13,6 +13,7 @@
 #include "base/testing/test_dir.h"
 #include "store/local_etcd.h"
 #include "store/record_codec.h"
+#include "store/testing/batches.h"
 #include "store/testing/faulty_proxy.h"
 
 namespace gpusched::store {
@@ -29,12 +30,7 @@ TaskRecord Task(uint64_t id, core::TaskState state = core::TaskState::kPending) 
   return r;
 }
 
-// A batch of task records only.
-WriteBatch Tasks(std::vector<TaskRecord> tasks) {
-  WriteBatch b;
-  b.tasks = std::move(tasks);
-  return b;
-}
+using testing::Tasks;
 
 class EtcdStoreTest : public ::testing::Test {
  protected:

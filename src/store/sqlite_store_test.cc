@@ -16,6 +16,7 @@
 #include "base/cluster_id.h"
 #include "base/testing/test_dir.h"
 #include "store/record_codec.h"
+#include "store/testing/batches.h"
 #include "store/testing/fault_vfs.h"
 
 namespace gpusched::store {
@@ -70,11 +71,7 @@ TaskRecord WithState(TaskRecord r, core::TaskState state) {
   return r;
 }
 
-WriteBatch Tasks(std::vector<TaskRecord> records) {
-  WriteBatch b;
-  b.tasks = std::move(records);
-  return b;
-}
+using testing::Tasks;
 
 TEST_F(SqliteStoreTest, TasksSurviveReopenWithEveryField) {
   {

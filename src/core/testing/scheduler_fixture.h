@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +17,14 @@
 namespace gpusched::core::testing {
 
 inline constexpr MiB kGiB = 1024;
+inline constexpr DurationMs kS = 1000;  // one second
+
+// The seed of a randomized test: GPUSCHED_SEED when set (to replay a printed seed), else
+// the test's fixed one.
+inline uint64_t SeedFromEnv(uint64_t fallback) {
+  const char* s = std::getenv("GPUSCHED_SEED");
+  return s != nullptr ? std::strtoull(s, nullptr, 10) : fallback;
+}
 
 inline NodeSpec MakeNode(const std::string& name, int gpus, MiB gpu_mib,
                          const std::string& model = "A100") {

@@ -31,7 +31,7 @@ using gpusched::chunks::ChunkConfig;
 using gpusched::chunks::ChunkScheduler;
 using gpusched::chunks::JobResult;
 using gpusched::chunks::JobSpec;
-using gpusched::chunks::Kernel;
+using ChunkKernel = gpusched::chunks::Kernel;  // (dispatch has a Kernel too)
 using gpusched::chunks::KernelRegistry;
 using gpusched::chunks::StageRunner;
 
@@ -177,7 +177,7 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
                                        Got(result_bytes));
     }
     if (kind == 1 && combine == nullptr) return Null("combine (required for a reduce kernel)");
-    Kernel k;
+    ChunkKernel k;
     k.name = name;
     k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
     k.inputs = inputs;

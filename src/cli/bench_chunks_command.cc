@@ -34,7 +34,7 @@ struct BenchOptions {
   bool json = false;
 };
 
-struct Run {
+struct JobRun {
   double wall_s = 0;
   int64_t bytes_h2d = 0;
   int64_t subtasks = 0;
@@ -44,7 +44,7 @@ struct Run {
 // counters. The first run is a warm-up, as for any GPU benchmark: it faults in the device
 // memory (which SimDevice keeps for reuse) and the output pages, and first-touch page faults
 // cost more than the copies and kernels being measured (several s per GiB on some VMs).
-StatusOr<Run> RunJob(const BenchOptions& o, const ChunkConfig& config, chunks::StreamPolicy policy,
+StatusOr<JobRun> RunJob(const BenchOptions& o, const ChunkConfig& config, chunks::StreamPolicy policy,
                      const JobSpec& job) {
   RealClock clock;
   std::vector<std::unique_ptr<dispatch::SimDevice>> devices;
@@ -56,7 +56,7 @@ StatusOr<Run> RunJob(const BenchOptions& o, const ChunkConfig& config, chunks::S
   }
   auto kernels = chunks::KernelRegistry::WithBuiltins();
   ThreadPool pool(static_cast<size_t>(o.gpus * config.streams_per_gpu));
-  Run measured;
+  JobRun measured;
   for (int pass = 0; pass < 2; ++pass) {
     // A fresh scheduler per pass: the measured run starts from the same state (round-robin
     // counter, empty cache map) as a single cold run would.
@@ -64,7 +64,7 @@ StatusOr<Run> RunJob(const BenchOptions& o, const ChunkConfig& config, chunks::S
     chunks::StageRunner runner(scheduler, *kernels, pool);
     const int64_t start = clock.NowNs();
     GS_ASSIGN_OR_RETURN(chunks::JobResult result, runner.Run(job));
-    measured = Run{static_cast<double>(clock.NowNs() - start) / 1e9, result.stats.bytes_h2d,
+    measured = JobRun{static_cast<double>(clock.NowNs() - start) / 1e9, result.stats.bytes_h2d,
                    result.stats.subtasks};
   }
   return measured;

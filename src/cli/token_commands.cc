@@ -3,9 +3,9 @@
 // keeps only its hash. `create --agent NAME` makes an agent token instead (issue 35): it
 // authenticates agent NAME's link to a server with --auth token, and nothing else.
 
-#include <chrono>
 #include <iostream>
 
+#include "base/clock.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -22,11 +22,6 @@ nlohmann::json TokenInfoJson(const v1::TokenInfo& t) {
           {"agent_node", t.agent_node()}};
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 void RegisterCreate(CLI::App& token) {
   struct Flags {
@@ -106,7 +101,7 @@ void RegisterList(CLI::App& token) {
       std::cout << a.dump() << "\n";
       return;
     }
-    const int64_t now = NowMs();
+    const int64_t now = RealClock().NowMs();
     std::vector<std::vector<std::string>> rows{{"ID", "USER", "TEAM", "ADMIN", "CREATED"}};
     for (const v1::TokenInfo& t : resp.tokens()) {
       rows.push_back({t.id(), t.user(), t.team(), t.admin() ? "yes" : "no",

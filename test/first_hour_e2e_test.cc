@@ -16,9 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool Has(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // Submitted before any agent registered: no pass counts a failure for want of a node (none
 // parks it in FQ for t2), and the first agent's registration places it.

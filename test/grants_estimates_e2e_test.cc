@@ -16,9 +16,6 @@
 namespace gpusched::testing {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 class GrantsTest : public AuthClusterTest {
  protected:

@@ -12,6 +12,11 @@
 
 namespace gpusched::testing {
 
+// Whether `text` (a command's output, a log) contains `part`.
+inline bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 int FreePort();
 
 // A background `gpusched` process (server or agent) with output in `log_path`.

@@ -8,9 +8,6 @@
 namespace gpusched::testing {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 Json NodeNamed(const Json& nodes, const std::string& name) {
   for (const Json& n : nodes) {

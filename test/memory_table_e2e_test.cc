@@ -7,9 +7,6 @@
 namespace gpusched::testing {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 TEST_F(ClusterTest, CN109992422A_Claim1_ProfileTasksRunWithTheTablesMemory) {
   WriteFile(path("gpu-memory.yaml"),

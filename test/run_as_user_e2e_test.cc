@@ -23,7 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace v1 = ::gpusched::v1;
-constexpr auto kDeadline = 90s;
+constexpr auto kRunAsUserDeadline = 90s;
 
 class RunAsUserTest : public ::testing::Test {
  protected:
@@ -69,7 +69,7 @@ class RunAsUserTest : public ::testing::Test {
           while (!admin_.empty() && (admin_.back() == '\n' || admin_.back() == ' ')) admin_.pop_back();
           return !admin_.empty() && Admin({"nodes", "--server", server()}).code == 0;
         },
-        kDeadline));
+        kRunAsUserDeadline));
     // With tokens, an agent without TLS needs an agent token of its node (issue 35).
     CliResult agent_token = Admin({"token", "create", "--server", server(), "--agent", "n1"});
     ASSERT_EQ(agent_token.code, 0) << agent_token.err;
@@ -82,7 +82,7 @@ class RunAsUserTest : public ::testing::Test {
           CliResult r = Admin({"nodes", "--server", server(), "--json"});
           return r.code == 0 && r.out.find("\"connected\":true") != std::string::npos;
         },
-        kDeadline));
+        kRunAsUserDeadline));
   }
   CliResult Admin(const std::vector<std::string>& args) {
     return Cli(args, {{"GPUSCHED_TOKEN", admin_}});
@@ -126,7 +126,7 @@ class RunAsUserTest : public ::testing::Test {
           const std::string s = Task(id).value("state", "");
           return s == "succeeded" || s == "failed";
         },
-        kDeadline);
+        kRunAsUserDeadline);
   }
   std::string LogFile(uint64_t id) const {
     return path("n1/logs/task-" + std::to_string(id) + "-1.log");

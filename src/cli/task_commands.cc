@@ -114,63 +114,76 @@ Status SubmitWithRetries(Client& c, const v1::SubmitRequest& req, v1::SubmitResp
   return s;
 }
 
-// Builds the spec: the file (-f) first, then every flag given explicitly on top of it.
-core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
-  core::TaskSpec s;
-  std::optional<spec::EnvExport> export_rule;
-  if (!f.file.empty()) {
-    std::ifstream in(f.file);
-    if (!in) Fail(InvalidArgument("-f: cannot read " + f.file));
-    std::stringstream text;
-    text << in.rdbuf();
-    spec::JobFile file = OrFail(spec::ParseJobFileYaml(text.str(), f.file));
-    s = std::move(file.spec);
-    export_rule = std::move(file.export_env);
+// A whole number >= 0 given for `field`, or a usage error naming it and the value.
+int64_t WholeNumber(const std::string& v, const char* field) {
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(v, &used);
+    if (used == v.size() && n >= 0) return n;
+  } catch (const std::exception&) {  // stoll: not a number
   }
-  auto integer = [](const std::string& v, const char* field) -> int64_t {
-    try {
-      size_t used = 0;
-      const long long n = std::stoll(v, &used);
-      if (used == v.size() && n >= 0) return n;
-    } catch (const std::exception&) {  // stoll: not a number
-    }
-    Fail(InvalidArgument(std::string(field) + ": \"" + v + "\" is not a whole number >= 0"));
+  Fail(InvalidArgument(std::string(field) + ": \"" + v + "\" is not a whole number >= 0"));
+}
+
+// The task spec file of -f, parsed (its spec, and its export: rule if any).
+spec::JobFile ReadJobFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Fail(InvalidArgument("-f: cannot read " + path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return OrFail(spec::ParseJobFileYaml(text.str(), path));
+}
+
+// No flag given explicitly may set what the file (-f) sets already, nor may words after --
+// replace the file's command.
+void CheckFlagsNotInFile(CLI::App* cmd, const SubmitFlags& f, const core::TaskSpec& s,
+                         const std::optional<spec::EnvExport>& export_rule) {
+  struct FileField {
+    const char* flag;
+    const char* field;
+    bool file_sets;
   };
-  CheckNotInFile(cmd, f, "--gpus", "gpus", s.gpus != 0);
-  CheckNotInFile(cmd, f, "--gpu-mem", "gpu_mem", s.gpu_mem_mib != 0);
-  CheckNotInFile(cmd, f, "--cpu", "cpu", s.resources.cpu_milli != 0);
-  CheckNotInFile(cmd, f, "--mem", "mem", s.resources.mem_mib != 0);
-  CheckNotInFile(cmd, f, "--duration", "duration", s.duration_ms.has_value());
-  CheckNotInFile(cmd, f, "--time", "time", s.time_limit_ms.has_value());
-  CheckNotInFile(cmd, f, "--heartbeat-timeout", "heartbeat_timeout",
-                 s.heartbeat_timeout_ms.has_value());
-  CheckNotInFile(cmd, f, "--name", "name", !s.name.empty());
-  CheckNotInFile(cmd, f, "--retries", "retries", s.max_retries.has_value());
-  CheckNotInFile(cmd, f, "--workdir", "workdir", !s.workdir.empty());
-  CheckNotInFile(cmd, f, "--profile", "profile", s.profile.has_value());
-  CheckNotInFile(cmd, f, "--selector", "node_selector", !s.node_selector.empty());
-  CheckNotInFile(cmd, f, "--toleration", "tolerations", !s.tolerations.empty());
-  CheckNotInFile(cmd, f, "--nodes", "nodes", s.nodes != 1);
-  CheckNotInFile(cmd, f, "--gpus-per-node", "gpus", s.gpus != 0);
-  CheckNotInFile(cmd, f, "--tasks-per-node", "tasks_per_node", s.tasks_per_node != 1);
-  CheckNotInFile(cmd, f, "--priority", "priority", !s.priority_class.empty());
-  CheckNotInFile(cmd, f, "--preemptible", "preemptible", !s.preemptible);
-  CheckNotInFile(cmd, f, "--grace", "grace", s.grace_ms.has_value());
-  CheckNotInFile(cmd, f, "--signal", "signal", s.stop_signal.has_value());
-  CheckNotInFile(cmd, f, "--gang-timeout", "gang_timeout", s.gang_timeout_ms.has_value());
-  CheckNotInFile(cmd, f, "--export", "export", export_rule.has_value());
+  const FileField fields[] = {
+      {"--gpus", "gpus", s.gpus != 0},
+      {"--gpu-mem", "gpu_mem", s.gpu_mem_mib != 0},
+      {"--cpu", "cpu", s.resources.cpu_milli != 0},
+      {"--mem", "mem", s.resources.mem_mib != 0},
+      {"--duration", "duration", s.duration_ms.has_value()},
+      {"--time", "time", s.time_limit_ms.has_value()},
+      {"--heartbeat-timeout", "heartbeat_timeout", s.heartbeat_timeout_ms.has_value()},
+      {"--name", "name", !s.name.empty()},
+      {"--retries", "retries", s.max_retries.has_value()},
+      {"--workdir", "workdir", !s.workdir.empty()},
+      {"--profile", "profile", s.profile.has_value()},
+      {"--selector", "node_selector", !s.node_selector.empty()},
+      {"--toleration", "tolerations", !s.tolerations.empty()},
+      {"--nodes", "nodes", s.nodes != 1},
+      {"--gpus-per-node", "gpus", s.gpus != 0},
+      {"--tasks-per-node", "tasks_per_node", s.tasks_per_node != 1},
+      {"--priority", "priority", !s.priority_class.empty()},
+      {"--preemptible", "preemptible", !s.preemptible},
+      {"--grace", "grace", s.grace_ms.has_value()},
+      {"--signal", "signal", s.stop_signal.has_value()},
+      {"--gang-timeout", "gang_timeout", s.gang_timeout_ms.has_value()},
+      {"--export", "export", export_rule.has_value()},
+  };
+  for (const FileField& ff : fields) CheckNotInFile(cmd, f, ff.flag, ff.field, ff.file_sets);
   if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
     Fail(InvalidArgument("command: " + f.file +
                          " sets command already; drop the words after -- or change the file"));
   }
-  if (cmd->count("--gpus")) s.gpus = integer(f.gpus, "--gpus");
-  // Multi-node (gang): --gpus is the total, as Slurm's; --gpus-per-node what each node gives.
-  if (cmd->count("--nodes")) s.nodes = integer(f.nodes, "--nodes");
+}
+
+// --gpus, --nodes, --gpus-per-node, --tasks-per-node. Multi-node (gang): --gpus is the total,
+// as Slurm's; --gpus-per-node what each node gives.
+void ApplyGangFlags(CLI::App* cmd, const SubmitFlags& f, core::TaskSpec& s) {
+  if (cmd->count("--gpus")) s.gpus = WholeNumber(f.gpus, "--gpus");
+  if (cmd->count("--nodes")) s.nodes = WholeNumber(f.nodes, "--nodes");
   if (cmd->count("--gpus-per-node")) {
     if (cmd->count("--gpus")) {
       Fail(InvalidArgument("--gpus-per-node: give --gpus or --gpus-per-node, not both"));
     }
-    s.gpus = integer(f.gpus_per_node, "--gpus-per-node");
+    s.gpus = WholeNumber(f.gpus_per_node, "--gpus-per-node");
   } else if (cmd->count("--gpus") && s.nodes > 1) {
     if (s.gpus % s.nodes != 0) {
       Fail(InvalidArgument("--gpus: " + f.gpus + " GPUs do not split evenly over " +
@@ -179,8 +192,12 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
     s.gpus /= s.nodes;
   }
   if (cmd->count("--tasks-per-node")) {
-    s.tasks_per_node = integer(f.tasks_per_node, "--tasks-per-node");
+    s.tasks_per_node = WholeNumber(f.tasks_per_node, "--tasks-per-node");
   }
+}
+
+// --priority, --preemptible, --grace, --signal, --gang-timeout: how the task is stopped.
+void ApplyStopFlags(CLI::App* cmd, const SubmitFlags& f, core::TaskSpec& s) {
   if (cmd->count("--priority")) s.priority_class = f.priority;
   if (cmd->count("--preemptible")) {
     if (f.preemptible == "true") {
@@ -196,6 +213,10 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--gang-timeout")) {
     s.gang_timeout_ms = OrFail(ParseDurationMs(f.gang_timeout, "--gang-timeout"));
   }
+}
+
+// --gpu-mem through --toleration: resources, times, name, retries, workdir and node rules.
+void ApplyTaskFlags(CLI::App* cmd, const SubmitFlags& f, core::TaskSpec& s) {
   if (cmd->count("--gpu-mem")) {
     s.gpu_mem_mib = OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem"));
     if (s.gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
@@ -208,7 +229,7 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   if (cmd->count("--mem")) s.resources.mem_mib = OrFail(ParseSizeMiB(f.mem, "--mem"));
   if (cmd->count("--duration")) s.duration_ms = OrFail(ParseDurationMs(f.duration, "--duration"));
   if (cmd->count("--name")) s.name = f.name;
-  if (cmd->count("--retries")) s.max_retries = integer(f.retries, "--retries");
+  if (cmd->count("--retries")) s.max_retries = WholeNumber(f.retries, "--retries");
   if (cmd->count("--time")) s.time_limit_ms = OrFail(ParseDurationMs(f.time, "--time"));
   if (cmd->count("--heartbeat-timeout")) {
     s.heartbeat_timeout_ms = OrFail(ParseDurationMs(f.heartbeat_timeout, "--heartbeat-timeout"));
@@ -219,6 +240,12 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   }
   if (cmd->count("--selector")) s.node_selector = LabelFlags(f.selector, "--selector");
   if (cmd->count("--toleration")) s.tolerations = TolerationFlags(f.tolerations, "--toleration");
+}
+
+// The last steps: an absolute workdir, --keep-pending, the exported environment, the command;
+// then the spec is checked as the server will.
+void FinishSpec(CLI::App* cmd, const SubmitFlags& f, std::optional<spec::EnvExport> export_rule,
+                core::TaskSpec& s) {
   s.workdir = AbsoluteDir(s.workdir);
   if (f.keep_pending) s.keep_pending_if_infeasible = true;
   if (cmd->count("--export")) export_rule = OrFail(spec::ParseEnvExport(f.export_env, "--export"));
@@ -234,111 +261,149 @@ core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
   // is a usage error instead of another task.
   if (Status valid = core::ValidateTaskSpec(s); !valid.ok()) Fail(valid);
   if (Status own = core::CheckSubmittedEnv(s); !own.ok()) Fail(own);  // the server checks too
+}
+
+// Builds the spec: the file (-f) first, then every flag given explicitly on top of it.
+core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
+  core::TaskSpec s;
+  std::optional<spec::EnvExport> export_rule;
+  if (!f.file.empty()) {
+    spec::JobFile file = ReadJobFile(f.file);
+    s = std::move(file.spec);
+    export_rule = std::move(file.export_env);
+  }
+  CheckFlagsNotInFile(cmd, f, s, export_rule);
+  ApplyGangFlags(cmd, f, s);
+  ApplyStopFlags(cmd, f, s);
+  ApplyTaskFlags(cmd, f, s);
+  FinishSpec(cmd, f, std::move(export_rule), s);
   return s;
+}
+
+// --gpus through --heartbeat-timeout: what the task needs, and for how long.
+void AddSubmitResourceFlags(CLI::App* cmd, SubmitFlags& f) {
+  cmd->add_option("--gpus", f.gpus, "GPUs (whole GPUs unless --gpu-mem is given)");
+  cmd->add_option("--gpu-mem", f.gpu_mem, "GPU memory per GPU, e.g. 6GiB (shares a GPU)");
+  cmd->add_option("--profile", f.profile,
+                  "What the task is, MODEL[,type=T][,batch=N][,size=HxW]: the server's "
+                  "GPU-memory table gives its GPU memory (instead of --gpu-mem)");
+  cmd->add_option("--cpu", f.cpu, "CPU cores, e.g. 4 or 500m");
+  cmd->add_option("--mem", f.mem, "RAM, e.g. 4GiB");
+  cmd->add_option("--duration", f.duration, "Expected run time, e.g. 2h (for its priority)");
+  cmd->add_option("--time", f.time,
+                  "Time limit, e.g. 30m: the task is stopped (SIGTERM, then SIGKILL) and fails");
+  cmd->add_option("--heartbeat-timeout", f.heartbeat_timeout,
+                  "e.g. 5m: the task gets a file, $GPUSCHED_HEARTBEAT_FILE, to touch while it "
+                  "makes progress; untouched for this long it counts as hung and is "
+                  "reclaimed after the server's task_timeout (retried)");
+}
+
+// --workdir through --retries: where and how it runs, where it may be placed, what it is.
+void AddSubmitPlacementFlags(CLI::App* cmd, SubmitFlags& f) {
+  cmd->add_option("--workdir", f.workdir,
+                  "Working directory of the task (default: the directory you submit from)");
+  cmd->add_flag("--export{ALL}", f.export_env,
+                "Send your environment with the task: --export (= ALL: every variable but "
+                "GPUSCHED_*), --export=NONE, --export=VAR[,VAR=VALUE...] (Slurm's); without "
+                "it none is sent");
+  cmd->add_flag("--keep-pending", f.keep_pending,
+                "Accept a task no current node can fit (nodes may join later)");
+  AddRepeatable(cmd, "--selector", f.selector,
+                "Only nodes with this label, KEY=VALUE (repeatable: all must match; agent "
+                "--label)");
+  AddRepeatable(cmd, "--toleration", f.tolerations,
+                "Tolerate a node taint: KEY=VALUE[:EFFECT], KEY[:EFFECT] (any value) or * "
+                "(every taint); repeatable (agent --taint)");
+  cmd->add_option("--name", f.name, "Task name");
+  cmd->add_option("--array", f.array,
+                  "A job array, A-B (e.g. 0-999, at most 10000 tasks): one task per index, "
+                  "each with $GPUSCHED_ARRAY_INDEX, named NAME[i]; one request, one "
+                  "transaction; prints every id");
+  cmd->add_option("--retries", f.retries, "Execution failures tolerated (default FAIL_MAX)");
+}
+
+// --nodes through --gang-timeout: multi-node tasks, priority and how a task is stopped.
+void AddSubmitGangFlags(CLI::App* cmd, SubmitFlags& f) {
+  cmd->add_option("--nodes", f.nodes,
+                  "Nodes of a multi-node task, placed all at once (gang); one process per node "
+                  "gets WORLD_SIZE, RANK, MASTER_ADDR, ... (default 1)");
+  cmd->add_option("--gpus-per-node", f.gpus_per_node,
+                  "GPUs on each node of a multi-node task (--gpus is the total)");
+  cmd->add_option("--tasks-per-node", f.tasks_per_node,
+                  "Processes per node, each with gpus-per-node / K GPUs (default 1)");
+  cmd->add_option("--priority", f.priority,
+                  "Priority class (high, normal, low, or the server's own; default normal)");
+  cmd->add_option("--preemptible", f.preemptible,
+                  "false: never stopped for a higher priority class (default true)")
+      ->expected(1);
+  cmd->add_option("--grace", f.grace,
+                  "When preempted: the --signal, then SIGKILL after this long (default 30s); "
+                  "exit 0 within it = checkpointed");
+  cmd->add_option("--signal", f.signal,
+                  "Signal sent first on every stop (preemption, time limit, cancel), --grace "
+                  "before SIGKILL: a name (TERM, USR1, SIGINT) or number (default TERM)");
+  cmd->add_option("--gang-timeout", f.gang_timeout,
+                  "A multi-node task that cannot start within this long gives up its "
+                  "reservation and says why (default 24h)");
+}
+
+// The id (one per line for an array), or with --json {id[, ids, array]}.
+void PrintSubmitted(const v1::SubmitResponse& resp, const std::optional<IndexRange>& array,
+                    bool json) {
+  if (json) {
+    nlohmann::json out{{"id", resp.id()}};
+    if (array) {
+      out["ids"] = std::vector<uint64_t>(resp.ids().begin(), resp.ids().end());
+      out["array"] = {{"first", array->first}, {"last", array->last}};
+    }
+    std::cout << out.dump() << "\n";
+  } else if (array) {
+    std::string lines;
+    for (uint64_t id : resp.ids()) lines += std::to_string(id) + "\n";
+    std::cout << lines;
+  } else {
+    std::cout << resp.id() << "\n";
+  }
+}
+
+void RunSubmit(const SubmitFlags& f, CLI::App* cmd) {
+  core::TaskSpec spec = BuildSpec(f, cmd);
+  std::optional<IndexRange> array;
+  if (cmd->count("--array")) {
+    array = OrFail(ParseIndexRange(f.array, core::kMaxArrayTasks, "--array"));
+  }
+  Client c(f.client.server);
+  v1::SubmitRequest req;
+  rpc::TaskSpecToProto(spec, req.mutable_spec());
+  req.set_idempotency_key(f.idempotency_key.empty() ? FreshIdempotencyKey() : f.idempotency_key);
+  if (array) {
+    req.mutable_array()->set_first(array->first);
+    req.mutable_array()->set_last(array->last);
+  }
+  v1::SubmitResponse resp;
+  Status s = SubmitWithRetries(c, req, resp);
+  if (!s.ok()) Fail(s);
+  if (array && resp.ids_size() != array->count()) {
+    Fail(Internal("the server answered " + std::to_string(resp.ids_size()) + " ids for " +
+                  std::to_string(array->count()) + " array tasks (a server older than "
+                  "--array?)"));
+  }
+  PrintSubmitted(resp, array, f.client.json);
 }
 
 void RegisterSubmit(CLI::App& app) {
   auto f = std::make_shared<SubmitFlags>();
   CLI::App* cmd = app.add_subcommand("submit", "Submit a task; prints its id");
   AddClientFlags(cmd, f->client);
-  cmd->add_option("--gpus", f->gpus, "GPUs (whole GPUs unless --gpu-mem is given)");
-  cmd->add_option("--gpu-mem", f->gpu_mem, "GPU memory per GPU, e.g. 6GiB (shares a GPU)");
-  cmd->add_option("--profile", f->profile,
-                  "What the task is, MODEL[,type=T][,batch=N][,size=HxW]: the server's "
-                  "GPU-memory table gives its GPU memory (instead of --gpu-mem)");
-  cmd->add_option("--cpu", f->cpu, "CPU cores, e.g. 4 or 500m");
-  cmd->add_option("--mem", f->mem, "RAM, e.g. 4GiB");
-  cmd->add_option("--duration", f->duration, "Expected run time, e.g. 2h (for its priority)");
-  cmd->add_option("--time", f->time,
-                  "Time limit, e.g. 30m: the task is stopped (SIGTERM, then SIGKILL) and fails");
-  cmd->add_option("--heartbeat-timeout", f->heartbeat_timeout,
-                  "e.g. 5m: the task gets a file, $GPUSCHED_HEARTBEAT_FILE, to touch while it "
-                  "makes progress; untouched for this long it counts as hung and is "
-                  "reclaimed after the server's task_timeout (retried)");
-  cmd->add_option("--workdir", f->workdir,
-                  "Working directory of the task (default: the directory you submit from)");
-  cmd->add_flag("--export{ALL}", f->export_env,
-                "Send your environment with the task: --export (= ALL: every variable but "
-                "GPUSCHED_*), --export=NONE, --export=VAR[,VAR=VALUE...] (Slurm's); without "
-                "it none is sent");
-  cmd->add_flag("--keep-pending", f->keep_pending,
-                "Accept a task no current node can fit (nodes may join later)");
-  AddRepeatable(cmd, "--selector", f->selector,
-                "Only nodes with this label, KEY=VALUE (repeatable: all must match; agent "
-                "--label)");
-  AddRepeatable(cmd, "--toleration", f->tolerations,
-                "Tolerate a node taint: KEY=VALUE[:EFFECT], KEY[:EFFECT] (any value) or * "
-                "(every taint); repeatable (agent --taint)");
-  cmd->add_option("--name", f->name, "Task name");
-  cmd->add_option("--array", f->array,
-                  "A job array, A-B (e.g. 0-999, at most 10000 tasks): one task per index, "
-                  "each with $GPUSCHED_ARRAY_INDEX, named NAME[i]; one request, one "
-                  "transaction; prints every id");
-  cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
-  cmd->add_option("--nodes", f->nodes,
-                  "Nodes of a multi-node task, placed all at once (gang); one process per node "
-                  "gets WORLD_SIZE, RANK, MASTER_ADDR, ... (default 1)");
-  cmd->add_option("--gpus-per-node", f->gpus_per_node,
-                  "GPUs on each node of a multi-node task (--gpus is the total)");
-  cmd->add_option("--tasks-per-node", f->tasks_per_node,
-                  "Processes per node, each with gpus-per-node / K GPUs (default 1)");
-  cmd->add_option("--priority", f->priority,
-                  "Priority class (high, normal, low, or the server's own; default normal)");
-  cmd->add_option("--preemptible", f->preemptible,
-                  "false: never stopped for a higher priority class (default true)")
-      ->expected(1);
-  cmd->add_option("--grace", f->grace,
-                  "When preempted: the --signal, then SIGKILL after this long (default 30s); "
-                  "exit 0 within it = checkpointed");
-  cmd->add_option("--signal", f->signal,
-                  "Signal sent first on every stop (preemption, time limit, cancel), --grace "
-                  "before SIGKILL: a name (TERM, USR1, SIGINT) or number (default TERM)");
-  cmd->add_option("--gang-timeout", f->gang_timeout,
-                  "A multi-node task that cannot start within this long gives up its "
-                  "reservation and says why (default 24h)");
+  AddSubmitResourceFlags(cmd, *f);
+  AddSubmitPlacementFlags(cmd, *f);
+  AddSubmitGangFlags(cmd, *f);
   cmd->add_option("-f,--file", f->file, "Task spec YAML");
   cmd->add_option("--idempotency-key", f->idempotency_key,
                   "A retried submit with the same key returns the first task instead of a "
                   "new one (default: a fresh key per invocation)");
   cmd->add_option("command", f->command, "-- COMMAND [ARG...]");
-  cmd->callback([f, cmd] {
-    core::TaskSpec spec = BuildSpec(*f, cmd);
-    std::optional<IndexRange> array;
-    if (cmd->count("--array")) {
-      array = OrFail(ParseIndexRange(f->array, core::kMaxArrayTasks, "--array"));
-    }
-    Client c(f->client.server);
-    v1::SubmitRequest req;
-    rpc::TaskSpecToProto(spec, req.mutable_spec());
-    req.set_idempotency_key(f->idempotency_key.empty() ? FreshIdempotencyKey()
-                                                       : f->idempotency_key);
-    if (array) {
-      req.mutable_array()->set_first(array->first);
-      req.mutable_array()->set_last(array->last);
-    }
-    v1::SubmitResponse resp;
-    Status s = SubmitWithRetries(c, req, resp);
-    if (!s.ok()) Fail(s);
-    if (array && resp.ids_size() != array->count()) {
-      Fail(Internal("the server answered " + std::to_string(resp.ids_size()) + " ids for " +
-                    std::to_string(array->count()) + " array tasks (a server older than "
-                    "--array?)"));
-    }
-    if (f->client.json) {
-      nlohmann::json out{{"id", resp.id()}};
-      if (array) {
-        out["ids"] = std::vector<uint64_t>(resp.ids().begin(), resp.ids().end());
-        out["array"] = {{"first", array->first}, {"last", array->last}};
-      }
-      std::cout << out.dump() << "\n";
-    } else if (array) {
-      std::string lines;
-      for (uint64_t id : resp.ids()) lines += std::to_string(id) + "\n";
-      std::cout << lines;
-    } else {
-      std::cout << resp.id() << "\n";
-    }
-  });
+  cmd->callback([f, cmd] { RunSubmit(*f, cmd); });
 }
 
 // Every task in any of `states` (none = every task), over every page, in id order: one
@@ -447,6 +512,100 @@ std::string EnvNames(const v1::TaskSpec& spec) {
   return OrDash(out);
 }
 
+// `show`'s main table: identity, state, request, placement, outcome and times.
+std::vector<std::vector<std::string>> ShowRows(const v1::Task& t, int64_t now) {
+  std::string cmdline;
+  for (const std::string& a : t.spec().command()) cmdline += (cmdline.empty() ? "" : " ") + a;
+  const std::set<std::string> hidden(t.redacted().begin(), t.redacted().end());
+  const std::string kHidden = "(hidden: its owner's and admins' to read)";
+  const int64_t elapsed = ElapsedMs(t, now);
+  return {
+      {"id:", std::to_string(t.id())},
+      {"name:", OrDash(t.name())},
+      {"user:", OrDash(t.spec().user())},
+      {"team:", OrDash(t.spec().team())},
+      {"state:", t.unstored_state().empty()
+                     ? t.state()
+                     : t.state() + " (" + t.unstored_state() + " pending, not stored yet)"},
+      {"reason:", t.reason()},
+      {"command:", hidden.count("command") ? kHidden : cmdline},
+      {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},
+      {"env:", hidden.count("env") ? kHidden : EnvNames(t.spec())},
+      {"request:", DescribeRequest(t.spec())},
+      {"node:", OrDash(t.node())},
+      {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
+                    (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
+      {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
+                                                 " per GPU (" + t.mem_source() + ")"
+                                           : t.mem_source()},
+      {"exit code:", t.has_exit_code() ? std::to_string(t.exit_code()) : "-"},
+      {"attempts:", std::to_string(t.attempts())},
+      {"submitted:", Age(t.submitted_ms(), now)},
+      {"started:", Age(t.started_ms(), now)},
+      {"finished:", Age(t.finished_ms(), now)},
+      {"elapsed:", elapsed > 0 ? FormatDurationMs(elapsed) : "-"}};
+}
+
+// The rows only some tasks have: a gang's ranks, preemptions, checkpoints; with -v the
+// scheduler's counters.
+void AddShowExtraRows(const v1::Task& t, bool verbose,
+                      std::vector<std::vector<std::string>>& rows) {
+  if (t.gang_nodes_size() > 0) {  // a gang: its nodes in rank order
+    std::string ranks;
+    for (int i = 0; i < t.gang_nodes_size(); ++i) {
+      ranks += (i ? ", " : "") + std::to_string(i) + "=" + t.gang_nodes(i);
+    }
+    rows.push_back({"ranks:", ranks + " (" + std::to_string(t.ranks_done_size()) + " done)"});
+  }
+  if (t.preempted_by() != 0) {
+    rows.push_back({"preempted by:", "task " + std::to_string(t.preempted_by()) + " (" +
+                                         std::to_string(t.preemptions()) + " preemptions)"});
+  }
+  if (t.checkpoints() > 0) {  // issue 37: exited 0 within its grace after a preemption
+    rows.push_back({"checkpointed:", "yes, attempt " + std::to_string(t.checkpointed_attempt()) +
+                                         " exited 0 within its grace (" +
+                                         std::to_string(t.checkpoints()) + " checkpoints, " +
+                                         std::to_string(t.preemptions()) + " preemptions)"});
+  }
+  if (verbose) {
+    rows.push_back({"failures:", std::to_string(t.fail_cnt()) + " (fail_cnt)"});
+    rows.push_back({"priority:", "Pt " + std::to_string(t.pt()) + " (St " +
+                                     std::to_string(t.st()) + ")"});
+    rows.push_back({"placement failures:", std::to_string(t.placement_failures())});
+  }
+}
+
+// What the executor reported: GPU use and idleness, the task's heartbeat.
+void PrintExecutorView(const v1::Task& t, int64_t now) {
+  if (t.has_gpu_util()) {  // CN109992422A claim 7: the executor's status
+    const std::string since = "0 % since " + Age(t.idle_since_ms(), now);
+    PrintTable(std::cout, {{"gpu use:", std::to_string(t.gpu_util()) + " %, " +
+                                            FormatSizeMiB(t.gpu_mem_used_mib()) + " held"},
+                           {"idle:", t.idle()               ? "yes (" + since + ")"
+                                     : t.gpu_util() == 0 ? "not yet (" + since + ")"
+                                                         : "no"}});
+  }
+  if (t.last_heartbeat_ms() > 0) {  // CN109992422A claims 7-8: the task heartbeats
+    const std::string status = t.executor_status().empty() ? "-" : t.executor_status();
+    PrintTable(std::cout,
+               {{"executor:", status + (t.executor_detail().empty()
+                                            ? ""
+                                            : " (" + t.executor_detail() + ")")},
+                {"last alive:", Age(t.last_heartbeat_ms(), now) + " (task heartbeat)"}});
+  }
+}
+
+void PrintTaskInFull(const v1::Task& t, int64_t now, bool verbose) {
+  std::vector<std::vector<std::string>> rows = ShowRows(t, now);
+  AddShowExtraRows(t, verbose, rows);
+  PrintTable(std::cout, rows);
+  PrintExecutorView(t, now);
+  std::cout << "history:\n";
+  for (const auto& h : t.history()) {
+    std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";
+  }
+}
+
 void RegisterShow(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
@@ -465,80 +624,7 @@ void RegisterShow(CLI::App& app) {
       std::cout << TaskJson(t, now).dump(2) << "\n";
       return;
     }
-    std::string cmdline;
-    for (const std::string& a : t.spec().command()) cmdline += (cmdline.empty() ? "" : " ") + a;
-    const std::set<std::string> hidden(t.redacted().begin(), t.redacted().end());
-    const std::string kHidden = "(hidden: its owner's and admins' to read)";
-    const int64_t elapsed = ElapsedMs(t, now);
-    std::vector<std::vector<std::string>> rows = {
-        {"id:", std::to_string(t.id())},
-        {"name:", OrDash(t.name())},
-        {"user:", OrDash(t.spec().user())},
-        {"team:", OrDash(t.spec().team())},
-        {"state:", t.unstored_state().empty()
-                       ? t.state()
-                       : t.state() + " (" + t.unstored_state() + " pending, not stored yet)"},
-        {"reason:", t.reason()},
-        {"command:", hidden.count("command") ? kHidden : cmdline},
-        {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},
-        {"env:", hidden.count("env") ? kHidden : EnvNames(t.spec())},
-        {"request:", DescribeRequest(t.spec())},
-        {"node:", OrDash(t.node())},
-        {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
-                      (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
-        {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
-                                                   " per GPU (" + t.mem_source() + ")"
-                                             : t.mem_source()},
-        {"exit code:", t.has_exit_code() ? std::to_string(t.exit_code()) : "-"},
-        {"attempts:", std::to_string(t.attempts())},
-        {"submitted:", Age(t.submitted_ms(), now)},
-        {"started:", Age(t.started_ms(), now)},
-        {"finished:", Age(t.finished_ms(), now)},
-        {"elapsed:", elapsed > 0 ? FormatDurationMs(elapsed) : "-"}};
-    if (t.gang_nodes_size() > 0) {  // a gang: its nodes in rank order
-      std::string ranks;
-      for (int i = 0; i < t.gang_nodes_size(); ++i) {
-        ranks += (i ? ", " : "") + std::to_string(i) + "=" + t.gang_nodes(i);
-      }
-      rows.push_back({"ranks:", ranks + " (" + std::to_string(t.ranks_done_size()) + " done)"});
-    }
-    if (t.preempted_by() != 0) {
-      rows.push_back({"preempted by:", "task " + std::to_string(t.preempted_by()) + " (" +
-                                           std::to_string(t.preemptions()) + " preemptions)"});
-    }
-    if (t.checkpoints() > 0) {  // issue 37: exited 0 within its grace after a preemption
-      rows.push_back({"checkpointed:", "yes, attempt " + std::to_string(t.checkpointed_attempt()) +
-                                           " exited 0 within its grace (" +
-                                           std::to_string(t.checkpoints()) + " checkpoints, " +
-                                           std::to_string(t.preemptions()) + " preemptions)"});
-    }
-    if (*verbose) {
-      rows.push_back({"failures:", std::to_string(t.fail_cnt()) + " (fail_cnt)"});
-      rows.push_back({"priority:", "Pt " + std::to_string(t.pt()) + " (St " +
-                                       std::to_string(t.st()) + ")"});
-      rows.push_back({"placement failures:", std::to_string(t.placement_failures())});
-    }
-    PrintTable(std::cout, rows);
-    if (t.has_gpu_util()) {  // CN109992422A claim 7: the executor's status
-      const std::string since = "0 % since " + Age(t.idle_since_ms(), now);
-      PrintTable(std::cout, {{"gpu use:", std::to_string(t.gpu_util()) + " %, " +
-                                              FormatSizeMiB(t.gpu_mem_used_mib()) + " held"},
-                             {"idle:", t.idle()               ? "yes (" + since + ")"
-                                       : t.gpu_util() == 0 ? "not yet (" + since + ")"
-                                                           : "no"}});
-    }
-    if (t.last_heartbeat_ms() > 0) {  // CN109992422A claims 7-8: the task heartbeats
-      const std::string status = t.executor_status().empty() ? "-" : t.executor_status();
-      PrintTable(std::cout,
-                 {{"executor:", status + (t.executor_detail().empty()
-                                              ? ""
-                                              : " (" + t.executor_detail() + ")")},
-                  {"last alive:", Age(t.last_heartbeat_ms(), now) + " (task heartbeat)"}});
-    }
-    std::cout << "history:\n";
-    for (const auto& h : t.history()) {
-      std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";
-    }
+    PrintTaskInFull(t, now, *verbose);
   });
 }
 

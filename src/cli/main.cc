@@ -132,7 +132,7 @@ void RegisterEveryCommand(CLI::App& app) {
 #endif  // GPUSCHED_CLIENT_ONLY
 
 // Parses the command line, which runs the command: its exit code.
-int Run(CLI::App& app, int argc, char** argv) {
+int ParseAndRun(CLI::App& app, int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const auto end = std::find(args.begin(), args.end(), "--");  // the task's own words follow
   gpusched::cli::SetJsonErrors(std::find(args.begin(), end, "--json") != end);
@@ -180,5 +180,5 @@ int main(int argc, char** raw_argv) {
   // Held to the end: a client's channel going away does not shut gRPC down (Finish).
   grpc_init();
 #endif
-  return Finish(Run(app, argc, argv));
+  return Finish(ParseAndRun(app, argc, argv));
 }

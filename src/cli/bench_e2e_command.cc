@@ -181,219 +181,303 @@ double ProcessCpuMs() {
   return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
-}  // namespace
+// The flags of `bench e2e`, with their defaults.
+struct E2eFlags {
+  bool json = false;
+  int tasks = 3000;
+  int agents = 16;
+  int clients = 16;
+  std::string store = "sqlite";
+  bool tls = false;
+  bool auth = false;
+  std::string executor = "process";
+  std::string capacity_wait = "stay_queued";
+  std::string sqlite_sync = "full";
+};
 
-void RegisterBenchE2e(CLI::App& bench) {
-  auto json = std::make_shared<bool>(false);
-  auto tasks = std::make_shared<int>(3000);
-  auto agents = std::make_shared<int>(16);
-  auto clients = std::make_shared<int>(16);
-  auto store = std::make_shared<std::string>("sqlite");
-  auto tls = std::make_shared<bool>(false);
-  auto auth = std::make_shared<bool>(false);
-  auto executor = std::make_shared<std::string>("process");
-  auto capacity_wait = std::make_shared<std::string>("stay_queued");
-  auto sqlite_sync = std::make_shared<std::string>("full");
-  CLI::App* cmd = bench.add_subcommand("e2e", "Control plane end to end: tasks per second");
-  cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->add_option("--tasks", *tasks, "Tasks to run")->capture_default_str();
-  cmd->add_option("--agents", *agents, "Agents of 8 simulated GPUs")->capture_default_str();
-  cmd->add_option("--clients", *clients, "Concurrent submitting clients")->capture_default_str();
-  cmd->add_option("--executor", *executor,
+// What one run measured.
+struct E2eResult {
+  int errors = 0;             // submissions not answered OK
+  int64_t finished = 0;       // tasks that succeeded
+  double cpu_ms = 0;          // this process's CPU time over the run
+  double secs = 0;            // first submission to last finish, server-stamped
+  double p50 = 0, p99 = 0;    // submit -> start latency, ms
+  double rpc_limit = 0;       // bare round trips per second
+  double spawn_limit = 0;     // processes per second (process executor only)
+};
+
+void AddE2eFlags(CLI::App* cmd, E2eFlags& f) {
+  cmd->add_flag("--json", f.json, "Print one JSON object");
+  cmd->add_option("--tasks", f.tasks, "Tasks to run")->capture_default_str();
+  cmd->add_option("--agents", f.agents, "Agents of 8 simulated GPUs")->capture_default_str();
+  cmd->add_option("--clients", f.clients, "Concurrent submitting clients")->capture_default_str();
+  cmd->add_option("--executor", f.executor,
                   "process (each task a real /bin/true) or noop (agents start nothing: the "
                   "control plane alone)")
       ->capture_default_str();
-  cmd->add_option("--capacity-wait", *capacity_wait,
+  cmd->add_option("--capacity-wait", f.capacity_wait,
                   "stay_queued (a task no GPU is free for waits in Q and starts on the next "
                   "release) or failure_queue (the server's default: parked in FQ for t2)")
       ->capture_default_str();
-  cmd->add_option("--store", *store, "sqlite, or etcd (a 3-member etcd cluster on loopback)")
+  cmd->add_option("--store", f.store, "sqlite, or etcd (a 3-member etcd cluster on loopback)")
       ->capture_default_str();
-  cmd->add_option("--sqlite-sync", *sqlite_sync,
+  cmd->add_option("--sqlite-sync", f.sqlite_sync,
                   "full (the server's default: every commit synced, survives power loss) or "
                   "normal (synced at checkpoints: survives a crash of the process only)")
       ->capture_default_str();
-  cmd->add_flag("--tls", *tls,
+  cmd->add_flag("--tls", f.tls,
                 "TLS on every connection (server, agents with client certificates, clients), "
                 "certificates made in a temp dir");
-  cmd->add_flag("--auth", *auth,
+  cmd->add_flag("--auth", f.auth,
                 "Bearer tokens: the server runs with --auth token and every call carries a token");
-  cmd->callback([=] {
-    if (*tasks < 1 || *agents < 1 || *clients < 1) {
-      Fail(InvalidArgument("--tasks, --agents and --clients must be >= 1"));
+}
+
+// The checks that need no cluster (--store is checked when the store is chosen); returns the
+// executor.
+agent::ExecutorKind CheckE2eFlags(const E2eFlags& f) {
+  if (f.tasks < 1 || f.agents < 1 || f.clients < 1) {
+    Fail(InvalidArgument("--tasks, --agents and --clients must be >= 1"));
+  }
+  auto kind = agent::ParseExecutorKind(f.executor);
+  if (!kind.ok()) Fail(kind.status());
+  if (f.capacity_wait != "stay_queued" && f.capacity_wait != "failure_queue") {
+    Fail(InvalidArgument("--capacity-wait: \"" + f.capacity_wait +
+                         "\" (use stay_queued or failure_queue)"));
+  }
+  if (f.sqlite_sync != "full" && f.sqlite_sync != "normal") {
+    Fail(InvalidArgument("--sqlite-sync: \"" + f.sqlite_sync + "\" (use full or normal)"));
+  }
+  return *kind;
+}
+
+LocalClusterOptions E2eClusterOptions(const E2eFlags& f, agent::ExecutorKind kind,
+                                      const std::string& dir) {
+  LocalClusterOptions o;
+  o.server.listen = "127.0.0.1:0";
+  o.server.data_dir = dir;
+  o.server.fsync_every_commit = f.sqlite_sync == "full";
+  o.agents = f.agents;
+  o.gpus = "8x80GiB";
+  o.quiet_agents = true;
+  o.executor = kind;
+  o.server.scheduler.capacity_wait = f.capacity_wait == "stay_queued"
+                                         ? core::CapacityWait::kStayQueued
+                                         : core::CapacityWait::kFailureQueue;
+  return o;
+}
+
+// --tls: certificates in DIR/tls for the server and every agent; the clients' TLS.
+rpc::ClientTls MakeE2eCerts(int agents, const std::string& dir, LocalClusterOptions& o) {
+  CertsRequest certs;
+  certs.dir = dir + "/tls";
+  for (int i = 1; i <= agents; ++i) certs.agents.push_back("dev-" + std::to_string(i));
+  if (auto made = InitCerts(certs); !made.ok()) Fail(made.status());
+  o.server.tls_dir = certs.dir;
+  auto loaded = rpc::LoadClientTls(certs.dir + "/ca/ca.crt");
+  if (!loaded.ok()) Fail(loaded.status());
+  return std::move(loaded).value();
+}
+
+// --store etcd: a 3-member etcd cluster in DIR/etcd that the server stores in (null for
+// sqlite; another name fails).
+std::unique_ptr<store::LocalEtcd> StartE2eStore(const std::string& store, const std::string& dir,
+                                                LocalClusterOptions& o) {
+  if (store != "etcd") {
+    if (store != "sqlite") Fail(InvalidArgument("--store: \"" + store + "\" (use sqlite or etcd)"));
+    return nullptr;
+  }
+  store::LocalEtcd::Options eo;
+  eo.dir = dir + "/etcd";
+  auto e = store::LocalEtcd::Start(eo);
+  if (!e.ok()) Fail(e.status());
+  std::unique_ptr<store::LocalEtcd> etcd = std::move(e).value();
+  o.server.store = "etcd";
+  o.server.etcd = etcd->client_urls();
+  return etcd;
+}
+
+// --auth: the admin token the first start of a server with authentication writes ("" without).
+std::string E2eAdminToken(bool auth, const std::string& dir) {
+  std::string token;
+  if (auth) {
+    std::ifstream in(dir + "/admin-token");
+    if (!std::getline(in, token) || token.empty()) {
+      Fail(FailedPrecondition("bench e2e --auth: the server wrote no " + dir + "/admin-token"));
     }
-    auto kind = agent::ParseExecutorKind(*executor);
-    if (!kind.ok()) Fail(kind.status());
-    if (*capacity_wait != "stay_queued" && *capacity_wait != "failure_queue") {
-      Fail(InvalidArgument("--capacity-wait: \"" + *capacity_wait +
-                           "\" (use stay_queued or failure_queue)"));
+  }
+  return token;
+}
+
+// `tasks` one-GPU tasks from the closed-loop `submitters`; the submissions that failed.
+int SubmitE2eTasks(std::vector<std::unique_ptr<E2eDriver>>& submitters, int tasks,
+                   agent::ExecutorKind kind) {
+  core::TaskSpec spec;
+  spec.gpus = 1;
+  spec.command = {"true"};
+  // noop: the task "runs" 1 ms; process: the expected run time only weighs its priority
+  spec.duration_ms = kind == agent::ExecutorKind::kNoop ? 1 : 1000;
+  ::gpusched::v1::SubmitRequest request;
+  rpc::TaskSpecToProto(spec, request.mutable_spec());
+  // Issue 40: what `gpusched submit` sends, an idempotency key per submission (the server
+  // reads it in its store and records it with the task).
+  const std::string key_prefix = "bench-e2e-" + std::to_string(getpid()) + "-";
+  std::atomic<int64_t> next_key{0};
+  return RunClosedLoopClients<::gpusched::v1::SubmitResponse>(
+      submitters, tasks, "gs-bench-client",
+      [&](E2eDriver& d, grpc::ClientContext& ctx, grpc::CompletionQueue& cq) {
+        ::gpusched::v1::SubmitRequest keyed = request;  // serialized by the call's start
+        keyed.set_idempotency_key(key_prefix + std::to_string(next_key++));
+        return d.StartSubmit(ctx, keyed, cq);
+      });
+}
+
+// Done when no task is live (or after 5 minutes from `t0`). Each poll asks for one task of
+// each live state (served from the server's memory): listing them all, or the finished ones
+// from the store, would be work of the bench's own, done under the control plane's lock and
+// counted in cpu_ms_per_task (listing every live task took 8 % of the run's CPU).
+void WaitUntilNoTaskLive(E2eDriver& probe, std::chrono::steady_clock::time_point t0) {
+  for (;;) {
+    bool live = false;
+    bool listed = true;
+    for (const char* state : {"pending", "preempted", "assigned", "running"}) {
+      auto any = probe.AnyIn(state);
+      listed = listed && any.ok();
+      live = live || (any.ok() && *any);
     }
-    if (*sqlite_sync != "full" && *sqlite_sync != "normal") {
-      Fail(InvalidArgument("--sqlite-sync: \"" + *sqlite_sync + "\" (use full or normal)"));
-    }
-    const std::string dir = (std::filesystem::temp_directory_path() /
-                             ("gpusched-bench-e2e-" + std::to_string(getpid())))
-                                .string();
-    LocalClusterOptions o;
-    o.server.listen = "127.0.0.1:0";
-    o.server.data_dir = dir;
-    o.server.fsync_every_commit = *sqlite_sync == "full";
-    o.agents = *agents;
-    o.gpus = "8x80GiB";
-    o.quiet_agents = true;
-    o.executor = *kind;
-    o.server.scheduler.capacity_wait = *capacity_wait == "stay_queued"
-                                           ? core::CapacityWait::kStayQueued
-                                           : core::CapacityWait::kFailureQueue;
-    rpc::ClientTls client_tls;
-    if (*tls) {
-      CertsRequest certs;
-      certs.dir = dir + "/tls";
-      for (int i = 1; i <= *agents; ++i) certs.agents.push_back("dev-" + std::to_string(i));
-      if (auto made = InitCerts(certs); !made.ok()) Fail(made.status());
-      o.server.tls_dir = certs.dir;
-      auto loaded = rpc::LoadClientTls(certs.dir + "/ca/ca.crt");
-      if (!loaded.ok()) Fail(loaded.status());
-      client_tls = std::move(loaded).value();
-    }
-    if (*auth) o.server.auth = "token";
-    std::unique_ptr<store::LocalEtcd> etcd;
-    if (*store == "etcd") {
-      store::LocalEtcd::Options eo;
-      eo.dir = dir + "/etcd";
-      auto e = store::LocalEtcd::Start(eo);
-      if (!e.ok()) Fail(e.status());
-      etcd = std::move(e).value();
-      o.server.store = "etcd";
-      o.server.etcd = etcd->client_urls();
-    } else if (*store != "sqlite") {
-      Fail(InvalidArgument("--store: \"" + *store + "\" (use sqlite or etcd)"));
-    }
-    auto cluster = LocalCluster::Start(o);
-    if (!cluster.ok()) Fail(cluster.status());
-    std::string token;
-    if (*auth) {  // the first start of a server with authentication writes it
-      std::ifstream in(dir + "/admin-token");
-      if (!std::getline(in, token) || token.empty()) {
-        Fail(FailedPrecondition("bench e2e --auth: the server wrote no " + dir + "/admin-token"));
+    if (listed && !live) break;
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::minutes(5)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll period
+  }
+}
+
+// From the server's records: the tasks that succeeded, the run's length from `t0_ms` to the
+// last finish as the server stamped them (the poll period does not count), and the submit ->
+// start latency percentiles.
+void TallyE2eTasks(E2eDriver& probe, int64_t t0_ms, E2eResult& r) {
+  auto all = probe.List();
+  std::vector<double> latency;
+  int64_t last_finish_ms = t0_ms;
+  if (all.ok()) {
+    for (const auto& t : *all) {
+      if (t.state() == "succeeded") {
+        ++r.finished;
+        last_finish_ms = std::max(last_finish_ms, t.finished_ms());
       }
+      if (t.started_ms() > 0) latency.push_back(double(t.started_ms() - t.submitted_ms()));
     }
-    E2eDriver probe((*cluster)->address(), &client_tls, token);
-    Status ready = probe.WaitForNodes(*agents, 60'000);
-    if (!ready.ok()) Fail(ready);
-    std::vector<std::unique_ptr<E2eDriver>> submitters =
-        Clients(*clients, (*cluster)->address(), &client_tls, token);
-    const double cpu0_ms = ProcessCpuMs();
-    const auto t0 = std::chrono::steady_clock::now();
-    const int64_t t0_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-    core::TaskSpec spec;
-    spec.gpus = 1;
-    spec.command = {"true"};
-    // noop: the task "runs" 1 ms; process: the expected run time only weighs its priority
-    spec.duration_ms = *kind == agent::ExecutorKind::kNoop ? 1 : 1000;
-    ::gpusched::v1::SubmitRequest request;
-    rpc::TaskSpecToProto(spec, request.mutable_spec());
-    // Issue 40: what `gpusched submit` sends, an idempotency key per submission (the server
-    // reads it in its store and records it with the task).
-    const std::string key_prefix = "bench-e2e-" + std::to_string(getpid()) + "-";
-    std::atomic<int64_t> next_key{0};
-    const int errors = RunClosedLoopClients<::gpusched::v1::SubmitResponse>(
-        submitters, *tasks, "gs-bench-client",
-        [&](E2eDriver& d, grpc::ClientContext& ctx, grpc::CompletionQueue& cq) {
-          ::gpusched::v1::SubmitRequest keyed = request;  // serialized by the call's start
-          keyed.set_idempotency_key(key_prefix + std::to_string(next_key++));
-          return d.StartSubmit(ctx, keyed, cq);
-        });
-    // Done when no task is live. Each poll asks for one task of each live state (served
-    // from the server's memory): listing them all, or the finished ones from the store, would
-    // be work of the bench's own, done under the control plane's lock and counted in
-    // cpu_ms_per_task (listing every live task took 8 % of the run's CPU).
-    for (;;) {
-      bool live = false;
-      bool listed = true;
-      for (const char* state : {"pending", "preempted", "assigned", "running"}) {
-        auto any = probe.AnyIn(state);
-        listed = listed && any.ok();
-        live = live || (any.ok() && *any);
-      }
-      if (listed && !live) break;
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::minutes(5)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll period
-    }
-    // Clients, server and agents all run in this process: its CPU time over the run, per
-    // task, is what one task costs the whole control plane (the last polls included).
-    const double cpu_ms = ProcessCpuMs() - cpu0_ms;
-    auto all = probe.List();
-    std::vector<double> latency;
-    int64_t finished = 0;
-    int64_t last_finish_ms = t0_ms;
-    if (all.ok()) {
-      for (const auto& t : *all) {
-        if (t.state() == "succeeded") {
-          ++finished;
-          last_finish_ms = std::max(last_finish_ms, t.finished_ms());
-        }
-        if (t.started_ms() > 0) latency.push_back(double(t.started_ms() - t.submitted_ms()));
-      }
-    }
-    // The transport's limit, measured on the same server once the tasks are done.
-    const double rpc_limit = RpcLimitPerSecond((*cluster)->address(), &client_tls, token,
-                                               *clients, std::min(*tasks, 20'000));
-    (*cluster)->Shutdown();
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    // From the first submission to the last finish as the server stamped them: the poll
-    // period above does not count.
-    const double secs = std::max<int64_t>(last_finish_ms - t0_ms, 1) / 1000.0;
-    const double rate = double(finished) / secs;
-    const double p50 = PercentileOf(latency, 50), p99 = PercentileOf(latency, 99);
-    const bool noop = *kind == agent::ExecutorKind::kNoop;
-    // The same run's bare process limit, after the cluster is gone (nothing else running).
-    const double spawn_limit = noop ? 0 : SpawnLimitPerSecond(std::min(*tasks, 2000));
-    if (*json) {
-      nlohmann::json out{{"executor", *executor},
-                         {"store", *store},
-                         {"sqlite_synchronous", *sqlite_sync},
-                         {"capacity_wait", *capacity_wait},
-                         {"tls", *tls},
-                         {"auth", *auth},
-                         {"agents", *agents},
-                         {"gpus", *agents * 8},
-                         {"tasks", finished},
-                         {"tasks_per_s", rate},
-                         {"submit_to_start_p50_ms", p50},
-                         {"submit_to_start_p99_ms", p99},
-                         {"submit_errors", errors},
-                         {"cpu_ms_per_task", finished > 0 ? cpu_ms / double(finished) : 0.0},
-                         {"rpc_limit_per_s", rpc_limit},
-                         {"seconds", secs}};
-      if (!noop) out["spawn_limit_per_s"] = spawn_limit;
-      std::cout << out.dump() << "\n";
-    } else {
-      std::cout << "bench e2e: " << *store << " store"
-                << (*store == "sqlite" ? " (synchronous " + *sqlite_sync + ")" : "")
-                << (*tls ? ", TLS" : "")
-                << (*auth ? ", tokens" : "") << ", capacity_wait " << *capacity_wait << ", "
-                << *agents << " agents x 8 simulated GPUs, "
-                << finished << "/" << *tasks << " tasks ("
-                << (noop ? "noop executor" : "/bin/true") << ", 1 GPU each) in " << secs
-                << " s\n"
-                << "  throughput            " << rate << " tasks/s (submitted -> finished)\n"
-                << "  submit -> start p50   " << p50 << " ms\n"
-                << "  submit -> start p99   " << p99 << " ms\n"
-                << "  CPU per task          " << (finished > 0 ? cpu_ms / double(finished) : 0.0)
-                << " ms (clients, server and agents: all in this process)\n"
-                << "  bare round trips      " << rpc_limit
-                << " calls/s (GetServerStatus, same clients and server, same run)\n";
-      if (!noop) {
-        std::cout << "  spawn-and-wait limit  " << spawn_limit
-                  << " processes/s (/bin/true, no scheduler, same run)\n";
-      }
-    }
-    if (finished < *tasks) ExitWith(kExitFailure);
-  });
+  }
+  r.secs = std::max<int64_t>(last_finish_ms - t0_ms, 1) / 1000.0;
+  r.p50 = PercentileOf(latency, 50);
+  r.p99 = PercentileOf(latency, 99);
+}
+
+void PrintE2eJson(const E2eFlags& f, const E2eResult& r, bool noop) {
+  const double rate = double(r.finished) / r.secs;
+  nlohmann::json out{{"executor", f.executor},
+                     {"store", f.store},
+                     {"sqlite_synchronous", f.sqlite_sync},
+                     {"capacity_wait", f.capacity_wait},
+                     {"tls", f.tls},
+                     {"auth", f.auth},
+                     {"agents", f.agents},
+                     {"gpus", f.agents * 8},
+                     {"tasks", r.finished},
+                     {"tasks_per_s", rate},
+                     {"submit_to_start_p50_ms", r.p50},
+                     {"submit_to_start_p99_ms", r.p99},
+                     {"submit_errors", r.errors},
+                     {"cpu_ms_per_task", r.finished > 0 ? r.cpu_ms / double(r.finished) : 0.0},
+                     {"rpc_limit_per_s", r.rpc_limit},
+                     {"seconds", r.secs}};
+  if (!noop) out["spawn_limit_per_s"] = r.spawn_limit;
+  std::cout << out.dump() << "\n";
+}
+
+void PrintE2eText(const E2eFlags& f, const E2eResult& r, bool noop) {
+  std::cout << "bench e2e: " << f.store << " store"
+            << (f.store == "sqlite" ? " (synchronous " + f.sqlite_sync + ")" : "")
+            << (f.tls ? ", TLS" : "")
+            << (f.auth ? ", tokens" : "") << ", capacity_wait " << f.capacity_wait << ", "
+            << f.agents << " agents x 8 simulated GPUs, "
+            << r.finished << "/" << f.tasks << " tasks ("
+            << (noop ? "noop executor" : "/bin/true") << ", 1 GPU each) in " << r.secs
+            << " s\n"
+            << "  throughput            " << double(r.finished) / r.secs
+            << " tasks/s (submitted -> finished)\n"
+            << "  submit -> start p50   " << r.p50 << " ms\n"
+            << "  submit -> start p99   " << r.p99 << " ms\n"
+            << "  CPU per task          "
+            << (r.finished > 0 ? r.cpu_ms / double(r.finished) : 0.0)
+            << " ms (clients, server and agents: all in this process)\n"
+            << "  bare round trips      " << r.rpc_limit
+            << " calls/s (GetServerStatus, same clients and server, same run)\n";
+  if (!noop) {
+    std::cout << "  spawn-and-wait limit  " << r.spawn_limit
+              << " processes/s (/bin/true, no scheduler, same run)\n";
+  }
+}
+
+// The tasks through the cluster at `address`, then the transport's limit on the same server.
+E2eResult MeasureE2e(const E2eFlags& f, agent::ExecutorKind kind, const std::string& address,
+                     const rpc::ClientTls& client_tls, const std::string& token) {
+  E2eDriver probe(address, &client_tls, token);
+  Status ready = probe.WaitForNodes(f.agents, 60'000);
+  if (!ready.ok()) Fail(ready);
+  std::vector<std::unique_ptr<E2eDriver>> submitters =
+      Clients(f.clients, address, &client_tls, token);
+  E2eResult r;
+  const double cpu0_ms = ProcessCpuMs();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  r.errors = SubmitE2eTasks(submitters, f.tasks, kind);
+  WaitUntilNoTaskLive(probe, t0);
+  // Clients, server and agents all run in this process: its CPU time over the run, per
+  // task, is what one task costs the whole control plane (the last polls included).
+  r.cpu_ms = ProcessCpuMs() - cpu0_ms;
+  TallyE2eTasks(probe, t0_ms, r);
+  // The transport's limit, measured on the same server once the tasks are done.
+  r.rpc_limit = RpcLimitPerSecond(address, &client_tls, token, f.clients,
+                                  std::min(f.tasks, 20'000));
+  return r;
+}
+
+void RunBenchE2e(const E2eFlags& f) {
+  const agent::ExecutorKind kind = CheckE2eFlags(f);
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("gpusched-bench-e2e-" + std::to_string(getpid())))
+                              .string();
+  LocalClusterOptions o = E2eClusterOptions(f, kind, dir);
+  rpc::ClientTls client_tls;
+  if (f.tls) client_tls = MakeE2eCerts(f.agents, dir, o);
+  if (f.auth) o.server.auth = "token";
+  std::unique_ptr<store::LocalEtcd> etcd = StartE2eStore(f.store, dir, o);
+  auto cluster = LocalCluster::Start(o);
+  if (!cluster.ok()) Fail(cluster.status());
+  const std::string token = E2eAdminToken(f.auth, dir);
+  E2eResult r = MeasureE2e(f, kind, (*cluster)->address(), client_tls, token);
+  (*cluster)->Shutdown();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  const bool noop = kind == agent::ExecutorKind::kNoop;
+  // The same run's bare process limit, after the cluster is gone (nothing else running).
+  r.spawn_limit = noop ? 0 : SpawnLimitPerSecond(std::min(f.tasks, 2000));
+  if (f.json) {
+    PrintE2eJson(f, r, noop);
+  } else {
+    PrintE2eText(f, r, noop);
+  }
+  if (r.finished < f.tasks) ExitWith(kExitFailure);
+}
+
+}  // namespace
+
+void RegisterBenchE2e(CLI::App& bench) {
+  auto f = std::make_shared<E2eFlags>();
+  CLI::App* cmd = bench.add_subcommand("e2e", "Control plane end to end: tasks per second");
+  AddE2eFlags(cmd, *f);
+  cmd->callback([f] { RunBenchE2e(*f); });
 }
 
 }  // namespace gpusched::cli

@@ -46,13 +46,9 @@ void StringMap(JsonWriter& w, std::initializer_list<std::pair<std::string, std::
   w.EndObject();
 }
 
-// A GPU node as kubelet v1.30 and GPU feature discovery publish it.
-std::string NodeObject(int64_t i) {
-  const std::string name = NodeName(i);
-  const std::string gpus = std::to_string(kGpusPerNode);
-  const std::string mem = std::to_string(kGpusPerNode * kGpuMib);
-  JsonWriter w;
-  w.BeginObject().Key("metadata").BeginObject();
+// The node's metadata: name, uid, labels (GPU feature discovery's too), annotations.
+void NodeMetadata(JsonWriter& w, int64_t i, const std::string& name, const std::string& gpus) {
+  w.BeginObject();
   w.Key("name").String(name).Key("uid").String("4f1a8c8e-2a5d-4a9b-b15c-" + std::to_string(100000000000 + i));
   w.Key("resourceVersion").String(std::to_string(48200000 + i));
   w.Key("creationTimestamp").String("2026-04-28T09:02:37Z").Key("labels");
@@ -70,11 +66,12 @@ std::string NodeObject(int64_t i) {
   StringMap(w, {{"node.alpha.kubernetes.io/ttl", "0"},
                 {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}});
   w.EndObject();
-  w.Key("spec").BeginObject().Key("podCIDR").String("172.16.0.0/24");
-  w.Key("taints").BeginArray();
-  StringMap(w, {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}});
-  w.EndArray().EndObject();
-  w.Key("status").BeginObject();
+}
+
+// The node's status: capacity, conditions, addresses, kubelet and images.
+void NodeStatus(JsonWriter& w, int64_t i, const std::string& name, const std::string& gpus,
+                const std::string& mem) {
+  w.BeginObject();
   for (const char* section : {"capacity", "allocatable"}) {
     w.Key(section);
     StringMap(w, {{"cpu", "96"}, {"ephemeral-storage", "7812500000Ki"}, {"hugepages-1Gi", "0"},
@@ -105,7 +102,24 @@ std::string NodeObject(int64_t i) {
   w.Key("images").BeginArray();
   w.Raw(R"({"names":["nvcr.io/nvidia/pytorch@sha256:4f8e2b9a7c1d3e5f6a8b0c2d4e6f8a0b2c4d6e8f0a2b4c6d8e0f2a4b6c8d0e2f","nvcr.io/nvidia/pytorch:24.05-py3"],"sizeBytes":9852347121})");
   w.Raw(R"({"names":["nvcr.io/nvidia/k8s-device-plugin@sha256:0585da349f3cdca29747834e39ada56aed5e23ba363908fc526474d25aa61a75","nvcr.io/nvidia/k8s-device-plugin:v0.15.0"],"sizeBytes":125693442})");
-  w.EndArray().EndObject().EndObject();
+  w.EndArray().EndObject();
+}
+
+// A GPU node as kubelet v1.30 and GPU feature discovery publish it.
+std::string NodeObject(int64_t i) {
+  const std::string name = NodeName(i);
+  const std::string gpus = std::to_string(kGpusPerNode);
+  const std::string mem = std::to_string(kGpusPerNode * kGpuMib);
+  JsonWriter w;
+  w.BeginObject().Key("metadata");
+  NodeMetadata(w, i, name, gpus);
+  w.Key("spec").BeginObject().Key("podCIDR").String("172.16.0.0/24");
+  w.Key("taints").BeginArray();
+  StringMap(w, {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}});
+  w.EndArray().EndObject();
+  w.Key("status");
+  NodeStatus(w, i, name, gpus, mem);
+  w.EndObject();
   return w.Take();
 }
 

@@ -184,6 +184,133 @@ void RunRound(UtilDriver& d, const Options& o, const std::string& kind, Rng& rng
   for (uint64_t id : waiters) (void)d.WaitFor(id, Terminal, budget);
 }
 
+// The server and agent processes of one run.
+struct UtilCluster {
+  ChildProcess server;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+};
+
+void AddUtilizationFlags(CLI::App* cmd, Options& o, bool& json) {
+  cmd->add_flag("--json", json, "Print one JSON object");
+  cmd->add_option("--agents", o.agents, "Agents (nodes dev-1..dev-N)")->capture_default_str();
+  cmd->add_option("--gpus-per-agent", o.gpus, "Simulated GPUs per agent")->capture_default_str();
+  cmd->add_option("--rounds", o.rounds, "Releases (cancel, end, uncordon in turn)")
+      ->capture_default_str();
+  cmd->add_option("--waiters", o.waiters, "One-GPU tasks waiting at each release")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the delays before each release")
+      ->capture_default_str();
+  cmd->add_option("--binary", o.binary,
+                  "The gpusched-full that runs the server and agents (default: this one)");
+}
+
+void CheckUtilizationOptions(const Options& o) {
+  if (o.agents < 2 || o.gpus < 1 || o.rounds < 1 || o.waiters < 1 || o.waiters > o.gpus) {
+    Fail(InvalidArgument("--agents must be >= 2, --gpus-per-agent, --rounds, --waiters >= 1 "
+                         "and --waiters <= --gpus-per-agent (got " +
+                         std::to_string(o.agents) + ", " + std::to_string(o.gpus) + ", " +
+                         std::to_string(o.rounds) + ", " + std::to_string(o.waiters) + ")"));
+  }
+}
+
+// Starts `args` of --binary (default: this executable) as `p`, its output in DIR/log.
+void StartChild(const Options& o, const std::string& dir, ChildProcess& p,
+                const std::vector<std::string>& args, const std::string& log) {
+  Status s = o.binary.empty() ? p.Start(args, dir + "/" + log)
+                              : p.StartProgram(o.binary, args, dir + "/" + log);
+  if (!s.ok()) Fail(s);
+}
+
+// A server at `address` (its default configuration) and agents dev-1..dev-N of simulated GPUs.
+void StartUtilCluster(const Options& o, const std::string& dir, const std::string& address,
+                      UtilCluster& cluster) {
+  StartChild(o, dir, cluster.server,
+             {"server", "--data-dir", dir + "/server", "--listen", address, "--http",
+              "127.0.0.1:" + std::to_string(FreeLoopbackPort())},
+             "server.log");
+  for (int i = 1; i <= o.agents; ++i) {
+    const std::string name = "dev-" + std::to_string(i);
+    cluster.agents.push_back(std::make_unique<ChildProcess>());
+    StartChild(o, dir, *cluster.agents.back(),
+               {"agent", "--server", address, "--name", name, "--gpus",
+                std::to_string(o.gpus) + "x80GiB", "--simulate", "--data-dir", dir + "/" + name,
+                "--listen", "127.0.0.1:0"},
+               name + ".log");
+  }
+}
+
+// Every round, once all agents joined: cancel, end and uncordon in turn.
+Result RunRounds(const std::string& address, const Options& o) {
+  Result r;
+  E2eDriver probe(address);
+  if (Status ready = probe.WaitForNodes(o.agents, 60'000); !ready.ok()) Fail(ready);
+  UtilDriver d(address);
+  Rng rng(o.seed);
+  const char* kinds[] = {"cancel", "end", "uncordon"};
+  for (int round = 0; round < o.rounds; ++round) RunRound(d, o, kinds[round % 3], rng, r);
+  return r;
+}
+
+void PrintUtilizationJson(const Options& o, const Result& r, int64_t t2_ms) {
+  nlohmann::json out{{"binary", o.binary.empty() ? std::string("self") : o.binary},
+                     {"agents", o.agents},
+                     {"gpus_per_agent", o.gpus},
+                     {"rounds", o.rounds},
+                     {"waiters", o.waiters},
+                     {"seed", o.seed},
+                     {"t2_ms", t2_ms},
+                     {"samples", r.samples_ms.size()},
+                     {"not_started", r.not_started},
+                     {"release_to_start_p50_ms", PercentileOf(r.samples_ms, 50)},
+                     {"release_to_start_p99_ms", PercentileOf(r.samples_ms, 99)},
+                     {"gpu_idle_while_waiting_s", r.idle_gpu_ms / 1000.0}};
+  for (const auto& [kind, v] : r.by_kind) {
+    out["release_to_start_p50_ms_" + kind] = PercentileOf(v, 50);
+  }
+  std::cout << out.dump() << "\n";
+}
+
+void PrintUtilizationText(const Options& o, const Result& r, int64_t t2_ms) {
+  std::cout << "bench utilization: server and " << o.agents << " agents x " << o.gpus
+            << " simulated GPUs as processes of "
+            << (o.binary.empty() ? std::string("this binary") : o.binary)
+            << " (server defaults, t2 "
+            << FormatDurationMs(t2_ms) << "), " << o.rounds << " releases, "
+            << o.waiters << " one-GPU waiters each, seed " << o.seed << "\n"
+            << "  release -> start p50     " << PercentileOf(r.samples_ms, 50) << " ms\n"
+            << "  release -> start p99     " << PercentileOf(r.samples_ms, 99) << " ms\n";
+  for (const auto& [kind, v] : r.by_kind) {
+    std::cout << "    " << kind << std::string(10 - std::min<size_t>(9, kind.size()), ' ')
+              << "p50 " << PercentileOf(v, 50) << " ms, max "
+              << *std::max_element(v.begin(), v.end()) << " ms\n";
+  }
+  std::cout << "  GPU idle while waiting   " << r.idle_gpu_ms / 1000.0 << " GPU-s over "
+            << r.samples_ms.size() << " starts (" << r.not_started << " not started)\n";
+}
+
+void RunBenchUtilization(const Options& o, bool json) {
+  CheckUtilizationOptions(o);
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("gpusched-bench-util-" + std::to_string(getpid())))
+                              .string();
+  std::filesystem::create_directories(dir);
+  const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  UtilCluster cluster;
+  StartUtilCluster(o, dir, address, cluster);
+  const core::SchedulerConfig sc;  // the server runs with its defaults
+  const Result r = RunRounds(address, o);
+  for (auto& a : cluster.agents) a->Kill(SIGTERM);
+  cluster.server.Kill(SIGTERM);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (json) {
+    PrintUtilizationJson(o, r, sc.t2_ms);
+  } else {
+    PrintUtilizationText(o, r, sc.t2_ms);
+  }
+  if (r.not_started > 0) ExitWith(kExitFailure);
+}
+
 }  // namespace
 
 void RegisterBenchUtilization(CLI::App& bench) {
@@ -191,103 +318,8 @@ void RegisterBenchUtilization(CLI::App& bench) {
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = bench.add_subcommand(
       "utilization", "GPU idle after a release while tasks wait: release -> start (issue 37)");
-  cmd->add_flag("--json", *json, "Print one JSON object");
-  cmd->add_option("--agents", o->agents, "Agents (nodes dev-1..dev-N)")->capture_default_str();
-  cmd->add_option("--gpus-per-agent", o->gpus, "Simulated GPUs per agent")->capture_default_str();
-  cmd->add_option("--rounds", o->rounds, "Releases (cancel, end, uncordon in turn)")
-      ->capture_default_str();
-  cmd->add_option("--waiters", o->waiters, "One-GPU tasks waiting at each release")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the delays before each release")
-      ->capture_default_str();
-  cmd->add_option("--binary", o->binary,
-                  "The gpusched-full that runs the server and agents (default: this one)");
-  cmd->callback([=] {
-    if (o->agents < 2 || o->gpus < 1 || o->rounds < 1 || o->waiters < 1 ||
-        o->waiters > o->gpus) {
-      Fail(InvalidArgument("--agents must be >= 2, --gpus-per-agent, --rounds, --waiters >= 1 "
-                           "and --waiters <= --gpus-per-agent (got " +
-                           std::to_string(o->agents) + ", " + std::to_string(o->gpus) + ", " +
-                           std::to_string(o->rounds) + ", " + std::to_string(o->waiters) + ")"));
-    }
-    const std::string dir = (std::filesystem::temp_directory_path() /
-                             ("gpusched-bench-util-" + std::to_string(getpid())))
-                                .string();
-    std::filesystem::create_directories(dir);
-    const std::string address = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-    const auto start = [&](ChildProcess& p, const std::vector<std::string>& args,
-                           const std::string& log) {
-      Status s = o->binary.empty() ? p.Start(args, dir + "/" + log)
-                                   : p.StartProgram(o->binary, args, dir + "/" + log);
-      if (!s.ok()) Fail(s);
-    };
-    ChildProcess server;
-    start(server,
-          {"server", "--data-dir", dir + "/server", "--listen", address, "--http",
-           "127.0.0.1:" + std::to_string(FreeLoopbackPort())},
-          "server.log");
-    std::vector<std::unique_ptr<ChildProcess>> agents;
-    for (int i = 1; i <= o->agents; ++i) {
-      const std::string name = "dev-" + std::to_string(i);
-      agents.push_back(std::make_unique<ChildProcess>());
-      start(*agents.back(),
-            {"agent", "--server", address, "--name", name, "--gpus",
-             std::to_string(o->gpus) + "x80GiB", "--simulate", "--data-dir", dir + "/" + name,
-             "--listen", "127.0.0.1:0"},
-            name + ".log");
-    }
-    const core::SchedulerConfig sc;  // the server runs with its defaults
-    Result r;
-    {
-      E2eDriver probe(address);
-      if (Status ready = probe.WaitForNodes(o->agents, 60'000); !ready.ok()) Fail(ready);
-      UtilDriver d(address);
-      Rng rng(o->seed);
-      const char* kinds[] = {"cancel", "end", "uncordon"};
-      for (int round = 0; round < o->rounds; ++round) RunRound(d, *o, kinds[round % 3], rng, r);
-    }
-    for (auto& a : agents) a->Kill(SIGTERM);
-    server.Kill(SIGTERM);
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    const double p50 = PercentileOf(r.samples_ms, 50), p99 = PercentileOf(r.samples_ms, 99);
-    const double idle_s = r.idle_gpu_ms / 1000.0;
-    if (*json) {
-      nlohmann::json out{{"binary", o->binary.empty() ? std::string("self") : o->binary},
-                         {"agents", o->agents},
-                         {"gpus_per_agent", o->gpus},
-                         {"rounds", o->rounds},
-                         {"waiters", o->waiters},
-                         {"seed", o->seed},
-                         {"t2_ms", sc.t2_ms},
-                         {"samples", r.samples_ms.size()},
-                         {"not_started", r.not_started},
-                         {"release_to_start_p50_ms", p50},
-                         {"release_to_start_p99_ms", p99},
-                         {"gpu_idle_while_waiting_s", idle_s}};
-      for (const auto& [kind, v] : r.by_kind) {
-        out["release_to_start_p50_ms_" + kind] = PercentileOf(v, 50);
-      }
-      std::cout << out.dump() << "\n";
-    } else {
-      std::cout << "bench utilization: server and " << o->agents << " agents x " << o->gpus
-                << " simulated GPUs as processes of "
-                << (o->binary.empty() ? std::string("this binary") : o->binary)
-                << " (server defaults, t2 "
-                << FormatDurationMs(sc.t2_ms) << "), " << o->rounds << " releases, "
-                << o->waiters << " one-GPU waiters each, seed " << o->seed << "\n"
-                << "  release -> start p50     " << p50 << " ms\n"
-                << "  release -> start p99     " << p99 << " ms\n";
-      for (const auto& [kind, v] : r.by_kind) {
-        std::cout << "    " << kind << std::string(10 - std::min<size_t>(9, kind.size()), ' ')
-                  << "p50 " << PercentileOf(v, 50) << " ms, max "
-                  << *std::max_element(v.begin(), v.end()) << " ms\n";
-      }
-      std::cout << "  GPU idle while waiting   " << idle_s << " GPU-s over " << r.samples_ms.size()
-                << " starts (" << r.not_started << " not started)\n";
-    }
-    if (r.not_started > 0) ExitWith(kExitFailure);
-  });
+  AddUtilizationFlags(cmd, *o, *json);
+  cmd->callback([o, json] { RunBenchUtilization(*o, *json); });
 }
 
 }  // namespace gpusched::cli

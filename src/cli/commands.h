@@ -22,6 +22,8 @@ void RegisterSim(CLI::App& app);
 void RegisterDemo(CLI::App& app);
 // Client commands: submit, ls, show, logs, cancel, why (task_commands.cc).
 void RegisterTaskCommands(CLI::App& app);
+// `gpusched submit` (submit_command.cc); RegisterTaskCommands registers it first.
+void RegisterSubmit(CLI::App& app);
 // nodes, cordon, uncordon, drain (node_commands.cc).
 void RegisterNodeCommands(CLI::App& app);
 // token create, ls, revoke (token_commands.cc).

@@ -184,92 +184,114 @@ std::string AgentToken(const std::string& file) {
   return token;
 }
 
-void RegisterAgent(CLI::App& app) {
-  auto c = std::make_shared<agent::AgentConfig>();
-  auto executor = std::make_shared<std::string>("process");
-  CLI::App* cmd = app.add_subcommand("agent", "Run a node agent");
-  auto config_file = std::make_shared<std::string>();
-  cmd->add_option("--server", c->server,
+// `agent`'s flags that are not AgentConfig fields (parsed or merged in the callback).
+struct AgentFlags {
+  std::string executor = "process";
+  std::string config_file;
+  std::vector<std::string> labels, taints;
+  std::string health_period = "5m";
+  std::string memory_grace = "30s";
+  std::string token_file;
+  LogFlags log;
+};
+
+// --server through --taint: where the agent reports, and what node it is.
+void AddAgentNodeFlags(CLI::App* cmd, agent::AgentConfig& c, AgentFlags& f) {
+  cmd->add_option("--server", c.server,
                   "Server address, or the comma-separated servers of an HA control plane "
                   "(required, here or in --config)");
-  cmd->add_option("--config", *config_file,
+  cmd->add_option("--config", f.config_file,
                   "Agent configuration YAML: server, name, gpus, listen, data_dir, tls_dir, "
                   "topology, labels, taints (flags given as well win)");
-  cmd->add_option("--name", c->name, "Node name (default: host name)");
-  cmd->add_option("--gpus", c->gpus, "Simulated GPUs when no NVIDIA driver, e.g. 8x80GiB")
+  cmd->add_option("--name", c.name, "Node name (default: host name)");
+  cmd->add_option("--gpus", c.gpus, "Simulated GPUs when no NVIDIA driver, e.g. 8x80GiB")
       ->capture_default_str();
-  cmd->add_option("--listen", c->listen, "Address for the probe daemon and logs")
+  cmd->add_option("--listen", c.listen, "Address for the probe daemon and logs")
       ->capture_default_str();
-  cmd->add_option("--data-dir", c->data_dir,
+  cmd->add_option("--data-dir", c.data_dir,
                   "Directory for task logs and the task journal; keep it across restarts so "
                   "the agent adopts its running tasks; it must be this user's and writable by "
                   "no one else (default: /var/lib/gpusched/agent-NAME as root, else "
                   "$XDG_STATE_HOME/gpusched/agent-NAME)");
-  cmd->add_flag("--simulate", c->simulate, "Simulated GPUs even if NVML is present");
-  auto labels = std::make_shared<std::vector<std::string>>();
-  auto taints = std::make_shared<std::vector<std::string>>();
-  AddRepeatable(cmd, "--label", *labels,
+  cmd->add_flag("--simulate", c.simulate, "Simulated GPUs even if NVML is present");
+  AddRepeatable(cmd, "--label", f.labels,
                 "Node label KEY=VALUE, repeatable; tasks pick nodes by label (submit --selector)");
-  AddRepeatable(cmd, "--taint", *taints,
+  AddRepeatable(cmd, "--taint", f.taints,
                 "Node taint KEY[=VALUE]:EFFECT (NoSchedule, PreferNoSchedule or NoExecute), "
                 "repeatable; only tasks that tolerate it (submit --toleration) are placed here");
-  AddExecutorFlag(cmd, *executor);
-  auto health_period = std::make_shared<std::string>("5m");
-  auto memory_grace = std::make_shared<std::string>("30s");
-  cmd->add_option("--gpu-memory-grace", *memory_grace,
+}
+
+// --executor through --topology: how tasks run and how the GPUs are watched.
+void AddAgentGpuFlags(CLI::App* cmd, agent::AgentConfig& c, AgentFlags& f) {
+  AddExecutorFlag(cmd, f.executor);
+  cmd->add_option("--gpu-memory-grace", f.memory_grace,
                   "How long a task may hold more GPU memory than its share (NVML) before the "
                   "watchdog stops it")
       ->capture_default_str();
-  cmd->add_option("--fault-file", c->fault_file,
+  cmd->add_option("--fault-file", c.fault_file,
                   "Inject GPU faults for tests: lines \"GPU xid CODE\", \"GPU ecc [COUNT]\" or "
                   "\"GPU lost\", read as they are appended");
-  cmd->add_option("--gpu-health-period", *health_period,
+  cmd->add_option("--gpu-health-period", f.health_period,
                   "How long a GPU that had a fault must pass its health checks before it "
                   "takes tasks again")
       ->capture_default_str();
-  cmd->add_option("--topology", c->topology,
+  cmd->add_option("--topology", c.topology,
                   "Simulated GPU interconnect: pcie, nvlink-pairs or nvswitch (default: NVML's; "
                   "none with simulated GPUs)");
-  cmd->add_option("--tls-dir", c->tls_dir,
+}
+
+// --tls-dir through --preload: the agent's identity, and whom and what its tasks run as.
+void AddAgentTrustFlags(CLI::App* cmd, agent::AgentConfig& c, AgentFlags& f) {
+  cmd->add_option("--tls-dir", c.tls_dir,
                   "Mutual TLS to the server: present DIR/NAME.crt and NAME.key (NAME = --name), "
                   "trust DIR/ca.crt (`gpusched certs init DIR --agent NAME`)");
-  auto token_file = std::make_shared<std::string>();
-  cmd->add_option("--token-file", *token_file,
+  cmd->add_option("--token-file", f.token_file,
                   "An agent token for this node (`gpusched token create --agent NAME`), sent "
                   "to a server with --auth token when there is no TLS (default: "
                   "GPUSCHED_TOKEN)");
-  cmd->add_flag("--run-as-self", c->run_as_self,
+  cmd->add_flag("--run-as-self", c.run_as_self,
                 "Even as root, run every task as this agent's user instead of its submitter's "
                 "account (nodes where the submitters have no accounts: containers, tests)");
-  cmd->add_option("--preload", c->preload_path,
+  cmd->add_option("--preload", c.preload_path,
                   "The GPU-memory share library injected into GPU tasks (default: "
                   "libgpusched_preload.so next to gpusched; \"none\" = do not inject)");
-  auto log_flags = std::make_shared<LogFlags>();
-  AddLogFlags(cmd, *log_flags);
-  cmd->callback([c, cmd, config_file, executor, health_period, memory_grace, labels, taints,
-                 token_file, log_flags] {
-    c->token = AgentToken(*token_file);
-    c->labels = LabelFlags(*labels, "--label");
-    c->taints = TaintFlags(*taints, "--taint");
-    if (cmd->count("--server") == 0) c->server.clear();  // no default: say where
-    if (!config_file->empty()) MergeAgentConfigFile(*config_file, cmd, *c);
-    ApplyLogFlags(*log_flags, c->log_level, c->log_format, *config_file);
-    if (c->server.empty()) c->server = GlobalServer();  // `gpusched --server ADDR agent`
-    if (c->server.empty()) {
-      Fail(InvalidArgument("--server: missing; give --server ADDR (or server: in --config)"));
-    }
-    c->executor = ExecutorFrom(*executor);
-    c->gpu_health_period_ms = OrFail(ParseDurationMs(*health_period, "gpu-health-period"));
-    c->gpu_memory_grace_ms = OrFail(ParseDurationMs(*memory_grace, "gpu-memory-grace"));
-    BlockStopSignals();
-    auto a = OrFail(agent::Agent::Start(*c));
-    logging::Info("agent", "serving on " + a->address() + ", data " + a->data_dir(),
-                  logging::NodeF(a->name()));
-    WaitForStopSignal();
-    // Like a kubelet or slurmd restart: the tasks run on under their supervisors, and the
-    // next agent on this data dir adopts them.
-    a->Shutdown(agent::ShutdownMode::kLeaveTasks);
-  });
+}
+
+// The flags over the config file over the defaults; then the agent runs until SIGINT or
+// SIGTERM.
+void RunAgent(agent::AgentConfig& c, const AgentFlags& f, CLI::App* cmd) {
+  c.token = AgentToken(f.token_file);
+  c.labels = LabelFlags(f.labels, "--label");
+  c.taints = TaintFlags(f.taints, "--taint");
+  if (cmd->count("--server") == 0) c.server.clear();  // no default: say where
+  if (!f.config_file.empty()) MergeAgentConfigFile(f.config_file, cmd, c);
+  ApplyLogFlags(f.log, c.log_level, c.log_format, f.config_file);
+  if (c.server.empty()) c.server = GlobalServer();  // `gpusched --server ADDR agent`
+  if (c.server.empty()) {
+    Fail(InvalidArgument("--server: missing; give --server ADDR (or server: in --config)"));
+  }
+  c.executor = ExecutorFrom(f.executor);
+  c.gpu_health_period_ms = OrFail(ParseDurationMs(f.health_period, "gpu-health-period"));
+  c.gpu_memory_grace_ms = OrFail(ParseDurationMs(f.memory_grace, "gpu-memory-grace"));
+  BlockStopSignals();
+  auto a = OrFail(agent::Agent::Start(c));
+  logging::Info("agent", "serving on " + a->address() + ", data " + a->data_dir(),
+                logging::NodeF(a->name()));
+  WaitForStopSignal();
+  // Like a kubelet or slurmd restart: the tasks run on under their supervisors, and the
+  // next agent on this data dir adopts them.
+  a->Shutdown(agent::ShutdownMode::kLeaveTasks);
+}
+
+void RegisterAgent(CLI::App& app) {
+  auto c = std::make_shared<agent::AgentConfig>();
+  auto f = std::make_shared<AgentFlags>();
+  CLI::App* cmd = app.add_subcommand("agent", "Run a node agent");
+  AddAgentNodeFlags(cmd, *c, *f);
+  AddAgentGpuFlags(cmd, *c, *f);
+  AddAgentTrustFlags(cmd, *c, *f);
+  AddLogFlags(cmd, f->log);
+  cmd->callback([c, f, cmd] { RunAgent(*c, *f, cmd); });
 }
 
 void RegisterDev(CLI::App& app) {

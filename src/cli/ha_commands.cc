@@ -52,103 +52,132 @@ struct ServerAnswer {
   v1::ServerStatus status;
 };
 
+// Every server of the list (`--server`, `GPUSCHED_SERVER`, ...), asked for its status.
+std::vector<ServerAnswer> AskEveryServer(const std::string& servers) {
+  std::vector<ServerAnswer> answers;
+  for (const std::string& address : OrFail(ResolveServerList(servers))) {
+    ServerAnswer a;
+    a.address = address;
+    Client c(address);
+    v1::ServerStatusRequest req;
+    Status s = c.Call(
+        [&](grpc::ClientContext& ctx) { return c.stub().GetServerStatus(&ctx, req, &a.status); },
+        3);
+    a.reachable = s.ok();
+    if (!s.ok()) a.error = s.message();
+    answers.push_back(std::move(a));
+  }
+  return answers;
+}
+
+// What the answers say together: the leader ("" = none known) and the server whose view of
+// the store is shown (the leader, else the first that answered; null when none did).
+struct ControlPlaneView {
+  std::string leader;
+  const ServerAnswer* store_from = nullptr;
+  int healthy = 0;  // etcd members that store_from found healthy
+};
+
+ControlPlaneView ViewOf(const std::vector<ServerAnswer>& answers) {
+  ControlPlaneView v;
+  for (const ServerAnswer& a : answers) {
+    if (!a.reachable) continue;
+    if (a.status.role() == "leader") {
+      v.leader = a.status.address();
+      v.store_from = &a;
+    }
+    if (v.leader.empty() && !a.status.leader().empty()) v.leader = a.status.leader();
+    if (v.store_from == nullptr) v.store_from = &a;
+  }
+  if (v.store_from != nullptr) {
+    for (const v1::EtcdMember& m : v.store_from->status.etcd()) v.healthy += m.healthy();
+  }
+  return v;
+}
+
+Json StoreJson(const ControlPlaneView& v) {
+  Json store = Json::object();
+  if (v.store_from == nullptr) return store;
+  const v1::ServerStatus& st = v.store_from->status;
+  store["kind"] = st.store();
+  Json members = Json::array();
+  for (const v1::EtcdMember& m : st.etcd()) {
+    members.push_back({{"endpoint", m.endpoint()},
+                       {"healthy", m.healthy()},
+                       {"raft_leader", m.raft_leader()},
+                       {"version", m.version()},
+                       {"db_size", m.db_size()},
+                       {"error", m.error()}});
+  }
+  store["members"] = members;
+  // etcd needs a majority; a single server's own store is healthy when it answers.
+  store["healthy"] = st.etcd_size() == 0 || v.healthy * 2 > st.etcd_size();
+  if (st.lease_ttl_ms() > 0) store["lease_ttl_ms"] = st.lease_ttl_ms();
+  return store;
+}
+
+void PrintStatusJson(const std::vector<ServerAnswer>& answers, const ControlPlaneView& v) {
+  Json servers = Json::array();
+  for (const ServerAnswer& a : answers) {
+    Json s = {{"address", a.address}, {"reachable", a.reachable}};
+    if (a.reachable) {
+      s["role"] = a.status.role();
+      s["leader"] = a.status.leader();
+      s["http"] = a.status.http();
+      s["detail"] = a.status.detail();
+      s["leader_since_ms"] = a.status.leader_since_ms();
+    } else {
+      s["role"] = "unreachable";
+      s["error"] = a.error;
+    }
+    servers.push_back(s);
+  }
+  std::cout << Json{{"leader", v.leader.empty() ? Json(nullptr) : Json(v.leader)},
+                    {"servers", servers},
+                    {"store", StoreJson(v)}}
+                   .dump()
+            << "\n";
+}
+
+void PrintStatusText(const std::vector<ServerAnswer>& answers, const ControlPlaneView& v) {
+  std::vector<std::vector<std::string>> rows{{"SERVER", "ROLE", "HTTP", "DETAIL"}};
+  for (const ServerAnswer& a : answers) {
+    rows.push_back({a.address, a.reachable ? a.status.role() : "unreachable",
+                    a.reachable ? a.status.http() : "-",
+                    a.reachable ? a.status.detail() : a.error});
+  }
+  PrintTable(std::cout, rows);
+  std::cout << "leader: " << (v.leader.empty() ? "none" : v.leader) << "\n";
+  if (v.store_from == nullptr) return;
+  const v1::ServerStatus& st = v.store_from->status;
+  std::cout << "store:  " << st.store();
+  if (st.etcd_size() > 0) {
+    std::cout << ", " << v.healthy << "/" << st.etcd_size()
+              << " etcd members healthy, lease TTL " << FormatDurationMs(st.lease_ttl_ms());
+  }
+  std::cout << "\n";
+  for (const v1::EtcdMember& m : st.etcd()) {
+    std::cout << "  " << m.endpoint() << "  "
+              << (m.healthy() ? "healthy" : "unhealthy: " + m.error())
+              << (m.raft_leader() ? "  (raft leader)" : "") << "\n";
+  }
+}
+
 void RegisterStatus(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   CLI::App* cmd = app.add_subcommand(
       "status", "The control plane's servers, which one leads, and the store's health");
   AddClientFlags(cmd, *flags);
   cmd->callback([flags] {
-    std::vector<ServerAnswer> answers;
-    for (const std::string& address : OrFail(ResolveServerList(flags->server))) {
-      ServerAnswer a;
-      a.address = address;
-      Client c(address);
-      v1::ServerStatusRequest req;
-      Status s = c.Call(
-          [&](grpc::ClientContext& ctx) { return c.stub().GetServerStatus(&ctx, req, &a.status); },
-          3);
-      a.reachable = s.ok();
-      if (!s.ok()) a.error = s.message();
-      answers.push_back(std::move(a));
-    }
-    std::string leader;
-    const ServerAnswer* store_from = nullptr;
-    for (const ServerAnswer& a : answers) {
-      if (!a.reachable) continue;
-      if (a.status.role() == "leader") {
-        leader = a.status.address();
-        store_from = &a;
-      }
-      if (leader.empty() && !a.status.leader().empty()) leader = a.status.leader();
-      if (store_from == nullptr) store_from = &a;
-    }
-    const bool any = store_from != nullptr;
-    Json store = Json::object();
-    int healthy = 0;
-    if (any) {
-      store["kind"] = store_from->status.store();
-      Json members = Json::array();
-      for (const v1::EtcdMember& m : store_from->status.etcd()) {
-        healthy += m.healthy();
-        members.push_back({{"endpoint", m.endpoint()},
-                           {"healthy", m.healthy()},
-                           {"raft_leader", m.raft_leader()},
-                           {"version", m.version()},
-                           {"db_size", m.db_size()},
-                           {"error", m.error()}});
-      }
-      store["members"] = members;
-      // etcd needs a majority; a single server's own store is healthy when it answers.
-      store["healthy"] = store_from->status.etcd_size() == 0 || healthy * 2 > store_from->status.etcd_size();
-      if (store_from->status.lease_ttl_ms() > 0) store["lease_ttl_ms"] = store_from->status.lease_ttl_ms();
-    }
+    const std::vector<ServerAnswer> answers = AskEveryServer(flags->server);
+    const ControlPlaneView v = ViewOf(answers);
     if (flags->json) {
-      Json servers = Json::array();
-      for (const ServerAnswer& a : answers) {
-        Json s = {{"address", a.address}, {"reachable", a.reachable}};
-        if (a.reachable) {
-          s["role"] = a.status.role();
-          s["leader"] = a.status.leader();
-          s["http"] = a.status.http();
-          s["detail"] = a.status.detail();
-          s["leader_since_ms"] = a.status.leader_since_ms();
-        } else {
-          s["role"] = "unreachable";
-          s["error"] = a.error;
-        }
-        servers.push_back(s);
-      }
-      std::cout << Json{{"leader", leader.empty() ? Json(nullptr) : Json(leader)},
-                        {"servers", servers},
-                        {"store", store}}
-                       .dump()
-                << "\n";
+      PrintStatusJson(answers, v);
     } else {
-      std::vector<std::vector<std::string>> rows{{"SERVER", "ROLE", "HTTP", "DETAIL"}};
-      for (const ServerAnswer& a : answers) {
-        rows.push_back({a.address, a.reachable ? a.status.role() : "unreachable",
-                        a.reachable ? a.status.http() : "-",
-                        a.reachable ? a.status.detail() : a.error});
-      }
-      PrintTable(std::cout, rows);
-      std::cout << "leader: " << (leader.empty() ? "none" : leader) << "\n";
-      if (any) {
-        std::cout << "store:  " << store_from->status.store();
-        if (store_from->status.etcd_size() > 0) {
-          std::cout << ", " << healthy << "/" << store_from->status.etcd_size()
-                    << " etcd members healthy, lease TTL "
-                    << FormatDurationMs(store_from->status.lease_ttl_ms());
-        }
-        std::cout << "\n";
-        for (const v1::EtcdMember& m : store_from->status.etcd()) {
-          std::cout << "  " << m.endpoint() << "  "
-                    << (m.healthy() ? "healthy" : "unhealthy: " + m.error())
-                    << (m.raft_leader() ? "  (raft leader)" : "") << "\n";
-        }
-      }
+      PrintStatusText(answers, v);
     }
-    if (!any) ExitWith(kExitUnavailable);
-    if (leader.empty()) ExitWith(kExitFailure);
+    if (v.store_from == nullptr) ExitWith(kExitUnavailable);
+    if (v.leader.empty()) ExitWith(kExitFailure);
   });
 }
 
@@ -252,6 +281,108 @@ std::map<uint64_t, std::string> WaitTerminal(HaCluster& cluster, const std::set<
       timeout_ms);
 }
 
+// What a failover run found, once every acknowledged task ended.
+struct FailoverReport {
+  std::vector<double> failover_ms;  // kill -> first acknowledgement after it, per kill
+  size_t acknowledged = 0;
+  Outcomes outcomes;
+  LedgerCheck ledger;
+  int64_t unacknowledged = 0;
+  double seconds = 0;
+};
+
+// Kills the leader `kills` times, 1 s apart, and measures each failover: until the first
+// submission acknowledged after the kill (a new leader is elected, has restored the state
+// from etcd, and stores new work). Each killed server comes back as a standby.
+std::vector<double> KillLeaders(HaCluster& cluster, HaSubmitter& submitter,
+                                const FailoverOptions& o, const fs::path& dir) {
+  std::vector<double> failover_ms;
+  for (int k = 0; k < o.kills; ++k) {
+    Sleep(1'000);  // work goes on under this leader
+    auto leader = cluster.WaitForLeader(30'000);
+    if (!leader.ok()) Fail(leader.status());
+    const auto killed_at = std::chrono::steady_clock::now();
+    cluster.server(*leader).Kill(SIGKILL);
+    std::optional<SteadyTime> ack;
+    while (!(ack = submitter.FirstAckAfter(killed_at)) &&
+           std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(60)) {
+      Sleep(5);
+    }
+    if (!ack) {
+      Fail(Unavailable("no submission was acknowledged within 60 s of a leader kill (logs in " +
+                       dir.string() + ")"));
+    }
+    failover_ms.push_back(MsSince(killed_at, *ack));
+    if (!o.json) {
+      std::cerr << "bench failover: kill " << k + 1 << "/" << o.kills << ": leader "
+                << cluster.server_address(*leader) << " kill -9, new leader storing work after "
+                << static_cast<int64_t>(failover_ms.back()) << " ms\n";
+    }
+    if (Status s = cluster.StartServer(*leader); !s.ok()) Fail(s);  // back as a standby
+  }
+  return failover_ms;
+}
+
+// A 3-server HA cluster in `dir` under load from one submitter while its leaders are killed;
+// then every acknowledged task is waited for and the ledger checked.
+FailoverReport RunFailover(const FailoverOptions& o, const fs::path& dir) {
+  HaClusterOptions co;
+  co.dir = dir;
+  co.lease_ttl_s = o.lease_ttl_s;
+  co.gpus = "2x16GiB";
+  HaCluster cluster(co);
+  if (Status s = cluster.Start(); !s.ok()) Fail(s);
+  fs::create_directories(dir / "ledger");
+  HaSubmitter submitter(cluster.servers(), dir / "ledger", o.seed);
+  LoadThread load(submitter);  // stops and joins even when Fail() throws
+  FailoverReport r;
+  const auto t_start = std::chrono::steady_clock::now();
+  r.failover_ms = KillLeaders(cluster, submitter, o, dir);
+  load.Stop();
+  const std::set<uint64_t> acked = submitter.acknowledged();
+  const auto state = WaitTerminal(cluster, acked, 120'000);
+  cluster.KillAll();
+  r.seconds = MsSince(t_start, std::chrono::steady_clock::now()) / 1000;
+  r.ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
+  r.outcomes = CountOutcomes(acked, state);
+  r.acknowledged = acked.size();
+  r.unacknowledged = submitter.unacknowledged();
+  return r;
+}
+
+void PrintFailover(const FailoverOptions& o, const FailoverReport& r) {
+  const double p50 = PercentileOf(r.failover_ms, 50), p99 = PercentileOf(r.failover_ms, 99);
+  const double max = *std::max_element(r.failover_ms.begin(), r.failover_ms.end());
+  if (o.json) {
+    std::cout << Json{{"kills", o.kills},
+                      {"seed", o.seed},
+                      {"lease_ttl_s", o.lease_ttl_s},
+                      {"failover_p50_ms", p50},
+                      {"failover_p99_ms", p99},
+                      {"failover_max_ms", max},
+                      {"acknowledged", r.acknowledged},
+                      {"lost", r.outcomes.lost},
+                      {"completed_twice", r.ledger.completed_twice},
+                      {"overcommits", r.ledger.overcommits},
+                      {"succeeded", r.outcomes.succeeded},
+                      {"failed", r.outcomes.failed},
+                      {"unacknowledged", r.unacknowledged},
+                      {"seconds", r.seconds}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  std::cout << "bench failover: " << o.kills << " leader kill -9s, lease TTL " << o.lease_ttl_s
+            << " s, " << r.seconds << " s, seed " << o.seed << "\n"
+            << "  failover p50 / p99 / max   " << static_cast<int64_t>(p50) << " / "
+            << static_cast<int64_t>(p99) << " / " << static_cast<int64_t>(max) << " ms\n"
+            << "  acknowledged      " << r.acknowledged << " (" << r.outcomes.succeeded
+            << " succeeded, " << r.outcomes.failed << " failed)\n"
+            << "  lost              " << r.outcomes.lost << "\n"
+            << "  completed twice   " << r.ledger.completed_twice << "\n"
+            << "  GPU overcommits   " << r.ledger.overcommits << "\n";
+}
+
 void RegisterBenchFailover(CLI::App& bench) {
   auto o = std::make_shared<FailoverOptions>();
   auto seed = std::make_shared<int64_t>(-1);
@@ -271,82 +402,12 @@ void RegisterBenchFailover(CLI::App& bench) {
     if (!o->json) std::cerr << "bench failover: seed " << o->seed << "\n";
     const fs::path dir = fs::temp_directory_path() / ("gpusched-failover-" + std::to_string(getpid()));
     fs::remove_all(dir);
-    HaClusterOptions co;
-    co.dir = dir;
-    co.lease_ttl_s = o->lease_ttl_s;
-    co.gpus = "2x16GiB";
-    HaCluster cluster(co);
-    if (Status s = cluster.Start(); !s.ok()) Fail(s);
-    fs::create_directories(dir / "ledger");
-    HaSubmitter submitter(cluster.servers(), dir / "ledger", o->seed);
-    LoadThread load(submitter);  // stops and joins even when Fail() throws
-    std::vector<double> failover_ms;
-    const auto t_start = std::chrono::steady_clock::now();
-    for (int k = 0; k < o->kills; ++k) {
-      Sleep(1'000);  // work goes on under this leader
-      auto leader = cluster.WaitForLeader(30'000);
-      if (!leader.ok()) Fail(leader.status());
-      const auto killed_at = std::chrono::steady_clock::now();
-      cluster.server(*leader).Kill(SIGKILL);
-      // Failover ends at the first submission acknowledged after the kill: a new leader is
-      // elected, has restored the state from etcd, and stores new work.
-      std::optional<SteadyTime> ack;
-      while (!(ack = submitter.FirstAckAfter(killed_at)) &&
-             std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(60)) {
-        Sleep(5);
-      }
-      if (!ack) {
-        Fail(Unavailable("no submission was acknowledged within 60 s of a leader kill (logs in " +
-                         dir.string() + ")"));
-      }
-      failover_ms.push_back(MsSince(killed_at, *ack));
-      if (!o->json) {
-        std::cerr << "bench failover: kill " << k + 1 << "/" << o->kills << ": leader "
-                  << cluster.server_address(*leader) << " kill -9, new leader storing work after "
-                  << static_cast<int64_t>(failover_ms.back()) << " ms\n";
-      }
-      if (Status s = cluster.StartServer(*leader); !s.ok()) Fail(s);  // back as a standby
-    }
-    load.Stop();
-    const std::set<uint64_t> acked = submitter.acknowledged();
-    const auto state = WaitTerminal(cluster, acked, 120'000);
-    cluster.KillAll();
-    const double seconds = MsSince(t_start, std::chrono::steady_clock::now()) / 1000;
-    const LedgerCheck ledger = CheckLedger(dir / "ledger", kLedgerGpuMib);
-    const Outcomes outcomes = CountOutcomes(acked, state);
-    const int64_t lost = outcomes.lost, succeeded = outcomes.succeeded, failed = outcomes.failed;
-    const double p50 = PercentileOf(failover_ms, 50), p99 = PercentileOf(failover_ms, 99);
-    const double max = *std::max_element(failover_ms.begin(), failover_ms.end());
+    const FailoverReport r = RunFailover(*o, dir);
     if (!o->keep) fs::remove_all(dir);
-    if (o->json) {
-      std::cout << Json{{"kills", o->kills},
-                        {"seed", o->seed},
-                        {"lease_ttl_s", o->lease_ttl_s},
-                        {"failover_p50_ms", p50},
-                        {"failover_p99_ms", p99},
-                        {"failover_max_ms", max},
-                        {"acknowledged", acked.size()},
-                        {"lost", lost},
-                        {"completed_twice", ledger.completed_twice},
-                        {"overcommits", ledger.overcommits},
-                        {"succeeded", succeeded},
-                        {"failed", failed},
-                        {"unacknowledged", submitter.unacknowledged()},
-                        {"seconds", seconds}}
-                       .dump()
-                << "\n";
-    } else {
-      std::cout << "bench failover: " << o->kills << " leader kill -9s, lease TTL "
-                << o->lease_ttl_s << " s, " << seconds << " s, seed " << o->seed << "\n"
-                << "  failover p50 / p99 / max   " << static_cast<int64_t>(p50) << " / "
-                << static_cast<int64_t>(p99) << " / " << static_cast<int64_t>(max) << " ms\n"
-                << "  acknowledged      " << acked.size() << " (" << succeeded << " succeeded, "
-                << failed << " failed)\n"
-                << "  lost              " << lost << "\n"
-                << "  completed twice   " << ledger.completed_twice << "\n"
-                << "  GPU overcommits   " << ledger.overcommits << "\n";
+    PrintFailover(*o, r);
+    if (r.outcomes.lost != 0 || r.ledger.completed_twice != 0 || r.ledger.overcommits != 0) {
+      ExitWith(kExitFailure);
     }
-    if (lost != 0 || ledger.completed_twice != 0 || ledger.overcommits != 0) ExitWith(kExitFailure);
   });
 }
 

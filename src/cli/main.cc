@@ -53,13 +53,9 @@ int Finish(int code) {
   std::_Exit(code);
 }
 
-}  // namespace
-
-int main(int argc, char** raw_argv) {
-  // `gpusched --json ls` reads as `gpusched ls --json` from here on (full_binary.h).
-  std::vector<char*> reordered = gpusched::cli::WithJsonAfterTheCommand(argc, raw_argv);
-  char** argv = reordered.data();
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
+// gRPC and Abseil as this process wants them, before any channel or server exists.
+void ConfigureGrpc() {
   // Debian's Abseil is built with its debug-mode deadlock detector on: every lock of gRPC's
   // mutexes updated a global lock graph, ~3% of the server's CPU under load. Lock order is
   // checked by our ThreadSanitizer runs instead.
@@ -77,16 +73,13 @@ int main(int argc, char** raw_argv) {
     gpusched::rpc::InstallGrpcLogSink();
 #endif
   }
+}
 #endif
-  CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "gpusched " GPUSCHED_VERSION);  // CMake project()
-#ifdef GPUSCHED_HAVE_CONTROL_PLANE
-  // Global: `gpusched --ca FILE --server ADDR ls`; every client command also takes both after
-  // its name.
-  gpusched::cli::AddGlobalClientFlags(&app);
-#endif
+
 #ifdef GPUSCHED_CLIENT_ONLY
+// The client binary (full_binary.h): the commands that talk to a server, and nothing else;
+// every other command, and the full --help, is the whole binary's.
+void RegisterClientCommands(CLI::App& app) {
   if (!kSanitized) {
     // One malloc arena for every thread: a short-lived client gains nothing from one per
     // thread, and each of gRPC's 5 threads made one of its own (a 64 MiB mapping) on its
@@ -94,17 +87,14 @@ int main(int argc, char** raw_argv) {
     mallopt(M_ARENA_MAX, 1);
     gpusched::cli::KeepChannelsUntilExit();  // Finish ends the process with std::_Exit
   }
-  // The client binary (full_binary.h): the commands that talk to a server, and nothing else;
-  // every other command, and the full --help, is the whole binary's.
   gpusched::cli::RegisterTaskCommands(app);
   gpusched::cli::RegisterNodeCommands(app);
   gpusched::cli::RegisterTokenCommands(app);
   gpusched::cli::RegisterQuotaCommands(app);
-  if (!gpusched::cli::HandledByClientBinary(app, argc, argv)) {
-    return gpusched::cli::ExecFullBinary(argv);
-  }
+}
 #else
-
+// Every command of the whole binary, `bench` and its suites among them, in --help's order.
+void RegisterEveryCommand(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Run a benchmark suite");
   bench->require_subcommand(1);
 #ifdef GPUSCHED_HAVE_CORE
@@ -138,26 +128,57 @@ int main(int argc, char** raw_argv) {
   gpusched::cli::RegisterBenchSoak(*bench);
   gpusched::cli::RegisterHaCommands(app, *bench);
 #endif
+}
 #endif  // GPUSCHED_CLIENT_ONLY
 
-#ifdef GPUSCHED_HAVE_CONTROL_PLANE
-  // Held to the end: a client's channel going away does not shut gRPC down (Finish).
-  grpc_init();
-#endif
+// Parses the command line, which runs the command: its exit code.
+int ParseAndRun(CLI::App& app, int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const auto end = std::find(args.begin(), args.end(), "--");  // the task's own words follow
   gpusched::cli::SetJsonErrors(std::find(args.begin(), end, "--json") != end);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // a command ended with its own exit code
-    return Finish(e.get_exit_code());
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return Finish(app.exit(e));  // --help, --version
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     gpusched::cli::PrintError(
         args.empty() ? "missing command (see gpusched --help)"
                      : gpusched::cli::DescribeParseError(app, args, e),
         gpusched::cli::kExitUsage);
-    return Finish(gpusched::cli::kExitUsage);
+    return gpusched::cli::kExitUsage;
   }
-  return Finish(gpusched::cli::kExitOk);
+  return gpusched::cli::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** raw_argv) {
+  // `gpusched --json ls` reads as `gpusched ls --json` from here on (full_binary.h).
+  std::vector<char*> reordered = gpusched::cli::WithJsonAfterTheCommand(argc, raw_argv);
+  char** argv = reordered.data();
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  ConfigureGrpc();
+#endif
+  CLI::App app{"gpusched: a GPU cluster scheduler", "gpusched"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gpusched " GPUSCHED_VERSION);  // CMake project()
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  // Global: `gpusched --ca FILE --server ADDR ls`; every client command also takes both after
+  // its name.
+  gpusched::cli::AddGlobalClientFlags(&app);
+#endif
+#ifdef GPUSCHED_CLIENT_ONLY
+  RegisterClientCommands(app);
+  if (!gpusched::cli::HandledByClientBinary(app, argc, argv)) {
+    return gpusched::cli::ExecFullBinary(argv);
+  }
+#else
+  RegisterEveryCommand(app);
+#endif
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  // Held to the end: a client's channel going away does not shut gRPC down (Finish).
+  grpc_init();
+#endif
+  return Finish(ParseAndRun(app, argc, argv));
 }

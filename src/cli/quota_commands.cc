@@ -69,13 +69,59 @@ std::string GrantText(const v1::TeamQuotaStatus& t) {
   return t.granted_priority().empty() ? "any" : t.granted_priority();
 }
 
-void RegisterQuota(CLI::App& app) {
-  CLI::App* quota = app.add_subcommand("quota", "Team GPU quotas with borrowing (admin)");
-  quota->require_subcommand(1);
+// The SetQuota request of `quota set`: the whole quota with --gpus, else only the grant.
+v1::SetQuotaRequest QuotaSetRequest(const QuotaSetFlags& f, CLI::App* set) {
+  v1::SetQuotaRequest req;
+  v1::TeamQuota* q = req.mutable_quota();
+  q->set_team(f.team);
+  const bool grant_only = !set->count("--gpus");
+  if (grant_only && !set->count("--max-priority")) {
+    Fail(InvalidArgument("--gpus: required (or --max-priority CLASS to change only the "
+                         "team's priority grant)"));
+  }
+  if (grant_only && (set->count("--gpu-mem") || set->count("--borrow"))) {
+    Fail(InvalidArgument("--gpu-mem and --borrow need --gpus (the whole quota is set)"));
+  }
+  if (set->count("--max-priority") && f.max_priority.empty()) {
+    Fail(InvalidArgument("--max-priority: \"\" is not a class (a class name, or none)"));
+  }
+  req.set_keep_guarantee(grant_only);
+  q->set_max_priority(f.max_priority);
+  if (!grant_only) {
+    q->set_guaranteed_gpus(OrFail(core::ParseGpuCount(f.gpus, "--gpus", false)));
+    if (set->count("--gpu-mem")) {
+      q->set_guaranteed_gpu_mem_mib(OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem")));
+    }
+    q->set_borrow_gpus(OrFail(core::ParseGpuCount(f.borrow, "--borrow", true)));
+  }
+  return req;
+}
 
+void PrintQuotaSet(const v1::TeamQuota& r, bool json) {
+  if (json) {
+    std::cout << nlohmann::json{{"team", r.team()},
+                                {"guaranteed_gpus", r.guaranteed_gpus()},
+                                {"guaranteed_gpu_mem_mib", r.guaranteed_gpu_mem_mib()},
+                                {"borrow_gpus", r.borrow_gpus()},
+                                {"max_priority", r.max_priority()}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  std::cout << "team " << r.team() << ": " << r.guaranteed_gpus() << " GPUs guaranteed"
+            << (r.guaranteed_gpu_mem_mib() > 0
+                    ? " (" + FormatSizeMiB(r.guaranteed_gpu_mem_mib()) + " GPU memory)"
+                    : std::string())
+            << ", borrows up to " << BorrowText(r.borrow_gpus()) << " more"
+            << (r.max_priority().empty() ? std::string()
+                                         : ", priority up to " + r.max_priority())
+            << "\n";
+}
+
+void RegisterQuotaSet(CLI::App& quota) {
   auto flags = std::make_shared<ClientFlags>();
   auto f = std::make_shared<QuotaSetFlags>();
-  CLI::App* set = quota->add_subcommand(
+  CLI::App* set = quota.add_subcommand(
       "set", "Set a team's guaranteed GPUs (and GPU memory) and how many more it may borrow");
   AddClientFlags(set, *flags);
   set->add_option("TEAM", f->team, "Team name")->required();
@@ -88,57 +134,19 @@ void RegisterQuota(CLI::App& app) {
                   "Highest priority class the team may submit (e.g. high; none = the "
                   "server's default grant). Without --gpus only the grant changes");
   set->callback([flags, f, set] {
-    v1::SetQuotaRequest req;
-    v1::TeamQuota* q = req.mutable_quota();
-    q->set_team(f->team);
-    const bool grant_only = !set->count("--gpus");
-    if (grant_only && !set->count("--max-priority")) {
-      Fail(InvalidArgument("--gpus: required (or --max-priority CLASS to change only the "
-                           "team's priority grant)"));
-    }
-    if (grant_only && (set->count("--gpu-mem") || set->count("--borrow"))) {
-      Fail(InvalidArgument("--gpu-mem and --borrow need --gpus (the whole quota is set)"));
-    }
-    if (set->count("--max-priority") && f->max_priority.empty()) {
-      Fail(InvalidArgument("--max-priority: \"\" is not a class (a class name, or none)"));
-    }
-    req.set_keep_guarantee(grant_only);
-    q->set_max_priority(f->max_priority);
-    if (!grant_only) {
-      q->set_guaranteed_gpus(OrFail(core::ParseGpuCount(f->gpus, "--gpus", false)));
-      if (set->count("--gpu-mem")) {
-        q->set_guaranteed_gpu_mem_mib(OrFail(ParseSizeMiB(f->gpu_mem, "--gpu-mem")));
-      }
-      q->set_borrow_gpus(OrFail(core::ParseGpuCount(f->borrow, "--borrow", true)));
-    }
+    const v1::SetQuotaRequest req = QuotaSetRequest(*f, set);
     Client c(flags->server);
     v1::SetQuotaResponse resp;
     Status s =
         c.Call([&](grpc::ClientContext& ctx) { return c.stub().SetQuota(&ctx, req, &resp); });
     if (!s.ok()) Fail(s);
-    const v1::TeamQuota& r = resp.quota();
-    if (flags->json) {
-      std::cout << nlohmann::json{{"team", r.team()},
-                                  {"guaranteed_gpus", r.guaranteed_gpus()},
-                                  {"guaranteed_gpu_mem_mib", r.guaranteed_gpu_mem_mib()},
-                                  {"borrow_gpus", r.borrow_gpus()},
-                                  {"max_priority", r.max_priority()}}
-                       .dump()
-                << "\n";
-      return;
-    }
-    std::cout << "team " << r.team() << ": " << r.guaranteed_gpus() << " GPUs guaranteed"
-              << (r.guaranteed_gpu_mem_mib() > 0
-                      ? " (" + FormatSizeMiB(r.guaranteed_gpu_mem_mib()) + " GPU memory)"
-                      : std::string())
-              << ", borrows up to " << BorrowText(r.borrow_gpus()) << " more"
-              << (r.max_priority().empty() ? std::string()
-                                           : ", priority up to " + r.max_priority())
-              << "\n";
+    PrintQuotaSet(resp.quota(), flags->json);
   });
+}
 
+void RegisterQuotaLs(CLI::App& quota) {
   auto ls_flags = std::make_shared<ClientFlags>();
-  CLI::App* ls = quota->add_subcommand("ls", "Teams: quota, GPUs in use, borrowed, pending");
+  CLI::App* ls = quota.add_subcommand("ls", "Teams: quota, GPUs in use, borrowed, pending");
   AddClientFlags(ls, *ls_flags);
   ls->callback([ls_flags] {
     const auto resp = CallOrFail<v1::ListQuotasResponse>(
@@ -164,9 +172,73 @@ void RegisterQuota(CLI::App& app) {
   });
 }
 
+// `quota set` and `quota ls`.
+void RegisterQuota(CLI::App& app) {
+  CLI::App* quota = app.add_subcommand("quota", "Team GPU quotas with borrowing (admin)");
+  quota->require_subcommand(1);
+  RegisterQuotaSet(*quota);
+  RegisterQuotaLs(*quota);
+}
+
 struct AcctFlags {
   std::string user, team, since = "30d", until;
 };
+
+// The window and filters of `acct`; --since and --until relative to now.
+v1::AccountingRequest AccountingRequestFrom(const AcctFlags& f) {
+  const int64_t now = WallNowMs();
+  v1::AccountingRequest req;
+  req.set_user(f.user);
+  req.set_team(f.team);
+  req.set_since_ms(OrFail(ParseTimePointMs(f.since, "--since", now)));
+  req.set_until_ms(f.until.empty() ? now : OrFail(ParseTimePointMs(f.until, "--until", now)));
+  if (req.since_ms() >= req.until_ms()) {
+    Fail(InvalidArgument("--since: \"" + f.since + "\" is not before --until (\"" +
+                         (f.until.empty() ? std::string("now") : f.until) + "\")"));
+  }
+  return req;
+}
+
+nlohmann::json AccountingRowJson(const v1::AccountingRow& r) {
+  nlohmann::json j = {{"team", r.team()},
+                      {"gpu_hours", r.gpu_hours()},
+                      {"gpu_mem_gib_hours", r.gpu_mem_gib_hours()},
+                      {"tasks", r.tasks()}};
+  if (!r.user().empty()) j["user"] = r.user();
+  return j;
+}
+
+std::string HoursText(double h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", h);
+  return std::string(buf);
+}
+
+void PrintAccounting(const v1::AccountingResponse& resp, bool json) {
+  if (json) {
+    nlohmann::json users = nlohmann::json::array(), teams = nlohmann::json::array();
+    for (const v1::AccountingRow& r : resp.users()) users.push_back(AccountingRowJson(r));
+    for (const v1::AccountingRow& r : resp.teams()) teams.push_back(AccountingRowJson(r));
+    std::cout << nlohmann::json{{"since_ms", resp.since_ms()},
+                                {"until_ms", resp.until_ms()},
+                                {"users", users},
+                                {"teams", teams}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"TEAM", "USER", "GPU-HOURS", "GPU-MEM GiB-HOURS", "TASKS"}};
+  for (const v1::AccountingRow& r : resp.users()) {
+    rows.push_back({r.team(), r.user(), HoursText(r.gpu_hours()),
+                    HoursText(r.gpu_mem_gib_hours()), std::to_string(r.tasks())});
+  }
+  for (const v1::AccountingRow& r : resp.teams()) {
+    rows.push_back({r.team(), "(all)", HoursText(r.gpu_hours()),
+                    HoursText(r.gpu_mem_gib_hours()), std::to_string(r.tasks())});
+  }
+  PrintTable(std::cout, rows);
+}
 
 void RegisterAcct(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
@@ -181,57 +253,13 @@ void RegisterAcct(CLI::App& app) {
                   "(default 30d)");
   cmd->add_option("--until", f->until, "End, in the same forms (default now)");
   cmd->callback([flags, f] {
-    const int64_t now = WallNowMs();
-    v1::AccountingRequest req;
-    req.set_user(f->user);
-    req.set_team(f->team);
-    req.set_since_ms(OrFail(ParseTimePointMs(f->since, "--since", now)));
-    req.set_until_ms(f->until.empty() ? now : OrFail(ParseTimePointMs(f->until, "--until", now)));
-    if (req.since_ms() >= req.until_ms()) {
-      Fail(InvalidArgument("--since: \"" + f->since + "\" is not before --until (\"" +
-                           (f->until.empty() ? std::string("now") : f->until) + "\")"));
-    }
+    const v1::AccountingRequest req = AccountingRequestFrom(*f);
     Client c(flags->server);
     v1::AccountingResponse resp;
     Status s =
         c.Call([&](grpc::ClientContext& ctx) { return c.stub().GetAccounting(&ctx, req, &resp); });
     if (!s.ok()) Fail(s);
-    auto row_json = [](const v1::AccountingRow& r) {
-      nlohmann::json j = {{"team", r.team()},
-                          {"gpu_hours", r.gpu_hours()},
-                          {"gpu_mem_gib_hours", r.gpu_mem_gib_hours()},
-                          {"tasks", r.tasks()}};
-      if (!r.user().empty()) j["user"] = r.user();
-      return j;
-    };
-    if (flags->json) {
-      nlohmann::json users = nlohmann::json::array(), teams = nlohmann::json::array();
-      for (const v1::AccountingRow& r : resp.users()) users.push_back(row_json(r));
-      for (const v1::AccountingRow& r : resp.teams()) teams.push_back(row_json(r));
-      std::cout << nlohmann::json{{"since_ms", resp.since_ms()},
-                                  {"until_ms", resp.until_ms()},
-                                  {"users", users},
-                                  {"teams", teams}}
-                       .dump()
-                << "\n";
-      return;
-    }
-    auto hours = [](double h) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.2f", h);
-      return std::string(buf);
-    };
-    std::vector<std::vector<std::string>> rows{
-        {"TEAM", "USER", "GPU-HOURS", "GPU-MEM GiB-HOURS", "TASKS"}};
-    for (const v1::AccountingRow& r : resp.users()) {
-      rows.push_back({r.team(), r.user(), hours(r.gpu_hours()), hours(r.gpu_mem_gib_hours()),
-                      std::to_string(r.tasks())});
-    }
-    for (const v1::AccountingRow& r : resp.teams()) {
-      rows.push_back({r.team(), "(all)", hours(r.gpu_hours()), hours(r.gpu_mem_gib_hours()),
-                      std::to_string(r.tasks())});
-    }
-    PrintTable(std::cout, rows);
+    PrintAccounting(resp, flags->json);
   });
 }
 

@@ -94,45 +94,49 @@ void ApplyServerConfig(const std::string& path, sim::SimOptions& options, sim::R
   info.placement = "from --config";
 }
 
-void RunSim(const SimFlags& f) {
-  PrepareOutDir(f.out);
-  sim::RunInfo info;
-  sim::Trace trace;
+// The jobs to replay: a synthetic workload (--synthetic N) or the --trace file.
+sim::Trace LoadSimTrace(const SimFlags& f, sim::RunInfo& info) {
   if (f.synthetic_jobs > 0) {
     Rng rng(f.seed.value_or(Rng::FreshSeed()));
     std::cerr << "gpusched sim: synthetic workload, " << f.synthetic_jobs << " jobs, seed "
               << rng.seed() << "\n";
-    trace = sim::GenerateSyntheticTrace({f.synthetic_jobs, f.arrivals_per_hour}, rng);
+    sim::Trace trace = sim::GenerateSyntheticTrace({f.synthetic_jobs, f.arrivals_per_hour}, rng);
     info.synthetic = true;
     info.seed = rng.seed();
     info.trace = "synthetic";
     info.format = "synthetic";
-  } else {
-    if (f.trace.empty()) Fail("--trace FILE is required (or --synthetic N)", kExitUsage);
-    const sim::TraceFormat format = OrFail(sim::ParseTraceFormat(f.format));
-    StatusOr<sim::Trace> loaded = sim::LoadTrace(f.trace, format, {f.skip_bad_lines});
-    if (!loaded.ok() && format != sim::TraceFormat::kCsv &&
-        sim::LoadTrace(f.trace, sim::TraceFormat::kCsv, {}).ok()) {
-      Fail(loaded.status().message() + " (the file reads as a plain CSV trace: use --format csv)",
-           kExitUsage);
-    }
-    trace = OrFail(std::move(loaded), kExitUsage);  // a missing or unreadable file too
-    info.trace = f.trace;
-    info.format = f.format;
-    info.skipped_lines = trace.skipped_lines;
-    if (trace.skipped_lines > 0) {
-      std::cerr << "gpusched sim: skipped " << trace.skipped_lines
-                << " bad lines; the first: " << trace.first_skipped_error << "\n";
-    }
+    return trace;
   }
-  std::vector<core::NodeSpec> nodes;
+  if (f.trace.empty()) Fail("--trace FILE is required (or --synthetic N)", kExitUsage);
+  const sim::TraceFormat format = OrFail(sim::ParseTraceFormat(f.format));
+  StatusOr<sim::Trace> loaded = sim::LoadTrace(f.trace, format, {f.skip_bad_lines});
+  if (!loaded.ok() && format != sim::TraceFormat::kCsv &&
+      sim::LoadTrace(f.trace, sim::TraceFormat::kCsv, {}).ok()) {
+    Fail(loaded.status().message() + " (the file reads as a plain CSV trace: use --format csv)",
+         kExitUsage);
+  }
+  sim::Trace trace = OrFail(std::move(loaded), kExitUsage);  // a missing or unreadable file too
+  info.trace = f.trace;
+  info.format = f.format;
+  info.skipped_lines = trace.skipped_lines;
+  if (trace.skipped_lines > 0) {
+    std::cerr << "gpusched sim: skipped " << trace.skipped_lines
+              << " bad lines; the first: " << trace.first_skipped_error << "\n";
+  }
+  return trace;
+}
+
+// The simulated nodes: the --nodes list, else the uniform --cluster (default 100x8).
+std::vector<core::NodeSpec> SimNodes(const SimFlags& f, sim::RunInfo& info) {
   if (!f.nodes.empty()) {
-    nodes = OrFail(sim::LoadNodeList(f.nodes), kExitUsage);
     info.cluster = f.nodes;
-  } else {
-    info.cluster = f.cluster.empty() ? "100x8" : f.cluster;
-    nodes = OrFail(sim::ParseClusterSpec(info.cluster));
+    return OrFail(sim::LoadNodeList(f.nodes), kExitUsage);
   }
+  info.cluster = f.cluster.empty() ? "100x8" : f.cluster;
+  return OrFail(sim::ParseClusterSpec(info.cluster));
+}
+
+sim::SimOptions SimOptionsFrom(const SimFlags& f, sim::RunInfo& info) {
   sim::SimOptions options;
   options.policy = OrFail(sim::ParsePolicy(f.policy));
   options.placement = OrFail(sim::ParsePlacementPolicy(f.placement));
@@ -157,14 +161,11 @@ void RunSim(const SimFlags& f) {
   info.policy = f.policy;
   info.placement = f.placement;
   if (!f.config.empty()) ApplyServerConfig(f.config, options, info);
+  return options;
+}
 
-  // The real clock times the replay itself, for the report only; the replay runs on its own
-  // simulated clock.
-  RealClock wall;
-  const int64_t started_ns = wall.NowNs();
-  const sim::SimResult result = OrFail(sim::RunSimulation(trace, nodes, options));
-  info.wall_s = static_cast<double>(wall.NowNs() - started_ns) / 1e9;
-
+// The report on stdout (JSON or the table, with --by-team its per-team lines), then --out.
+void ReportSim(const SimFlags& f, const sim::SimResult& result, const sim::RunInfo& info) {
   if (f.json) {
     sim::WriteJson(std::cout, result, info);
   } else {
@@ -185,65 +186,101 @@ void RunSim(const SimFlags& f) {
   }
 }
 
+void RunSim(const SimFlags& f) {
+  PrepareOutDir(f.out);
+  sim::RunInfo info;
+  const sim::Trace trace = LoadSimTrace(f, info);
+  const std::vector<core::NodeSpec> nodes = SimNodes(f, info);
+  const sim::SimOptions options = SimOptionsFrom(f, info);
+
+  // The real clock times the replay itself, for the report only; the replay runs on its own
+  // simulated clock.
+  RealClock wall;
+  const int64_t started_ns = wall.NowNs();
+  const sim::SimResult result = OrFail(sim::RunSimulation(trace, nodes, options));
+  info.wall_s = static_cast<double>(wall.NowNs() - started_ns) / 1e9;
+  ReportSim(f, result, info);
+}
+
+// --trace, --format, --cluster, --nodes: what is replayed on what.
+void AddSimInputFlags(CLI::App* cmd, SimFlags& f) {
+  cmd->add_option("--trace", f.trace, "Trace file");
+  cmd->add_option("--format", f.format, "csv | philly | philly-rfold | alibaba")
+      ->capture_default_str();
+  cmd->add_option("--cluster", f.cluster, "Uniform cluster NxG[xMEM] (default 100x8)");
+  cmd->add_option("--nodes", f.nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+      ->excludes("--cluster");
+}
+
+// --policy, --placement and --config (which replaces both); returns --config's option.
+CLI::Option* AddSimPolicyFlags(CLI::App* cmd, SimFlags& f) {
+  cmd->add_option("--policy", f.policy,
+                  "gpusched | fifo | fifo-backfill | sjf | srtf | las | dlas (Tiresias 2D-LAS) | "
+                  "fairshare (gpusched plus fair share between the trace's virtual clusters)")
+      ->capture_default_str();
+  cmd->add_option("--placement", f.placement,
+                  "Node/GPU choice: gpusched | best-fit | worst-fit | min-fragmentation | fgd")
+      ->capture_default_str();
+  return cmd->add_option(
+      "--config", f.config,
+      "Server config file (gpusched server --config): its scheduler keys (queue_order, "
+      "las_thresholds, dlas_thresholds, dlas_promote_knob, order_quantum, t2, capacity_wait, "
+      "placement...) replace --policy and --placement");
+}
+
+// --out through --no-progress: outputs, the FGD experiment, LAS and the synthetic workload.
+void AddSimRunFlags(CLI::App* cmd, SimFlags& f) {
+  cmd->add_option("--out", f.out, "Directory for summary.json, CSV files and PNG plots");
+  cmd->add_flag("--json", f.json, "Print one JSON object instead of the table");
+  cmd->add_flag("--skip-bad-lines", f.skip_bad_lines, "Skip and count unparsable trace lines");
+  cmd->add_flag("--allocation-replay", f.allocation_replay,
+                "FGD (ATC'23) experiment: pods arrive, none leaves; allocation rate and "
+                "unallocated GPUs");
+  cmd->add_option("--las-thresholds", f.las_thresholds_gpu_h,
+                  "LAS queue thresholds in GPU-hours, ascending (las default 1 10; dlas default "
+                  "3250 and 7200 GPU-seconds)");
+  cmd->add_option("--promote-knob", f.promote_knob,
+                  "dlas starvation rule (Tiresias PROMOTEKNOB): a suspended job that waited "
+                  "knob x its executed time returns to queue 0; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--synthetic", f.synthetic_jobs, "Generate N Philly-like jobs instead of --trace")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}))
+      ->excludes("--trace");
+  cmd->add_option("--arrivals-per-hour", f.arrivals_per_hour, "Synthetic arrival rate")
+      ->capture_default_str();
+  cmd->add_option("--seed", f.seed, "Seed of the synthetic workload (printed)");
+  cmd->add_flag("--no-progress", f.no_progress, "No progress bar");
+}
+
+// --priority through --by-team: virtual clusters' classes, gangs, reservations, quotas.
+void AddSimClusterRuleFlags(CLI::App* cmd, SimFlags& f) {
+  cmd->add_option("--priority", f.priorities,
+                  "Priority class of a virtual cluster VC=CLASS (high | normal | low; "
+                  "repeatable): a higher class may preempt a lower one");
+  cmd->add_flag("--no-gangs", f.no_gangs,
+                "Refuse jobs wider than a node instead of running them as multi-node gangs");
+  cmd->add_flag("--no-gang-reservation", f.no_gang_reservation,
+                "Gangs reserve no nodes: they start when enough nodes happen to be free");
+  cmd->add_flag("--wide-reservation", f.wide_reservation,
+                "As the server: the first waiting task of more than one GPU reserves GPUs, and "
+                "only tasks whose time limit ends before its start backfill (trace jobs have "
+                "none, so none does)");
+  cmd->add_option("--quota", f.quotas,
+                  "Team quota TEAM=GPUS[:BORROW] (BORROW a count or unlimited; teams are the "
+                  "trace's virtual clusters); repeatable");
+  cmd->add_flag("--by-team", f.by_team,
+                "Also print average wait and JCT per team (the trace's virtual cluster)");
+}
+
 }  // namespace
 
 void RegisterSim(CLI::App& app) {
   auto* cmd = app.add_subcommand("sim", "Replay a GPU cluster trace through the scheduler core");
   auto f = std::make_shared<SimFlags>();
-  cmd->add_option("--trace", f->trace, "Trace file");
-  cmd->add_option("--format", f->format, "csv | philly | philly-rfold | alibaba")
-      ->capture_default_str();
-  cmd->add_option("--cluster", f->cluster, "Uniform cluster NxG[xMEM] (default 100x8)");
-  cmd->add_option("--nodes", f->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
-      ->excludes("--cluster");
-  cmd->add_option("--policy", f->policy,
-                  "gpusched | fifo | fifo-backfill | sjf | srtf | las | dlas (Tiresias 2D-LAS) | "
-                  "fairshare (gpusched plus fair share between the trace's virtual clusters)")
-      ->capture_default_str();
-  cmd->add_option("--placement", f->placement,
-                  "Node/GPU choice: gpusched | best-fit | worst-fit | min-fragmentation | fgd")
-      ->capture_default_str();
-  auto* config = cmd->add_option(
-      "--config", f->config,
-      "Server config file (gpusched server --config): its scheduler keys (queue_order, "
-      "las_thresholds, dlas_thresholds, dlas_promote_knob, order_quantum, t2, capacity_wait, "
-      "placement...) replace --policy and --placement");
-  cmd->add_option("--out", f->out, "Directory for summary.json, CSV files and PNG plots");
-  cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
-  cmd->add_flag("--skip-bad-lines", f->skip_bad_lines, "Skip and count unparsable trace lines");
-  cmd->add_flag("--allocation-replay", f->allocation_replay,
-                "FGD (ATC'23) experiment: pods arrive, none leaves; allocation rate and "
-                "unallocated GPUs");
-  cmd->add_option("--las-thresholds", f->las_thresholds_gpu_h,
-                  "LAS queue thresholds in GPU-hours, ascending (las default 1 10; dlas default "
-                  "3250 and 7200 GPU-seconds)");
-  cmd->add_option("--promote-knob", f->promote_knob,
-                  "dlas starvation rule (Tiresias PROMOTEKNOB): a suspended job that waited "
-                  "knob x its executed time returns to queue 0; 0 = off")
-      ->capture_default_str();
-  cmd->add_option("--synthetic", f->synthetic_jobs, "Generate N Philly-like jobs instead of --trace")
-      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}))
-      ->excludes("--trace");
-  cmd->add_option("--arrivals-per-hour", f->arrivals_per_hour, "Synthetic arrival rate")
-      ->capture_default_str();
-  cmd->add_option("--seed", f->seed, "Seed of the synthetic workload (printed)");
-  cmd->add_flag("--no-progress", f->no_progress, "No progress bar");
-  cmd->add_option("--priority", f->priorities,
-                  "Priority class of a virtual cluster VC=CLASS (high | normal | low; "
-                  "repeatable): a higher class may preempt a lower one");
-  cmd->add_flag("--no-gangs", f->no_gangs,
-                "Refuse jobs wider than a node instead of running them as multi-node gangs");
-  cmd->add_flag("--no-gang-reservation", f->no_gang_reservation,
-                "Gangs reserve no nodes: they start when enough nodes happen to be free");
-  cmd->add_flag("--wide-reservation", f->wide_reservation,
-                "As the server: the first waiting task of more than one GPU reserves GPUs, and "
-                "only tasks whose time limit ends before its start backfill (trace jobs have "
-                "none, so none does)");
-  cmd->add_option("--quota", f->quotas,
-                  "Team quota TEAM=GPUS[:BORROW] (BORROW a count or unlimited; teams are the "
-                  "trace's virtual clusters); repeatable");
-  cmd->add_flag("--by-team", f->by_team,
-                "Also print average wait and JCT per team (the trace's virtual cluster)");
+  AddSimInputFlags(cmd, *f);
+  CLI::Option* config = AddSimPolicyFlags(cmd, *f);
+  AddSimRunFlags(cmd, *f);
+  AddSimClusterRuleFlags(cmd, *f);
   for (const char* flag : {"--policy", "--placement", "--las-thresholds", "--promote-knob"}) {
     config->excludes(cmd->get_option(flag));
   }

@@ -1,28 +1,17 @@
-// Client commands about tasks: submit, ls, show, logs, cancel, why.
-
-#include <unistd.h>
+// Client commands about tasks: ls, show, logs, cancel, why (submit: submit_command.cc).
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
-#include "base/rng.h"
 #include "base/units.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "cli/rule_flags.h"
-#include "core/stop_signal.h"
-#include "core/task_validation.h"
 #include "rpc/convert.h"
-#include "spec/profile_flag.h"
-#include "spec/spec_yaml.h"
 
 namespace gpusched::cli {
 namespace {
@@ -41,304 +30,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-struct SubmitFlags {
-  ClientFlags client;
-  std::string gpus, gpu_mem, cpu, mem, duration, name, retries, file, idempotency_key;
-  std::string time, workdir, profile, heartbeat_timeout, array;
-  std::string nodes, gpus_per_node, tasks_per_node, priority, preemptible, grace, gang_timeout;
-  std::string signal;  // issue 37: Slurm's --signal
-  std::string export_env;  // --export[=ALL|NONE|VAR[,VAR...]] (spec/env_export.h)
-  bool keep_pending = false;
-  std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
-  std::vector<std::string> command;
-};
-
-// Flags given with -f fill what the file leaves out; one the file sets too is an error (a
-// silent override would run something else than the file says).
-void CheckNotInFile(CLI::App* cmd, const SubmitFlags& f, const char* flag, const char* field,
-                    bool file_sets) {
-  if (f.file.empty() || !cmd->count(flag) || !file_sets) return;
-  Fail(InvalidArgument(std::string(flag) + ": " + f.file + " sets " + field +
-                       " already; drop the flag or change the file"));
-}
-
-// The submit directory travels with the task (Slurm's default); a relative --workdir or
-// workdir: is taken from where the command runs.
-std::string AbsoluteDir(const std::string& dir) {
-  std::error_code ec;
-  const std::filesystem::path p = std::filesystem::absolute(dir.empty() ? "." : dir, ec);
-  if (ec) Fail(InvalidArgument("--workdir: \"" + dir + "\": " + ec.message()));
-  return p.lexically_normal().string();
-}
-
-// The caller's environment, for --export (which never sends a GPUSCHED_* variable: the
-// token and the CLI's other settings stay here).
-std::map<std::string, std::string> CallerEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos && eq > 0) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
-// A key per invocation: the retries below (and a user re-running the same command with
-// --idempotency-key) never create a second task.
-std::string FreshIdempotencyKey() {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "cli-%016llx%016llx",
-                static_cast<unsigned long long>(Rng::FreshSeed()),
-                static_cast<unsigned long long>(Rng::FreshSeed()));
-  return buf;
-}
-
-// Submits, retrying with the same idempotency key while the server is unreachable or could
-// not store the task (both leave no task behind, so a retry cannot duplicate it).
-Status SubmitWithRetries(Client& c, const v1::SubmitRequest& req, v1::SubmitResponse& resp) {
-  Status s = Status::Ok();
-  for (int attempt = 0; attempt < 3; ++attempt) {  // 0.6 s of retries in all
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
-    s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Submit(&ctx, req, &resp); });
-    if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kNotStored) return s;
-    // The call already waited for an election that did not come (etcd down): say so now.
-    if (s.message().rfind("no leader among", 0) == 0) return s;
-  }
-  if (s.code() == StatusCode::kNotStored) {
-    return NotStored("the server could not store the task: " + s.message() +
-                     " (nothing was queued; run the same command again, or check the "
-                     "server's data directory)");
-  }
-  return s;
-}
-
-// Builds the spec: the file (-f) first, then every flag given explicitly on top of it.
-core::TaskSpec BuildSpec(const SubmitFlags& f, CLI::App* cmd) {
-  core::TaskSpec s;
-  std::optional<spec::EnvExport> export_rule;
-  if (!f.file.empty()) {
-    std::ifstream in(f.file);
-    if (!in) Fail(InvalidArgument("-f: cannot read " + f.file));
-    std::stringstream text;
-    text << in.rdbuf();
-    spec::JobFile file = OrFail(spec::ParseJobFileYaml(text.str(), f.file));
-    s = std::move(file.spec);
-    export_rule = std::move(file.export_env);
-  }
-  auto integer = [](const std::string& v, const char* field) -> int64_t {
-    try {
-      size_t used = 0;
-      const long long n = std::stoll(v, &used);
-      if (used == v.size() && n >= 0) return n;
-    } catch (const std::exception&) {  // stoll: not a number
-    }
-    Fail(InvalidArgument(std::string(field) + ": \"" + v + "\" is not a whole number >= 0"));
-  };
-  CheckNotInFile(cmd, f, "--gpus", "gpus", s.gpus != 0);
-  CheckNotInFile(cmd, f, "--gpu-mem", "gpu_mem", s.gpu_mem_mib != 0);
-  CheckNotInFile(cmd, f, "--cpu", "cpu", s.resources.cpu_milli != 0);
-  CheckNotInFile(cmd, f, "--mem", "mem", s.resources.mem_mib != 0);
-  CheckNotInFile(cmd, f, "--duration", "duration", s.duration_ms.has_value());
-  CheckNotInFile(cmd, f, "--time", "time", s.time_limit_ms.has_value());
-  CheckNotInFile(cmd, f, "--heartbeat-timeout", "heartbeat_timeout",
-                 s.heartbeat_timeout_ms.has_value());
-  CheckNotInFile(cmd, f, "--name", "name", !s.name.empty());
-  CheckNotInFile(cmd, f, "--retries", "retries", s.max_retries.has_value());
-  CheckNotInFile(cmd, f, "--workdir", "workdir", !s.workdir.empty());
-  CheckNotInFile(cmd, f, "--profile", "profile", s.profile.has_value());
-  CheckNotInFile(cmd, f, "--selector", "node_selector", !s.node_selector.empty());
-  CheckNotInFile(cmd, f, "--toleration", "tolerations", !s.tolerations.empty());
-  CheckNotInFile(cmd, f, "--nodes", "nodes", s.nodes != 1);
-  CheckNotInFile(cmd, f, "--gpus-per-node", "gpus", s.gpus != 0);
-  CheckNotInFile(cmd, f, "--tasks-per-node", "tasks_per_node", s.tasks_per_node != 1);
-  CheckNotInFile(cmd, f, "--priority", "priority", !s.priority_class.empty());
-  CheckNotInFile(cmd, f, "--preemptible", "preemptible", !s.preemptible);
-  CheckNotInFile(cmd, f, "--grace", "grace", s.grace_ms.has_value());
-  CheckNotInFile(cmd, f, "--signal", "signal", s.stop_signal.has_value());
-  CheckNotInFile(cmd, f, "--gang-timeout", "gang_timeout", s.gang_timeout_ms.has_value());
-  CheckNotInFile(cmd, f, "--export", "export", export_rule.has_value());
-  if (!f.file.empty() && !f.command.empty() && !s.command.empty()) {
-    Fail(InvalidArgument("command: " + f.file +
-                         " sets command already; drop the words after -- or change the file"));
-  }
-  if (cmd->count("--gpus")) s.gpus = integer(f.gpus, "--gpus");
-  // Multi-node (gang): --gpus is the total, as Slurm's; --gpus-per-node what each node gives.
-  if (cmd->count("--nodes")) s.nodes = integer(f.nodes, "--nodes");
-  if (cmd->count("--gpus-per-node")) {
-    if (cmd->count("--gpus")) {
-      Fail(InvalidArgument("--gpus-per-node: give --gpus or --gpus-per-node, not both"));
-    }
-    s.gpus = integer(f.gpus_per_node, "--gpus-per-node");
-  } else if (cmd->count("--gpus") && s.nodes > 1) {
-    if (s.gpus % s.nodes != 0) {
-      Fail(InvalidArgument("--gpus: " + f.gpus + " GPUs do not split evenly over " +
-                           std::to_string(s.nodes) + " nodes (use --gpus-per-node)"));
-    }
-    s.gpus /= s.nodes;
-  }
-  if (cmd->count("--tasks-per-node")) {
-    s.tasks_per_node = integer(f.tasks_per_node, "--tasks-per-node");
-  }
-  if (cmd->count("--priority")) s.priority_class = f.priority;
-  if (cmd->count("--preemptible")) {
-    if (f.preemptible == "true") {
-      s.preemptible = true;
-    } else if (f.preemptible == "false") {
-      s.preemptible = false;
-    } else {
-      Fail(InvalidArgument("--preemptible: \"" + f.preemptible + "\" is not true or false"));
-    }
-  }
-  if (cmd->count("--grace")) s.grace_ms = OrFail(ParseDurationMs(f.grace, "--grace"));
-  if (cmd->count("--signal")) s.stop_signal = OrFail(core::ParseStopSignal(f.signal, "--signal"));
-  if (cmd->count("--gang-timeout")) {
-    s.gang_timeout_ms = OrFail(ParseDurationMs(f.gang_timeout, "--gang-timeout"));
-  }
-  if (cmd->count("--gpu-mem")) {
-    s.gpu_mem_mib = OrFail(ParseSizeMiB(f.gpu_mem, "--gpu-mem"));
-    if (s.gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
-      Fail(InvalidArgument("--gpu-mem: \"" + f.gpu_mem +
-                           "\" is no memory; a GPU share needs more than 0 (leave --gpu-mem "
-                           "out to ask for whole GPUs)"));
-    }
-  }
-  if (cmd->count("--cpu")) s.resources.cpu_milli = OrFail(ParseCpuMilli(f.cpu, "--cpu"));
-  if (cmd->count("--mem")) s.resources.mem_mib = OrFail(ParseSizeMiB(f.mem, "--mem"));
-  if (cmd->count("--duration")) s.duration_ms = OrFail(ParseDurationMs(f.duration, "--duration"));
-  if (cmd->count("--name")) s.name = f.name;
-  if (cmd->count("--retries")) s.max_retries = integer(f.retries, "--retries");
-  if (cmd->count("--time")) s.time_limit_ms = OrFail(ParseDurationMs(f.time, "--time"));
-  if (cmd->count("--heartbeat-timeout")) {
-    s.heartbeat_timeout_ms = OrFail(ParseDurationMs(f.heartbeat_timeout, "--heartbeat-timeout"));
-  }
-  if (cmd->count("--workdir")) s.workdir = f.workdir;
-  if (cmd->count("--profile")) {
-    s.profile = OrFail(spec::ParseProfileFlag(f.profile, "--profile"));
-  }
-  if (cmd->count("--selector")) s.node_selector = LabelFlags(f.selector, "--selector");
-  if (cmd->count("--toleration")) s.tolerations = TolerationFlags(f.tolerations, "--toleration");
-  s.workdir = AbsoluteDir(s.workdir);
-  if (f.keep_pending) s.keep_pending_if_infeasible = true;
-  if (cmd->count("--export")) export_rule = OrFail(spec::ParseEnvExport(f.export_env, "--export"));
-  if (export_rule) {  // the file's env: wins
-    for (auto& [k, v] : spec::ExportedEnv(*export_rule, CallerEnvironment())) s.env.emplace(k, v);
-  }
-  if (!f.command.empty()) s.command = f.command;
-  if (s.command.empty()) {
-    Fail(InvalidArgument("command: missing; write it after --, e.g. "
-                         "gpusched submit --gpus 1 -- python train.py"));
-  }
-  // The server checks again; here a value the wire cannot carry (nodes: 0 reads as 1 there)
-  // is a usage error instead of another task.
-  if (Status valid = core::ValidateTaskSpec(s); !valid.ok()) Fail(valid);
-  if (Status own = core::CheckSubmittedEnv(s); !own.ok()) Fail(own);  // the server checks too
-  return s;
-}
-
-void RegisterSubmit(CLI::App& app) {
-  auto f = std::make_shared<SubmitFlags>();
-  CLI::App* cmd = app.add_subcommand("submit", "Submit a task; prints its id");
-  AddClientFlags(cmd, f->client);
-  cmd->add_option("--gpus", f->gpus, "GPUs (whole GPUs unless --gpu-mem is given)");
-  cmd->add_option("--gpu-mem", f->gpu_mem, "GPU memory per GPU, e.g. 6GiB (shares a GPU)");
-  cmd->add_option("--profile", f->profile,
-                  "What the task is, MODEL[,type=T][,batch=N][,size=HxW]: the server's "
-                  "GPU-memory table gives its GPU memory (instead of --gpu-mem)");
-  cmd->add_option("--cpu", f->cpu, "CPU cores, e.g. 4 or 500m");
-  cmd->add_option("--mem", f->mem, "RAM, e.g. 4GiB");
-  cmd->add_option("--duration", f->duration, "Expected run time, e.g. 2h (for its priority)");
-  cmd->add_option("--time", f->time,
-                  "Time limit, e.g. 30m: the task is stopped (SIGTERM, then SIGKILL) and fails");
-  cmd->add_option("--heartbeat-timeout", f->heartbeat_timeout,
-                  "e.g. 5m: the task gets a file, $GPUSCHED_HEARTBEAT_FILE, to touch while it "
-                  "makes progress; untouched for this long it counts as hung and is "
-                  "reclaimed after the server's task_timeout (retried)");
-  cmd->add_option("--workdir", f->workdir,
-                  "Working directory of the task (default: the directory you submit from)");
-  cmd->add_flag("--export{ALL}", f->export_env,
-                "Send your environment with the task: --export (= ALL: every variable but "
-                "GPUSCHED_*), --export=NONE, --export=VAR[,VAR=VALUE...] (Slurm's); without "
-                "it none is sent");
-  cmd->add_flag("--keep-pending", f->keep_pending,
-                "Accept a task no current node can fit (nodes may join later)");
-  AddRepeatable(cmd, "--selector", f->selector,
-                "Only nodes with this label, KEY=VALUE (repeatable: all must match; agent "
-                "--label)");
-  AddRepeatable(cmd, "--toleration", f->tolerations,
-                "Tolerate a node taint: KEY=VALUE[:EFFECT], KEY[:EFFECT] (any value) or * "
-                "(every taint); repeatable (agent --taint)");
-  cmd->add_option("--name", f->name, "Task name");
-  cmd->add_option("--array", f->array,
-                  "A job array, A-B (e.g. 0-999, at most 10000 tasks): one task per index, "
-                  "each with $GPUSCHED_ARRAY_INDEX, named NAME[i]; one request, one "
-                  "transaction; prints every id");
-  cmd->add_option("--retries", f->retries, "Execution failures tolerated (default FAIL_MAX)");
-  cmd->add_option("--nodes", f->nodes,
-                  "Nodes of a multi-node task, placed all at once (gang); one process per node "
-                  "gets WORLD_SIZE, RANK, MASTER_ADDR, ... (default 1)");
-  cmd->add_option("--gpus-per-node", f->gpus_per_node,
-                  "GPUs on each node of a multi-node task (--gpus is the total)");
-  cmd->add_option("--tasks-per-node", f->tasks_per_node,
-                  "Processes per node, each with gpus-per-node / K GPUs (default 1)");
-  cmd->add_option("--priority", f->priority,
-                  "Priority class (high, normal, low, or the server's own; default normal)");
-  cmd->add_option("--preemptible", f->preemptible,
-                  "false: never stopped for a higher priority class (default true)")
-      ->expected(1);
-  cmd->add_option("--grace", f->grace,
-                  "When preempted: the --signal, then SIGKILL after this long (default 30s); "
-                  "exit 0 within it = checkpointed");
-  cmd->add_option("--signal", f->signal,
-                  "Signal sent first on every stop (preemption, time limit, cancel), --grace "
-                  "before SIGKILL: a name (TERM, USR1, SIGINT) or number (default TERM)");
-  cmd->add_option("--gang-timeout", f->gang_timeout,
-                  "A multi-node task that cannot start within this long gives up its "
-                  "reservation and says why (default 24h)");
-  cmd->add_option("-f,--file", f->file, "Task spec YAML");
-  cmd->add_option("--idempotency-key", f->idempotency_key,
-                  "A retried submit with the same key returns the first task instead of a "
-                  "new one (default: a fresh key per invocation)");
-  cmd->add_option("command", f->command, "-- COMMAND [ARG...]");
-  cmd->callback([f, cmd] {
-    core::TaskSpec spec = BuildSpec(*f, cmd);
-    std::optional<IndexRange> array;
-    if (cmd->count("--array")) {
-      array = OrFail(ParseIndexRange(f->array, core::kMaxArrayTasks, "--array"));
-    }
-    Client c(f->client.server);
-    v1::SubmitRequest req;
-    rpc::TaskSpecToProto(spec, req.mutable_spec());
-    req.set_idempotency_key(f->idempotency_key.empty() ? FreshIdempotencyKey()
-                                                       : f->idempotency_key);
-    if (array) {
-      req.mutable_array()->set_first(array->first);
-      req.mutable_array()->set_last(array->last);
-    }
-    v1::SubmitResponse resp;
-    Status s = SubmitWithRetries(c, req, resp);
-    if (!s.ok()) Fail(s);
-    if (array && resp.ids_size() != array->count()) {
-      Fail(Internal("the server answered " + std::to_string(resp.ids_size()) + " ids for " +
-                    std::to_string(array->count()) + " array tasks (a server older than "
-                    "--array?)"));
-    }
-    if (f->client.json) {
-      nlohmann::json out{{"id", resp.id()}};
-      if (array) {
-        out["ids"] = std::vector<uint64_t>(resp.ids().begin(), resp.ids().end());
-        out["array"] = {{"first", array->first}, {"last", array->last}};
-      }
-      std::cout << out.dump() << "\n";
-    } else if (array) {
-      std::string lines;
-      for (uint64_t id : resp.ids()) lines += std::to_string(id) + "\n";
-      std::cout << lines;
-    } else {
-      std::cout << resp.id() << "\n";
-    }
-  });
 }
 
 // Every task in any of `states` (none = every task), over every page, in id order: one
@@ -447,6 +138,100 @@ std::string EnvNames(const v1::TaskSpec& spec) {
   return OrDash(out);
 }
 
+// `show`'s main table: identity, state, request, placement, outcome and times.
+std::vector<std::vector<std::string>> ShowRows(const v1::Task& t, int64_t now) {
+  std::string cmdline;
+  for (const std::string& a : t.spec().command()) cmdline += (cmdline.empty() ? "" : " ") + a;
+  const std::set<std::string> hidden(t.redacted().begin(), t.redacted().end());
+  const std::string kHidden = "(hidden: its owner's and admins' to read)";
+  const int64_t elapsed = ElapsedMs(t, now);
+  return {
+      {"id:", std::to_string(t.id())},
+      {"name:", OrDash(t.name())},
+      {"user:", OrDash(t.spec().user())},
+      {"team:", OrDash(t.spec().team())},
+      {"state:", t.unstored_state().empty()
+                     ? t.state()
+                     : t.state() + " (" + t.unstored_state() + " pending, not stored yet)"},
+      {"reason:", t.reason()},
+      {"command:", hidden.count("command") ? kHidden : cmdline},
+      {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},
+      {"env:", hidden.count("env") ? kHidden : EnvNames(t.spec())},
+      {"request:", DescribeRequest(t.spec())},
+      {"node:", OrDash(t.node())},
+      {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
+                    (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
+      {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
+                                                 " per GPU (" + t.mem_source() + ")"
+                                           : t.mem_source()},
+      {"exit code:", t.has_exit_code() ? std::to_string(t.exit_code()) : "-"},
+      {"attempts:", std::to_string(t.attempts())},
+      {"submitted:", Age(t.submitted_ms(), now)},
+      {"started:", Age(t.started_ms(), now)},
+      {"finished:", Age(t.finished_ms(), now)},
+      {"elapsed:", elapsed > 0 ? FormatDurationMs(elapsed) : "-"}};
+}
+
+// The rows only some tasks have: a gang's ranks, preemptions, checkpoints; with -v the
+// scheduler's counters.
+void AddShowExtraRows(const v1::Task& t, bool verbose,
+                      std::vector<std::vector<std::string>>& rows) {
+  if (t.gang_nodes_size() > 0) {  // a gang: its nodes in rank order
+    std::string ranks;
+    for (int i = 0; i < t.gang_nodes_size(); ++i) {
+      ranks += (i ? ", " : "") + std::to_string(i) + "=" + t.gang_nodes(i);
+    }
+    rows.push_back({"ranks:", ranks + " (" + std::to_string(t.ranks_done_size()) + " done)"});
+  }
+  if (t.preempted_by() != 0) {
+    rows.push_back({"preempted by:", "task " + std::to_string(t.preempted_by()) + " (" +
+                                         std::to_string(t.preemptions()) + " preemptions)"});
+  }
+  if (t.checkpoints() > 0) {  // issue 37: exited 0 within its grace after a preemption
+    rows.push_back({"checkpointed:", "yes, attempt " + std::to_string(t.checkpointed_attempt()) +
+                                         " exited 0 within its grace (" +
+                                         std::to_string(t.checkpoints()) + " checkpoints, " +
+                                         std::to_string(t.preemptions()) + " preemptions)"});
+  }
+  if (verbose) {
+    rows.push_back({"failures:", std::to_string(t.fail_cnt()) + " (fail_cnt)"});
+    rows.push_back({"priority:", "Pt " + std::to_string(t.pt()) + " (St " +
+                                     std::to_string(t.st()) + ")"});
+    rows.push_back({"placement failures:", std::to_string(t.placement_failures())});
+  }
+}
+
+// What the executor reported: GPU use and idleness, the task's heartbeat.
+void PrintExecutorView(const v1::Task& t, int64_t now) {
+  if (t.has_gpu_util()) {  // CN109992422A claim 7: the executor's status
+    const std::string since = "0 % since " + Age(t.idle_since_ms(), now);
+    PrintTable(std::cout, {{"gpu use:", std::to_string(t.gpu_util()) + " %, " +
+                                            FormatSizeMiB(t.gpu_mem_used_mib()) + " held"},
+                           {"idle:", t.idle()               ? "yes (" + since + ")"
+                                     : t.gpu_util() == 0 ? "not yet (" + since + ")"
+                                                         : "no"}});
+  }
+  if (t.last_heartbeat_ms() > 0) {  // CN109992422A claims 7-8: the task heartbeats
+    const std::string status = t.executor_status().empty() ? "-" : t.executor_status();
+    PrintTable(std::cout,
+               {{"executor:", status + (t.executor_detail().empty()
+                                            ? ""
+                                            : " (" + t.executor_detail() + ")")},
+                {"last alive:", Age(t.last_heartbeat_ms(), now) + " (task heartbeat)"}});
+  }
+}
+
+void PrintTaskInFull(const v1::Task& t, int64_t now, bool verbose) {
+  std::vector<std::vector<std::string>> rows = ShowRows(t, now);
+  AddShowExtraRows(t, verbose, rows);
+  PrintTable(std::cout, rows);
+  PrintExecutorView(t, now);
+  std::cout << "history:\n";
+  for (const auto& h : t.history()) {
+    std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";
+  }
+}
+
 void RegisterShow(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
@@ -465,80 +250,7 @@ void RegisterShow(CLI::App& app) {
       std::cout << TaskJson(t, now).dump(2) << "\n";
       return;
     }
-    std::string cmdline;
-    for (const std::string& a : t.spec().command()) cmdline += (cmdline.empty() ? "" : " ") + a;
-    const std::set<std::string> hidden(t.redacted().begin(), t.redacted().end());
-    const std::string kHidden = "(hidden: its owner's and admins' to read)";
-    const int64_t elapsed = ElapsedMs(t, now);
-    std::vector<std::vector<std::string>> rows = {
-        {"id:", std::to_string(t.id())},
-        {"name:", OrDash(t.name())},
-        {"user:", OrDash(t.spec().user())},
-        {"team:", OrDash(t.spec().team())},
-        {"state:", t.unstored_state().empty()
-                       ? t.state()
-                       : t.state() + " (" + t.unstored_state() + " pending, not stored yet)"},
-        {"reason:", t.reason()},
-        {"command:", hidden.count("command") ? kHidden : cmdline},
-        {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},
-        {"env:", hidden.count("env") ? kHidden : EnvNames(t.spec())},
-        {"request:", DescribeRequest(t.spec())},
-        {"node:", OrDash(t.node())},
-        {"gpus:", (t.gpus_size() ? JoinInts(t.gpus()) : "-") +
-                      (t.topology_rule().empty() ? "" : " (" + t.topology_rule() + ")")},
-        {"gpu memory:", t.gpu_mem_need_mib() ? FormatSizeMiB(t.gpu_mem_need_mib()) +
-                                                   " per GPU (" + t.mem_source() + ")"
-                                             : t.mem_source()},
-        {"exit code:", t.has_exit_code() ? std::to_string(t.exit_code()) : "-"},
-        {"attempts:", std::to_string(t.attempts())},
-        {"submitted:", Age(t.submitted_ms(), now)},
-        {"started:", Age(t.started_ms(), now)},
-        {"finished:", Age(t.finished_ms(), now)},
-        {"elapsed:", elapsed > 0 ? FormatDurationMs(elapsed) : "-"}};
-    if (t.gang_nodes_size() > 0) {  // a gang: its nodes in rank order
-      std::string ranks;
-      for (int i = 0; i < t.gang_nodes_size(); ++i) {
-        ranks += (i ? ", " : "") + std::to_string(i) + "=" + t.gang_nodes(i);
-      }
-      rows.push_back({"ranks:", ranks + " (" + std::to_string(t.ranks_done_size()) + " done)"});
-    }
-    if (t.preempted_by() != 0) {
-      rows.push_back({"preempted by:", "task " + std::to_string(t.preempted_by()) + " (" +
-                                           std::to_string(t.preemptions()) + " preemptions)"});
-    }
-    if (t.checkpoints() > 0) {  // issue 37: exited 0 within its grace after a preemption
-      rows.push_back({"checkpointed:", "yes, attempt " + std::to_string(t.checkpointed_attempt()) +
-                                           " exited 0 within its grace (" +
-                                           std::to_string(t.checkpoints()) + " checkpoints, " +
-                                           std::to_string(t.preemptions()) + " preemptions)"});
-    }
-    if (*verbose) {
-      rows.push_back({"failures:", std::to_string(t.fail_cnt()) + " (fail_cnt)"});
-      rows.push_back({"priority:", "Pt " + std::to_string(t.pt()) + " (St " +
-                                       std::to_string(t.st()) + ")"});
-      rows.push_back({"placement failures:", std::to_string(t.placement_failures())});
-    }
-    PrintTable(std::cout, rows);
-    if (t.has_gpu_util()) {  // CN109992422A claim 7: the executor's status
-      const std::string since = "0 % since " + Age(t.idle_since_ms(), now);
-      PrintTable(std::cout, {{"gpu use:", std::to_string(t.gpu_util()) + " %, " +
-                                              FormatSizeMiB(t.gpu_mem_used_mib()) + " held"},
-                             {"idle:", t.idle()               ? "yes (" + since + ")"
-                                       : t.gpu_util() == 0 ? "not yet (" + since + ")"
-                                                           : "no"}});
-    }
-    if (t.last_heartbeat_ms() > 0) {  // CN109992422A claims 7-8: the task heartbeats
-      const std::string status = t.executor_status().empty() ? "-" : t.executor_status();
-      PrintTable(std::cout,
-                 {{"executor:", status + (t.executor_detail().empty()
-                                              ? ""
-                                              : " (" + t.executor_detail() + ")")},
-                  {"last alive:", Age(t.last_heartbeat_ms(), now) + " (task heartbeat)"}});
-    }
-    std::cout << "history:\n";
-    for (const auto& h : t.history()) {
-      std::cout << "  " << Age(h.at_ms(), now) << "  " << h.state() << "  " << h.reason() << "\n";
-    }
+    PrintTaskInFull(t, now, *verbose);
   });
 }
 
@@ -723,7 +435,7 @@ void RegisterWhy(CLI::App& app) {
 }  // namespace
 
 void RegisterTaskCommands(CLI::App& app) {
-  RegisterSubmit(app);
+  RegisterSubmit(app);  // submit_command.cc
   RegisterLs(app);
   RegisterShow(app);
   RegisterLogs(app);

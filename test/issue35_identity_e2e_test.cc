@@ -255,8 +255,14 @@ TEST_F(Issue35Test, Issue35_AnImpostorAgentWithoutATokenIsRefusedAndGetsNoTask) 
         return ReadFile(path("server.log")).find("refused agent \"n1\"") != std::string::npos;
       },
       kDeadline));
-  EXPECT_NE(ReadFile(path("impostor.log")).find("gpusched token create --agent n1"),
-            std::string::npos)
+  // The impostor logs the refusal when its answer arrives, which may be after the server's
+  // line (seen under ASan on a loaded machine): wait for it as well.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return ReadFile(path("impostor.log")).find("gpusched token create --agent n1") !=
+               std::string::npos;
+      },
+      kDeadline))
       << ReadFile(path("impostor.log"));
   CliResult sub = Admin({"submit", "--", "echo", "for-n1"});
   ASSERT_EQ(sub.code, 0) << sub.err;

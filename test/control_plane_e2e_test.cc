@@ -235,7 +235,7 @@ TEST_F(ClusterTest, MetricsAndHealthz) {
   EXPECT_EQ(HttpGet(http_port_, "/healthz"), "ok\n");
   const std::string m = HttpGet(http_port_, "/metrics");
   for (const char* needle :
-       {"gpusched_queue_depth{queue=\"Q\"} 0", "gpusched_decision_latency_seconds_bucket",
+       {"gpusched_queue_depth{queue=\"main\"} 0", "gpusched_decision_latency_seconds_bucket",
         "gpusched_node_gpu_memory_mib{node=\"n1\",gpu=\"1\",kind=\"total\"} 16384",
         "gpusched_tasks{state=\"succeeded\"} 1", "# TYPE gpusched_decisions_total counter"}) {
     EXPECT_NE(m.find(needle), std::string::npos) << needle << "\n" << m;

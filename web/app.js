@@ -224,9 +224,9 @@ function queueTable(name, q) {
     h("td", {}, t.position), h("td", {}, taskLink(t)), h("td", {}, t.name || "-"),
     h("td", {}, t.pt), h("td", {}, t.fail_cnt), h("td", {class: "why"}, t.why)));
   return h("section", {class: "card", id: "queue-" + name},
-    h("h2", {}, name === "Q" ? "Q: main queue" : "FQ: failure queue",
-      h("span", {class: "muted"}, " · " + q.size + " task(s)")),
-    q.tasks.length ? table(["#", "task", "name", "Pt", "fail_cnt", "why it waits"], rows,
+    h("h2", {}, name === "Q" ? "Queue" : "Retry queue",
+      h("span", {class: "muted"}, " · " + q.size + (q.size === 1 ? " task" : " tasks"))),
+    q.tasks.length ? table(["#", "task", "name", "priority", "failures", "why it waits"], rows,
                            {class: "queue"})
                    : h("p", {class: "muted"}, "empty"));
 }
@@ -234,8 +234,9 @@ function queueTable(name, q) {
 views.queues = async function () {
   const q = await api("/queues");
   return [h("h1", {}, "Queues"),
-          h("p", {class: "muted"}, "Q is served in (Pt, submission) order; FQ returns to Q, " +
-            "demoted, every t2."),
+          h("p", {class: "muted"}, "The queue is served by priority (lower first), then in " +
+            "submission order. A task that failed, or found no node, waits in the retry " +
+            "queue and returns to the queue one priority step lower at the next retry."),
           queueTable("Q", q.Q), queueTable("FQ", q.FQ)];
 };
 
@@ -249,7 +250,8 @@ views.tasks = async function (args) {
   const rows = page.tasks.map((t) => h("tr", {"data-task": t.id},
     h("td", {}, taskLink(t)), h("td", {}, t.name || "-"), h("td", {}, stateBadge(t.state)),
     h("td", {}, t.node || "-"), h("td", {}, t.gpus.join(",") || "-"),
-    h("td", {}, t.gpu_mem_mib ? size(t.gpu_mem_mib) : "whole"), h("td", {}, t.reason)));
+    h("td", {}, t.gpu_mem_mib ? size(t.gpu_mem_mib) : t.request.gpus > 0 ? "whole GPU" : "-"),
+    h("td", {}, t.reason)));
   return [h("h1", {}, "Tasks"), filter,
           table(["task", "name", "state", "node", "GPUs", "GPU memory", "reason"], rows,
                 {class: "tasks"}),
@@ -284,16 +286,17 @@ views.task = async function (args) {
       t.placement.gpu_mem_mib.map(size).join(", ") + ")" : "not placed"],
     ["GPU memory", t.gpu_mem_mib ? size(t.gpu_mem_mib) + " per GPU (" + t.mem_source + ")"
                                  : t.mem_source],
-    ["priority", "Pt " + t.pt + " (St " + t.st + ")"],
-    ["attempts / fail_cnt", t.attempts + " / " + t.fail_cnt],
+    ["priority", String(t.pt) + " (lower runs first)"],
+    ["attempts / failures", t.attempts + " / " + t.fail_cnt],
     ["exit", t.exit_code === null ? "-" : "code " + t.exit_code + (done ? ": " + t.reason : "")],
+    ["ended by", t.failure || "-"],
     ["why", why ? why.summary : t.reason],
   ];
   const breakdown = why && why.breakdown.length ? table(["score", "value", "weight"],
     why.breakdown.map((p) => h("tr", {}, h("td", {}, p.name), h("td", {}, p.value.toFixed(3)),
                                 h("td", {}, p.weight))), {class: "breakdown"}) : null;
   const rejected = why && Object.keys(why.rejected).length ? h("ul", {class: "rejected"},
-    Object.entries(why.rejected).map(([f, n]) => h("li", {}, n + " node(s) rejected by " + f)))
+    Object.entries(why.rejected).map(([f, n]) => h("li", {}, n + (n === 1 ? " node" : " nodes") + " rejected by " + f)))
     : null;
   const log = logElement(t.id);
   const cancel = done ? null : h("button", {type: "button", id: "cancel", onclick: async () => {

@@ -257,6 +257,14 @@ int64_t EndedAgo(const v1::TaskStatus& st, TimeMs now) {
   return st.finished_ms() > 0 ? std::max<int64_t>(0, now - st.finished_ms()) : 0;
 }
 
+// The peak GPU memory the task's peak file says (LOG.peak, written by the task's preload
+// library: the task's word), or 0 when there is none.
+int64_t PeakFileMib(int log_dir_fd, const std::string& log) {
+  std::istringstream in(ReadTaskFile(log_dir_fd, log + ".peak", 64).value_or(""));
+  int64_t peak = 0;
+  return in >> peak && peak > 0 ? peak : 0;
+}
+
 }  // namespace
 
 void Agent::Impl::StopStaleAfterPause() {
@@ -1196,13 +1204,10 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   // none to read (three opens per task saved where tasks are thousands per second).
   const bool has_files = config.executor == ExecutorKind::kProcess;
   if (e.permanent) st.set_permanent(true);  // its user cannot run it: no retry fixes that
+  if (TaskCgroups::IsOutOfMemoryReason(e.reason)) st.set_out_of_memory(true);
   const std::string log = LogFileName(e.id, e.attempt);
   if (has_files) SettleLog(e.id, log);
-  if (has_files) {
-    std::istringstream in(ReadTaskFile(log_dir_fd.get(), log + ".peak", 64).value_or(""));
-    int64_t peak = 0;
-    if (in >> peak && peak > 0) st.set_peak_gpu_mem_mib(peak);
-  }
+  if (has_files) st.set_peak_gpu_mem_mib(PeakFileMib(log_dir_fd.get(), log));
   std::vector<v1::Assign> ready;  // assignments that waited for this task's GPUs
   MiB measured = 0;
   {

@@ -116,6 +116,11 @@ class TaskCgroups {
   // cgroup for its limit (v2 memory.events oom_kill; v1 memory.oom_control oom_kill, else
   // memory.failcnt); "" otherwise.
   std::string OutOfMemoryReason(const TaskKey& key);
+  // Whether an exit reason is one OutOfMemoryReason made (issue 41: the task's failure is then
+  // out_of_memory). Reasons are the agent's own words, never the task's output.
+  static bool IsOutOfMemoryReason(const std::string& reason) {
+    return reason.rfind("out of memory (", 0) == 0;
+  }
   // Kills what is left in the task's cgroup and removes it (each hierarchy's). A cgroup that
   // stays busy (a process stuck in the kernel) is left; a missing one is fine.
   void Remove(const TaskKey& key);

@@ -95,6 +95,17 @@ void RegisterClientCommands(CLI::App& app) {
 #else
 // Every command of the whole binary, `bench` and its suites among them, in --help's order.
 void RegisterEveryCommand(CLI::App& app) {
+  // Everyday commands first (issue 41), then running the parts, then benchmarks and tools.
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  gpusched::cli::RegisterTaskCommands(app);
+  gpusched::cli::RegisterNodeCommands(app);
+  gpusched::cli::RegisterTokenCommands(app);
+  gpusched::cli::RegisterQuotaCommands(app);
+  gpusched::cli::RegisterDaemons(app);
+  gpusched::cli::RegisterAdminCommands(app);
+  gpusched::cli::RegisterCerts(app);
+  gpusched::cli::RegisterDemo(app);
+#endif
   CLI::App* bench = app.add_subcommand("bench", "Run a benchmark suite");
   bench->require_subcommand(1);
 #ifdef GPUSCHED_HAVE_CORE
@@ -106,27 +117,19 @@ void RegisterEveryCommand(CLI::App& app) {
 #ifdef GPUSCHED_HAVE_CHUNKS
   gpusched::cli::RegisterBenchChunks(*bench);
 #endif
+#ifdef GPUSCHED_HAVE_CONTROL_PLANE
+  gpusched::cli::RegisterBenchE2e(*bench);
+  gpusched::cli::RegisterBenchUtilization(*bench);
+  gpusched::cli::RegisterBenchChaos(*bench);
+  gpusched::cli::RegisterBenchSoak(*bench);
+  gpusched::cli::RegisterHaCommands(app, *bench);
+#endif
 #ifdef GPUSCHED_HAVE_SIM
   gpusched::cli::RegisterSim(app);
 #endif
 #ifdef GPUSCHED_HAVE_EXTENDER
   gpusched::cli::RegisterExtender(app);
   gpusched::cli::RegisterBenchExtender(*bench);
-#endif
-#ifdef GPUSCHED_HAVE_CONTROL_PLANE
-  gpusched::cli::RegisterTaskCommands(app);
-  gpusched::cli::RegisterNodeCommands(app);
-  gpusched::cli::RegisterTokenCommands(app);
-  gpusched::cli::RegisterQuotaCommands(app);
-  gpusched::cli::RegisterDaemons(app);
-  gpusched::cli::RegisterAdminCommands(app);
-  gpusched::cli::RegisterCerts(app);
-  gpusched::cli::RegisterDemo(app);
-  gpusched::cli::RegisterBenchE2e(*bench);
-  gpusched::cli::RegisterBenchUtilization(*bench);
-  gpusched::cli::RegisterBenchChaos(*bench);
-  gpusched::cli::RegisterBenchSoak(*bench);
-  gpusched::cli::RegisterHaCommands(app, *bench);
 #endif
 }
 #endif  // GPUSCHED_CLIENT_ONLY

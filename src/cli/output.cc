@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <algorithm>
+#include <chrono>
 #include <ostream>
 
 #include "base/units.h"
@@ -38,7 +39,9 @@ std::string DescribeRequest(const ::gpusched::v1::TaskSpec& s) {
   if (s.has_heartbeat_timeout_ms()) {
     add("heartbeat file within " + FormatDurationMs(s.heartbeat_timeout_ms()));
   }
-  if (s.has_max_retries()) add(std::to_string(s.max_retries()) + " retries");
+  if (s.has_max_retries()) {
+    add(std::to_string(s.max_retries()) + (s.max_retries() == 1 ? " retry" : " retries"));
+  }
   return out.empty() ? "no GPU" : out;
 }
 
@@ -61,6 +64,12 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
 std::string Age(int64_t at_ms, int64_t now_ms) {
   if (at_ms <= 0) return "-";
   return FormatDurationMs(std::max<int64_t>(0, now_ms - at_ms)) + " ago";
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace gpusched::cli

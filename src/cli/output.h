@@ -26,5 +26,7 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
 std::string JoinInts(const google::protobuf::RepeatedField<int32_t>& v);
 // "12.5s ago"-style age of a Unix-ms timestamp relative to `now_ms`; "-" for 0.
 std::string Age(int64_t at_ms, int64_t now_ms);
+// Now as Unix ms (the wall clock: records' times are compared with it, never durations).
+int64_t NowMs();
 
 }  // namespace gpusched::cli

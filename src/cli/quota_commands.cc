@@ -172,16 +172,40 @@ void RegisterQuotaLs(CLI::App& quota) {
   });
 }
 
-// `quota set` and `quota ls`.
+// `quota rm TEAM` (issue 41).
+void RegisterQuotaRm(CLI::App& quota) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto team = std::make_shared<std::string>();
+  CLI::App* rm = quota.add_subcommand(
+      "rm", "Remove a team's quota: no guarantee, unlimited borrowing (its grant goes too)");
+  AddClientFlags(rm, *flags);
+  rm->add_option("TEAM", *team, "Team name")->required();
+  rm->callback([flags, team] {
+    v1::RemoveQuotaRequest req;
+    req.set_team(*team);
+    CallOrFail<v1::RemoveQuotaResponse>(
+        flags->server, [&req](auto& stub, grpc::ClientContext& ctx, auto* out) {
+          return stub.RemoveQuota(&ctx, req, out);
+        });
+    if (flags->json) {
+      std::cout << nlohmann::json{{"team", *team}, {"removed", true}}.dump() << "\n";
+    } else {
+      std::cout << "quota of team " << *team << " removed\n";
+    }
+  });
+}
+
+// `quota set`, `quota ls` and `quota rm`.
 void RegisterQuota(CLI::App& app) {
   CLI::App* quota = app.add_subcommand("quota", "Team GPU quotas with borrowing (admin)");
   quota->require_subcommand(1);
   RegisterQuotaSet(*quota);
   RegisterQuotaLs(*quota);
+  RegisterQuotaRm(*quota);
 }
 
 struct AcctFlags {
-  std::string user, team, since = "30d", until;
+  std::string user, team, since = "30d", until, by = "user";
 };
 
 // The window and filters of `acct`; --since and --until relative to now.
@@ -190,6 +214,10 @@ v1::AccountingRequest AccountingRequestFrom(const AcctFlags& f) {
   v1::AccountingRequest req;
   req.set_user(f.user);
   req.set_team(f.team);
+  if (f.by != "user" && f.by != "failure") {
+    Fail(InvalidArgument("--by: \"" + f.by + "\" is not user or failure"));
+  }
+  req.set_by_failure(f.by == "failure");
   req.set_since_ms(OrFail(ParseTimePointMs(f.since, "--since", now)));
   req.set_until_ms(f.until.empty() ? now : OrFail(ParseTimePointMs(f.until, "--until", now)));
   if (req.since_ms() >= req.until_ms()) {
@@ -205,6 +233,10 @@ nlohmann::json AccountingRowJson(const v1::AccountingRow& r) {
                       {"gpu_mem_gib_hours", r.gpu_mem_gib_hours()},
                       {"tasks", r.tasks()}};
   if (!r.user().empty()) j["user"] = r.user();
+  if (!r.failure().empty()) {  // a `--by failure` row: the kind, not a team's
+    j.erase("team");
+    j["failure"] = r.failure();
+  }
   return j;
 }
 
@@ -219,13 +251,26 @@ void PrintAccounting(const v1::AccountingResponse& resp, bool json) {
     nlohmann::json users = nlohmann::json::array(), teams = nlohmann::json::array();
     for (const v1::AccountingRow& r : resp.users()) users.push_back(AccountingRowJson(r));
     for (const v1::AccountingRow& r : resp.teams()) teams.push_back(AccountingRowJson(r));
-    std::cout << nlohmann::json{{"since_ms", resp.since_ms()},
-                                {"until_ms", resp.until_ms()},
-                                {"users", users},
-                                {"teams", teams}}
-                     .dump()
-              << "\n";
+    nlohmann::json out{{"since_ms", resp.since_ms()},
+                       {"until_ms", resp.until_ms()},
+                       {"users", users},
+                       {"teams", teams}};
+    if (resp.failures_size() > 0) {
+      nlohmann::json failures = nlohmann::json::array();
+      for (const v1::AccountingRow& r : resp.failures()) failures.push_back(AccountingRowJson(r));
+      out["failures"] = failures;
+    }
+    std::cout << out.dump() << "\n";
     return;
+  }
+  if (resp.failures_size() > 0) {  // --by failure: the kinds only
+    std::vector<std::vector<std::string>> rows{
+        {"FAILURE", "GPU-HOURS", "GPU-MEM GiB-HOURS", "TASKS"}};
+    for (const v1::AccountingRow& r : resp.failures()) {
+      rows.push_back({r.failure(), HoursText(r.gpu_hours()), HoursText(r.gpu_mem_gib_hours()),
+                      std::to_string(r.tasks())});
+    }
+    return PrintTable(std::cout, rows);
   }
   std::vector<std::vector<std::string>> rows{
       {"TEAM", "USER", "GPU-HOURS", "GPU-MEM GiB-HOURS", "TASKS"}};
@@ -252,6 +297,9 @@ void RegisterAcct(CLI::App& app) {
                   "Start: 2026-11-30, 2026-11-30T12:00:00Z (UTC) or a time ago: 7d, 12h "
                   "(default 30d)");
   cmd->add_option("--until", f->until, "End, in the same forms (default now)");
+  cmd->add_option("--by", f->by,
+                  "user: per team and user (the default); failure: per way tasks ended "
+                  "(exit, timeout, out_of_memory, ...; none = succeeded or not ended)");
   cmd->callback([flags, f] {
     const v1::AccountingRequest req = AccountingRequestFrom(*f);
     Client c(flags->server);

@@ -20,6 +20,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/rule_flags.h"
+#include "cli/task_wait.h"
 #include "core/stop_signal.h"
 #include "core/task_validation.h"
 #include "rpc/convert.h"
@@ -37,6 +38,7 @@ struct SubmitFlags {
   std::string signal;  // issue 37: Slurm's --signal
   std::string export_env;  // --export[=ALL|NONE|VAR[,VAR...]] (spec/env_export.h)
   bool keep_pending = false;
+  bool wait = false;  // issue 41: sbatch --wait
   std::vector<std::string> selector, tolerations;  // repeatable (cli/rule_flags.h)
   std::vector<std::string> command;
 };
@@ -305,7 +307,9 @@ void AddSubmitPlacementFlags(CLI::App* cmd, SubmitFlags& f) {
                   "A job array, A-B (e.g. 0-999, at most 10000 tasks): one task per index, "
                   "each with $GPUSCHED_ARRAY_INDEX, named NAME[i]; one request, one "
                   "transaction; prints every id");
-  cmd->add_option("--retries", f.retries, "Execution failures tolerated (default FAIL_MAX)");
+  cmd->add_option("--retries", f.retries,
+                  "Failures retried before the task is given up (default: the server's "
+                  "default_retries, 3 unless its admin changed it)");
 }
 
 // --nodes through --gang-timeout: multi-node tasks, priority and how a task is stopped.
@@ -333,7 +337,7 @@ void AddSubmitGangFlags(CLI::App* cmd, SubmitFlags& f) {
                   "reservation and says why (default 24h)");
 }
 
-// The id (one per line for an array), or with --json {id[, ids, array]}.
+// The id (an array's handle ARRAY.*), or with --json {id[, ids, array]}.
 void PrintSubmitted(const v1::SubmitResponse& resp, const std::optional<IndexRange>& array,
                     bool json) {
   if (json) {
@@ -344,9 +348,8 @@ void PrintSubmitted(const v1::SubmitResponse& resp, const std::optional<IndexRan
     }
     std::cout << out.dump() << "\n";
   } else if (array) {
-    std::string lines;
-    for (uint64_t id : resp.ids()) lines += std::to_string(id) + "\n";
-    std::cout << lines;
+    // Issue 41: the array's handle (its first task's id), what cancel, ls, show and wait take.
+    std::cout << resp.id() << ".*\n";
   } else {
     std::cout << resp.id() << "\n";
   }
@@ -374,7 +377,13 @@ void RunSubmit(const SubmitFlags& f, CLI::App* cmd) {
                   std::to_string(array->count()) + " array tasks (a server older than "
                   "--array?)"));
   }
-  PrintSubmitted(resp, array, f.client.json);
+  if (!f.wait) return PrintSubmitted(resp, array, f.client.json);
+  std::vector<uint64_t> ids(resp.ids().begin(), resp.ids().end());
+  if (ids.empty()) ids.push_back(resp.id());
+  // --json: one document, the final task(s); text: the id now, the end on stderr later.
+  if (!f.client.json) PrintSubmitted(resp, array, false);
+  std::cout << std::flush;
+  WaitAndExit(c, ids, f.client.json);
 }
 
 }  // namespace
@@ -390,6 +399,10 @@ void RegisterSubmit(CLI::App& app) {
   cmd->add_option("--idempotency-key", f->idempotency_key,
                   "A retried submit with the same key returns the first task instead of a "
                   "new one (default: a fresh key per invocation)");
+  cmd->add_flag("--wait", f->wait,
+                "Wait until the task ends and exit with its outcome: 0, its exit code, or 1 "
+                "with the reason (see gpusched wait); --json then prints the final task. "
+                "Ctrl-C stops the waiting, not the task");
   cmd->add_option("command", f->command, "-- COMMAND [ARG...]");
   cmd->callback([f, cmd] { RunSubmit(*f, cmd); });
 }

@@ -1,4 +1,5 @@
-// Client commands about tasks: ls, show, logs, cancel, why (submit: submit_command.cc).
+// Client commands about tasks: ls, show, logs, cancel, why (submit: submit_command.cc; wait:
+// task_wait.cc; which tasks a command names: task_selection.h).
 
 #include <algorithm>
 #include <chrono>
@@ -11,80 +12,66 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/task_selection.h"
+#include "cli/task_wait.h"
+#include "core/filters.h"
 #include "rpc/convert.h"
 
 namespace gpusched::cli {
 namespace {
 
-uint64_t ParseId(const std::string& text) {
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v > 0) return static_cast<uint64_t>(v);
-  } catch (const std::exception&) {  // stoll: not a number
-  }
-  Fail(InvalidArgument("id: \"" + text + "\" is not a task id (a number >= 1)"));
-}
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// Every task in any of `states` (none = every task), over every page, in id order: one
-// listing, so a task that changes state meanwhile is listed once (the server reads the live
-// states in one snapshot).
-std::vector<v1::Task> ListTasks(Client& c, const std::set<std::string>& states) {
-  std::vector<v1::Task> out;
-  for (uint64_t after = 0;;) {
-    v1::ListTasksRequest req;
-    for (const std::string& st : states) req.add_states(st);
-    // One state in `state` too: a server older than `states` then lists only it.
-    if (states.size() == 1) req.set_state(*states.begin());
-    req.set_after_id(after);
-    v1::ListTasksResponse page;
-    Status s =
-        c.Call([&](grpc::ClientContext& ctx) { return c.stub().ListTasks(&ctx, req, &page); });
-    if (!s.ok()) Fail(s);
-    for (v1::Task& t : *page.mutable_tasks()) {
-      // A server older than `states` answers every task: the filter is also applied here.
-      if (states.empty() || states.count(t.state()) > 0) out.push_back(std::move(t));
-    }
-    if (page.next_after_id() == 0) return out;
-    after = page.next_after_id();
-  }
-}
-
-// The tasks in any of `states` (each checked first: a typo is a usage error), in id order.
-std::vector<v1::Task> ListTasksIn(Client& c, const std::vector<std::string>& states) {
-  std::set<std::string> names;
-  for (const std::string& st : states) {
-    names.insert(core::TaskStateName(OrFail(rpc::TaskStateFromName(st, "--state"))));
-  }
-  return ListTasks(c, names);
-}
-
 // Like squeue: what is queued or running unless --all or --state asks for more.
 const std::vector<std::string> kActiveStates = {"pending", "preempted", "assigned", "running"};
 
+// The ls table's rows: one per task.
+std::vector<std::vector<std::string>> LsRows(const std::vector<v1::Task>& tasks, int64_t now) {
+  std::vector<std::vector<std::string>> rows{{"ID", "NAME", "USER", "TEAM", "STATE", "NODE",
+                                              "GPUS", "SUBMITTED", "ELAPSED", "EXIT",
+                                              "ATTEMPTS", "REASON"}};
+  for (const v1::Task& t : tasks) {
+    const int64_t elapsed = ElapsedMs(t, now);
+    // A task waiting again (retried, preempted) holds no node: the one it last ran on is
+    // `show`'s to tell, as squeue shows a pending job's reason instead of a node.
+    const bool waiting = t.state() == "pending" || t.state() == "preempted";
+    rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
+                    t.spec().user().empty() ? "-" : t.spec().user(),
+                    t.spec().team().empty() ? "-" : t.spec().team(),
+                    t.idle() ? t.state() + " (idle)" : StateWithFailure(t),
+                    waiting || t.node().empty() ? "-" : t.node(),
+                    !waiting && t.gpus_size() ? JoinInts(t.gpus()) : "-",
+                    Age(t.submitted_ms(), now), elapsed > 0 ? FormatDurationMs(elapsed) : "-",
+                    t.has_exit_code() ? std::to_string(t.exit_code()) : "-",
+                    std::to_string(t.attempts()), t.reason()});
+  }
+  return rows;
+}
+
 void RegisterLs(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
-  auto states = std::make_shared<std::vector<std::string>>();
+  auto filter = std::make_shared<TaskFilter>();
+  auto specs = std::make_shared<std::vector<std::string>>();
   auto all = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("ls", "List queued and running tasks (--all: every task)");
   AddClientFlags(cmd, *flags);
-  cmd->add_option("--state", *states,
+  cmd->add_option("ID", *specs, "Only these tasks: ID, A-B, ARRAY.* (a job array), ARRAY.INDEX");
+  cmd->add_option("--state", filter->states,
                   "Only tasks in this state (pending, preempted, assigned, running, succeeded, "
                   "failed, cancelled); repeat it or separate with commas")
       ->delimiter(',')
       ->allow_extra_args(false);
+  AddFilterFlags(cmd, *filter, "list", true);
   cmd->add_flag("-a,--all", *all, "Finished tasks too (the default shows active ones)");
-  cmd->callback([flags, states, all] {
+  cmd->callback([flags, filter, specs, all] {
     Client c(flags->server);
-    const std::vector<v1::Task> tasks =
-        !states->empty() ? ListTasksIn(c, *states)
-                         : (*all ? ListTasks(c, {}) : ListTasksIn(c, kActiveStates));
+    // Named tasks, or --all: every state unless --state says which.
+    TaskFilter f = *filter;
+    if (f.states.empty() && !*all && specs->empty()) f.states = kActiveStates;
+    std::vector<v1::Task> tasks;
+    if (specs->empty()) {
+      tasks = ListFiltered(c, f);
+    } else {
+      for (uint64_t id : SelectTaskIds(c, *specs, f)) tasks.push_back(GetTask(c, id));
+    }
     const int64_t now = NowMs();
     if (flags->json) {
       nlohmann::json a = nlohmann::json::array();
@@ -92,39 +79,11 @@ void RegisterLs(CLI::App& app) {
       std::cout << a.dump() << "\n";
       return;
     }
-    std::vector<std::vector<std::string>> rows{{"ID", "NAME", "USER", "TEAM", "STATE", "NODE",
-                                                "GPUS", "SUBMITTED", "ELAPSED", "EXIT",
-                                                "ATTEMPTS", "REASON"}};
-    for (const v1::Task& t : tasks) {
-      const int64_t elapsed = ElapsedMs(t, now);
-      // A task waiting again (retried, preempted) holds no node: the one it last ran on is
-      // `show`'s to tell, as squeue shows a pending job's reason instead of a node.
-      const bool waiting = t.state() == "pending" || t.state() == "preempted";
-      rows.push_back({std::to_string(t.id()), t.name().empty() ? "-" : t.name(),
-                      t.spec().user().empty() ? "-" : t.spec().user(),
-                      t.spec().team().empty() ? "-" : t.spec().team(),
-                      t.idle() ? t.state() + " (idle)" : t.state(),
-                      waiting || t.node().empty() ? "-" : t.node(),
-                      !waiting && t.gpus_size() ? JoinInts(t.gpus()) : "-",
-                      Age(t.submitted_ms(), now),
-                      elapsed > 0 ? FormatDurationMs(elapsed) : "-",
-                      t.has_exit_code() ? std::to_string(t.exit_code()) : "-",
-                      std::to_string(t.attempts()), t.reason()});
-    }
-    PrintTable(std::cout, rows);
-    if (tasks.empty() && states->empty() && !*all) {
+    PrintTable(std::cout, LsRows(tasks, now));
+    if (tasks.empty() && filter->Empty() && specs->empty() && !*all) {
       std::cerr << "(no queued or running tasks; gpusched ls --all shows finished ones)\n";
     }
   });
-}
-
-v1::Task GetTask(Client& c, uint64_t id) {
-  v1::GetTaskRequest req;
-  req.set_id(id);
-  v1::Task t;
-  Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().GetTask(&ctx, req, &t); });
-  if (!s.ok()) Fail(s);
-  return t;
 }
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
@@ -154,6 +113,7 @@ std::vector<std::vector<std::string>> ShowRows(const v1::Task& t, int64_t now) {
                      ? t.state()
                      : t.state() + " (" + t.unstored_state() + " pending, not stored yet)"},
       {"reason:", t.reason()},
+      {"failure:", OrDash(t.failure())},
       {"command:", hidden.count("command") ? kHidden : cmdline},
       {"workdir:", hidden.count("workdir") ? kHidden : OrDash(t.spec().workdir())},
       {"env:", hidden.count("env") ? kHidden : EnvNames(t.spec())},
@@ -234,148 +194,228 @@ void PrintTaskInFull(const v1::Task& t, int64_t now, bool verbose) {
 
 void RegisterShow(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
-  auto id = std::make_shared<std::string>();
+  auto specs = std::make_shared<std::vector<std::string>>();
   auto verbose = std::make_shared<bool>(false);
-  CLI::App* cmd = app.add_subcommand("show", "Show one task in full");
+  CLI::App* cmd = app.add_subcommand("show", "Show tasks in full");
   AddClientFlags(cmd, *flags);
-  cmd->add_option("ID", *id, "Task id")->required();
+  cmd->add_option("ID", *specs, "Task ids: ID, A-B, ARRAY.* (a job array), ARRAY.INDEX")
+      ->required();
   cmd->add_flag("-v,--verbose", *verbose,
                 "Also the scheduler's view: priority Pt and score St, queue, failure counters");
-  cmd->callback([flags, id, verbose] {
-    const uint64_t task = ParseId(*id);
+  cmd->callback([flags, specs, verbose] {
     Client c(flags->server);
-    const v1::Task t = GetTask(c, task);
+    const std::vector<uint64_t> ids = SelectTaskIds(c, *specs, {});
     const int64_t now = NowMs();
-    if (flags->json) {
-      std::cout << TaskJson(t, now).dump(2) << "\n";
+    if (flags->json) {  // one task: its object (as before); several: an array of them
+      nlohmann::json out = nlohmann::json::array();
+      for (uint64_t id : ids) out.push_back(TaskJson(GetTask(c, id), now));
+      std::cout << (specs->size() == 1 && ids.size() == 1 ? out[0] : out).dump(2) << "\n";
       return;
     }
-    PrintTaskInFull(t, now, *verbose);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) std::cout << "\n";
+      PrintTaskInFull(GetTask(c, ids[i]), now, *verbose);
+    }
   });
 }
 
-// A task with no output that never ran says so, instead of printing nothing.
-void FailIfNeverRan(Client& c, uint64_t id) {
-  const v1::Task t = GetTask(c, id);
-  for (const auto& h : t.history()) {
-    if (h.state() == "running") return;  // it ran: its log is just empty
+// A task with no output that never ran says so, instead of printing nothing; one that could
+// not start says why after what its log holds (the shim's words). Both exit 1.
+void FailIfNeverRan(const v1::Task& t, bool has_output) {
+  bool ran = false;
+  for (const auto& h : t.history()) ran = ran || h.state() == "running";
+  const std::string id = std::to_string(t.id());
+  const std::string why = StateWithFailure(t) + (t.reason().empty() ? "" : ": " + t.reason());
+  if (t.failure() == "launch") {
+    Fail(FailedPrecondition("task " + id + " could not start: " + t.reason()));
   }
-  Fail(FailedPrecondition("task " + std::to_string(id) + " has no output: it never ran (" +
-                          t.state() + (t.reason().empty() ? "" : ": " + t.reason()) +
-                          "); see gpusched why " + std::to_string(id)));
+  if (ran || has_output) return;  // it ran: its log is just empty
+  Fail(FailedPrecondition("task " + id + " has no output: it never ran (" + why +
+                          "); see gpusched why " + id));
+}
+
+struct LogsFlags {
+  ClientFlags client;
+  std::string id;
+  bool follow = false;
+  std::string rank = "0";
+  std::string attempt = "0";
+};
+
+// A flag's whole number >= `min`, else a usage error naming the flag and the text.
+int64_t WholeFlag(const std::string& text, const std::string& flag, int64_t min) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= min) return v;
+  } catch (const std::exception&) {  // stoll: not a number
+  }
+  Fail(InvalidArgument(flag + ": \"" + text + "\" is not a whole number >= " +
+                       std::to_string(min)));
+}
+
+// Prints the log from the server until it is drained (or, following, until the task ended).
+void StreamLog(Client& c, const LogsFlags& f, uint64_t task, int rank, int64_t wanted) {
+  int64_t offset = 0, attempt = -1;
+  for (;;) {
+    v1::LogsRequest req;
+    req.set_id(task);
+    req.set_offset(offset);
+    req.set_rank(rank);
+    req.set_attempt(wanted);
+    v1::LogsResponse resp;
+    Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Logs(&ctx, req, &resp); });
+    if (!s.ok()) Fail(s);
+    if (attempt >= 0 && resp.attempt() != attempt) {  // a retry started: its log is new
+      offset = 0;
+      attempt = resp.attempt();
+      std::cout << "--- attempt " << attempt << " ---\n";
+      continue;
+    }
+    attempt = resp.attempt();
+    std::cout << resp.data() << std::flush;
+    offset = resp.next_offset();
+    if (!resp.data().empty()) continue;  // drain what is there
+    if (!f.follow || resp.task_done()) {
+      // Only the latest attempt's end says whether the task could start at all.
+      if (wanted == 0 && (offset == 0 || resp.task_done())) {
+        FailIfNeverRan(GetTask(c, task), offset > 0);
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // follow: poll period
+  }
 }
 
 void RegisterLogs(CLI::App& app) {
-  auto flags = std::make_shared<ClientFlags>();
-  auto id = std::make_shared<std::string>();
-  auto follow = std::make_shared<bool>(false);
-  auto rank = std::make_shared<std::string>("0");
+  auto f = std::make_shared<LogsFlags>();
   CLI::App* cmd = app.add_subcommand("logs", "Print a task's output (latest attempt)");
-  AddClientFlags(cmd, *flags, false);
-  cmd->add_option("ID", *id, "Task id")->required();
-  cmd->add_flag("-f,--follow", *follow, "Keep printing until the task ends");
-  cmd->add_option("--rank", *rank, "A multi-node task's rank (its node's process; default 0)");
-  cmd->callback([flags, id, follow, rank] {
-    const uint64_t task = ParseId(*id);
-    int rank_number = -1;
-    try {
-      size_t used = 0;
-      const int r = std::stoi(*rank, &used);
-      if (used == rank->size() && r >= 0) rank_number = r;
-    } catch (const std::exception&) {  // stoi: not a number
+  AddClientFlags(cmd, f->client, false);
+  cmd->add_option("ID", f->id, "Task id")->required();
+  cmd->add_flag("-f,--follow", f->follow,
+                "Keep printing until the task ends; then exit as gpusched wait does (0, the "
+                "task's exit code, or 1 with the reason)");
+  cmd->add_option("--rank", f->rank, "A multi-node task's rank (its node's process; default 0)");
+  cmd->add_option("--attempt", f->attempt,
+                  "An earlier attempt's output (1 = the first; default the latest)");
+  cmd->callback([f] {
+    const uint64_t task = ParseTaskId(f->id);
+    const int rank = static_cast<int>(WholeFlag(f->rank, "--rank", 0));
+    const int64_t attempt = WholeFlag(f->attempt, "--attempt", 0);
+    Client c(f->client.server);
+    StreamLog(c, *f, task, rank, attempt);
+    if (!f->follow) return;
+    const v1::Task t = GetTask(c, task);  // the end, as `wait` reports it
+    if (t.state() != "succeeded") std::cerr << "gpusched: " << DescribeEnd(t) << "\n";
+    ExitWith(ExitCodeOfTasks({t}));
+  });
+}
+
+// Cancels one task; OK or the server's refusal.
+Status CancelOne(Client& c, uint64_t id, v1::CancelResponse& resp) {
+  v1::CancelRequest req;
+  req.set_id(id);
+  return c.Call([&](grpc::ClientContext& ctx) { return c.stub().Cancel(&ctx, req, &resp); });
+}
+
+// What `cancel` did to each task it selected.
+struct CancelTally {
+  size_t others = 0, ended = 0;  // skipped: another user's, already ended
+  nlohmann::json done = nlohmann::json::array();  // --json: the cancelled tasks
+  Status first_error = Status::Ok();
+};
+
+// Cancels each of `targets`. One that a range, an array or a filter selected (not in
+// `own_id`) is skipped quietly when it is another user's or already ended.
+CancelTally CancelEach(Client& c, const std::vector<uint64_t>& targets,
+                       const std::set<uint64_t>& own_id, bool json) {
+  CancelTally tally;
+  for (uint64_t id : targets) {
+    v1::CancelResponse resp;
+    const Status s = CancelOne(c, id, resp);
+    const bool selected = own_id.count(id) == 0;
+    if (!s.ok() && selected && s.code() == StatusCode::kPermissionDenied) {
+      ++tally.others;
+    } else if (!s.ok() && selected && s.code() == StatusCode::kFailedPrecondition) {
+      ++tally.ended;
+    } else if (!s.ok()) {
+      if (s.code() == StatusCode::kUnavailable) Fail(s);
+      if (tally.first_error.ok()) tally.first_error = s;
+      if (!json) std::cerr << "gpusched: " << s.message() << "\n";
+    } else if (json) {
+      tally.done.push_back(TaskJson(resp.task(), NowMs()));
+    } else {
+      std::cout << "task " << id << " cancelled\n";
     }
-    if (rank_number < 0) {
-      Fail(InvalidArgument("--rank: \"" + *rank + "\" is not a whole number >= 0"));
+  }
+  return tally;
+}
+
+// "(left alone: 2 tasks of other users, 1 task that already ended)" on stderr, or nothing.
+void PrintLeftAlone(size_t others, size_t ended) {
+  if (others == 0 && ended == 0) return;
+  std::string parts;
+  if (others > 0) {
+    parts = std::to_string(others) + (others == 1 ? " task of another user"
+                                                  : " tasks of other users");
+  }
+  if (ended > 0) {
+    parts += (parts.empty() ? "" : ", ") + std::to_string(ended) +
+             (ended == 1 ? " task that already ended" : " tasks that already ended");
+  }
+  std::cerr << "(left alone: " << parts << ")\n";
+}
+
+// `cancel ID...`, `cancel A-B`, `cancel ARRAY.*`, `cancel --state S`, `--name`, `--user`,
+// `--node`: each task is tried; the exit code is 1 if any failed. With authentication on, a
+// task that is not the caller's is refused (exit 4) unless the caller is an admin. A task
+// named by its own id reports every refusal; one a range, an array or a filter selected is
+// skipped quietly when it already ended or is another user's (counted on stderr: the caller
+// cannot know beforehand which are theirs).
+void RegisterCancel(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto specs = std::make_shared<std::vector<std::string>>();
+  auto filter = std::make_shared<TaskFilter>();
+  CLI::App* cmd = app.add_subcommand("cancel", "Cancel tasks (kills them if running)");
+  AddClientFlags(cmd, *flags);
+  cmd->add_option("ID", *specs, "Task ids: ID, A-B, ARRAY.* (a job array), ARRAY.INDEX");
+  cmd->add_option("--state", filter->states, "Every task in this state (pending, running, ...)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  AddFilterFlags(cmd, *filter, "cancel", false);
+  cmd->callback([flags, specs, filter] {
+    if (specs->empty() && filter->Empty()) {
+      Fail(InvalidArgument("cancel: name the tasks: gpusched cancel ID [ID...], A-B, ARRAY.*, "
+                           "or --state pending, --name NAME, --user USER, --node NODE"));
+    }
+    std::set<uint64_t> own_id;  // named one by one: every refusal is reported
+    for (const std::string& spec : *specs) {
+      if (spec.find_first_of(".-") == std::string::npos) own_id.insert(ParseTaskId(spec));
     }
     Client c(flags->server);
-    int64_t offset = 0, attempt = -1;
-    for (;;) {
-      v1::LogsRequest req;
-      req.set_id(task);
-      req.set_offset(offset);
-      req.set_rank(rank_number);
-      v1::LogsResponse resp;
-      Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Logs(&ctx, req, &resp); });
-      if (!s.ok()) Fail(s);
-      if (attempt >= 0 && resp.attempt() != attempt) {  // a retry started: its log is new
-        offset = 0;
-        attempt = resp.attempt();
-        std::cout << "--- attempt " << attempt << " ---\n";
-        continue;
-      }
-      attempt = resp.attempt();
-      std::cout << resp.data() << std::flush;
-      offset = resp.next_offset();
-      if (!resp.data().empty()) continue;  // drain what is there
-      if (offset == 0 && (!*follow || resp.task_done())) FailIfNeverRan(c, task);
-      if (!*follow || resp.task_done()) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // follow: poll period
+    TaskFilter f = *filter;
+    if (f.states.empty() && !f.Empty()) f.states = kActiveStates;  // --name: its live tasks
+    const std::vector<uint64_t> targets = SelectTaskIds(c, *specs, f);
+    if (targets.empty() && !flags->json) std::cerr << "(no task matches)\n";
+    const CancelTally tally = CancelEach(c, targets, own_id, flags->json);
+    if (flags->json) std::cout << tally.done.dump() << "\n";
+    if (!flags->json) PrintLeftAlone(tally.others, tally.ended);
+    if (!tally.first_error.ok()) {
+      if (flags->json) Fail(tally.first_error);
+      ExitWith(ExitCodeFor(tally.first_error));
     }
   });
 }
 
-// `cancel ID...` or `cancel --state S`: each task is tried; the exit code is 1 if any failed.
-// With authentication on, a task that is not the caller's is refused (exit 4) unless the
-// caller is an admin; with `--state`, the tasks of others in that state are left alone and
-// counted on stderr, not an error (the caller cannot know beforehand which are theirs).
-void RegisterCancel(CLI::App& app) {
-  auto flags = std::make_shared<ClientFlags>();
-  auto ids = std::make_shared<std::vector<std::string>>();
-  auto states = std::make_shared<std::vector<std::string>>();
-  CLI::App* cmd = app.add_subcommand("cancel", "Cancel tasks (kills them if running)");
-  AddClientFlags(cmd, *flags);
-  cmd->add_option("ID", *ids, "Task ids");
-  cmd->add_option("--state", *states, "Every task in this state (pending, running, ...)")
-      ->delimiter(',')
-      ->allow_extra_args(false);
-  cmd->callback([flags, ids, states] {
-    if (ids->empty() && states->empty()) {
-      Fail(InvalidArgument("cancel: name the tasks: gpusched cancel ID [ID...] or "
-                           "gpusched cancel --state pending"));
-    }
-    std::vector<uint64_t> targets;
-    for (const std::string& text : *ids) targets.push_back(ParseId(text));
-    const size_t named = targets.size();  // the rest come from --state
-    Client c(flags->server);
-    if (!states->empty()) {
-      for (const v1::Task& t : ListTasksIn(c, *states)) targets.push_back(t.id());
-      if (targets.empty() && !flags->json) std::cerr << "(no task in that state)\n";
-    }
-    size_t others = 0;
-    nlohmann::json done = nlohmann::json::array();
-    Status first_error = Status::Ok();
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const uint64_t id = targets[i];
-      v1::CancelRequest req;
-      req.set_id(id);
-      v1::CancelResponse resp;
-      Status s =
-          c.Call([&](grpc::ClientContext& ctx) { return c.stub().Cancel(&ctx, req, &resp); });
-      if (!s.ok() && s.code() == StatusCode::kPermissionDenied && i >= named) {
-        ++others;  // another user's task in that state
-        continue;
-      }
-      if (!s.ok()) {
-        if (s.code() == StatusCode::kUnavailable) Fail(s);
-        if (first_error.ok()) first_error = s;
-        if (!flags->json) std::cerr << "gpusched: " << s.message() << "\n";
-        continue;
-      }
-      if (flags->json) {
-        done.push_back(TaskJson(resp.task(), NowMs()));
-      } else {
-        std::cout << "task " << id << " cancelled\n";
-      }
-    }
-    if (flags->json) std::cout << done.dump() << "\n";
-    if (others > 0 && !flags->json) {
-      std::cerr << "(" << others << " task(s) of other users in that state left alone)\n";
-    }
-    if (!first_error.ok()) {
-      if (flags->json) Fail(first_error);
-      ExitWith(ExitCodeFor(first_error));
-    }
-  });
+// What a filter rejects nodes for ("insufficient CPU"), by its name (core/filters.h).
+std::string FilterPhrase(const std::string& name) {
+  // The GPU-memory filter also turns away a whole-GPU task from GPUs that others share: its
+  // word must not suggest that more memory per GPU would help.
+  if (name == "GpuMemoryFit") return "no GPU with the free memory, or whole GPUs, it asks for";
+  for (int id = 0; id < core::kNumFilters; ++id) {
+    if (name == core::FilterName(id)) return core::FilterReason(id);
+  }
+  return "rejected by " + name;
 }
 
 void RegisterWhy(CLI::App& app) {
@@ -389,7 +429,7 @@ void RegisterWhy(CLI::App& app) {
                 "Also the scheduler's view: priority Pt, score St, queue, score breakdown");
   cmd->callback([flags, id, verbose] {
     v1::WhyRequest req;
-    req.set_id(ParseId(*id));
+    req.set_id(ParseTaskId(*id));
     Client c(flags->server);
     v1::WhyResponse w;
     Status s = c.Call([&](grpc::ClientContext& ctx) { return c.stub().Why(&ctx, req, &w); });
@@ -421,7 +461,9 @@ void RegisterWhy(CLI::App& app) {
                 << "\n";
       for (const auto& [filter, n] : std::map<std::string, int64_t>(w.rejected().begin(),
                                                                      w.rejected().end())) {
-        std::cout << "    " << n << " rejected by " << filter << "\n";
+        // Issue 41: users read what the filter found; its name is for -v.
+        std::cout << "    " << n << (n == 1 ? " node: " : " nodes: ") << FilterPhrase(filter)
+                  << (*verbose ? " (" + filter + ")" : std::string()) << "\n";
       }
     }
     for (const auto& p : w.breakdown()) {
@@ -440,6 +482,7 @@ void RegisterTaskCommands(CLI::App& app) {
   RegisterShow(app);
   RegisterLogs(app);
   RegisterCancel(app);
+  RegisterWait(app);  // task_wait.cc
   RegisterWhy(app);
 }
 

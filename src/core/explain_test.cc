@@ -60,7 +60,7 @@ TEST_F(SchedulerTest, ExplainOfFailedAndUnknownTasks) {
   auto e = sched_->Explain(id);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->state, TaskState::kFailed);
-  EXPECT_EQ(e->summary, "exited with code 3 (failed 1 times, limit 0 retries)");
+  EXPECT_EQ(e->summary, "exited with code 3 (failed 1 time, 0 retries allowed)");
   EXPECT_EQ(sched_->Explain(TaskId(77)).status().code(), StatusCode::kNotFound);
 }
 

@@ -37,7 +37,7 @@ TEST_F(MemoryRetryTest, AMemoryFailureRetriesWithTheShareGrownByHalf) {
   EXPECT_EQ(T(id).mem_source, "grown");
   EXPECT_EQ(T(id).reason,
             "exited with code 1 (GPU memory share exceeded; retried with 6GiB instead of 4GiB); "
-            "retry 1/3 after the next t2");
+            "retry 1 of 3 from the retry queue within 30s");
   AdvanceAlive(sched_->config().t2_ms);
   sched_->Tick();
   StartAssigned();
@@ -52,7 +52,7 @@ TEST_F(MemoryRetryTest, OtherFailuresRetryWithTheSameShare) {
   FailRunning(id, /*gpu_mem_exceeded=*/false);
   EXPECT_EQ(T(id).gpu_mem_need_mib, 4 * kGiB);
   EXPECT_EQ(T(id).mem_source, "explicit");
-  EXPECT_EQ(T(id).reason, "exited with code 1; retry 1/3 after the next t2");
+  EXPECT_EQ(T(id).reason, "exited with code 1; retry 1 of 3 from the retry queue within 30s");
 }
 
 TEST_F(MemoryRetryTest, TheLastFailureHasNoRetryToGrowFor) {
@@ -64,7 +64,7 @@ TEST_F(MemoryRetryTest, TheLastFailureHasNoRetryToGrowFor) {
   EXPECT_EQ(T(id).state, TaskState::kFailed);
   EXPECT_EQ(T(id).gpu_mem_need_mib, 4 * kGiB);
   EXPECT_EQ(T(id).reason,
-            "exited with code 1 (GPU memory share exceeded) (failed 1 times, limit 0 retries)");
+            "exited with code 1 (GPU memory share exceeded) (failed 1 time, 0 retries allowed)");
 }
 
 TEST_F(MemoryRetryTest, GrowthIsAtLeastThePeakPlusHeadroomAndAtMostTheLargestGpu) {

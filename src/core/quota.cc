@@ -94,6 +94,13 @@ Status QuotaPolicy::Set(const TeamQuota& quota) {
   return Status::Ok();
 }
 
+void QuotaPolicy::Remove(const std::string& team) {
+  auto it = quotas_.find(team);
+  if (it == quotas_.end()) return;
+  if (it->second.Limits()) --limiting_;
+  quotas_.erase(it);
+}
+
 TeamQuota QuotaPolicy::Of(const std::string& team) const {
   auto it = quotas_.find(team);
   if (it != quotas_.end()) return it->second;

@@ -74,6 +74,8 @@ class QuotaPolicy {
  public:
   // Replaces the team's quota. Field-named errors for bad values.
   Status Set(const TeamQuota& quota);
+  // The team has no quota any more (absent: nothing changes).
+  void Remove(const std::string& team);
   // No quota limits anything (none set, or only grants of priority classes): passes are
   // exactly what they were before quotas.
   bool empty() const { return limiting_ == 0; }

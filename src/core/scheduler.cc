@@ -23,6 +23,36 @@ const char* TaskStateName(TaskState s) {
   return "unknown";
 }
 
+std::string AlreadyEndedMessage(uint64_t id, TaskState s) {
+  const std::string task = "task " + std::to_string(id);
+  if (s == TaskState::kCancelled) return task + " was already cancelled";
+  return task + " has already " + TaskStateName(s);
+}
+
+const char* FailureName(Failure f) {
+  switch (f) {
+    case Failure::kNone: return "";
+    case Failure::kExit: return "exit";
+    case Failure::kTimeout: return "timeout";
+    case Failure::kOutOfMemory: return "out_of_memory";
+    case Failure::kNodeLost: return "node_lost";
+    case Failure::kLaunch: return "launch";
+    case Failure::kCancelled: return "cancelled";
+    case Failure::kPreempted: return "preempted";
+    case Failure::kIdle: return "idle";
+    case Failure::kHung: return "hung";
+    case Failure::kUnschedulable: return "unschedulable";
+  }
+  return "";
+}
+
+std::optional<Failure> FailureFromName(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(Failure::kUnschedulable); ++i) {
+    if (name == FailureName(static_cast<Failure>(i))) return static_cast<Failure>(i);
+  }
+  return std::nullopt;
+}
+
 const char* ExecutorStatusName(ExecutorStatus s) {
   switch (s) {
     case ExecutorStatus::kUnreported: return "";
@@ -291,6 +321,8 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   if (reservation_ && reservation_->task == t.id) reservation_.reset();
   t.claim = ClaimStatus::kWaiting;  // claim 7: 2 until it ends (0 only on success)
   ++t.attempts;
+  t.attempt_nodes[t.attempts] = p.node;
+  if (t.attempt_nodes.size() > kMaxHistory) t.attempt_nodes.erase(t.attempt_nodes.begin());
   const TimeMs now = clock_.NowMs();
   CountUsage(t, p, +1);
   charged_until_[t.id] = now;
@@ -383,6 +415,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
   if (t.placement_failures >= config_.max_placement_failures) {
     RemoveFromQueues(t);
     t.claim = ClaimStatus::kFailed;
+    t.failure = Failure::kUnschedulable;
     SetState(t, TaskState::kFailed,
              "gave up after " + std::to_string(t.placement_failures) +
                  " passes without a fitting node: " + t.last_report_summary);
@@ -413,11 +446,15 @@ void Scheduler::RefreshWait(Task& t, PlacementReport report, const std::string& 
 
 // CN115981827A claim 3: an execution failure counts against FAIL_MAX; the task goes to FQ
 // while fail_cnt <= FAIL_MAX, else it is given up with its reason (never silently lost).
-void Scheduler::FailExecution(Task& t, const std::string& reason) {
+void Scheduler::FailExecution(Task& t, const std::string& reason, Failure kind) {
   const int64_t limit = t.spec.max_retries.value_or(config_.fail_max);
   if (t.fail_cnt + 1 > limit) {
-    FailPermanently(t, reason + " (failed " + std::to_string(t.fail_cnt + 1) + " times, limit " +
-                           std::to_string(limit) + " retries)");
+    const int64_t runs = t.fail_cnt + 1;
+    FailPermanently(t,
+                    reason + " (failed " + std::to_string(runs) + (runs == 1 ? " time" : " times") +
+                        ", " + std::to_string(limit) + (limit == 1 ? " retry" : " retries") +
+                        " allowed)",
+                    kind);
     return;
   }
   ReleasePlacement(t);
@@ -425,18 +462,21 @@ void Scheduler::FailExecution(Task& t, const std::string& reason) {
   ++t.fail_cnt;
   ++stats_.execution_failures;
   t.claim = ClaimStatus::kFailed;
-  SetState(t, TaskState::kPending, reason + "; retry " + std::to_string(t.fail_cnt) + "/" +
-                                       std::to_string(limit) + " after the next t2");
+  // Words for users (issue 41): the patent's FQ is the retry queue, released every t2.
+  SetState(t, TaskState::kPending,
+           reason + "; retry " + std::to_string(t.fail_cnt) + " of " + std::to_string(limit) +
+               " from the retry queue within " + FormatDurationMs(config_.t2_ms));
   t.queue = QueueMembership::kFailure;
   failure_queue_.Push(t.id);
 }
 
-void Scheduler::FailPermanently(Task& t, const std::string& reason) {
+void Scheduler::FailPermanently(Task& t, const std::string& reason, Failure kind) {
   ReleasePlacement(t);
   RemoveFromQueues(t);
   ++t.fail_cnt;
   ++stats_.execution_failures;
   t.claim = ClaimStatus::kFailed;
+  t.failure = kind;
   t.finished_ms = EventTimeMs();
   SetState(t, TaskState::kFailed, reason);
 }

@@ -202,6 +202,9 @@ struct FinishCause {
   // table, which every task of the profile then uses. The server sets false for evidence the
   // task could write (issue 36): the task's own retry still grows, the table learns nothing.
   bool learn_memory = true;
+  // The kernel's OOM killer killed a process of the attempt at its memory limit (the agent's
+  // cgroup said so): a retry like any failure, Failure::kOutOfMemory if it was the last.
+  bool out_of_memory = false;
 };
 
 // A running task's use of its GPUs, as its task heartbeat reports it.
@@ -320,6 +323,10 @@ class Scheduler {
   // ---- quotas and fair share (core/quota.h, core/fair_share.h) ----
   // Sets or replaces a team's quota; a pass follows. Field-named errors.
   Status SetQuota(const TeamQuota& quota);
+  // NotFound naming `node` and the registered nodes (the first 20).
+  Status UnknownNode(const std::string& node) const;
+  // `quota rm`: the team goes back to the implicit quota (guarantee 0, unlimited borrowing).
+  void RemoveQuota(const std::string& team);
   const QuotaPolicy& quotas() const { return quotas_; }
   // ---- priority grants (SchedulerConfig::priority_grants, issue 36) ----
   // The highest class `team` may use ("" team = "default").
@@ -464,12 +471,13 @@ class Scheduler {
     return t.queue == QueueMembership::kFailure &&
            (fq_capacity_.count(t.id) > 0 || parked_.Find(t.id) != nullptr);
   }
-  void FailExecution(Task& t, const std::string& reason);
+  // `kind`: the task's failure (Task::failure) if this was its last retry.
+  void FailExecution(Task& t, const std::string& reason, Failure kind);
   void GrowAfterMemoryFailure(Task& t, MiB peak_gpu_mem_mib, bool retried, bool learn);
   void ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::GpuHealth>& health);
   // Fails the task at once, without a retry: no further attempt could succeed (it ran past
   // its time limit, or its program or working directory does not exist).
-  void FailPermanently(Task& t, const std::string& reason);
+  void FailPermanently(Task& t, const std::string& reason, Failure kind);
   // Back to Q, not counted as a failure; `state` kPending or kPreempted. A gang's ranks that
   // may still run are killed.
   void Requeue(Task& t, const std::string& reason, TaskState state = TaskState::kPending);

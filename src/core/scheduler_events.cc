@@ -80,7 +80,7 @@ void Scheduler::LoseNode(size_t index, TimeMs now) {
   for (TaskId id : victims) {
     Task& t = *Find(id);
     KillGang(t, reason);  // its ranks on the nodes that are still there
-    FailExecution(t, reason);
+    FailExecution(t, reason, Failure::kNodeLost);
   }
 }
 
@@ -125,7 +125,7 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
             : "task heartbeat lost for " + quiet + " on " + n.name;
     PushKill(t, reason);
     ++stats_.tasks_reclaimed;
-    FailExecution(t, reason);
+    FailExecution(t, reason, Failure::kHung);
   }
 }
 
@@ -142,7 +142,7 @@ void Scheduler::CheckTimeLimits(TimeMs now) {
     const std::string reason = "time limit " + FormatDurationMs(*t.spec.time_limit_ms) +
                                " reached on " + t.placement->node;
     PushKill(t, "time limit");
-    FailPermanently(t, reason);
+    FailPermanently(t, reason, Failure::kTimeout);
   }
 }
 
@@ -258,7 +258,7 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
 
 Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
   auto index = cluster().Find(node);
-  if (!index) return NotFound("node " + node + ": not registered");
+  if (!index) return UnknownNode(node);
   if (cluster().node(*index).reachable != reachable) {
     pass_requested_ = true;
     capacity_event_ = true;
@@ -267,9 +267,22 @@ Status Scheduler::SetNodeReachable(const std::string& node, bool reachable) {
   return Status::Ok();
 }
 
+// Issue 41: "node x: no such node (nodes: dev-1, dev-2)", so a typo shows the right name.
+Status Scheduler::UnknownNode(const std::string& node) const {
+  constexpr size_t kListed = 20;
+  std::string names;
+  size_t n = 0;
+  for (const NodeState& s : cluster().nodes()) {
+    if (n++ < kListed) names += (names.empty() ? "" : ", ") + s.name;
+  }
+  if (n > kListed) names += ", ... (" + std::to_string(n) + " in all: gpusched nodes)";
+  return NotFound("node " + node + ": no such node (" +
+                  (names.empty() ? "no node has registered" : "nodes: " + names) + ")");
+}
+
 Status Scheduler::Cordon(const std::string& node, bool cordoned) {
   auto index = cluster().Find(node);
-  if (!index) return NotFound("node " + node + ": not registered");
+  if (!index) return UnknownNode(node);
   resources_.Update(*index, [&](NodeState& m) {
     m.cordoned = cordoned;
     if (!cordoned) m.draining = false;
@@ -283,7 +296,7 @@ Status Scheduler::Cordon(const std::string& node, bool cordoned) {
 
 Status Scheduler::Drain(const std::string& node, bool evict) {
   auto index = cluster().Find(node);
-  if (!index) return NotFound("node " + node + ": not registered");
+  if (!index) return UnknownNode(node);
   resources_.Update(*index, [](NodeState& m) {
     m.cordoned = true;
     m.draining = true;
@@ -303,7 +316,7 @@ Status Scheduler::Drain(const std::string& node, bool evict) {
 
 StatusOr<std::vector<TaskId>> Scheduler::RemoveNode(const std::string& node, bool force) {
   auto index = cluster().Find(node);
-  if (!index) return NotFound("node " + node + ": no such node");
+  if (!index) return UnknownNode(node);
   const std::set<TaskId>& on_node = resources_.TasksOn(*index);
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   if (!tasks.empty() && !force) {
@@ -451,6 +464,7 @@ Status Scheduler::StopIdle(TaskId id, const std::string& reason) {
   t->claim = ClaimStatus::kFailed;
   t->idle = false;
   t->finished_ms = clock_.NowMs();
+  t->failure = Failure::kIdle;
   SetState(*t, TaskState::kFailed, reason);  // no retry: rerunning it would idle again
   return Status::Ok();
 }
@@ -502,7 +516,7 @@ Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,
   }
   if (cause.permanent) {
     KillGang(*t, reason);
-    FailPermanently(*t, reason);
+    FailPermanently(*t, reason, Failure::kLaunch);
     return Status::Ok();
   }
   KillGang(*t, reason.empty() ? "exited with code " + std::to_string(exit_code) : reason);
@@ -516,8 +530,18 @@ Status Scheduler::ApplyFinish(Task& task, int exit_code, MiB peak_gpu_mem_mib,
                          FormatSizeMiB(before) + ")"
                    : " (GPU memory share exceeded)";
   }
-  FailExecution(*t, why);
+  FailExecution(*t, why,
+                cause.out_of_memory || cause.gpu_mem_exceeded ? Failure::kOutOfMemory
+                                                              : Failure::kExit);
   return Status::Ok();
+}
+
+// "all 2 ranks exited 0"; with several processes per node "all 8 processes on 2 nodes
+// exited 0" (issue 41: it said "all 2 ranks" of 8 processes).
+static std::string AllRanksExited(int nodes, int64_t per_node) {
+  if (per_node <= 1) return "all " + std::to_string(nodes) + " ranks exited 0";
+  return "all " + std::to_string(nodes * per_node) + " processes on " + std::to_string(nodes) +
+         " nodes exited 0";
 }
 
 Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& node,
@@ -554,8 +578,7 @@ Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& no
       return Status::Ok();
     }
     return TaskFinished(id, attempt, 0, 0,
-                        reason.empty() ? "all " + std::to_string(ranks) + " ranks exited 0"
-                                       : reason,
+                        reason.empty() ? AllRanksExited(ranks, t->spec.tasks_per_node) : reason,
                         cause);
   }
   // One rank failed: the whole gang stops (TaskFinished kills the other ranks) and is
@@ -674,8 +697,7 @@ Status Scheduler::Cancel(TaskId id, const std::string& reason) {
     return NotFound("task " + id.ToString() + ": no such task");  // held: not acknowledged yet
   }
   if (IsTerminal(t->state)) {
-    return FailedPrecondition("task " + id.ToString() + " is already " +
-                              TaskStateName(t->state));
+    return FailedPrecondition(AlreadyEndedMessage(id.value(), t->state));
   }
   if (IsActive(*t)) {
     PushKill(*t, reason);
@@ -683,6 +705,7 @@ Status Scheduler::Cancel(TaskId id, const std::string& reason) {
   ReleasePlacement(*t);
   RemoveFromQueues(*t);
   t->finished_ms = clock_.NowMs();
+  t->failure = Failure::kCancelled;
   SetState(*t, TaskState::kCancelled, reason);
   return Status::Ok();
 }

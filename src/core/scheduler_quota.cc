@@ -51,6 +51,14 @@ Status Scheduler::SetQuota(const TeamQuota& quota) {
   return Status::Ok();
 }
 
+void Scheduler::RemoveQuota(const std::string& team) {
+  quotas_.Remove(team);
+  UnparkAll();  // as SetQuota: the pass changes
+  pass_requested_ = true;
+  capacity_event_ = true;
+  fs_dirty_ = true;
+}
+
 std::string Scheduler::GrantedClass(const std::string& team) const {
   const SchedulerConfig::PriorityGrants& g = config_.priority_grants;
   const std::string name = team.empty() ? kDefaultTeam : team;

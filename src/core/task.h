@@ -36,6 +36,17 @@ struct MemoryProfile {
 inline constexpr int64_t kMaxArrayTasks = 10'000;
 inline constexpr std::string_view kArrayIndexEnv = "GPUSCHED_ARRAY_INDEX";
 
+// A task's place in its job array (issue 41): its index and the array's index range. Set by
+// the server when it expands the array, never taken from a request. The array's tasks have
+// consecutive ids in index order, so the array's id (its first task's id) is
+// `id - (index - first)`; `gpusched cancel 12.*` names every task of array 12.
+struct ArrayMember {
+  int64_t index = 0;
+  int64_t first = 0;
+  int64_t last = 0;
+  auto operator<=>(const ArrayMember&) const = default;
+};
+
 struct TaskSpec {
   std::string name;
   // Number of GPUs. 0 with gpu_mem_mib > 0 means one shared GPU.
@@ -87,6 +98,8 @@ struct TaskSpec {
   // The signal every stop sends first (preemption, time limit, cancel), `grace` before
   // SIGKILL, as Slurm's --signal (core/stop_signal.h); nullopt = SIGTERM.
   std::optional<int> stop_signal;
+  // Set for a task of a job array (`submit --array`); see ArrayMember.
+  std::optional<ArrayMember> array;
 };
 
 // GPUs a task holds in all: per node times nodes.
@@ -105,6 +118,29 @@ enum class TaskState {
   kPreempted,
 };
 const char* TaskStateName(TaskState s);
+// "task 3 has already succeeded", "... has already failed", "task 3 was already cancelled".
+std::string AlreadyEndedMessage(uint64_t id, TaskState s);
+
+// Why a task ended without success (issue 41), as Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL:
+// set when the task becomes failed or cancelled, kNone otherwise. Stored by name, so only
+// ever add values.
+enum class Failure {
+  kNone,
+  kExit,           // its program exited non-zero (or was killed by a signal) too often
+  kTimeout,        // its time limit (`--time`) was reached
+  kOutOfMemory,    // the kernel's OOM killer killed it at its memory limit
+  kNodeLost,       // its node stopped heartbeating (node_lost_after)
+  kLaunch,         // it could not start: no such program or working directory
+  kCancelled,      // `gpusched cancel`
+  kPreempted,      // stopped for a higher priority with no retry left
+  kIdle,           // stopped for holding idle GPUs (the server's idle_action)
+  kHung,           // silent or stopped (SIGSTOP, stale heartbeat file) past task_timeout
+  kUnschedulable,  // no node fitted in max_placement_failures passes
+};
+// "" for kNone, else the lowercase name above ("exit", "out_of_memory", ...).
+const char* FailureName(Failure f);
+// The Failure named `name` ("" = kNone); nullopt for an unknown name.
+std::optional<Failure> FailureFromName(std::string_view name);
 // Waiting in Q or FQ (pending, or preempted and requeued).
 inline bool IsPending(TaskState s) {
   return s == TaskState::kPending || s == TaskState::kPreempted;
@@ -220,6 +256,10 @@ struct Task {
   TimeMs finished_ms = 0;
   std::optional<int> exit_code;
   std::string reason;  // why it is pending, failed or cancelled
+  Failure failure = Failure::kNone;  // failed or cancelled: why (issue 41)
+  // The node of each attempt's rank 0 (attempt -> node), the latest kMaxHistory attempts:
+  // `gpusched logs --attempt N` reads an earlier attempt's log there (issue 41).
+  std::map<int64_t, std::string> attempt_nodes;
   PlacementReport last_report;      // of the last placement attempt
   std::string last_report_summary;  // DescribeReport(last_report)
   // The pass that produced last_report (SchedulerStats::passes then; 0 = none yet) and when

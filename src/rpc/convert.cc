@@ -203,6 +203,14 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
   p->set_preemptions(t.preemptions);
   p->set_checkpoints(t.checkpoints);
   p->set_checkpointed_attempt(t.checkpointed_attempt);
+  p->set_failure(core::FailureName(t.failure));
+  if (const std::optional<core::ArrayMember>& a = t.spec.array) {  // consecutive ids (task.h)
+    v1::ArrayMembership* m = p->mutable_array();
+    m->set_id(t.id.value() - static_cast<uint64_t>(a->index - a->first));
+    m->set_index(a->index);
+    m->set_first(a->first);
+    m->set_last(a->last);
+  }
   TaskSpecToProto(t.spec, p->mutable_spec());
   if (!with_history) return;
   for (const core::Transition& h : t.history) {

@@ -33,6 +33,13 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                       {"command", std::vector<std::string>(t.spec().command().begin(),
                                                            t.spec().command().end())}};
   if (t.has_exit_code()) j["exit_code"] = t.exit_code();
+  // Issue 41: why a failed or cancelled task ended (null otherwise), and its job array.
+  j["failure"] = t.failure().empty() ? nlohmann::json() : nlohmann::json(t.failure());
+  j["array"] = t.has_array() ? nlohmann::json{{"id", t.array().id()},
+                                               {"index", t.array().index()},
+                                               {"first", t.array().first()},
+                                               {"last", t.array().last()}}
+                             : nlohmann::json();
   // Issue 40: `state` is the stored one; the change not stored yet is said apart.
   if (!t.unstored_state().empty()) j["unstored_state"] = t.unstored_state();
   const auto& s = t.spec();

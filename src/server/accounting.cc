@@ -51,13 +51,15 @@ void Accounting::Add(const v1::Task& t) {
   }
   if (start >= 0) close(t.finished_ms() > 0 ? t.finished_ms() : q_.now_ms);
   if (runs.empty()) return;
-  const std::string name = q_.by == AccountingQuery::By::kUser   ? owner.user
-                           : q_.by == AccountingQuery::By::kTeam ? owner.team
-                                                                 : owner.team + "/" + owner.user;
+  using By = AccountingQuery::By;
+  const std::string name = q_.by == By::kUser      ? owner.user
+                           : q_.by == By::kTeam    ? owner.team
+                           : q_.by == By::kFailure ? (t.failure().empty() ? "none" : t.failure())
+                                                   : owner.team + "/" + owner.user;
   AccountingGroup& g = groups_[name];
   g.name = name;
-  if (q_.by != AccountingQuery::By::kUser) g.team = owner.team;
-  if (q_.by != AccountingQuery::By::kTeam) g.user = owner.user;
+  if (q_.by == By::kTeam || q_.by == By::kTeamUser) g.team = owner.team;
+  if (q_.by == By::kUser || q_.by == By::kTeamUser) g.user = owner.user;
   g.gpu_hours_by_step.resize(steps_);
   ++g.tasks;
   for (const auto& [from, to] : runs) AddInterval(g, from, to, gpus, gib);

@@ -30,8 +30,9 @@ struct TaskOwner {
 TaskOwner OwnerOf(const v1::Task& t);
 
 struct AccountingQuery {
-  // kTeamUser: one group per (team, user) pair, named "team/user".
-  enum class By { kUser, kTeam, kTeamUser } by = By::kTeam;
+  // kTeamUser: one group per (team, user) pair, named "team/user". kFailure: one per
+  // Task.failure (issue 41), "none" for tasks that succeeded or have not ended.
+  enum class By { kUser, kTeam, kTeamUser, kFailure } by = By::kTeam;
   int64_t since_ms = 0, until_ms = 0, step_ms = 0;  // REQUIRES: since < until, step > 0
   int64_t now_ms = 0;                                // the end of intervals still open
   std::string user, team;                            // "" = everyone
@@ -39,7 +40,7 @@ struct AccountingQuery {
 
 struct AccountingGroup {
   std::string name;
-  std::string team, user;  // kTeamUser: both; kTeam: team; kUser: user
+  std::string team, user;  // kTeamUser: both; kTeam: team; kUser: user; kFailure: none
   double gpu_hours = 0, gpu_mem_gib_hours = 0;
   int64_t tasks = 0;                 // tasks that ran inside the window
   std::vector<double> gpu_hours_by_step;  // one per step from since_ms

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,27 @@
 
 namespace gpusched::server {
 namespace {
+
+// Issue 41: `ls --user/--team/--name/--node`. A name matches itself and an array's NAME[i];
+// a node, the task's current or last node or any rank's node of a gang.
+bool MatchesListFilter(const v1::Task& t, const v1::ListTasksRequest& req) {
+  const auto owner = [](const std::string& s) { return s.empty() ? std::string("default") : s; };
+  if (!req.user().empty() && owner(t.spec().user()) != req.user()) return false;
+  if (!req.team().empty() && owner(t.spec().team()) != req.team()) return false;
+  if (!req.name().empty() && t.name() != req.name()) {
+    const std::string& n = t.name();
+    const bool element = t.has_array() && n.size() > req.name().size() &&
+                         n.compare(0, req.name().size(), req.name()) == 0 &&
+                         n[req.name().size()] == '[';
+    if (!element) return false;
+  }
+  if (!req.node().empty() && t.node() != req.node() &&
+      std::find(t.gang_nodes().begin(), t.gang_nodes().end(), req.node()) ==
+          t.gang_nodes().end()) {
+    return false;
+  }
+  return true;
+}
 
 Status RequireId(uint64_t id) {
   if (id == 0) return InvalidArgument("id: must be a task id >= 1");
@@ -121,6 +143,7 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasks
                   : cp.ListTasksIn(states, req->after_id(), static_cast<size_t>(req->limit()));
   if (!page.ok()) return rpc::ToGrpc(page.status());
   for (v1::Task& t : page->tasks) {
+    if (!MatchesListFilter(t, *req)) continue;  // a short page; the client goes on after it
     RedactForCaller(entered->caller, cp.config().private_data, &t);
     *resp->add_tasks() = std::move(t);
   }
@@ -272,7 +295,8 @@ grpc::Status ApiService::Logs(grpc::ServerContext* ctx, const v1::LogsRequest* r
       EnterForTask(ctx, req->id(), "read the logs of task " + std::to_string(req->id()));
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  auto out = logs_.Read(cp, req->id(), req->offset(), req->max_bytes(), req->rank());
+  auto out =
+      logs_.Read(cp, req->id(), req->offset(), req->max_bytes(), req->rank(), req->attempt());
   if (!out.ok()) return rpc::ToGrpc(out.status());
   *resp = std::move(out).value();
   return grpc::Status::OK;
@@ -353,6 +377,13 @@ grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRe
   if (!out.ok()) return rpc::ToGrpc(out.status());
   *resp->mutable_quota() = std::move(out).value();
   return grpc::Status::OK;
+}
+
+grpc::Status ApiService::RemoveQuota(grpc::ServerContext* ctx, const v1::RemoveQuotaRequest* req,
+                                     v1::RemoveQuotaResponse*) {
+  auto entered = EnterAsAdmin(ctx, "quota rm");
+  if (!entered.ok()) return rpc::ToGrpc(entered.status());
+  return rpc::ToGrpc(entered->cp->RemoveQuota(req->team()));
 }
 
 grpc::Status ApiService::ListQuotas(grpc::ServerContext* ctx, const v1::ListQuotasRequest*,
@@ -445,14 +476,19 @@ grpc::Status ApiService::GetAccounting(grpc::ServerContext* ctx, const v1::Accou
   q.step_ms = req->until_ms() - req->since_ms();  // one step: the totals only
   q.user = req->user();
   q.team = req->team();
-  for (AccountingQuery::By by : {AccountingQuery::By::kTeamUser, AccountingQuery::By::kTeam}) {
+  using By = AccountingQuery::By;
+  std::vector<By> groupings = {By::kTeamUser, By::kTeam};
+  if (req->by_failure()) groupings.push_back(By::kFailure);  // issue 41
+  for (By by : groupings) {
     q.by = by;
     Accounting acct(q, totals);
     auto groups = CollectAccounting(cp, acct, q);
     if (!groups.ok()) return rpc::ToGrpc(groups.status());
     for (const AccountingGroup& g : *groups) {
-      v1::AccountingRow* row =
-          by == AccountingQuery::By::kTeam ? resp->add_teams() : resp->add_users();
+      v1::AccountingRow* row = by == By::kTeam      ? resp->add_teams()
+                               : by == By::kFailure ? resp->add_failures()
+                                                    : resp->add_users();
+      if (by == By::kFailure) row->set_failure(g.name);
       row->set_team(g.team);
       row->set_user(g.user);
       row->set_gpu_hours(g.gpu_hours);

@@ -78,6 +78,8 @@ class ApiService final : public v1::Scheduler::WithAsyncMethod_Submit<v1::Schedu
                           v1::ListQuotasResponse*) override;
   grpc::Status ListLearnedProfiles(grpc::ServerContext*, const v1::ListLearnedProfilesRequest*,
                                    v1::ListLearnedProfilesResponse*) override;
+  grpc::Status RemoveQuota(grpc::ServerContext*, const v1::RemoveQuotaRequest*,
+                           v1::RemoveQuotaResponse*) override;
   grpc::Status RemoveLearnedProfile(grpc::ServerContext*, const v1::RemoveLearnedProfileRequest*,
                                     v1::RemoveLearnedProfileResponse*) override;
   grpc::Status Backup(grpc::ServerContext*, const v1::BackupRequest*,

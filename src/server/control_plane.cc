@@ -468,7 +468,13 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
       batch.revoked_tokens.push_back(id);
     }
   }
-  for (const auto& [team, q] : w.quotas) batch.quotas.push_back(q);
+  for (const auto& [team, q] : w.quotas) {
+    if (q) {
+      batch.quotas.push_back(*q);
+    } else {
+      batch.removed_quotas.push_back(team);  // `quota rm`
+    }
+  }
   return batch;
 }
 

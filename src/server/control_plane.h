@@ -160,12 +160,16 @@ class ControlPlane {
     std::string log_read_key;
   };
   // `rank`: a gang's rank (its node's log); InvalidArgument past the task's ranks.
-  StatusOr<LogSource> LogSourceOf(uint64_t id, int rank = 0);
+  // `attempt`: an earlier attempt's log (issue 41; rank 0 only); 0 = the latest.
+  StatusOr<LogSource> LogSourceOf(uint64_t id, int rank = 0, int64_t attempt = 0);
   // Team quotas (core/quota.h): applied to the scheduler and stored (restored at start and at
   // an HA take-over). Field-named errors.
   // `keep_guarantee`: only the grant changes (issue 36). quota.max_priority "" keeps the
   // team's grant, "none" removes it.
   StatusOr<v1::TeamQuota> SetQuota(core::TeamQuota quota, bool keep_guarantee = false);
+  // `quota rm TEAM` (issue 41): the team goes back to no quota (guarantee 0, unlimited
+  // borrowing), stored. NotFound naming the team when it has none.
+  Status RemoveQuota(const std::string& team);
   // Every team with a quota or a live task, by name.
   v1::ListQuotasResponse ListQuotas();
   // What the GPU-memory table learned, by key (issue 36; admin only).
@@ -269,6 +273,12 @@ class ControlPlane {
   size_t TasksInMemory();
 
  private:
+  // LogSourceOf's parts: the node of an earlier attempt's rank 0, and the agent holding a
+  // node's logs (address, log-read key).
+  static StatusOr<std::string> EarlierAttemptNode(
+      uint64_t id, int node_rank, int64_t attempt, int64_t latest,
+      const std::map<int64_t, std::string>& attempt_nodes);
+  LogSource WithAgentOf(std::string node, LogSource src);
   void TeamMetrics(std::string& out);  // MetricsText's per-team series; REQUIRES: mu_ held
   // Stores a freshly minted token (CreateToken, CreateAgentToken).
   StatusOr<MintedToken> StoreToken(MintedToken m);
@@ -289,7 +299,7 @@ class ControlPlane {
     std::map<std::string, uint64_t> keys;
     std::set<core::MemoryProfile> peaks;
     std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
-    std::map<std::string, core::TeamQuota> quotas;
+    std::map<std::string, std::optional<core::TeamQuota>> quotas;  // nullopt = `quota rm`
     bool empty() const {
       return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
              peaks.empty() && tokens.empty() && quotas.empty();

@@ -173,7 +173,7 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
                        : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
                                               st.peak_gpu_mem_mib(), st.reason(),
                                               {st.gpu_mem_exceeded(), st.permanent(),
-                                               EndedAt(st), learn});
+                                               EndedAt(st), learn, st.out_of_memory()});
   if (!elsewhere && s.ok() && learn && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
       t->spec.profile) {
     pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated

@@ -63,6 +63,7 @@ StatusOr<std::vector<core::TaskSpec>> ControlPlane::ArraySpecs(const core::TaskS
     const std::string index = std::to_string(i);
     s.env[std::string(core::kArrayIndexEnv)] = index;
     s.name += "[" + index + "]";
+    s.array = core::ArrayMember{i, range.first, range.last};  // the server's, never the caller's
     specs.push_back(std::move(s));
   }
   return specs;
@@ -285,8 +286,7 @@ StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
   if (t == nullptr) {
     lock.unlock();
     GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));  // NotFound when absent
-    return FailedPrecondition("task " + std::to_string(id) + " is already " +
-                              core::TaskStateName(r.task.state));
+    return FailedPrecondition(core::AlreadyEndedMessage(id, r.task.state));
   }
   // Issue 40: a cancellation is acknowledged only once stored. One refused as not stored is
   // cancelled again by driving its commit, not answered "already cancelled".
@@ -382,8 +382,10 @@ StatusOr<v1::Node> ControlPlane::Drain(const std::string& node, bool evict) {
   return ChangeNode(node, [&] { return sched_->Drain(node, evict); });
 }
 
-StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int rank) {
+StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int rank,
+                                                          int64_t attempt) {
   std::optional<core::Placement> last;
+  std::map<int64_t, std::string> attempt_nodes;  // issue 41: `logs --attempt N`
   std::vector<std::string> gang;  // the last attempt's nodes in rank order (gangs only)
   int64_t nodes = 1, per_node = 1;  // ranks = nodes x processes per node
   LogSource src;
@@ -397,6 +399,7 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
       src.attempt = t->attempts;
       nodes = t->spec.nodes;
       per_node = t->spec.tasks_per_node;
+      attempt_nodes = t->attempt_nodes;
       if (auto it = last_placement_.find(t->id); it != last_placement_.end()) last = it->second;
       if (auto it = last_gang_.find(t->id); it != last_gang_.end()) gang = it->second;
     }
@@ -408,11 +411,19 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
     src.attempt = r->task.attempts;
     nodes = r->task.spec.nodes;
     per_node = r->task.spec.tasks_per_node;
+    attempt_nodes = r->task.attempt_nodes;
     last = r->last_placement;
   }
   if (rank < 0 || rank >= nodes * per_node) {
     return InvalidArgument("rank: " + std::to_string(rank) + " (task " + std::to_string(id) +
                            " has ranks 0-" + std::to_string(nodes * per_node - 1) + ")");
+  }
+  if (attempt > 0 && attempt != src.attempt) {
+    GS_ASSIGN_OR_RETURN(std::string node, EarlierAttemptNode(id, rank / per_node, attempt,
+                                                             src.attempt, attempt_nodes));
+    src.attempt = attempt;
+    src.done = true;  // that attempt is over: no more output comes
+    return WithAgentOf(std::move(node), std::move(src));
   }
   if (!last) return src;  // never ran: no log yet
   std::string node = last->node;
@@ -426,6 +437,31 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
     }
     node = gang[static_cast<size_t>(rank)];
   }
+  return WithAgentOf(std::move(node), std::move(src));
+}
+
+StatusOr<std::string> ControlPlane::EarlierAttemptNode(
+    uint64_t id, int node_rank, int64_t attempt, int64_t latest,
+    const std::map<int64_t, std::string>& attempt_nodes) {
+  const std::string task = "task " + std::to_string(id);
+  if (attempt > latest) {
+    return InvalidArgument("attempt: " + std::to_string(attempt) + " (" + task + " has run " +
+                           std::to_string(latest) + (latest == 1 ? " attempt)" : " attempts)"));
+  }
+  if (node_rank > 0) {
+    return InvalidArgument("rank: an earlier attempt's log is kept for rank 0 only (" + task +
+                           ", attempt " + std::to_string(attempt) + ")");
+  }
+  auto it = attempt_nodes.find(attempt);
+  if (it == attempt_nodes.end()) {
+    return NotFound("attempt " + std::to_string(attempt) + " of " + task +
+                    ": its node is not recorded (the latest " + std::to_string(core::kMaxHistory) +
+                    " attempts' are)");
+  }
+  return it->second;
+}
+
+ControlPlane::LogSource ControlPlane::WithAgentOf(std::string node, LogSource src) {
   std::lock_guard<std::mutex> lock(mu_);
   auto index = sched_->cluster().Find(node);
   if (index) src.address = sched_->cluster().node(*index).address;
@@ -509,6 +545,19 @@ StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_
   out.set_borrow_gpus(quota.borrow_gpus);
   out.set_max_priority(quota.max_priority);
   return out;
+}
+
+Status ControlPlane::RemoveQuota(const std::string& team) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (sched_->quotas().quotas().count(team) == 0) {
+    return NotFound("team: \"" + team + "\" has no quota (gpusched quota ls lists the teams)");
+  }
+  sched_->RemoveQuota(team);
+  pending_.quotas[team] = std::nullopt;
+  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  lock.unlock();
+  Kick();  // a pass without the quota
+  return Status::Ok();
 }
 
 // admin only
@@ -622,10 +671,14 @@ void ControlPlane::TeamMetrics(std::string& out) {
 std::string ControlPlane::MetricsText(bool with_teams) {
   std::string out;
   std::lock_guard<std::mutex> lock(mu_);
-  MetricHeader("gpusched_queue_depth", "gauge", "Tasks waiting, by queue (Q main, FQ failure).",
+  // Issue 41: label values in users' words; the patent's names stay in the help text.
+  MetricHeader("gpusched_queue_depth", "gauge",
+               "Tasks waiting, by queue: main (CN115981827A's Q) and retry (its failure queue "
+               "FQ).",
                out);
-  MetricLine("gpusched_queue_depth", "queue=\"Q\"", double(sched_->main_queue_size()), out);
-  MetricLine("gpusched_queue_depth", "queue=\"FQ\"", double(sched_->failure_queue_size()), out);
+  MetricLine("gpusched_queue_depth", "queue=\"main\"", double(sched_->main_queue_size()), out);
+  MetricLine("gpusched_queue_depth", "queue=\"retry\"", double(sched_->failure_queue_size()),
+             out);
   std::map<std::string, int64_t> by_state = finished_forgotten_;
   for (const auto& [state, ids] : by_state_) by_state[core::TaskStateName(state)] += ids.size();
   MetricHeader("gpusched_tasks", "gauge", "Tasks by state (finished ones from the store too).",

@@ -23,9 +23,10 @@ StatusOr<std::shared_ptr<v1::Agent::Stub>> LogReader::AgentStub(const ControlPla
 }
 
 StatusOr<v1::LogsResponse> LogReader::Read(ControlPlane& cp, uint64_t id, int64_t offset,
-                                           int64_t max_bytes, int rank) {
+                                           int64_t max_bytes, int rank, int64_t attempt) {
   if (offset < 0) return InvalidArgument("offset: must be >= 0");
-  GS_ASSIGN_OR_RETURN(ControlPlane::LogSource src, cp.LogSourceOf(id, rank));
+  if (attempt < 0) return InvalidArgument("attempt: must be >= 1 (0 = the latest)");
+  GS_ASSIGN_OR_RETURN(ControlPlane::LogSource src, cp.LogSourceOf(id, rank, attempt));
   v1::LogsResponse resp;
   resp.set_task_done(src.done);
   resp.set_attempt(src.attempt);

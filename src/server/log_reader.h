@@ -27,7 +27,7 @@ class LogReader {
   // `cp`: the control plane that knows where the task ran (with HA, the current leader's).
   // `rank`: a gang's rank, whose node holds its log (0 for other tasks).
   StatusOr<v1::LogsResponse> Read(ControlPlane& cp, uint64_t id, int64_t offset,
-                                  int64_t max_bytes, int rank = 0);
+                                  int64_t max_bytes, int rank = 0, int64_t attempt = 0);
 
  private:
   // With TLS (cp's tls_dir) the channel presents the server's certificate and checks that

@@ -454,6 +454,8 @@ std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap)
       {"t1", Duration(s.t1_ms)},
       {"t2", Duration(s.t2_ms)},
       {"fail_max", Integer(s.fail_max)},
+      // Issue 41: the same setting in users' words (retries of a task that does not say).
+      {"default_retries", Integer(s.fail_max)},
       // PATENTS.md section 6: the demotion cap (default 5 + fail_max; a new task's Pt is 1-5)
       // and the passes without a fitting node before a task is given up (default unlimited).
       {"max_priority_value", InRange(priority_cap, 5, 1'000'000)},
@@ -594,10 +596,14 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
     }
     const std::string key = kv.first.as<std::string>();
     const int line = kv.first.Mark().line + 1;
-    if (auto [first, fresh] = seen.try_emplace(key, line); !fresh) {
+    // default_retries is fail_max in users' words: one of the two.
+    const std::string setting = key == "default_retries" ? "fail_max" : key;
+    if (auto [first, fresh] = seen.try_emplace(setting, line); !fresh) {
       return InvalidArgument("config " + path + ":" + std::to_string(line) + ": " + key +
                              " given twice (first on line " + std::to_string(first->second) +
-                             ")");
+                             (setting != key || key == "fail_max" ? "; default_retries and "
+                                                                    "fail_max are one setting)"
+                                                                  : ")"));
     }
     if (key == "memory_table") {
       GS_RETURN_IF_ERROR(ApplyMemoryTable(kv.second, path, c));

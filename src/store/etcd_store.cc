@@ -300,6 +300,9 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
               {"max_priority", q.max_priority}};
     groups.push_back({EtcdOp::Put(Key("quota", q.team), v.dump())});
   }
+  for (const std::string& team : batch.removed_quotas) {
+    groups.push_back({EtcdOp::Delete(Key("quota", team))});
+  }
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
   ++stats_.commits;
   for (const std::string& k : now_split) {

@@ -23,6 +23,7 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   for (const TokenRecord& t : batch.tokens) tokens_[t.id] = t;
   for (const std::string& id : batch.revoked_tokens) tokens_.erase(id);
   for (const core::TeamQuota& q : batch.quotas) quotas_[q.team] = q;
+  for (const std::string& team : batch.removed_quotas) quotas_.erase(team);
   return Status::Ok();
 }
 

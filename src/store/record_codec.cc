@@ -68,6 +68,11 @@ core::TaskSpec SpecFrom(const Json& j) {
   if (j.contains("preemptible")) s.preemptible = j.at("preemptible").get<bool>();
   if (j.contains("grace_ms")) s.grace_ms = j.at("grace_ms").get<int64_t>();
   if (j.contains("stop_signal")) s.stop_signal = j.at("stop_signal").get<int>();
+  if (j.contains("array")) {  // issue 41: [index, first, last]
+    const Json& a = j.at("array");
+    s.array = core::ArrayMember{a.at(0).get<int64_t>(), a.at(1).get<int64_t>(),
+                                a.at(2).get<int64_t>()};
+  }
   return s;
 }
 
@@ -172,6 +177,10 @@ std::string SpecJson(const core::TaskSpec& s) {
   }
   tol += ']';
   Writer w;
+  if (s.array) {
+    w.Raw("array", Writer::Ints(std::vector<int64_t>{s.array->index, s.array->first,
+                                                     s.array->last}));
+  }
   w.Raw("command", Writer::Strings(s.command));
   w.Int("cpu_milli", s.resources.cpu_milli);
   if (s.duration_ms) w.Int("duration_ms", *s.duration_ms);
@@ -201,23 +210,31 @@ std::string SpecJson(const core::TaskSpec& s) {
   return w.Done();
 }
 
-}  // namespace
-
-std::string EncodeTask(const TaskRecord& r) {
-  const core::Task& t = r.task;
+// The latest kMaxStoredTransitions transitions: [[at_ms, state, reason], ...].
+std::string HistoryJson(const std::vector<core::Transition>& history) {
   std::string hist = "[";
-  const size_t first = t.history.size() > kMaxStoredTransitions
-                           ? t.history.size() - kMaxStoredTransitions
-                           : 0;
-  for (size_t i = first; i < t.history.size(); ++i) {
-    const core::Transition& h = t.history[i];
+  const size_t first =
+      history.size() > kMaxStoredTransitions ? history.size() - kMaxStoredTransitions : 0;
+  for (size_t i = first; i < history.size(); ++i) {
+    const core::Transition& h = history[i];
     if (hist.size() > 1) hist += ',';
     hist += '[' + std::to_string(h.at_ms) + ',' + std::to_string(static_cast<int>(h.state)) +
             ',' + Writer::Quote(h.reason) + ']';
   }
-  hist += ']';
+  return hist + ']';
+}
+
+}  // namespace
+
+std::string EncodeTask(const TaskRecord& r) {
+  const core::Task& t = r.task;
   Writer w;
   w.Int("assigned_ms", t.assigned_ms);
+  if (!t.attempt_nodes.empty()) {
+    std::map<std::string, std::string> nodes;  // Writer::Map sorts by text; decode reorders
+    for (const auto& [attempt, node] : t.attempt_nodes) nodes[std::to_string(attempt)] = node;
+    w.Raw("attempt_nodes", Writer::Map(nodes));
+  }
   w.Int("attempts", t.attempts);
   w.Int("base_pt", t.base_pt);
   if (t.checkpointed_attempt > 0) w.Int("checkpointed_attempt", t.checkpointed_attempt);
@@ -226,6 +243,7 @@ std::string EncodeTask(const TaskRecord& r) {
   w.Bool("exclusive", t.exclusive);
   if (t.exit_code) w.Int("exit_code", *t.exit_code);
   w.Int("fail_cnt", t.fail_cnt);
+  if (t.failure != core::Failure::kNone) w.Str("failure", core::FailureName(t.failure));
   w.Int("finished_ms", t.finished_ms);
   if (!t.gang_placements.empty()) {
     std::string gang = "[";
@@ -235,7 +253,7 @@ std::string EncodeTask(const TaskRecord& r) {
     w.Raw("gang", gang + "]");
   }
   w.Int("gpu_mem_need_mib", t.gpu_mem_need_mib);
-  w.Raw("history", hist);
+  w.Raw("history", HistoryJson(t.history));
   w.Uint("id", t.id.value());
   if (r.last_placement) w.Raw("last_placement", PlacementJson(*r.last_placement));
   w.Str("last_report", t.last_report_summary);
@@ -301,6 +319,17 @@ StatusOr<TaskRecord> DecodeTask(const std::string& text) {
       for (const Json& rank : j.at("ranks_done")) t.ranks_done.insert(rank.get<int>());
     }
     if (j.contains("preemptions")) t.preemptions = j.at("preemptions").get<int64_t>();
+    if (j.contains("failure")) {  // issue 41
+      const std::string name = j.at("failure").get<std::string>();
+      std::optional<core::Failure> f = core::FailureFromName(name);
+      if (!f) return DataLoss("task " + t.id.ToString() + ": failure: \"" + name + "\"");
+      t.failure = *f;
+    }
+    if (j.contains("attempt_nodes")) {
+      for (const auto& [attempt, node] : j.at("attempt_nodes").items()) {
+        t.attempt_nodes[std::stoll(attempt)] = node.get<std::string>();
+      }
+    }
     if (j.contains("checkpoints")) t.checkpoints = j.at("checkpoints").get<int64_t>();
     if (j.contains("checkpointed_attempt")) {
       t.checkpointed_attempt = j.at("checkpointed_attempt").get<int64_t>();

@@ -324,6 +324,13 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
     put_quota.Bind(5, q.max_priority);
     if (put_quota.Step() != SQLITE_DONE) return Error("write quota of team " + q.team);
   }
+  Statement drop_quota(Cached("DELETE FROM quotas WHERE team = ?"));
+  if (!drop_quota.ok()) return Error("prepare");
+  for (const std::string& team : batch.removed_quotas) {
+    drop_quota.Reset();
+    drop_quota.Bind(1, team);
+    if (drop_quota.Step() != SQLITE_DONE) return Error("delete quota of team " + team);
+  }
   return Status::Ok();
 }
 

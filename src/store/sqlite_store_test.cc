@@ -99,6 +99,35 @@ TEST_F(SqliteStoreTest, TasksSurviveReopenWithEveryField) {
   EXPECT_EQ(s->GetTask(9).status().code(), StatusCode::kNotFound);
 }
 
+// Issue 41: how a task ended, its place in a job array and the node of each attempt (for
+// `logs --attempt N`) are stored; a stored failure that is no kind is refused, naming it.
+TEST_F(SqliteStoreTest, Issue41_FailureArrayAndAttemptNodesSurviveReopen) {
+  TaskRecord failed = WithState(RunningTask(1), core::TaskState::kFailed);
+  failed.task.failure = core::Failure::kOutOfMemory;
+  failed.task.spec.array = core::ArrayMember{7, 5, 9};
+  failed.task.attempt_nodes = {{1, "n1"}, {2, "n2"}, {10, "n3"}};  // 10 sorts before 2 as text
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->Commit(Tasks({failed})).ok());
+  }
+  auto s = Open();
+  auto back = s->GetTask(1);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->task.failure, core::Failure::kOutOfMemory);
+  EXPECT_EQ(back->task.spec.array, (core::ArrayMember{7, 5, 9}));
+  EXPECT_EQ(back->task.attempt_nodes, failed.task.attempt_nodes);
+  EXPECT_EQ(EncodeTask(*back), EncodeTask(failed));
+
+  std::string text = EncodeTask(failed);
+  const std::string kind = "\"failure\":\"out_of_memory\"";
+  ASSERT_NE(text.find(kind), std::string::npos) << text;
+  text.replace(text.find(kind), kind.size(), "\"failure\":\"gremlins\"");
+  StatusOr<TaskRecord> bad = DecodeTask(text);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("failure: \"gremlins\""), std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(SqliteStoreTest, ListsPagesByStateFromTheIndexAndCountsByState) {
   auto s = Open();
   std::vector<TaskRecord> all;

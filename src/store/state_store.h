@@ -70,9 +70,11 @@ struct WriteBatch {
   std::vector<TokenRecord> tokens;                   // insert or replace
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   std::vector<core::TeamQuota> quotas;               // insert or replace, by team
+  std::vector<std::string> removed_quotas;           // teams to delete (absent: no-op)
   bool empty() const {
     return tasks.empty() && nodes.empty() && removed_nodes.empty() && idempotency_keys.empty() &&
-           peaks.empty() && forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() && quotas.empty();
+           peaks.empty() && forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() &&
+           quotas.empty() && removed_quotas.empty();
   }
 };
 

@@ -127,6 +127,9 @@ class DashboardTest(unittest.TestCase):
         self.assertIn("cancelled", B.evaluate("document.querySelector('dd[data-fact=\"exit\"]')"
                                               ".textContent + document.querySelector("
                                               "'dd[data-fact=\"why\"]').textContent"))
+        # Issue 41: how it ended, in the words `ls` and `show` use.
+        B.wait_for("document.querySelector('dd[data-fact=\"ended by\"]').textContent === "
+                   "'cancelled'", "the failure field")
         self.shot("task-cancelled-1280x800.png")
         self.assertNoPageErrors()
 

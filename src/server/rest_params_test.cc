@@ -159,7 +159,8 @@ TEST(RestParamsTest, Issue41_SubmitBodyTakesTheJobFilesFieldsAndValues) {
       "priority": "high", "preemptible": false, "grace": "90s", "signal": "USR1",
       "gang_timeout": "10m", "heartbeat_timeout": "5m", "keep_pending": true,
       "tolerations": [{"key": "spot", "operator": "Exists"}], "node_selector": {"zone": "a"},
-      "profile": {"model": "resnet50", "batch": 8}, "name": null})");
+      "profile": {"model": "resnet50", "batch": 8}, "name": null,
+      "gpu_model": "[a, {b: c}]"})");
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   const core::TaskSpec& s = b->spec;
   EXPECT_EQ(s.command, (std::vector<std::string>{"/bin/sh", "-c", "python3 train.py > out.log"}));
@@ -179,6 +180,7 @@ TEST(RestParamsTest, Issue41_SubmitBodyTakesTheJobFilesFieldsAndValues) {
   EXPECT_EQ(s.tolerations[0], (core::Toleration{"spot", "", true, false, {}}));
   EXPECT_EQ(*s.profile, (core::MemoryProfile{"", "resnet50", 8, 0, 0}));
   EXPECT_EQ(s.name, "");  // null: not given
+  EXPECT_EQ(s.gpu_model, "[a, {b: c}]");  // a JSON string is text, never read as YAML
 }
 
 // What a REST call cannot mean is refused naming the field: `export` (the variables of a

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -26,6 +28,8 @@ namespace gpusched::testing {
 namespace {
 
 namespace v1 = ::gpusched::v1;
+
+const std::string kWellFormedUnknownToken = "gst_0123456789abcdef_" + std::string(64, 'a');
 
 int Connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -68,6 +72,38 @@ HttpResult Raw(int port, const std::string& head, const std::string& body = "") 
   HttpResult r = ReadAnswer(fd);
   close(fd);
   return r;
+}
+
+// One request on a connection the test keeps open (HTTP/1.1 keep-alive, as curl sends it):
+// `head` ends with its last header line; nothing is added. Returns the first answer, read
+// up to the end of its body (Content-Length), without waiting for the connection to close.
+HttpResult OneAnswer(int port, const std::string& head, const std::string& body = "") {
+  const int fd = Connect(port);
+  if (fd < 0) return {};
+  const std::string req = head + "\r\n" + body;
+  (void)!send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string answer;
+  size_t end = std::string::npos, length = 0;
+  char buf[4096];
+  while (end == std::string::npos || answer.size() < end + 4 + length) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+    end = answer.find("\r\n\r\n");
+    const size_t at = answer.find("Content-Length: ");
+    length = end != std::string::npos && at < end ? std::stoul(answer.substr(at + 16)) : 0;
+  }
+  close(fd);
+  HttpResult r;
+  if (answer.rfind("HTTP/1.", 0) == 0 && answer.size() > 12) r.status = std::atoi(answer.c_str() + 9);
+  if (end != std::string::npos) r.body = answer.substr(end + 4, length);
+  return r;
+}
+
+// The {"error": {...}} of an answer's body, or {} when it has none.
+Json ErrorOf(const HttpResult& r) {
+  const Json j = Json::parse(r.body, nullptr, false);
+  return j.is_object() && j.contains("error") ? j["error"] : Json::object();
 }
 
 int64_t PeakRssKiB(pid_t pid) {
@@ -122,6 +158,94 @@ TEST_F(DoorsTest, Issue36_ForeignHostOrOriginIsRefusedAndCreatesNoTask) {
   // The right name on another port is another origin.
   EXPECT_EQ(Post("127.0.0.1:1", "").rfind("403 ", 0), 0u);
   EXPECT_EQ(Tasks().size(), 3u);
+}
+
+// Issue 41: `curl -X POST .../tasks/ID/cancel` (no body, no Content-Type, a keep-alive
+// connection) cancels at once and answers the task; a page of another site still cannot
+// (its Origin is refused first), and a body must still be JSON.
+TEST_F(DoorsTest, Issue41_CancelNeedsNoBodyAndAnswersTheTask) {
+  const HttpResult submitted = HttpRequest(http_port_, "POST", "/api/v1/tasks",
+                                           {"Content-Type: application/json"},
+                                           R"({"command": ["true"], "keep_pending": true})");
+  ASSERT_EQ(submitted.status, 201) << submitted.body;
+  const std::string id = std::to_string(Json::parse(submitted.body)["id"].get<uint64_t>());
+  const std::string cancel = "POST /api/v1/tasks/" + id + "/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  HttpResult r = OneAnswer(http_port_, cancel + "Origin: http://attacker.example\r\n");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(ErrorOf(r).value("message", "").find("Origin"), std::string::npos) << r.body;
+  r = OneAnswer(http_port_, cancel + "Content-Type: text/plain\r\nContent-Length: 2\r\n", "{}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("field", ""), "Content-Type") << r.body;
+  EXPECT_EQ(Task(std::stoull(id))["state"], "pending");
+  r = OneAnswer(http_port_, cancel);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["state"], "cancelled") << r.body;
+  EXPECT_EQ(Json::parse(r.body)["id"].get<uint64_t>(), std::stoull(id));
+}
+
+// Issue 41: the REST body takes the job file's fields: time limit, working directory,
+// priority, preemption, node rules as objects, a shell command string.
+TEST_F(DoorsTest, Issue41_RestSubmitTakesTheJobFilesFields) {
+  const HttpResult r = HttpRequest(
+      http_port_, "POST", "/api/v1/tasks", {"Content-Type: application/json"},
+      R"({"command": "echo hi", "time": "2h", "workdir": "/tmp", "priority": "high",
+          "preemptible": false, "grace": "45s", "signal": "USR1", "keep_pending": true,
+          "tolerations": [{"key": "spot", "operator": "Exists"}],
+          "node_selector": {"zone": "a"}})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const HttpResult shown = HttpRequest(http_port_, "GET",
+                                       Json::parse(r.body)["url"].get<std::string>());
+  const Json t = Json::parse(shown.body, nullptr, false);
+  ASSERT_TRUE(t.contains("request")) << shown.body;
+  EXPECT_EQ(t["command"], Json::parse(R"(["/bin/sh", "-c", "echo hi"])")) << t.dump();
+  EXPECT_EQ(t["workdir"], "/tmp") << t.dump();
+  const Json& q = t["request"];
+  EXPECT_EQ(q["time_limit_ms"], 7'200'000) << q.dump();
+  EXPECT_EQ(q["priority_class"], "high") << q.dump();
+  EXPECT_EQ(q["preemptible"], false) << q.dump();
+  EXPECT_EQ(q["grace_ms"], 45'000) << q.dump();
+  EXPECT_EQ(q["signal"], SIGUSR1) << q.dump();
+  EXPECT_EQ(q["node_selector"], Json::parse(R"({"zone": "a"})")) << q.dump();
+  EXPECT_EQ(q["tolerations"].size(), 1u) << q.dump();
+  const HttpResult relative = HttpRequest(http_port_, "POST", "/api/v1/tasks",
+                                          {"Content-Type: application/json"},
+                                          R"({"command": ["true"], "workdir": "runs"})");
+  EXPECT_EQ(relative.status, 400) << relative.body;
+  EXPECT_EQ(ErrorOf(relative).value("field", ""), "workdir") << relative.body;
+}
+
+// Issue 41: httplib's own refusals answer the API's JSON error, not an empty body: a
+// request line that is not HTTP, a path no route serves, a chunked body past http_max_body.
+TEST_F(DoorsTest, Issue41_EveryErrorHasAJsonBody) {
+  HttpResult r = OneAnswer(http_port_, "NOT-HTTP\r\n");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("code", ""), "invalid_argument") << r.body;
+  r = OneAnswer(http_port_, "POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("field", ""), "path") << r.body;
+  r = OneAnswer(http_port_, "POST /api/v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("code", ""), "not_found") << r.body;
+  // 1.25 MiB in one chunk: past the default http_max_body (1 MiB) while it is read.
+  const int fd = Connect(http_port_);
+  ASSERT_GE(fd, 0);
+  const size_t size = (5u << 20) / 4;
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%zx", size);
+  const std::string req = "POST /api/v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                          "application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                          std::string(hex) + "\r\n" + std::string(size, ' ') + "\r\n0\r\n\r\n";
+  size_t sent = 0;
+  while (sent < req.size()) {
+    const ssize_t n = send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server stopped reading
+    sent += static_cast<size_t>(n);
+  }
+  r = ReadAnswer(fd);
+  close(fd);
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(r.body.find("http_max_body"), std::string::npos) << r.body;
+  EXPECT_EQ(HttpGet(http_port_, "/healthz"), "ok\n");
 }
 
 TEST_F(DoorsTest, Issue36_SixtySlowConnectionsDoNotStallHealthz) {
@@ -236,6 +360,39 @@ TEST_F(AuthClusterTest, Issue36_AHugeUnauthenticatedPostIsRefusedUnread) {
   EXPECT_EQ(big.status, 413) << big.body;
   EXPECT_NE(big.body.find("http_max_body"), std::string::npos) << big.body;
   EXPECT_EQ(HttpGet(http_port_, "/healthz"), "ok\n");
+}
+
+// Issue 41: the order of a write's checks: the caller (401), then the task and whether the
+// caller may touch it (404, 403), then the content (400). Bob's cancel of Alice's task is
+// 403 whatever its Content-Type; Alice's needs no body.
+TEST_F(AuthClusterTest, Issue41_OwnershipIsCheckedBeforeTheContent) {
+  const std::string alice = CreateToken("alice", "ml"), bob = CreateToken("bob", "ml");
+  const HttpResult submitted = HttpRequest(
+      http_port_, "POST", "/api/v1/tasks",
+      {"Content-Type: application/json", "Authorization: Bearer " + alice},
+      R"({"command": ["true"], "keep_pending": true})");
+  ASSERT_EQ(submitted.status, 201) << submitted.body;
+  const std::string id = std::to_string(Json::parse(submitted.body)["id"].get<uint64_t>());
+  const std::string url = "/api/v1/tasks/" + id + "/cancel";
+  auto cancel = [&](const std::string& token, const std::string& path) {
+    return HttpRequest(http_port_, "POST", path,
+                       {"Content-Type: text/plain", "Authorization: Bearer " + token}, "x");
+  };
+  HttpResult r = cancel(kWellFormedUnknownToken, url);
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("code", ""), "unauthenticated") << r.body;
+  r = cancel(bob, url);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("code", ""), "permission_denied") << r.body;
+  r = cancel(bob, "/api/v1/tasks/999999/cancel");
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = cancel(alice, url);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(ErrorOf(r).value("field", ""), "Content-Type") << r.body;
+  r = OneAnswer(http_port_, "POST " + url + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            "Authorization: Bearer " + alice + "\r\n");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body, nullptr, false).value("state", ""), "cancelled") << r.body;
 }
 
 TEST_F(DoorsAuthTest, Issue36_StreamsAreCappedPerUserAndInTotal) {

@@ -77,6 +77,7 @@ class DoorStream final : public httplib::Stream {
   void BeginRequest() {
     used_ = 0;
     budget_ = kMaxHead;
+    over_limit_ = false;
     head_deadline_ms_ = MonoMs() + limits_.header_timeout_ms;
     in_head_ = true;
   }
@@ -87,6 +88,9 @@ class DoorStream final : public httplib::Stream {
   }
   void CloseAfterAnswer() { close_after_ = true; }
   bool ending() const { return close_after_ || broken_; }
+  // The request's body went past max_body (a chunked body: a declared length is refused
+  // before it is read).
+  bool body_over_limit() const { return over_limit_; }
 
   // Waits up to `idle_ms` for the next request; false when none came or the server stops.
   bool WaitForRequest(int64_t idle_ms) {
@@ -160,7 +164,10 @@ class DoorStream final : public httplib::Stream {
 
   // Reads what is there into buf_ (within the request's budget and deadline).
   bool Fill() {
-    if (used_ >= budget_) return Fail();  // over the body limit (or the head's)
+    if (used_ >= budget_) {  // over the body limit (or the head's)
+      over_limit_ = !in_head_;
+      return Fail();
+    }
     const size_t want = std::min(sizeof buf_, budget_ - used_);
     const int64_t deadline = ReadDeadline();
     for (;;) {
@@ -204,9 +211,19 @@ class DoorStream final : public httplib::Stream {
   bool in_head_ = true;
   bool close_after_ = false;
   bool broken_ = false;
+  bool over_limit_ = false;
 };
 
 thread_local DoorStream* current_stream = nullptr;
+
+// Issue 41: a request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
+// 6.3), as `curl -X POST URL` sends it. httplib 0.11 would read such a POST's body until the
+// client closes or its read timeout passes (5 s, then 400): it is told the length, 0.
+void WithoutFramingNoBody(httplib::Request& req) {
+  if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+    req.headers.emplace("Content-Length", "0");
+  }
+}
 
 // Runs a connection's requests one after another until one ends it (httplib's keep-alive
 // loop, with the door's stream). `process` is Server::process_request.
@@ -219,7 +236,10 @@ void ServeRequests(int sock, SSL* ssl, const HttpDoorLimits& limits, const DoorT
     strm.BeginRequest();
     bool closed = false;
     const bool ok = process(strm, n + 1 == t.max_requests, closed,
-                            [&strm](httplib::Request&) { strm.HeadDone(); });
+                            [&strm](httplib::Request& req) {
+                              strm.HeadDone();
+                              WithoutFramingNoBody(req);
+                            });
     if (!ok || closed || strm.ending()) break;
   }
   current_stream = nullptr;
@@ -297,16 +317,49 @@ bool IsIpLiteral(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), &a6) == 1;
 }
 
-void Refuse(httplib::Response& res, int status, const std::string& code,
-            const std::string& message) {
+// The API's error answer ({"error": {...}}, as rest_api.cc's SendError writes it).
+void SetJsonError(httplib::Response& res, int status, const std::string& code,
+                  const std::string& message) {
   nlohmann::json j = {{"error", {{"status", status}, {"code", code}, {"message", message},
                                  {"field", message.substr(0, message.find(':'))}}}};
   res.status = status;
-  res.set_header("Connection", "close");
   res.set_header("Cache-Control", "no-store");
   if (status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"gpusched\"");
-  res.set_content(j.dump() + "\n", "application/json");
+  res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                  "application/json");
+}
+
+void Refuse(httplib::Response& res, int status, const std::string& code,
+            const std::string& message) {
+  SetJsonError(res, status, code, message);
+  res.set_header("Connection", "close");
   CloseConnectionAfterAnswer();
+}
+
+// httplib's own refusal of `status` as the API answers it.
+struct Refusal {
+  int status;
+  std::string code, message;
+};
+Refusal HttplibRefusal(const httplib::Request& req, int status) {
+  const bool too_big = status == 413 || (status == 400 && current_stream != nullptr &&
+                                         current_stream->body_over_limit());
+  if (too_big) {
+    return {413, "invalid_argument", "body: over the limit of the server's http_max_body"};
+  }
+  switch (status) {
+    case 400:
+      return {400, "invalid_argument", "request: not a well-formed HTTP request (request line, "
+                                       "headers or body framing), or its body stopped coming"};
+    case 404: return {404, "not_found", "path: no " + req.method + " " + req.path + " here"};
+    case 414: return {414, "invalid_argument", "path: the request line is too long"};
+    case 416:
+      return {416, "invalid_argument", "Range: \"" + req.get_header_value("Range") +
+                                           "\" is not a range of this answer"};
+    default:
+      return {status, status >= 500 ? "internal" : "invalid_argument",
+              "request: refused (HTTP " + std::to_string(status) + ")"};
+  }
 }
 
 bool HasBody(const httplib::Request& req) {
@@ -317,6 +370,28 @@ bool HasBody(const httplib::Request& req) {
 httplib::TaskQueue* NewConnectionThreads() { return new ConnectionThreads; }
 
 }  // namespace
+
+void AnswerErrorsAsJson(httplib::Server& http) {
+  using R = httplib::Server::HandlerResponse;
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return R::Unhandled;
+        const Refusal r = HttplibRefusal(req, res.status);
+        SetJsonError(res, r.status, r.code, r.message);
+        return R::Handled;
+      }));
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SetJsonError(res, 500, "internal", "internal error: " + what);
+      });
+}
 
 void CloseConnectionAfterAnswer() {
   if (current_stream != nullptr) current_stream->CloseAfterAnswer();

@@ -59,6 +59,12 @@ httplib::Server::HandlerResponse CheckAtTheDoor(const HostAllowList& hosts, size
                                                 const httplib::Request& req,
                                                 httplib::Response& res);
 
+// Issue 41: every error answer has the API's JSON body ({"error": {"status", "code",
+// "message", "field"}}), httplib's own too: a malformed request (400), a chunked body past
+// http_max_body (413), no route (404), a handler that threw (500). Answers that have a body
+// already are left alone.
+void AnswerErrorsAsJson(httplib::Server& http);
+
 // Ends the connection that is being served on this thread once its current answer is
 // written; what the client sent after the head is not read.
 void CloseConnectionAfterAnswer();

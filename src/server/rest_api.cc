@@ -39,25 +39,28 @@ enum class Access { kRead, kWrite };
 // Authorization header (Unauthenticated: 401), or with authentication off an admin named by
 // the owner of the request's loopback connection (issue 35, peer_identity.h; never by a
 // header), else the default user (ControlPlane::Authenticate). What each caller may do is
-// access.h's.
-// Writes must be JSON: a browser cannot send that across origins without a CORS preflight
-// (which this API never grants), so another web page cannot submit or cancel tasks. The
-// token travels in a header only, never in a URL (URLs end up in logs).
-StatusOr<Caller> Authorize(ControlPlane& cp, const PeerIdentity* peers, const Request& req,
-                           Access access) {
+// access.h's. The token travels in a header only, never in a URL (URLs end up in logs).
+// Another site's page cannot write: the door (http_door.h) refuses a write whose Origin is
+// not the server's own before anything else, and a body must be JSON (CheckJsonBody).
+StatusOr<Caller> Authorize(ControlPlane& cp, const PeerIdentity* peers, const Request& req) {
   std::string local_user;
   if (!cp.auth_enabled() && peers != nullptr) {
     local_user = peers->UserOf({req.remote_addr, static_cast<uint16_t>(req.remote_port)},
                                {req.local_addr, static_cast<uint16_t>(req.local_port)});
   }
-  GS_ASSIGN_OR_RETURN(Caller caller,
-                      cp.Authenticate(req.get_header_value("Authorization"), local_user));
-  if (access == Access::kWrite &&
-      req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
-    return InvalidArgument("Content-Type: must be application/json, got \"" +
-                           req.get_header_value("Content-Type") + "\"");
+  return cp.Authenticate(req.get_header_value("Authorization"), local_user);
+}
+
+// A write's content: a body (or a Content-Type) must be JSON; no body at all is fine
+// (`curl -X POST .../cancel`). Checked after the caller and the object (issue 41), so that
+// what a caller may not touch is answered 403 or 404 whatever the request carries.
+Status CheckJsonBody(const Request& req) {
+  const std::string type = req.get_header_value("Content-Type");
+  if ((req.body.empty() && type.empty()) || type.rfind("application/json", 0) == 0) {
+    return Status::Ok();
   }
-  return caller;
+  return InvalidArgument("Content-Type: must be application/json with a body, got \"" + type +
+                         "\"");
 }
 
 int HttpStatus(StatusCode c) {
@@ -122,9 +125,16 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
 
  private:
   using Handler = StatusOr<Json> (RestApi::*)(const Request&, const Caller&);
-  // A JSON route: access check, handler, reply (`ok` on success). Never throws.
-  httplib::Server::Handler Route(Access access, Handler h, int ok = 200);
+  // What a write touches, checked before its content: the object exists (404) and the caller
+  // may change it (403).
+  using Precheck = Status (RestApi::*)(const Request&, const Caller&);
+  // A JSON route: the caller (401), for a write `precheck` then the content (400), the
+  // handler, the reply (`ok` on success). Never throws.
+  httplib::Server::Handler Route(Access access, Handler h, int ok = 200,
+                                 Precheck precheck = nullptr);
 
+  Status MayCancel(const Request& req, const Caller& caller);
+  Status MayRemoveNode(const Request& req, const Caller& caller);
   StatusOr<Json> ListTasks(const Request& req, const Caller& caller);
   StatusOr<Json> GetTask(const Request& req, const Caller& caller);
   StatusOr<Json> SubmitTask(const Request& req, const Caller& caller);
@@ -146,14 +156,16 @@ class RestApi : public std::enable_shared_from_this<RestApi> {
   LogReader logs_;
 };
 
-httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok) {
+httplib::Server::Handler RestApi::Route(Access access, Handler h, int ok, Precheck precheck) {
   auto self = shared_from_this();
-  return [self, access, h, ok](const Request& req, Response& res) {
-    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, access);
+  return [self, access, h, ok, precheck](const Request& req, Response& res) {
+    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req);
     if (!caller.ok()) return SendError(res, caller.status());
     StatusOr<Json> out = Internal("no answer");
     try {
-      out = ((*self).*h)(req, *caller);
+      Status allowed = precheck ? ((*self).*precheck)(req, *caller) : Status::Ok();
+      if (allowed.ok() && access == Access::kWrite) allowed = CheckJsonBody(req);
+      out = allowed.ok() ? ((*self).*h)(req, *caller) : StatusOr<Json>(allowed);
     } catch (const std::exception& e) {  // a third-party throw must not take the server down
       out = Internal(std::string("internal error: ") + e.what());
     }
@@ -251,13 +263,16 @@ StatusOr<Json> RestApi::SubmitTask(const Request& req, const Caller& caller) {
   return Json{{"id", id.value()}, {"url", "/api/v1/tasks/" + std::to_string(id.value())}};
 }
 
+// The task exists (404) and the caller owns it or is an admin (403).
+Status RestApi::MayCancel(const Request& req, const Caller& caller) {
+  GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
+  GS_ASSIGN_OR_RETURN(v1::Task owned, cp_.GetTask(id, false));
+  return RequireOwnerOrAdmin(caller, owned, "cancel task " + std::to_string(id));
+}
+
 StatusOr<Json> RestApi::CancelTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
-  if (!caller.admin) {
-    GS_ASSIGN_OR_RETURN(v1::Task owned, cp_.GetTask(id, false));
-    GS_RETURN_IF_ERROR(RequireOwnerOrAdmin(caller, owned, "cancel task " + std::to_string(id)));
-  }
   GS_ASSIGN_OR_RETURN(v1::Task t, cp_.Cancel(id));
   return TaskFor(caller, std::move(t));
 }
@@ -310,10 +325,13 @@ StatusOr<Json> RestApi::Nodes(const Request& req, const Caller&) {
 }
 
 // Issue 39: DELETE /api/v1/nodes/NAME[?force=true], the rules of `gpusched node rm`.
-StatusOr<Json> RestApi::RemoveNode(const Request& req, const Caller& caller) {
+Status RestApi::MayRemoveNode(const Request& req, const Caller& caller) {
+  return RequireAdmin(caller, "remove node " + std::string(req.matches[1]));
+}
+
+StatusOr<Json> RestApi::RemoveNode(const Request& req, const Caller&) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"force"}));
   const std::string node = req.matches[1];
-  GS_RETURN_IF_ERROR(RequireAdmin(caller, "remove node " + node));
   bool force = false;
   if (auto f = q.find("force"); f != q.end()) {
     if (f->second != "true" && f->second != "false") {
@@ -509,9 +527,10 @@ void RestApi::Register(httplib::Server& http) {
   http.Get("/api/v1/tasks", Route(Access::kRead, &RestApi::ListTasks));
   http.Post("/api/v1/tasks", Route(Access::kWrite, &RestApi::SubmitTask, 201));
   http.Get("/api/v1/tasks/([^/]+)", Route(Access::kRead, &RestApi::GetTask));
-  http.Post("/api/v1/tasks/([^/]+)/cancel", Route(Access::kWrite, &RestApi::CancelTask));
+  http.Post("/api/v1/tasks/([^/]+)/cancel",
+            Route(Access::kWrite, &RestApi::CancelTask, 200, &RestApi::MayCancel));
   http.Get("/api/v1/tasks/([^/]+)/logs", [self](const Request& req, Response& res) {
-    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, Access::kRead);
+    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req);
     if (!caller.ok()) return SendError(res, caller.status());
     const bool follow = req.has_param("follow") ||
                         req.get_header_value("Accept").find("text/event-stream") !=
@@ -537,11 +556,12 @@ void RestApi::Register(httplib::Server& http) {
     self->FollowLogs(*caller, *id, *offset, res);
   });
   http.Get("/api/v1/nodes", Route(Access::kRead, &RestApi::Nodes));
-  http.Delete("/api/v1/nodes/([^/]+)", Route(Access::kWrite, &RestApi::RemoveNode));
+  http.Delete("/api/v1/nodes/([^/]+)",
+              Route(Access::kWrite, &RestApi::RemoveNode, 200, &RestApi::MayRemoveNode));
   http.Get("/api/v1/queues", Route(Access::kRead, &RestApi::Queues));
   http.Get("/api/v1/accounting", Route(Access::kRead, &RestApi::GetAccounting));
   http.Get("/api/v1/events", [self](const Request& req, Response& res) {
-    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req, Access::kRead);
+    StatusOr<Caller> caller = Authorize(self->cp_, self->peers_, req);
     if (!caller.ok()) return SendError(res, caller.status());
     self->Events(req, *caller, res);
   });

@@ -1,15 +1,15 @@
 #include "server/rest_params.h"
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <set>
 #include <vector>
 
 #include "base/units.h"
-#include "core/node_rules.h"
-#include "spec/profile_flag.h"
+#include "spec/spec_yaml.h"
 
 namespace gpusched::server::rest {
 namespace {
@@ -41,64 +41,45 @@ Status WrongType(const std::string& field, const Json& j, const std::string& wan
   return InvalidArgument(field + ": must be " + want + ", got " + TypeName(j) + " " + value);
 }
 
-StatusOr<int64_t> JsonCount(const Json& j, const std::string& field) {
-  if (!j.is_number_integer() || j.get<int64_t>() < 0) {
-    return WrongType(field, j, "a whole number >= 0");
+// The REST-only fields, kept apart from the job's (spec::JobFileFields).
+constexpr const char* kRestOnlyFields[] = {"idempotency_key", "array"};
+
+// JSON nests no deeper than this in a job's fields (a list of tolerations, each an object).
+constexpr int kMaxFieldDepth = 4;
+
+// A JSON value as the YAML node a job file would hold there, so that the job file's parser
+// reads the body (spec/spec_yaml.h): a string, number or boolean is a scalar of its text.
+StatusOr<YAML::Node> ToYaml(const Json& j, const std::string& field, int depth = 0) {
+  if (depth > kMaxFieldDepth) return InvalidArgument(field + ": nested too deeply");
+  if (j.is_string()) return YAML::Node(j.get<std::string>());
+  if (j.is_primitive()) return YAML::Node(j.dump());  // null is left out before this
+  YAML::Node out(j.is_object() ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    GS_ASSIGN_OR_RETURN(YAML::Node child, ToYaml(*it, field, depth + 1));
+    if (j.is_object()) {
+      out.force_insert(it.key(), child);
+    } else {
+      out.push_back(child);
+    }
   }
-  return j.get<int64_t>();
+  return out;
 }
 
-// A size (MiB) or duration (ms): a string with a unit, or a bare number of MiB or seconds.
-StatusOr<int64_t> JsonQuantity(const Json& j, const std::string& field, bool size) {
-  if (j.is_string()) {
-    const std::string text = j.get<std::string>();
-    return size ? ParseSizeMiB(text, field) : ParseDurationMs(text, field);
+std::string KnownFields() {
+  std::string known;
+  for (const std::string& f : spec::JobFileFields()) {
+    if (f != "export") known += (known.empty() ? "" : ", ") + f;
   }
-  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
-    const int64_t v = j.get<int64_t>();
-    if (size) return v;  // MiB
-    if (v > INT64_MAX / 1000) return WrongType(field, j, "a duration");
-    return v * 1000;     // seconds
-  }
-  return WrongType(field, j, size ? "a size (\"6GiB\" or a number of MiB)"
-                                  : "a duration (\"1h\" or a number of seconds)");
+  for (const char* f : kRestOnlyFields) known += std::string(", ") + f;
+  return known;
 }
 
-Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
-  core::TaskSpec& s = out.spec;
-  if (key == "command" || key == "env") {
-    if (key == "command" ? !v.is_array() : !v.is_object()) {
-      return WrongType(key, v, key == "command" ? "an array of strings" : "an object of strings");
-    }
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string where = key == "command" ? key + "[" + std::to_string(s.command.size()) +
-                                                       "]"
-                                                 : key + "." + it.key();
-      if (!it->is_string()) return WrongType(where, *it, "a string");
-      if (key == "command") s.command.push_back(it->get<std::string>());
-      else s.env[it.key()] = it->get<std::string>();
-    }
-    return Status::Ok();
-  }
-  if (key == "node_selector") {  // {"zone": "a"}: labels a node must have
-    if (!v.is_object()) return WrongType(key, v, "an object of label values");
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (!it->is_string()) return WrongType(key + "." + it.key(), *it, "a string");
-      const std::string value = it->get<std::string>();
-      GS_RETURN_IF_ERROR(core::ValidateLabel(it.key(), value, key, it.key() + "=" + value));
-      s.node_selector[it.key()] = value;
-    }
-    return Status::Ok();
-  }
-  if (key == "tolerations") {  // ["dedicated=infer:NoSchedule"], as `submit --toleration`
-    if (!v.is_array()) return WrongType(key, v, "an array of strings");
-    for (const Json& t : v) {
-      const std::string where = key + "[" + std::to_string(s.tolerations.size()) + "]";
-      if (!t.is_string()) return WrongType(where, t, "a string");
-      GS_ASSIGN_OR_RETURN(core::Toleration parsed,
-                          core::ParseToleration(t.get<std::string>(), where));
-      s.tolerations.push_back(std::move(parsed));
-    }
+// A REST-only field into `out`, or a job field into `fields`.
+Status ApplyField(const std::string& key, const Json& v, SubmitBody& out, YAML::Node& fields) {
+  if (v.is_null()) return Status::Ok();  // a client's "not set"
+  if (key == "idempotency_key") {
+    if (!v.is_string()) return WrongType(key, v, "a string");
+    out.idempotency_key = v.get<std::string>();
     return Status::Ok();
   }
   if (key == "array") {  // "0-999", as `submit --array`
@@ -106,46 +87,16 @@ Status ApplyField(const std::string& key, const Json& v, SubmitBody& out) {
     GS_ASSIGN_OR_RETURN(out.array, ParseIndexRange(v.get<std::string>(), core::kMaxArrayTasks, key));
     return Status::Ok();
   }
-  if (key == "profile") {  // "resnet50,batch=32", as `submit --profile`
-    if (!v.is_string()) return WrongType(key, v, "a string");
-    GS_ASSIGN_OR_RETURN(s.profile, spec::ParseProfileFlag(v.get<std::string>(), key));
-    return Status::Ok();
+  if (key == "export") {
+    return InvalidArgument("export: names variables of the submitting shell, which a REST call "
+                           "does not have; give them in \"env\" instead");
   }
-  if (key == "name" || key == "idempotency_key" || key == "priority") {
-    if (!v.is_string()) return WrongType(key, v, "a string");
-    (key == "name" ? s.name : key == "priority" ? s.priority_class : out.idempotency_key) =
-        v.get<std::string>();
-    return Status::Ok();
+  const std::vector<std::string>& job = spec::JobFileFields();
+  if (std::find(job.begin(), job.end(), key) == job.end()) {
+    return InvalidArgument(Quote(key) + ": unknown field (known: " + KnownFields() + ")");
   }
-  if (key == "gpus") {
-    GS_ASSIGN_OR_RETURN(s.gpus, JsonCount(v, key));
-  } else if (key == "retries") {
-    GS_ASSIGN_OR_RETURN(int64_t n, JsonCount(v, key));
-    s.max_retries = n;
-  } else if (key == "gpu_mem") {
-    GS_ASSIGN_OR_RETURN(s.gpu_mem_mib, JsonQuantity(v, key, true));
-    if (s.gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
-      return InvalidArgument("gpu_mem: " + v.dump() + " is no memory; a GPU share needs more "
-                             "than 0 (leave gpu_mem out to ask for whole GPUs)");
-    }
-  } else if (key == "mem") {
-    GS_ASSIGN_OR_RETURN(s.resources.mem_mib, JsonQuantity(v, key, true));
-  } else if (key == "duration") {
-    GS_ASSIGN_OR_RETURN(int64_t ms, JsonQuantity(v, key, false));
-    s.duration_ms = ms;
-  } else if (key == "cpu") {  // cores (4, 0.5) or a string as the CLI takes ("4", "500m")
-    if (v.is_string()) {
-      GS_ASSIGN_OR_RETURN(s.resources.cpu_milli, ParseCpuMilli(v.get<std::string>(), key));
-    } else if (v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1e6) {
-      s.resources.cpu_milli = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
-    } else {
-      return WrongType(key, v, "a number of cores in 0..1000000 or a string such as \"500m\"");
-    }
-  } else {
-    return InvalidArgument(Quote(key) + ": unknown field (known: command, name, gpus, gpu_mem, "
-                           "cpu, mem, duration, retries, env, idempotency_key, node_selector, "
-                           "tolerations, profile, array, priority)");
-  }
+  GS_ASSIGN_OR_RETURN(YAML::Node value, ToYaml(v, key));
+  fields.force_insert(key, value);
   return Status::Ok();
 }
 
@@ -243,12 +194,22 @@ StatusOr<SubmitBody> ParseSubmitBody(std::string_view body) {
   if (!duplicate.empty()) return InvalidArgument(Quote(duplicate) + ": given twice");
   if (!j.is_object()) return WrongType("body", j, "a JSON object");
   SubmitBody out;
+  YAML::Node fields(YAML::NodeType::Map);
   for (auto it = j.begin(); it != j.end(); ++it) {
-    GS_RETURN_IF_ERROR(ApplyField(it.key(), *it, out));
+    GS_RETURN_IF_ERROR(ApplyField(it.key(), *it, out, fields));
   }
+  GS_ASSIGN_OR_RETURN(spec::JobFile job, spec::ParseJobFileNode(fields, ""));
+  out.spec = std::move(job.spec);
   if (out.spec.command.empty()) {
     return InvalidArgument("command: missing; give the task's command as an array of strings, "
-                           "e.g. [\"python3\", \"train.py\"]");
+                           "e.g. [\"python3\", \"train.py\"], or a string for /bin/sh -c");
+  }
+  // A job file's relative workdir is taken from where `submit` runs; a REST call has no such
+  // directory.
+  if (!out.spec.workdir.empty() && out.spec.workdir[0] != '/') {
+    return InvalidArgument("workdir: " + Quote(out.spec.workdir) +
+                           " is not an absolute path (over REST give the node's directory in "
+                           "full)");
   }
   return out;
 }

@@ -37,13 +37,17 @@ StatusOr<int64_t> TimeParam(const Query& q, const std::string& name, int64_t now
 // A task id in a path ("/tasks/17"): a number >= 1.
 StatusOr<uint64_t> TaskIdParam(const std::string& text);
 
-// The JSON body of POST /api/v1/tasks:
+// The JSON body of POST /api/v1/tasks: every field of a job file (docs/job-spec.md), with
+// the same keys and values, read by the job file's own parser (spec::ParseJobFileNode), e.g.
 //   {"command": ["python3", "train.py"], "name": "t", "gpus": 2, "gpu_mem": "6GiB",
-//    "cpu": 1.5, "mem": "4GiB", "duration": "1h", "retries": 3, "env": {"K": "V"},
-//    "idempotency_key": "k", "priority": "high"}
-// Only "command" is required. Sizes take a string with a unit or a number of MiB; durations
-// a string with a unit or a number of seconds. Unknown fields are errors (a typo must not be
-// silently ignored). The spec is not validated further here: the scheduler does it on submit.
+//    "cpu": 1.5, "mem": "4GiB", "time": "2h", "workdir": "/data/run", "priority": "high",
+//    "tolerations": [{"key": "dedicated", "value": "infer"}], "idempotency_key": "k"}
+// A number stands for its text ("gpu_mem": 4096 is "4096", MiB; "duration": 90 is 90 s);
+// null is "not given". Only "command" is required. REST-only: "idempotency_key" and "array".
+// `export` is refused (a REST call has no shell environment to take variables from; "env"
+// carries them) and a relative `workdir` too (nothing to resolve it from). Unknown fields
+// are errors listing the known ones (a typo must not be silently ignored). The spec is not
+// validated further here: the scheduler does it on submit.
 struct SubmitBody {
   core::TaskSpec spec;
   std::string idempotency_key;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 namespace gpusched::server::rest {
 namespace {
 
@@ -84,7 +86,8 @@ TEST(RestParamsTest, SubmitBodyNodeRulesAndProfile) {
   EXPECT_EQ(*b->spec.profile, (core::MemoryProfile{"", "resnet50", 32, 0, 0}));
   const std::pair<const char*, const char*> bad[] = {
       {R"({"command": ["x"], "node_selector": {"": "a"}})", "node_selector: \"=a\": the key is empty"},
-      {R"({"command": ["x"], "node_selector": {"zone": 1}})", "node_selector.zone: must be a string"},
+      {R"({"command": ["x"], "node_selector": {"zone": [1]}})",
+       "node_selector: must be a single value, got [1]"},
       {R"({"command": ["x"], "tolerations": ["a=b:Sometimes"]})",
        "tolerations[0]: \"a=b:Sometimes\": unknown effect \"Sometimes\""},
       {R"({"command": ["x"], "profile": "resnet50,batch=0"})", "profile: \"resnet50,batch=0\": batch"},
@@ -121,18 +124,18 @@ TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "body: not valid JSON"},
       {"[]", "body: must be a JSON object, got array []"},
-      {R"({"command": "x"})", "command: must be an array of strings, got string \"x\""},
-      {R"({"command": [1]})", "command[0]: must be a string, got number 1"},
-      {R"({"command": ["x"], "gpus": 1.5})", "gpus: must be a whole number >= 0, got number"},
+      {R"({"command": {"a": "x"}})", "command: must be a string or a list of strings"},
+      {R"({"command": [["x"]]})", "command: must be a single value, got [x]"},
+      {R"({"command": ["x"], "gpus": 1.5})", "gpus: \"1.5\" is not an integer"},
       {R"({"command": ["x"], "gpu_mem": "lots"})", "gpu_mem: "},
-      {R"({"command": ["x"], "duration": -1})", "duration: must be a duration"},
+      {R"({"command": ["x"], "duration": -1})", "duration: must be >= 0"},
       {R"({"command": ["x"], "cpu": "2x"})", "cpu: \"2x\" is not a CPU amount (use 4 or 500m)"},
-      {R"({"command": ["x"], "cpu": true})", "cpu: must be a number of cores"},
+      {R"({"command": ["x"], "cpu": true})", "cpu: \"true\" is not a CPU amount"},
       {R"({"command": ["x"], "gpu_mem": "0GiB"})", "gpu_mem: \"0GiB\" is no memory"},
-      {R"({"command": ["x"], "gpu_mem": 0})", "gpu_mem: 0 is no memory"},
+      {R"({"command": ["x"], "gpu_mem": 0})", "gpu_mem: \"0\" is no memory"},
       {R"({"command": ["x"], "gpus": 1, "gpus": 2})", "\"gpus\": given twice"},
       {R"({"command": ["x"], "env": {"A": "1", "A": "2"}})", "\"A\": given twice"},
-      {R"({"command": ["x"], "env": {"A": 1}})", "env.A: must be a string"},
+      {R"({"command": ["x"], "env": {"A": [1]}})", "env: must be a single value, got [1]"},
       {R"({"command": ["x"], "gpu": 1})", "\"gpu\": unknown field"},
       {R"({"command": []})", "command: missing"},
       {R"({"command": ["x"], "array": 5})", "array: must be a string such as \"0-999\""},
@@ -145,6 +148,67 @@ TEST(RestParamsTest, SubmitBodyErrorsNameTheField) {
     EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(b.status().message().rfind(prefix, 0), 0u) << body << " -> " << b.status().message();
   }
+}
+
+// Issue 41: the REST body takes a job file's fields with the file's keys and values: the
+// CLI's time limit, working directory, gang, priority, node rules and profile as objects, a
+// command as a shell string.
+TEST(RestParamsTest, Issue41_SubmitBodyTakesTheJobFilesFieldsAndValues) {
+  auto b = ParseSubmitBody(R"({"command": "python3 train.py > out.log", "time": "2h",
+      "workdir": "/data/run", "nodes": 2, "gpus_per_node": 4, "tasks_per_node": 2,
+      "priority": "high", "preemptible": false, "grace": "90s", "signal": "USR1",
+      "gang_timeout": "10m", "heartbeat_timeout": "5m", "keep_pending": true,
+      "tolerations": [{"key": "spot", "operator": "Exists"}], "node_selector": {"zone": "a"},
+      "profile": {"model": "resnet50", "batch": 8}, "name": null,
+      "gpu_model": "[a, {b: c}]"})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const core::TaskSpec& s = b->spec;
+  EXPECT_EQ(s.command, (std::vector<std::string>{"/bin/sh", "-c", "python3 train.py > out.log"}));
+  EXPECT_EQ(s.time_limit_ms, 7'200'000);
+  EXPECT_EQ(s.workdir, "/data/run");
+  EXPECT_EQ(s.nodes, 2);
+  EXPECT_EQ(s.gpus, 4);
+  EXPECT_EQ(s.tasks_per_node, 2);
+  EXPECT_EQ(s.priority_class, "high");
+  EXPECT_FALSE(s.preemptible);
+  EXPECT_EQ(s.grace_ms, 90'000);
+  EXPECT_EQ(s.stop_signal, SIGUSR1);
+  EXPECT_EQ(s.gang_timeout_ms, 600'000);
+  EXPECT_EQ(s.heartbeat_timeout_ms, 300'000);
+  EXPECT_TRUE(s.keep_pending_if_infeasible);
+  ASSERT_EQ(s.tolerations.size(), 1u);
+  EXPECT_EQ(s.tolerations[0], (core::Toleration{"spot", "", true, false, {}}));
+  EXPECT_EQ(*s.profile, (core::MemoryProfile{"", "resnet50", 8, 0, 0}));
+  EXPECT_EQ(s.name, "");  // null: not given
+  EXPECT_EQ(s.gpu_model, "[a, {b: c}]");  // a JSON string is text, never read as YAML
+}
+
+// What a REST call cannot mean is refused naming the field: `export` (the variables of a
+// shell the call does not have), a relative workdir (nothing to resolve it from), the job
+// file's own errors (gpus split over nodes), and an unknown field lists the known ones.
+TEST(RestParamsTest, Issue41_SubmitBodyRefusalsNameTheFieldAndValue) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"command": ["x"], "export": "ALL"})", "export: names variables of the submitting"},
+      {R"({"command": ["x"], "workdir": "runs/1"})", "workdir: \"runs/1\" is not an absolute path"},
+      {R"({"command": ["x"], "nodes": 2, "gpus": 3})", "gpus: 3 GPUs do not split evenly over 2"},
+      {R"({"command": ["x"], "gpus": 2, "gpus_per_node": 2})", "gpus_per_node: give gpus or"},
+      {R"({"command": ["x"], "signal": "STOP"})", "signal: "},
+      {R"({"command": ["x"], "time": "soon"})", "time: \"soon\""},
+      {R"({"command": ["x"], "preemptible": "maybe"})",
+       "preemptible: \"maybe\" is not true or false"},
+      {R"({"command": ["x"], "name": {"a": 1}})", "name: must be a single value, got {a: 1}"},
+      {R"({"command": ["x"], "timeout": "1h"})", "\"timeout\": unknown field (known: name, gpus,"},
+      {R"({"command": [[[[[["x"]]]]]]})", "command: nested too deeply"},
+  };
+  for (const auto& [body, prefix] : cases) {
+    auto b = ParseSubmitBody(body);
+    ASSERT_FALSE(b.ok()) << body;
+    EXPECT_EQ(b.status().message().rfind(prefix, 0), 0u) << body << " -> " << b.status().message();
+  }
+  auto unknown = ParseSubmitBody(R"({"command": ["x"], "timeout": "1h"})");
+  EXPECT_NE(unknown.status().message().find("gang_timeout, idempotency_key, array)"),
+            std::string::npos) << unknown.status().message();
+  EXPECT_EQ(unknown.status().message().find("export"), std::string::npos);
 }
 
 }  // namespace

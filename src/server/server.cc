@@ -219,6 +219,7 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
   } else {
     s.http = std::make_unique<GuardedHttpServer>(limits);
   }
+  AnswerErrorsAsJson(*s.http);  // httplib's own refusals too (issue 41)
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind
   // the same port. Re-binding our own port after a role change still works (the old socket
   // is closed first).

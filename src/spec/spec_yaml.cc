@@ -12,9 +12,18 @@
 #include "core/node_rules.h"
 #include "core/stop_signal.h"
 #include "core/task_validation.h"
+#include "spec/profile_flag.h"
 
 namespace gpusched::spec {
 namespace {
+
+// `node` on one line for an error message, cut to a readable length.
+std::string Flow(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  std::string text = out.c_str();
+  return text.size() > 64 ? text.substr(0, 64) + "..." : text;
+}
 
 // Parsing context: the source name for error messages.
 class Parser {
@@ -22,7 +31,9 @@ class Parser {
   explicit Parser(std::string_view source) : source_(source) {}
 
   Status Error(const YAML::Node& node, const std::string& message) const {
+    // A document built in memory (the REST body) has no lines, and "" names no source.
     const int line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+    if (source_.empty()) return InvalidArgument(message);
     return InvalidArgument(source_ + (line > 0 ? ":" + std::to_string(line) : "") + ": " +
                            message);
   }
@@ -63,7 +74,7 @@ class Parser {
   }
 
   StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& field) const {
-    if (!node.IsScalar()) return Error(node, field + ": must be a single value");
+    if (!node.IsScalar()) return Error(node, field + ": must be a single value, got " + Flow(node));
     return node.Scalar();
   }
 
@@ -182,106 +193,172 @@ StatusOr<YAML::Node> Load(std::string_view text, std::string_view source) {
   }
 }
 
-Status ParseTaskFields(const Parser& p, const YAML::Node& doc, core::TaskSpec* s) {
-  GS_RETURN_IF_ERROR(p.CheckKeys(doc, "",
-                                 {"name", "gpus", "gpu_mem", "gpu_model", "cpu", "mem",
-                                  "duration", "retries", "profile", "node_selector",
-                                  "tolerations", "keep_pending", "command", "env", "time",
-                                  "workdir", "heartbeat_timeout", "nodes", "gpus_per_node",
-                                  "tasks_per_node", "priority", "preemptible", "grace",
-                                  "signal", "gang_timeout", "export"}));
-  if (doc["name"]) { GS_ASSIGN_OR_RETURN(s->name, p.Scalar(doc["name"], "name")); }
-  if (doc["gpus"]) { GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus"], "gpus")); }
-  if (doc["gpu_mem"]) {
-    GS_ASSIGN_OR_RETURN(s->gpu_mem_mib, p.Size(doc["gpu_mem"], "gpu_mem"));
-    if (s->gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
-      return p.Error(doc["gpu_mem"], "gpu_mem: 0 is no memory; a GPU share needs more than 0 "
-                                     "(leave gpu_mem out to ask for whole GPUs)");
+// `command:` a string runs under /bin/sh -c; a list runs as is.
+Status ParseCommand(const Parser& p, const YAML::Node& cmd, core::TaskSpec* s) {
+  if (cmd.IsScalar()) {
+    if (cmd.Scalar().find_first_not_of(" \t\n") == std::string::npos) {
+      return p.Error(cmd, "command: empty; write the shell command to run, or a list of words");
     }
+    s->command = {"/bin/sh", "-c", cmd.Scalar()};
+    return Status::Ok();
   }
-  if (doc["gpu_model"]) { GS_ASSIGN_OR_RETURN(s->gpu_model, p.Scalar(doc["gpu_model"], "gpu_model")); }
-  if (doc["cpu"]) { GS_ASSIGN_OR_RETURN(s->resources.cpu_milli, p.Cpu(doc["cpu"], "cpu")); }
-  if (doc["mem"]) { GS_ASSIGN_OR_RETURN(s->resources.mem_mib, p.Size(doc["mem"], "mem")); }
-  if (doc["duration"]) { GS_ASSIGN_OR_RETURN(s->duration_ms, p.Duration(doc["duration"], "duration")); }
-  if (doc["time"]) { GS_ASSIGN_OR_RETURN(s->time_limit_ms, p.Duration(doc["time"], "time")); }
-  if (doc["heartbeat_timeout"]) {
-    GS_ASSIGN_OR_RETURN(s->heartbeat_timeout_ms,
-                        p.Duration(doc["heartbeat_timeout"], "heartbeat_timeout"));
+  if (!cmd.IsSequence()) return p.Error(cmd, "command: must be a string or a list of strings");
+  s->command.clear();
+  for (const auto& arg : cmd) {
+    GS_ASSIGN_OR_RETURN(std::string a, p.Scalar(arg, "command"));
+    s->command.push_back(std::move(a));
   }
-  if (doc["workdir"]) { GS_ASSIGN_OR_RETURN(s->workdir, p.Scalar(doc["workdir"], "workdir")); }
-  // A multi-node task: `gpus` is the total (Slurm's --gpus), `gpus_per_node` what each node
-  // gives; the spec keeps GPUs per node.
-  if (doc["nodes"]) { GS_ASSIGN_OR_RETURN(s->nodes, p.Int(doc["nodes"], "nodes")); }
+  return Status::Ok();
+}
+
+// `tolerations:` a list of {key, operator, value, effect}, or of `--toleration` strings
+// ("dedicated=infer:NoSchedule", "spot", "*").
+Status ParseTolerations(const Parser& p, const YAML::Node& tol, core::TaskSpec* s) {
+  if (!tol.IsSequence()) return p.Error(tol, "tolerations: must be a list");
+  for (const auto& t : tol) {
+    if (t.IsScalar()) {
+      const std::string field = "tolerations[" + std::to_string(s->tolerations.size()) + "]";
+      StatusOr<core::Toleration> parsed = core::ParseToleration(t.Scalar(), field);
+      if (!parsed.ok()) return p.Error(t, parsed.status().message());
+      s->tolerations.push_back(*std::move(parsed));
+      continue;
+    }
+    GS_ASSIGN_OR_RETURN(core::Toleration parsed, p.Toleration(t));
+    s->tolerations.push_back(std::move(parsed));
+  }
+  return Status::Ok();
+}
+
+// `profile:` {task_type, model, batch, height, width}, or the `--profile` string
+// ("resnet50,batch=32").
+Status ParseProfile(const Parser& p, const YAML::Node& v, core::TaskSpec* s) {
+  if (!v.IsScalar()) {
+    GS_ASSIGN_OR_RETURN(s->profile, p.Profile(v, "profile"));
+    return Status::Ok();
+  }
+  StatusOr<core::MemoryProfile> parsed = ParseProfileFlag(v.Scalar(), "profile");
+  if (!parsed.ok()) return p.Error(v, parsed.status().message());
+  s->profile = *parsed;
+  return Status::Ok();
+}
+
+// `node_selector:` labels the node must have, checked as `--selector` checks them.
+Status ParseSelector(const Parser& p, const YAML::Node& v, core::TaskSpec* s) {
+  GS_ASSIGN_OR_RETURN(s->node_selector, p.StringMap(v, "node_selector"));
+  for (const auto& [key, value] : s->node_selector) {
+    Status ok = core::ValidateLabel(key, value, "node_selector", key + "=" + value);
+    if (!ok.ok()) return p.Error(v, ok.message());
+  }
+  return Status::Ok();
+}
+
+Status ParseEnv(const Parser& p, const YAML::Node& v, core::TaskSpec* s) {
+  GS_ASSIGN_OR_RETURN(s->env, p.StringMap(v, "env"));
+  if (Status own = core::CheckSubmittedEnv(*s); !own.ok()) return p.Error(v, own.message());
+  return Status::Ok();
+}
+
+Status ParseGpuMem(const Parser& p, const YAML::Node& v, core::TaskSpec* s) {
+  GS_ASSIGN_OR_RETURN(s->gpu_mem_mib, p.Size(v, "gpu_mem"));
+  if (s->gpu_mem_mib == 0) {  // the spec's 0 means "no share": a whole GPU or none
+    return p.Error(v, "gpu_mem: \"" + v.Scalar() + "\" is no memory; a GPU share needs more "
+                      "than 0 (leave gpu_mem out to ask for whole GPUs)");
+  }
+  return Status::Ok();
+}
+
+Status ParseSignal(const Parser& p, const YAML::Node& v, core::TaskSpec* s) {  // issue 37
+  GS_ASSIGN_OR_RETURN(std::string text, p.Scalar(v, "signal"));
+  StatusOr<int> sig = core::ParseStopSignal(text, "signal");
+  if (!sig.ok()) return p.Error(v, sig.status().message());
+  s->stop_signal = *sig;
+  return Status::Ok();
+}
+
+StatusOr<EnvExport> ParseExport(const Parser& p, const YAML::Node& node);
+
+// One field of a job: its name (docs/job-spec.md's table) and how its value is read. The one
+// schema of the YAML file and the REST body: a field added here is added to both.
+struct JobField {
+  const char* name;
+  Status (*parse)(const Parser& p, const YAML::Node& value, JobFile* f);
+};
+
+// A field read into `lhs` by `read` (p: the Parser, v: the value, s: the spec, f: the file).
+#define GS_FIELD(name, lhs, read)                                          \
+  JobField {                                                               \
+    name, [](const Parser& p, const YAML::Node& v, JobFile* f) -> Status { \
+      [[maybe_unused]] core::TaskSpec* s = &f->spec;                       \
+      GS_ASSIGN_OR_RETURN(lhs, read);                                      \
+      return Status::Ok();                                                 \
+    }                                                                      \
+  }
+// A field read by `fn(p, v, spec)`.
+#define GS_CALL(name, fn)                                        \
+  JobField {                                                     \
+    name, [](const Parser& p, const YAML::Node& v, JobFile* f) { \
+      return fn(p, v, &f->spec);                                 \
+    }                                                            \
+  }
+
+// In the order the fields are read and listed: `gpus` before `gpus_per_node` (which then
+// overrides it; SplitGpusOverNodes sorts the two out).
+const JobField kJobFields[] = {
+    GS_FIELD("name", s->name, p.Scalar(v, "name")),
+    GS_FIELD("gpus", s->gpus, p.Int(v, "gpus")),
+    GS_CALL("gpu_mem", ParseGpuMem),
+    GS_FIELD("gpu_model", s->gpu_model, p.Scalar(v, "gpu_model")),
+    GS_FIELD("cpu", s->resources.cpu_milli, p.Cpu(v, "cpu")),
+    GS_FIELD("mem", s->resources.mem_mib, p.Size(v, "mem")),
+    GS_FIELD("duration", s->duration_ms, p.Duration(v, "duration")),
+    GS_FIELD("retries", s->max_retries, p.Int(v, "retries")),
+    GS_CALL("profile", ParseProfile),
+    GS_CALL("node_selector", ParseSelector),
+    GS_CALL("tolerations", ParseTolerations),
+    GS_FIELD("keep_pending", s->keep_pending_if_infeasible, p.Bool(v, "keep_pending")),
+    GS_CALL("command", ParseCommand),
+    GS_CALL("env", ParseEnv),
+    GS_FIELD("time", s->time_limit_ms, p.Duration(v, "time")),
+    GS_FIELD("workdir", s->workdir, p.Scalar(v, "workdir")),
+    GS_FIELD("heartbeat_timeout", s->heartbeat_timeout_ms, p.Duration(v, "heartbeat_timeout")),
+    GS_FIELD("nodes", s->nodes, p.Int(v, "nodes")),
+    GS_FIELD("gpus_per_node", s->gpus, p.Int(v, "gpus_per_node")),
+    GS_FIELD("tasks_per_node", s->tasks_per_node, p.Int(v, "tasks_per_node")),
+    GS_FIELD("priority", s->priority_class, p.Scalar(v, "priority")),
+    GS_FIELD("preemptible", s->preemptible, p.Bool(v, "preemptible")),
+    GS_FIELD("grace", s->grace_ms, p.Duration(v, "grace")),
+    GS_CALL("signal", ParseSignal),
+    GS_FIELD("gang_timeout", s->gang_timeout_ms, p.Duration(v, "gang_timeout")),
+    GS_FIELD("export", f->export_env, ParseExport(p, v)),
+};
+#undef GS_FIELD
+#undef GS_CALL
+
+// A multi-node task: `gpus` is the total (Slurm's --gpus), `gpus_per_node` what each node
+// gives; the spec keeps GPUs per node.
+Status SplitGpusOverNodes(const Parser& p, const YAML::Node& doc, core::TaskSpec* s) {
   if (doc["gpus_per_node"]) {
     if (doc["gpus"]) {
       return p.Error(doc["gpus_per_node"], "gpus_per_node: give gpus or gpus_per_node, not both");
     }
-    GS_ASSIGN_OR_RETURN(s->gpus, p.Int(doc["gpus_per_node"], "gpus_per_node"));
-  } else if (doc["gpus"] && s->nodes > 1) {
-    if (s->gpus % s->nodes != 0) {
-      return p.Error(doc["gpus"], "gpus: " + std::to_string(s->gpus) +
-                                      " GPUs do not split evenly over " +
-                                      std::to_string(s->nodes) + " nodes (use gpus_per_node)");
-    }
-    s->gpus /= s->nodes;
+    return Status::Ok();
   }
-  if (doc["tasks_per_node"]) {
-    GS_ASSIGN_OR_RETURN(s->tasks_per_node, p.Int(doc["tasks_per_node"], "tasks_per_node"));
+  if (!doc["gpus"] || s->nodes <= 1) return Status::Ok();
+  if (s->gpus % s->nodes != 0) {
+    return p.Error(doc["gpus"], "gpus: " + std::to_string(s->gpus) +
+                                    " GPUs do not split evenly over " +
+                                    std::to_string(s->nodes) + " nodes (use gpus_per_node)");
   }
-  if (doc["priority"]) {
-    GS_ASSIGN_OR_RETURN(s->priority_class, p.Scalar(doc["priority"], "priority"));
-  }
-  if (doc["preemptible"]) {
-    GS_ASSIGN_OR_RETURN(s->preemptible, p.Bool(doc["preemptible"], "preemptible"));
-  }
-  if (doc["grace"]) { GS_ASSIGN_OR_RETURN(s->grace_ms, p.Duration(doc["grace"], "grace")); }
-  if (doc["signal"]) {  // issue 37: Slurm's --signal
-    std::string text;
-    GS_ASSIGN_OR_RETURN(text, p.Scalar(doc["signal"], "signal"));
-    StatusOr<int> sig = core::ParseStopSignal(text, "signal");
-    if (!sig.ok()) return p.Error(doc["signal"], sig.status().message());
-    s->stop_signal = *sig;
-  }
-  if (doc["gang_timeout"]) {
-    GS_ASSIGN_OR_RETURN(s->gang_timeout_ms, p.Duration(doc["gang_timeout"], "gang_timeout"));
-  }
-  if (doc["retries"]) { GS_ASSIGN_OR_RETURN(s->max_retries, p.Int(doc["retries"], "retries")); }
-  if (doc["profile"]) { GS_ASSIGN_OR_RETURN(s->profile, p.Profile(doc["profile"], "profile")); }
-  if (doc["node_selector"]) {
-    GS_ASSIGN_OR_RETURN(s->node_selector, p.StringMap(doc["node_selector"], "node_selector"));
-  }
-  if (doc["env"]) {
-    GS_ASSIGN_OR_RETURN(s->env, p.StringMap(doc["env"], "env"));
-    if (Status own = core::CheckSubmittedEnv(*s); !own.ok()) {
-      return p.Error(doc["env"], own.message());
-    }
-  }
-  if (doc["keep_pending"]) {
-    GS_ASSIGN_OR_RETURN(s->keep_pending_if_infeasible, p.Bool(doc["keep_pending"], "keep_pending"));
-  }
-  if (const YAML::Node tol = doc["tolerations"]) {
-    if (!tol.IsSequence()) return p.Error(tol, "tolerations: must be a list");
-    for (const auto& t : tol) {
-      GS_ASSIGN_OR_RETURN(core::Toleration parsed, p.Toleration(t));
-      s->tolerations.push_back(std::move(parsed));
-    }
-  }
-  if (const YAML::Node cmd = doc["command"]) {
-    if (cmd.IsScalar()) {
-      if (cmd.Scalar().find_first_not_of(" \t\n") == std::string::npos) {
-        return p.Error(cmd, "command: empty; write the shell command to run, or a list of words");
-      }
-      s->command = {"/bin/sh", "-c", cmd.Scalar()};
-    } else if (cmd.IsSequence()) {
-      for (const auto& arg : cmd) {
-        GS_ASSIGN_OR_RETURN(std::string a, p.Scalar(arg, "command"));
-        s->command.push_back(std::move(a));
-      }
-    } else {
-      return p.Error(cmd, "command: must be a string or a list of strings");
-    }
-  }
+  s->gpus /= s->nodes;
   return Status::Ok();
+}
+
+Status ParseFields(const Parser& p, const YAML::Node& doc, JobFile* file) {
+  GS_RETURN_IF_ERROR(p.CheckKeys(doc, "", JobFileFields()));
+  for (const JobField& field : kJobFields) {
+    if (const YAML::Node v = doc[field.name]) GS_RETURN_IF_ERROR(field.parse(p, v, file));
+  }
+  return SplitGpusOverNodes(p, doc, &file->spec);
 }
 
 // `export:` ALL | NONE | "A,B=1" | [ALL, "B=1,2"] (env_export.h).
@@ -304,20 +381,32 @@ StatusOr<EnvExport> ParseExport(const Parser& p, const YAML::Node& node) {
 
 }  // namespace
 
-StatusOr<JobFile> ParseJobFileYaml(std::string_view text, std::string_view source) {
-  GS_ASSIGN_OR_RETURN(YAML::Node doc, Load(text, source));
+const std::vector<std::string>& JobFileFields() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const JobField& f : kJobFields) out.emplace_back(f.name);
+    return out;
+  }();
+  return names;
+}
+
+StatusOr<JobFile> ParseJobFileNode(const YAML::Node& doc, std::string_view source) {
   const Parser p(source);
   if (!doc.IsMap()) return p.Error(doc, "a task spec must be a mapping of field: value");
   JobFile file;
   try {
-    GS_RETURN_IF_ERROR(ParseTaskFields(p, doc, &file.spec));
-    if (const YAML::Node e = doc["export"]) {
-      GS_ASSIGN_OR_RETURN(file.export_env, ParseExport(p, e));
-    }
+    GS_RETURN_IF_ERROR(ParseFields(p, doc, &file));
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    if (source.empty()) return InvalidArgument(e.msg);
+    return InvalidArgument(std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": " +
+                           e.msg);
   }
   return file;
+}
+
+StatusOr<JobFile> ParseJobFileYaml(std::string_view text, std::string_view source) {
+  GS_ASSIGN_OR_RETURN(YAML::Node doc, Load(text, source));
+  return ParseJobFileNode(doc, source);
 }
 
 StatusOr<core::TaskSpec> ParseTaskSpecYaml(std::string_view text, std::string_view source) {

@@ -10,11 +10,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "core/memory_table.h"
 #include "core/task.h"
 #include "spec/env_export.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace gpusched::spec {
 
@@ -25,6 +30,14 @@ struct JobFile {
   // given (the flag's or the default's).
   std::optional<EnvExport> export_env;
 };
+
+// The fields of a job file, in the order they are read (docs/job-spec.md's table lists the
+// same): the one schema of the YAML file and of the REST body (server/rest_params.h).
+const std::vector<std::string>& JobFileFields();
+
+// A job given as a mapping already read: the REST body, JSON turned into YAML nodes, comes
+// this way. `source` starts each error ("" = none: the error starts with the field).
+StatusOr<JobFile> ParseJobFileNode(const YAML::Node& doc, std::string_view source);
 
 // Parses one job file. `source` names the text in errors (a file name or "<stdin>"). An
 // `env:` name reserved for gpusched (GPUSCHED_*) is an error naming it and its line.

@@ -118,7 +118,7 @@ TEST(TaskSpecYaml, BadValuesNameTheFieldAndValue) {
   ExpectError("tolerations: [{key: a, operator: Sometimes}]\n", "tolerations.operator: \"Sometimes\"");
   ExpectError("- just\n- a list\n", "a task spec must be a mapping");
   ExpectError("gpus: [1, 2\n", "not valid YAML");
-  ExpectError("gpu_mem: 0\n", "job.yaml:1: gpu_mem: 0 is no memory");
+  ExpectError("gpu_mem: 0\n", "job.yaml:1: gpu_mem: \"0\" is no memory");
   // YAML forbids a key twice; yaml-cpp read the first and dropped the second unsaid.
   ExpectError("gpus: 1\nname: x\ngpus: 2\n",
               "job.yaml:3: field \"gpus\" given twice (first on line 1)");

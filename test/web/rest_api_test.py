@@ -144,9 +144,11 @@ class RestApiTest(unittest.TestCase):
         self.assertError(post('{"command": ["x"], "gpuz": 1}'), 400, "gpuz", "unknown field")
         self.assertError(post('{"command": ["x"], "gpus": "two"}'), 400, "gpus", '"two"')
         self.assertError(post('{"command": ["x"], "gpus": -1}'), 400, "gpus", ">= 0")
-        self.assertError(post('{"command": ["x", 3]}'), 400, "command[1]", "a string")
+        self.assertError(post('{"command": ["x", [3]]}'), 400, "command", "single value")
         self.assertError(post('{"command": ["x"], "gpu_mem": "12XB"}'), 400, "gpu_mem", "12XB")
-        self.assertError(post('{"command": ["x"], "env": {"K": 1}}'), 400, "env.K")
+        self.assertError(post('{"command": ["x"], "env": {"K": [1]}}'), 400, "env")
+        self.assertError(post('{"command": ["x"], "export": "ALL"}'), 400, "export", "env")
+        self.assertError(post('{"command": ["x"], "workdir": "rel"}'), 400, "workdir", "absolute")
         self.assertError(post('{"name": "no command"}'), 400, "command", "missing")
         self.assertError(C.request("POST", "/api/v1/tasks", raw=b'{"command": ["x"]}',
                                    headers={"Content-Type": "text/plain"}),

@@ -154,6 +154,11 @@ TEST_F(Issue41Test, Issue41_LsAndCancelFilterByNameUserAndNode) {
   const std::string me = Task(on1)["user"];
   EXPECT_EQ(ids({"--user", me}).size(), 5u);
   EXPECT_EQ(ids({"--team", "default"}).size(), 5u);
+  // REST lists by the same rule.
+  const Json rest = Json::parse(HttpGet(http_port_, "/api/v1/tasks?name=etl&node=n2"));
+  std::vector<uint64_t> rest_ids;
+  for (const Json& t : rest["tasks"]) rest_ids.push_back(t["id"].get<uint64_t>());
+  EXPECT_EQ(rest_ids, (std::vector<uint64_t>{on2, first, first + 1})) << rest;
   // cancel --name: its live tasks, nothing else.
   CliResult cancel = Run({"cancel", "--name", "etl", "--node", "n2"});
   ASSERT_EQ(cancel.code, 0) << cancel.err;
@@ -172,6 +177,10 @@ TEST_F(Issue41Test, Issue41_LogsAttemptReadsAnEarlierAttemptAndFollowEndsWithThe
   EXPECT_EQ(Run({"logs", std::to_string(id)}).out, "run 1\n");
   EXPECT_EQ(Run({"logs", std::to_string(id), "--attempt", "1"}).out, "run 0\n");
   EXPECT_EQ(Run({"logs", std::to_string(id), "--attempt", "2"}).out, "run 1\n");
+  const Json rest =
+      Json::parse(HttpGet(http_port_, "/api/v1/tasks/" + std::to_string(id) + "/logs?attempt=1"));
+  EXPECT_EQ(rest["data"], "run 0\n") << rest;
+  EXPECT_EQ(rest["attempt"], 1) << rest;
   CliResult past = Run({"logs", std::to_string(id), "--attempt", "3"});
   EXPECT_EQ(past.code, 2);
   EXPECT_TRUE(Has(past.err, "attempt: 3 (task " + std::to_string(id) + " has run 2 attempts)"))

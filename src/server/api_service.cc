@@ -13,31 +13,12 @@
 #include "rpc/grpc_status.h"
 #include "server/access.h"
 #include "server/accounting.h"
+#include "server/task_filter.h"
 #include "server/tokens.h"
 
 namespace gpusched::server {
 namespace {
 
-// Issue 41: `ls --user/--team/--name/--node`. A name matches itself and an array's NAME[i];
-// a node, the task's current or last node or any rank's node of a gang.
-bool MatchesListFilter(const v1::Task& t, const v1::ListTasksRequest& req) {
-  const auto owner = [](const std::string& s) { return s.empty() ? std::string("default") : s; };
-  if (!req.user().empty() && owner(t.spec().user()) != req.user()) return false;
-  if (!req.team().empty() && owner(t.spec().team()) != req.team()) return false;
-  if (!req.name().empty() && t.name() != req.name()) {
-    const std::string& n = t.name();
-    const bool element = t.has_array() && n.size() > req.name().size() &&
-                         n.compare(0, req.name().size(), req.name()) == 0 &&
-                         n[req.name().size()] == '[';
-    if (!element) return false;
-  }
-  if (!req.node().empty() && t.node() != req.node() &&
-      std::find(t.gang_nodes().begin(), t.gang_nodes().end(), req.node()) ==
-          t.gang_nodes().end()) {
-    return false;
-  }
-  return true;
-}
 
 Status RequireId(uint64_t id) {
   if (id == 0) return InvalidArgument("id: must be a task id >= 1");
@@ -142,8 +123,9 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasks
                   ? cp.ListTasks(state, req->after_id(), static_cast<size_t>(req->limit()))
                   : cp.ListTasksIn(states, req->after_id(), static_cast<size_t>(req->limit()));
   if (!page.ok()) return rpc::ToGrpc(page.status());
+  const TaskFilter filter{req->user(), req->team(), req->name(), req->node()};
   for (v1::Task& t : page->tasks) {
-    if (!MatchesListFilter(t, *req)) continue;  // a short page; the client goes on after it
+    if (!MatchesTaskFilter(t, filter)) continue;  // a short page; the client goes on after it
     RedactForCaller(entered->caller, cp.config().private_data, &t);
     *resp->add_tasks() = std::move(t);
   }

@@ -102,15 +102,19 @@ const std::map<std::string, Sample>& Samples() {
   return samples;
 }
 
-// The fields docs/job-spec.md's table lists, in its order: "| `name` | ..." rows.
+// The fields docs/job-spec.md's table lists, in its order: the "| `name` | ..." rows of the
+// table whose header starts "| field |" (the file has other tables: exit codes, failures).
 std::vector<std::string> DocumentedFields() {
   std::ifstream in(std::string(GPUSCHED_SOURCE_DIR) + "/docs/job-spec.md");
   EXPECT_TRUE(in.good()) << "docs/job-spec.md not found under " << GPUSCHED_SOURCE_DIR;
   static const std::regex row(R"(^\| `([a-z_]+)` \|)");
   std::vector<std::string> fields;
   std::smatch m;
+  bool in_table = false;
   for (std::string line; std::getline(in, line);) {
-    if (std::regex_search(line, m, row)) fields.push_back(m[1]);
+    if (line.rfind("| field |", 0) == 0) in_table = true;
+    if (line.empty()) in_table = false;
+    if (in_table && std::regex_search(line, m, row)) fields.push_back(m[1]);
   }
   return fields;
 }

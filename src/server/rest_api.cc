@@ -17,6 +17,7 @@
 #include "server/dashboard_assets.h"
 #include "server/log_reader.h"
 #include "server/rest_params.h"
+#include "server/task_filter.h"
 
 namespace gpusched::server {
 namespace {
@@ -181,18 +182,14 @@ Json RestApi::TaskFor(const Caller& caller, v1::Task t) {
 
 StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller& caller) {
   GS_ASSIGN_OR_RETURN(rest::Query q, rest::CheckQuery(req.params, {"state", "user", "team",
-                                                                   "node", "limit", "after"}));
+                                                                   "name", "node", "limit",
+                                                                   "after"}));
   GS_ASSIGN_OR_RETURN(std::optional<core::TaskState> state, rest::StateParam(q, "state"));
   GS_ASSIGN_OR_RETURN(int64_t limit, rest::IntParam(q, "limit", 1, 1000, 100));
   GS_ASSIGN_OR_RETURN(int64_t after, rest::IntParam(q, "after", 0, INT64_MAX, 0));
-  const std::string node = q.count("node") ? q.at("node") : "";
-  const std::string user = q.count("user") ? q.at("user") : "";
-  const std::string team = q.count("team") ? q.at("team") : "";
-  auto wanted = [&](const v1::Task& t) {
-    const TaskOwner o = OwnerOf(t);
-    return (node.empty() || t.node() == node) && (user.empty() || o.user == user) &&
-           (team.empty() || o.team == team);
-  };
+  const auto param = [&q](const char* key) { return q.count(key) ? q.at(key) : ""; };
+  const TaskFilter filter{param("user"), param("team"), param("name"), param("node")};
+  auto wanted = [&](const v1::Task& t) { return MatchesTaskFilter(t, filter); };
   Json tasks = Json::array();
   uint64_t cursor = static_cast<uint64_t>(after), next = 0;
   for (size_t pages = 0; pages < kMaxScanPages; ++pages) {
@@ -279,14 +276,17 @@ StatusOr<Json> RestApi::CancelTask(const Request& req, const Caller& caller) {
 
 StatusOr<Json> RestApi::ReadLogs(const Request& req, const Caller& caller) {
   GS_ASSIGN_OR_RETURN(rest::Query q,
-                      rest::CheckQuery(req.params, {"offset", "max_bytes", "rank"}));
+                      rest::CheckQuery(req.params, {"offset", "max_bytes", "rank", "attempt"}));
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
   GS_ASSIGN_OR_RETURN(int64_t offset, rest::IntParam(q, "offset", 0, INT64_MAX, 0));
   GS_ASSIGN_OR_RETURN(int64_t rank, rest::IntParam(q, "rank", 0, core::kMaxGangNodes - 1, 0));
   GS_ASSIGN_OR_RETURN(int64_t max, rest::IntParam(q, "max_bytes", 1, LogReader::kMaxChunk,
                                                   LogReader::kMaxChunk));
+  // Issue 41: an earlier attempt's log (0 = the latest), as `gpusched logs --attempt N`.
+  GS_ASSIGN_OR_RETURN(int64_t attempt, rest::IntParam(q, "attempt", 0, INT64_MAX, 0));
   GS_RETURN_IF_ERROR(MayReadLogs(cp_, caller, id));
-  GS_ASSIGN_OR_RETURN(v1::LogsResponse r, logs_.Read(cp_, id, offset, max, static_cast<int>(rank)));
+  GS_ASSIGN_OR_RETURN(v1::LogsResponse r, logs_.Read(cp_, id, offset, max,
+                                                     static_cast<int>(rank), attempt));
   return Json{{"attempt", r.attempt()},
               {"data", r.data()},
               {"next_offset", r.next_offset()},

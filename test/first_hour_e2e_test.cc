@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -352,14 +353,16 @@ TEST_F(ClusterTest, DrainLetsRunningTasksFinishAndWhyNamesTheNeedForWholeGpus) {
 namespace gpusched::testing {
 namespace {
 
-// The lines of the README's first ```sh block after the marker, comments dropped.
-std::vector<std::string> ReadmeExamples() {
-  const std::string readme = ReadFile(GPUSCHED_SOURCE_DIR "/README.md");
-  const size_t marker = readme.find("<!-- test/first_hour_e2e_test.cc runs every line");
-  const size_t start = readme.find("```sh\n", marker);
-  const size_t end = readme.find("```", start + 6);
+// The lines of the first ```sh block after the marker in `file` (of the source tree),
+// comments dropped.
+std::vector<std::string> ExamplesOf(const std::string& file) {
+  const std::string text = ReadFile(std::string(GPUSCHED_SOURCE_DIR "/") + file);
+  const size_t marker = text.find("<!-- test/first_hour_e2e_test.cc runs every line");
+  EXPECT_NE(marker, std::string::npos) << file << " has no block marked for this test";
+  const size_t start = text.find("```sh\n", marker);
+  const size_t end = text.find("```", start + 6);
   std::vector<std::string> lines;
-  std::istringstream in(readme.substr(start + 6, end - start - 6));
+  std::istringstream in(text.substr(start + 6, end - start - 6));
   for (std::string line; std::getline(in, line);) {
     const size_t comment = line.find("  #");
     if (comment != std::string::npos) line.resize(comment);
@@ -369,10 +372,12 @@ std::vector<std::string> ReadmeExamples() {
   return lines;
 }
 
-TEST(Readme, EveryExampleRunsAsWritten) {
-  const std::vector<std::string> lines = ReadmeExamples();
-  ASSERT_GE(lines.size(), 5u);
-  // The first starts the cluster; on a free port here, since 7070 may be taken.
+// Starts the cluster the block's first line starts (on free ports here, since 7070 may be
+// taken), runs every other line in the source tree as a shell would, each expected to exit 0,
+// then `after(server)` while the cluster still runs.
+void RunAsWritten(const std::vector<std::string>& lines,
+                  const std::function<void(const std::string&)>& after) {
+  ASSERT_GE(lines.size(), 3u);
   ASSERT_EQ(lines[0], "gpusched dev --agents 2 --gpus 4x16GiB &");
   const fs::path dir = fs::temp_directory_path() / ("gpusched_readme_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -403,10 +408,28 @@ TEST(Readme, EveryExampleRunsAsWritten) {
   fs::current_path(before);
   setenv("PATH", path.c_str(), 1);
   unsetenv("GPUSCHED_SERVER");
-  CliResult logs = Cli({"logs", "1", "--server", server});
-  EXPECT_TRUE(Has(logs.out, "training on GPUs")) << logs.out << logs.err;
+  after(server);
   dev.Kill(SIGTERM);
   fs::remove_all(dir);
+}
+
+TEST(Readme, EveryExampleRunsAsWritten) {
+  RunAsWritten(ExamplesOf("README.md"), [](const std::string& server) {
+    CliResult logs = Cli({"logs", "1", "--server", server});
+    EXPECT_TRUE(Has(logs.out, "training on GPUs")) << logs.out << logs.err;
+  });
+}
+
+// Issue 41: the scripted pipeline of docs/job-spec.md ("Waiting, how tasks end, and naming
+// many tasks") runs as written, and ends as its comments say.
+TEST(Readme, Issue41_TheJobSpecsPipelineRunsAsWritten) {
+  RunAsWritten(ExamplesOf("docs/job-spec.md"), [](const std::string& server) {
+    CliResult failed = Cli({"ls", "1.*", "--state", "failed", "--json", "--server", server});
+    ASSERT_EQ(failed.code, 0) << failed.err;
+    const Json tasks = Json::parse(failed.out);
+    ASSERT_EQ(tasks.size(), 4u) << failed.out;  // indices 1, 2, 4, 5 of 0-5
+    for (const Json& t : tasks) EXPECT_EQ(t["failure"], "exit") << t;
+  });
 }
 
 }  // namespace

@@ -233,7 +233,9 @@ TEST_F(Issue41Test, Issue41_ALaunchFailureSaysSoInLsShowLogsAndAcct) {
 }
 
 TEST_F(Issue41Test, Issue41_QuotaRmRemovesTheTeamsQuotaAndSaysWhenThereIsNone) {
-  ASSERT_EQ(Quota({"set", "ml", "--gpus", "2"}).code, 0);
+  CliResult set = Quota({"set", "ml", "--gpus", "1", "--borrow", "unlimited"});
+  ASSERT_EQ(set.code, 0) << set.err;
+  EXPECT_EQ(set.out, "team ml: 1 GPU guaranteed, borrows without limit\n");  // grammar
   CliResult ls = Quota({"ls", "--json"});
   EXPECT_TRUE(Has(ls.out, "\"ml\"")) << ls.out;
   CliResult rm = Quota({"rm", "ml"});

@@ -108,11 +108,14 @@ void PrintQuotaSet(const v1::TeamQuota& r, bool json) {
               << "\n";
     return;
   }
-  std::cout << "team " << r.team() << ": " << r.guaranteed_gpus() << " GPUs guaranteed"
+  std::cout << "team " << r.team() << ": " << r.guaranteed_gpus()
+            << (r.guaranteed_gpus() == 1 ? " GPU guaranteed" : " GPUs guaranteed")
             << (r.guaranteed_gpu_mem_mib() > 0
                     ? " (" + FormatSizeMiB(r.guaranteed_gpu_mem_mib()) + " GPU memory)"
                     : std::string())
-            << ", borrows up to " << BorrowText(r.borrow_gpus()) << " more"
+            << (r.borrow_gpus() == core::kUnlimitedBorrow
+                    ? std::string(", borrows without limit")
+                    : ", borrows up to " + BorrowText(r.borrow_gpus()) + " more")
             << (r.max_priority().empty() ? std::string()
                                          : ", priority up to " + r.max_priority())
             << "\n";
@@ -246,7 +249,7 @@ std::string HoursText(double h) {
   return std::string(buf);
 }
 
-void PrintAccounting(const v1::AccountingResponse& resp, bool json) {
+void PrintAccounting(const v1::AccountingResponse& resp, bool json, bool by_failure) {
   if (json) {
     nlohmann::json users = nlohmann::json::array(), teams = nlohmann::json::array();
     for (const v1::AccountingRow& r : resp.users()) users.push_back(AccountingRowJson(r));
@@ -255,7 +258,7 @@ void PrintAccounting(const v1::AccountingResponse& resp, bool json) {
                        {"until_ms", resp.until_ms()},
                        {"users", users},
                        {"teams", teams}};
-    if (resp.failures_size() > 0) {
+    if (by_failure) {
       nlohmann::json failures = nlohmann::json::array();
       for (const v1::AccountingRow& r : resp.failures()) failures.push_back(AccountingRowJson(r));
       out["failures"] = failures;
@@ -263,7 +266,7 @@ void PrintAccounting(const v1::AccountingResponse& resp, bool json) {
     std::cout << out.dump() << "\n";
     return;
   }
-  if (resp.failures_size() > 0) {  // --by failure: the kinds only
+  if (by_failure) {  // the kinds only
     std::vector<std::vector<std::string>> rows{
         {"FAILURE", "GPU-HOURS", "GPU-MEM GiB-HOURS", "TASKS"}};
     for (const v1::AccountingRow& r : resp.failures()) {
@@ -307,7 +310,7 @@ void RegisterAcct(CLI::App& app) {
     Status s =
         c.Call([&](grpc::ClientContext& ctx) { return c.stub().GetAccounting(&ctx, req, &resp); });
     if (!s.ok()) Fail(s);
-    PrintAccounting(resp, flags->json);
+    PrintAccounting(resp, flags->json, req.by_failure());
   });
 }
 

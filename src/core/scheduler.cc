@@ -658,13 +658,13 @@ std::string Scheduler::WaitsFor(const Task& t) const {
   };
   switch (t.queue) {
     case QueueMembership::kMain:
-      return "waits in Q: tried again by the next pass, within " + within(next_pass_ms_);
+      return "waits in the queue: tried again by the next pass, within " + within(next_pass_ms_);
     case QueueMembership::kFailure:
       if (WaitsForCapacityInFq(t)) {
         return "waits for capacity: retried on the next release or within " +
                within(next_fq_flush_ms_);
       }
-      return "waits for its retry after an execution failure: the next t2, within " +
+      return "waits in the retry queue after a failure: retried within " +
              within(next_fq_flush_ms_);
     case QueueMembership::kNone:
       break;

@@ -1,12 +1,14 @@
 // Sizes, durations and CPU amounts as users type them (base/units.h: "80GiB", "1.5GiB",
 // "30s", "250ms", "500m"), NxG counts ("8x80GiB"), job-array ranges ("0-999") and HOST:PORT
-// addresses (base/host_port.h). What parses is within the documented range, and a size that prints
+// addresses (base/host_port.h), and task id specs ("12", "12-20", "12.*", "12.3":
+// base/task_id_spec.h; what parses prints back to itself). What parses is within the documented range, and a size that prints
 // exactly (whole GiB, or under 1 GiB) parses back to itself; an address prints and parses
 // back to itself; errors name the field.
 
 #include <string>
 
 #include "base/host_port.h"
+#include "base/task_id_spec.h"
 #include "base/units.h"
 #include "fuzz/fuzz_check.h"
 
@@ -72,6 +74,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     FUZZ_REQUIRE(hp.status().code() == StatusCode::kInvalidArgument, hp.status().ToString());
     FUZZ_REQUIRE(hp.status().message().starts_with("listen: "), hp.status().ToString());
+  }
+  if (auto spec = ParseTaskIdSpec(text, "id"); spec.ok()) {
+    using Kind = TaskIdSpec::Kind;
+    FUZZ_REQUIRE(spec->first >= 1 && spec->first <= spec->last, shown);
+    FUZZ_REQUIRE(spec->kind == Kind::kRange || spec->first == spec->last, shown);
+    FUZZ_REQUIRE((spec->kind == Kind::kArrayIndex) == (spec->index >= 0), shown);
+    const std::string a = std::to_string(spec->first), b = std::to_string(spec->last);
+    const std::string printed = spec->kind == Kind::kId      ? a
+                                : spec->kind == Kind::kRange ? a + "-" + b
+                                : spec->kind == Kind::kArray ? a + ".*"
+                                                             : a + "." + std::to_string(spec->index);
+    auto back = ParseTaskIdSpec(printed, "id");
+    FUZZ_REQUIRE(back.ok() && back->kind == spec->kind && back->first == spec->first &&
+                     back->last == spec->last && back->index == spec->index,
+                 shown + " -> " + printed);
+  } else {
+    FUZZ_REQUIRE(spec.status().code() == StatusCode::kInvalidArgument, spec.status().ToString());
+    FUZZ_REQUIRE(spec.status().message().starts_with("id: \""), spec.status().ToString());
   }
   return 0;
 }

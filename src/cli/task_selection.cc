@@ -2,21 +2,11 @@
 
 #include <algorithm>
 
+#include "base/task_id_spec.h"
 #include "rpc/convert.h"
 
 namespace gpusched::cli {
 namespace {
-
-// A whole number >= `min` (the whole text), else nullopt.
-std::optional<int64_t> WholeNumber(const std::string& text, int64_t min) {
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= min) return v;
-  } catch (const std::exception&) {  // stoll: not a number, or out of range
-  }
-  return std::nullopt;
-}
 
 // The tasks of every page from after `after_id` up to `last_id`, each once, in id order.
 std::vector<v1::Task> ListPages(Client& c, const std::set<std::string>& states,
@@ -82,34 +72,23 @@ std::vector<uint64_t> ArrayIds(Client& c, const std::string& spec, uint64_t arra
   return ids;
 }
 
-// The ids one spec names (the forms in task_selection.h).
-std::vector<uint64_t> IdsOf(Client& c, const std::string& spec) {
-  if (const size_t dot = spec.find('.'); dot != std::string::npos) {
-    const std::optional<int64_t> array = WholeNumber(spec.substr(0, dot), 1);
-    const std::string rest = spec.substr(dot + 1);
-    const std::optional<int64_t> index = rest == "*" ? std::nullopt : WholeNumber(rest, 0);
-    if (!array || (rest != "*" && !index)) {
-      Fail(InvalidArgument("id: \"" + spec + "\" is not ARRAY.* or ARRAY.INDEX (e.g. 12.* for "
-                           "every task of array 12, 12.3 for its index 3)"));
-    }
-    return ArrayIds(c, spec, static_cast<uint64_t>(*array), index);
+// The ids one spec names (the forms in base/task_id_spec.h).
+std::vector<uint64_t> IdsOf(Client& c, const std::string& text) {
+  const TaskIdSpec spec = OrFail(ParseTaskIdSpec(text, "id"));
+  switch (spec.kind) {
+    case TaskIdSpec::Kind::kId:
+      return {spec.first};
+    case TaskIdSpec::Kind::kArray:
+      return ArrayIds(c, text, spec.first, std::nullopt);
+    case TaskIdSpec::Kind::kArrayIndex:
+      return ArrayIds(c, text, spec.first, spec.index);
+    case TaskIdSpec::Kind::kRange:
+      break;
   }
-  if (const size_t dash = spec.find('-'); dash != std::string::npos && dash > 0) {
-    const std::optional<int64_t> from = WholeNumber(spec.substr(0, dash), 1);
-    const std::optional<int64_t> to = WholeNumber(spec.substr(dash + 1), 1);
-    if (!from || !to || *to < *from) {
-      Fail(InvalidArgument("id: \"" + spec + "\" is not a range A-B of task ids with "
-                           "1 <= A <= B"));
-    }
-    std::vector<uint64_t> ids;  // the tasks that exist in the range, however wide
-    for (const v1::Task& t :
-         ListPages(c, {}, {}, static_cast<uint64_t>(*from - 1), static_cast<uint64_t>(*to))) {
-      ids.push_back(t.id());
-    }
-    if (ids.empty()) Fail(NotFound("id: \"" + spec + "\": no task in that range"));
-    return ids;
-  }
-  return {ParseTaskId(spec)};
+  std::vector<uint64_t> ids;  // the tasks that exist in the range, however wide
+  for (const v1::Task& t : ListPages(c, {}, {}, spec.first - 1, spec.last)) ids.push_back(t.id());
+  if (ids.empty()) Fail(NotFound("id: \"" + text + "\": no task in that range"));
+  return ids;
 }
 
 }  // namespace
@@ -133,9 +112,12 @@ std::vector<v1::Task> ListFiltered(Client& c, const TaskFilter& filter) {
 }
 
 uint64_t ParseTaskId(const std::string& text, const std::string& field) {
-  if (const std::optional<int64_t> v = WholeNumber(text, 1)) return static_cast<uint64_t>(*v);
-  Fail(InvalidArgument(field + ": \"" + text + "\" is not a task id (a number >= 1; or A-B, "
-                       "ARRAY.*, ARRAY.INDEX)"));
+  const TaskIdSpec spec = OrFail(ParseTaskIdSpec(text, field));
+  if (spec.kind != TaskIdSpec::Kind::kId) {
+    Fail(InvalidArgument(field + ": \"" + text + "\" names several tasks; this command takes "
+                         "one task id"));
+  }
+  return spec.first;
 }
 
 std::vector<uint64_t> SelectTaskIds(Client& c, const std::vector<std::string>& specs,

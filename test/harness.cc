@@ -89,6 +89,14 @@ void Proc::Kill(int sig) {
   pid_ = -1;
 }
 
+int Proc::Wait() {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 std::string Proc::Log() const { return ReadFile(log_path_); }
 
 CliResult Cli(const std::vector<std::string>& args) { return Cli(args, {}); }

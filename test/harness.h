@@ -29,6 +29,8 @@ class Proc {
   Proc& operator=(Proc&& o) noexcept;
   void Kill(int sig);  // signal, then wait for the exit
   void Signal(int sig);  // signal only (SIGSTOP, SIGCONT)
+  // Waits for the process to end by itself: its exit code (128 + the signal that killed it).
+  int Wait();
   bool alive() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   std::string Log() const;

@@ -4,6 +4,7 @@
 // --node filters, `logs --attempt N` after a retry, `quota rm`, and the everyday words.
 
 #include <csignal>
+#include <thread>
 
 #include "cluster_fixture.h"
 
@@ -91,6 +92,23 @@ TEST_F(Issue41Test, Issue41_WaitNamesTasksByIdRangeAndArrayAndGivesUpAtItsTimeou
   CliResult middle = Run({"wait", std::to_string(first + 1) + ".*"});
   EXPECT_EQ(middle.code, 2);
   EXPECT_TRUE(Has(middle.err, "belongs to array " + std::to_string(first))) << middle.err;
+}
+
+// Ctrl-C ends the waiting, never the task, and says so.
+TEST_F(Issue41Test, Issue41_CtrlCWhileWaitingLeavesTheTaskRunning) {
+  StartAgent("n1", "1x16GiB");
+  const uint64_t id = Submit({"--", "sh", "-c", Gated("w", "true")});
+  ASSERT_TRUE(WaitState(id, "running"));
+  Proc wait({"wait", "--server", server(), std::to_string(id)}, path("wait.log"));
+  std::this_thread::sleep_for(1s);  // past its first poll: waiting
+  wait.Signal(SIGINT);
+  EXPECT_EQ(wait.Wait(), 130);
+  EXPECT_TRUE(Has(ReadFile(path("wait.log")), "stopped waiting; the tasks run on (gpusched "
+                                               "cancel " + std::to_string(id) + " stops them)"))
+      << ReadFile(path("wait.log"));
+  EXPECT_EQ(Task(id)["state"], "running");
+  OpenGate("w");
+  EXPECT_EQ(Run({"wait", std::to_string(id)}).code, 0);
 }
 
 TEST_F(Issue41Test, Issue41_ArrayCancelAndRangeCancelLeaveOthersAlone) {

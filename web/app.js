@@ -248,7 +248,9 @@ views.tasks = async function (args) {
     [""].concat(STATES).map((s) => h("a", {href: "#/tasks/" + s,
       "aria-current": s === state ? "page" : null}, s || "all")));
   const rows = page.tasks.map((t) => h("tr", {"data-task": t.id},
-    h("td", {}, taskLink(t)), h("td", {}, t.name || "-"), h("td", {}, stateBadge(t.state)),
+    h("td", {}, taskLink(t)), h("td", {}, t.name || "-"),
+    h("td", {}, stateBadge(t.state), t.failure && t.failure !== t.state ? " (" + t.failure + ")"
+                                                                          : ""),
     h("td", {}, t.node || "-"), h("td", {}, t.gpus.join(",") || "-"),
     h("td", {}, t.gpu_mem_mib ? size(t.gpu_mem_mib) : t.request.gpus > 0 ? "whole GPU" : "-"),
     h("td", {}, t.reason)));

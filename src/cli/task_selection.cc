@@ -86,7 +86,7 @@ std::vector<uint64_t> IdsOf(Client& c, const std::string& text) {
       break;
   }
   std::vector<uint64_t> ids;  // the tasks that exist in the range, however wide
-  for (const v1::Task& t : ListPages(c, {}, {}, spec.first - 1, spec.last)) ids.push_back(t.id());
+  for (const v1::Task& t : ListIdRange(c, spec.first, spec.last)) ids.push_back(t.id());
   if (ids.empty()) Fail(NotFound("id: \"" + text + "\": no task in that range"));
   return ids;
 }
@@ -105,6 +105,10 @@ void AddFilterFlags(CLI::App* cmd, TaskFilter& filter, const std::string& verb, 
 std::vector<v1::Task> ListTasks(Client& c, const std::set<std::string>& states,
                                 const TaskFilter& filter) {
   return ListPages(c, states, filter, 0, UINT64_MAX);
+}
+
+std::vector<v1::Task> ListIdRange(Client& c, uint64_t first, uint64_t last) {
+  return ListPages(c, {}, {}, first - 1, last);
 }
 
 std::vector<v1::Task> ListFiltered(Client& c, const TaskFilter& filter) {

@@ -43,6 +43,9 @@ void AddFilterFlags(CLI::App* cmd, TaskFilter& filter, const std::string& verb, 
 // every page, in id order, each once.
 std::vector<v1::Task> ListTasks(Client& c, const std::set<std::string>& states,
                                 const TaskFilter& filter = {});
+// Every task with an id in [first, last], in any state, in id order: the pages of that range
+// only (a job array's tasks are consecutive).
+std::vector<v1::Task> ListIdRange(Client& c, uint64_t first, uint64_t last);
 // ListTasks after checking each of `filter.states` (a typo is a usage error naming --state).
 std::vector<v1::Task> ListFiltered(Client& c, const TaskFilter& filter);
 

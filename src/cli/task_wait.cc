@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -34,8 +35,9 @@ void ExitIfInterrupted(const std::vector<uint64_t>& waiting) {
   ExitWith(kExitInterrupted);
 }
 
-// The current state of every task in `open` (ids not yet finished): one GetTask each when
-// they are few, else one listing of the live tasks and a GetTask only for those it lacks.
+// The current state of every task in `open` (ids not yet finished, ascending): one GetTask
+// each when they are few, else the listing of their id range (an array's is one page per
+// 1,000 tasks), whatever else the cluster holds, and a GetTask for any it lacks.
 std::vector<v1::Task> Poll(Client& c, const std::vector<uint64_t>& open) {
   constexpr size_t kFewTasks = 32;
   std::vector<v1::Task> out;
@@ -43,13 +45,13 @@ std::vector<v1::Task> Poll(Client& c, const std::vector<uint64_t>& open) {
     for (uint64_t id : open) out.push_back(GetTask(c, id));
     return out;
   }
-  std::map<uint64_t, v1::Task> live;
-  for (v1::Task& t : ListTasks(c, {"pending", "preempted", "assigned", "running"})) {
-    live.emplace(t.id(), std::move(t));
+  std::map<uint64_t, v1::Task> listed;
+  for (v1::Task& t : ListIdRange(c, open.front(), open.back())) {
+    listed.emplace(t.id(), std::move(t));
   }
   for (uint64_t id : open) {
-    auto it = live.find(id);
-    out.push_back(it != live.end() ? std::move(it->second) : GetTask(c, id));
+    auto it = listed.find(id);
+    out.push_back(it != listed.end() ? std::move(it->second) : GetTask(c, id));
   }
   return out;
 }
@@ -83,7 +85,9 @@ WaitResult WaitForTasks(Client& c, const std::vector<uint64_t>& ids, int64_t tim
   g_interrupted.store(false);
   std::signal(SIGINT, OnInterrupt);
   std::map<uint64_t, v1::Task> last;  // every task as last seen
-  std::vector<uint64_t> open = ids;
+  std::vector<uint64_t> open = ids;  // ascending, each once (Poll lists their id range)
+  std::sort(open.begin(), open.end());
+  open.erase(std::unique(open.begin(), open.end()), open.end());
   for (;;) {
     std::vector<uint64_t> still;
     for (v1::Task& t : Poll(c, open)) {

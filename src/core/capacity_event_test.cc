@@ -116,7 +116,8 @@ TEST_F(CapacityEventTest, CN115981827A_Claim3_Issue37_AnExecutionFailureStillWai
   EXPECT_EQ(T(fails).queue, QueueMembership::kFailure);
   const StatusOr<Explanation> e = sched_->Explain(fails);
   ASSERT_TRUE(e.ok());
-  EXPECT_NE(e->waits_for.find("after an execution failure"), std::string::npos) << e->waits_for;
+  EXPECT_NE(e->waits_for.find("in the retry queue after a failure"), std::string::npos)
+      << e->waits_for;
   EXPECT_EQ(RunFor(sched_->next_failure_flush_ms() - clock_.NowMs() - 1000), 0u);
   EXPECT_EQ(RunFor(1000), 1u) << "placed by the t2 flush";
   EXPECT_EQ(T(fails).fail_cnt, 1);

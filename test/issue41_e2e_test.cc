@@ -177,6 +177,10 @@ TEST_F(Issue41Test, Issue41_LsAndCancelFilterByNameUserAndNode) {
   std::vector<uint64_t> rest_ids;
   for (const Json& t : rest["tasks"]) rest_ids.push_back(t["id"].get<uint64_t>());
   EXPECT_EQ(rest_ids, (std::vector<uint64_t>{on2, first, first + 1})) << rest;
+  // show takes the same filters: an array of every match.
+  CliResult show = Run({"show", "--name", "etl", "--node", "n1", "--json"});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_EQ(Json::parse(show.out).size(), 1u) << show.out;
   // cancel --name: its live tasks, nothing else.
   CliResult cancel = Run({"cancel", "--name", "etl", "--node", "n2"});
   ASSERT_EQ(cancel.code, 0) << cancel.err;

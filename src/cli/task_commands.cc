@@ -195,16 +195,21 @@ void PrintTaskInFull(const v1::Task& t, int64_t now, bool verbose) {
 void RegisterShow(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto specs = std::make_shared<std::vector<std::string>>();
+  auto filter = std::make_shared<TaskFilter>();
   auto verbose = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("show", "Show tasks in full");
   AddClientFlags(cmd, *flags);
-  cmd->add_option("ID", *specs, "Task ids: ID, A-B, ARRAY.* (a job array), ARRAY.INDEX")
-      ->required();
+  cmd->add_option("ID", *specs, "Task ids: ID, A-B, ARRAY.* (a job array), ARRAY.INDEX");
+  AddFilterFlags(cmd, *filter, "show", true);
   cmd->add_flag("-v,--verbose", *verbose,
                 "Also the scheduler's view: priority Pt and score St, queue, failure counters");
-  cmd->callback([flags, specs, verbose] {
+  cmd->callback([flags, specs, filter, verbose] {
+    if (specs->empty() && filter->Empty()) {
+      Fail(InvalidArgument("show: name the tasks: gpusched show ID [ID...] (or A-B, ARRAY.*, "
+                           "--name NAME, ...)"));
+    }
     Client c(flags->server);
-    const std::vector<uint64_t> ids = SelectTaskIds(c, *specs, {});
+    const std::vector<uint64_t> ids = SelectTaskIds(c, *specs, *filter);
     const int64_t now = NowMs();
     if (flags->json) {  // one task: its object (as before); several: an array of them
       nlohmann::json out = nlohmann::json::array();
@@ -212,6 +217,7 @@ void RegisterShow(CLI::App& app) {
       std::cout << (specs->size() == 1 && ids.size() == 1 ? out[0] : out).dump(2) << "\n";
       return;
     }
+    if (ids.empty()) std::cerr << "(no task matches)\n";
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) std::cout << "\n";
       PrintTaskInFull(GetTask(c, ids[i]), now, *verbose);

@@ -85,6 +85,7 @@ TEST_F(TaskCgroupTest, Issue35_TaskOverItsMemoryLimitFailsOutOfMemory) {
   const Json t = Task(id);
   EXPECT_NE(t.value("reason", "").find("out of memory (limit 256MiB)"), std::string::npos)
       << t.dump();
+  EXPECT_EQ(t["failure"], "out_of_memory") << t.dump();  // issue 41: the agent says so
 }
 
 TEST_F(TaskCgroupTest, Issue35_TaskCannotOpenAnotherGpusDeviceNode) {

@@ -23,10 +23,13 @@
 #include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
 #include "agent/gpu_memory_watchdog.h"
+#include "agent/gpu_monitor.h"
+#include "agent/launch_spec.h"
 #include "agent/log_service.h"
 #include "agent/noop_executor.h"
 #include "agent/process_runner.h"
 #include "agent/rank_launcher.h"
+#include "agent/server_link.h"
 #include "agent/task_files.h"
 #include "agent/task_cgroup.h"
 #include "agent/task_user.h"
@@ -57,14 +60,14 @@ StatusOr<ExecutorKind> ParseExecutorKind(std::string_view name) {
   return InvalidArgument("--executor: \"" + std::string(name) + "\" (use process or noop)");
 }
 
-// Locks: launch_mu, then write_mu, then mu (Register holds write_mu and reads `unacked`), and
-// launch_mu, then the executor's (OnAssign launches under launch_mu); the executors hold none
-// of their locks while they call OnExit.
+// Locks: launch_mu, then the link's send lock, then mu (Register runs under the send lock and
+// reads `unacked`), and launch_mu, then the executor's (OnAssign launches under launch_mu);
+// the executors hold none of their locks while they call OnExit.
 //
-// Threads (issue 40): the link thread reads the server's messages and hands assignments,
-// kills and acks to the work thread in order (a bounded queue), so a slow account lookup or
-// process launch never stops the stream (the node heartbeats the heartbeat thread queues are
-// written by the link thread's completion queue) nor holds write_mu.
+// Threads (issue 40): the link thread (ServerLink::Run) reads the server's messages and hands
+// assignments, kills and acks to the work thread in order (a bounded queue), so a slow account
+// lookup or process launch never stops the stream (the node heartbeats the heartbeat thread
+// queues are written by the link thread's completion queue) nor holds the send lock.
 struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
@@ -75,20 +78,11 @@ struct Agent::Impl {
   std::string address;
   std::unique_ptr<LogService> log_service;
   std::unique_ptr<grpc::Server> log_server;
-  std::vector<std::string> servers;  // config.server split; leaders named by standbys join it
-  size_t current = 0;
-  std::map<std::string, std::unique_ptr<v1::AgentLink::Stub>> stubs;
   std::unique_ptr<TaskExecutor> executor;
   std::shared_ptr<TaskCgroups> cgroups;  // the process executor's; null with noop
-  std::string preload;  // the GPU-memory share library to inject; "" = none
-  // GPU health: the heartbeat thread only.
-  std::unique_ptr<core::GpuHealthTracker> health;
   core::GpuTopology topology;  // reported at registration; empty = unknown
-  std::unique_ptr<MemoryWatchdog> watchdog;  // heartbeat thread only
-  std::map<TaskKey, TaskShare> shares;       // guarded by mu: the GPU tasks running here
-  // Guarded by mu: the most GPU memory each GPU task held on one device, as NVML showed it
-  // to the watchdog: the only peak the agent measures itself (issue 36).
-  std::map<TaskKey, MiB> measured_peaks;
+  // The GPUs' health, the GPU tasks' shares, memory and use (gpu_monitor.h).
+  std::unique_ptr<GpuMonitor> monitor;
   // Guarded by mu. GPU tasks told to stop (a kill is in its grace period), and assignments
   // that wait for them: a preemptor starts on its GPUs only once the victim has exited, so
   // the two never hold one GPU's memory at once.
@@ -99,9 +93,7 @@ struct Agent::Impl {
                               return LogPath(log_dir, key.first, key.second) + ".heartbeat";
                             }};
   std::set<TaskKey> hung;                    // heartbeat thread only: logged as hung
-  std::map<int, std::string> numa_cpus;  // NUMA node -> its CPUs ("0-7,16-23"), from sysfs
-  size_t faults_seen = 0;       // faults of the fault file already applied
-  std::string fault_file_error;  // the last parse error logged (each is logged once)
+  NodeLaunchFacts launch_facts;  // set by Start: what BuildLaunchSpec needs of this node
 
   std::atomic<int64_t> node_hb_ms{1000}, task_hb_ms{1000}, kill_grace_ms{10'000};
   // Issue 37: the server's node_lost_after (0 = not said), and when this agent last ran, on
@@ -114,11 +106,10 @@ struct Agent::Impl {
   bool run_as_users = false;         // root: tasks run as the account their spec names
   std::atomic<bool> allow_root_tasks{false};  // the server's allow_root_tasks
   rpc::LogReadKey log_read_key;  // this registration's (issue 35): signs the server's log reads
-  std::mutex mu;  // guards everything below up to write_mu
+  std::mutex mu;  // guards everything below up to link
   std::condition_variable cv;
   bool stop = false;
   bool down = false;
-  grpc::ClientContext* ctx = nullptr;
   // Finished, not yet acknowledged by the server. With the process executor the journal
   // backs it: an agent restarted before the ack refills it from there (Open reports them).
   std::map<TaskKey, v1::TaskStatus> unacked;
@@ -132,11 +123,11 @@ struct Agent::Impl {
   std::string joining;
   std::set<TaskKey> foreign;
   std::vector<TaskKey> dropped_exits;
-  // Every message sent holds write_mu, which orders them: the link, heartbeat and executor
-  // threads all send.
-  std::mutex write_mu;
+  // The stream to the server (server_link.h): the link, heartbeat, work and executor threads
+  // all send through it; its send lock orders the messages.
+  std::unique_ptr<ServerLink> link;
   // Held across a launch and its STARTED report, and by every exit report: a task that ends
-  // at once is never reported finished before started. Not write_mu: heartbeats go on.
+  // at once is never reported finished before started. Not the send lock: heartbeats go on.
   std::mutex launch_mu;
   // Guarded by mu: the server's assignments, kills and acks for the work thread, in the
   // order received; at most kMaxQueuedAssigns assignments (more are refused, retryable).
@@ -146,17 +137,11 @@ struct Agent::Impl {
   std::optional<TaskKey> launching;  // guarded by mu: the assignment the work thread handles
   std::condition_variable work_cv;
   std::thread work_thread;
-  struct Stream;
-  Stream* stream = nullptr;  // write_mu: the connection messages go to; none while down
   std::thread link_thread, heartbeat_thread;
 
   // Queues `m` on the connection (dropped while there is none: the next Register carries
   // what the server must know). Never waits for the network.
-  void Send(v1::AgentMessage m) {
-    std::lock_guard<std::mutex> lock(write_mu);
-    SendLocked(std::move(m));
-  }
-  void SendLocked(v1::AgentMessage m);  // REQUIRES: write_mu held
+  void Send(v1::AgentMessage m) { link->Send(std::move(m)); }
   // Through the daemons' logger (base/log.h), as component "agent" with this node's name.
   void Log(const std::string& line, logging::Level level = logging::Level::kInfo,
            std::optional<uint64_t> task = std::nullopt) {
@@ -174,7 +159,6 @@ struct Agent::Impl {
   // message). After a pause longer than node_lost_after, stops every task here before anything
   // else: the server has re-placed them, so the copies here are stale.
   void StopStaleAfterPause();
-  void LinkLoop();
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
   // Queues an assignment, kill or ack for the work thread (refuses an assignment when
@@ -201,27 +185,32 @@ struct Agent::Impl {
   std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
   // What runs here and the assignments waiting for a GPU to be freed (both are the agent's).
   std::vector<TaskKey> RunningOrWaiting();
-  // Sets spec.user to the account `user` names when tasks run as their users here. Errors:
-  // the account is unknown or root (permanent for the task).
+  // The account `user` names when tasks run as their users here (none: as the agent's).
+  // Errors: the account is unknown or root (permanent for the task).
   // `root_submitted`: the server proved root submitted the task (Assign.submitted_by_root).
-  Status RunAs(const std::string& user, bool root_submitted, LaunchSpec& spec);
+  StatusOr<std::optional<TaskUser>> RunAs(const std::string& user, bool root_submitted);
+  bool ResendIfFinished(const v1::Assign& a);
+  bool DeferBehindStopping(const v1::Assign& a);
+  // Launches `spec` and reports it started, or reports why it did not (`who`: RunAs's).
+  void Launch(const v1::Assign& a, const LaunchSpec& spec, const Status& who);
   void OnExit(const TaskExit& e);
   // Sends a task's final status and keeps it until acknowledged; after any STARTED being
   // sent (takes launch_mu).
   void Report(v1::TaskStatus st);
   // Report without launch_mu, for a task this agent never started.
   void ReportUnstarted(v1::TaskStatus st);
-  void InjectPreload(LaunchSpec& spec);
-  void SetEnvironment(const v1::Assign& a, LaunchSpec& spec);
-  void CheckGpuHealth(v1::NodeHeartbeat* hb);
-  void PinToNuma(const v1::Assign& a, LaunchSpec& spec) const;
-  void WatchGpuMemory();
-  struct GpuUse {
-    int util = 0;  // percent
-    MiB mem_mib = 0;
-  };
-  std::map<TaskKey, GpuUse> MeasureGpuUse();
+  // This round's GPU health into `hb`; stops the tasks over their GPU memory share.
+  void WatchGpus(v1::NodeHeartbeat* hb);
   std::map<TaskKey, TaskObservation> ObserveExecutor();
+  // Agent::Start's steps, in order.
+  Status OpenGpus();
+  Status OpenDataDir();
+  void FillLaunchFacts();
+  void MakeMonitor();
+  Status StartLogServer();
+  Status MakeExecutor();
+  void MakeLink(std::vector<std::string> servers);
+  void StartThreads();
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -287,7 +276,7 @@ void Agent::Impl::StopStaleAfterPause() {
   }
 }
 
-// REQUIRES: write_mu held (it reads `unacked` under mu, after write_mu).
+// Runs under the link's send lock (it reads `unacked` under mu, after that lock).
 v1::AgentMessage Agent::Impl::Register() {
   StopStaleAfterPause();
   v1::AgentMessage m;
@@ -345,191 +334,11 @@ std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
 
 std::optional<TaskKey> Agent::Impl::StoppingOnGpusOf(const v1::Assign& a) const {
   for (const TaskKey& key : stopping) {
-    auto share = shares.find(key);
-    if (share == shares.end()) continue;
-    for (int g : share->second.gpus) {
+    for (int g : monitor->GpusOf(key)) {
       if (std::find(a.gpus().begin(), a.gpus().end(), g) != a.gpus().end()) return key;
     }
   }
   return std::nullopt;
-}
-
-// One connection's stream on gRPC's completion-queue API. The link thread alone waits on
-// its queue (reads, write completions, the final status). Any thread sends: under write_mu
-// it queues the message and, when no write is in flight (one at a time on a stream), starts
-// it. So no sender waits for the network or hands its write to another thread, and the
-// messages leave in the order they were queued.
-struct Agent::Impl::Stream {
-  enum Tag : intptr_t { kRead = 1, kWrite, kFinish };
-  static void* TagOf(Tag t) { return reinterpret_cast<void*>(t); }
-
-  // Declared first, destroyed last: the call goes before its queue.
-  grpc::CompletionQueue cq;
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientAsyncReaderWriterInterface<v1::AgentMessage, v1::ServerMessage>>
-      rw;
-  std::deque<v1::AgentMessage> outbox;  // write_mu
-  bool writing = false;                 // write_mu: a Write awaits its completion
-
-  // REQUIRES: write_mu held, !writing, a message queued. Write serializes the message at
-  // once, so it leaves the outbox here.
-  void WriteNext() {
-    writing = true;
-    rw->Write(outbox.front(), TagOf(kWrite));
-    outbox.pop_front();
-  }
-};
-
-void Agent::Impl::SendLocked(v1::AgentMessage m) {
-  if (stream == nullptr) return;
-  stream->outbox.push_back(std::move(m));
-  if (!stream->writing) stream->WriteNext();
-}
-
-void Agent::Impl::LinkLoop() {
-  using Tag = Stream::Tag;
-  DurationMs backoff = 100;
-  // A server that cannot be reached, or that refuses this agent (no token, another node's), is
-  // said once per server and reason, and again each minute while it lasts (the retries run
-  // every second): an agent started with a wrong address or before its server does not wait
-  // in silence, nor floods its log. Cleared by a registration.
-  std::map<std::string, std::pair<std::string, TimeMs>> unreachable_said;
-  for (;;) {
-    const std::string server = servers[current];
-    auto& stub = stubs[server];
-    // Keepalive pings: a leader that stops answering (SIGSTOP, a partition) is left within
-    // seconds, not when TCP gives up.
-    if (!stub) {
-      stub = v1::AgentLink::NewStub(rpc::MakeChannel(server, /*keepalive=*/true, &tls));
-    }
-    Stream conn;
-    // The call's metadata leaves with its first message (Register), so that write need not
-    // wait for a start of its own.
-    conn.context.set_initial_metadata_corked(true);
-    if (!config.token.empty()) conn.context.AddMetadata("authorization", "Bearer " + config.token);
-    conn.rw = stub->PrepareAsyncConnect(&conn.context, &conn.cq);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (stop) return;
-      ctx = &conn.context;
-    }
-    conn.rw->StartCall(nullptr);  // corked: no operation, no tag
-    {
-      // Register is queued under write_mu like every other message (the heartbeat thread
-      // and exit reports may send at any time), and the stream is published only after it,
-      // in the same critical section: Register is always the stream's first message.
-      std::lock_guard<std::mutex> wlock(write_mu);
-      conn.outbox.push_back(Register());
-      conn.WriteNext();
-      stream = &conn;
-    }
-    v1::ServerMessage msg;
-    conn.rw->Read(&msg, Stream::TagOf(Stream::kRead));
-    // The operations that have not completed; the queue is shut down once none is left.
-    bool reading = true, finishing = false, ended = false, connected = false;
-    grpc::Status st;
-    void* tag = nullptr;
-    bool ok = false;
-    while (conn.cq.Next(&tag, &ok)) {
-      bool failed = false;
-      switch (static_cast<Tag>(reinterpret_cast<intptr_t>(tag))) {
-        case Stream::kRead:
-          if (!ok) {
-            reading = false;
-            failed = true;
-            break;
-          }
-          // Once the stream is over, what still arrives is read and dropped (Finish
-          // completes only when every incoming message was read): the server reconciles
-          // it with the next Register.
-          if (!ended) {
-            if (msg.has_registered()) {
-              Log("connected to " + server);
-              backoff = 100;
-              unreachable_said.clear();
-            }
-            Handle(msg);
-          }
-          conn.rw->Read(&msg, Stream::TagOf(Stream::kRead));
-          break;
-        case Stream::kWrite: {
-          std::lock_guard<std::mutex> wlock(write_mu);
-          conn.writing = false;
-          if (!ok) {
-            failed = true;
-          } else {
-            connected = true;  // Register, at least, was written
-            if (stream == &conn && !conn.outbox.empty()) conn.WriteNext();
-          }
-          break;
-        }
-        case Stream::kFinish:
-          finishing = false;
-          break;
-      }
-      // A read or a write failed: the stream is over. No new sends, and the status is asked
-      // for once.
-      if (failed && !ended) {
-        ended = true;
-        {
-          std::lock_guard<std::mutex> wlock(write_mu);
-          stream = nullptr;
-        }
-        finishing = true;
-        conn.rw->Finish(&st, Stream::TagOf(Stream::kFinish));
-      }
-      // Checked after every completion, whatever it was: the last one to complete may be a
-      // write that succeeded after the stream ended.
-      std::lock_guard<std::mutex> wlock(write_mu);
-      if (ended && !reading && !conn.writing && !finishing) break;
-    }
-    conn.cq.Shutdown();
-    while (conn.cq.Next(&tag, &ok)) {
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ctx = nullptr;
-    }
-    // Follow the leader: a standby names it; an unreachable server sends us to the next one.
-    const std::string hint = rpc::LeaderHint(st.error_message());
-    if (!hint.empty() && hint != server) {
-      auto it = std::find(servers.begin(), servers.end(), hint);
-      if (it == servers.end()) it = servers.insert(servers.end(), hint);
-      current = static_cast<size_t>(it - servers.begin());
-      backoff = 100;
-      std::lock_guard<std::mutex> lock(mu);
-      if (stop) return;
-      Log(server + " is not the leader; following it to " + hint);
-      continue;
-    }
-    current = (current + 1) % servers.size();
-    std::unique_lock<std::mutex> lock(mu);
-    if (stop) return;
-    // ALREADY_EXISTS: another agent serves this node's name (issue 37).
-    const bool refused = st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-                         st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-                         st.error_code() == grpc::StatusCode::ALREADY_EXISTS;
-    if (connected && !refused && !rpc::IsNotLeader(st.error_message())) {
-      Log("link to " + server + " lost: " + st.error_message());
-    } else if (refused || (!connected && st.error_code() == grpc::StatusCode::UNAVAILABLE)) {
-      const TimeMs now = clock.NowMs();
-      auto [it, first] = unreachable_said.try_emplace(server, st.error_message(), now);
-      if (first || it->second.first != st.error_message() || now - it->second.second >= 60'000) {
-        // A plaintext agent to a TLS server sees the connection closed, nothing more.
-        const bool maybe_tls = !tls.enabled() &&
-                               st.error_message().find("Socket closed") != std::string::npos;
-        Log(std::string(refused ? "refused by " : "cannot reach ") + server + ": " +
-            st.error_message() + "; retrying every second" +
-            (maybe_tls ? " (if the server runs with --tls-dir, start this agent with --tls-dir "
-                         "too: it connects without TLS)"
-                       : ""));
-        it->second = {st.error_message(), now};
-      }
-    }
-    cv.wait_for(lock, std::chrono::milliseconds(backoff), [&] { return stop; });
-    if (stop) return;
-    backoff = std::min<DurationMs>(backoff * 2, 1000);
-  }
 }
 
 void Agent::Impl::HeartbeatLoop() {
@@ -556,8 +365,7 @@ void Agent::Impl::HeartbeatLoop() {
       v1::AgentMessage m;
       v1::NodeHeartbeat* hb = m.mutable_heartbeat();
       for (MiB f : gpus->FreeMib()) hb->add_gpu_free_mib(f);
-      CheckGpuHealth(hb);
-      WatchGpuMemory();
+      WatchGpus(hb);
       for (const auto& [id, attempt] : running) {
         v1::TaskRef* r = hb->add_running();
         r->set_id(id);
@@ -570,7 +378,7 @@ void Agent::Impl::HeartbeatLoop() {
       // CN109992422A claim 7: task heartbeats, batched per node, with the executor's status
       // (running, or hung: stopped, heartbeat file stale) and each GPU task's use of its
       // GPUs. A hung task's heartbeat says so: the server reclaims it after T_task (claim 8).
-      const std::map<TaskKey, GpuUse> use = MeasureGpuUse();
+      const std::map<TaskKey, GpuMonitor::Use> use = monitor->MeasureUse();
       const std::map<TaskKey, TaskObservation> seen = ObserveExecutor();
       v1::AgentMessage m;
       for (const auto& [id, attempt] : running) {
@@ -669,7 +477,7 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
         deferred.erase(waiting);
         return;
       }
-      if (shares.count(key) > 0) stopping.insert(key);
+      if (monitor->HasTask(key)) stopping.insert(key);
     }
     executor->Kill(key.first, key.second, grace, m.kill().reason());
   } else if (m.has_registered()) {
@@ -792,8 +600,7 @@ bool Agent::Impl::DropOldClusterExit(const TaskExit& e) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (foreign.erase(key) == 0) return false;
-    shares.erase(key);
-    measured_peaks.erase(key);
+    monitor->RemoveTask(key);
     stopping.erase(key);
   }
   executor->Acknowledge(e.id, e.attempt);
@@ -803,89 +610,64 @@ bool Agent::Impl::DropOldClusterExit(const TaskExit& e) {
   return true;
 }
 
-Status Agent::Impl::RunAs(const std::string& user, bool root_submitted, LaunchSpec& spec) {
+StatusOr<std::optional<TaskUser>> Agent::Impl::RunAs(const std::string& user,
+                                                     bool root_submitted) {
   // An ordinary user cannot switch users: every task runs as the agent (said at start).
   if (user.empty() || !run_as_users || config.executor != ExecutorKind::kProcess) {
-    return Status::Ok();
+    return std::optional<TaskUser>();
   }
   GS_ASSIGN_OR_RETURN(TaskUser u, LookUpTaskUser(user, config.name,
                                                   allow_root_tasks.load() || root_submitted));
-  spec.user = std::move(u);
-  return Status::Ok();
+  return std::optional<TaskUser>(std::move(u));
 }
 
-void Agent::Impl::OnAssign(const v1::Assign& a) {
+// It ran here already (its exit is not acknowledged yet): says so again rather than run it
+// twice. True when it did.
+bool Agent::Impl::ResendIfFinished(const v1::Assign& a) {
   std::optional<v1::TaskStatus> finished;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = unacked.find({a.id(), a.attempt()});
     if (it != unacked.end()) finished = it->second;
   }
-  if (finished) {  // it ran here already: say so again rather than run it twice
-    v1::AgentMessage m;
-    *m.mutable_status() = *finished;
-    Send(m);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (const std::optional<TaskKey> victim = StoppingOnGpusOf(a)) {
-      const bool repeated =
-          std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-            return d.id() == a.id() && d.attempt() == a.attempt();
-          });
-      if (!repeated) deferred.push_back(a);
-      Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
-          " to stop on its GPUs", logging::Level::kInfo, a.id());
-      return;
-    }
-  }
-  LaunchSpec spec;
-  spec.id = a.id();
-  spec.attempt = a.attempt();
-  Status who = RunAs(a.user(), a.submitted_by_root(), spec);
-  spec.command.assign(a.command().begin(), a.command().end());
-  spec.log_path = LogPath(log_dir, a.id(), a.attempt());
-  if (a.has_duration_ms()) spec.duration_ms = a.duration_ms();
-  SetEnvironment(a, spec);
-  spec.workdir = a.workdir();
-  spec.limits.mem_mib = a.cgroup_mem_mib();
-  spec.limits.cpu_milli = a.cgroup_cpu_milli();
-  spec.limits.gpus.assign(a.gpus().begin(), a.gpus().end());
-  spec.limits.node_gpus = static_cast<int>(gpus->gpus().size());
-  std::string visible, mem;
-  for (int i = 0; i < a.gpus_size(); ++i) {
-    visible += (i ? "," : "") + std::to_string(a.gpus(i));
-    if (i < a.gpu_mem_mib_size()) mem += (i ? "," : "") + std::to_string(a.gpu_mem_mib(i));
-  }
-  // Exactly the task's GPUs, numbered as NVML numbers them.
-  spec.agent_env["CUDA_VISIBLE_DEVICES"] = visible;
-  spec.agent_env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  spec.agent_env["GPUSCHED_GPU_MEM_MIB"] = mem;
-  spec.agent_env["GPUSCHED_TASK_ID"] = std::to_string(a.id());
-  spec.agent_env["GPUSCHED_ATTEMPT"] = std::to_string(a.attempt());
-  // Issue 37 (Slurm's SLURM_RESTART_COUNT): the runs of the task before this one (after a
-  // preemption, a checkpointed task resumes from its checkpoint when this is > 0).
-  spec.agent_env["GPUSCHED_RESTART_COUNT"] = std::to_string(std::max<int64_t>(0, a.attempt() - 1));
-  spec.stop_signal = a.stop_signal();
-  spec.log_max_bytes = config.log_max_size_bytes;
-  spec.agent_env["GPUSCHED_NODE"] = config.name;
-  // The files the task writes: created by the executor next to the log (task_files.h).
-  if (gpus->simulated()) spec.task_files["GPUSCHED_PEAK_MIB_FILE"] = ".peak";
-  if (gpus->simulated()) spec.task_files["GPUSCHED_SIM_GPU_UTIL_FILE"] = ".gpuutil";
-  if (!preload.empty() && a.gpus_size() > 0) InjectPreload(spec);
-  if (a.has_heartbeat_timeout_ms()) {  // CN109992422A claim 7 (executor_status.h)
-    spec.task_files[kHeartbeatFileEnv] = ".heartbeat";
-    spec.agent_env[kHeartbeatTimeoutEnv] = std::to_string(a.heartbeat_timeout_ms());
-  }
+  if (!finished) return false;
+  v1::AgentMessage m;
+  *m.mutable_status() = *finished;
+  Send(m);
+  return true;
+}
+
+// A task being stopped still holds one of `a`'s GPUs: `a` waits for its exit (OnExit queues
+// it again). True when it waits.
+bool Agent::Impl::DeferBehindStopping(const v1::Assign& a) {
+  std::lock_guard<std::mutex> lock(mu);
+  const std::optional<TaskKey> victim = StoppingOnGpusOf(a);
+  if (!victim) return false;
+  const bool repeated = std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
+    return d.id() == a.id() && d.attempt() == a.attempt();
+  });
+  if (!repeated) deferred.push_back(a);
+  Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
+          " to stop on its GPUs",
+      logging::Level::kInfo, a.id());
+  return true;
+}
+
+void Agent::Impl::OnAssign(const v1::Assign& a) {
+  if (ResendIfFinished(a) || DeferBehindStopping(a)) return;
+  StatusOr<std::optional<TaskUser>> who = RunAs(a.user(), a.submitted_by_root());
+  const LaunchSpec spec =
+      BuildLaunchSpec(a, who.ok() ? *who : std::optional<TaskUser>(), launch_facts);
   if (a.gpus_size() > 0) {
     TaskShare share;
     share.gpus.assign(a.gpus().begin(), a.gpus().end());
     share.share_mib.assign(a.gpu_mem_mib().begin(), a.gpu_mem_mib().end());
-    std::lock_guard<std::mutex> lock(mu);
-    shares[{a.id(), a.attempt()}] = std::move(share);
+    monitor->AddTask({a.id(), a.attempt()}, std::move(share));
   }
-  PinToNuma(a, spec);
+  Launch(a, spec, who.status());
+}
+
+void Agent::Impl::Launch(const v1::Assign& a, const LaunchSpec& spec, const Status& who) {
   v1::TaskStatus st;
   st.set_id(a.id());
   st.set_attempt(a.attempt());
@@ -899,11 +681,13 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
     if (s.code() == StatusCode::kAlreadyExists) return;  // a repeated assignment
     if (s.ok()) {
       st.set_kind(v1::TaskStatus::STARTED);
-      v1::AgentMessage m;
-      *m.mutable_status() = st;
-      std::lock_guard<std::mutex> wlock(write_mu);
-      std::lock_guard<std::mutex> lock(mu);  // issue 39: never a start of the old cluster's
-      if (foreign.count({a.id(), a.attempt()}) == 0) SendLocked(std::move(m));
+      link->SendWith([&]() -> std::optional<v1::AgentMessage> {
+        std::lock_guard<std::mutex> lock(mu);  // issue 39: never a start of the old cluster's
+        if (foreign.count({a.id(), a.attempt()}) > 0) return std::nullopt;
+        v1::AgentMessage m;
+        *m.mutable_status() = st;
+        return m;
+      });
       return;
     }
   }
@@ -916,118 +700,22 @@ void Agent::Impl::OnAssign(const v1::Assign& a) {
   Report(st);
 }
 
-// Applies the faults added to the fault file since the last look and this round's health
-// checks, and reports every GPU's health (the server excludes an unhealthy GPU at once).
-void Agent::Impl::CheckGpuHealth(v1::NodeHeartbeat* hb) {
-  const TimeMs now = clock.NowMs();
-  const int count = static_cast<int>(gpus->gpus().size());
-  if (!config.fault_file.empty()) {
-    std::ifstream in(config.fault_file);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto faults = core::ParseGpuFaults(text, count);
-    if (!faults.ok()) {
-      if (faults.status().message() != fault_file_error) {
-        fault_file_error = faults.status().message();
-        Log(config.fault_file + ": " + fault_file_error);
-      }
-    } else {
-      if (faults->size() < faults_seen) faults_seen = faults->size();  // rewritten shorter
-      for (size_t i = faults_seen; i < faults->size(); ++i) {
-        Log("GPU " + std::to_string((*faults)[i].gpu) + ": " + (*faults)[i].error + " (injected)");
-        health->Fault((*faults)[i], now);
-      }
-      faults_seen = faults->size();
-    }
-  }
-  for (const core::GpuFault& f : gpus->PollFaults()) {
-    Log("GPU " + std::to_string(f.gpu) + ": " + f.error);
-    health->Fault(f, now);
-  }
-  const std::vector<bool> passed = gpus->CheckHealth();
-  for (size_t g = 0; g < passed.size(); ++g) health->Checked(static_cast<int>(g), passed[g], now);
-  for (const core::GpuHealthView& view : health->Snapshot(now)) {
+// Every GPU's health (the server excludes an unhealthy GPU at once), and the watchdog's
+// stops: what each task's processes hold per GPU (NVML), against its share.
+void Agent::Impl::WatchGpus(v1::NodeHeartbeat* hb) {
+  for (const core::GpuHealthView& view : monitor->CheckHealth()) {
     v1::GpuHealth* h = hb->add_gpu_health();
     h->set_unhealthy(!view.healthy);
     h->set_last_error(view.last_error);
   }
-}
-
-constexpr const char* kExceededShare = "exceeded its GPU memory share";
-
-// The watchdog: what each task's processes hold per GPU (NVML), against its share.
-void Agent::Impl::WatchGpuMemory() {
-  std::map<TaskKey, TaskShare> tasks;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    tasks = shares;
-  }
-  if (tasks.empty()) return;
-  const std::vector<GpuProcessMemory> procs = gpus->ProcessMemory();
-  // Processes belong to tasks by cgroup (or process group), not by what their environment
-  // claims: a task that drops its id escapes nothing, one that copies another's kills nothing.
-  const std::map<pid_t, TaskKey> owner = executor->TaskPids();
-  std::map<TaskKey, std::map<int, MiB>> used;
-  for (const GpuProcessMemory& p : procs) {
-    auto it = owner.find(p.pid);
-    if (it != owner.end() && tasks.count(it->second)) used[it->second][p.gpu] += p.used_mib;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [key, per_gpu] : used) {
-      if (!shares.count(key)) continue;  // exited meanwhile: its report is sent
-      for (const auto& [gpu, mib] : per_gpu) {
-        measured_peaks[key] = std::max(measured_peaks[key], mib);
-      }
-    }
-  }
-  for (const WatchdogStop& stop : watchdog->Observe(tasks, used, clock.NowMs())) {
+  for (const WatchdogStop& stop : monitor->WatchMemory()) {
     Log("task " + std::to_string(stop.task.first) + " " + stop.reason, logging::Level::kWarn,
         stop.task.first);
     executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
   }
 }
 
-// The use of each GPU task's GPUs for its task heartbeat (idle allocations). NVML: the
-// highest SM utilisation of its processes' samples since the last call, and the memory they
-// hold. Simulated GPUs: what the task wrote to $GPUSCHED_SIM_GPU_UTIL_FILE, "UTIL [MEM_MIB]"
-// (0 % while it wrote nothing, as a task that never touches its GPU would show). None with
-// the noop executor (no process), or when the driver cannot tell.
-std::map<TaskKey, Agent::Impl::GpuUse> Agent::Impl::MeasureGpuUse() {
-  std::map<TaskKey, GpuUse> out;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& entry : shares) out[entry.first] = {};
-  }
-  if (out.empty() || config.executor != ExecutorKind::kProcess) return {};
-  if (gpus->simulated()) {
-    for (auto& [key, use] : out) {
-      std::istringstream in(
-          ReadTaskFile(log_dir_fd.get(), LogFileName(key.first, key.second) + ".gpuutil", 64)
-              .value_or(""));
-      if (!(in >> use.util)) use.util = 0;
-      if (!(in >> use.mem_mib)) use.mem_mib = 0;
-      use.util = std::clamp(use.util, 0, 100);
-      use.mem_mib = std::max<MiB>(use.mem_mib, 0);
-    }
-    return out;
-  }
-  const auto utils = gpus->ProcessUtilization();
-  if (!utils) return {};
-  const std::map<pid_t, TaskKey> owner = executor->TaskPids();  // by cgroup, not environment
-  auto task_of = [&](int pid) -> std::optional<TaskKey> {
-    auto it = owner.find(pid);
-    return it == owner.end() ? std::nullopt : std::optional<TaskKey>(it->second);
-  };
-  for (const GpuProcessUtil& p : *utils) {
-    if (auto key = task_of(p.pid); key && out.count(*key)) {
-      out[*key].util = std::max(out[*key].util, p.sm_util);
-    }
-  }
-  for (const GpuProcessMemory& p : gpus->ProcessMemory()) {
-    if (auto key = task_of(p.pid); key && out.count(*key)) out[*key].mem_mib += p.used_mib;
-  }
-  return out;
-}
+constexpr const char* kExceededShare = "exceeded its GPU memory share";
 
 // The executor's status of each task with a known process (executor_status.h); a task that
 // turns hung, or recovers, is logged once.
@@ -1051,25 +739,6 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   return seen;
 }
 
-// A task runs on the CPUs of its GPUs' NUMA node(s) (gpusched-shim applies its --cpus
-// before it execs the task). Nothing is pinned when the topology or the
-// node's CPU list is unknown.
-void Agent::Impl::PinToNuma(const v1::Assign& a, LaunchSpec& spec) const {
-  std::set<int> nodes;
-  for (int g : a.gpus()) {
-    const size_t gi = static_cast<size_t>(g);
-    if (g < 0 || gi >= topology.numa.size() || topology.numa[gi] < 0) return;
-    nodes.insert(topology.numa[gi]);
-  }
-  std::string cpus;
-  for (int n : nodes) {
-    auto it = numa_cpus.find(n);
-    if (it == numa_cpus.end()) return;
-    cpus += (cpus.empty() ? "" : ",") + it->second;
-  }
-  spec.cpus = cpus;
-}
-
 // NUMA node -> CPU list, from /sys/devices/system/node/node*/cpulist.
 static std::map<int, std::string> ReadNumaCpus() {
   std::map<int, std::string> out;
@@ -1088,45 +757,6 @@ static std::map<int, std::string> ReadNumaCpus() {
     if (std::getline(in, list) && !list.empty()) out[node] = list;
   }
   return out;
-}
-
-// The share library goes first in LD_PRELOAD, before the task's own preloads (or the
-// agent's, which the task would inherit); its ledger is one file per attempt, shared by the
-// task's processes. gpusched-shim sets LD_PRELOAD from its --ld-preload just before it
-// execs the task, so the library never loads into the shim.
-void Agent::Impl::InjectPreload(LaunchSpec& spec) {
-  auto own = spec.env.find("LD_PRELOAD");
-  const char* inherited = std::getenv("LD_PRELOAD");
-  std::string rest = own != spec.env.end() ? own->second : (inherited ? inherited : "");
-  spec.ld_preload = preload + (rest.empty() ? "" : " " + rest);
-  spec.env.erase("LD_PRELOAD");
-  spec.task_files["GPUSCHED_PRELOAD_STATE"] = ".gpumem";
-  // The share the task cannot change (issue 35): a read-only file on a fixed descriptor; the
-  // variable stays for programs that lose the descriptor (README of src/preload).
-  if (auto share = spec.agent_env.find("GPUSCHED_GPU_MEM_MIB"); share != spec.agent_env.end()) {
-    spec.gpu_share_mib = share->second;
-  }
-}
-
-// The task's environment (LaunchSpec): its own variables as data, the reserved names
-// dropped (core::IsReservedEnvName) except those the server sets itself, which it refuses
-// at submission; the account's USER, LOGNAME and HOME, as login would set them (the agent's
-// would name root); --tasks-per-node for the shim's argv.
-void Agent::Impl::SetEnvironment(const v1::Assign& a, LaunchSpec& spec) {
-  for (const auto& [k, v] : a.env()) {
-    if (!core::IsReservedEnvName(k)) {
-      spec.env[k] = v;
-    } else if (k == kTasksPerNodeEnv) {
-      spec.tasks_per_node = std::clamp(std::atoi(v.c_str()), 1, kMaxTasksPerNode);
-    } else if (core::IsServerSetEnvName(k)) {
-      spec.agent_env[k] = v;
-    }
-  }
-  if (spec.user) {
-    spec.agent_env["USER"] = spec.user->name;
-    spec.agent_env["LOGNAME"] = spec.user->name;
-    spec.agent_env["HOME"] = spec.user->home;
-  }
 }
 
 // What says a task failed for GPU memory: allocations the share library refused (its
@@ -1212,11 +842,7 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   MiB measured = 0;
   {
     std::lock_guard<std::mutex> lock(mu);
-    shares.erase({e.id, e.attempt});
-    if (auto it = measured_peaks.find({e.id, e.attempt}); it != measured_peaks.end()) {
-      measured = it->second;
-      measured_peaks.erase(it);
-    }
+    measured = monitor->RemoveTask({e.id, e.attempt});
     stopping.erase({e.id, e.attempt});
     for (auto it = deferred.begin(); it != deferred.end();) {
       if (StoppingOnGpusOf(*it)) {
@@ -1253,127 +879,144 @@ void Agent::Impl::Report(v1::TaskStatus st) {
   ReportUnstarted(std::move(st));
 }
 
-// Under write_mu throughout, so a Register being written either carries the status in
-// `finished` or precedes the status message: never both, never neither.
+// Under the link's send lock throughout, so a Register being written either carries the
+// status in `finished` or precedes the status message: never both, never neither.
 void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
-  std::lock_guard<std::mutex> wlock(write_mu);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
-    if (foreign.erase({st.id(), st.attempt()}) > 0) return;
-    unacked[{st.id(), st.attempt()}] = st;
-  }
-  st.set_ended_ago_ms(EndedAgo(st, clock.NowMs()));
-  v1::AgentMessage m;
-  *m.mutable_status() = std::move(st);
-  SendLocked(std::move(m));
+  link->SendWith([&]() -> std::optional<v1::AgentMessage> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
+      if (foreign.erase({st.id(), st.attempt()}) > 0) return std::nullopt;
+      unacked[{st.id(), st.attempt()}] = st;
+    }
+    st.set_ended_ago_ms(EndedAgo(st, clock.NowMs()));
+    v1::AgentMessage m;
+    *m.mutable_status() = std::move(st);
+    return m;
+  });
 }
 
 // ---------------------------------------------------------------- Agent
 
-StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
-  auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  // The addresses first, before anything starts: gRPC would listen on port 99999 as 34463,
-  // and retry a malformed server address forever with a log line of its own each time.
-  GS_RETURN_IF_ERROR(ParseHostPort(config.listen, "listen", /*allow_empty_host=*/true).status());
-  impl->servers = rpc::SplitServerList(config.server);
-  if (impl->servers.empty()) {
-    return InvalidArgument("server: no address in \"" + config.server + "\"");
+// The node's name: --name, or the host name; checked as the server checks it at
+// registration (with TLS, the certificate's name rule too: certs init refuses what no
+// certificate file can be named).
+static Status ResolveName(AgentConfig& config) {
+  if (!config.name.empty()) return rpc::CheckNodeName(config.name, "name");
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  config.name = host;
+  if (Status s = rpc::CheckNodeName(config.name, "name"); !s.ok()) {
+    return InvalidArgument(s.message() + " (this machine's host name: give --name)");
   }
-  for (const std::string& server : impl->servers) {
-    GS_RETURN_IF_ERROR(ParseHostPort(server, "server").status());
-  }
-  // The server checks the same at registration; with TLS, the certificate's name rule too
-  // (certs init refuses what no certificate file can be named).
-  if (impl->config.name.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    impl->config.name = host;
-    if (Status s = rpc::CheckNodeName(impl->config.name, "name"); !s.ok()) {
-      return InvalidArgument(s.message() + " (this machine's host name: give --name)");
-    }
-  } else {
-    GS_RETURN_IF_ERROR(rpc::CheckNodeName(impl->config.name, "name"));
-  }
+  return Status::Ok();
+}
+
+// The GPUs (NVML's, else the simulated list), their interconnect, and the share library.
+Status Agent::Impl::OpenGpus() {
   if (!config.simulate) {
     auto nvml = OpenNvml();
-    if (nvml.ok() && !(*nvml)->gpus().empty()) impl->gpus = std::move(nvml).value();
+    if (nvml.ok() && !(*nvml)->gpus().empty()) gpus = std::move(nvml).value();
   }
-  if (!impl->gpus) {
+  if (!gpus) {
     GS_ASSIGN_OR_RETURN(std::vector<GpuInfo> sim, ParseGpuList(config.gpus));
-    impl->gpus = MakeSimulatedGpus(std::move(sim));
+    gpus = MakeSimulatedGpus(std::move(sim));
   }
-  GS_ASSIGN_OR_RETURN(impl->preload, FindPreload(config));
+  GS_ASSIGN_OR_RETURN(launch_facts.preload, FindPreload(config));
   if (config.gpu_health_period_ms < 0) {
     return InvalidArgument("gpu-health-period: must be >= 0, got " +
                            std::to_string(config.gpu_health_period_ms) + " ms");
   }
+  const int count = static_cast<int>(gpus->gpus().size());
   if (!config.topology.empty()) {
-    GS_ASSIGN_OR_RETURN(impl->topology,
-                        core::SimulatedTopology(config.topology,
-                                                static_cast<int>(impl->gpus->gpus().size())));
+    GS_ASSIGN_OR_RETURN(topology, core::SimulatedTopology(config.topology, count));
   } else {
-    impl->topology = impl->gpus->Topology();
+    topology = gpus->Topology();
   }
-  impl->numa_cpus = ReadNumaCpus();
-  impl->watchdog = std::make_unique<MemoryWatchdog>(config.gpu_memory_grace_ms);
-  impl->health = std::make_unique<core::GpuHealthTracker>(
-      static_cast<int>(impl->gpus->gpus().size()), config.gpu_health_period_ms);
-  if (impl->preload.empty() && config.preload_path != "none") {
-    impl->Log("libgpusched_preload.so is not next to this executable: GPU memory shares of "
-              "tasks are not enforced (only the watchdog, where NVML is)");
+  if (launch_facts.preload.empty() && config.preload_path != "none") {
+    Log("libgpusched_preload.so is not next to this executable: GPU memory shares of tasks "
+        "are not enforced (only the watchdog, where NVML is)");
   }
-  if (impl->config.data_dir.empty()) {
+  return Status::Ok();
+}
+
+// The GPU monitor, before the executor: the process runner reports exits while it opens.
+void Agent::Impl::MakeMonitor() {
+  GpuMonitor::Options o;
+  o.fault_file = config.fault_file;
+  o.memory_grace_ms = config.gpu_memory_grace_ms;
+  o.health_period_ms = config.gpu_health_period_ms;
+  o.task_processes = config.executor == ExecutorKind::kProcess;
+  o.log_dir_fd = log_dir_fd.get();
+  monitor = std::make_unique<GpuMonitor>(
+      *gpus, clock, std::move(o), [this] { return executor->TaskPids(); },
+      [this](const std::string& line, logging::Level level) { Log(line, level); });
+}
+
+// What BuildLaunchSpec needs of this node (the preload library was found by OpenGpus).
+void Agent::Impl::FillLaunchFacts() {
+  launch_facts.node_name = config.name;
+  launch_facts.log_dir = log_dir;
+  launch_facts.node_gpus = static_cast<int>(gpus->gpus().size());
+  launch_facts.simulated_gpus = gpus->simulated();
+  const char* inherited = std::getenv("LD_PRELOAD");
+  launch_facts.agent_ld_preload = inherited != nullptr ? inherited : "";
+  launch_facts.topology = topology;
+  launch_facts.numa_cpus = ReadNumaCpus();
+  launch_facts.log_max_bytes = config.log_max_size_bytes;
+}
+
+// The data dir (private to the agent's user), its logs/ folder, this process's instance id
+// and the cluster its files belong to.
+Status Agent::Impl::OpenDataDir() {
+  if (config.data_dir.empty()) {
     // Named after the agent, not the process: the next agent of that name adopts its tasks.
     // Never in /tmp, where another user could create the name first (issue 35).
-    impl->config.data_dir = DefaultStateDir("agent-" + impl->config.name);
+    config.data_dir = DefaultStateDir("agent-" + config.name);
   }
   // Everything the agent trusts lives here: only its user may own or write it.
-  GS_RETURN_IF_ERROR(EnsurePrivateDir(impl->config.data_dir, "data-dir"));
+  GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data-dir"));
   std::error_code ec;
   // Absolute, so the paths handed to the shims and shown in errors do not depend on the
   // working directory.
-  const std::filesystem::path absolute = std::filesystem::absolute(impl->config.data_dir, ec);
-  if (!ec) impl->config.data_dir = absolute.lexically_normal().string();
-  impl->log_dir = impl->config.data_dir + "/logs";
-  {
-    char host[256] = {};
-    (void)gethostname(host, sizeof(host) - 1);
-    impl->instance = std::string(host) + "/" + std::to_string(getpid()) + "/" +
-                     std::to_string(impl->clock.NowNs());
-  }
-  std::filesystem::create_directories(impl->log_dir, ec);
-  if (ec) return InvalidArgument("data-dir: cannot create " + impl->log_dir + ": " + ec.message());
-  GS_ASSIGN_OR_RETURN(impl->log_dir_fd, OpenDirectory(impl->log_dir));
-  impl->cluster_files = ClusterIdentity(impl->config.data_dir);
-  GS_ASSIGN_OR_RETURN(impl->cluster_id, impl->cluster_files.Read());
+  const std::filesystem::path absolute = std::filesystem::absolute(config.data_dir, ec);
+  if (!ec) config.data_dir = absolute.lexically_normal().string();
+  log_dir = config.data_dir + "/logs";
+  char host[256] = {};
+  (void)gethostname(host, sizeof(host) - 1);
+  instance = std::string(host) + "/" + std::to_string(getpid()) + "/" +
+             std::to_string(clock.NowNs());
+  std::filesystem::create_directories(log_dir, ec);
+  if (ec) return InvalidArgument("data-dir: cannot create " + log_dir + ": " + ec.message());
+  GS_ASSIGN_OR_RETURN(log_dir_fd, OpenDirectory(log_dir));
+  cluster_files = ClusterIdentity(config.data_dir);
+  GS_ASSIGN_OR_RETURN(cluster_id, cluster_files.Read());
+  return Status::Ok();
+}
 
-  if (!config.tls_dir.empty()) {
-    GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));
-  }
-  // With TLS the log service is mutual TLS too, answering the servers only (log_service.h).
-  // Without TLS it answers only reads the server signed (issue 35, rpc/log_capability.h).
-  impl->log_service = std::make_unique<LogService>(impl->log_dir, impl->tls.enabled(),
-                                                   &impl->log_read_key, &impl->clock);
+// The log service on --listen. With TLS it is mutual TLS too, answering the servers only
+// (log_service.h); without TLS it answers only reads the server signed (issue 35,
+// rpc/log_capability.h).
+Status Agent::Impl::StartLogServer() {
+  log_service = std::make_unique<LogService>(log_dir, tls.enabled(), &log_read_key, &clock);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (impl->tls.enabled()) {
+  if (tls.enabled()) {
     grpc::SslServerCredentialsOptions o(
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    o.pem_root_certs = impl->tls.ca_pem;
-    o.pem_key_cert_pairs.push_back({impl->tls.key_pem, impl->tls.cert_pem});
+    o.pem_root_certs = tls.ca_pem;
+    o.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
     credentials = grpc::SslServerCredentials(o);
   }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, credentials, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // refuse a port in use
-  builder.RegisterService(impl->log_service.get());
+  builder.RegisterService(log_service.get());
   std::string bind_failure;  // gRPC's reason for a port it could not bind, for our message
   {
     rpc::GrpcLogCapture bind_log;  // this call only
-    impl->log_server = builder.BuildAndStart();
-    if (!impl->log_server || port == 0) {
+    log_server = builder.BuildAndStart();
+    if (!log_server || port == 0) {
       bind_failure = rpc::ListenFailureReason(bind_log);
     } else {
       bind_log.Replay();
@@ -1382,52 +1025,93 @@ StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   if (!bind_failure.empty()) {
     return FailedPrecondition("listen: cannot listen on " + config.listen + ": " + bind_failure);
   }
-  impl->address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
-  Impl* raw = impl.get();
-  auto on_exit = [raw](const TaskExit& e) { raw->OnExit(e); };
+  address = config.listen.substr(0, config.listen.rfind(':')) + ":" + std::to_string(port);
+  return Status::Ok();
+}
+
+// The executor: noop, or real processes under gpusched-shim, each in a cgroup of its own
+// (what cannot be enforced here is said once). The process runner adopts the tasks a
+// previous agent left running here and reports (into `unacked`, before the link starts) the
+// exits it left unacknowledged.
+Status Agent::Impl::MakeExecutor() {
+  auto on_exit = [this](const TaskExit& e) { OnExit(e); };
   if (config.executor == ExecutorKind::kNoop) {
-    impl->executor = std::make_unique<NoopExecutor>(impl->clock, on_exit);
+    executor = std::make_unique<NoopExecutor>(clock, on_exit);
   } else {
-    // Adopts the tasks a previous agent left running here and reports (into `unacked`,
-    // before the link starts) the exits it left unacknowledged.
     ProcessRunnerOptions o;
-    o.journal_dir = impl->config.data_dir + "/journal";
+    o.journal_dir = config.data_dir + "/journal";
     o.shim_path = config.shim_path;
-    // Each task in a cgroup of its own; what cannot be enforced here is said once.
-    impl->cgroups = std::make_shared<TaskCgroups>(
-        DetectCgroupLayout(*MakeRealCgroupOps()),
-        CgroupSubtreeName(impl->config.name, impl->config.data_dir), MakeRealCgroupOps());
-    impl->cgroups->Init();
-    impl->Log(impl->cgroups->Describe());
-    o.cgroups = impl->cgroups;
-    auto runner = ProcessRunner::Open(impl->clock, o, on_exit);
-    if (!runner.ok()) {
-      impl->log_server->Shutdown();
-      return runner.status();
-    }
-    impl->executor = std::move(runner).value();
+    cgroups = std::make_shared<TaskCgroups>(DetectCgroupLayout(*MakeRealCgroupOps()),
+                                            CgroupSubtreeName(config.name, config.data_dir),
+                                            MakeRealCgroupOps());
+    cgroups->Init();
+    Log(cgroups->Describe());
+    o.cgroups = cgroups;
+    GS_ASSIGN_OR_RETURN(executor, ProcessRunner::Open(clock, o, on_exit));
   }
-  impl->run_as_users = !config.run_as_self && CanRunTasksAsOtherUsers();
+  run_as_users = !config.run_as_self && CanRunTasksAsOtherUsers();
   if (config.run_as_self && config.executor == ExecutorKind::kProcess) {
-    impl->Log("--run-as-self: every task runs as " + DescribeOwnUser() +
-              ", whoever submitted it");
-  } else if (!impl->run_as_users && config.executor == ExecutorKind::kProcess) {
-    impl->Log("running as " + DescribeOwnUser() + ", not root: every task runs as this user, "
-              "whoever submitted it");
+    Log("--run-as-self: every task runs as " + DescribeOwnUser() + ", whoever submitted it");
+  } else if (!run_as_users && config.executor == ExecutorKind::kProcess) {
+    Log("running as " + DescribeOwnUser() + ", not root: every task runs as this user, "
+        "whoever submitted it");
   }
-  if (config.wrap_executor) impl->executor = config.wrap_executor(std::move(impl->executor));
-  impl->work_thread = std::thread([raw] {
+  if (config.wrap_executor) executor = config.wrap_executor(std::move(executor));
+  return Status::Ok();
+}
+
+// The link exists before the executor: the process runner reports the exits a previous agent
+// left unacknowledged while it opens (sent nowhere until the link runs: Register carries them).
+void Agent::Impl::MakeLink(std::vector<std::string> servers) {
+  ServerLink::Hooks hooks;
+  hooks.make_register = [this] { return Register(); };
+  hooks.on_message = [this](const v1::ServerMessage& m) { Handle(m); };
+  hooks.log = [this](const std::string& line, logging::Level level) { Log(line, level); };
+  link = std::make_unique<ServerLink>(ServerLink::Options{std::move(servers), tls, config.token},
+                                      std::move(hooks), clock);
+}
+
+void Agent::Impl::StartThreads() {
+  work_thread = std::thread([this] {
     NameThisThread("gs-agent-work");
-    raw->WorkLoop();
+    WorkLoop();
   });
-  impl->link_thread = std::thread([raw] {
+  link_thread = std::thread([this] {
     NameThisThread("gs-agent-link");
-    raw->LinkLoop();
+    link->Run();
   });
-  impl->heartbeat_thread = std::thread([raw] {
+  heartbeat_thread = std::thread([this] {
     NameThisThread("gs-agent-beat");
-    raw->HeartbeatLoop();
+    HeartbeatLoop();
   });
+}
+
+StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  // The addresses first, before anything starts: gRPC would listen on port 99999 as 34463,
+  // and retry a malformed server address forever with a log line of its own each time.
+  GS_RETURN_IF_ERROR(ParseHostPort(config.listen, "listen", /*allow_empty_host=*/true).status());
+  std::vector<std::string> servers = rpc::SplitServerList(config.server);
+  if (servers.empty()) return InvalidArgument("server: no address in \"" + config.server + "\"");
+  for (const std::string& server : servers) {
+    GS_RETURN_IF_ERROR(ParseHostPort(server, "server").status());
+  }
+  GS_RETURN_IF_ERROR(ResolveName(impl->config));
+  GS_RETURN_IF_ERROR(impl->OpenGpus());
+  GS_RETURN_IF_ERROR(impl->OpenDataDir());
+  impl->FillLaunchFacts();
+  impl->MakeMonitor();
+  if (!config.tls_dir.empty()) {
+    GS_ASSIGN_OR_RETURN(impl->tls, rpc::LoadAgentTls(config.tls_dir, impl->config.name));
+  }
+  GS_RETURN_IF_ERROR(impl->StartLogServer());
+  impl->MakeLink(std::move(servers));
+  if (Status s = impl->MakeExecutor(); !s.ok()) {
+    impl->log_server->Shutdown();
+    return s;
+  }
+  impl->StartThreads();
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 
@@ -1442,8 +1126,8 @@ void Agent::Shutdown(ShutdownMode mode) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->down) return;
     impl_->down = impl_->stop = true;
-    if (impl_->ctx != nullptr) impl_->ctx->TryCancel();
   }
+  impl_->link->Stop();
   impl_->cv.notify_all();
   impl_->work_cv.notify_all();
   impl_->link_thread.join();

@@ -13,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/runner_test_support.h"
+#include "agent/testing/fake_link_server.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
 
 namespace gpusched::agent {
@@ -20,101 +21,6 @@ namespace {
 
 namespace v1 = ::gpusched::v1;
 using namespace testing;  // the executor tests' support
-
-// One AgentLink peer at a time: records what the agent sends, sends what the test says.
-class FakeServer final : public v1::AgentLink::Service {
- public:
-  grpc::Status Connect(grpc::ServerContext* ctx,
-                       grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream)
-      override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++connects_;
-      if (!refusal_.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, refusal_);
-      stream_ = stream;
-      ctx_ = ctx;
-    }
-    v1::AgentMessage m;
-    bool first = true;
-    while (stream->Read(&m)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (first) firsts_.push_back(m);
-      first = false;
-      received_.push_back(m);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    stream_ = nullptr;
-    ctx_ = nullptr;
-    return grpc::Status::OK;
-  }
-  bool Send(const v1::ServerMessage& m) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stream_ != nullptr && stream_->Write(m);
-  }
-  // Waits for the first message (from the start) that `match` accepts.
-  std::optional<v1::AgentMessage> WaitFor(
-      const std::function<bool(const v1::AgentMessage&)>& match) {
-    std::optional<v1::AgentMessage> found;
-    PollUntil([&] {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const v1::AgentMessage& m : received_) {
-        if (match(m)) {
-          found = m;
-          return true;
-        }
-      }
-      return false;
-    });
-    return found;
-  }
-  size_t Count(const std::function<bool(const v1::AgentMessage&)>& match) {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (const v1::AgentMessage& m : received_) n += match(m);
-    return n;
-  }
-  void Forget() {
-    std::lock_guard<std::mutex> lock(mu_);
-    received_.clear();
-  }
-  bool connected() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stream_ != nullptr;
-  }
-  int connects() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return connects_;
-  }
-  // Every later Connect is answered at once with Unavailable and `message`.
-  void Refuse(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
-    refusal_ = message;
-  }
-  // Ends the open stream from the server's side, as a server that restarts would.
-  void Drop() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ctx_ != nullptr) ctx_->TryCancel();
-  }
-  std::vector<v1::AgentMessage> Received() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {received_.begin(), received_.end()};
-  }
-  // The first message of every stream so far, in the order the streams opened (Forget
-  // does not clear them).
-  std::vector<v1::AgentMessage> FirstOfEachStream() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return firsts_;
-  }
-
- private:
-  std::mutex mu_;
-  int connects_ = 0;
-  std::string refusal_;
-  grpc::ServerContext* ctx_ = nullptr;
-  grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream_ = nullptr;
-  std::deque<v1::AgentMessage> received_;
-  std::vector<v1::AgentMessage> firsts_;
-};
 
 auto IsRegister() {
   return [](const v1::AgentMessage& m) { return m.has_register_(); };
@@ -129,13 +35,8 @@ class AgentLinkTest : public testing::ExecutorTest {
  protected:
   void SetUp() override {
     ExecutorTest::SetUp();
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(&fake_);
-    server_ = b.BuildAndStart();
-    ASSERT_TRUE(server_ && port > 0);
-    address_ = "127.0.0.1:" + std::to_string(port);
+    server_ = Serve(fake_, address_);
+    ASSERT_TRUE(server_);
   }
   void TearDown() override {
     agent_.reset();

@@ -36,17 +36,9 @@ StatusOr<IndexRange> IndexRangeFromProto(const v1::IndexRange& p) {
   return IndexRange{p.first(), p.last()};
 }
 
-StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
-  core::TaskSpec s;
-  s.name = p.name();
-  s.gpus = p.gpus();
-  s.gpu_mem_mib = p.gpu_mem_mib();
-  s.resources.cpu_milli = p.cpu_milli();
-  s.resources.mem_mib = p.mem_mib();
-  if (p.has_duration_ms()) s.duration_ms = p.duration_ms();
-  if (p.has_max_retries()) s.max_retries = p.max_retries();
-  if (p.has_time_limit_ms()) s.time_limit_ms = p.time_limit_ms();
-  if (p.has_heartbeat_timeout_ms()) s.heartbeat_timeout_ms = p.heartbeat_timeout_ms();
+// What the task runs: its working directory, command and environment, none with a NUL byte
+// (they become C strings on the node).
+static Status ProcessFromProto(const v1::TaskSpec& p, core::TaskSpec& s) {
   if (p.workdir().find('\0') != std::string::npos) {
     return InvalidArgument("workdir: contains a NUL byte");
   }
@@ -54,8 +46,6 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
     return InvalidArgument("workdir: \"" + p.workdir() + "\" is not an absolute path");
   }
   s.workdir = p.workdir();
-  s.user = p.user();
-  s.team = p.team();
   if (p.command_size() == 0) return InvalidArgument("command: must not be empty");
   for (int i = 0; i < p.command_size(); ++i) {
     if (p.command(i).find('\0') != std::string::npos) {
@@ -71,6 +61,23 @@ StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
     }
     s.env[k] = v;
   }
+  return Status::Ok();
+}
+
+StatusOr<core::TaskSpec> TaskSpecFromProto(const v1::TaskSpec& p) {
+  core::TaskSpec s;
+  s.name = p.name();
+  s.gpus = p.gpus();
+  s.gpu_mem_mib = p.gpu_mem_mib();
+  s.resources.cpu_milli = p.cpu_milli();
+  s.resources.mem_mib = p.mem_mib();
+  if (p.has_duration_ms()) s.duration_ms = p.duration_ms();
+  if (p.has_max_retries()) s.max_retries = p.max_retries();
+  if (p.has_time_limit_ms()) s.time_limit_ms = p.time_limit_ms();
+  if (p.has_heartbeat_timeout_ms()) s.heartbeat_timeout_ms = p.heartbeat_timeout_ms();
+  GS_RETURN_IF_ERROR(ProcessFromProto(p, s));
+  s.user = p.user();
+  s.team = p.team();
   s.gpu_model = p.gpu_model();
   for (const auto& [k, v] : p.node_selector()) s.node_selector[k] = v;
   for (int i = 0; i < p.tolerations_size(); ++i) {
@@ -140,41 +147,34 @@ void TaskSpecToProto(const core::TaskSpec& s, v1::TaskSpec* p) {
   if (s.stop_signal) p->set_stop_signal(*s.stop_signal);
 }
 
-void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
-                 v1::Task* p) {
-  p->set_id(t.id.value());
-  p->set_name(t.spec.name);
-  p->set_state(core::TaskStateName(t.state));
-  if (t.placement) {
-    p->set_node(t.placement->node);
-    for (int g : t.placement->gpus) p->add_gpus(g);
-    for (MiB m : t.placement->gpu_mem_mib) p->add_gpu_mem_mib(m);
-    p->set_topology_rule(t.placement->topology_rule);
-  } else if (last != nullptr) {
-    p->set_node(last->node);
-    for (int g : last->gpus) p->add_gpus(g);
-    for (MiB m : last->gpu_mem_mib) p->add_gpu_mem_mib(m);
-    p->set_topology_rule(last->topology_rule);
+namespace {
+
+// Where it runs, or ran last: node, GPUs, shares, topology rule, and a gang's nodes.
+void PlacementToProto(const core::Task& t, const core::Placement* last, v1::Task* p) {
+  const core::Placement* where = t.placement ? &*t.placement : last;
+  if (where != nullptr) {
+    p->set_node(where->node);
+    for (int g : where->gpus) p->add_gpus(g);
+    for (MiB m : where->gpu_mem_mib) p->add_gpu_mem_mib(m);
+    p->set_topology_rule(where->topology_rule);
   }
-  if (t.exit_code) p->set_exit_code(*t.exit_code);
-  p->set_attempts(t.attempts);
-  p->set_fail_cnt(t.fail_cnt);
-  p->set_placement_failures(t.placement_failures);
-  p->set_reason(t.reason);
-  p->set_st(t.st);
-  p->set_pt(t.pt);
-  p->set_gpu_mem_need_mib(t.gpu_mem_need_mib);
-  p->set_mem_source(t.mem_source);
-  p->set_submitted_ms(t.submitted_ms);
-  p->set_assigned_ms(t.assigned_ms);
-  p->set_finished_ms(t.finished_ms);
-  if (t.state == core::TaskState::kRunning && t.gpu_util >= 0) {  // CN109992422A claim 7
+  if (!t.placement) return;
+  for (const core::Placement& g : t.gang_placements) {
+    if (p->gang_nodes_size() == 0) p->add_gang_nodes(t.placement->node);
+    p->add_gang_nodes(g.node);
+  }
+}
+
+// A running task's heartbeats: its GPU use (CN109992422A claim 7), its executor's status
+// (claims 7-8), and when its current attempt started.
+void RunToProto(const core::Task& t, v1::Task* p) {
+  if (t.state == core::TaskState::kRunning && t.gpu_util >= 0) {
     p->set_gpu_util(t.gpu_util);
     p->set_gpu_mem_used_mib(t.gpu_mem_used_mib);
     if (t.gpu_util == 0) p->set_idle_since_ms(t.busy_ms);  // at 0 % since then
     p->set_idle(t.idle);
   }
-  if (t.state == core::TaskState::kRunning) {  // CN109992422A claims 7-8
+  if (t.state == core::TaskState::kRunning) {
     p->set_executor_status(core::ExecutorStatusName(t.executor_status));
     p->set_executor_detail(t.executor_detail);
     p->set_last_heartbeat_ms(t.last_heartbeat_ms);
@@ -191,12 +191,29 @@ void TaskToProto(const core::Task& t, const core::Placement* last, bool with_his
       break;
     }
   }
-  if (t.placement) {
-    for (const core::Placement& g : t.gang_placements) {
-      if (p->gang_nodes_size() == 0) p->add_gang_nodes(t.placement->node);
-      p->add_gang_nodes(g.node);
-    }
-  }
+}
+
+}  // namespace
+
+void TaskToProto(const core::Task& t, const core::Placement* last, bool with_history,
+                 v1::Task* p) {
+  p->set_id(t.id.value());
+  p->set_name(t.spec.name);
+  p->set_state(core::TaskStateName(t.state));
+  PlacementToProto(t, last, p);
+  if (t.exit_code) p->set_exit_code(*t.exit_code);
+  p->set_attempts(t.attempts);
+  p->set_fail_cnt(t.fail_cnt);
+  p->set_placement_failures(t.placement_failures);
+  p->set_reason(t.reason);
+  p->set_st(t.st);
+  p->set_pt(t.pt);
+  p->set_gpu_mem_need_mib(t.gpu_mem_need_mib);
+  p->set_mem_source(t.mem_source);
+  p->set_submitted_ms(t.submitted_ms);
+  p->set_assigned_ms(t.assigned_ms);
+  p->set_finished_ms(t.finished_ms);
+  RunToProto(t, p);
   for (int r : t.ranks_done) p->add_ranks_done(r);
   p->set_priority(t.priority);
   p->set_preempted_by(t.preempted_by.valid() ? t.preempted_by.value() : 0);

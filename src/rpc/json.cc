@@ -13,56 +13,31 @@ int64_t ElapsedMs(const ::gpusched::v1::Task& t, int64_t now_ms) {
   return std::max<int64_t>(0, end - t.started_ms());
 }
 
-nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
-  nlohmann::json j = {{"id", t.id()},
-                      {"name", t.name()},
-                      {"state", t.state()},
-                      {"node", t.node()},
-                      {"gpus", std::vector<int>(t.gpus().begin(), t.gpus().end())},
-                      {"exit_code", nullptr},
-                      {"attempts", t.attempts()},
-                      {"reason", t.reason()},
-                      {"fail_cnt", t.fail_cnt()},
-                      {"pt", t.pt()},
-                      {"gpu_mem_mib", t.gpu_mem_need_mib()},
-                      {"mem_source", t.mem_source()},
-                      {"topology_rule", t.topology_rule()},
-                      {"submitted_ms", t.submitted_ms()},
-                      {"started_ms", t.started_ms()},
-                      {"finished_ms", t.finished_ms()},
-                      {"command", std::vector<std::string>(t.spec().command().begin(),
-                                                           t.spec().command().end())}};
-  if (t.has_exit_code()) j["exit_code"] = t.exit_code();
-  // Issue 41: why a failed or cancelled task ended (null otherwise), and its job array.
-  j["failure"] = t.failure().empty() ? nlohmann::json() : nlohmann::json(t.failure());
-  j["array"] = t.has_array() ? nlohmann::json{{"id", t.array().id()},
-                                               {"index", t.array().index()},
-                                               {"first", t.array().first()},
-                                               {"last", t.array().last()}}
-                             : nlohmann::json();
-  // Issue 40: `state` is the stored one; the change not stored yet is said apart.
-  if (!t.unstored_state().empty()) j["unstored_state"] = t.unstored_state();
-  const auto& s = t.spec();
+namespace {
+
+// What the task asked for: its spec's resources, limits, gang and priority, its node rules
+// (CN115981827A claim 1) and the memory-table profile (CN109992422A claim 1).
+nlohmann::json RequestJson(const ::gpusched::v1::TaskSpec& s) {
   auto optional = [](bool has, int64_t v) { return has ? nlohmann::json(v) : nlohmann::json(); };
-  j["request"] = {{"gpus", s.gpus()},
-                  {"gpu_mem_mib", s.gpu_mem_mib()},
-                  {"cpu_milli", s.cpu_milli()},
-                  {"mem_mib", s.mem_mib()},
-                  {"duration_ms", optional(s.has_duration_ms(), s.duration_ms())},
-                  {"time_limit_ms", optional(s.has_time_limit_ms(), s.time_limit_ms())},
-                  {"heartbeat_timeout_ms",
-                   optional(s.has_heartbeat_timeout_ms(), s.heartbeat_timeout_ms())},
-                  {"retries", optional(s.has_max_retries(), s.max_retries())},
-                  {"keep_pending", s.keep_pending()},
-                  {"nodes", s.nodes() == 0 ? 1 : s.nodes()},
-                  {"tasks_per_node", s.tasks_per_node() == 0 ? 1 : s.tasks_per_node()},
-                  {"gang_timeout_ms", optional(s.has_gang_timeout_ms(), s.gang_timeout_ms())},
-                  {"priority_class", s.priority_class()},
-                  {"preemptible", !s.has_preemptible() || s.preemptible()},
-                  {"grace_ms", optional(s.has_grace_ms(), s.grace_ms())},
-                  {"signal", optional(s.has_stop_signal(), s.stop_signal())}};
+  nlohmann::json r = {
+      {"gpus", s.gpus()},
+      {"gpu_mem_mib", s.gpu_mem_mib()},
+      {"cpu_milli", s.cpu_milli()},
+      {"mem_mib", s.mem_mib()},
+      {"duration_ms", optional(s.has_duration_ms(), s.duration_ms())},
+      {"time_limit_ms", optional(s.has_time_limit_ms(), s.time_limit_ms())},
+      {"heartbeat_timeout_ms", optional(s.has_heartbeat_timeout_ms(), s.heartbeat_timeout_ms())},
+      {"retries", optional(s.has_max_retries(), s.max_retries())},
+      {"keep_pending", s.keep_pending()},
+      {"nodes", s.nodes() == 0 ? 1 : s.nodes()},
+      {"tasks_per_node", s.tasks_per_node() == 0 ? 1 : s.tasks_per_node()},
+      {"gang_timeout_ms", optional(s.has_gang_timeout_ms(), s.gang_timeout_ms())},
+      {"priority_class", s.priority_class()},
+      {"preemptible", !s.has_preemptible() || s.preemptible()},
+      {"grace_ms", optional(s.has_grace_ms(), s.grace_ms())},
+      {"signal", optional(s.has_stop_signal(), s.stop_signal())}};
   // Kubernetes-style rules (CN115981827A claim 1), ordered by key: the same bytes each time.
-  j["request"]["node_selector"] =
+  r["node_selector"] =
       std::map<std::string, std::string>(s.node_selector().begin(), s.node_selector().end());
   nlohmann::json tolerations = nlohmann::json::array();
   for (const auto& tol : s.tolerations()) {
@@ -71,22 +46,20 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
                            {"value", tol.value()},
                            {"effect", tol.effect()}});
   }
-  j["request"]["tolerations"] = tolerations;
+  r["tolerations"] = tolerations;
   if (s.has_profile()) {  // CN109992422A claim 1: the memory table gave gpu_mem_mib
     const auto& p = s.profile();
-    j["request"]["profile"] = {{"task_type", p.task_type()}, {"model", p.model()},
-                               {"batch", p.batch()},         {"height", p.height()},
-                               {"width", p.width()}};
+    r["profile"] = {{"task_type", p.task_type()},
+                    {"model", p.model()},
+                    {"batch", p.batch()},
+                    {"height", p.height()},
+                    {"width", p.width()}};
   }
-  j["workdir"] = s.workdir();
-  // The task's own environment (its owner's and admins' to read: issue 36), and what of the
-  // spec this caller may not read and the server left empty ("env", "command", "workdir").
-  j["env"] = std::map<std::string, std::string>(s.env().begin(), s.env().end());
-  j["redacted"] = std::vector<std::string>(t.redacted().begin(), t.redacted().end());
-  // Whose task it is, as accounting counts it (server/accounting.h OwnerOf): "" = "default".
-  j["user"] = s.user().empty() ? "default" : s.user();
-  j["team"] = s.team().empty() ? "default" : s.team();
-  j["elapsed_ms"] = ElapsedMs(t, now_ms);
+  return r;
+}
+
+// How it runs: GPU use, executor status, gang ranks, preemptions and checkpoints, history.
+void AddRunJson(const ::gpusched::v1::Task& t, nlohmann::json& j) {
   // A running task's GPU use from its heartbeats (CN109992422A claim 7); null = not reported.
   j["gpu_util"] = t.has_gpu_util() ? nlohmann::json(t.gpu_util()) : nlohmann::json(nullptr);
   j["gpu_mem_used_mib"] =
@@ -120,6 +93,51 @@ nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
     }
     j["history"] = h;
   }
+}
+
+}  // namespace
+
+nlohmann::json TaskJson(const ::gpusched::v1::Task& t, int64_t now_ms) {
+  nlohmann::json j = {{"id", t.id()},
+                      {"name", t.name()},
+                      {"state", t.state()},
+                      {"node", t.node()},
+                      {"gpus", std::vector<int>(t.gpus().begin(), t.gpus().end())},
+                      {"exit_code", nullptr},
+                      {"attempts", t.attempts()},
+                      {"reason", t.reason()},
+                      {"fail_cnt", t.fail_cnt()},
+                      {"pt", t.pt()},
+                      {"gpu_mem_mib", t.gpu_mem_need_mib()},
+                      {"mem_source", t.mem_source()},
+                      {"topology_rule", t.topology_rule()},
+                      {"submitted_ms", t.submitted_ms()},
+                      {"started_ms", t.started_ms()},
+                      {"finished_ms", t.finished_ms()},
+                      {"command", std::vector<std::string>(t.spec().command().begin(),
+                                                           t.spec().command().end())}};
+  if (t.has_exit_code()) j["exit_code"] = t.exit_code();
+  // Issue 41: why a failed or cancelled task ended (null otherwise), and its job array.
+  j["failure"] = t.failure().empty() ? nlohmann::json() : nlohmann::json(t.failure());
+  j["array"] = t.has_array() ? nlohmann::json{{"id", t.array().id()},
+                                               {"index", t.array().index()},
+                                               {"first", t.array().first()},
+                                               {"last", t.array().last()}}
+                             : nlohmann::json();
+  // Issue 40: `state` is the stored one; the change not stored yet is said apart.
+  if (!t.unstored_state().empty()) j["unstored_state"] = t.unstored_state();
+  const auto& s = t.spec();
+  j["request"] = RequestJson(s);
+  j["workdir"] = s.workdir();
+  // The task's own environment (its owner's and admins' to read: issue 36), and what of the
+  // spec this caller may not read and the server left empty ("env", "command", "workdir").
+  j["env"] = std::map<std::string, std::string>(s.env().begin(), s.env().end());
+  j["redacted"] = std::vector<std::string>(t.redacted().begin(), t.redacted().end());
+  // Whose task it is, as accounting counts it (server/accounting.h OwnerOf): "" = "default".
+  j["user"] = s.user().empty() ? "default" : s.user();
+  j["team"] = s.team().empty() ? "default" : s.team();
+  j["elapsed_ms"] = ElapsedMs(t, now_ms);
+  AddRunJson(t, j);
   return j;
 }
 

@@ -18,7 +18,6 @@ namespace gpusched::server {
 namespace {
 
 // Change-log entries kept for Watch; a watcher further behind gets every task again.
-constexpr size_t kMaxChangeLog = 65'536;
 constexpr DurationMs kFirstRetryMs = 50;
 // A gang's MASTER_PORT: torchrun's default port plus the task id modulo the range.
 constexpr uint64_t kGangPortBase = 29500;
@@ -156,6 +155,23 @@ double ControlPlane::FairShareOf(const std::string& team, const std::string& use
 
 Status ControlPlane::Restore() {
   std::unique_lock<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(const size_t nodes, RestoreNodes());
+  GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
+  RestoreTasks(live);
+  if (sched_->config().fair_share.enabled()) GS_RETURN_IF_ERROR(RestoreFairShareUsage());
+  GS_ASSIGN_OR_RETURN(const size_t peaks, RestoreTablesAndCounts());
+  if (live.max_id > 0) {
+    logging::Info("server", "restored " + std::to_string(live.tasks.size()) +
+                                " live tasks (ids up to " + std::to_string(live.max_id) + "), " +
+                                std::to_string(nodes) + " nodes, " + std::to_string(peaks) +
+                                " learned memory peaks");
+  }
+  // Tasks requeued by the restore are written back before anything acts on them.
+  const uint64_t seq = StageChanges();
+  return CommitThrough(lock, seq);
+}
+
+StatusOr<size_t> ControlPlane::RestoreNodes() {
   GS_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_->LoadNodes());
   std::set<std::string> known;
   for (const store::NodeRecord& n : nodes) {
@@ -169,7 +185,10 @@ Status ControlPlane::Restore() {
   // heartbeat periods at most: the first to come back does not send to FQ, for t2, the
   // tasks the others would take.
   sched_->AwaitNodes(std::move(known), sched_->NowMs() + 2 * config_.node_heartbeat_ms);
-  GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
+  return nodes.size();
+}
+
+void ControlPlane::RestoreTasks(const store::LiveTasks& live) {
   for (const store::QuarantinedRow& q : live.quarantined) {
     logging::Error("server", "QUARANTINED " + q.table + " row " + q.key + ": " + q.error +
                                " (moved to the quarantine table; the server serves every other "
@@ -186,10 +205,12 @@ Status ControlPlane::Restore() {
     const core::Task& t = *sched_->GetTask(r.task.id);
     persisted_[t.id] = Fingerprint(r.task);
     durable_state_[t.id] = r.task.state;
-    IndexTask(t);
+    index_.Put(t.id.value(), t.state, clock_.MonoMs());
   }
   sched_->ReserveIdsBelow(live.max_id + 1);  // ids of finished or quarantined tasks stay used
-  if (sched_->config().fair_share.enabled()) GS_RETURN_IF_ERROR(RestoreFairShareUsage());
+}
+
+StatusOr<size_t> ControlPlane::RestoreTablesAndCounts() {
   GS_ASSIGN_OR_RETURN(std::vector<store::LearnedPeak> peaks, store_->LoadLearnedPeaks());
   for (const store::LearnedPeak& p : peaks) {
     sched_->memory_table().RestoreLearned(p.profile, p.recent_mib, p.observations);
@@ -205,18 +226,10 @@ Status ControlPlane::Restore() {
   for (core::TaskState s : {core::TaskState::kSucceeded, core::TaskState::kFailed,
                             core::TaskState::kCancelled}) {  // not restored into memory
     if (auto it = counts.find(core::TaskStateName(s)); it != counts.end()) {
-      finished_forgotten_[it->first] = it->second;
+      index_.AddLeftFinished(it->first, it->second);
     }
   }
-  if (live.max_id > 0) {
-    logging::Info("server", "restored " + std::to_string(live.tasks.size()) +
-                                " live tasks (ids up to " + std::to_string(live.max_id) + "), " +
-                                std::to_string(nodes.size()) + " nodes, " +
-                                std::to_string(peaks.size()) + " learned memory peaks");
-  }
-  // Tasks requeued by the restore are written back before anything acts on them.
-  const uint64_t seq = Flush();
-  return CommitThrough(lock, seq);
+  return peaks.size();
 }
 
 // ---------------------------------------------------------------- loop
@@ -235,22 +248,11 @@ void ControlPlane::StopLoop() {
   }
   loop_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);  // no round will take what is posted now
-    inbox_closed_ = true;
-  }
-  inbox_cv_.notify_all();
-  AbandonSubmissions();
+  AbandonSubmissions();  // no round will take what is posted now
 }
 
 void ControlPlane::AbandonSubmissions() {
-  std::vector<PostedSubmission> posted;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    posted.swap(posted_submissions_);
-    for (PostedSubmission& p : posted_keyed_) posted.push_back(std::move(p));
-    posted_keyed_.clear();
-  }
+  std::vector<PostedSubmission> posted = inbox_.Close();
   std::unique_lock<std::mutex> lock(mu_);
   for (PostedSubmission& p : posted) {
     answers_.emplace_back(std::move(p.done),
@@ -342,8 +344,8 @@ void ControlPlane::RunOnce() {
     (void)sched_->StopIdle(id, "idle: 0 % GPU utilisation for " +
                                    FormatDurationMs(config_.idle_after_ms));
   }
-  Flush();
-  const bool unsent = !held_.empty() && held_.front().gate > durable_;
+  StageChanges();
+  const bool unsent = !held_.empty() && held_.front().commit > durable_;
   const bool backoff = consecutive_failures_ > 0 && clock_.MonoMs() < next_retry_ms_;
   if (!committing_ && !backoff && (!pending_.empty() || unsent)) LeadCommit(lock);
   ApplyRetention();  // after the commit: what it made durable may leave memory now
@@ -352,7 +354,7 @@ void ControlPlane::RunOnce() {
 
 // ---------------------------------------------------------------- flush and commit
 
-uint64_t ControlPlane::Flush() {
+uint64_t ControlPlane::StageChanges() {
   const uint64_t seq = next_commit_;  // the commit that will carry what is queued now
   std::vector<core::Action> actions = sched_->TakeActions();
   for (const core::Action& a : actions) {
@@ -361,27 +363,21 @@ uint64_t ControlPlane::Flush() {
     if (t != nullptr && t->placement) last_placement_[a.task] = *t->placement;
     if (t != nullptr && !a.gang_nodes.empty()) last_gang_[a.task] = a.gang_nodes;
   }
-  bool any = false;
   for (TaskId id : sched_->TakeChangedTasks()) {
     const core::Task* t = sched_->GetTask(id);
     if (t == nullptr) continue;
-    IndexTask(*t);
+    index_.Put(id.value(), t->state, clock_.MonoMs());
     const std::array<int64_t, 6> print = Fingerprint(*t);
     auto [it, fresh] = persisted_.try_emplace(id, print);
     if (!fresh && it->second == print) continue;
     it->second = print;
     pending_.tasks.insert(id);
-    change_log_.emplace_back(version_ + 1, id.value());
-    any = true;
+    changes_.Add(id.value());
   }
-  if (any) {
-    ++version_;
-    while (change_log_.size() > kMaxChangeLog) change_log_.pop_front();
-    changes_cv_.notify_all();
-  }
+  if (changes_.Seal()) changes_cv_.notify_all();
   for (core::Action& a : actions) {
     Outbound o;
-    o.gate = seq;
+    o.commit = seq;
     o.kind = a.kind == core::Action::Kind::kAssign ? Outbound::Kind::kAssign
                                                     : Outbound::Kind::kKill;
     if (o.kind == Outbound::Kind::kAssign) {
@@ -432,7 +428,7 @@ void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
     OnCommitFailed(seq, s, std::move(w), submissions);
   }
   commit_cv_.notify_all();
-  if (!pending_.empty() || (!held_.empty() && held_.front().gate > durable_)) Kick();
+  if (!pending_.empty() || (!held_.empty() && held_.front().commit > durable_)) Kick();
   AnswerSubmissions(lock);
 }
 
@@ -547,7 +543,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
 // Sends every held message whose commit is durable, in the order the decisions were made.
 void ControlPlane::ReleaseHeld() {
   bool changed = false;
-  while (!held_.empty() && held_.front().gate <= durable_) {
+  while (!held_.empty() && held_.front().commit <= durable_) {
     Outbound o = std::move(held_.front());
     held_.pop_front();
     switch (o.kind) {
@@ -576,7 +572,7 @@ void ControlPlane::ReleaseHeld() {
     }
   }
   if (changed) {
-    Flush();  // bind failures: written (and their retries held) by the next commit
+    StageChanges();  // bind failures: written (and their retries held) by the next commit
     Kick();
   }
 }
@@ -642,31 +638,16 @@ bool ControlPlane::SendTo(const std::string& node, v1::ServerMessage m) {
 
 // ---------------------------------------------------------------- memory bounds
 
-void ControlPlane::IndexTask(const core::Task& t) {
-  const uint64_t id = t.id.value();
-  auto [it, fresh] = state_of_.try_emplace(id, t.state);
-  if (!fresh) {
-    if (it->second == t.state) return;
-    by_state_[it->second].erase(id);
-    it->second = t.state;
-  }
-  by_state_[t.state].insert(id);
-  if (core::IsTerminal(t.state)) finished_order_.emplace_back(clock_.MonoMs(), t.id);
-}
-
 void ControlPlane::Forget(TaskId id) {
   const core::Task* t = sched_->GetTask(id);
   if (t == nullptr) return;
-  if (sched_->IsHeld(id)) {
+  const bool held = sched_->IsHeld(id);
+  if (held) {
     (void)sched_->Withdraw(id);
-  } else {
-    if (!sched_->Forget(id).ok()) return;  // not terminal
-    ++finished_forgotten_[core::TaskStateName(state_of_[id.value()])];
+  } else if (!sched_->Forget(id).ok()) {
+    return;  // not terminal
   }
-  if (auto s = state_of_.find(id.value()); s != state_of_.end()) {
-    by_state_[s->second].erase(id.value());
-    state_of_.erase(s);
-  }
+  index_.Remove(id.value(), /*left_finished=*/!held);
   last_placement_.erase(id);
   last_gang_.erase(id);
   persisted_.erase(id);
@@ -677,20 +658,18 @@ void ControlPlane::Forget(TaskId id) {
 // Finished tasks leave memory, oldest first, once over the count or past the age, and only
 // once their last record is durable (not queued and not in the commit being written).
 void ControlPlane::ApplyRetention() {
-  const TimeMs now = clock_.MonoMs();
-  while (!finished_order_.empty()) {
-    const auto [finished_ms, id] = finished_order_.front();
-    const core::Task* t = sched_->GetTask(id);
-    if (t == nullptr || !core::IsTerminal(t->state)) {
-      finished_order_.pop_front();
-      continue;
-    }
-    const bool over = static_cast<int64_t>(finished_order_.size()) > config_.retain_finished ||
-                      now - finished_ms > config_.retain_finished_ms;
-    if (!over || pending_.tasks.count(id) > 0 || in_flight_.count(id) > 0) return;
-    Forget(id);
-    finished_order_.pop_front();
-  }
+  using Retire = TaskIndex::Retire;
+  index_.ApplyRetention(clock_.MonoMs(), config_.retain_finished, config_.retain_finished_ms,
+                        [this](uint64_t raw) {
+                          const TaskId id(raw);
+                          const core::Task* t = sched_->GetTask(id);
+                          if (t == nullptr || !core::IsTerminal(t->state)) return Retire::kGone;
+                          if (pending_.tasks.count(id) > 0 || in_flight_.count(id) > 0) {
+                            return Retire::kWait;
+                          }
+                          Forget(id);
+                          return Retire::kRetired;
+                        });
 }
 
 Status ControlPlane::CheckInvariants() {

@@ -46,10 +46,13 @@
 #include "core/scheduler.h"
 #include "rpc/convert.h"
 #include "server/config_reload.h"
+#include "server/loop_inbox.h"
 #include "server/agent_channel.h"
+#include "server/change_log.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
 #include "server/stream_limits.h"
+#include "server/task_index.h"
 #include "server/tokens.h"
 #include "store/state_store.h"
 
@@ -113,7 +116,7 @@ class ControlPlane {
   // that admits it; a retry of a key whose first submission waits for its commit waits for
   // that commit without holding a thread. Bounded with the others by kMaxPosted (answered
   // kUnavailable, "submit again", when full).
-  using SubmitManyDone = std::function<void(StatusOr<std::vector<TaskId>>)>;
+  using SubmitManyDone = server::SubmitManyDone;
   void PostSubmissions(std::vector<core::TaskSpec> specs, std::string idempotency_key,
                        SubmitManyDone done);
   // A job array's specs: one per index of `range`, GPUSCHED_ARRAY_INDEX=i in its environment
@@ -279,12 +282,17 @@ class ControlPlane {
       uint64_t id, int node_rank, int64_t attempt, int64_t latest,
       const std::map<int64_t, std::string>& attempt_nodes);
   LogSource WithAgentOf(std::string node, LogSource src);
-  void TeamMetrics(std::string& out);  // MetricsText's per-team series; REQUIRES: mu_ held
+  // MetricsText's parts, in the order they are written. REQUIRES: mu_ held.
+  void TaskMetrics(std::string& out);
+  void SchedulingMetrics(std::string& out);
+  void TeamMetrics(std::string& out);  // the per-team series
+  void CommitMetrics(std::string& out);
+  void NodeMetrics(std::string& out);
   // Stores a freshly minted token (CreateToken, CreateAgentToken).
   StatusOr<MintedToken> StoreToken(MintedToken m);
-  // A message for an agent that waits until commit `gate` is durable.
+  // A message for an agent that waits until commit `commit` is durable.
   struct Outbound {
-    uint64_t gate = 0;
+    uint64_t commit = 0;
     enum class Kind { kAssign, kKill, kAck } kind = Kind::kAssign;
     core::Action action;                    // kAssign, kKill
     std::weak_ptr<AgentChannel> channel;    // kAck: the connection that reported the exit
@@ -310,7 +318,11 @@ class ControlPlane {
                std::unique_ptr<ThreadPool> filter_pool,
                std::unique_ptr<core::Scheduler> scheduler);
   Status Restore();
-  Status RestoreFairShareUsage();  // REQUIRES: mu_ held (within Restore)
+  // Restore's steps, in order. REQUIRES: mu_ held (within Restore).
+  StatusOr<size_t> RestoreNodes();  // returns how many
+  void RestoreTasks(const store::LiveTasks& live);
+  Status RestoreFairShareUsage();
+  StatusOr<size_t> RestoreTablesAndCounts();  // peaks, tokens, quotas; returns the peaks' count
   // Submit and SubmitArray: admits every spec (or none), stores them in one commit and
   // answers their ids in order. A key seen before answers the ids it created.
   StatusOr<std::vector<TaskId>> SubmitAll(std::vector<core::TaskSpec> specs,
@@ -327,7 +339,7 @@ class ControlPlane {
   // ---- REQUIRES: mu_ held (everything below) ----
   // Moves the scheduler's changes and actions into the next commit and the held messages.
   // Returns the commit that makes them durable.
-  uint64_t Flush();
+  uint64_t StageChanges();
   // Makes every change up to commit `seq` durable, leading group commits as needed.
   // Returns that commit's status (retried writes: the status of the last try).
   Status CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t seq);
@@ -339,7 +351,6 @@ class ControlPlane {
   void ReleaseHeld();
   bool SendAssign(const core::Action& a);
   bool SendTo(const std::string& node, v1::ServerMessage m);
-  void IndexTask(const core::Task& t);
   void Forget(TaskId id);
   void ApplyRetention();
   TimeMs EndedAt(const v1::TaskStatus& st) const;
@@ -405,20 +416,16 @@ class ControlPlane {
   Status last_failure_ = Status::Ok();
   bool committing_ = false;
   std::set<TaskId> in_flight_;               // tasks of the commit being written
-  std::deque<Outbound> held_;                // ascending gate
+  std::deque<Outbound> held_;                // ascending commit
   // (task, attempt, node) of the assignments not yet sent (a gang has one per rank's node).
   std::set<std::tuple<uint64_t, int64_t, std::string>> held_assigns_;
   int consecutive_failures_ = 0;
   TimeMs next_retry_ms_ = 0;
 
-  // ---- in-memory index (live and retained tasks) and O(states) counters ----
-  std::map<core::TaskState, std::set<uint64_t>> by_state_;
-  std::unordered_map<uint64_t, core::TaskState> state_of_;
-  std::map<std::string, int64_t> finished_forgotten_;  // terminal tasks no longer in memory
-  std::deque<std::pair<TimeMs, TaskId>> finished_order_;  // retention, by finish time
-
-  uint64_t version_ = 0;
-  std::deque<std::pair<uint64_t, uint64_t>> change_log_;  // (version, task id)
+  // The in-memory index (live and retained tasks), O(states) counters and the retention
+  // order (task_index.h); which tasks changed in which version, for Watch (change_log.h).
+  TaskIndex index_;
+  ChangeLog changes_;
   int64_t store_errors_ = 0;
   int64_t submitted_ = 0;
   int64_t quarantined_ = 0;
@@ -427,31 +434,14 @@ class ControlPlane {
   Histogram commit_seconds_{{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                              0.1, 0.25, 1}};
 
-  // Agent messages posted for the loop (PostAgentMessage), oldest first.
-  struct Posted {
-    std::string node;
-    v1::AgentMessage message;
-    std::weak_ptr<AgentChannel> channel;
-  };
   // Applies the posted messages, then admits the posted submissions; true when one asks for
   // a pass or a commit. REQUIRES: mu_.
   bool ApplyPostedLocked();
   // AgentMessage's work; true when it asks for a pass or a commit. REQUIRES: mu_.
   bool AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
                           const std::shared_ptr<AgentChannel>& channel);
-  std::mutex inbox_mu_;
-  std::condition_variable inbox_cv_;  // the inbox was taken, or closed
-  std::vector<Posted> inbox_;         // guarded by inbox_mu_
-  bool inbox_closed_ = false;         // guarded by inbox_mu_: the loop stopped
-  struct PostedSubmission {
-    std::vector<core::TaskSpec> specs;  // one, or a job array's
-    std::string key;                    // "" = none
-    std::optional<uint64_t> stored;     // the task the store holds for `key`, once read
-    SubmitManyDone done;
-  };
-  std::vector<PostedSubmission> posted_submissions_;  // guarded by inbox_mu_, oldest first
-  // Keyed ones, whose key the loop reads from the store first (TakeKeyedSubmissions).
-  std::vector<PostedSubmission> posted_keyed_;  // guarded by inbox_mu_, oldest first
+  // Agent messages (PostAgentMessage) and submissions (PostSubmissions) for the loop.
+  LoopInbox inbox_{kMaxPosted};
   // The loop's thread, outside mu_: takes the keyed submissions posted and reads each key in
   // the store. A failed read answers its submission (kUnavailable, nothing queued).
   std::vector<PostedSubmission> TakeKeyedSubmissions();

@@ -83,7 +83,7 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
     UpdateReachable(spec.name);
     Reconcile(spec.name, reg);
     QueueNode(spec.name);
-    Flush();
+    StageChanges();
   }
   Kick();
   return Status::Ok();
@@ -184,7 +184,7 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   // Acknowledged once the record it changed is durable, so the agent keeps it in its journal
   // until then. A repeated or stale report changed nothing and is acknowledged as well.
   Outbound ack;
-  ack.gate = Flush();
+  ack.commit = StageChanges();
   ack.kind = Outbound::Kind::kAck;
   ack.channel = channel;
   ack.task = st.id();
@@ -206,14 +206,7 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
 void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
                                     const std::shared_ptr<AgentChannel>& channel) {
   bool first = false;
-  {
-    std::unique_lock<std::mutex> lock(inbox_mu_);
-    inbox_cv_.wait(lock, [&] { return inbox_closed_ || inbox_.size() < kMaxPosted; });
-    if (inbox_closed_) return;
-    first = inbox_.empty() && posted_submissions_.empty() && posted_keyed_.empty();
-    inbox_.push_back({node, std::move(m), channel});
-  }
-  if (first) Kick();  // the loop takes everything posted until it drains the inbox
+  if (inbox_.PostMessage({node, std::move(m), channel}, &first) && first) Kick();  // the loop takes everything posted until it drains the inbox
 }
 
 void ControlPlane::PostSubmission(core::TaskSpec spec, SubmitDone done) {
@@ -232,20 +225,10 @@ void ControlPlane::PostSubmissions(std::vector<core::TaskSpec> specs, std::strin
     return;
   }
   bool first = false;
-  std::string refused;  // why it was not posted
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    const size_t posted = posted_submissions_.size() + posted_keyed_.size();
-    if (inbox_closed_) {
-      refused = "stopping";
-    } else if (posted >= kMaxPosted) {
-      refused = "busy: " + std::to_string(kMaxPosted) + " submissions wait for its loop";
-    } else {
-      first = inbox_.empty() && posted == 0;
-      auto& queue = idempotency_key.empty() ? posted_submissions_ : posted_keyed_;
-      queue.push_back({std::move(specs), std::move(idempotency_key), std::nullopt, std::move(done)});
-    }
-  }
+  // `done` moves into the inbox only when it is posted: it answers a refusal here.
+  PostedSubmission p{std::move(specs), std::move(idempotency_key), std::nullopt, nullptr};
+  p.done = done;
+  const std::string refused = inbox_.PostSubmission(std::move(p), &first);
   if (!refused.empty()) {
     done(Unavailable("the server is " + refused + "; nothing was queued: submit again"));
     return;
@@ -253,12 +236,8 @@ void ControlPlane::PostSubmissions(std::vector<core::TaskSpec> specs, std::strin
   if (first) Kick();
 }
 
-std::vector<ControlPlane::PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
-  std::vector<PostedSubmission> keyed;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    keyed.swap(posted_keyed_);
-  }
+std::vector<PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
+  std::vector<PostedSubmission> keyed = inbox_.TakeKeyed();
   std::vector<PostedSubmission> read;
   read.reserve(keyed.size());
   for (PostedSubmission& p : keyed) {
@@ -276,16 +255,9 @@ std::vector<ControlPlane::PostedSubmission> ControlPlane::TakeKeyedSubmissions()
 }
 
 bool ControlPlane::ApplyPostedLocked() {
-  std::vector<Posted> posted;
-  std::vector<PostedSubmission> submissions;
-  {  // both at once: a post that finds both empty kicks the loop for what follows
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    posted.swap(inbox_);
-    submissions.swap(posted_submissions_);
-  }
-  if (posted.size() >= kMaxPosted) inbox_cv_.notify_all();  // a handler may wait for room
+  auto [posted, submissions] = inbox_.Take();
   bool kick = false;
-  for (const Posted& p : posted) {
+  for (const PostedMessage& p : posted) {
     // A closed channel is no longer in connections_: the message would be dropped below.
     if (std::shared_ptr<AgentChannel> channel = p.channel.lock()) {
       kick = AgentMessageLocked(p.node, p.message, channel) || kick;
@@ -370,8 +342,8 @@ bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMe
     ApplyStatus(node, m.status(), channel);
     kick = true;  // capacity freed, or a record (and its ack) to commit
   }
-  Flush();
-  kick = kick || !pending_.empty() || (!held_.empty() && held_.front().gate > durable_);
+  StageChanges();
+  kick = kick || !pending_.empty() || (!held_.empty() && held_.front().commit > durable_);
   return kick;
 }
 
@@ -385,7 +357,7 @@ void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel
       connections_.erase(it);
       instances_.erase(node);
       UpdateReachable(node);
-      Flush();
+      StageChanges();
     }
   }
   if (kick) Kick();

@@ -115,7 +115,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
   }
   submitted_ += static_cast<int64_t>(ids.size());
   if (!idempotency_key.empty()) RememberKeyLocked(idempotency_key, ids.front());
-  const uint64_t seq = Flush();
+  const uint64_t seq = StageChanges();
   (void)CommitThrough(lock, seq);
   std::optional<std::string> why;
   for (TaskId id : ids) {  // one commit carried them all: all stored, or all withdrawn
@@ -173,7 +173,7 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
   ListPage page;
   if (state && !core::IsTerminal(*state)) {  // every live task is in memory
     std::lock_guard<std::mutex> lock(mu_);
-    const std::set<uint64_t>& ids = by_state_[*state];
+    const std::set<uint64_t>& ids = index_.InState(*state);
     for (auto it = ids.upper_bound(after_id); it != ids.end(); ++it) {
       const core::Task* t = sched_->GetTask(TaskId(*it));
       if (t == nullptr || sched_->IsHeld(t->id)) continue;
@@ -202,7 +202,7 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
   }
   if (state) {  // finished in memory, record still being written
     const uint64_t end = stored.next_after_id == 0 ? UINT64_MAX : stored.next_after_id;
-    const std::set<uint64_t>& ids = by_state_[*state];
+    const std::set<uint64_t>& ids = index_.InState(*state);
     for (auto it = ids.upper_bound(after_id); it != ids.end() && *it <= end; ++it) {
       if (out.count(*it) == 0) out[*it] = TaskProto(*sched_->GetTask(TaskId(*it)), false);
     }
@@ -230,7 +230,7 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
     // The first limit + 1 ids of each state hold the first limit + 1 of their union.
     std::set<uint64_t> ids;
     for (core::TaskState st : states) {
-      const std::set<uint64_t>& of = by_state_[st];
+      const std::set<uint64_t>& of = index_.InState(st);
       size_t taken = 0;
       for (auto it = of.upper_bound(after_id); it != of.end() && taken <= limit; ++it) {
         const core::Task* t = sched_->GetTask(TaskId(*it));
@@ -293,7 +293,7 @@ StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
   const bool unstored_cancel =
       t->state == core::TaskState::kCancelled && StoredStateIfBehind(*t).has_value();
   if (!unstored_cancel) GS_RETURN_IF_ERROR(sched_->Cancel(TaskId(id)));
-  const uint64_t seq = Flush();
+  const uint64_t seq = StageChanges();
   Status s = CommitThrough(lock, seq);
   if (!s.ok()) {
     return NotStored("task " + std::to_string(id) + ": the cancellation is not stored (" +
@@ -367,7 +367,7 @@ StatusOr<v1::Node> ControlPlane::ChangeNode(const std::string& node,
   std::unique_lock<std::mutex> lock(mu_);
   GS_RETURN_IF_ERROR(change());
   QueueNode(node);
-  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));  // the flag, and any kills it caused
+  GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));  // the flag, and any kills it caused
   StatusOr<v1::Node> out = NodeProto(node);
   lock.unlock();
   Kick();
@@ -475,14 +475,9 @@ ControlPlane::LogSource ControlPlane::WithAgentOf(std::string node, LogSource sr
 uint64_t ControlPlane::WaitForChanges(uint64_t since, DurationMs timeout_ms,
                                       std::vector<uint64_t>& ids, bool& everything) {
   std::unique_lock<std::mutex> lock(mu_);
-  clock_.WaitFor(lock, changes_cv_, timeout_ms, [&] { return version_ > since; });
-  everything = !change_log_.empty() && change_log_.front().first > since + 1;
-  std::set<uint64_t> unique;
-  for (auto it = change_log_.rbegin(); it != change_log_.rend() && it->first > since; ++it) {
-    unique.insert(it->second);
-  }
-  ids.assign(unique.begin(), unique.end());
-  return version_;
+  clock_.WaitFor(lock, changes_cv_, timeout_ms, [&] { return changes_.version() > since; });
+  ids = changes_.Since(since, everything);
+  return changes_.version();
 }
 
 // ---------------------------------------------------------------- probe daemon
@@ -505,7 +500,7 @@ void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
     probe_ok_[node] = reachable;
     probe_first_.erase(node);
     UpdateReachable(node);
-    Flush();
+    StageChanges();
   }
   Kick();
 }
@@ -535,7 +530,7 @@ StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_
   if (quota.max_priority == "none") quota.max_priority.clear();
   GS_RETURN_IF_ERROR(sched_->SetQuota(quota));  // validates
   pending_.quotas[quota.team] = quota;
-  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   lock.unlock();
   Kick();  // a pass under the new quota
   v1::TeamQuota out;
@@ -554,7 +549,7 @@ Status ControlPlane::RemoveQuota(const std::string& team) {
   }
   sched_->RemoveQuota(team);
   pending_.quotas[team] = std::nullopt;
-  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   lock.unlock();
   Kick();  // a pass without the quota
   return Status::Ok();
@@ -635,7 +630,7 @@ StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::strin
   v1::LearnedProfile removed = LearnedProfileToProto(*found, table.learned().at(*found), table);
   table.Forget(*found);
   pending_.peaks.insert(*found);  // stored as forgotten
-  GS_RETURN_IF_ERROR(CommitThrough(lock, Flush()));
+  GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   if (auto est = table.Estimate(*found); est.ok()) removed.set_estimate_mib(est->mib);
   return removed;
 }
@@ -668,9 +663,8 @@ void ControlPlane::TeamMetrics(std::string& out) {
   }
 }
 
-std::string ControlPlane::MetricsText(bool with_teams) {
-  std::string out;
-  std::lock_guard<std::mutex> lock(mu_);
+// The queues and the tasks by state. REQUIRES: mu_ held.
+void ControlPlane::TaskMetrics(std::string& out) {
   // Issue 41: label values in users' words; the patent's names stay in the help text.
   MetricHeader("gpusched_queue_depth", "gauge",
                "Tasks waiting, by queue: main (CN115981827A's Q) and retry (its failure queue "
@@ -679,8 +673,7 @@ std::string ControlPlane::MetricsText(bool with_teams) {
   MetricLine("gpusched_queue_depth", "queue=\"main\"", double(sched_->main_queue_size()), out);
   MetricLine("gpusched_queue_depth", "queue=\"retry\"", double(sched_->failure_queue_size()),
              out);
-  std::map<std::string, int64_t> by_state = finished_forgotten_;
-  for (const auto& [state, ids] : by_state_) by_state[core::TaskStateName(state)] += ids.size();
+  const std::map<std::string, int64_t> by_state = index_.CountsByState();
   MetricHeader("gpusched_tasks", "gauge", "Tasks by state (finished ones from the store too).",
                out);
   for (const auto& [state, n] : by_state) {
@@ -692,9 +685,13 @@ std::string ControlPlane::MetricsText(bool with_teams) {
   MetricHeader("gpusched_idle_tasks", "gauge",
                "Running tasks at 0 % GPU utilisation for idle_after or longer.", out);
   MetricLine("gpusched_idle_tasks", "", double(sched_->idle_tasks()), out);
-  const core::SchedulerStats& s = sched_->stats();
   MetricHeader("gpusched_tasks_submitted_total", "counter", "Tasks accepted.", out);
   MetricLine("gpusched_tasks_submitted_total", "", double(submitted_), out);
+}
+
+// Passes, decisions, failures and the nodes' liveness. REQUIRES: mu_ held.
+void ControlPlane::SchedulingMetrics(std::string& out) {
+  const core::SchedulerStats& s = sched_->stats();
   MetricHeader("gpusched_scheduling_passes_total", "counter", "Scheduling passes.", out);
   MetricLine("gpusched_scheduling_passes_total", "", double(s.passes), out);
   MetricHeader("gpusched_decisions_total", "counter", "Placement attempts, by result.", out);
@@ -725,10 +722,10 @@ std::string ControlPlane::MetricsText(bool with_teams) {
   MetricHeader("gpusched_tasks_reclaimed_total", "counter", "Tasks reclaimed (no heartbeat).",
                out);
   MetricLine("gpusched_tasks_reclaimed_total", "", double(s.tasks_reclaimed), out);
-  if (with_teams) TeamMetrics(out);
-  MetricHeader("gpusched_quota_reclaims_total", "counter",
-               "Tasks stopped so that a team gets its guaranteed GPUs back.", out);
-  MetricLine("gpusched_quota_reclaims_total", "", double(s.reclaims), out);
+}
+
+// The store's faults and commit times, and the passes' durations. REQUIRES: mu_ held.
+void ControlPlane::CommitMetrics(std::string& out) {
   MetricHeader("gpusched_store_errors_total", "counter", "Failed store commits.", out);
   MetricLine("gpusched_store_errors_total", "", double(store_errors_), out);
   MetricHeader("gpusched_store_quarantined_rows", "gauge",
@@ -744,6 +741,10 @@ std::string ControlPlane::MetricsText(bool with_teams) {
   MetricHeader("gpusched_decision_latency_seconds", "histogram",
                "Duration of one scheduling pass (all decisions of a snapshot of Q).", out);
   pass_seconds_.Render("gpusched_decision_latency_seconds", out);
+}
+
+// Each node's GPU memory and whether it is up. REQUIRES: mu_ held.
+void ControlPlane::NodeMetrics(std::string& out) {
   MetricHeader("gpusched_node_gpu_memory_mib", "gauge",
                "GPU memory per node and GPU: total, allocated (reserved) and reported free.", out);
   for (const core::NodeState& n : sched_->cluster().nodes()) {
@@ -762,6 +763,19 @@ std::string ControlPlane::MetricsText(bool with_teams) {
     MetricLine("gpusched_node_up", "node=\"" + LabelValue(n.name) + "\"",
                n.reachable && n.available ? 1 : 0, out);
   }
+}
+
+std::string ControlPlane::MetricsText(bool with_teams) {
+  std::string out;
+  std::lock_guard<std::mutex> lock(mu_);
+  TaskMetrics(out);
+  SchedulingMetrics(out);
+  if (with_teams) TeamMetrics(out);
+  MetricHeader("gpusched_quota_reclaims_total", "counter",
+               "Tasks stopped so that a team gets its guaranteed GPUs back.", out);
+  MetricLine("gpusched_quota_reclaims_total", "", double(sched_->stats().reclaims), out);
+  CommitMetrics(out);
+  NodeMetrics(out);
   return out;
 }
 

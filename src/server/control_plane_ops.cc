@@ -24,7 +24,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::RemoveNode(const std::string& node, 
   probe_first_.erase(node);
   // The requeued tasks' records and the deletion, then the kills (sent while the agent is
   // still connected, by the commit that makes them durable).
-  Status stored = CommitThrough(lock, Flush());
+  Status stored = CommitThrough(lock, StageChanges());
   if (auto c = connections_.find(node); c != connections_.end()) {
     c->second->Close();
     connections_.erase(c);

@@ -122,9 +122,10 @@ class ControlPlaneTest : public ::testing::Test {
   FakeClock clock_{1'000'000};
 };
 
-// Finding: Flush recorded a task as persisted before PutTasks succeeded; Submit answered
-// Unavailable while the task stayed queued and ran anyway, and the id gap stopped the next
-// start. Now: kNotStored, no trace, nothing sent, and the server restarts past the gap.
+// Finding: StageChanges (then named Flush) recorded a task as persisted before PutTasks
+// succeeded; Submit answered Unavailable while the task stayed queued and ran anyway, and the
+// id gap stopped the next start. Now: kNotStored, no trace, nothing sent, and the server
+// restarts past the gap.
 TEST_F(ControlPlaneTest, SubmitWhoseCommitFailsLeavesNoTraceAndIsNotUnavailable) {
   FaultyStore* faults = nullptr;
   auto cp = Start(Faulty(faults));
@@ -288,7 +289,9 @@ TEST_F(ControlPlaneTest, Issue40_CancelOfATaskRetentionDropsDuringItsCommitIsAns
     for (auto& c : cancels) {
       StatusOr<v1::Task> t = c.get();
       EXPECT_TRUE(t.ok()) << t.status().ToString();
-      if (t.ok()) EXPECT_EQ(t->state(), "cancelled");
+      if (t.ok()) {
+        EXPECT_EQ(t->state(), "cancelled");
+      }
     }
     done = true;
     rounds.join();

@@ -51,7 +51,7 @@ StatusOr<MintedToken> ControlPlane::StoreToken(MintedToken m) {
   const std::string id = m.record.id;
   tokens_.Put(m.record);  // nobody knows the secret before this returns
   pending_.tokens[id] = m.record;
-  const uint64_t seq = Flush();
+  const uint64_t seq = StageChanges();
   if (Status s = CommitThrough(lock, seq); !s.ok()) {
     // The failed commit put the record back into pending_: take it out, or a retry would
     // store a token that nobody was given.
@@ -76,7 +76,7 @@ StatusOr<store::TokenRecord> ControlPlane::RevokeToken(const std::string& id) {
   store::TokenRecord r = *found;
   tokens_.Remove(id);  // refused from now on, stored or not
   pending_.tokens[id] = std::nullopt;
-  const uint64_t seq = Flush();
+  const uint64_t seq = StageChanges();
   if (Status s = CommitThrough(lock, seq); !s.ok()) {
     return NotStored("token " + id + ": revoked on this server, but the revocation is not "
                      "stored yet (" + s.message() + "); the server retries it");

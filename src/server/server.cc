@@ -195,15 +195,9 @@ void SetDoor(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp, int port)
 
 // (Re)starts the HTTP endpoint on the configured address with the routes of the current role.
 // The port stays the same across role changes (bound again at once: SO_REUSEADDR).
-Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
-  if (s.config.http.empty()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(s.http_mu);
-  if (s.http) {
-    s.http->stop();
-    if (s.http_thread.joinable()) s.http_thread.join();
-    s.http.reset();
-  }
-  GS_ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(s.config.http, "http"));
+// The HTTP door's server object, HTTPS with --tls-dir, with the door's limits and its errors
+// as JSON.
+static Status MakeHttpServer(Server::Impl& s) {
   HttpDoorLimits limits;
   limits.max_body = static_cast<size_t>(s.config.http_max_body);
   limits.header_timeout_ms = s.config.http_header_timeout_ms;
@@ -227,17 +221,12 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  if (cp) {
-    if (s.config.store == "etcd") {
-      s.http->Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) {
-        nlohmann::json j = {{"status", "ok"}, {"role", "leader"}, {"leader", s.advertise}};
-        res.set_content(j.dump() + "\n", "application/json");
-      });
-    }
-    RegisterHttpRoutes(*s.http, *cp, s.peers.get());
-  } else {
-    RegisterStandbyRoutes(*s.http, s.gate);
-  }
+  return Status::Ok();
+}
+
+// Binds the HTTP port: --http's, or the one bound before a role change (retried while the old
+// socket closes). Returns it.
+static StatusOr<int> BindHttp(Server::Impl& s, const HostPort& hp) {
   const int want = s.http_port > 0 ? s.http_port : hp.port;
   int port = -1;
   for (int attempt = 0; attempt < 20 && port <= 0; ++attempt) {
@@ -250,6 +239,31 @@ Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
     return FailedPrecondition("http: cannot listen on " + s.config.http +
                               ": address already in use");
   }
+  return port;
+}
+
+Status StartHttp(Server::Impl& s, const std::shared_ptr<ControlPlane>& cp) {
+  if (s.config.http.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(s.http_mu);
+  if (s.http) {
+    s.http->stop();
+    if (s.http_thread.joinable()) s.http_thread.join();
+    s.http.reset();
+  }
+  GS_ASSIGN_OR_RETURN(const HostPort hp, ParseHostPort(s.config.http, "http"));
+  GS_RETURN_IF_ERROR(MakeHttpServer(s));
+  if (cp) {
+    if (s.config.store == "etcd") {
+      s.http->Get("/healthz", [&s](const httplib::Request&, httplib::Response& res) {
+        nlohmann::json j = {{"status", "ok"}, {"role", "leader"}, {"leader", s.advertise}};
+        res.set_content(j.dump() + "\n", "application/json");
+      });
+    }
+    RegisterHttpRoutes(*s.http, *cp, s.peers.get());
+  } else {
+    RegisterStandbyRoutes(*s.http, s.gate);
+  }
+  GS_ASSIGN_OR_RETURN(const int port, BindHttp(s, hp));
   s.http_port = port;
   SetDoor(s, cp, port);
   httplib::Server* raw = s.http.get();
@@ -406,10 +420,9 @@ std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const Server::Impl& s) 
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
-  GS_RETURN_IF_ERROR(config.Validate());
-  // The addresses' syntax first: CheckExposure reads their hosts, and a bad port is not a
-  // matter of exposure.
+// The addresses' syntax first (CheckExposure reads their hosts, and a bad port is not a
+// matter of exposure), then what they expose.
+static StatusOr<std::pair<HostPort, HostPort>> CheckAddresses(const ServerConfig& config) {
   GS_ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(config.listen, "listen"));
   HostPort http;
   if (!config.http.empty()) {
@@ -426,44 +439,15 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
                       ". Anyone who reaches these ports can run any command on every node. Use "
                       "`gpusched certs init` and --tls-dir outside a network you fully trust.");
   }
-  auto impl = std::make_unique<Impl>();
-  Impl& s = *impl;
-  s.config = config;
-  s.http_host = http.host;
-  s.peers = std::make_unique<PeerIdentity>(nullptr, config.default_user);
-  if (!config.tls_dir.empty()) {
-    GS_ASSIGN_OR_RETURN(s.tls, rpc::LoadServerTls(config.tls_dir));
-  }
-  const bool ha = config.store == "etcd";
-  s.store_kind = ha ? "etcd" : (config.data_dir.empty() ? "memory" : "sqlite");
+  return std::make_pair(listen, http);
+}
 
-  std::vector<std::string> endpoints;
-  std::shared_ptr<store::EtcdClient> status_client;
-  if (ha) {
-    GS_ASSIGN_OR_RETURN(endpoints, store::ParseEtcdEndpoints(config.etcd, "etcd"));
-    store::EtcdClient::Options o;
-    o.connect_timeout_ms = 300;
-    o.request_timeout_ms = 1'000;
-    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, o));
-    status_client = std::move(c);
-  } else {
-    // A single server leads from the start, before it serves anything.
-    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::StateStore> store, OpenSqlite(config));
-    GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
-                        ControlPlane::Create(config, s.clock, std::move(store)));
-    GS_RETURN_IF_ERROR(BootstrapAdminToken(config, *cp));
-    s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
-  }
-
-  s.api = std::make_unique<ApiService>(s.gate, [&s, status_client] {
-    return StatusOf(s, status_client.get());
-  });
-  s.submit = std::make_unique<AsyncSubmit>(*s.api, s.queue);
-  s.link = std::make_unique<AsyncAgentLink>(s.gate, s.queue,
-                                            /*require_client_cert=*/s.tls.has_value());
+// The gRPC server: the API, the agents' link and the submissions' completion queue on
+// --listen. Returns the port bound.
+static StatusOr<int> StartGrpc(Server::Impl& s) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, GrpcCredentials(s), &port);
+  builder.AddListeningPort(s.config.listen, GrpcCredentials(s), &port);
   // gRPC turns SO_REUSEPORT on by default: a second server on the same port would start
   // and share the calls with the first at random. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -498,11 +482,110 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
     }
   }
   if (!bind_failure.empty()) {
-    return FailedPrecondition("listen: cannot listen on " + config.listen + ": " + bind_failure +
+    return FailedPrecondition("listen: cannot listen on " + s.config.listen + ": " + bind_failure +
                               (bind_failure.find("in use") != std::string::npos
                                    ? " (is another gpusched running?)"
                                    : ""));
   }
+  return port;
+}
+
+// HA: the etcd store a new leader commits through, fenced by its leader key's revision.
+static Status LeadOnEtcd(Server::Impl& s, const std::vector<std::string>& endpoints,
+                         int64_t revision) {
+  // A write stuck on a member that lost its raft leader moves on to another member after
+  // 1.5 s instead of waiting out etcd's 7 s; the store's commit sequence makes the resend
+  // safe. Under the CLI's 5 s per try, so a client sees the write, not its own timeout.
+  store::EtcdClient::Options co;
+  co.connect_timeout_ms = 500;
+  co.request_timeout_ms = 1'500;
+  co.retry_for_ms = 4'000;
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, co));
+  store::EtcdStore::Options so;
+  so.prefix = s.config.etcd_prefix;
+  so.fence = {LeaderKey(s.config), revision};
+  so.on_fenced = [&s](const Status& why) {
+    if (s.election) s.election->Depose(why.message());
+  };
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdStore> store, store::EtcdStore::Open(std::move(c), so));
+  return Lead(s, std::move(store));
+}
+
+// HA: a standby that campaigns for the leader key; it leads once elected.
+static Status StartElection(Server::Impl& s, const std::vector<std::string>& endpoints) {
+  s.gate.SetStandby("", "campaigning");
+  GS_RETURN_IF_ERROR(StartHttp(s, nullptr));
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> election_client,
+                      store::EtcdClient::Create(endpoints));
+  LeaderElection::Options eo;
+  eo.key = LeaderKey(s.config);
+  eo.identity = s.advertise;
+  eo.ttl_s = s.config.lease_ttl_ms / 1000;
+  LeaderElection::Callbacks cb;
+  cb.on_elected = [&s, endpoints](int64_t revision) { return LeadOnEtcd(s, endpoints, revision); };
+  cb.on_deposed = [&s](const std::string& why) { StepDown(s, why, true); };
+  cb.on_standby = [&s](const std::string& leader, const std::string& detail) {
+    if (!s.gate.leading()) s.gate.SetStandby(leader, detail);
+  };
+  s.election = std::make_unique<LeaderElection>(std::move(election_client), eo, cb);
+  s.election->Start();
+  return Status::Ok();
+}
+
+// A single server leads from the start, before it serves anything: its store and control
+// plane.
+static Status OpenSingle(Server::Impl& s) {
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::StateStore> store, OpenSqlite(s.config));
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
+                      ControlPlane::Create(s.config, s.clock, std::move(store)));
+  GS_RETURN_IF_ERROR(BootstrapAdminToken(s.config, *cp));
+  s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
+  return Status::Ok();
+}
+
+// A single server's loop, HTTP and probe daemon, once it serves gRPC.
+static Status StartSingle(Server::Impl& s) {
+  s.gate.SetLeader(s.cp, s.advertise);
+  s.leader_since_ms = WallMs();
+  GS_RETURN_IF_ERROR(StartHttp(s, s.cp));
+  s.cp->StartLoop();
+  s.probe = std::make_unique<ProbeDaemon>(*s.cp, s.clock);
+  s.probe->Start();
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  GS_RETURN_IF_ERROR(config.Validate());
+  GS_ASSIGN_OR_RETURN(const auto addresses, CheckAddresses(config));
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.config = config;
+  s.http_host = addresses.second.host;
+  s.peers = std::make_unique<PeerIdentity>(nullptr, config.default_user);
+  if (!config.tls_dir.empty()) {
+    GS_ASSIGN_OR_RETURN(s.tls, rpc::LoadServerTls(config.tls_dir));
+  }
+  const bool ha = config.store == "etcd";
+  s.store_kind = ha ? "etcd" : (config.data_dir.empty() ? "memory" : "sqlite");
+  std::vector<std::string> endpoints;
+  std::shared_ptr<store::EtcdClient> status_client;
+  if (ha) {
+    GS_ASSIGN_OR_RETURN(endpoints, store::ParseEtcdEndpoints(config.etcd, "etcd"));
+    store::EtcdClient::Options o;
+    o.connect_timeout_ms = 300;
+    o.request_timeout_ms = 1'000;
+    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, o));
+    status_client = std::move(c);
+  } else {
+    GS_RETURN_IF_ERROR(OpenSingle(s));
+  }
+  s.api = std::make_unique<ApiService>(s.gate, [&s, status_client] {
+    return StatusOf(s, status_client.get());
+  });
+  s.submit = std::make_unique<AsyncSubmit>(*s.api, s.queue);
+  s.link = std::make_unique<AsyncAgentLink>(s.gate, s.queue,
+                                            /*require_client_cert=*/s.tls.has_value());
+  GS_ASSIGN_OR_RETURN(const int port, StartGrpc(s));
   {
     // A numeric --listen host is where loopback connections arrive; otherwise any.
     const std::string host = rpc::HostOf(config.listen);
@@ -511,52 +594,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   s.submit->Start();
   s.link->Start();
   s.queue.Start();
-  s.address = FormatHostPort(listen.host, port);
+  s.address = FormatHostPort(addresses.first.host, port);
   s.advertise = config.advertise.empty() ? s.address : config.advertise;
-
-  if (!ha) {
-    s.gate.SetLeader(s.cp, s.advertise);
-    s.leader_since_ms = WallMs();
-    GS_RETURN_IF_ERROR(StartHttp(s, s.cp));
-    s.cp->StartLoop();
-    s.probe = std::make_unique<ProbeDaemon>(*s.cp, s.clock);
-    s.probe->Start();
-    return std::unique_ptr<Server>(new Server(std::move(impl)));
-  }
-
-  s.gate.SetStandby("", "campaigning");
-  GS_RETURN_IF_ERROR(StartHttp(s, nullptr));
-  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> election_client,
-                      store::EtcdClient::Create(endpoints));
-  LeaderElection::Options eo;
-  eo.key = LeaderKey(config);
-  eo.identity = s.advertise;
-  eo.ttl_s = config.lease_ttl_ms / 1000;
-  LeaderElection::Callbacks cb;
-  cb.on_elected = [&s, endpoints](int64_t revision) -> Status {
-    // A write stuck on a member that lost its raft leader moves on to another member after
-    // 1.5 s instead of waiting out etcd's 7 s; the store's commit sequence makes the resend
-    // safe. Under the CLI's 5 s per try, so a client sees the write, not its own timeout.
-    store::EtcdClient::Options co;
-    co.connect_timeout_ms = 500;
-    co.request_timeout_ms = 1'500;
-    co.retry_for_ms = 4'000;
-    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, co));
-    store::EtcdStore::Options so;
-    so.prefix = s.config.etcd_prefix;
-    so.fence = {LeaderKey(s.config), revision};
-    so.on_fenced = [&s](const Status& why) {
-      if (s.election) s.election->Depose(why.message());
-    };
-    GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdStore> store, store::EtcdStore::Open(std::move(c), so));
-    return Lead(s, std::move(store));
-  };
-  cb.on_deposed = [&s](const std::string& why) { StepDown(s, why, true); };
-  cb.on_standby = [&s](const std::string& leader, const std::string& detail) {
-    if (!s.gate.leading()) s.gate.SetStandby(leader, detail);
-  };
-  s.election = std::make_unique<LeaderElection>(std::move(election_client), eo, cb);
-  s.election->Start();
+  GS_RETURN_IF_ERROR(ha ? StartElection(s, endpoints) : StartSingle(s));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -45,74 +46,97 @@ Status CheckDefaultUser(const std::string& user) {
 
 core::SchedulerConfig ServerConfig::DefaultSchedulerConfig() { return core::SchedulerConfig(); }
 
-Status ServerConfig::Validate() const {
-  GS_RETURN_IF_ERROR(scheduler.Validate());
-  for (auto [name, v] : {std::pair{"node_heartbeat", node_heartbeat_ms},
-                         {"task_heartbeat", task_heartbeat_ms},
-                         {"probe_interval", probe_interval_ms},
-                         {"probe_timeout", probe_timeout_ms},
-                         {"loop_tick", loop_tick_ms}}) {
+namespace {
+
+// Every period and duration: positive where it must be, bounded, heartbeats within timeouts.
+Status ValidatePeriods(const ServerConfig& c) {
+  for (auto [name, v] : {std::pair{"node_heartbeat", c.node_heartbeat_ms},
+                         {"task_heartbeat", c.task_heartbeat_ms},
+                         {"probe_interval", c.probe_interval_ms},
+                         {"probe_timeout", c.probe_timeout_ms},
+                         {"loop_tick", c.loop_tick_ms}}) {
     if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
   }
   // Issue 40: at most a year (a task's own grace has the same bound); above 24.8 days the
   // agent's wait once wrapped and the kill never came.
-  if (kill_grace_ms < 0 || kill_grace_ms > core::kMaxDurationMs) {
-    return InvalidArgument("kill_grace: " + FormatDurationMs(kill_grace_ms) +
+  if (c.kill_grace_ms < 0 || c.kill_grace_ms > core::kMaxDurationMs) {
+    return InvalidArgument("kill_grace: " + FormatDurationMs(c.kill_grace_ms) +
                            " must be from 0 to " + FormatDurationMs(core::kMaxDurationMs));
   }
-  if (filter_workers < 0 || filter_workers > 1024) {
-    return InvalidArgument("filter_workers: " + std::to_string(filter_workers) +
-                           " must be from 0 (one per core) to 1024");
-  }
-  if (retain_finished < 0) {
-    return InvalidArgument("retain_finished: " + std::to_string(retain_finished) +
+  if (c.retain_finished < 0) {
+    return InvalidArgument("retain_finished: " + std::to_string(c.retain_finished) +
                            " must be >= 0");
   }
-  if (retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
-  for (auto [name, v] : {std::pair{"http_max_body", http_max_body},
-                         {"http_header_timeout", http_header_timeout_ms},
-                         {"http_max_connections", http_max_connections},
-                         {"stream_limit", stream_limit},
-                         {"stream_limit_per_user", stream_limit_per_user}}) {
+  if (c.retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
+  if (c.store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
+  if (c.idle_after_ms < 0) return InvalidArgument("idle_after: must be >= 0 (0 = off)");
+  if (c.node_heartbeat_ms >= c.scheduler.node_timeout_ms) {
+    return InvalidArgument("node_heartbeat: " + FormatDurationMs(c.node_heartbeat_ms) +
+                           " must be shorter than node_timeout " +
+                           FormatDurationMs(c.scheduler.node_timeout_ms));
+  }
+  if (c.task_heartbeat_ms >= c.scheduler.task_timeout_ms) {
+    return InvalidArgument("task_heartbeat: " + FormatDurationMs(c.task_heartbeat_ms) +
+                           " must be shorter than task_timeout " +
+                           FormatDurationMs(c.scheduler.task_timeout_ms));
+  }
+  return Status::Ok();
+}
+
+// The limits on what the server takes: filter threads, the HTTP door, open streams.
+Status ValidateLimits(const ServerConfig& c) {
+  if (c.filter_workers < 0 || c.filter_workers > 1024) {
+    return InvalidArgument("filter_workers: " + std::to_string(c.filter_workers) +
+                           " must be from 0 (one per core) to 1024");
+  }
+  for (auto [name, v] : {std::pair{"http_max_body", c.http_max_body},
+                         {"http_header_timeout", c.http_header_timeout_ms},
+                         {"http_max_connections", c.http_max_connections},
+                         {"stream_limit", c.stream_limit},
+                         {"stream_limit_per_user", c.stream_limit_per_user}}) {
     if (v <= 0) return InvalidArgument(std::string(name) + ": must be > 0");
   }
-  if (store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
-  if (idle_after_ms < 0) return InvalidArgument("idle_after: must be >= 0 (0 = off)");
-  if (!auth.empty() && auth != "token" && auth != "none") {
-    return InvalidArgument("auth: \"" + auth + "\" (use token or none)");
+  return Status::Ok();
+}
+
+// Who calls (auth, default_user), the logs, and the store with its etcd endpoints and lease.
+Status ValidateIdentityAndStore(const ServerConfig& c) {
+  if (!c.auth.empty() && c.auth != "token" && c.auth != "none") {
+    return InvalidArgument("auth: \"" + c.auth + "\" (use token or none)");
   }
-  GS_RETURN_IF_ERROR(CheckDefaultUser(default_user));
-  if (!log_level.empty()) GS_RETURN_IF_ERROR(logging::ParseLevel(log_level, "log_level").status());
-  if (!log_format.empty()) {
-    GS_RETURN_IF_ERROR(logging::ParseFormat(log_format, "log_format").status());
+  GS_RETURN_IF_ERROR(CheckDefaultUser(c.default_user));
+  if (!c.log_level.empty()) {
+    GS_RETURN_IF_ERROR(logging::ParseLevel(c.log_level, "log_level").status());
   }
-  if (store != "sqlite" && store != "etcd") {
-    return InvalidArgument("store: \"" + store + "\" (use sqlite or etcd)");
+  if (!c.log_format.empty()) {
+    GS_RETURN_IF_ERROR(logging::ParseFormat(c.log_format, "log_format").status());
   }
-  if (store == "etcd") {
-    if (etcd.empty()) return InvalidArgument("etcd: --store etcd needs --etcd URL[,URL...]");
-    GS_RETURN_IF_ERROR(store::ParseEtcdEndpoints(etcd, "etcd").status());
-    if (etcd_prefix.empty() || etcd_prefix[0] != '/' || etcd_prefix.back() == '/') {
-      return InvalidArgument("etcd_prefix: \"" + etcd_prefix +
+  if (c.store != "sqlite" && c.store != "etcd") {
+    return InvalidArgument("store: \"" + c.store + "\" (use sqlite or etcd)");
+  }
+  if (c.store == "etcd") {
+    if (c.etcd.empty()) return InvalidArgument("etcd: --store etcd needs --etcd URL[,URL...]");
+    GS_RETURN_IF_ERROR(store::ParseEtcdEndpoints(c.etcd, "etcd").status());
+    if (c.etcd_prefix.empty() || c.etcd_prefix[0] != '/' || c.etcd_prefix.back() == '/') {
+      return InvalidArgument("etcd_prefix: \"" + c.etcd_prefix +
                              "\" must start with '/' and not end with one");
     }
   }
   // etcd's leases are whole seconds, at least 1.5 x its election timeout (2 s by default).
-  if (lease_ttl_ms < 2'000 || lease_ttl_ms % 1'000 != 0) {
-    return InvalidArgument("lease_ttl: " + FormatDurationMs(lease_ttl_ms) +
+  if (c.lease_ttl_ms < 2'000 || c.lease_ttl_ms % 1'000 != 0) {
+    return InvalidArgument("lease_ttl: " + FormatDurationMs(c.lease_ttl_ms) +
                            " must be whole seconds, at least 2s (etcd's minimum lease)");
   }
-  if (node_heartbeat_ms >= scheduler.node_timeout_ms) {
-    return InvalidArgument("node_heartbeat: " + FormatDurationMs(node_heartbeat_ms) +
-                           " must be shorter than node_timeout " +
-                           FormatDurationMs(scheduler.node_timeout_ms));
-  }
-  if (task_heartbeat_ms >= scheduler.task_timeout_ms) {
-    return InvalidArgument("task_heartbeat: " + FormatDurationMs(task_heartbeat_ms) +
-                           " must be shorter than task_timeout " +
-                           FormatDurationMs(scheduler.task_timeout_ms));
-  }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ServerConfig::Validate() const {
+  GS_RETURN_IF_ERROR(scheduler.Validate());
+  GS_RETURN_IF_ERROR(ValidatePeriods(*this));
+  GS_RETURN_IF_ERROR(ValidateLimits(*this));
+  return ValidateIdentityAndStore(*this);
 }
 
 size_t ServerConfig::FilterWorkers() const {
@@ -446,24 +470,9 @@ Status ApplyThresholds(const YAML::Node& value, const std::string& path, const s
   return Status::Ok();
 }
 
-// Every key of one value (docs/server-config.md lists each), bound to `c`; `priority_cap`
-// receives max_priority_value (0 = not given: 5 + fail_max).
-std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap) {
-  core::SchedulerConfig& s = c.scheduler;
+// The server's own keys: its periods, store, doors, identity and logs.
+std::map<std::string, Setter> ServerKeys(ServerConfig& c) {
   return {
-      {"t1", Duration(s.t1_ms)},
-      {"t2", Duration(s.t2_ms)},
-      {"fail_max", Integer(s.fail_max)},
-      // Issue 41: the same setting in users' words (retries of a task that does not say).
-      {"default_retries", Integer(s.fail_max)},
-      // PATENTS.md section 6: the demotion cap (default 5 + fail_max; a new task's Pt is 1-5)
-      // and the passes without a fitting node before a task is given up (default unlimited).
-      {"max_priority_value", InRange(priority_cap, 5, 1'000'000)},
-      {"max_placement_failures",
-       InRange(s.max_placement_failures, 1, std::numeric_limits<int64_t>::max() - 1, true)},
-      {"node_timeout", Duration(s.node_timeout_ms)},
-      {"node_lost_after", Duration(s.node_lost_after_ms)},
-      {"task_timeout", Duration(s.task_timeout_ms)},
       {"node_heartbeat", Duration(c.node_heartbeat_ms)},
       {"task_heartbeat", Duration(c.task_heartbeat_ms)},
       {"probe_interval", Duration(c.probe_interval_ms)},
@@ -488,6 +497,59 @@ std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap)
       {"default_user", Text(c.default_user)},
       {"log_level", Text(c.log_level)},
       {"log_format", Text(c.log_format)},
+      {"learn_task_written_peaks", Bool(c.learn_task_written_peaks)},
+      {"idle_action", Choice<bool>(c.idle_stop, {{"flag", false}, {"stop", true}})},
+      {"filter_workers", Integer(c.filter_workers)},
+      // The doors (issue 36; docs/auth.md "Limits at the doors").
+      {"http_max_body", Bytes(c.http_max_body)},
+      {"http_header_timeout", Duration(c.http_header_timeout_ms)},
+      {"http_max_connections", Integer(c.http_max_connections)},
+      {"http_hosts", Text(c.http_hosts)},
+      {"stream_limit", Integer(c.stream_limit)},
+      {"stream_limit_per_user", Integer(c.stream_limit_per_user)},
+  };
+}
+
+// Where tasks go: node and GPU order, fragmentation, the parallel node filter.
+std::map<std::string, Setter> PlacementKeys(core::PlacementOptions& p) {
+  return {
+      // CN109992422A claim 4: node order and GPU order (core/placement.h).
+      {"node_order",
+       Choice<core::NodeOrder>(p.node_order,
+                               {{"weighted_score", core::NodeOrder::kWeightedScore},
+                                {"load_balance", core::NodeOrder::kLoadBalance},
+                                {"min_fragmentation", core::NodeOrder::kMinFragmentation}})},
+      {"gpu_order", Choice<core::GpuOrder>(
+                        p.gpu_order, {{"spread", core::GpuOrder::kSpread},
+                                      {"best_fit", core::GpuOrder::kBestFit},
+                                      {"min_fragmentation", core::GpuOrder::kMinFragmentation}})},
+      {"fragmentation_measure",
+       Choice<core::FragmentationMeasure>(p.fragmentation,
+                                          {{"packing", core::FragmentationMeasure::kPacking},
+                                           {"next_task", core::FragmentationMeasure::kNextTask}})},
+      {"use_reported_free", Bool(p.filter.use_reported_free)},
+      // CN115981827A claim 1: the parallel node filter.
+      {"parallel_threshold", Count(p.parallel_threshold, 0)},
+      {"parallel_chunks", Count(p.parallel_chunks, 1)},
+  };
+}
+
+// The scheduler's keys (core/scheduler_config.h).
+std::map<std::string, Setter> SchedulerKeys(core::SchedulerConfig& s, int64_t& priority_cap) {
+  return {
+      {"t1", Duration(s.t1_ms)},
+      {"t2", Duration(s.t2_ms)},
+      {"fail_max", Integer(s.fail_max)},
+      // Issue 41: the same setting in users' words (retries of a task that does not say).
+      {"default_retries", Integer(s.fail_max)},
+      // PATENTS.md section 6: the demotion cap (default 5 + fail_max; a new task's Pt is 1-5)
+      // and the passes without a fitting node before a task is given up (default unlimited).
+      {"max_priority_value", InRange(priority_cap, 5, 1'000'000)},
+      {"max_placement_failures",
+       InRange(s.max_placement_failures, 1, std::numeric_limits<int64_t>::max() - 1, true)},
+      {"node_timeout", Duration(s.node_timeout_ms)},
+      {"node_lost_after", Duration(s.node_lost_after_ms)},
+      {"task_timeout", Duration(s.task_timeout_ms)},
       {"fair_share_weight", Number(s.fair_share.fair_share_weight)},
       {"priority_weight", Number(s.fair_share.priority_weight)},
       {"fair_share_half_life", Duration(s.fair_share.half_life_ms)},
@@ -502,35 +564,6 @@ std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap)
       {"preemption_grace", Duration(s.preemption_grace_ms)},
       {"default_priority_class", Text(s.default_priority_class)},
       {"default_max_priority", Text(s.priority_grants.default_max)},
-      {"learn_task_written_peaks", Bool(c.learn_task_written_peaks)},
-      {"idle_action", Choice<bool>(c.idle_stop, {{"flag", false}, {"stop", true}})},
-      // CN109992422A claim 4: node order and GPU order (core/placement.h).
-      {"node_order", Choice<core::NodeOrder>(s.placement.node_order,
-                                             {{"weighted_score", core::NodeOrder::kWeightedScore},
-                                              {"load_balance", core::NodeOrder::kLoadBalance},
-                                              {"min_fragmentation",
-                                               core::NodeOrder::kMinFragmentation}})},
-      {"gpu_order", Choice<core::GpuOrder>(s.placement.gpu_order,
-                                           {{"spread", core::GpuOrder::kSpread},
-                                            {"best_fit", core::GpuOrder::kBestFit},
-                                            {"min_fragmentation",
-                                             core::GpuOrder::kMinFragmentation}})},
-      {"fragmentation_measure",
-       Choice<core::FragmentationMeasure>(s.placement.fragmentation,
-                                          {{"packing", core::FragmentationMeasure::kPacking},
-                                           {"next_task", core::FragmentationMeasure::kNextTask}})},
-      {"use_reported_free", Bool(s.placement.filter.use_reported_free)},
-      // CN115981827A claim 1: the parallel node filter.
-      {"parallel_threshold", Count(s.placement.parallel_threshold, 0)},
-      {"parallel_chunks", Count(s.placement.parallel_chunks, 1)},
-      {"filter_workers", Integer(c.filter_workers)},
-      // The doors (issue 36; docs/auth.md "Limits at the doors").
-      {"http_max_body", Bytes(c.http_max_body)},
-      {"http_header_timeout", Duration(c.http_header_timeout_ms)},
-      {"http_max_connections", Integer(c.http_max_connections)},
-      {"http_hosts", Text(c.http_hosts)},
-      {"stream_limit", Integer(c.stream_limit)},
-      {"stream_limit_per_user", Integer(c.stream_limit_per_user)},
       // Production queue orders (issue 37; core/queue_order.h), as `sim --policy`.
       {"queue_order", Choice<core::QueueOrder>(s.queue_order.order,
                                                {{"priority", core::QueueOrder::kPriority},
@@ -547,6 +580,15 @@ std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap)
                                   {{"stay_queued", core::CapacityWait::kStayQueued},
                                    {"failure_queue", core::CapacityWait::kFailureQueue}})},
   };
+}
+
+// Every key of one value (docs/server-config.md lists each), bound to `c`; `priority_cap`
+// receives max_priority_value (0 = not given: 5 + fail_max).
+std::map<std::string, Setter> ScalarKeys(ServerConfig& c, int64_t& priority_cap) {
+  std::map<std::string, Setter> keys = ServerKeys(c);
+  keys.merge(SchedulerKeys(c.scheduler, priority_cap));
+  keys.merge(PlacementKeys(c.scheduler.placement));
+  return keys;
 }
 
 // Keys whose value is a mapping or a list, each read by its own function in ApplyConfigFile.
@@ -575,73 +617,53 @@ StatusOr<bool> IsServerConfigDefault(const std::string& key, const std::string& 
   return it->second.show() == default_keys.at(key).show();
 }
 
-Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
-  core::SchedulerConfig& s = c.scheduler;
-  int64_t priority_cap = 0;  // max_priority_value; 0 = not given: 5 + fail_max
-  const std::map<std::string, Setter> keys = ScalarKeys(c, priority_cap);
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("config " + path + ": " + e.what());
+namespace {
+
+// A key that takes a mapping or a list (kStructuredKeys), read by its own function; nullopt
+// for every other key.
+std::optional<Status> ApplyStructuredKey(const std::string& key, const YAML::Node& value,
+                                         const std::string& path, ServerConfig& c) {
+  core::QueueOrderOptions& order = c.scheduler.queue_order;
+  if (key == "memory_table") return ApplyMemoryTable(value, path, c);
+  if (key == "score_weights") return ApplyScoreWeights(value, path, c);
+  if (key == "priority_classes") return ApplyPriorityClasses(value, path, c);
+  if (key == "priority_grants") return ApplyPriorityGrants(value, path, c);
+  if (key == "las_thresholds") {
+    return ApplyThresholds(value, path, key, order.las_thresholds_gpu_ms);
   }
-  if (root.IsNull()) return Status::Ok();
-  if (!root.IsMap()) return InvalidArgument("config " + path + ": expected a mapping of options");
-  std::map<std::string, int> seen;  // key -> its line: YAML forbids a key twice
-  for (const auto& kv : root) {
-    // as<std::string>() throws on a key that is a list or a mapping.
-    if (!kv.first.IsScalar()) {
-      return InvalidArgument("config " + path + ":" + std::to_string(kv.first.Mark().line + 1) +
-                             ": a key must be an option name");
-    }
-    const std::string key = kv.first.as<std::string>();
-    const int line = kv.first.Mark().line + 1;
-    // default_retries is fail_max in users' words: one of the two.
-    const std::string setting = key == "default_retries" ? "fail_max" : key;
-    if (auto [first, fresh] = seen.try_emplace(setting, line); !fresh) {
-      return InvalidArgument("config " + path + ":" + std::to_string(line) + ": " + key +
-                             " given twice (first on line " + std::to_string(first->second) +
-                             (setting != key || key == "fail_max" ? "; default_retries and "
-                                                                    "fail_max are one setting)"
-                                                                  : ")"));
-    }
-    if (key == "memory_table") {
-      GS_RETURN_IF_ERROR(ApplyMemoryTable(kv.second, path, c));
-      continue;
-    }
-    if (key == "score_weights") {
-      GS_RETURN_IF_ERROR(ApplyScoreWeights(kv.second, path, c));
-      continue;
-    }
-    if (key == "priority_classes") {
-      GS_RETURN_IF_ERROR(ApplyPriorityClasses(kv.second, path, c));
-      continue;
-    }
-    if (key == "priority_grants") {
-      GS_RETURN_IF_ERROR(ApplyPriorityGrants(kv.second, path, c));
-      continue;
-    }
-    if (key == "las_thresholds" || key == "dlas_thresholds") {
-      GS_RETURN_IF_ERROR(ApplyThresholds(kv.second, path, key,
-                                         key == "las_thresholds"
-                                             ? s.queue_order.las_thresholds_gpu_ms
-                                             : s.queue_order.dlas_thresholds_gpu_ms));
-      continue;
-    }
-    auto it = keys.find(key);
-    if (it == keys.end()) {
-      std::string known;
-      for (std::string_view name : kStructuredKeys) known += std::string(name) + ", ";
-      for (const auto& [name, apply] : keys) known += name + ", ";
-      known.resize(known.size() - 2);
-      return InvalidArgument("config " + path + ": unknown key \"" + key + "\" (known: " +
-                             known + ")");
-    }
-    if (!kv.second.IsScalar()) {
-      return InvalidArgument("config " + path + ": " + key + ": expected a single value");
-    }
-    GS_RETURN_IF_ERROR(it->second(kv.second.as<std::string>(), "config " + path + ": " + key));
+  if (key == "dlas_thresholds") {
+    return ApplyThresholds(value, path, key, order.dlas_thresholds_gpu_ms);
   }
+  return std::nullopt;
+}
+
+// YAML forbids a key twice; default_retries is fail_max in users' words: one of the two.
+Status CheckGivenOnce(std::map<std::string, int>& seen, const std::string& key, int line,
+                      const std::string& path) {
+  const std::string setting = key == "default_retries" ? "fail_max" : key;
+  auto [first, fresh] = seen.try_emplace(setting, line);
+  if (fresh) return Status::Ok();
+  return InvalidArgument("config " + path + ":" + std::to_string(line) + ": " + key +
+                         " given twice (first on line " + std::to_string(first->second) +
+                         (setting != key || key == "fail_max" ? "; default_retries and "
+                                                                "fail_max are one setting)"
+                                                              : ")"));
+}
+
+Status UnknownKey(const std::string& key, const std::map<std::string, Setter>& keys,
+                  const std::string& path) {
+  std::string known;
+  for (std::string_view name : kStructuredKeys) known += std::string(name) + ", ";
+  for (const auto& [name, apply] : keys) known += name + ", ";
+  known.resize(known.size() - 2);
+  return InvalidArgument("config " + path + ": unknown key \"" + key + "\" (known: " + known +
+                         ")");
+}
+
+// What follows from the keys read (`seen`): the demotion cap, the baselines' capacity wait,
+// the 2D-LAS knob's range.
+Status FinishConfigFile(const std::map<std::string, int>& seen, int64_t priority_cap,
+                        const std::string& path, core::SchedulerConfig& s) {
   s.max_priority_value = static_cast<int>(priority_cap > 0 ? priority_cap : 5 + s.fail_max);
   // The baselines wait in Q for capacity, as `sim --policy` runs them (sim/policy.h): under
   // another order than CN115981827A's, FQ's t2 delay would only hold back what the order
@@ -655,6 +677,43 @@ Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
                            std::to_string(s.queue_order.dlas_promote_knob) +
                            " must be a number from 0 to 1e6");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyConfigFile(const std::string& path, ServerConfig& c) {
+  int64_t priority_cap = 0;  // max_priority_value; 0 = not given: 5 + fail_max
+  const std::map<std::string, Setter> keys = ScalarKeys(c, priority_cap);
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("config " + path + ": " + e.what());
+  }
+  if (root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) return InvalidArgument("config " + path + ": expected a mapping of options");
+  std::map<std::string, int> seen;  // key -> its line
+  for (const auto& kv : root) {
+    // as<std::string>() throws on a key that is a list or a mapping.
+    if (!kv.first.IsScalar()) {
+      return InvalidArgument("config " + path + ":" + std::to_string(kv.first.Mark().line + 1) +
+                             ": a key must be an option name");
+    }
+    const std::string key = kv.first.as<std::string>();
+    GS_RETURN_IF_ERROR(CheckGivenOnce(seen, key, kv.first.Mark().line + 1, path));
+    if (std::optional<Status> done = ApplyStructuredKey(key, kv.second, path, c)) {
+      GS_RETURN_IF_ERROR(*done);
+      continue;
+    }
+    auto it = keys.find(key);
+    if (it == keys.end()) return UnknownKey(key, keys, path);
+    if (!kv.second.IsScalar()) {
+      return InvalidArgument("config " + path + ": " + key + ": expected a single value");
+    }
+    GS_RETURN_IF_ERROR(it->second(kv.second.as<std::string>(), "config " + path + ": " + key));
+  }
+  GS_RETURN_IF_ERROR(FinishConfigFile(seen, priority_cap, path, c.scheduler));
   return c.Validate();
 }
 

@@ -243,95 +243,98 @@ Status SqliteStore::Commit(const WriteBatch& batch) {
   return s;
 }
 
-Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
-  Statement put_task(Cached("INSERT OR REPLACE INTO tasks (id, record, state) VALUES (?, ?, ?)"));
-  if (!put_task.ok()) return Error("prepare");
-  for (const TaskRecord& r : batch.tasks) {
-    put_task.Reset();
-    put_task.Bind(1, static_cast<int64_t>(r.task.id.value()));
-    put_task.Bind(2, EncodeTask(r));
-    put_task.Bind(3, std::string(core::TaskStateName(r.task.state)));
-    if (put_task.Step() != SQLITE_DONE) return Error("write task " + r.task.id.ToString());
-  }
-  Statement put_node(Cached("INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)"));
-  if (!put_node.ok()) return Error("prepare");
-  for (const NodeRecord& n : batch.nodes) {
-    put_node.Reset();
-    put_node.Bind(1, n.spec.name);
-    put_node.Bind(2, EncodeNode(n));
-    if (put_node.Step() != SQLITE_DONE) return Error("write node " + n.spec.name);
-  }
-  Statement drop_node(Cached("DELETE FROM nodes WHERE name = ?"));
-  if (!drop_node.ok()) return Error("prepare");
-  for (const std::string& name : batch.removed_nodes) {
-    drop_node.Reset();
-    drop_node.Bind(1, name);
-    if (drop_node.Step() != SQLITE_DONE) return Error("delete node " + name);
-  }
-  Statement put_key(Cached("INSERT OR IGNORE INTO idempotency_keys (key, task_id) VALUES (?, ?)"));
-  if (!put_key.ok()) return Error("prepare");
-  for (const auto& [key, id] : batch.idempotency_keys) {
-    put_key.Reset();
-    put_key.Bind(1, key);
-    put_key.Bind(2, static_cast<int64_t>(id));
-    if (put_key.Step() != SQLITE_DONE) return Error("write idempotency key");
-  }
-  Statement put_peak(Cached("INSERT OR REPLACE INTO learned_peaks "
-                            "(profile, max_peak_mib, observations, recent) VALUES (?, ?, ?, ?)"));
-  if (!put_peak.ok()) return Error("prepare");
-  for (const LearnedPeak& p : batch.peaks) {
-    put_peak.Reset();
-    put_peak.Bind(1, EncodeProfile(p.profile));
-    MiB max_peak = 0;  // for readers of the older schema
-    for (MiB m : p.recent_mib) max_peak = std::max(max_peak, m);
-    put_peak.Bind(2, max_peak);
-    put_peak.Bind(3, p.observations);
-    put_peak.Bind(4, EncodePeaks(p.recent_mib));
-    if (put_peak.Step() != SQLITE_DONE) return Error("write learned peak");
-  }
-  Statement drop_peak(Cached("DELETE FROM learned_peaks WHERE profile = ?"));
-  if (!drop_peak.ok()) return Error("prepare");
-  for (const core::MemoryProfile& p : batch.forgotten_peaks) {
-    drop_peak.Reset();
-    drop_peak.Bind(1, EncodeProfile(p));
-    if (drop_peak.Step() != SQLITE_DONE) return Error("delete learned peak");
-  }
-  Statement put_token(Cached("INSERT OR REPLACE INTO tokens (id, record) VALUES (?, ?)"));
-  if (!put_token.ok()) return Error("prepare");
-  for (const TokenRecord& t : batch.tokens) {
-    put_token.Reset();
-    put_token.Bind(1, t.id);
-    put_token.Bind(2, EncodeToken(t));
-    if (put_token.Step() != SQLITE_DONE) return Error("write token " + t.id);
-  }
-  Statement drop_token(Cached("DELETE FROM tokens WHERE id = ?"));
-  if (!drop_token.ok()) return Error("prepare");
-  for (const std::string& id : batch.revoked_tokens) {
-    drop_token.Reset();
-    drop_token.Bind(1, id);
-    if (drop_token.Step() != SQLITE_DONE) return Error("delete token " + id);
-  }
-  Statement put_quota(Cached("INSERT OR REPLACE INTO quotas (team, guaranteed_gpus, "
-                             "guaranteed_gpu_mem_mib, borrow_gpus, max_priority) "
-                             "VALUES (?, ?, ?, ?, ?)"));
-  if (!put_quota.ok()) return Error("prepare");
-  for (const core::TeamQuota& q : batch.quotas) {
-    put_quota.Reset();
-    put_quota.Bind(1, q.team);
-    put_quota.Bind(2, q.guaranteed_gpus);
-    put_quota.Bind(3, q.guaranteed_gpu_mem_mib);
-    put_quota.Bind(4, q.borrow_gpus);
-    put_quota.Bind(5, q.max_priority);
-    if (put_quota.Step() != SQLITE_DONE) return Error("write quota of team " + q.team);
-  }
-  Statement drop_quota(Cached("DELETE FROM quotas WHERE team = ?"));
-  if (!drop_quota.ok()) return Error("prepare");
-  for (const std::string& team : batch.removed_quotas) {
-    drop_quota.Reset();
-    drop_quota.Bind(1, team);
-    if (drop_quota.Step() != SQLITE_DONE) return Error("delete quota of team " + team);
+template <typename Items, typename Bind, typename What>
+Status SqliteStore::WriteEach(const char* sql, const Items& items, Bind bind, What what) {
+  Statement st(Cached(sql));
+  if (!st.ok()) return Error("prepare");
+  for (const auto& item : items) {
+    st.Reset();
+    bind(st, item);
+    if (st.Step() != SQLITE_DONE) return Error(what(item));
   }
   return Status::Ok();
+}
+
+Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
+  GS_RETURN_IF_ERROR(WriteEach(
+      "INSERT OR REPLACE INTO tasks (id, record, state) VALUES (?, ?, ?)", batch.tasks,
+      [](Statement& st, const TaskRecord& r) {
+        st.Bind(1, static_cast<int64_t>(r.task.id.value()));
+        st.Bind(2, EncodeTask(r));
+        st.Bind(3, std::string(core::TaskStateName(r.task.state)));
+      },
+      [](const TaskRecord& r) { return "write task " + r.task.id.ToString(); }));
+  GS_RETURN_IF_ERROR(WriteEach(
+      "INSERT OR REPLACE INTO nodes (name, record) VALUES (?, ?)", batch.nodes,
+      [](Statement& st, const NodeRecord& n) {
+        st.Bind(1, n.spec.name);
+        st.Bind(2, EncodeNode(n));
+      },
+      [](const NodeRecord& n) { return "write node " + n.spec.name; }));
+  GS_RETURN_IF_ERROR(WriteEach(
+      "DELETE FROM nodes WHERE name = ?", batch.removed_nodes,
+      [](Statement& st, const std::string& name) { st.Bind(1, name); },
+      [](const std::string& name) { return "delete node " + name; }));
+  GS_RETURN_IF_ERROR(WriteEach(
+      "INSERT OR IGNORE INTO idempotency_keys (key, task_id) VALUES (?, ?)",
+      batch.idempotency_keys,
+      [](Statement& st, const auto& key_id) {
+        st.Bind(1, key_id.first);
+        st.Bind(2, static_cast<int64_t>(key_id.second));
+      },
+      [](const auto&) { return std::string("write idempotency key"); }));
+  GS_RETURN_IF_ERROR(WritePeaksLocked(batch));
+  GS_RETURN_IF_ERROR(WriteEach(
+      "INSERT OR REPLACE INTO tokens (id, record) VALUES (?, ?)", batch.tokens,
+      [](Statement& st, const TokenRecord& t) {
+        st.Bind(1, t.id);
+        st.Bind(2, EncodeToken(t));
+      },
+      [](const TokenRecord& t) { return "write token " + t.id; }));
+  GS_RETURN_IF_ERROR(WriteEach(
+      "DELETE FROM tokens WHERE id = ?", batch.revoked_tokens,
+      [](Statement& st, const std::string& id) { st.Bind(1, id); },
+      [](const std::string& id) { return "delete token " + id; }));
+  return WriteQuotasLocked(batch);
+}
+
+Status SqliteStore::WritePeaksLocked(const WriteBatch& batch) {
+  GS_RETURN_IF_ERROR(WriteEach(
+      "INSERT OR REPLACE INTO learned_peaks (profile, max_peak_mib, observations, recent) "
+      "VALUES (?, ?, ?, ?)",
+      batch.peaks,
+      [](Statement& st, const LearnedPeak& p) {
+        st.Bind(1, EncodeProfile(p.profile));
+        MiB max_peak = 0;  // for readers of the older schema
+        for (MiB m : p.recent_mib) max_peak = std::max(max_peak, m);
+        st.Bind(2, max_peak);
+        st.Bind(3, p.observations);
+        st.Bind(4, EncodePeaks(p.recent_mib));
+      },
+      [](const LearnedPeak&) { return std::string("write learned peak"); }));
+  return WriteEach(
+      "DELETE FROM learned_peaks WHERE profile = ?", batch.forgotten_peaks,
+      [](Statement& st, const core::MemoryProfile& p) { st.Bind(1, EncodeProfile(p)); },
+      [](const core::MemoryProfile&) { return std::string("delete learned peak"); });
+}
+
+Status SqliteStore::WriteQuotasLocked(const WriteBatch& batch) {
+  GS_RETURN_IF_ERROR(WriteEach(
+      "INSERT OR REPLACE INTO quotas (team, guaranteed_gpus, guaranteed_gpu_mem_mib, "
+      "borrow_gpus, max_priority) VALUES (?, ?, ?, ?, ?)",
+      batch.quotas,
+      [](Statement& st, const core::TeamQuota& q) {
+        st.Bind(1, q.team);
+        st.Bind(2, q.guaranteed_gpus);
+        st.Bind(3, q.guaranteed_gpu_mem_mib);
+        st.Bind(4, q.borrow_gpus);
+        st.Bind(5, q.max_priority);
+      },
+      [](const core::TeamQuota& q) { return "write quota of team " + q.team; }));
+  return WriteEach(
+      "DELETE FROM quotas WHERE team = ?", batch.removed_quotas,
+      [](Statement& st, const std::string& team) { st.Bind(1, team); },
+      [](const std::string& team) { return "delete quota of team " + team; });
 }
 
 Status SqliteStore::Quarantine(const std::string& table, const std::string& key,

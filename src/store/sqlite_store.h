@@ -88,6 +88,12 @@ class SqliteStore final : public StateStore {
   Status LoadClusterId();
   StatusOr<int> ReadSchemaVersion();
   Status WriteBatchLocked(const WriteBatch& batch);
+  Status WritePeaksLocked(const WriteBatch& batch);   // learned and forgotten peaks
+  Status WriteQuotasLocked(const WriteBatch& batch);  // set and removed quotas
+  // Runs the cached statement `sql` once per item of `items`, bound by bind(statement,
+  // item); a failed step's error names what(item).
+  template <typename Items, typename Bind, typename What>
+  Status WriteEach(const char* sql, const Items& items, Bind bind, What what);
   Status Quarantine(const std::string& table, const std::string& key, const std::string& text,
                     const std::string& error);
 

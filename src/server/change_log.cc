@@ -1,0 +1,29 @@
+#include "server/change_log.h"
+
+#include <set>
+
+namespace gpusched::server {
+
+void ChangeLog::Add(uint64_t id) {
+  log_.emplace_back(version_ + 1, id);
+  open_ = true;
+}
+
+bool ChangeLog::Seal() {
+  if (!open_) return false;
+  open_ = false;
+  ++version_;
+  while (log_.size() > capacity_) log_.pop_front();
+  return true;
+}
+
+std::vector<uint64_t> ChangeLog::Since(uint64_t since, bool& everything) const {
+  everything = !log_.empty() && log_.front().first > since + 1;
+  std::set<uint64_t> unique;
+  for (auto it = log_.rbegin(); it != log_.rend() && it->first > since; ++it) {
+    unique.insert(it->second);
+  }
+  return {unique.begin(), unique.end()};
+}
+
+}  // namespace gpusched::server

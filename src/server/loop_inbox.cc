@@ -1,0 +1,57 @@
+#include "server/loop_inbox.h"
+
+namespace gpusched::server {
+
+bool LoopInbox::PostMessage(PostedMessage m, bool* was_empty) {
+  std::unique_lock<std::mutex> lock(mu_);
+  room_.wait(lock, [&] { return closed_ || messages_.size() < max_posted_; });
+  if (closed_) return false;
+  *was_empty = messages_.empty() && submissions_.empty() && keyed_.empty();
+  messages_.push_back(std::move(m));
+  return true;
+}
+
+std::string LoopInbox::PostSubmission(PostedSubmission s, bool* was_empty) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t posted = submissions_.size() + keyed_.size();
+  if (closed_) return "stopping";
+  if (posted >= max_posted_) {
+    return "busy: " + std::to_string(max_posted_) + " submissions wait for its loop";
+  }
+  *was_empty = messages_.empty() && posted == 0;
+  (s.key.empty() ? submissions_ : keyed_).push_back(std::move(s));
+  return "";
+}
+
+std::vector<PostedSubmission> LoopInbox::TakeKeyed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PostedSubmission> out;
+  out.swap(keyed_);
+  return out;
+}
+
+LoopInbox::Taken LoopInbox::Take() {
+  Taken out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.messages.swap(messages_);
+    out.submissions.swap(submissions_);
+  }
+  if (out.messages.size() >= max_posted_) room_.notify_all();  // a handler may wait for room
+  return out;
+}
+
+std::vector<PostedSubmission> LoopInbox::Close() {
+  std::vector<PostedSubmission> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    out.swap(submissions_);
+    for (PostedSubmission& s : keyed_) out.push_back(std::move(s));
+    keyed_.clear();
+  }
+  room_.notify_all();
+  return out;
+}
+
+}  // namespace gpusched::server

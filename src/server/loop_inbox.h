@@ -1,0 +1,77 @@
+#pragma once
+// LoopInbox: the two inboxes of the control plane's loop (issue 40: split out of
+// ControlPlane). Agent handlers post the messages of their streams; the gRPC and REST doors
+// post submissions (keyed ones apart: the loop reads their keys from the store before the
+// round that admits them). The loop takes what was posted, in the order posted, each round.
+//
+// Bounds: at most `max_posted` messages and as many submissions wait. A handler that finds
+// the message inbox full waits for the loop to take it (its agent's stream is not read
+// meanwhile: gRPC's flow control slows the agent down); a submission that finds its inbox
+// full is refused at once (the client submits again). Once closed (the loop stopped) messages
+// are dropped and submissions refused; Close hands back those not taken.
+//
+// Thread-safety: every method from any thread (its own lock, never held while calling out).
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "core/task.h"
+#include "gpusched/v1/gpusched.pb.h"
+#include "server/agent_channel.h"
+
+namespace gpusched::server {
+
+// What a submission's poster is told: its tasks' ids once durable, or the error.
+using SubmitManyDone = std::function<void(StatusOr<std::vector<TaskId>>)>;
+
+struct PostedMessage {
+  std::string node;
+  v1::AgentMessage message;
+  std::weak_ptr<AgentChannel> channel;  // the stream it came on
+};
+
+struct PostedSubmission {
+  std::vector<core::TaskSpec> specs;  // one, or a job array's
+  std::string key;                    // the idempotency key; "" = none
+  std::optional<uint64_t> stored;     // the task the store holds for `key`, once read
+  SubmitManyDone done;
+};
+
+class LoopInbox {
+ public:
+  explicit LoopInbox(size_t max_posted) : max_posted_(max_posted) {}
+
+  // Waits for room; false (dropped) once closed. `*was_empty`: nothing of either kind
+  // waited, so the poster must wake the loop.
+  bool PostMessage(PostedMessage m, bool* was_empty);
+  // Never waits. "" when posted, else why not ("stopping", "busy: ...").
+  std::string PostSubmission(PostedSubmission s, bool* was_empty);
+  // The keyed submissions posted so far.
+  std::vector<PostedSubmission> TakeKeyed();
+  // The messages and the unkeyed submissions posted so far, both at once: a post that then
+  // finds the inbox empty wakes the loop for what follows.
+  struct Taken {
+    std::vector<PostedMessage> messages;
+    std::vector<PostedSubmission> submissions;
+  };
+  Taken Take();
+  // Refuses every post from now on; returns the submissions not taken, unkeyed first.
+  std::vector<PostedSubmission> Close();
+
+ private:
+  const size_t max_posted_;
+  std::mutex mu_;
+  std::condition_variable room_;  // the messages were taken, or the inbox closed
+  std::vector<PostedMessage> messages_;
+  std::vector<PostedSubmission> submissions_, keyed_;
+  bool closed_ = false;
+};
+
+}  // namespace gpusched::server

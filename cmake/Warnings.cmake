@@ -7,6 +7,13 @@ if(GPUSCHED_WERROR)
   target_compile_options(gpusched_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
 endif()
 
+# gpusched_concurrency_test(target): the test binary `target` carries the `concurrency` label;
+# the `concurrency_tests` target (top-level CMakeLists.txt) builds every such binary and
+# nothing else, which is what `./run tsan` builds.
+function(gpusched_concurrency_test target)
+  set_property(GLOBAL APPEND PROPERTY GPUSCHED_CONCURRENCY_TESTS ${target})
+endfunction()
+
 # gpusched_add_test(name SOURCES ... LIBS ... [LABELS ...]): a GoogleTest binary registered
 # with ctest. LABELS (e.g. concurrency, run by ./run tsan) apply to every test of the binary.
 function(gpusched_add_test name)
@@ -14,6 +21,9 @@ function(gpusched_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main
                         gpusched_warnings)
+  if("concurrency" IN_LIST ARG_LABELS)
+    gpusched_concurrency_test(${name})
+  endif()
   if(ARG_LABELS)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
   else()

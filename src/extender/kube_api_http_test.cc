@@ -17,14 +17,18 @@ namespace {
 
 using nlohmann::json;
 
+// Routes are added between construction (the port is bound) and Start (the listening thread
+// starts): a thread started first would see them only through the test's requests, an order
+// ThreadSanitizer cannot see.
 class FakeApiServer {
  public:
-  FakeApiServer() {
-    port_ = server_.bind_to_any_port("127.0.0.1");
+  FakeApiServer() { port_ = server_.bind_to_any_port("127.0.0.1"); }
+  void Start() {
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::yield();
   }
   ~FakeApiServer() {
+    if (!thread_.joinable()) return;
     server_.stop();
     thread_.join();
   }
@@ -111,6 +115,7 @@ class HttpKubeApiTest : public ::testing::Test {
                 res.status = 201;
                 res.set_content(R"({"kind":"Status","status":"Success","code":201})", "application/json");
               });
+    server_.Start();
     KubeApiOptions options;
     options.url = server_.url();
     options.token_file = token_path_.string();
@@ -121,8 +126,8 @@ class HttpKubeApiTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove(token_path_); }
 
   FakeClock clock_;
+  Seen seen_;  // before server_: the handlers write it until server_ has stopped
   FakeApiServer server_;
-  Seen seen_;
   std::filesystem::path token_path_;
   std::unique_ptr<HttpKubeApi> api_;
 };

@@ -3,27 +3,18 @@
 namespace gpusched::core {
 
 const char* FilterName(int id) {
-  static constexpr const char* kNames[kNumFilters] = {
-      "Reachable",   "Available",  "NodeUnschedulable", "TaintToleration", "NodeSelector",
-      "CpuFit",      "MemoryFit",  "GpuModel",          "GpuCount",        "GpuMemoryFit",
-      "GpuHealth"};
-  return id >= 0 && id < kNumFilters ? kNames[id] : "none";
+  return id >= 0 && id < kNumFilters ? kFilters[kFilterRow[static_cast<size_t>(id)]].name
+                                     : "none";
 }
 
 const char* FilterReason(int id) {
-  static constexpr const char* kReasons[kNumFilters] = {
-      "unreachable",
-      "unavailable (no heartbeat)",
-      "cordoned or draining",
-      "untolerated taint",
-      "node selector mismatch",
-      "insufficient CPU",
-      "insufficient memory",
-      "no GPU of the requested model",
-      "too few GPUs",
-      "insufficient GPU memory",
-      "unhealthy GPUs (Xid, ECC or lost; back after the health period)"};
-  return id >= 0 && id < kNumFilters ? kReasons[id] : "none";
+  return id >= 0 && id < kNumFilters ? kFilters[kFilterRow[static_cast<size_t>(id)]].reason
+                                     : "none";
+}
+
+bool RejectsForWhatTheNodeIs(int id) {
+  return id >= 0 && id < kNumFilters &&
+         kFilters[kFilterRow[static_cast<size_t>(id)]].judges == Judges::kWhatTheNodeIs;
 }
 
 namespace {

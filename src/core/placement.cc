@@ -50,12 +50,6 @@ const char* PlaceOutcomeName(PlaceOutcome outcome) {
 
 namespace {
 
-// Filters that judge a node by what it is, not by its state or free capacity.
-bool RejectsForWhatTheNodeIs(int filter) {
-  return filter == kFilterTaintToleration || filter == kFilterNodeSelector ||
-         filter == kFilterGpuModel || filter == kFilterGpuCount;
-}
-
 PlaceOutcome NotPlacedOutcome(const PlacementReport& report) {
   if (report.total_nodes == 0) return PlaceOutcome::kRetryLater;
   for (int f = 0; f < kNumFilters; ++f) {

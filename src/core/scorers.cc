@@ -38,17 +38,26 @@ ScoreInputs ScoreInputsOf(const NodeSummary& s) {
           s.running_tasks, s.inv_cpu, s.inv_mem, s.inv_gpu_mem};
 }
 
+double LeastAllocatedValue(const ScoreContext& c) {
+  return LeastAllocatedFromFractions(c.fractions, c.kinds);
+}
+
+double BalancedAllocationValue(const ScoreContext& c) {
+  return BalancedAllocationFromFractions(c.fractions, c.kinds);
+}
+
+double ServerLoadValue(const ScoreContext& c) { return 100.0 / (1.0 + c.in.running_tasks); }
+
+double GpuBestFitValue(const ScoreContext& c) {
+  const MiB used = c.in.gpu_alloc_mib + RequestedGpuMib(c.in, c.request);
+  return std::min(1.0, static_cast<double>(used) * c.in.inv_gpu_mem) * 100.0;
+}
+
 std::array<double, kNumScorers> ScorerValues(const ScoreInputs& in, const PlacementRequest& r) {
-  double f[3];
-  const int k = FractionsOf(in, r, f);
+  ScoreContext c{in, r};
+  c.kinds = FractionsOf(in, r, c.fractions);
   std::array<double, kNumScorers> v{};
-  v[kScorerLeastAllocated] = LeastAllocatedFromFractions(f, k);
-  v[kScorerBalancedAllocation] = BalancedAllocationFromFractions(f, k);
-  v[kScorerServerLoad] = 100.0 / (1.0 + in.running_tasks);
-  v[kScorerGpuBestFit] =
-      std::min(1.0, static_cast<double>(in.gpu_alloc_mib + RequestedGpuMib(in, r)) *
-                        in.inv_gpu_mem) *
-      100.0;
+  for (const ScorerDef& s : kScorers) v[static_cast<size_t>(s.id)] = s.value(c);
   return v;
 }
 
@@ -74,9 +83,7 @@ double BalancedAllocationFromFractions(const double f[3], int k) {
 }
 
 const char* ScorerName(int id) {
-  static constexpr const char* kNames[kNumScorers] = {"LeastAllocated", "BalancedAllocation",
-                                                      "ServerLoad", "GpuBestFit"};
-  return id >= 0 && id < kNumScorers ? kNames[id] : "none";
+  return id >= 0 && id < kNumScorers ? kScorers[static_cast<size_t>(id)].name : "none";
 }
 
 double LeastAllocatedScore(const NodeState& n, const PlacementRequest& r) {
@@ -106,12 +113,22 @@ double Weighted(const ScoreWeights& w, const std::array<double, kNumScorers>& va
   return weights > 0 ? sum / weights : 0.0;
 }
 
+// True when no plugin but LeastAllocated and BalancedAllocation has a weight: the case
+// WeightedScoreFast computes inline.
+bool OnlyDefaultPluginsWeighted(const ScoreWeights& w) {
+  for (int id = 0; id < kNumScorers; ++id) {
+    if (id != kScorerLeastAllocated && id != kScorerBalancedAllocation && w.weight[id] != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 double WeightedScoreFast(const ScoreWeights& w, const NodeSummary& s, const PlacementRequest& r) {
   const ScoreInputs in = ScoreInputsOf(s);
-  if (in.inv_cpu > 0 && in.inv_mem > 0 && in.inv_gpu_mem > 0 &&
-      w.weight[kScorerServerLoad] == 0 && w.weight[kScorerGpuBestFit] == 0) {
+  if (in.inv_cpu > 0 && in.inv_mem > 0 && in.inv_gpu_mem > 0 && OnlyDefaultPluginsWeighted(w)) {
     // The default plugins on a node with CPU, RAM and GPUs: the hot case, without branches.
     double f[3];
     FractionsOf(in, r, f);

@@ -6,6 +6,17 @@
 // Defaults ([choice], PATENTS.md section 4 k8s_select): the mean of LeastAllocated and
 // BalancedAllocation. ServerLoad is CN109992422A's first preset principle as a score;
 // GpuBestFit packs GPU memory (useful to keep whole GPUs free).
+//
+// kScorers holds one row per plugin, in id order: its name (`why`'s breakdown, metrics), its
+// key in the server config's `score_weights:`, its default weight and its function, which
+// reads a ScoreContext (the node's ScoreInputs, the request, and the used fractions after
+// placement, computed once per node). One formula per plugin serves both the ranking (from
+// the node summaries) and `why` (from the nodes), so the score that ranks is the score `why`
+// explains (issue 40). Adding a plugin is an id before kNumScorers, its function, and one row:
+//   double TopologyValue(const ScoreContext& c);  // defined in scorers.cc
+//   {kScorerTopology, "Topology", "topology", 0.0, TopologyValue},
+// (WeightedScoreFast's inline path covers the default plugins only; a weight on any other
+// plugin takes the table's path.)
 
 #include <array>
 #include <string>
@@ -15,6 +26,7 @@
 
 namespace gpusched::core {
 
+// Stable ids: the index of ScoreWeights::weight and of ScorerValues.
 enum ScorerId : int {
   kScorerLeastAllocated = 0,
   kScorerBalancedAllocation,
@@ -23,25 +35,8 @@ enum ScorerId : int {
   kNumScorers,
 };
 
-const char* ScorerName(int id);
-
-struct ScoreWeights {
-  std::array<double, kNumScorers> weight = {1.0, 1.0, 0.0, 0.0};
-};
-
-// Σ_r (capacity - allocated - request) / capacity × 100 / |r| over CPU, RAM and GPU memory,
-// skipping resources the node does not have.
-double LeastAllocatedScore(const NodeState& n, const PlacementRequest& r);
-// (1 - standard deviation of the CPU, RAM and GPU-memory fractions after placement) × 100.
-double BalancedAllocationScore(const NodeState& n, const PlacementRequest& r);
-// 100 / (1 + tasks already on the node).
-double ServerLoadScore(const NodeState& n);
-// GPU-memory fraction after placement × 100.
-double GpuBestFitScore(const NodeState& n, const PlacementRequest& r);
-
 // What the scorers read of a node, taken from the node (explanations) or from its summary
-// (ranking): one formula per plugin for both, so the score that ranks is the score `why`
-// explains (issue 40).
+// (ranking).
 struct ScoreInputs {
   int64_t cpu_alloc = 0, mem_alloc = 0;
   MiB gpu_alloc_mib = 0, max_gpu_total_mib = 0;
@@ -50,6 +45,67 @@ struct ScoreInputs {
 };
 ScoreInputs ScoreInputsOf(const NodeState& n);
 ScoreInputs ScoreInputsOf(const NodeSummary& s);
+
+// One node and one request: what a plugin reads. `fractions` are the used fractions of CPU,
+// RAM and GPU memory after placement, clamped to [0, 1], for the `kinds` of them the node has.
+struct ScoreContext {
+  const ScoreInputs& in;
+  const PlacementRequest& request;
+  double fractions[3] = {0, 0, 0};
+  int kinds = 0;
+};
+
+// The plugins' functions.
+// Σ_r (capacity - allocated - request) / capacity × 100 / |r| over CPU, RAM and GPU memory,
+// skipping resources the node does not have.
+double LeastAllocatedValue(const ScoreContext& c);
+// (1 - standard deviation of the CPU, RAM and GPU-memory fractions after placement) × 100.
+double BalancedAllocationValue(const ScoreContext& c);
+// 100 / (1 + tasks already on the node).
+double ServerLoadValue(const ScoreContext& c);
+// GPU-memory fraction after placement × 100.
+double GpuBestFitValue(const ScoreContext& c);
+
+struct ScorerDef {
+  ScorerId id;
+  const char* name;        // as in `why`'s breakdown and metrics
+  const char* config_key;  // in the server config's `score_weights:`
+  double default_weight;
+  double (*value)(const ScoreContext&);  // in [0, 100], higher is better
+};
+
+// The plugins, in id order (the order of the weighted sum).
+inline constexpr std::array<ScorerDef, kNumScorers> kScorers = {{
+    {kScorerLeastAllocated, "LeastAllocated", "least_allocated", 1.0, LeastAllocatedValue},
+    {kScorerBalancedAllocation, "BalancedAllocation", "balanced_allocation", 1.0,
+     BalancedAllocationValue},
+    {kScorerServerLoad, "ServerLoad", "server_load", 0.0, ServerLoadValue},
+    {kScorerGpuBestFit, "GpuBestFit", "gpu_best_fit", 0.0, GpuBestFitValue},
+}};
+
+constexpr bool ScorersInIdOrder() {
+  for (size_t i = 0; i < kScorers.size(); ++i) {
+    if (kScorers[i].id != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+static_assert(ScorersInIdOrder(), "kScorers must list every ScorerId, in id order");
+
+const char* ScorerName(int id);
+
+struct ScoreWeights {
+  std::array<double, kNumScorers> weight = [] {
+    std::array<double, kNumScorers> w{};
+    for (const ScorerDef& s : kScorers) w[static_cast<size_t>(s.id)] = s.default_weight;
+    return w;
+  }();
+};
+
+double LeastAllocatedScore(const NodeState& n, const PlacementRequest& r);
+double BalancedAllocationScore(const NodeState& n, const PlacementRequest& r);
+double ServerLoadScore(const NodeState& n);
+double GpuBestFitScore(const NodeState& n, const PlacementRequest& r);
+
 // Every plugin's value for `r` on the node, indexed by ScorerId.
 std::array<double, kNumScorers> ScorerValues(const ScoreInputs& in, const PlacementRequest& r);
 

@@ -98,5 +98,20 @@ TEST(ScorersTest, Issue40_RankingScoreIsTheExplainedScoreOverRandomNodes) {
   EXPECT_EQ(compared, 50 * 200);
 }
 
+// The table keeps the names `why` prints, the server config's keys and the defaults
+// (PATENTS.md section 4: the mean of LeastAllocated and BalancedAllocation).
+TEST(ScorersTest, Issue40_TableKeepsNamesConfigKeysAndDefaultWeights) {
+  const char* names[kNumScorers] = {"LeastAllocated", "BalancedAllocation", "ServerLoad",
+                                    "GpuBestFit"};
+  const char* keys[kNumScorers] = {"least_allocated", "balanced_allocation", "server_load",
+                                   "gpu_best_fit"};
+  for (int s = 0; s < kNumScorers; ++s) {
+    EXPECT_STREQ(ScorerName(s), names[s]);
+    EXPECT_STREQ(kScorers[static_cast<size_t>(s)].config_key, keys[s]);
+  }
+  EXPECT_STREQ(ScorerName(kNumScorers), "none");
+  EXPECT_EQ(ScoreWeights{}.weight, (std::array<double, kNumScorers>{1.0, 1.0, 0.0, 0.0}));
+}
+
 }  // namespace
 }  // namespace gpusched::core

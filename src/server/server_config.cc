@@ -350,15 +350,24 @@ Status ApplyMemoryTable(const YAML::Node& value, const std::string& path, Server
   return spec::LoadMemoryTableYaml(c.memory_table_yaml, field, &scratch);
 }
 
+// The scorers' config keys (core::kScorers), "a, b, c<last>d".
+std::string ScorerKeys(const char* last) {
+  std::string keys;
+  for (size_t i = 0; i < core::kScorers.size(); ++i) {
+    if (i > 0) keys += i + 1 == core::kScorers.size() ? last : ", ";
+    keys += core::kScorers[i].config_key;
+  }
+  return keys;
+}
+
 // CN109992422A claim 4 / CN115981827A k8s_select: `score_weights:` is a mapping from scorer
-// (core/scorers.h) to weight >= 0. It replaces the whole set: a scorer not named weighs 0.
+// (core/scorers.h, kScorers' config keys) to weight >= 0. It replaces the whole set: a scorer
+// not named weighs 0.
 Status ApplyScoreWeights(const YAML::Node& value, const std::string& path, ServerConfig& c) {
-  static constexpr const char* kNames[core::kNumScorers] = {
-      "least_allocated", "balanced_allocation", "server_load", "gpu_best_fit"};
   const std::string field = "config " + path + ": score_weights";
   if (!value.IsMap() || value.size() == 0) {
-    return InvalidArgument(field + ": expected a mapping of scorer: weight (least_allocated, "
-                                   "balanced_allocation, server_load, gpu_best_fit)");
+    return InvalidArgument(field + ": expected a mapping of scorer: weight (" + ScorerKeys(", ") +
+                           ")");
   }
   core::ScoreWeights w;
   w.weight.fill(0);
@@ -367,14 +376,14 @@ Status ApplyScoreWeights(const YAML::Node& value, const std::string& path, Serve
       return InvalidArgument(field + ": expected scorer: weight pairs");
     }
     const std::string name = kv.first.as<std::string>();
-    const auto* it = std::find(std::begin(kNames), std::end(kNames), name);
-    if (it == std::end(kNames)) {
-      return InvalidArgument(field + ": unknown scorer \"" + name +
-                             "\" (use least_allocated, balanced_allocation, server_load or "
-                             "gpu_best_fit)");
+    const auto it = std::find_if(core::kScorers.begin(), core::kScorers.end(),
+                                  [&](const core::ScorerDef& s) { return name == s.config_key; });
+    if (it == core::kScorers.end()) {
+      return InvalidArgument(field + ": unknown scorer \"" + name + "\" (use " +
+                             ScorerKeys(" or ") + ")");
     }
     const std::string text = kv.second.as<std::string>();
-    double& out = w.weight[static_cast<size_t>(it - std::begin(kNames))];
+    double& out = w.weight[static_cast<size_t>(it->id)];
     GS_RETURN_IF_ERROR(Number(out)(text, field + "." + name));
     if (!std::isfinite(out) || out < 0 || out > 1e6) {
       return InvalidArgument(field + "." + name + ": \"" + text +

@@ -80,7 +80,6 @@ struct Agent::Impl {
   std::unique_ptr<grpc::Server> log_server;
   std::unique_ptr<TaskExecutor> executor;
   std::shared_ptr<TaskCgroups> cgroups;  // the process executor's; null with noop
-  core::GpuTopology topology;  // reported at registration; empty = unknown
   // The GPUs' health, the GPU tasks' shares, memory and use (gpu_monitor.h).
   std::unique_ptr<GpuMonitor> monitor;
   // Guarded by mu. GPU tasks told to stop (a kill is in its grace period), and assignments
@@ -298,8 +297,8 @@ v1::AgentMessage Agent::Impl::Register() {
   for (const auto& [k, v] : config.labels) (*r->mutable_labels())[k] = v;
   rpc::TaintsToProto(config.taints, r->mutable_taints());
   r->set_simulated(gpus->simulated());
-  for (uint8_t l : topology.links) r->add_gpu_links(l);
-  for (int numa : topology.numa) r->add_gpu_numa(numa);
+  for (uint8_t l : launch_facts.topology.links) r->add_gpu_links(l);
+  for (int numa : launch_facts.topology.numa) r->add_gpu_numa(numa);
   // Two-way reconciliation: what runs here now (adopted tasks included) and every exit the
   // server has not acknowledged. This replaces resending the unacknowledged statuses.
   for (const auto& [id, attempt] : RunningOrWaiting()) {
@@ -929,9 +928,9 @@ Status Agent::Impl::OpenGpus() {
   }
   const int count = static_cast<int>(gpus->gpus().size());
   if (!config.topology.empty()) {
-    GS_ASSIGN_OR_RETURN(topology, core::SimulatedTopology(config.topology, count));
+    GS_ASSIGN_OR_RETURN(launch_facts.topology, core::SimulatedTopology(config.topology, count));
   } else {
-    topology = gpus->Topology();
+    launch_facts.topology = gpus->Topology();
   }
   if (launch_facts.preload.empty() && config.preload_path != "none") {
     Log("libgpusched_preload.so is not next to this executable: GPU memory shares of tasks "
@@ -961,7 +960,6 @@ void Agent::Impl::FillLaunchFacts() {
   launch_facts.simulated_gpus = gpus->simulated();
   const char* inherited = std::getenv("LD_PRELOAD");
   launch_facts.agent_ld_preload = inherited != nullptr ? inherited : "";
-  launch_facts.topology = topology;
   launch_facts.numa_cpus = ReadNumaCpus();
   launch_facts.log_max_bytes = config.log_max_size_bytes;
 }

@@ -6,12 +6,11 @@ namespace gpusched::server {
 
 void ChangeLog::Add(uint64_t id) {
   log_.emplace_back(version_ + 1, id);
-  open_ = true;
 }
 
 bool ChangeLog::Seal() {
-  if (!open_) return false;
-  open_ = false;
+  // Entries of the version being built, if any, are the newest (trimming takes the oldest).
+  if (log_.empty() || log_.back().first <= version_) return false;
   ++version_;
   while (log_.size() > capacity_) log_.pop_front();
   return true;

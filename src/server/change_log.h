@@ -30,7 +30,6 @@ class ChangeLog {
  private:
   size_t capacity_;
   uint64_t version_ = 0;
-  bool open_ = false;                              // Add since the last Seal
   std::deque<std::pair<uint64_t, uint64_t>> log_;  // (version, task id), oldest first
 };
 

@@ -225,12 +225,10 @@ void ControlPlane::PostSubmissions(std::vector<core::TaskSpec> specs, std::strin
     return;
   }
   bool first = false;
-  // `done` moves into the inbox only when it is posted: it answers a refusal here.
-  PostedSubmission p{std::move(specs), std::move(idempotency_key), std::nullopt, nullptr};
-  p.done = done;
+  PostedSubmission p{std::move(specs), std::move(idempotency_key), std::nullopt, std::move(done)};
   const std::string refused = inbox_.PostSubmission(std::move(p), &first);
-  if (!refused.empty()) {
-    done(Unavailable("the server is " + refused + "; nothing was queued: submit again"));
+  if (!refused.empty()) {  // not posted: `p` is as it was
+    p.done(Unavailable("the server is " + refused + "; nothing was queued: submit again"));
     return;
   }
   if (first) Kick();

@@ -11,7 +11,7 @@ bool LoopInbox::PostMessage(PostedMessage m, bool* was_empty) {
   return true;
 }
 
-std::string LoopInbox::PostSubmission(PostedSubmission s, bool* was_empty) {
+std::string LoopInbox::PostSubmission(PostedSubmission&& s, bool* was_empty) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t posted = submissions_.size() + keyed_.size();
   if (closed_) return "stopping";

@@ -51,8 +51,9 @@ class LoopInbox {
   // Waits for room; false (dropped) once closed. `*was_empty`: nothing of either kind
   // waited, so the poster must wake the loop.
   bool PostMessage(PostedMessage m, bool* was_empty);
-  // Never waits. "" when posted, else why not ("stopping", "busy: ...").
-  std::string PostSubmission(PostedSubmission s, bool* was_empty);
+  // Never waits. "" when posted (`s` moved in), else why not ("stopping", "busy: ...") with
+  // `s` left as it was, for its poster to answer.
+  std::string PostSubmission(PostedSubmission&& s, bool* was_empty);
   // The keyed submissions posted so far.
   std::vector<PostedSubmission> TakeKeyed();
   // The messages and the unkeyed submissions posted so far, both at once: a post that then

@@ -60,10 +60,88 @@ bool RankDevices(const char* visible, int index, int copies, char* out, unsigned
   return true;
 }
 
+namespace {
+
+// The copies started so far and how their ends are awaited.
+struct Ranks {
+  pid_t pids[kMaxTasksPerNode];
+  int started = 0;
+  long grace_ms = 0;
+  long long kill_at = -1;  // when the copies still running get SIGKILL; -1 = not stopping
+
+  void Signal(int sig) {
+    for (int i = 0; i < started; ++i) {
+      if (pids[i] > 0) kill(pids[i], sig);
+    }
+  }
+  void Stop() {
+    Signal(SIGTERM);
+    kill_at = MonotonicMs() + grace_ms;
+  }
+};
+
+// The forked copy `index`: its torchrun-style rank variables and its share of the GPUs, then
+// the program.
+[[noreturn]] void ExecCopy(int index, int copies, long node_rank, long nnodes,
+                           const char* devices, const char* program, char* const* argv) {
+  signal(SIGTERM, SIG_DFL);
+  char number[32];
+  snprintf(number, sizeof number, "%d", index);
+  setenv("LOCAL_RANK", number, 1);
+  snprintf(number, sizeof number, "%ld", node_rank * copies + index);
+  setenv("RANK", number, 1);
+  snprintf(number, sizeof number, "%d", copies);
+  setenv("LOCAL_WORLD_SIZE", number, 1);
+  snprintf(number, sizeof number, "%ld", nnodes * copies);
+  setenv("WORLD_SIZE", number, 1);
+  if (devices != nullptr) setenv("CUDA_VISIBLE_DEVICES", devices, 1);
+  unsetenv(kTasksPerNodeEnv);
+  unsetenv("GPUSCHED_RANK_GRACE_MS");
+  execv(program, argv);
+  dprintf(2, "gpusched: cannot exec %s: %s\n", program, strerror(errno));
+  _exit(127);
+}
+
+// Waits for every copy; the first that fails stops the others (SIGTERM, SIGKILL after the
+// grace). Returns 0, or the first failure's code, or `result` when already failed.
+int AwaitRanks(Ranks& ranks, int result) {
+  int running = ranks.started;
+  while (running > 0) {
+    int status = 0;
+    const pid_t done = waitpid(-1, &status, ranks.kill_at < 0 ? 0 : WNOHANG);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      break;  // no children left
+    }
+    if (done == 0) {  // stopping the others: wait, then kill what is left
+      if (MonotonicMs() >= ranks.kill_at) {
+        ranks.Signal(SIGKILL);
+        ranks.kill_at = MonotonicMs() + 1'000'000;
+      }
+      const timespec nap{0, 20'000'000};
+      nanosleep(&nap, nullptr);
+      continue;
+    }
+    for (int i = 0; i < ranks.started; ++i) {
+      if (ranks.pids[i] == done) ranks.pids[i] = -1;
+    }
+    --running;
+    const int code = CodeOf(status);
+    if (code != 0 && result == 0) {
+      result = code;  // the first failure ends the node's ranks
+      dprintf(2, "gpusched: a process of this node exited with code %d; stopping the others\n",
+              code);
+      ranks.Stop();
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
 int RunRanks(int copies, const char* program, char* const* argv) {
   const long node_rank = EnvNumber("NODE_RANK", 0);
   const long nnodes = EnvNumber("NNODES", 1);
-  const long grace_ms = EnvNumber("GPUSCHED_RANK_GRACE_MS", 5000);
   const char* visible_env = getenv("CUDA_VISIBLE_DEVICES");
   char visible[512] = "";
   if (visible_env != nullptr) snprintf(visible, sizeof visible, "%s", visible_env);
@@ -76,76 +154,24 @@ int RunRanks(int copies, const char* program, char* const* argv) {
     }
   }
   signal(SIGTERM, SIG_IGN);  // the copies get the group's SIGTERM; the launcher waits
-  pid_t pids[kMaxTasksPerNode];
-  int started = 0;
-  for (; started < copies; ++started) {
+  Ranks ranks;
+  ranks.grace_ms = EnvNumber("GPUSCHED_RANK_GRACE_MS", 5000);
+  for (; ranks.started < copies; ++ranks.started) {
     const pid_t pid = fork();
     if (pid < 0) {
-      dprintf(2, "gpusched: cannot start process %d of %d: %s\n", started, copies,
+      dprintf(2, "gpusched: cannot start process %d of %d: %s\n", ranks.started, copies,
               strerror(errno));
       break;
     }
     if (pid == 0) {
-      signal(SIGTERM, SIG_DFL);
-      char number[32];
-      snprintf(number, sizeof number, "%d", started);
-      setenv("LOCAL_RANK", number, 1);
-      snprintf(number, sizeof number, "%ld", node_rank * copies + started);
-      setenv("RANK", number, 1);
-      snprintf(number, sizeof number, "%d", copies);
-      setenv("LOCAL_WORLD_SIZE", number, 1);
-      snprintf(number, sizeof number, "%ld", nnodes * copies);
-      setenv("WORLD_SIZE", number, 1);
-      if (visible_env != nullptr) setenv("CUDA_VISIBLE_DEVICES", devices[started], 1);
-      unsetenv(kTasksPerNodeEnv);
-      unsetenv("GPUSCHED_RANK_GRACE_MS");
-      execv(program, argv);
-      dprintf(2, "gpusched: cannot exec %s: %s\n", program, strerror(errno));
-      _exit(127);
+      ExecCopy(ranks.started, copies, node_rank, nnodes,
+               visible_env != nullptr ? devices[ranks.started] : nullptr, program, argv);
     }
-    pids[started] = pid;
+    ranks.pids[ranks.started] = pid;
   }
-  int result = started < copies ? 127 : 0;
-  int running = started;
-  long long kill_at = -1;  // when the copies still running get SIGKILL
-  if (result != 0) {
-    for (int i = 0; i < started; ++i) kill(pids[i], SIGTERM);
-    kill_at = MonotonicMs() + grace_ms;
-  }
-  while (running > 0) {
-    int status = 0;
-    const pid_t done = waitpid(-1, &status, kill_at < 0 ? 0 : WNOHANG);
-    if (done < 0) {
-      if (errno == EINTR) continue;
-      break;  // no children left
-    }
-    if (done == 0) {  // stopping the others: wait, then kill what is left
-      if (MonotonicMs() >= kill_at) {
-        for (int i = 0; i < started; ++i) {
-          if (pids[i] > 0) kill(pids[i], SIGKILL);
-        }
-        kill_at = MonotonicMs() + 1'000'000;
-      }
-      const timespec nap{0, 20'000'000};
-      nanosleep(&nap, nullptr);
-      continue;
-    }
-    for (int i = 0; i < started; ++i) {
-      if (pids[i] == done) pids[i] = -1;
-    }
-    --running;
-    const int code = CodeOf(status);
-    if (code != 0 && result == 0) {
-      result = code;  // the first failure ends the node's ranks
-      dprintf(2, "gpusched: a process of this node exited with code %d; stopping the others\n",
-              code);
-      for (int i = 0; i < started; ++i) {
-        if (pids[i] > 0) kill(pids[i], SIGTERM);
-      }
-      kill_at = MonotonicMs() + grace_ms;
-    }
-  }
-  return result;
+  const int result = ranks.started < copies ? 127 : 0;
+  if (result != 0) ranks.Stop();
+  return AwaitRanks(ranks, result);
 }
 
 }  // namespace gpusched::agent

@@ -465,27 +465,17 @@ bool ApplyOptions() {
   return true;
 }
 
-}  // namespace
+// Reports "launch failed: WHAT: strerror(errno)" and returns 127.
+int LaunchFailed(const char* what) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "launch failed: %s: %s", what, strerror(errno));
+  Report(msg);
+  return 127;
+}
 
-int main(int argc, char** argv) {
-  unsigned long long id = 0;
-  long long attempt = 0;
-  char run_name[64], exit_name[64];
-  const char* bad = nullptr;
-  const int first = ParseOptions(argc, argv, &g_options, &bad);
-  if (first < 0) {
-    dprintf(2, "gpusched-shim: unknown option %s\n%s", bad, kUsage);
-    return 2;
-  }
-  argc -= first - 1;
-  argv += first - 1;  // argv[1] is JOURNAL_DIR from here on
-  if (argc < 6 || !ParseKey(argv[2], argv[3], &id, &attempt) ||
-      !journal::RecordName(run_name, sizeof run_name, id, attempt, journal::kRunSuffix) ||
-      !journal::RecordName(exit_name, sizeof exit_name, id, attempt, journal::kExitSuffix)) {
-    dprintf(2, "%s", kUsage);
-    return 2;
-  }
-  const char* dir = argv[1];
+// The shim's own process: a session of its own, the agent's pipe kept from the task, and the
+// signals it waits for blocked (Supervise takes them with sigwaitinfo).
+sigset_t PrepareProcess() {
   setsid();                               // fails only if it leads a group already: fine
   fcntl(kStatusFd, F_SETFD, FD_CLOEXEC);  // the task must not hold the agent's pipe
   signal(SIGPIPE, SIG_IGN);               // fd 3's reader (the agent) may be gone
@@ -495,47 +485,28 @@ int main(int argc, char** argv) {
   const int kWaited[] = {SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP, SIGQUIT};
   for (int s : kWaited) sigaddset(&waited, s);
   sigprocmask(SIG_BLOCK, &waited, nullptr);
-  if (!ApplyOptions()) return 127;
-  journal::RunRecord run;
-  if (!journal::ReadProcessId(getpid(), &run.shim)) {
-    Report("launch failed: the task supervisor cannot read /proc (is it mounted?)");
-    return 127;
-  }
-  int gate[2], why[2];  // why: the child's reason when it cannot start the task
-  if (pipe2(gate, O_CLOEXEC) != 0 || pipe2(why, O_CLOEXEC | O_NONBLOCK) != 0 ||
-      (g_log_max > 0 && pipe2(g_output_pipe, O_CLOEXEC) != 0)) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "launch failed: pipe: %s", strerror(errno));
-    Report(msg);
-    return 127;
-  }
-  const pid_t task = fork();
-  if (task < 0) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "launch failed: fork: %s", strerror(errno));
-    Report(msg);
-    return 127;
-  }
-  if (task == 0) {
-    close(gate[1]);
-    close(why[0]);
-    ExecTask(gate[0], why[1], argv[4], argv + 5);
-  }
-  close(gate[0]);
-  close(why[1]);
-  pthread_t pump{};
-  bool pumping = false;
-  if (g_output_pipe[1] >= 0) {
-    close(g_output_pipe[1]);  // the task's now: EOF when its last process closes it
-    fcntl(g_output_pipe[0], F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; the default if refused
-    pumping = pthread_create(&pump, nullptr, &PumpOutput, nullptr) == 0;
-    if (!pumping) {
-      kill(task, SIGKILL);
-      waitpid(task, nullptr, 0);
-      Report("launch failed: cannot start the thread that copies the task's output");
-      return 127;
-    }
-  }
+  return waited;
+}
+
+void KillTask(pid_t task) {
+  kill(task, SIGKILL);
+  waitpid(task, nullptr, 0);
+}
+
+// With --log-max-size: the thread that copies the task's output into its log. False (the
+// task killed, the launch reported failed) when it cannot start.
+bool StartPump(pid_t task, pthread_t* pump) {
+  close(g_output_pipe[1]);  // the task's now: EOF when its last process closes it
+  fcntl(g_output_pipe[0], F_SETPIPE_SZ, 1 << 20);  // fewer wake-ups; the default if refused
+  if (pthread_create(pump, nullptr, &PumpOutput, nullptr) == 0) return true;
+  KillTask(task);
+  Report("launch failed: cannot start the thread that copies the task's output");
+  return false;
+}
+
+// The run record, before the task may go on: its process group and start time. False (the
+// task killed, the launch reported failed) when it cannot be written.
+bool JournalRun(const char* dir, const char* run_name, pid_t task, journal::RunRecord run) {
   setpgid(task, task);  // also from here, so the group exists before the record names it
   run.task_pgid = task;
   journal::ProcessId task_id;
@@ -545,24 +516,22 @@ int main(int argc, char** argv) {
   const size_t len = journal::FormatRun(run, text, sizeof text);
   // Not fsynced: the record only matters while the node stays up (after a reboot the
   // shim is gone whatever the disk says), and an atomic rename is enough for that.
-  if (len == 0 || !journal::WriteRecordAtomic(dir, run_name, text, len, false, error,
-                                              sizeof error)) {
-    kill(task, SIGKILL);
-    waitpid(task, nullptr, 0);
-    char msg[600];
-    snprintf(msg, sizeof msg, "launch failed: %s", error);
-    Report(msg);
-    return 127;
+  if (len > 0 && journal::WriteRecordAtomic(dir, run_name, text, len, false, error,
+                                            sizeof error)) {
+    return true;
   }
-  (void)!write(gate[1], "1", 1);
-  close(gate[1]);
+  KillTask(task);
+  char msg[600];
+  snprintf(msg, sizeof msg, "launch failed: %s", error);
+  Report(msg);
+  return false;
+}
 
-  const int status = Supervise(task, waited);
-  if (pumping) {  // the output the task wrote before it ended is in the log before its exit
-    g_task_done.store(true);
-    pthread_join(pump, nullptr);
-  }
-  const journal::ExitRecord exit_record = ExitOf(status, why[0]);
+// The exit record, sealed next to the run record; said on the status pipe when it cannot be.
+int JournalExit(const char* dir, const char* run_name, const char* exit_name, int status,
+                int why_fd) {
+  const journal::ExitRecord exit_record = ExitOf(status, why_fd);
+  char text[512], error[512] = "journal: record too long";
   const size_t exit_len = journal::FormatExit(exit_record, text, sizeof text);
   if (exit_len == 0 ||
       !journal::SealExit(dir, run_name, exit_name, text, exit_len, error, sizeof error)) {
@@ -572,4 +541,87 @@ int main(int argc, char** argv) {
     Report(msg);
   }
   return exit_record.exit_code;
+}
+
+// argv[1..]: JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...], after the options (kUsage).
+struct ShimArgs {
+  const char* dir = nullptr;
+  char run_name[64], exit_name[64];
+  const char* program = nullptr;
+  char** task_argv = nullptr;  // ARGV0 [ARG...], null-terminated as main's argv
+};
+
+bool ParseArgs(int argc, char** argv, ShimArgs* out) {
+  unsigned long long id = 0;
+  long long attempt = 0;
+  if (argc < 6 || !ParseKey(argv[2], argv[3], &id, &attempt) ||
+      !journal::RecordName(out->run_name, sizeof out->run_name, id, attempt,
+                           journal::kRunSuffix) ||
+      !journal::RecordName(out->exit_name, sizeof out->exit_name, id, attempt,
+                           journal::kExitSuffix)) {
+    return false;
+  }
+  out->dir = argv[1];
+  out->program = argv[4];
+  out->task_argv = argv + 5;
+  return true;
+}
+
+// Starts the task (held at its gate until the run record is written), supervises it to its
+// end and journals that. Returns the shim's exit code: the task's, or 127 when it could not
+// be started.
+int RunTask(const ShimArgs& args, const sigset_t& waited, const journal::RunRecord& run) {
+  int gate[2], why[2];  // why: the child's reason when it cannot start the task
+  if (pipe2(gate, O_CLOEXEC) != 0 || pipe2(why, O_CLOEXEC | O_NONBLOCK) != 0 ||
+      (g_log_max > 0 && pipe2(g_output_pipe, O_CLOEXEC) != 0)) {
+    return LaunchFailed("pipe");
+  }
+  const pid_t task = fork();
+  if (task < 0) return LaunchFailed("fork");
+  if (task == 0) {
+    close(gate[1]);
+    close(why[0]);
+    ExecTask(gate[0], why[1], args.program, args.task_argv);
+  }
+  close(gate[0]);
+  close(why[1]);
+  pthread_t pump{};
+  const bool pumping = g_output_pipe[1] >= 0;
+  if (pumping && !StartPump(task, &pump)) return 127;
+  if (!JournalRun(args.dir, args.run_name, task, run)) return 127;
+  (void)!write(gate[1], "1", 1);
+  close(gate[1]);
+
+  const int status = Supervise(task, waited);
+  if (pumping) {  // the output the task wrote before it ended is in the log before its exit
+    g_task_done.store(true);
+    pthread_join(pump, nullptr);
+  }
+  return JournalExit(args.dir, args.run_name, args.exit_name, status, why[0]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* bad = nullptr;
+  const int first = ParseOptions(argc, argv, &g_options, &bad);
+  if (first < 0) {
+    dprintf(2, "gpusched-shim: unknown option %s\n%s", bad, kUsage);
+    return 2;
+  }
+  argc -= first - 1;
+  argv += first - 1;  // argv[1] is JOURNAL_DIR from here on
+  ShimArgs args;
+  if (!ParseArgs(argc, argv, &args)) {
+    dprintf(2, "%s", kUsage);
+    return 2;
+  }
+  const sigset_t waited = PrepareProcess();
+  if (!ApplyOptions()) return 127;
+  journal::RunRecord run;
+  if (!journal::ReadProcessId(getpid(), &run.shim)) {
+    Report("launch failed: the task supervisor cannot read /proc (is it mounted?)");
+    return 127;
+  }
+  return RunTask(args, waited, run);
 }

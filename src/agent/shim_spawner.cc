@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "agent/task_credentials.h"
 #include "agent/task_files.h"
@@ -176,7 +177,7 @@ StatusOr<std::map<std::string, std::string>> OpenTaskFiles(const LaunchSpec& spe
                                                 "log " + spec.log_path));
   if (owner && (fchown(*log_fd, owner->first, owner->second) != 0 || fchmod(*log_fd, 0600) != 0)) {
     const int err = errno;
-    close(*log_fd);
+    close(std::exchange(*log_fd, -1));
     return Internal("log: cannot give " + spec.log_path + " to user " + spec.user->name + ": " +
                     std::strerror(err));
   }
@@ -185,7 +186,7 @@ StatusOr<std::map<std::string, std::string>> OpenTaskFiles(const LaunchSpec& spe
     StatusOr<int> fd = CreateTaskFile(dir_fd.get(), log_name + suffix, mode, owner,
                                       spec.log_path + suffix);
     if (!fd.ok()) {
-      close(*log_fd);
+      close(std::exchange(*log_fd, -1));
       return Internal(var + ": " + fd.status().message());
     }
     close(*fd);
@@ -231,10 +232,55 @@ ShimSpawner::ShimSpawner(std::string shim_path) : shim_path_(std::move(shim_path
   }
 }
 
-StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::string& program,
-                                         const std::string& journal_dir,
-                                         const std::vector<int>& cgroup_fds) {
-  // Everything the child needs is prepared here: the child makes system calls only.
+namespace {
+
+// The descriptors the shim inherits, closed here once it runs (or could not start): its log,
+// /dev/null for stdin, its status pipe (the read end is handed to the caller) and the task's
+// GPU share file.
+struct ChildFds {
+  int log = -1, null = -1, share = -1;
+  int status[2] = {-1, -1};
+  ChildFds() = default;
+  ChildFds(const ChildFds&) = delete;
+  ChildFds& operator=(const ChildFds&) = delete;
+  ~ChildFds() {
+    for (int fd : {log, null, share, status[0], status[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  void CloseChildEnds() {
+    for (int* fd : {&log, &null, &share, &status[1]}) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+    }
+  }
+  int TakeStatusReader() { return std::exchange(status[0], -1); }
+};
+
+// Opens what the child inherits, but the log (OpenTaskFiles opened it).
+Status OpenChildFds(const LaunchSpec& spec, ChildFds& fds) {
+  fds.null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (pipe2(fds.status, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Unavailable(std::string("pipe: ") + std::strerror(errno));
+  }
+  if (!spec.gpu_share_mib.empty()) {
+    GS_ASSIGN_OR_RETURN(fds.share, CreateShareFile(spec.log_path + ".share", spec.gpu_share_mib));
+  }
+  return Status::Ok();
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> ShimSpawner::ShimArgv(const LaunchSpec& spec,
+                                                         const std::string& program,
+                                                         const std::string& journal_dir) const {
   GS_ASSIGN_OR_RETURN(std::vector<std::string> args, ShimOptions(spec));
   args.insert(args.begin(), shim_path_);
   for (const std::string& a : {journal_dir, std::to_string(spec.id),
@@ -242,42 +288,27 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     args.push_back(a);
   }
   args.insert(args.end(), spec.command.begin(), spec.command.end());
-  int log_fd = -1;
-  GS_ASSIGN_OR_RETURN(auto file_paths, OpenTaskFiles(spec, &log_fd));
+  return args;
+}
+
+StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::string& program,
+                                         const std::string& journal_dir,
+                                         const std::vector<int>& cgroup_fds) {
+  // Everything the child needs is prepared here: the child makes system calls only.
+  GS_ASSIGN_OR_RETURN(std::vector<std::string> args, ShimArgv(spec, program, journal_dir));
+  ChildFds fds;
+  GS_ASSIGN_OR_RETURN(auto file_paths, OpenTaskFiles(spec, &fds.log));
   std::vector<std::string> env_strings = TaskEnvironment(base_env_, spec, file_paths);
-  std::vector<char*> envp, argv;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int status_pipe[2];
-  if (pipe2(status_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    const int err = errno;
-    close(log_fd);
-    if (null_fd >= 0) close(null_fd);
-    return Unavailable(std::string("pipe: ") + std::strerror(err));
-  }
-  int share_fd = -1;
-  if (!spec.gpu_share_mib.empty()) {
-    StatusOr<int> share = CreateShareFile(spec.log_path + ".share", spec.gpu_share_mib);
-    if (!share.ok()) {
-      close(log_fd);
-      if (null_fd >= 0) close(null_fd);
-      close(status_pipe[0]);
-      close(status_pipe[1]);
-      return share.status();
-    }
-    share_fd = *share;
-  }
+  std::vector<char*> envp = Pointers(env_strings), argv = Pointers(args);
+  GS_RETURN_IF_ERROR(OpenChildFds(spec, fds));
   sigset_t shim_mask;
   sigemptyset(&shim_mask);
   for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU}) {
     sigaddset(&shim_mask, s);
   }
-  ChildArgs child{shim_path_.c_str(), argv.data(), envp.data(), log_fd,
-                  null_fd,            status_pipe[1], share_fd,       &shim_mask,
-                  0,                  cgroup_fds.data(),  cgroup_fds.size(), 0};
+  ChildArgs child{shim_path_.c_str(), argv.data(), envp.data(), fds.log,
+                  fds.null,           fds.status[1], fds.share,  &shim_mask,
+                  0,                  cgroup_fds.data(), cgroup_fds.size(), 0};
   // This thread is suspended until the child execs, so its stack and arguments stay valid.
   if (!child_stack_) child_stack_.reset(new char[kChildStackBytes]);
   sigset_t all, old;
@@ -286,27 +317,18 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
   const pid_t pid = CloneShim(&child, child_stack_.get() + kChildStackBytes);
   const int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  close(log_fd);
-  if (null_fd >= 0) close(null_fd);
-  if (share_fd >= 0) close(share_fd);
-  close(status_pipe[1]);
-  if (pid < 0) {
-    close(status_pipe[0]);
-    return Unavailable(std::string("fork: ") + std::strerror(fork_errno));
-  }
-  if (child.cgroup_errno != 0) {
+  fds.CloseChildEnds();
+  if (pid < 0) return Unavailable(std::string("fork: ") + std::strerror(fork_errno));
+  if (child.cgroup_errno != 0 || child.exec_errno != 0) {
     waitpid(pid, nullptr, 0);
-    close(status_pipe[0]);
-    return FailedPrecondition(std::string("cgroup: cannot join the task's cgroup: ") +
-                              std::strerror(child.cgroup_errno));
-  }
-  if (child.exec_errno != 0) {
-    waitpid(pid, nullptr, 0);
-    close(status_pipe[0]);
+    if (child.cgroup_errno != 0) {
+      return FailedPrecondition(std::string("cgroup: cannot join the task's cgroup: ") +
+                                std::strerror(child.cgroup_errno));
+    }
     return FailedPrecondition("executor: cannot run the task supervisor " + shim_path_ + ": " +
                               std::strerror(child.exec_errno));
   }
-  return SpawnedShim{pid, status_pipe[0]};
+  return SpawnedShim{pid, fds.TakeStatusReader()};
 }
 
 }  // namespace gpusched::agent

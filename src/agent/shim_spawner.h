@@ -43,6 +43,10 @@ class ShimSpawner {
   const std::string& shim_path() const { return shim_path_; }
 
  private:
+  // shim_path, its options for `spec`, then JOURNAL_DIR ID ATTEMPT PROGRAM and the command.
+  StatusOr<std::vector<std::string>> ShimArgv(const LaunchSpec& spec, const std::string& program,
+                                              const std::string& journal_dir) const;
+
   const std::string shim_path_;
   // The agent's environment: (name, "NAME=value") pairs.
   std::vector<std::pair<std::string, std::string>> base_env_;

@@ -23,7 +23,10 @@ std::optional<size_t> ClusterState::Find(const std::string& name) const {
   return it->second;
 }
 
-StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
+namespace {
+
+// What a registration says of itself, before it touches the table.
+Status ValidateNodeSpec(const NodeSpec& spec) {
   if (spec.name.empty()) return InvalidArgument("node.name: must be set");
   if (spec.capacity.cpu_milli < 0 || spec.capacity.mem_mib < 0) {
     return InvalidArgument("node " + spec.name + ": capacity must be >= 0");
@@ -43,38 +46,47 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
   if (Status s = ValidateTopology(spec.topology); !s.ok()) {
     return InvalidArgument("node " + spec.name + ": " + s.message());
   }
+  return Status::Ok();
+}
+
+// A registration again under a known name may not take away what its reservations hold:
+// GPUs, GPU memory, CPU or RAM (issue 40: allocated above capacity broke the fit filters).
+Status CheckNoShrinkBelowReservations(const NodeSpec& spec, const NodeState& n) {
+  for (size_t g = spec.gpus.size(); g < n.gpus.size(); ++g) {
+    if (n.gpus[g].allocated_mib > 0) {
+      return FailedPrecondition("node " + spec.name + ": gpu " + std::to_string(g) +
+                                " disappeared while it holds reservations");
+    }
+  }
+  for (size_t g = 0; g < std::min(spec.gpus.size(), n.gpus.size()); ++g) {
+    if (spec.gpus[g].total_mib < n.gpus[g].allocated_mib) {
+      return FailedPrecondition("node " + spec.name + ": gpu " + std::to_string(g) +
+                                " shrank below its reservations");
+    }
+  }
+  auto shrank = [&](const char* field, int64_t capacity, int64_t allocated) {
+    return FailedPrecondition("node " + spec.name + ": " + field + " " +
+                              std::to_string(capacity) + " shrank below its reservations of " +
+                              std::to_string(allocated));
+  };
+  if (spec.capacity.cpu_milli < n.allocated.cpu_milli) {
+    return shrank("cpu_milli", spec.capacity.cpu_milli, n.allocated.cpu_milli);
+  }
+  if (spec.capacity.mem_mib < n.allocated.mem_mib) {
+    return shrank("mem_mib", spec.capacity.mem_mib, n.allocated.mem_mib);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
+  GS_RETURN_IF_ERROR(ValidateNodeSpec(spec));
   auto existing = Find(spec.name);
   size_t index;
   if (existing) {
     index = *existing;
-    NodeState& n = nodes_[index];
-    if (spec.gpus.size() < n.gpus.size()) {
-      for (size_t g = spec.gpus.size(); g < n.gpus.size(); ++g) {
-        if (n.gpus[g].allocated_mib > 0) {
-          return FailedPrecondition("node " + spec.name + ": gpu " + std::to_string(g) +
-                                    " disappeared while it holds reservations");
-        }
-      }
-    }
-    for (size_t g = 0; g < std::min(spec.gpus.size(), n.gpus.size()); ++g) {
-      if (spec.gpus[g].total_mib < n.gpus[g].allocated_mib) {
-        return FailedPrecondition("node " + spec.name + ": gpu " + std::to_string(g) +
-                                  " shrank below its reservations");
-      }
-    }
-    // Issue 40: CPU and RAM as the GPUs (allocated above capacity broke the fit filters).
-    if (spec.capacity.cpu_milli < n.allocated.cpu_milli) {
-      return FailedPrecondition("node " + spec.name + ": cpu_milli " +
-                                std::to_string(spec.capacity.cpu_milli) +
-                                " shrank below its reservations of " +
-                                std::to_string(n.allocated.cpu_milli));
-    }
-    if (spec.capacity.mem_mib < n.allocated.mem_mib) {
-      return FailedPrecondition("node " + spec.name + ": mem_mib " +
-                                std::to_string(spec.capacity.mem_mib) +
-                                " shrank below its reservations of " +
-                                std::to_string(n.allocated.mem_mib));
-    }
+    GS_RETURN_IF_ERROR(CheckNoShrinkBelowReservations(spec, nodes_[index]));
   } else {
     index = nodes_.size();
     nodes_.emplace_back();
@@ -87,23 +99,7 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
   n.capacity = spec.capacity;
   n.labels = spec.labels;
   n.taints = spec.taints;
-  std::vector<GpuState> gpus(spec.gpus.size());
-  n.gpu_total_mib = 0;
-  n.max_gpu_total_mib = 0;
-  for (size_t g = 0; g < spec.gpus.size(); ++g) {
-    gpus[g].index = static_cast<int>(g);
-    gpus[g].model_id = InternModel(spec.gpus[g].model);
-    gpus[g].total_mib = spec.gpus[g].total_mib;
-    if (g < n.gpus.size()) {
-      gpus[g].allocated_mib = n.gpus[g].allocated_mib;
-      gpus[g].tasks = n.gpus[g].tasks;
-      gpus[g].healthy = n.gpus[g].healthy;  // until the agent's next heartbeat says
-      gpus[g].last_error = n.gpus[g].last_error;
-    }
-    n.gpu_total_mib += gpus[g].total_mib;
-    n.max_gpu_total_mib = std::max(n.max_gpu_total_mib, gpus[g].total_mib);
-  }
-  n.gpus = std::move(gpus);
+  SetGpus(n, spec.gpus);
   n.topology = spec.topology;
   n.inv_cpu = n.capacity.cpu_milli > 0 ? 1.0 / static_cast<double>(n.capacity.cpu_milli) : 0;
   n.inv_mem = n.capacity.mem_mib > 0 ? 1.0 / static_cast<double>(n.capacity.mem_mib) : 0;
@@ -114,6 +110,28 @@ StatusOr<size_t> ClusterState::Upsert(const NodeSpec& spec, TimeMs now_ms) {
   if (!existing) RankNewName(index);
   Summarize(index);
   return index;
+}
+
+// The node's GPUs as registered, keeping what the table knows of those it had: their
+// reservations, tasks and health (until the agent's next heartbeat says).
+void ClusterState::SetGpus(NodeState& n, const std::vector<GpuSpec>& specs) {
+  std::vector<GpuState> gpus(specs.size());
+  n.gpu_total_mib = 0;
+  n.max_gpu_total_mib = 0;
+  for (size_t g = 0; g < specs.size(); ++g) {
+    gpus[g].index = static_cast<int>(g);
+    gpus[g].model_id = InternModel(specs[g].model);
+    gpus[g].total_mib = specs[g].total_mib;
+    if (g < n.gpus.size()) {
+      gpus[g].allocated_mib = n.gpus[g].allocated_mib;
+      gpus[g].tasks = n.gpus[g].tasks;
+      gpus[g].healthy = n.gpus[g].healthy;
+      gpus[g].last_error = n.gpus[g].last_error;
+    }
+    n.gpu_total_mib += gpus[g].total_mib;
+    n.max_gpu_total_mib = std::max(n.max_gpu_total_mib, gpus[g].total_mib);
+  }
+  n.gpus = std::move(gpus);
 }
 
 // Inserts the new node's name into the name order: a binary search, then every later rank

@@ -68,6 +68,7 @@ class ClusterState {
  private:
   int InternModel(const std::string& model);
   void RankNewName(size_t index);
+  void SetGpus(NodeState& n, const std::vector<GpuSpec>& specs);
   void Summarize(size_t index);
   Status CheckIndex() const;  // CheckInvariants' part about names and counts
 

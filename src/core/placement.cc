@@ -147,40 +147,64 @@ void Placer::ScanChunk(const ClusterState& cluster, const PlacementRequest& r,
   }
 }
 
+Placer::Candidate Placer::Scan(const ClusterState& cluster, const PlacementRequest& r,
+                               std::span<const WeightedShape> shapes,
+                               PlacementReport* report) const {
+  const size_t n = cluster.size();
+  // CN115981827A claim 1: the threshold applies to M, the nodes that passed the probe. The
+  // chunks still cover every node (an unreachable one costs one flag test and is counted).
+  const size_t m = cluster.reachable_count();
+  if (executor_ == nullptr || executor_->concurrency() <= 1 || m <= options_.parallel_threshold) {
+    ChunkResult all;
+    ScanChunk(cluster, r, shapes, 0, n, &all);
+    report->rejected = all.rejected;
+    report->feasible_nodes = all.feasible;
+    return all.best;
+  }
+  const size_t chunks = std::max<size_t>(1, options_.parallel_chunks);
+  const size_t per_chunk = (n + chunks - 1) / chunks;
+  std::vector<ChunkResult> parts(chunks);
+  executor_->ParallelFor(chunks, [&](size_t c) {
+    const size_t begin = std::min(n, c * per_chunk);
+    ScanChunk(cluster, r, shapes, begin, std::min(n, begin + per_chunk), &parts[c]);
+  });
+  Candidate best;
+  for (const ChunkResult& part : parts) {
+    for (int f = 0; f < kNumFilters; ++f) report->rejected[f] += part.rejected[f];
+    report->feasible_nodes += part.feasible;
+    if (Better(cluster, part.best, best)) best = part.best;
+  }
+  report->chunks_used = chunks;
+  return best;
+}
+
+void Placer::ExplainChoice(const NodeState& node, const Candidate& best,
+                           const PlacementRequest& r, PlacementReport* report) const {
+  if (options_.node_order == NodeOrder::kWeightedScore) {
+    report->score = -best.primary;
+    for (int s = 0; s < kNumScorers; ++s) {
+      if (options_.weights.weight[s] == 0) continue;
+      report->breakdown.push_back(
+          {ScorerName(s), ScorerValue(s, node, r), options_.weights.weight[s]});
+    }
+  } else if (options_.node_order == NodeOrder::kMinFragmentation) {
+    report->score = -best.primary;
+    report->breakdown.push_back({"FragmentationGrowthMilliGpu", 1000 * best.primary, 1});
+    report->breakdown.push_back({"GpuMemoryUsedAfter", -100 * best.secondary, 1});
+  } else {
+    report->breakdown.push_back({"RunningTasks", best.primary, 1});
+    report->breakdown.push_back({"MeanGpuOccupancy", best.secondary * 100, 1});
+  }
+}
+
 PlacementResult Placer::Place(const ClusterState& cluster, const PlacementRequest& r,
                               const WorkloadDistribution* workload) const {
   const std::span<const WeightedShape> shapes =
       workload != nullptr ? std::span<const WeightedShape>(workload->typical())
                           : std::span<const WeightedShape>();
   PlacementResult result;
-  const size_t n = cluster.size();
-  result.report.total_nodes = static_cast<int64_t>(n);
-
-  Candidate best;
-  // CN115981827A claim 1: the threshold applies to M, the nodes that passed the probe. The
-  // chunks still cover every node (an unreachable one costs one flag test and is counted).
-  const size_t m = cluster.reachable_count();
-  if (executor_ != nullptr && executor_->concurrency() > 1 && m > options_.parallel_threshold) {
-    const size_t chunks = std::max<size_t>(1, options_.parallel_chunks);
-    const size_t per_chunk = (n + chunks - 1) / chunks;
-    std::vector<ChunkResult> parts(chunks);
-    executor_->ParallelFor(chunks, [&](size_t c) {
-      const size_t begin = std::min(n, c * per_chunk);
-      ScanChunk(cluster, r, shapes, begin, std::min(n, begin + per_chunk), &parts[c]);
-    });
-    for (const ChunkResult& part : parts) {
-      for (int f = 0; f < kNumFilters; ++f) result.report.rejected[f] += part.rejected[f];
-      result.report.feasible_nodes += part.feasible;
-      if (Better(cluster, part.best, best)) best = part.best;
-    }
-    result.report.chunks_used = chunks;
-  } else {
-    ChunkResult all;
-    ScanChunk(cluster, r, shapes, 0, n, &all);
-    result.report.rejected = all.rejected;
-    result.report.feasible_nodes = all.feasible;
-    best = all.best;
-  }
+  result.report.total_nodes = static_cast<int64_t>(cluster.size());
+  const Candidate best = Scan(cluster, r, shapes, &result.report);
   if (best.index == SIZE_MAX) {
     result.outcome = NotPlacedOutcome(result.report);
     result.reason = DescribeReport(result.report, r.exclusive);
@@ -202,21 +226,7 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
 
   result.report.chosen_node = node.name;
   result.report.topology_rule = p.topology_rule;
-  if (options_.node_order == NodeOrder::kWeightedScore) {
-    result.report.score = -best.primary;
-    for (int s = 0; s < kNumScorers; ++s) {
-      if (options_.weights.weight[s] == 0) continue;
-      result.report.breakdown.push_back(
-          {ScorerName(s), ScorerValue(s, node, r), options_.weights.weight[s]});
-    }
-  } else if (options_.node_order == NodeOrder::kMinFragmentation) {
-    result.report.score = -best.primary;
-    result.report.breakdown.push_back({"FragmentationGrowthMilliGpu", 1000 * best.primary, 1});
-    result.report.breakdown.push_back({"GpuMemoryUsedAfter", -100 * best.secondary, 1});
-  } else {
-    result.report.breakdown.push_back({"RunningTasks", best.primary, 1});
-    result.report.breakdown.push_back({"MeanGpuOccupancy", best.secondary * 100, 1});
-  }
+  ExplainChoice(node, best, r, &result.report);
   return result;
 }
 

@@ -115,6 +115,13 @@ class Placer {
   void ScanChunk(const ClusterState& cluster, const PlacementRequest& r,
                  std::span<const WeightedShape> workload, size_t begin, size_t end,
                  ChunkResult* out) const;
+  // Every node through the filters, in chunks on the executor above the threshold; the
+  // filter counts into `report`. Returns the best candidate (index SIZE_MAX: none).
+  Candidate Scan(const ClusterState& cluster, const PlacementRequest& r,
+                 std::span<const WeightedShape> shapes, PlacementReport* report) const;
+  // The chosen node's score and its breakdown under the node order.
+  void ExplainChoice(const NodeState& node, const Candidate& best, const PlacementRequest& r,
+                     PlacementReport* report) const;
   Candidate Rank(const NodeSummary& n, size_t index, const PlacementRequest& r) const;
   // kMinFragmentation: the growth for the GPUs PickGpus would take; `frag` is scratch.
   Candidate RankByFragmentation(const NodeState& n, const NodeSummary& s, size_t index,

@@ -52,20 +52,32 @@ Status CheckSubmittedEnv(const TaskSpec& s) {
   return Status::Ok();
 }
 
-Status ValidateTaskSpec(const TaskSpec& s) {
-  if (s.name.size() > kMaxNameLength) {
+namespace {
+
+Status ValidateName(const std::string& name) {
+  if (name.size() > kMaxNameLength) {
     return InvalidArgument("name: longer than " + std::to_string(kMaxNameLength) + " characters");
   }
-  for (char c : s.name) {
+  for (char c : name) {
     if (static_cast<unsigned char>(c) < 0x20) {
       return InvalidArgument("name: contains a control character");
     }
   }
+  return Status::Ok();
+}
+
+// GPUs, GPU memory, CPU and RAM.
+Status ValidateResources(const TaskSpec& s) {
   GS_RETURN_IF_ERROR(Range("gpus", s.gpus, 0, kMaxGpusPerTask, std::to_string(s.gpus)));
   GS_RETURN_IF_ERROR(Range("gpu_mem", s.gpu_mem_mib, 0, kMaxGpuMemMib, Mib(s.gpu_mem_mib)));
   GS_RETURN_IF_ERROR(Range("cpu", s.resources.cpu_milli, 0, kMaxCpuMilli,
                            std::to_string(s.resources.cpu_milli) + "m"));
   GS_RETURN_IF_ERROR(Range("mem", s.resources.mem_mib, 0, kMaxMemMib, Mib(s.resources.mem_mib)));
+  return Status::Ok();
+}
+
+// Durations and retries.
+Status ValidateTimes(const TaskSpec& s) {
   if (s.duration_ms) {
     GS_RETURN_IF_ERROR(DurationRange("duration", *s.duration_ms, 1, kMaxDurationMs));
   }
@@ -81,15 +93,35 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     GS_RETURN_IF_ERROR(
         Range("retries", *s.max_retries, 0, kMaxRetries, std::to_string(*s.max_retries)));
   }
-  if (s.profile) {
-    if (s.profile->model.empty()) return InvalidArgument("profile.model: must be set");
-    GS_RETURN_IF_ERROR(Range("profile.batch", s.profile->batch, 1, 1'000'000,
-                             std::to_string(s.profile->batch)));
-    GS_RETURN_IF_ERROR(Range("profile.height", s.profile->height, 0, 1'000'000,
-                             std::to_string(s.profile->height)));
-    GS_RETURN_IF_ERROR(Range("profile.width", s.profile->width, 0, 1'000'000,
-                             std::to_string(s.profile->width)));
+  return Status::Ok();
+}
+
+Status ValidateProfile(const TaskSpec& s) {
+  if (!s.profile) return Status::Ok();
+  if (s.profile->model.empty()) return InvalidArgument("profile.model: must be set");
+  GS_RETURN_IF_ERROR(Range("profile.batch", s.profile->batch, 1, 1'000'000,
+                           std::to_string(s.profile->batch)));
+  GS_RETURN_IF_ERROR(Range("profile.height", s.profile->height, 0, 1'000'000,
+                           std::to_string(s.profile->height)));
+  GS_RETURN_IF_ERROR(Range("profile.width", s.profile->width, 0, 1'000'000,
+                           std::to_string(s.profile->width)));
+  return Status::Ok();
+}
+
+// How the task is stopped, and how long a gang may hold a reservation.
+Status ValidateStopping(const TaskSpec& s) {
+  if (s.grace_ms) {
+    GS_RETURN_IF_ERROR(DurationRange("grace", *s.grace_ms, 0, kMaxDurationMs));
   }
+  if (s.stop_signal) GS_RETURN_IF_ERROR(CheckStopSignal(*s.stop_signal, "signal"));
+  if (s.gang_timeout_ms) {
+    GS_RETURN_IF_ERROR(DurationRange("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs));
+  }
+  return Status::Ok();
+}
+
+// Nodes of a gang and processes per node.
+Status ValidateShape(const TaskSpec& s) {
   GS_RETURN_IF_ERROR(Range("nodes", s.nodes, 1, kMaxGangNodes, std::to_string(s.nodes)));
   if (s.nodes > 1 && s.gpus == 0 && s.gpu_mem_mib == 0 && !s.profile) {
     return InvalidArgument("nodes: " + std::to_string(s.nodes) +
@@ -102,14 +134,11 @@ Status ValidateTaskSpec(const TaskSpec& s) {
                            " processes must share " + std::to_string(s.gpus) +
                            " whole GPUs per node evenly (gpus a multiple of tasks_per_node)");
   }
-  if (s.grace_ms) {
-    GS_RETURN_IF_ERROR(DurationRange("grace", *s.grace_ms, 0, kMaxDurationMs));
-  }
-  if (s.stop_signal) GS_RETURN_IF_ERROR(CheckStopSignal(*s.stop_signal, "signal"));
-  if (s.gang_timeout_ms) {
-    GS_RETURN_IF_ERROR(DurationRange("gang_timeout", *s.gang_timeout_ms, 1, kMaxDurationMs));
-  }
-  // The rules of `--selector` and `--toleration` (node_rules.h), whatever the spec came from.
+  return Status::Ok();
+}
+
+// The rules of `--selector` and `--toleration` (node_rules.h), whatever the spec came from.
+Status ValidateNodeRules(const TaskSpec& s) {
   for (const auto& [key, value] : s.node_selector) {
     GS_RETURN_IF_ERROR(ValidateLabel(key, value, "node_selector", key + "=" + value));
   }
@@ -126,6 +155,19 @@ Status ValidateTaskSpec(const TaskSpec& s) {
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+// The first field in error, the fields checked in this order.
+Status ValidateTaskSpec(const TaskSpec& s) {
+  GS_RETURN_IF_ERROR(ValidateName(s.name));
+  GS_RETURN_IF_ERROR(ValidateResources(s));
+  GS_RETURN_IF_ERROR(ValidateTimes(s));
+  GS_RETURN_IF_ERROR(ValidateProfile(s));
+  GS_RETURN_IF_ERROR(ValidateShape(s));
+  GS_RETURN_IF_ERROR(ValidateStopping(s));
+  return ValidateNodeRules(s);
 }
 
 }  // namespace gpusched::core

@@ -67,6 +67,57 @@ bool ProcessGone(int32_t pid) {
   return pid > 0 && pid != getpid() && kill(pid, 0) == -1 && errno == ESRCH;
 }
 
+// Opens the segment `name`, creating and sizing it when it does not exist (`creator`), and
+// waits until it has its full size (another process may still be sizing it).
+StatusOr<int> OpenSegment(const std::string& name, size_t size, bool* creator) {
+  *creator = true;
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    *creator = false;
+    fd = shm_open(name.c_str(), O_RDWR, 0600);
+  }
+  if (fd < 0) return Errno("shm_open(\"" + name + "\")");
+  if (*creator && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const Status s = Errno("ftruncate(\"" + name + "\")");
+    close(fd);
+    shm_unlink(name.c_str());
+    return s;
+  }
+  for (int waited = 0;; ++waited) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      const Status s = Errno("fstat(\"" + name + "\")");
+      close(fd);
+      return s;
+    }
+    if (static_cast<size_t>(st.st_size) >= size) return fd;
+    if (waited >= kOpenWaitMs) {
+      close(fd);
+      return Unavailable("shared marks \"" + name + "\": the segment is " +
+                         std::to_string(st.st_size) + " bytes, not " + std::to_string(size) +
+                         " (another layout, or its creator died; Unlink it)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// A segment another process created: waits for its magic, then checks its layout.
+Status AwaitInitialised(const SharedSegment* seg, const std::string& name) {
+  for (int waited = 0; seg->magic.load(std::memory_order_acquire) != kMagic; ++waited) {
+    if (waited >= kOpenWaitMs) {
+      return Unavailable("shared marks \"" + name + "\": never initialised (its creator "
+                         "died?); Unlink it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (seg->layout != kLayout) {
+    return InvalidArgument("shared marks \"" + name + "\": layout " +
+                           std::to_string(seg->layout) + ", this library uses " +
+                           std::to_string(kLayout));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<SharedMarkStore>> SharedMarkStore::Open(const std::string& name,
@@ -78,35 +129,7 @@ StatusOr<std::unique_ptr<SharedMarkStore>> SharedMarkStore::Open(const std::stri
   }
   const size_t size = sizeof(SharedSegment);
   bool creator = true;
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0 && errno == EEXIST) {
-    creator = false;
-    fd = shm_open(name.c_str(), O_RDWR, 0600);
-  }
-  if (fd < 0) return Errno("shm_open(\"" + name + "\")");
-  if (creator && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const Status s = Errno("ftruncate(\"" + name + "\")");
-    close(fd);
-    shm_unlink(name.c_str());
-    return s;
-  }
-  // Another process may still be sizing it: wait for the size, then for the magic.
-  for (int waited = 0;; ++waited) {
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-      const Status s = Errno("fstat(\"" + name + "\")");
-      close(fd);
-      return s;
-    }
-    if (static_cast<size_t>(st.st_size) >= size) break;
-    if (waited >= kOpenWaitMs) {
-      close(fd);
-      return Unavailable("shared marks \"" + name + "\": the segment is " +
-                         std::to_string(st.st_size) + " bytes, not " + std::to_string(size) +
-                         " (another layout, or its creator died; Unlink it)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  GS_ASSIGN_OR_RETURN(const int fd, OpenSegment(name, size, &creator));
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return Errno("mmap(\"" + name + "\")");
@@ -119,18 +142,7 @@ StatusOr<std::unique_ptr<SharedMarkStore>> SharedMarkStore::Open(const std::stri
     InitMarkTable(seg->table, gpu_count, clock.NowNs());
     seg->magic.store(kMagic, std::memory_order_release);
   } else {
-    for (int waited = 0; seg->magic.load(std::memory_order_acquire) != kMagic; ++waited) {
-      if (waited >= kOpenWaitMs) {
-        return Unavailable("shared marks \"" + name + "\": never initialised (its creator "
-                           "died?); Unlink it");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (seg->layout != kLayout) {
-      return InvalidArgument("shared marks \"" + name + "\": layout " +
-                             std::to_string(seg->layout) + ", this library uses " +
-                             std::to_string(kLayout));
-    }
+    GS_RETURN_IF_ERROR(AwaitInitialised(seg, name));
   }
   GS_RETURN_IF_ERROR(store->Lock());
   const int existing = seg->table.gpu_count;

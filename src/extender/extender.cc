@@ -146,8 +146,26 @@ Status Extender::BindPod(const BindingArgs& args) {
     return FailedPrecondition("gpusched: cannot bind " + key +
                               ": the extender has no Kubernetes API (start it with --kube-api)");
   }
-  // The live pod, checked against the UID kube-scheduler scheduled: a pod deleted and
-  // recreated under the same name must not inherit this decision.
+  GS_ASSIGN_OR_RETURN(const KubePod pod, LivePod(args, key));
+  if (pod.node_name == args.node) return Status::Ok();  // already bound there (a retry)
+  if (!pod.node_name.empty()) {
+    return FailedPrecondition("gpusched: pod " + key + " is already bound to " + pod.node_name);
+  }
+  const PodRequest request = MakePodRequest(pod, config_.model);
+  if (!request.invalid.empty()) return InvalidArgument("gpusched: " + request.invalid);
+  if (!request.wants_gpus || cache_ == nullptr) {
+    if (request.wants_gpus) {
+      return FailedPrecondition("gpusched: cannot bind " + key +
+                                ": the extender has no node cache to choose GPUs from");
+    }
+    return api_->PostBinding(args.pod_namespace, args.pod_name, pod.uid, args.node);
+  }
+  return BindWithGpus(args, key, pod, request);
+}
+
+// The live pod, checked against the UID kube-scheduler scheduled: a pod deleted and
+// recreated under the same name must not inherit this decision.
+StatusOr<KubePod> Extender::LivePod(const BindingArgs& args, const std::string& key) {
   auto pod = api_->GetPod(args.pod_namespace, args.pod_name);
   if (pod.ok() && !args.pod_uid.empty() && pod->uid != args.pod_uid) {
     pod = api_->GetPod(args.pod_namespace, args.pod_name);  // a stale read is possible
@@ -158,26 +176,18 @@ Status Extender::BindPod(const BindingArgs& args) {
                               args.pod_uid + " but the API server has " + pod->uid +
                               " (the pod was deleted and recreated)");
   }
-  if (pod->node_name == args.node) return Status::Ok();  // already bound there (a retry)
-  if (!pod->node_name.empty()) {
-    return FailedPrecondition("gpusched: pod " + key + " is already bound to " + pod->node_name);
-  }
-  const PodRequest request = MakePodRequest(*pod, config_.model);
-  if (!request.invalid.empty()) return InvalidArgument("gpusched: " + request.invalid);
-  if (!request.wants_gpus || cache_ == nullptr) {
-    if (request.wants_gpus) {
-      return FailedPrecondition("gpusched: cannot bind " + key +
-                                ": the extender has no node cache to choose GPUs from");
-    }
-    return api_->PostBinding(args.pod_namespace, args.pod_name, pod->uid, args.node);
-  }
+  return pod;
+}
+
+Status Extender::BindWithGpus(const BindingArgs& args, const std::string& key,
+                              const KubePod& pod, const PodRequest& request) {
   // From choosing the GPUs to posting the Binding, no other bind to this node runs; the
   // assumption makes the reservation visible to every filter at once.
   auto node_lock = cache_->LockNode(args.node);
   using Choice = std::pair<core::Placement, std::map<std::string, std::string>>;
   auto choice = cache_->Read([&](const GpuCluster& c) -> StatusOr<Choice> {
     GS_ASSIGN_OR_RETURN(core::Placement p, ChooseGpus(c, request, args.node, config_.decisions));
-    auto annotations = BindAnnotations(*pod, p, *c.Node(args.node),
+    auto annotations = BindAnnotations(pod, p, *c.Node(args.node),
                                        config_.model.gpushare_unit_mib, clock_.NowMs());
     return Choice{std::move(p), std::move(annotations)};
   });
@@ -185,14 +195,14 @@ Status Extender::BindPod(const BindingArgs& args) {
     return Status(choice.status().code(), "The node " + args.node + " can't place the pod " +
                                               key + ": " + choice.status().message());
   }
-  PodClaim claim = ClaimOf(*pod, config_.model);
+  PodClaim claim = ClaimOf(pod, config_.model);
   claim.node = args.node;
   claim.annotated_gpus = choice->first.gpus;
   cache_->Assume(claim);
   Status st = api_->PatchPodAnnotations(args.pod_namespace, args.pod_name, choice->second);
-  if (st.ok()) st = api_->PostBinding(args.pod_namespace, args.pod_name, pod->uid, args.node);
+  if (st.ok()) st = api_->PostBinding(args.pod_namespace, args.pod_name, pod.uid, args.node);
   if (!st.ok()) {
-    cache_->Forget(pod->uid);
+    cache_->Forget(pod.uid);
     return Status(st.code(), "gpusched: binding " + key + " to " + args.node + ": " + st.message());
   }
   Log("gpusched extender: bound " + key + " to " + args.node + " GPUs " +

@@ -82,6 +82,10 @@ class Extender {
   }
   GpuCluster ClusterOfRequest(const ExtenderArgs& args) const;
   Status BindPod(const BindingArgs& args);
+  StatusOr<KubePod> LivePod(const BindingArgs& args, const std::string& key);
+  // A pod that asks for GPUs: chooses them on the node, annotates the pod, then binds it.
+  Status BindWithGpus(const BindingArgs& args, const std::string& key, const KubePod& pod,
+                      const PodRequest& request);
   void Log(const std::string& line) const {
     if (config_.log) config_.log(line);
   }

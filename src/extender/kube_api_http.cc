@@ -201,15 +201,65 @@ StatusOr<KubeList<KubePod>> HttpKubeApi::ListPods() {
       ParsePod);
 }
 
+namespace {
+
+// A watch's body as lines (the API server writes one JSON event per line), each handed to
+// `on_line` until it says stop (`go_on` false) or fails.
+class WatchLines {
+ public:
+  explicit WatchLines(const std::function<Status(std::string_view, bool&)>& on_line)
+      : on_line_(on_line) {}
+  // False once the watch should end.
+  bool Feed(const char* data, size_t n) {
+    buffer_.append(data, n);
+    Consume(false);
+    return Going();
+  }
+  // The last line, when the body does not end with a newline.
+  void Flush() { Consume(true); }
+  bool Going() const { return go_on_ && error_.ok(); }
+  bool stopped() const { return !go_on_; }
+  const Status& error() const { return error_; }
+
+ private:
+  void Consume(bool flush) {
+    size_t start = 0;
+    while (Going()) {
+      size_t nl = buffer_.find('\n', start);
+      if (nl == std::string::npos) {
+        if (!flush || start >= buffer_.size()) break;
+        nl = buffer_.size();
+      }
+      const std::string_view line(buffer_.data() + start, nl - start);
+      if (line.find_first_not_of(" \r\t") != std::string_view::npos) {
+        error_ = on_line_(line, go_on_);
+      }
+      start = nl + 1;
+    }
+    buffer_.erase(0, std::min(start, buffer_.size()));
+  }
+
+  const std::function<Status(std::string_view, bool&)>& on_line_;
+  std::string buffer_;
+  bool go_on_ = true;
+  Status error_;
+};
+
+}  // namespace
+
+std::string HttpKubeApi::WatchPath(const std::string& collection,
+                                   const std::string& resource_version) const {
+  return collection + (collection.find('?') == std::string::npos ? "?" : "&") +
+         "watch=1&allowWatchBookmarks=true&timeoutSeconds=" +
+         std::to_string(options_.watch_timeout_s) +
+         "&resourceVersion=" + QueryEscape(resource_version);
+}
+
 Status HttpKubeApi::Watch(const std::string& collection, const std::string& resource_version,
                           const std::function<Status(std::string_view, bool&)>& on_line) {
   GS_ASSIGN_OR_RETURN(const std::string bearer, Bearer());
   httplib::Headers headers{{"Accept", "application/json"}};
   if (!bearer.empty()) headers.emplace("Authorization", bearer);
-  std::string path = collection + (collection.find('?') == std::string::npos ? "?" : "&") +
-                     "watch=1&allowWatchBookmarks=true&timeoutSeconds=" +
-                     std::to_string(options_.watch_timeout_s) +
-                     "&resourceVersion=" + QueryEscape(resource_version);
   std::unique_ptr<httplib::Client> client = NewClient(options_.watch_timeout_s + 30);
   {
     std::lock_guard lock(watches_mu_);
@@ -217,45 +267,23 @@ Status HttpKubeApi::Watch(const std::string& collection, const std::string& reso
     watches_.insert(client.get());
   }
   int http_status = 0;
-  bool go_on = true;
-  Status line_error;
-  std::string buffer;
-  const auto consume_lines = [&](bool flush) {
-    size_t start = 0;
-    while (go_on && line_error.ok()) {
-      size_t nl = buffer.find('\n', start);
-      if (nl == std::string::npos) {
-        if (!flush || start >= buffer.size()) break;
-        nl = buffer.size();
-      }
-      const std::string_view line(buffer.data() + start, nl - start);
-      if (line.find_first_not_of(" \r\t") != std::string_view::npos) {
-        line_error = on_line(line, go_on);
-      }
-      start = nl + 1;
-    }
-    buffer.erase(0, std::min(start, buffer.size()));
-  };
+  WatchLines lines(on_line);
   auto res = client->Get(
-      path, headers,
+      WatchPath(collection, resource_version), headers,
       [&](const httplib::Response& r) {
         http_status = r.status;
         return r.status == 200;
       },
-      [&](const char* data, size_t n) {
-        buffer.append(data, n);
-        consume_lines(false);
-        return go_on && line_error.ok();
-      });
-  if (res && go_on && line_error.ok()) consume_lines(true);
+      [&](const char* data, size_t n) { return lines.Feed(data, n); });
+  if (res && lines.Going()) lines.Flush();
   bool shut_down;
   {
     std::lock_guard lock(watches_mu_);
     watches_.erase(client.get());
     shut_down = shut_down_;
   }
-  if (!line_error.ok()) return line_error;
-  if (!go_on) return Status::Ok();
+  if (!lines.error().ok()) return lines.error();
+  if (lines.stopped()) return Status::Ok();
   if (shut_down) return Unavailable("watch: the API client is shut down");
   if (http_status != 0 && http_status != 200) {
     return FromHttp("watch " + collection, http_status, "");

@@ -62,6 +62,8 @@ class HttpKubeApi final : public KubeApi {
   // GET of one page (or the whole collection); the body on 200.
   StatusOr<std::string> Get(const std::string& path);
   // Watches `collection` ("/api/v1/nodes"), handing each event line to `on_line`.
+  // `collection`?watch=1... from `resource_version`, ending after watch_timeout_s.
+  std::string WatchPath(const std::string& collection, const std::string& resource_version) const;
   Status Watch(const std::string& collection, const std::string& resource_version,
                const std::function<Status(std::string_view line, bool& go_on)>& on_line);
   template <typename T, typename ParseFn>

@@ -77,94 +77,110 @@ void LeaderElection::StepDown(const std::string& why) {
   if (callbacks_.on_standby) callbacks_.on_standby("", "stepped down: " + why);
 }
 
-void LeaderElection::CampaignLoop() {
+std::optional<int64_t> LeaderElection::HeldLease() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return std::nullopt;
+  return lease_;
+}
+
+int64_t LeaderElection::GrantLease() {
+  auto granted = client_->LeaseGrant(options_.ttl_s);
+  if (!granted.ok()) {
+    if (callbacks_.on_standby) {
+      callbacks_.on_standby("", "this server cannot reach etcd: " + granted.status().message());
+    }
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  lease_ = *granted;
+  lease_gone_ = false;
+  last_keepalive_sent_ = std::chrono::steady_clock::now();
+  return lease_;
+}
+
+std::optional<int64_t> LeaderElection::TryToLead(int64_t lease) {
+  EtcdCompare absent;
+  absent.key = options_.key;
+  absent.target = EtcdCompare::Target::kCreateRevision;
+  absent.number = 0;
+  auto txn = client_->Txn({absent}, {EtcdOp::Put(options_.key, options_.identity, lease)},
+                          {EtcdOp::Get(options_.key)});
+  if (!txn.ok()) {
+    if (callbacks_.on_standby) {
+      callbacks_.on_standby("", "this server cannot reach etcd: " + txn.status().message());
+    }
+    return std::nullopt;
+  }
+  if (txn->succeeded) return txn->revision;  // the key's create revision: the fencing token
+  const store::EtcdKv* held =
+      !txn->ranges.empty() && !txn->ranges[0].kvs.empty() ? &txn->ranges[0].kvs[0] : nullptr;
+  if (held != nullptr && held->lease == lease) {
+    // Our own earlier attempt created the key (its answer was lost and the client sent
+    // the Txn again): this server leads since that revision.
+    return held->create_revision;
+  }
+  const std::string leader = held == nullptr ? "" : held->value;
+  if (callbacks_.on_standby) callbacks_.on_standby(leader == options_.identity ? "" : leader, "");
+  return std::nullopt;
+}
+
+std::string LeaderElection::WhyStepDown(int64_t ttl_ms, int64_t margin_ms) const {
+  const int64_t since = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - last_keepalive_sent_)
+                            .count();
+  if (!depose_.empty()) return depose_;
+  if (lease_gone_) return "etcd no longer has this server's lease";
+  if (since > ttl_ms - margin_ms) {
+    return "no lease keepalive succeeded for " + std::to_string(since) + " ms (TTL " +
+           std::to_string(ttl_ms) + " ms)";
+  }
+  return "";
+}
+
+bool LeaderElection::LeadUntilDeposed() {
   const int64_t ttl_ms = options_.ttl_s * 1000;
   // Stop acting a margin before etcd may expire the lease and elect another leader.
   const int64_t margin_ms = std::max<int64_t>(500, ttl_ms / 5);
   for (;;) {
-    int64_t lease = 0;
+    std::string why;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-      lease = lease_;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      if (stop_) return false;  // Stop() resigns
+      why = WhyStepDown(ttl_ms, margin_ms);
     }
-    if (lease == 0) {
-      auto granted = client_->LeaseGrant(options_.ttl_s);
-      if (!granted.ok()) {
-        if (callbacks_.on_standby) {
-          callbacks_.on_standby("", "this server cannot reach etcd: " + granted.status().message());
-        }
-        if (!Sleep(500)) return;
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      lease_ = lease = *granted;
-      lease_gone_ = false;
-      last_keepalive_sent_ = std::chrono::steady_clock::now();
+    if (!why.empty()) {
+      StepDown(why);
+      return true;
+    }
+  }
+}
+
+void LeaderElection::CampaignLoop() {
+  for (;;) {
+    const std::optional<int64_t> held = HeldLease();
+    if (!held) return;
+    int64_t lease = *held;
+    if (lease == 0 && (lease = GrantLease()) == 0) {
+      if (!Sleep(500)) return;
+      continue;
     }
     cv_.notify_all();  // the keepalive thread picks up the new lease
-
-    EtcdCompare absent;
-    absent.key = options_.key;
-    absent.target = EtcdCompare::Target::kCreateRevision;
-    absent.number = 0;
-    auto txn = client_->Txn({absent}, {EtcdOp::Put(options_.key, options_.identity, lease)},
-                            {EtcdOp::Get(options_.key)});
-    if (!txn.ok()) {
-      if (callbacks_.on_standby) {
-        callbacks_.on_standby("", "this server cannot reach etcd: " + txn.status().message());
-      }
+    const std::optional<int64_t> revision = TryToLead(lease);
+    if (!revision) {
       if (!Sleep(options_.poll_ms)) return;
       continue;
     }
-    int64_t revision = txn->revision;  // elected: the key's create revision is the fencing token
-    if (!txn->succeeded) {
-      const store::EtcdKv* held =
-          !txn->ranges.empty() && !txn->ranges[0].kvs.empty() ? &txn->ranges[0].kvs[0] : nullptr;
-      if (held != nullptr && held->lease == lease) {
-        // Our own earlier attempt created the key (its answer was lost and the client sent
-        // the Txn again): this server leads since that revision.
-        revision = held->create_revision;
-      } else {
-        const std::string leader = held == nullptr ? "" : held->value;
-        if (callbacks_.on_standby) callbacks_.on_standby(leader == options_.identity ? "" : leader, "");
-        if (!Sleep(options_.poll_ms)) return;
-        continue;
-      }
-    }
-
     logging::Info("server", "elected leader (" + options_.identity + ", fencing revision " +
-                                std::to_string(revision) + ")");
+                                std::to_string(*revision) + ")");
     leading_ = true;
-    Status s = callbacks_.on_elected ? callbacks_.on_elected(revision) : Status::Ok();
+    Status s = callbacks_.on_elected ? callbacks_.on_elected(*revision) : Status::Ok();
     if (!s.ok()) {
       StepDown("could not take over: " + s.message());
       if (!Sleep(1'000)) return;
       continue;
     }
-    for (;;) {
-      std::string why;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(50));
-        if (stop_) return;  // Stop() resigns
-        const int64_t since = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::steady_clock::now() - last_keepalive_sent_)
-                                  .count();
-        if (!depose_.empty()) {
-          why = depose_;
-        } else if (lease_gone_) {
-          why = "etcd no longer has this server's lease";
-        } else if (since > ttl_ms - margin_ms) {
-          why = "no lease keepalive succeeded for " + std::to_string(since) + " ms (TTL " +
-                std::to_string(ttl_ms) + " ms)";
-        }
-      }
-      if (!why.empty()) {
-        StepDown(why);
-        break;
-      }
-    }
+    if (!LeadUntilDeposed()) return;
   }
 }
 

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -56,6 +57,17 @@ class LeaderElection {
 
  private:
   void CampaignLoop();
+  // The lease held now (0: none); nullopt once stopping.
+  std::optional<int64_t> HeldLease();
+  // A new lease, or 0 (said to on_standby) when etcd does not grant one.
+  int64_t GrantLease();
+  // Creates the leader key under `lease` unless another holds it: the fencing revision when
+  // this server leads, nullopt (said to on_standby) when it does not.
+  std::optional<int64_t> TryToLead(int64_t lease);
+  // Why a leader must step down now ("" = it need not). REQUIRES: mu_ held.
+  std::string WhyStepDown(int64_t ttl_ms, int64_t margin_ms) const;
+  // Leads until deposed (then steps down, true) or stopped (false).
+  bool LeadUntilDeposed();
   void KeepAliveLoop();
   bool Sleep(int ms);  // false when stopping
   void StepDown(const std::string& why);

@@ -277,67 +277,102 @@ Status EtcdError(const std::string& url, int http_status, const std::string& bod
   }
 }
 
+// Lines and counted bytes from `buf`, refilled by `fill` (false: the connection ended).
+class HttpReader {
+ public:
+  HttpReader(const std::function<bool(std::string&)>& fill, std::string& buf)
+      : fill_(fill), buf_(buf) {}
+  bool Line(std::string& out) {
+    for (;;) {
+      const size_t eol = buf_.find("\r\n");
+      if (eol != std::string::npos) {
+        out = buf_.substr(0, eol);
+        buf_.erase(0, eol + 2);
+        return true;
+      }
+      if (buf_.size() > kMaxHttpLine || !fill_(buf_)) return false;
+    }
+  }
+  bool Exactly(size_t n, std::string& out) {
+    while (buf_.size() < n) {
+      if (!fill_(buf_)) return false;
+    }
+    out.append(buf_, 0, n);
+    buf_.erase(0, n);
+    return true;
+  }
+  // Everything until the connection closes (at most about kMaxHttpBody).
+  std::string Rest() {
+    while (buf_.size() <= kMaxHttpBody && fill_(buf_)) {
+    }
+    std::string all = std::move(buf_);
+    buf_.clear();
+    return all;
+  }
+
+ private:
+  const std::function<bool(std::string&)>& fill_;
+  std::string& buf_;
+};
+
+struct HttpHeaders {
+  int64_t length = -1;
+  bool chunked = false;
+};
+
+HttpHeaders ReadHeaders(HttpReader& in, HttpAnswer& a) {
+  HttpHeaders h;
+  std::string l;
+  while (in.Line(l) && !l.empty()) {
+    std::string lower = l;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.rfind("content-length:", 0) == 0) h.length = std::atoll(lower.c_str() + 15);
+    if (lower.rfind("transfer-encoding:", 0) == 0 && lower.find("chunked") != std::string::npos) {
+      h.chunked = true;
+    }
+    if (lower.rfind("connection:", 0) == 0 && lower.find("close") != std::string::npos) a.close = true;
+  }
+  return h;
+}
+
+Status ReadChunkedBody(HttpReader& in, std::string& body) {
+  std::string l;
+  for (;;) {
+    if (!in.Line(l)) return Unavailable("answer cut short");
+    char* end = nullptr;
+    const unsigned long size = std::strtoul(l.c_str(), &end, 16);
+    if (end == l.c_str()) return Unavailable("bad chunk size \"" + l.substr(0, 16) + "\"");
+    if (size == 0) break;
+    if (size > kMaxHttpBody || body.size() + size > kMaxHttpBody) return Unavailable("answer too large");
+    std::string crlf;
+    if (!in.Exactly(size, body) || !in.Exactly(2, crlf)) return Unavailable("answer cut short");
+  }
+  while (in.Line(l) && !l.empty()) {  // trailers (etcd sends one on errors)
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<HttpAnswer> ReadHttpAnswer(const std::function<bool(std::string&)>& fill,
                                     std::string& buf) {
-  auto line = [&](std::string& out) {
-    for (;;) {
-      const size_t eol = buf.find("\r\n");
-      if (eol != std::string::npos) {
-        out = buf.substr(0, eol);
-        buf.erase(0, eol + 2);
-        return true;
-      }
-      if (buf.size() > kMaxHttpLine || !fill(buf)) return false;
-    }
-  };
-  auto exactly = [&](size_t n, std::string& out) {
-    while (buf.size() < n) {
-      if (!fill(buf)) return false;
-    }
-    out.append(buf, 0, n);
-    buf.erase(0, n);
-    return true;
-  };
+  HttpReader in(fill, buf);
   HttpAnswer a;
   std::string l;
-  if (!line(l) || l.size() < 12 || l.compare(0, 5, "HTTP/") != 0 || !std::isdigit(uint8_t(l[9]))) {
+  if (!in.Line(l) || l.size() < 12 || l.compare(0, 5, "HTTP/") != 0 || !std::isdigit(uint8_t(l[9]))) {
     return Unavailable("no HTTP answer");
   }
   a.status = std::atoi(l.c_str() + 9);
-  int64_t length = -1;
-  bool chunked = false;
-  while (line(l) && !l.empty()) {
-    std::string lower = l;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower.rfind("content-length:", 0) == 0) length = std::atoll(lower.c_str() + 15);
-    if (lower.rfind("transfer-encoding:", 0) == 0 && lower.find("chunked") != std::string::npos) {
-      chunked = true;
-    }
-    if (lower.rfind("connection:", 0) == 0 && lower.find("close") != std::string::npos) a.close = true;
+  const HttpHeaders h = ReadHeaders(in, a);
+  if (h.length > static_cast<int64_t>(kMaxHttpBody)) {
+    return Unavailable("answer of " + std::to_string(h.length) + " bytes is too large");
   }
-  if (length > static_cast<int64_t>(kMaxHttpBody)) return Unavailable("answer of " + std::to_string(length) + " bytes is too large");
-  if (chunked) {
-    for (;;) {
-      if (!line(l)) return Unavailable("answer cut short");
-      char* end = nullptr;
-      const unsigned long size = std::strtoul(l.c_str(), &end, 16);
-      if (end == l.c_str()) return Unavailable("bad chunk size \"" + l.substr(0, 16) + "\"");
-      if (size == 0) break;
-      if (size > kMaxHttpBody || a.body.size() + size > kMaxHttpBody) return Unavailable("answer too large");
-      std::string crlf;
-      if (!exactly(size, a.body) || !exactly(2, crlf)) return Unavailable("answer cut short");
-    }
-    while (line(l) && !l.empty()) {  // trailers (etcd sends one on errors)
-    }
-  } else if (length >= 0) {
-    if (!exactly(static_cast<size_t>(length), a.body)) return Unavailable("answer cut short");
+  if (h.chunked) {
+    GS_RETURN_IF_ERROR(ReadChunkedBody(in, a.body));
+  } else if (h.length >= 0) {
+    if (!in.Exactly(static_cast<size_t>(h.length), a.body)) return Unavailable("answer cut short");
   } else {
-    while (buf.size() <= kMaxHttpBody && fill(buf)) {
-    }
-    a.body = std::move(buf);
-    buf.clear();
+    a.body = in.Rest();
     a.close = true;
   }
   return a;

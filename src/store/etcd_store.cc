@@ -232,65 +232,69 @@ Status EtcdStore::WriteGroups(std::vector<std::vector<EtcdOp>> groups) {
   return Status::Ok();
 }
 
-Status EtcdStore::Commit(const WriteBatch& batch) {
-  if (batch.empty()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fenced_) return fenced_status_;
-  // Groups that must land together: a task with its idempotency keys; each node; each peak.
+void EtcdStore::CommitGroups::Track(const std::string& key, size_t size, size_t max_value_bytes) {
+  (size > max_value_bytes ? now_split : now_whole).insert(key);
+}
+
+// A task with its idempotency keys; the keys of tasks not in the batch on their own.
+void EtcdStore::AddTaskGroups(const WriteBatch& batch, CommitGroups& out) {
   std::map<uint64_t, std::vector<std::string>> keys_of;
   for (const auto& [key, id] : batch.idempotency_keys) keys_of[id].push_back(key);
-  std::vector<std::vector<EtcdOp>> groups;
-  std::set<std::string> now_split, now_whole;
-  auto track = [&](const std::string& key, size_t size) {
-    (size > options_.max_value_bytes ? now_split : now_whole).insert(key);
-  };
   for (const TaskRecord& r : batch.tasks) {
     std::vector<EtcdOp> g;
     const std::string key = Key("t", TaskName(r.task.id.value()));
     const std::string value = EncodeTask(r);
     AddPut(g, key, value);
-    track(key, value.size());
+    out.Track(key, value.size(), options_.max_value_bytes);
     if (auto it = keys_of.find(r.task.id.value()); it != keys_of.end()) {
       for (const std::string& k : it->second) {
         g.push_back(EtcdOp::Put(Key("k", k), std::to_string(r.task.id.value())));
       }
       keys_of.erase(it);
     }
-    groups.push_back(std::move(g));
+    out.groups.push_back(std::move(g));
   }
-  for (const auto& [id, keys] : keys_of) {  // keys of tasks not in this batch
+  for (const auto& [id, keys] : keys_of) {
     std::vector<EtcdOp> g;
     for (const std::string& k : keys) g.push_back(EtcdOp::Put(Key("k", k), std::to_string(id)));
-    groups.push_back(std::move(g));
+    out.groups.push_back(std::move(g));
   }
+}
+
+// Each node, and each removed node (`node rm`: the record and any parts).
+void EtcdStore::AddNodeGroups(const WriteBatch& batch, CommitGroups& out) {
   for (const NodeRecord& n : batch.nodes) {
     std::vector<EtcdOp> g;
     const std::string key = Key("n", n.spec.name);
     const std::string value = EncodeNode(n);
     AddPut(g, key, value);
-    track(key, value.size());
-    groups.push_back(std::move(g));
+    out.Track(key, value.size(), options_.max_value_bytes);
+    out.groups.push_back(std::move(g));
   }
-  for (const std::string& name : batch.removed_nodes) {  // `node rm`: the record and any parts
+  for (const std::string& name : batch.removed_nodes) {
     const std::string key = Key("n", name);
     const std::string parts = options_.prefix + "/x/" + key.substr(options_.prefix.size() + 1) + "/";
-    groups.push_back({EtcdOp::Delete(key), EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts))});
-    now_whole.insert(key);
+    out.groups.push_back({EtcdOp::Delete(key), EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts))});
+    out.now_whole.insert(key);
   }
+}
+
+// Learned peaks, tokens and quotas: one operation each.
+void EtcdStore::AddSmallGroups(const WriteBatch& batch, CommitGroups& out) const {
   for (const LearnedPeak& p : batch.peaks) {
     const std::string profile = EncodeProfile(p.profile);
     Json v = {{"profile", profile}, {"recent_mib", p.recent_mib},
               {"observations", p.observations}};
-    groups.push_back({EtcdOp::Put(Key("p", profile), v.dump())});
+    out.groups.push_back({EtcdOp::Put(Key("p", profile), v.dump())});
   }
   for (const core::MemoryProfile& p : batch.forgotten_peaks) {
-    groups.push_back({EtcdOp::Delete(Key("p", EncodeProfile(p)))});
+    out.groups.push_back({EtcdOp::Delete(Key("p", EncodeProfile(p)))});
   }
   for (const TokenRecord& t : batch.tokens) {
-    groups.push_back({EtcdOp::Put(Key("a", t.id), EncodeToken(t))});
+    out.groups.push_back({EtcdOp::Put(Key("a", t.id), EncodeToken(t))});
   }
   for (const std::string& id : batch.revoked_tokens) {
-    groups.push_back({EtcdOp::Delete(Key("a", id))});
+    out.groups.push_back({EtcdOp::Delete(Key("a", id))});
   }
   for (const core::TeamQuota& q : batch.quotas) {
     Json v = {{"team", q.team},
@@ -298,18 +302,21 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
               {"guaranteed_gpu_mem_mib", q.guaranteed_gpu_mem_mib},
               {"borrow_gpus", q.borrow_gpus},
               {"max_priority", q.max_priority}};
-    groups.push_back({EtcdOp::Put(Key("quota", q.team), v.dump())});
+    out.groups.push_back({EtcdOp::Put(Key("quota", q.team), v.dump())});
   }
   for (const std::string& team : batch.removed_quotas) {
-    groups.push_back({EtcdOp::Delete(Key("quota", team))});
+    out.groups.push_back({EtcdOp::Delete(Key("quota", team))});
   }
-  GS_RETURN_IF_ERROR(WriteGroups(std::move(groups)));
+}
+
+// What a stored batch changes in memory: the split keys, the highest id, the state index.
+void EtcdStore::Committed(const WriteBatch& batch, const CommitGroups& written) {
   ++stats_.commits;
-  for (const std::string& k : now_split) {
+  for (const std::string& k : written.now_split) {
     split_keys_.insert(k);
     ++stats_.split_values;
   }
-  for (const std::string& k : now_whole) split_keys_.erase(k);
+  for (const std::string& k : written.now_whole) split_keys_.erase(k);
   for (const TaskRecord& r : batch.tasks) {
     const uint64_t id = r.task.id.value();
     const std::string state = core::TaskStateName(r.task.state);
@@ -320,6 +327,19 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
     state_of_[id] = state;
     by_state_[state].insert(id);
   }
+}
+
+Status EtcdStore::Commit(const WriteBatch& batch) {
+  if (batch.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fenced_) return fenced_status_;
+  // Groups that must land together: a task with its idempotency keys; each node; each peak.
+  CommitGroups groups;
+  AddTaskGroups(batch, groups);
+  AddNodeGroups(batch, groups);
+  AddSmallGroups(batch, groups);
+  GS_RETURN_IF_ERROR(WriteGroups(std::move(groups.groups)));
+  Committed(batch, groups);
   return Status::Ok();
 }
 

@@ -111,6 +111,17 @@ class EtcdStore final : public StateStore {
   static std::string TaskName(uint64_t id);
   // REQUIRES: mu_ held.
   Status WriteGroups(std::vector<std::vector<EtcdOp>> groups);
+  // A commit's operations in groups that must land together, and which keys it writes split
+  // into parts (values above max_value_bytes) or whole.
+  struct CommitGroups {
+    std::vector<std::vector<EtcdOp>> groups;
+    std::set<std::string> now_split, now_whole;
+    void Track(const std::string& key, size_t size, size_t max_value_bytes);
+  };
+  void AddTaskGroups(const WriteBatch& batch, CommitGroups& out);
+  void AddNodeGroups(const WriteBatch& batch, CommitGroups& out);
+  void AddSmallGroups(const WriteBatch& batch, CommitGroups& out) const;
+  void Committed(const WriteBatch& batch, const CommitGroups& written);
   Status SendTxn(std::vector<EtcdOp> ops);
   void AddPut(std::vector<EtcdOp>& ops, const std::string& key, const std::string& value);
   StatusOr<std::string> Assemble(const EtcdKv& kv);

@@ -38,27 +38,33 @@ StatusOr<std::vector<int>> TopologicalOrder(const JobSpec& job,
   return InvalidArgument("stages: the dependency graph has a cycle through " + names);
 }
 
-}  // namespace
-
-StatusOr<JobPlan> PlanJob(const JobSpec& job, const KernelRegistry& kernels) {
-  JobPlan plan;
+// The names PlanJob resolves: buffers, stages and the stage that writes each output.
+struct JobNames {
   std::map<std::string, const BufferSpec*> buffers;
+  std::map<std::string, int> stage_index, writer;
+};
+
+Status IndexBuffers(const JobSpec& job, JobNames& names) {
   for (const BufferSpec& b : job.buffers) {
     if (b.name.empty()) return InvalidArgument("buffers: a buffer has an empty name");
-    if (!buffers.emplace(b.name, &b).second) return InvalidArgument("buffers: duplicate name " + Quote(b.name));
+    if (!names.buffers.emplace(b.name, &b).second) return InvalidArgument("buffers: duplicate name " + Quote(b.name));
     if (b.host.bytes < 0) {
       return InvalidArgument("buffers[" + b.name + "].bytes: must be >= 0, got " + std::to_string(b.host.bytes));
     }
   }
-  std::map<std::string, int> stage_index, writer;
+  return Status::Ok();
+}
+
+// Each stage's name, output, task count and kernel (appended to plan.kernels in stage order).
+Status IndexStages(const JobSpec& job, const KernelRegistry& kernels, JobNames& names, JobPlan& plan) {
   for (int s = 0; s < static_cast<int>(job.stages.size()); ++s) {
     const StageSpec& st = job.stages[s];
     if (st.name.empty()) return InvalidArgument("stages[" + std::to_string(s) + "].name: empty");
-    if (!stage_index.emplace(st.name, s).second) return InvalidArgument("stages: duplicate name " + Quote(st.name));
+    if (!names.stage_index.emplace(st.name, s).second) return InvalidArgument("stages: duplicate name " + Quote(st.name));
     if (st.output.empty()) return InvalidArgument("stage " + st.name + ": output: empty");
-    if (!writer.emplace(st.output, s).second) {
+    if (!names.writer.emplace(st.output, s).second) {
       return InvalidArgument("stage " + st.name + ": output " + Quote(st.output) + " is already written by stage " +
-                             job.stages[writer[st.output]].name);
+                             job.stages[names.writer[st.output]].name);
     }
     if (st.tasks <= 0) return InvalidArgument("stage " + st.name + ": tasks: must be > 0, got " + std::to_string(st.tasks));
     StatusOr<const Kernel*> k = kernels.Find(st.kernel);
@@ -70,33 +76,40 @@ StatusOr<JobPlan> PlanJob(const JobSpec& job, const KernelRegistry& kernels) {
     GS_RETURN_IF_ERROR(ValidateParams(**k, st.params));
     plan.kernels.push_back(*k);
   }
-  // Dependencies: the writers of a stage's inputs, and its `after` list.
+  return Status::Ok();
+}
+
+// Dependencies: the writers of a stage's inputs, and its `after` list.
+StatusOr<std::vector<std::set<int>>> Dependencies(const JobSpec& job, const JobNames& names) {
   std::vector<std::set<int>> deps(job.stages.size());
   for (int s = 0; s < static_cast<int>(job.stages.size()); ++s) {
     const StageSpec& st = job.stages[s];
     for (const std::string& in : st.inputs) {
-      if (auto w = writer.find(in); w != writer.end()) {
+      if (auto w = names.writer.find(in); w != names.writer.end()) {
         deps[s].insert(w->second);
         continue;
       }
-      auto b = buffers.find(in);
-      if (b == buffers.end()) return InvalidArgument("stage " + st.name + ": unknown input buffer " + Quote(in));
+      auto b = names.buffers.find(in);
+      if (b == names.buffers.end()) return InvalidArgument("stage " + st.name + ": unknown input buffer " + Quote(in));
       if (b->second->host.data == nullptr && b->second->host.bytes > 0) {
         return InvalidArgument("buffers[" + in + "].data: null for an input of " + std::to_string(b->second->host.bytes) +
                                " bytes");
       }
     }
     for (const std::string& a : st.after) {
-      auto it = stage_index.find(a);
-      if (it == stage_index.end()) return InvalidArgument("stage " + st.name + ": after: unknown stage " + Quote(a));
+      auto it = names.stage_index.find(a);
+      if (it == names.stage_index.end()) return InvalidArgument("stage " + st.name + ": after: unknown stage " + Quote(a));
       deps[s].insert(it->second);
     }
   }
-  GS_ASSIGN_OR_RETURN(plan.order, TopologicalOrder(job, deps));
-  // Sizes, in execution order: a map output is as long as its input, a reduce output is the
-  // kernel's result size.
+  return deps;
+}
+
+// Sizes, in execution order: a map output is as long as its input, a reduce output is the
+// kernel's result size.
+Status SizeBuffers(const JobSpec& job, const JobNames& names, JobPlan& plan) {
   for (const BufferSpec& b : job.buffers) {
-    if (writer.count(b.name) == 0) plan.sizes[b.name] = b.host.bytes;
+    if (names.writer.count(b.name) == 0) plan.sizes[b.name] = b.host.bytes;
   }
   for (int s : plan.order) {
     const StageSpec& st = job.stages[s];
@@ -112,13 +125,26 @@ StatusOr<JobPlan> PlanJob(const JobSpec& job, const KernelRegistry& kernels) {
                              " bytes is not a whole number of " + std::to_string(k.element_bytes) + "-byte elements");
     }
     const int64_t out = k.kind == KernelKind::kMap ? in : k.result_bytes(st.params);
-    if (auto b = buffers.find(st.output); b != buffers.end() && b->second->host.data != nullptr &&
-                                          b->second->host.bytes != out) {
+    if (auto b = names.buffers.find(st.output); b != names.buffers.end() && b->second->host.data != nullptr &&
+                                                b->second->host.bytes != out) {
       return InvalidArgument("buffers[" + st.output + "].bytes: stage " + st.name + " writes " + std::to_string(out) +
                              " bytes, got " + std::to_string(b->second->host.bytes));
     }
     plan.sizes[st.output] = out;
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<JobPlan> PlanJob(const JobSpec& job, const KernelRegistry& kernels) {
+  JobPlan plan;
+  JobNames names;
+  GS_RETURN_IF_ERROR(IndexBuffers(job, names));
+  GS_RETURN_IF_ERROR(IndexStages(job, kernels, names, plan));
+  GS_ASSIGN_OR_RETURN(std::vector<std::set<int>> deps, Dependencies(job, names));
+  GS_ASSIGN_OR_RETURN(plan.order, TopologicalOrder(job, deps));
+  GS_RETURN_IF_ERROR(SizeBuffers(job, names, plan));
   return plan;
 }
 

@@ -99,20 +99,11 @@ StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
   return result;
 }
 
-Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stage_index,
-                             const std::map<std::string, HostBuffer>& buffers,
-                             const std::map<std::string, uint64_t>& ids,
-                             const std::vector<std::string>& cached,
-                             JobResult& result) {
-  const HostBuffer& in0 = buffers.at(st.inputs[0]);
-  const HostBuffer* in1 = st.inputs.size() > 1 ? &buffers.at(st.inputs[1]) : nullptr;
-  const HostBuffer& out = buffers.at(st.output);
-  const int64_t chunk_bytes =
-      ChunkBytesFor(scheduler_.config(), in0.bytes, scheduler_.num_gpus(), kernel.element_bytes);  // step (7)
-  GS_ASSIGN_OR_RETURN(std::vector<ChunkRange> chunks,
-                      SplitIntoChunks(in0.bytes, chunk_bytes, kernel.element_bytes));
-
-  // CN110955526B step (9): CACHE subtasks for persisted inputs not yet resident.
+std::vector<Subtask> StageRunner::CacheSubtasks(const StageSpec& st, int stage_index,
+                                                const std::map<std::string, HostBuffer>& buffers,
+                                                const std::map<std::string, uint64_t>& ids,
+                                                const std::vector<std::string>& cached,
+                                                const std::vector<ChunkRange>& chunks) {
   std::vector<Subtask> cache_subtasks;
   for (const std::string& name : st.inputs) {
     if (std::find(cached.begin(), cached.end(), name) == cached.end() || cache_done_[name]) continue;
@@ -128,16 +119,22 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
       cache_subtasks.push_back(sub);
     }
   }
-  if (!cache_subtasks.empty()) GS_RETURN_IF_ERROR(scheduler_.Run(std::move(cache_subtasks), executor_));
+  return cache_subtasks;
+}
 
-  // CN110955526B steps (7)-(8), (10): one STREAM subtask per chunk. Tasks are contiguous runs
-  // of chunks; the chunk keys do not depend on them, so locality carries across stages.
+namespace {
+
+// A STREAM subtask per chunk of `st`. A reduce writes chunk i's partial result at
+// partials + i * partial_bytes; a map writes its output in place.
+std::vector<Subtask> StreamSubtasks(const StageSpec& st, const Kernel& kernel, int stage_index,
+                                    const std::map<std::string, HostBuffer>& buffers,
+                                    const std::map<std::string, uint64_t>& ids,
+                                    const std::vector<ChunkRange>& chunks, bool cache_output,
+                                    std::byte* partials, int64_t partial_bytes) {
   const bool reduce = kernel.kind == KernelKind::kReduce;
-  const int64_t partial_bytes = reduce ? out.bytes : 0;
-  std::vector<std::byte> partials(static_cast<size_t>(partial_bytes) * chunks.size());
-  HostPins partial_pins(scheduler_, log_, result);  // after partials: unpinned first
-  partial_pins.Pin("stage " + st.name + " partials", partials.data(), static_cast<int64_t>(partials.size()));
-  const bool cache_output = std::find(cached.begin(), cached.end(), st.output) != cached.end();
+  const HostBuffer& in0 = buffers.at(st.inputs[0]);
+  const HostBuffer* in1 = st.inputs.size() > 1 ? &buffers.at(st.inputs[1]) : nullptr;
+  const HostBuffer& out = buffers.at(st.output);
   std::vector<Subtask> subtasks;
   subtasks.reserve(chunks.size());
   for (const ChunkRange& c : chunks) {
@@ -151,28 +148,61 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
     sub.in_bytes = c.bytes;
     sub.kernel = &kernel;
     sub.params = &st.params;
-    sub.host_out = reduce ? partials.data() + c.index * partial_bytes
-                          : static_cast<std::byte*>(out.data) + c.offset;
+    sub.host_out = reduce ? partials + c.index * partial_bytes : static_cast<std::byte*>(out.data) + c.offset;
     sub.out_bytes = reduce ? partial_bytes : c.bytes;
     if (cache_output && !reduce) sub.cache_output = ChunkKey{ids.at(st.output), c.index};
     sub.stage = stage_index;
     subtasks.push_back(sub);
   }
+  return subtasks;
+}
+
+// A reduce's result: the partials folded on the host, in chunk order (zeros without chunks).
+void FoldPartials(const Kernel& kernel, const std::vector<std::byte>& partials, size_t chunk_count,
+                  const HostBuffer& out) {
+  auto* acc = static_cast<std::byte*>(out.data);
+  if (chunk_count == 0) {
+    std::memset(acc, 0, static_cast<size_t>(out.bytes));
+    return;
+  }
+  std::memcpy(acc, partials.data(), static_cast<size_t>(out.bytes));
+  for (size_t i = 1; i < chunk_count; ++i) kernel.combine(acc, partials.data() + i * out.bytes, out.bytes);
+}
+
+}  // namespace
+
+Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stage_index,
+                             const std::map<std::string, HostBuffer>& buffers,
+                             const std::map<std::string, uint64_t>& ids,
+                             const std::vector<std::string>& cached,
+                             JobResult& result) {
+  const HostBuffer& in0 = buffers.at(st.inputs[0]);
+  const HostBuffer& out = buffers.at(st.output);
+  const int64_t chunk_bytes =
+      ChunkBytesFor(scheduler_.config(), in0.bytes, scheduler_.num_gpus(), kernel.element_bytes);  // step (7)
+  GS_ASSIGN_OR_RETURN(std::vector<ChunkRange> chunks,
+                      SplitIntoChunks(in0.bytes, chunk_bytes, kernel.element_bytes));
+
+  // CN110955526B step (9): CACHE subtasks for persisted inputs not yet resident.
+  std::vector<Subtask> cache_subtasks = CacheSubtasks(st, stage_index, buffers, ids, cached, chunks);
+  if (!cache_subtasks.empty()) GS_RETURN_IF_ERROR(scheduler_.Run(std::move(cache_subtasks), executor_));
+
+  // CN110955526B steps (7)-(8), (10): one STREAM subtask per chunk. Tasks are contiguous runs
+  // of chunks; the chunk keys do not depend on them, so locality carries across stages.
+  const bool reduce = kernel.kind == KernelKind::kReduce;
+  const int64_t partial_bytes = reduce ? out.bytes : 0;
+  std::vector<std::byte> partials(static_cast<size_t>(partial_bytes) * chunks.size());
+  HostPins partial_pins(scheduler_, log_, result);  // after partials: unpinned first
+  partial_pins.Pin("stage " + st.name + " partials", partials.data(), static_cast<int64_t>(partials.size()));
+  const bool cache_output = std::find(cached.begin(), cached.end(), st.output) != cached.end();
+  const std::vector<Subtask> subtasks = StreamSubtasks(st, kernel, stage_index, buffers, ids, chunks,
+                                                       cache_output, partials.data(), partial_bytes);
+  const int64_t first_chunk = chunks.empty() ? 0 : chunks.front().bytes;
   const int64_t subtask_bytes =  // what one chunk subtask needs on a GPU (the largest chunk)
-      (chunks.empty() ? 0 : chunks.front().bytes) * (in1 != nullptr ? 2 : 1) +
-      (reduce ? partial_bytes : (chunks.empty() ? 0 : chunks.front().bytes));
+      first_chunk * (st.inputs.size() > 1 ? 2 : 1) + (reduce ? partial_bytes : first_chunk);
   GS_RETURN_IF_ERROR(RunTasks(subtasks, st.tasks, subtask_bytes, result));  // the stage barrier
   if (cache_output && !reduce) cache_done_[st.output] = true;  // resident where computed
-
-  if (reduce && out.bytes > 0) {  // fold the partials on the host, in chunk order
-    auto* acc = static_cast<std::byte*>(out.data);
-    if (chunks.empty()) {
-      std::memset(acc, 0, static_cast<size_t>(out.bytes));
-    } else {
-      std::memcpy(acc, partials.data(), static_cast<size_t>(out.bytes));
-      for (size_t i = 1; i < chunks.size(); ++i) kernel.combine(acc, partials.data() + i * partial_bytes, out.bytes);
-    }
-  }
+  if (reduce && out.bytes > 0) FoldPartials(kernel, partials, chunks.size(), out);
   return Status::Ok();
 }
 

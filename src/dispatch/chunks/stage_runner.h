@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "dispatch/chunks/chunk_scheduler.h"
 #include "dispatch/chunks/job.h"
+#include "dispatch/chunks/splitter.h"
 
 namespace gpusched::chunks {
 
@@ -60,6 +61,13 @@ class StageRunner {
                   const std::map<std::string, HostBuffer>& buffers,
                   const std::map<std::string, uint64_t>& ids, const std::vector<std::string>& cached,
                   JobResult& result);
+  // CN110955526B step (9): a CACHE subtask per chunk of each of the stage's persisted inputs
+  // not yet resident (marked resident here).
+  std::vector<Subtask> CacheSubtasks(const StageSpec& st, int stage_index,
+                                     const std::map<std::string, HostBuffer>& buffers,
+                                     const std::map<std::string, uint64_t>& ids,
+                                     const std::vector<std::string>& cached,
+                                     const std::vector<ChunkRange>& chunks);
   // Runs `subtasks` as `tasks` contiguous tasks, each on the executor claim 2 chooses.
   Status RunTasks(const std::vector<Subtask>& subtasks, int tasks, int64_t subtask_bytes,
                   JobResult& result);

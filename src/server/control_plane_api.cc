@@ -16,20 +16,22 @@ constexpr size_t kRecentKeys = 100'000;
 
 }  // namespace
 
-v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
-  v1::Task p;
-  auto it = last_placement_.find(t.id);
-  rpc::TaskToProto(t, it == last_placement_.end() ? nullptr : &it->second, with_history, &p);
-  if (const std::optional<core::TaskState> stored = StoredStateIfBehind(t)) {
-    p.set_unstored_state(p.state());  // issue 40: a restart now would find the stored one
-    p.set_state(core::TaskStateName(*stored));
+TaskView ControlPlane::ViewOf(const core::Task& t) const {
+  TaskView v;
+  v.task = t;
+  if (auto it = last_placement_.find(t.id); it != last_placement_.end()) {
+    v.last_placement = it->second;
   }
-  if (p.gang_nodes_size() == 0) {  // a gang that no longer holds its nodes: the last ones
-    if (auto g = last_gang_.find(t.id); g != last_gang_.end()) {
-      for (const std::string& n : g->second) p.add_gang_nodes(n);
-    }
-  }
-  return p;
+  if (auto g = last_gang_.find(t.id); g != last_gang_.end()) v.last_gang = g->second;
+  v.stored_state = StoredStateIfBehind(t);
+  return v;
+}
+
+TaskView ControlPlane::ViewOf(store::TaskRecord r) {
+  TaskView v;
+  v.task = std::move(r.task);
+  v.last_placement = std::move(r.last_placement);
+  return v;
 }
 
 std::optional<core::TaskState> ControlPlane::StoredStateIfBehind(const core::Task& t) const {
@@ -151,20 +153,18 @@ void ControlPlane::RememberKeyLocked(const std::string& key, TaskId first) {
   }
 }
 
-StatusOr<v1::Task> ControlPlane::GetTask(uint64_t id, bool with_history) {
+StatusOr<TaskView> ControlPlane::GetTask(uint64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const core::Task* t = sched_->GetTask(TaskId(id));
     if (t != nullptr && sched_->IsHeld(t->id)) {
       return NotFound("task " + std::to_string(id) + ": no such task");
     }
-    if (t != nullptr) return TaskProto(*t, with_history);
+    if (t != nullptr) return ViewOf(*t);
   }
   // Forgotten after its retention: the store keeps every task.
   GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
-  v1::Task p;
-  rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, with_history, &p);
-  return p;
+  return ViewOf(std::move(r));
 }
 
 StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
@@ -181,7 +181,7 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
         page.next_after_id = page.tasks.back().id();
         break;
       }
-      page.tasks.push_back(TaskProto(*t, false));
+      page.tasks.push_back(ViewOf(*t));
     }
     return page;
   }
@@ -189,22 +189,21 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
   if (state) name = core::TaskStateName(*state);
   GS_ASSIGN_OR_RETURN(store::TaskPage stored, store_->ListTasks(name, after_id, limit));
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<uint64_t, v1::Task> out;
-  for (const store::TaskRecord& r : stored.tasks) {
+  std::map<uint64_t, TaskView> out;
+  for (store::TaskRecord& r : stored.tasks) {
     const core::Task* t = sched_->GetTask(r.task.id);
     if (t != nullptr) {  // memory is fresher than the store (by one commit at most)
-      if (!state || t->state == *state) out[t->id.value()] = TaskProto(*t, false);
+      if (!state || t->state == *state) out[t->id.value()] = ViewOf(*t);
       continue;
     }
-    v1::Task p;
-    rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, false, &p);
-    out[r.task.id.value()] = std::move(p);
+    const uint64_t id = r.task.id.value();
+    out[id] = ViewOf(std::move(r));
   }
   if (state) {  // finished in memory, record still being written
     const uint64_t end = stored.next_after_id == 0 ? UINT64_MAX : stored.next_after_id;
     const std::set<uint64_t>& ids = index_.InState(*state);
     for (auto it = ids.upper_bound(after_id); it != ids.end() && *it <= end; ++it) {
-      if (out.count(*it) == 0) out[*it] = TaskProto(*sched_->GetTask(TaskId(*it)), false);
+      if (out.count(*it) == 0) out[*it] = ViewOf(*sched_->GetTask(TaskId(*it)));
     }
   }
   page.next_after_id = stored.next_after_id;
@@ -244,7 +243,7 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
         page.next_after_id = page.tasks.back().id();
         break;
       }
-      page.tasks.push_back(TaskProto(*sched_->GetTask(TaskId(id)), false));
+      page.tasks.push_back(ViewOf(*sched_->GetTask(TaskId(id))));
     }
     return page;
   }
@@ -254,10 +253,9 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
   uint64_t cursor = after_id;
   for (int pages = 0; pages < kMaxScanPages; ++pages) {
     GS_ASSIGN_OR_RETURN(ListPage all, ListTasks(std::nullopt, cursor, limit));
-    for (v1::Task& t : all.tasks) {
+    for (TaskView& t : all.tasks) {
       cursor = t.id();
-      auto st = rpc::TaskStateFromName(t.state(), "state");
-      if (!st.ok() || states.count(*st) == 0) continue;
+      if (states.count(t.shown_state()) == 0) continue;
       page.tasks.push_back(std::move(t));
       if (page.tasks.size() == limit) {
         page.next_after_id = cursor;
@@ -271,16 +269,16 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
   return page;
 }
 
-std::vector<v1::Task> ControlPlane::RecentTasks() {
+std::vector<TaskView> ControlPlane::RecentTasks() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::Task> out;
+  std::vector<TaskView> out;
   for (const core::Task* t : sched_->Tasks()) {
-    if (!sched_->IsHeld(t->id)) out.push_back(TaskProto(*t, false));
+    if (!sched_->IsHeld(t->id)) out.push_back(ViewOf(*t));
   }
   return out;
 }
 
-StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
+StatusOr<TaskView> ControlPlane::Cancel(uint64_t id) {
   std::unique_lock<std::mutex> lock(mu_);
   const core::Task* t = sched_->GetTask(TaskId(id));
   if (t == nullptr) {
@@ -303,12 +301,10 @@ StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
   }
   // The commit was waited for with mu_ released: retention may have dropped the task since
   // (retain_finished: 0); the store has it.
-  if (const core::Task* now = sched_->GetTask(TaskId(id))) return TaskProto(*now, false);
+  if (const core::Task* now = sched_->GetTask(TaskId(id))) return ViewOf(*now);
   lock.unlock();
   GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
-  v1::Task p;
-  rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, false, &p);
-  return p;
+  return ViewOf(std::move(r));
 }
 
 StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {
@@ -320,13 +316,16 @@ StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {
   return r;
 }
 
-StatusOr<v1::Node> ControlPlane::NodeProto(const std::string& node) const {
+StatusOr<NodeView> ControlPlane::NodeViewOf(const std::string& node) const {
   auto index = sched_->cluster().Find(node);
   if (!index) return NotFound("node " + node + ": no such node");
-  v1::Node p;
-  rpc::NodeToProto(sched_->cluster().node(*index), sched_->cluster(),
-                   connections_.count(node) > 0, &p);
-  return p;
+  NodeView v;
+  v.node = sched_->cluster().node(*index);
+  for (const core::GpuState& g : v.node.gpus) {
+    v.gpu_models.push_back(sched_->cluster().ModelName(g.model_id));
+  }
+  v.connected = connections_.count(node) > 0;
+  return v;
 }
 
 std::string ControlPlane::EvictionHold() {
@@ -334,11 +333,11 @@ std::string ControlPlane::EvictionHold() {
   return sched_->eviction_hold();
 }
 
-std::vector<v1::Node> ControlPlane::ListNodes() {
+std::vector<NodeView> ControlPlane::ListNodes() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, v1::Node> sorted;
-  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeProto(n.name);
-  std::vector<v1::Node> out;
+  std::map<std::string, NodeView> sorted;
+  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeViewOf(n.name);
+  std::vector<NodeView> out;
   for (auto& [name, n] : sorted) out.push_back(std::move(n));
   return out;
 }
@@ -362,23 +361,23 @@ void ControlPlane::QueueNode(const std::string& node) {
   pending_.removed_nodes.erase(node);  // registered again after a `node rm`
 }
 
-StatusOr<v1::Node> ControlPlane::ChangeNode(const std::string& node,
+StatusOr<NodeView> ControlPlane::ChangeNode(const std::string& node,
                                             const std::function<Status()>& change) {
   std::unique_lock<std::mutex> lock(mu_);
   GS_RETURN_IF_ERROR(change());
   QueueNode(node);
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));  // the flag, and any kills it caused
-  StatusOr<v1::Node> out = NodeProto(node);
+  StatusOr<NodeView> out = NodeViewOf(node);
   lock.unlock();
   Kick();
   return out;
 }
 
-StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
+StatusOr<NodeView> ControlPlane::Cordon(const std::string& node, bool cordon) {
   return ChangeNode(node, [&] { return sched_->Cordon(node, cordon); });
 }
 
-StatusOr<v1::Node> ControlPlane::Drain(const std::string& node, bool evict) {
+StatusOr<NodeView> ControlPlane::Drain(const std::string& node, bool evict) {
   return ChangeNode(node, [&] { return sched_->Drain(node, evict); });
 }
 

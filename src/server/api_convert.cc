@@ -23,4 +23,52 @@ v1::Node NodeToProto(const NodeView& v) {
   return p;
 }
 
+v1::WhyResponse WhyToProto(const core::Explanation& e) {
+  v1::WhyResponse p;
+  rpc::ExplanationToProto(e, &p);
+  return p;
+}
+
+v1::TeamQuota QuotaToProto(const core::TeamQuota& q) {
+  v1::TeamQuota p;
+  p.set_team(q.team);
+  p.set_guaranteed_gpus(q.guaranteed_gpus);
+  p.set_guaranteed_gpu_mem_mib(q.guaranteed_gpu_mem_mib);
+  p.set_borrow_gpus(q.borrow_gpus);
+  p.set_max_priority(q.max_priority);
+  return p;
+}
+
+v1::ListQuotasResponse QuotasToProto(const std::vector<TeamQuotaView>& teams) {
+  v1::ListQuotasResponse out;
+  for (const TeamQuotaView& v : teams) {
+    const core::TeamStatus& s = v.status;
+    v1::TeamQuotaStatus* t = out.add_teams();
+    *t->mutable_quota() = QuotaToProto(s.quota);
+    t->mutable_quota()->set_team(v.team);
+    t->set_quota_set(s.has_quota);
+    t->set_used_gpus(s.used.gpus);
+    t->set_used_gpu_mem_mib(s.used.gpu_mem_mib);
+    t->set_borrowed_gpus(s.borrowed_gpus);
+    t->set_pending(s.pending);
+    t->set_running(s.used.tasks);
+    if (v.granted_priority) t->set_granted_priority(*v.granted_priority);
+  }
+  return out;
+}
+
+v1::LearnedProfile LearnedProfileToProto(const LearnedProfileView& v) {
+  v1::LearnedProfile out;
+  out.set_key(v.key);
+  out.set_task_type(v.profile.task_type);
+  out.set_model(v.profile.model);
+  out.set_batch(v.profile.batch);
+  out.set_height(v.profile.height);
+  out.set_width(v.profile.width);
+  for (MiB m : v.learned.recent) out.add_recent_peaks_mib(m);
+  out.set_observations(v.learned.observations);
+  if (v.estimate_mib) out.set_estimate_mib(*v.estimate_mib);
+  return out;
+}
+
 }  // namespace gpusched::server

@@ -14,5 +14,9 @@ namespace v1 = ::gpusched::v1;
 // it as `state` and its newer one as `unstored_state`.
 v1::Task TaskToProto(const TaskView& v, bool with_history = false);
 v1::Node NodeToProto(const NodeView& v);
+v1::WhyResponse WhyToProto(const core::Explanation& e);
+v1::TeamQuota QuotaToProto(const core::TeamQuota& q);
+v1::ListQuotasResponse QuotasToProto(const std::vector<TeamQuotaView>& teams);
+v1::LearnedProfile LearnedProfileToProto(const LearnedProfileView& v);
 
 }  // namespace gpusched::server

@@ -85,5 +85,40 @@ TEST(ApiConvertTest, Issue40_NodeViewNamesEachGpusModel) {
   EXPECT_EQ(p.gpus(1).model(), "H100");
 }
 
+TEST(ApiConvertTest, Issue40_QuotaAndLearnedProfileViewsConvertFieldForField) {
+  TeamQuotaView t;
+  t.team = "ml";
+  t.status.quota = core::TeamQuota{"ml", 4, 0, 2};
+  t.status.has_quota = true;
+  t.status.used.gpus = 3;
+  t.status.used.tasks = 2;
+  t.status.pending = 5;
+  t.granted_priority = "high";
+  const v1::ListQuotasResponse q = QuotasToProto({t});
+  ASSERT_EQ(q.teams_size(), 1);
+  EXPECT_EQ(q.teams(0).quota().team(), "ml");
+  EXPECT_EQ(q.teams(0).quota().guaranteed_gpus(), 4);
+  EXPECT_EQ(q.teams(0).quota().borrow_gpus(), 2);
+  EXPECT_TRUE(q.teams(0).quota_set());
+  EXPECT_EQ(q.teams(0).used_gpus(), 3);
+  EXPECT_EQ(q.teams(0).running(), 2);
+  EXPECT_EQ(q.teams(0).pending(), 5);
+  EXPECT_EQ(q.teams(0).granted_priority(), "high");
+
+  LearnedProfileView p;
+  p.key = "resnet50";
+  p.profile.model = "resnet50";
+  p.learned.recent = {1000, 1200};
+  p.learned.observations = 7;
+  EXPECT_EQ(LearnedProfileToProto(p).estimate_mib(), 0);  // no estimate: none sent
+  p.estimate_mib = 1320;
+  const v1::LearnedProfile l = LearnedProfileToProto(p);
+  EXPECT_EQ(l.key(), "resnet50");
+  EXPECT_EQ(l.model(), "resnet50");
+  EXPECT_EQ(l.recent_peaks_mib_size(), 2);
+  EXPECT_EQ(l.observations(), 7);
+  EXPECT_EQ(l.estimate_mib(), 1320);
+}
+
 }  // namespace
 }  // namespace gpusched::server

@@ -211,7 +211,7 @@ grpc::Status ApiService::Why(grpc::ServerContext* ctx, const v1::WhyRequest* req
   if (auto s = RequireId(req->id()); !s.ok()) return rpc::ToGrpc(s);
   auto w = cp.Why(req->id());
   if (!w.ok()) return rpc::ToGrpc(w.status());
-  *resp = std::move(w).value();
+  *resp = WhyToProto(*w);
   return grpc::Status::OK;
 }
 
@@ -361,7 +361,7 @@ grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRe
   q.max_priority = req->quota().max_priority();
   auto out = cp.SetQuota(q, req->keep_guarantee());
   if (!out.ok()) return rpc::ToGrpc(out.status());
-  *resp->mutable_quota() = std::move(out).value();
+  *resp->mutable_quota() = QuotaToProto(*out);
   return grpc::Status::OK;
 }
 
@@ -376,7 +376,7 @@ grpc::Status ApiService::ListQuotas(grpc::ServerContext* ctx, const v1::ListQuot
                                     v1::ListQuotasResponse* resp) {
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  *resp = entered->cp->ListQuotas();
+  *resp = QuotasToProto(entered->cp->ListQuotas());
   return grpc::Status::OK;
 }
 
@@ -387,8 +387,8 @@ grpc::Status ApiService::ListLearnedProfiles(grpc::ServerContext* ctx,
                                              v1::ListLearnedProfilesResponse* resp) {
   auto entered = EnterAsAdmin(ctx, "profile ls");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  for (v1::LearnedProfile& p : entered->cp->ListLearnedProfiles()) {
-    *resp->add_profiles() = std::move(p);
+  for (const LearnedProfileView& p : entered->cp->ListLearnedProfiles()) {
+    *resp->add_profiles() = LearnedProfileToProto(p);
   }
   return grpc::Status::OK;
 }
@@ -400,7 +400,7 @@ grpc::Status ApiService::RemoveLearnedProfile(grpc::ServerContext* ctx,
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   auto removed = entered->cp->RemoveLearnedProfile(req->key());
   if (!removed.ok()) return rpc::ToGrpc(removed.status());
-  *resp->mutable_removed() = std::move(removed).value();
+  *resp->mutable_removed() = LearnedProfileToProto(*removed);
   return grpc::Status::OK;
 }
 

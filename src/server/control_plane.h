@@ -121,7 +121,7 @@ class ControlPlane {
   // The tasks in memory (live and recently finished), for Watch's first snapshot.
   std::vector<TaskView> RecentTasks();
   StatusOr<TaskView> Cancel(uint64_t id);
-  StatusOr<v1::WhyResponse> Why(uint64_t id);
+  StatusOr<core::Explanation> Why(uint64_t id);
   std::vector<NodeView> ListNodes();
   // Issue 37: why evictions of silent nodes are held, "" when they are not
   // (core::Scheduler::eviction_hold).
@@ -153,17 +153,18 @@ class ControlPlane {
   // an HA take-over). Field-named errors.
   // `keep_guarantee`: only the grant changes (issue 36). quota.max_priority "" keeps the
   // team's grant, "none" removes it.
-  StatusOr<v1::TeamQuota> SetQuota(core::TeamQuota quota, bool keep_guarantee = false);
+  // Returns the quota applied.
+  StatusOr<core::TeamQuota> SetQuota(core::TeamQuota quota, bool keep_guarantee = false);
   // `quota rm TEAM` (issue 41): the team goes back to no quota (guarantee 0, unlimited
   // borrowing), stored. NotFound naming the team when it has none.
   Status RemoveQuota(const std::string& team);
   // Every team with a quota or a live task, by name.
-  v1::ListQuotasResponse ListQuotas();
+  std::vector<TeamQuotaView> ListQuotas();
   // What the GPU-memory table learned, by key (issue 36; admin only).
-  std::vector<v1::LearnedProfile> ListLearnedProfiles();
+  std::vector<LearnedProfileView> ListLearnedProfiles();  // by key
   // Forgets the learned peaks of the profile `key` names (as `profile ls` prints it, or any
   // `--profile` form) and stores that. NotFound when nothing is learned for it.
-  StatusOr<v1::LearnedProfile> RemoveLearnedProfile(const std::string& key);
+  StatusOr<LearnedProfileView> RemoveLearnedProfile(const std::string& key);
   // A consistent snapshot of the store written to `path`, a new file (store::StateStore::
   // SnapshotTo): every task acknowledged before the call is in it.
   Status Backup(const std::string& path);

@@ -307,13 +307,10 @@ StatusOr<TaskView> ControlPlane::Cancel(uint64_t id) {
   return ViewOf(std::move(r));
 }
 
-StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {
+StatusOr<core::Explanation> ControlPlane::Why(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sched_->IsHeld(TaskId(id))) return NotFound("task " + std::to_string(id) + ": no such task");
-  GS_ASSIGN_OR_RETURN(core::Explanation e, sched_->Explain(TaskId(id)));
-  v1::WhyResponse r;
-  rpc::ExplanationToProto(e, &r);
-  return r;
+  return sched_->Explain(TaskId(id));
 }
 
 StatusOr<NodeView> ControlPlane::NodeViewOf(const std::string& node) const {
@@ -517,7 +514,7 @@ void ControlPlane::AttachProber(std::function<void()> wake) {
 // ---------------------------------------------------------------- metrics
 
 // admin only
-StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_guarantee) {
+StatusOr<core::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_guarantee) {
   std::unique_lock<std::mutex> lock(mu_);
   const core::TeamQuota current = sched_->quotas().Of(quota.team);
   if (keep_guarantee) {
@@ -532,13 +529,7 @@ StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   lock.unlock();
   Kick();  // a pass under the new quota
-  v1::TeamQuota out;
-  out.set_team(quota.team);
-  out.set_guaranteed_gpus(quota.guaranteed_gpus);
-  out.set_guaranteed_gpu_mem_mib(quota.guaranteed_gpu_mem_mib);
-  out.set_borrow_gpus(quota.borrow_gpus);
-  out.set_max_priority(quota.max_priority);
-  return out;
+  return quota;
 }
 
 Status ControlPlane::RemoveQuota(const std::string& team) {
@@ -555,56 +546,36 @@ Status ControlPlane::RemoveQuota(const std::string& team) {
 }
 
 // admin only
-v1::ListQuotasResponse ControlPlane::ListQuotas() {
+std::vector<TeamQuotaView> ControlPlane::ListQuotas() {
   std::lock_guard<std::mutex> lock(mu_);
-  v1::ListQuotasResponse out;
+  std::vector<TeamQuotaView> out;
   const bool enforced = sched_->config().priority_grants.enforce;
-  for (const auto& [team, s] : sched_->Teams()) {
-    v1::TeamQuotaStatus* t = out.add_teams();
-    t->mutable_quota()->set_team(team);
-    t->mutable_quota()->set_guaranteed_gpus(s.quota.guaranteed_gpus);
-    t->mutable_quota()->set_guaranteed_gpu_mem_mib(s.quota.guaranteed_gpu_mem_mib);
-    t->mutable_quota()->set_borrow_gpus(s.quota.borrow_gpus);
-    t->mutable_quota()->set_max_priority(s.quota.max_priority);
-    t->set_quota_set(s.has_quota);
-    t->set_used_gpus(s.used.gpus);
-    t->set_used_gpu_mem_mib(s.used.gpu_mem_mib);
-    t->set_borrowed_gpus(s.borrowed_gpus);
-    t->set_pending(s.pending);
-    t->set_running(s.used.tasks);
-    if (enforced) t->set_granted_priority(sched_->GrantedClass(team));
+  for (auto& [team, s] : sched_->Teams()) {
+    TeamQuotaView v{team, std::move(s), std::nullopt};
+    if (enforced) v.granted_priority = sched_->GrantedClass(team);
+    out.push_back(std::move(v));
   }
   return out;
 }
 
 namespace {
 
-v1::LearnedProfile LearnedProfileToProto(const core::MemoryProfile& p,
-                                         const core::LearnedPeaks& l,
-                                         const core::GpuMemoryTable& table) {
-  v1::LearnedProfile out;
-  out.set_key(spec::FormatProfileFlag(p));
-  out.set_task_type(p.task_type);
-  out.set_model(p.model);
-  out.set_batch(p.batch);
-  out.set_height(p.height);
-  out.set_width(p.width);
-  for (MiB m : l.recent) out.add_recent_peaks_mib(m);
-  out.set_observations(l.observations);
-  if (auto est = table.Estimate(p); est.ok()) out.set_estimate_mib(est->mib);
-  return out;
+LearnedProfileView LearnedProfileOf(const core::MemoryProfile& p, const core::LearnedPeaks& l,
+                                    const core::GpuMemoryTable& table) {
+  LearnedProfileView v{spec::FormatProfileFlag(p), p, l, std::nullopt};
+  if (auto est = table.Estimate(p); est.ok()) v.estimate_mib = est->mib;
+  return v;
 }
 
 }  // namespace
 
-std::vector<v1::LearnedProfile> ControlPlane::ListLearnedProfiles() {
+std::vector<LearnedProfileView> ControlPlane::ListLearnedProfiles() {
   std::lock_guard<std::mutex> lock(mu_);
   const core::GpuMemoryTable& table = sched_->memory_table();
-  std::vector<v1::LearnedProfile> out;
-  for (const auto& [p, l] : table.learned()) out.push_back(LearnedProfileToProto(p, l, table));
-  std::sort(out.begin(), out.end(), [](const v1::LearnedProfile& a, const v1::LearnedProfile& b) {
-    return a.key() < b.key();
-  });
+  std::vector<LearnedProfileView> out;
+  for (const auto& [p, l] : table.learned()) out.push_back(LearnedProfileOf(p, l, table));
+  std::sort(out.begin(), out.end(),
+            [](const LearnedProfileView& a, const LearnedProfileView& b) { return a.key < b.key; });
   return out;
 }
 
@@ -612,7 +583,7 @@ std::vector<v1::LearnedProfile> ControlPlane::ListLearnedProfiles() {
 // acknowledged only after its commit returned.
 Status ControlPlane::Backup(const std::string& path) { return store_->SnapshotTo(path); }
 
-StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::string& key) {
+StatusOr<LearnedProfileView> ControlPlane::RemoveLearnedProfile(const std::string& key) {
   std::unique_lock<std::mutex> lock(mu_);
   core::GpuMemoryTable& table = sched_->memory_table();
   std::optional<core::MemoryProfile> found;
@@ -626,11 +597,11 @@ StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::strin
   if (!found) {
     return NotFound("profile \"" + key + "\": nothing learned for it (see `gpusched profile ls`)");
   }
-  v1::LearnedProfile removed = LearnedProfileToProto(*found, table.learned().at(*found), table);
+  LearnedProfileView removed = LearnedProfileOf(*found, table.learned().at(*found), table);
   table.Forget(*found);
   pending_.peaks.insert(*found);  // stored as forgotten
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
-  if (auto est = table.Estimate(*found); est.ok()) removed.set_estimate_mib(est->mib);
+  if (auto est = table.Estimate(*found); est.ok()) removed.estimate_mib = est->mib;
   return removed;
 }
 

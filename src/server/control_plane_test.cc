@@ -240,6 +240,10 @@ TEST_F(ControlPlaneTest, Issue40_ApiAnswersViewsInCoreTypes) {
   ASSERT_TRUE(running.ok()) << running.status().ToString();
   EXPECT_EQ(running->task.state, core::TaskState::kRunning);
   EXPECT_FALSE(running->stored_state.has_value());
+  StatusOr<core::Explanation> why = cp->Why(1);
+  ASSERT_TRUE(why.ok()) << why.status().ToString();
+  EXPECT_EQ(why->id, TaskId(1));
+  EXPECT_EQ(why->state, core::TaskState::kRunning);
   ClusterView cluster = cp->Cluster();
   ASSERT_EQ(cluster.nodes.size(), 1u);
   EXPECT_EQ(cluster.nodes[0].node.name, "n1");
@@ -1367,17 +1371,20 @@ TEST_F(ControlPlaneTest, QuotasAreStoredAndRestoredAndAFailedWriteIsReported) {
   auto cp = Start(Faulty(faults));
   auto agent = Connect(*cp, Node("n1"));
   core::TeamQuota a{"a", 2, 0, 1};
-  ASSERT_TRUE(cp->SetQuota(a).ok());
+  StatusOr<core::TeamQuota> applied = cp->SetQuota(a);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(applied->team, "a");
+  EXPECT_EQ(applied->guaranteed_gpus, 2);
   EXPECT_EQ(cp->SetQuota({"", 1, 0, 0}).status().code(), StatusCode::kInvalidArgument);
   core::TaskSpec s = Spec();
   s.team = "a";
   ASSERT_TRUE(cp->Submit(s).ok());
   cp->RunOnce();
-  v1::ListQuotasResponse ls = cp->ListQuotas();
-  ASSERT_EQ(ls.teams_size(), 1);
-  EXPECT_EQ(ls.teams(0).quota().team(), "a");
-  EXPECT_EQ(ls.teams(0).used_gpus(), 1);
-  EXPECT_TRUE(ls.teams(0).quota_set());
+  std::vector<TeamQuotaView> ls = cp->ListQuotas();
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(ls[0].team, "a");
+  EXPECT_EQ(ls[0].status.used.gpus, 1);
+  EXPECT_TRUE(ls[0].status.has_quota);
   faults->FailNextCommits(1);
   EXPECT_FALSE(cp->SetQuota({"b", 4, 0, 0}).ok());  // not stored: the caller hears it
   const std::string metrics = cp->MetricsText();
@@ -1386,9 +1393,14 @@ TEST_F(ControlPlaneTest, QuotasAreStoredAndRestoredAndAFailedWriteIsReported) {
   cp.reset();
   auto again = Start(Sqlite());
   ls = again->ListQuotas();
-  ASSERT_GE(ls.teams_size(), 1);
-  EXPECT_EQ(ls.teams(0).quota().guaranteed_gpus(), 2);
-  EXPECT_EQ(ls.teams(0).quota().borrow_gpus(), 1);
+  ASSERT_GE(ls.size(), 1u);
+  EXPECT_EQ(ls[0].status.quota.guaranteed_gpus, 2);
+  EXPECT_EQ(ls[0].status.quota.borrow_gpus, 1);
+  const v1::ListQuotasResponse p = QuotasToProto(ls);  // what `quota ls` reads
+  ASSERT_EQ(p.teams_size(), int(ls.size()));
+  EXPECT_EQ(p.teams(0).quota().team(), "a");
+  EXPECT_EQ(p.teams(0).quota().guaranteed_gpus(), 2);
+  EXPECT_TRUE(p.teams(0).quota_set());
 }
 
 // Fair share remembers who used the cluster across a restart (and an HA take-over, which
@@ -1487,7 +1499,7 @@ TEST_F(MemoryTableTest, Issue36_TaskWrittenPeaksTeachNothingUnlessTheDemoSetting
   Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000, v1::TaskStatus::PEAK_TASK_WRITTEN));
   cp->RunOnce();
   ASSERT_EQ(cp->ListLearnedProfiles().size(), 1u);
-  EXPECT_EQ(cp->ListLearnedProfiles()[0].key(), "resnet50");
+  EXPECT_EQ(cp->ListLearnedProfiles()[0].key, "resnet50");
 }
 
 TEST_F(MemoryTableTest, CN109992422A_Claim1_ProfileOnlyTaskUsesTheTableAndLearnsItsPeak) {

@@ -230,8 +230,8 @@ StatusOr<Json> RestApi::GetTask(const Request& req, const Caller& caller) {
                     {"gpus", std::vector<int>(t.gpus().begin(), t.gpus().end())},
                     {"gpu_mem_mib", std::vector<int64_t>(t.gpu_mem_mib().begin(),
                                                          t.gpu_mem_mib().end())}};
-  StatusOr<v1::WhyResponse> why = cp_.Why(id);  // NotFound once it left memory
-  j["why"] = why.ok() ? rpc::WhyJson(*why) : Json();
+  StatusOr<core::Explanation> why = cp_.Why(id);  // NotFound once it left memory
+  j["why"] = why.ok() ? rpc::WhyJson(WhyToProto(*why)) : Json();
   return j;
 }
 

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "base/units.h"
+#include "core/memory_table.h"
 #include "core/node.h"
+#include "core/scheduler.h"
 #include "core/task.h"
 
 namespace gpusched::server {
@@ -54,6 +57,22 @@ struct QueuesView {
 struct ClusterView {
   std::vector<NodeView> nodes;   // by name
   std::vector<TaskView> active;  // assigned or running, ascending id
+};
+
+// A team with a quota or a live task (`quota ls`).
+struct TeamQuotaView {
+  std::string team;
+  core::TeamStatus status;
+  // The highest priority class the team may submit now; set while grants are enforced.
+  std::optional<std::string> granted_priority;
+};
+
+// What the GPU-memory table learned for one profile (`profile ls`, issue 36).
+struct LearnedProfileView {
+  std::string key;  // as `profile ls` prints it (spec::FormatProfileFlag)
+  core::MemoryProfile profile;
+  core::LearnedPeaks learned;
+  std::optional<MiB> estimate_mib;  // the table's estimate for the profile; none without one
 };
 
 }  // namespace gpusched::server

@@ -44,9 +44,10 @@
 #include "base/executor.h"
 #include "base/units.h"
 #include "core/scheduler.h"
-#include "rpc/convert.h"
 #include "server/config_reload.h"
 #include "server/loop_inbox.h"
+// The agent side still speaks gpusched.v1 (RegisterNode, AgentMessage, ServerMessage,
+// TaskStatus) through AgentChannel; the client-facing API answers views (views.h).
 #include "server/agent_channel.h"
 #include "server/change_log.h"
 #include "server/metrics.h"

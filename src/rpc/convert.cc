@@ -305,8 +305,8 @@ void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p) {
   for (int numa : s.topology.numa) p->add_gpu_numa(numa);
 }
 
-void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bool connected,
-                 v1::Node* p) {
+void NodeToProto(const core::NodeState& n, const std::vector<std::string>& gpu_models,
+                 bool connected, v1::Node* p) {
   p->set_name(n.name);
   p->set_address(n.address);
   p->set_reachable(n.reachable);
@@ -321,10 +321,11 @@ void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bo
   p->set_running_tasks(n.running_tasks);
   p->set_last_heartbeat_ms(n.last_heartbeat_ms);
   p->set_lost(n.lost);
-  for (const core::GpuState& g : n.gpus) {
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    const core::GpuState& g = n.gpus[i];
     v1::Gpu* o = p->add_gpus();
     o->set_index(g.index);
-    o->set_model(cluster.ModelName(g.model_id));
+    o->set_model(i < gpu_models.size() ? gpu_models[i] : "");
     o->set_total_mib(g.total_mib);
     o->set_allocated_mib(g.allocated_mib);
     o->set_reported_free_mib(g.reported_free_mib);

@@ -31,8 +31,9 @@ StatusOr<core::NodeSpec> NodeSpecFromProto(const v1::RegisterNode& p);
 void TaintsToProto(const std::vector<core::Taint>& taints,
                    google::protobuf::RepeatedPtrField<v1::Taint>* out);
 void NodeSpecToProto(const core::NodeSpec& s, v1::RegisterNode* p);
-void NodeToProto(const core::NodeState& n, const core::ClusterState& cluster, bool connected,
-                 v1::Node* p);
+// `gpu_models`: the model name of n.gpus[i] (core::ClusterState::ModelName).
+void NodeToProto(const core::NodeState& n, const std::vector<std::string>& gpu_models,
+                 bool connected, v1::Node* p);
 
 void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p);
 

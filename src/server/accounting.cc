@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/api_convert.h"
 #include "server/control_plane.h"
 
 namespace gpusched::server {
@@ -87,14 +88,15 @@ StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accou
                                                          const AccountingQuery& q) {
   for (uint64_t after = 0;;) {
     GS_ASSIGN_OR_RETURN(ListPage page, cp.ListTasks(std::nullopt, after, 1000));
-    for (const v1::Task& t : page.tasks) {
+    for (const TaskView& v : page.tasks) {
+      const core::Task& t = v.task;
       // Never ran: no attempt. (started_ms is the current attempt's: 0 while a task that
       // ran before waits again, and its earlier runs count.)
-      if (t.attempts() == 0) continue;
-      if (t.finished_ms() != 0 && t.finished_ms() < q.since_ms) continue;
-      if (t.submitted_ms() >= q.until_ms) continue;
-      StatusOr<v1::Task> full = cp.GetTask(t.id(), true);
-      if (full.ok()) acct.Add(*full);
+      if (t.attempts == 0) continue;
+      if (t.finished_ms != 0 && t.finished_ms < q.since_ms) continue;
+      if (t.submitted_ms >= q.until_ms) continue;
+      StatusOr<TaskView> full = cp.GetTask(v.id());
+      if (full.ok()) acct.Add(TaskToProto(*full, /*with_history=*/true));
     }
     if (page.next_after_id == 0) break;
     after = page.next_after_id;

@@ -13,6 +13,7 @@
 #include "rpc/grpc_status.h"
 #include "server/access.h"
 #include "server/accounting.h"
+#include "server/api_convert.h"
 #include "server/task_filter.h"
 #include "server/tokens.h"
 
@@ -68,8 +69,8 @@ StatusOr<ApiService::Entered> ApiService::EnterForTask(grpc::ServerContext* ctx,
   GS_ASSIGN_OR_RETURN(Entered entered, Enter(ctx));
   GS_RETURN_IF_ERROR(RequireId(id));
   if (!entered.caller.admin) {
-    GS_ASSIGN_OR_RETURN(const v1::Task task, entered.cp->GetTask(id, false));
-    GS_RETURN_IF_ERROR(RequireOwnerOrAdmin(entered.caller, task, what));
+    GS_ASSIGN_OR_RETURN(const TaskView task, entered.cp->GetTask(id));
+    GS_RETURN_IF_ERROR(RequireOwnerOrAdmin(entered.caller, TaskToProto(task), what));
   }
   return entered;
 }
@@ -90,9 +91,9 @@ grpc::Status ApiService::GetTask(grpc::ServerContext* ctx, const v1::GetTaskRequ
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
   if (auto s = RequireId(req->id()); !s.ok()) return rpc::ToGrpc(s);
-  auto t = cp.GetTask(req->id(), true);
+  auto t = cp.GetTask(req->id());
   if (!t.ok()) return rpc::ToGrpc(t.status());
-  *resp = std::move(t).value();
+  *resp = TaskToProto(*t, /*with_history=*/true);
   RedactForCaller(entered->caller, cp.config().private_data, resp);
   return grpc::Status::OK;
 }
@@ -124,7 +125,8 @@ grpc::Status ApiService::ListTasks(grpc::ServerContext* ctx, const v1::ListTasks
                   : cp.ListTasksIn(states, req->after_id(), static_cast<size_t>(req->limit()));
   if (!page.ok()) return rpc::ToGrpc(page.status());
   const TaskFilter filter{req->user(), req->team(), req->name(), req->node()};
-  for (v1::Task& t : page->tasks) {
+  for (const TaskView& view : page->tasks) {
+    v1::Task t = TaskToProto(view);
     if (!MatchesTaskFilter(t, filter)) continue;  // a short page; the client goes on after it
     RedactForCaller(entered->caller, cp.config().private_data, &t);
     *resp->add_tasks() = std::move(t);
@@ -140,7 +142,7 @@ grpc::Status ApiService::Cancel(grpc::ServerContext* ctx, const v1::CancelReques
   ControlPlane& cp = *entered->cp;
   auto t = cp.Cancel(req->id());
   if (!t.ok()) return rpc::ToGrpc(t.status());
-  *resp->mutable_task() = std::move(t).value();
+  *resp->mutable_task() = TaskToProto(*t);
   RedactForCaller(entered->caller, cp.config().private_data, resp->mutable_task());
   return grpc::Status::OK;
 }
@@ -162,21 +164,21 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
     return writer->Write(t);
   };
   auto send = [&](uint64_t id) {
-    auto t = cp.GetTask(id, false);
-    return !t.ok() || write(std::move(t).value());
+    auto t = cp.GetTask(id);
+    return !t.ok() || write(TaskToProto(*t));
   };
   std::vector<uint64_t> ids;
   bool everything = false;
   uint64_t version = cp.WaitForChanges(UINT64_MAX - 1, 0, ids, everything);
   if (wanted.empty()) {
-    for (const v1::Task& t : cp.RecentTasks()) {
-      if (!write(t)) return grpc::Status::OK;
+    for (const TaskView& t : cp.RecentTasks()) {
+      if (!write(TaskToProto(t))) return grpc::Status::OK;
     }
   } else {
     for (uint64_t id : wanted) {
-      auto t = cp.GetTask(id, false);
+      auto t = cp.GetTask(id);
       if (!t.ok()) return rpc::ToGrpc(t.status());
-      if (!write(std::move(t).value())) return grpc::Status::OK;
+      if (!write(TaskToProto(*t))) return grpc::Status::OK;
     }
   }
   while (!ctx->IsCancelled()) {
@@ -187,8 +189,10 @@ grpc::Status ApiService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*
     ids.clear();
     version = cp.WaitForChanges(version, 500, ids, everything);
     if (everything) {
-      for (const v1::Task& t : cp.RecentTasks()) {
-        if ((wanted.empty() || wanted.count(t.id())) && !write(t)) return grpc::Status::OK;
+      for (const TaskView& t : cp.RecentTasks()) {
+        if ((wanted.empty() || wanted.count(t.id())) && !write(TaskToProto(t))) {
+          return grpc::Status::OK;
+        }
       }
       continue;
     }
@@ -207,7 +211,7 @@ grpc::Status ApiService::Why(grpc::ServerContext* ctx, const v1::WhyRequest* req
   if (auto s = RequireId(req->id()); !s.ok()) return rpc::ToGrpc(s);
   auto w = cp.Why(req->id());
   if (!w.ok()) return rpc::ToGrpc(w.status());
-  *resp = std::move(w).value();
+  *resp = WhyToProto(*w);
   return grpc::Status::OK;
 }
 
@@ -216,7 +220,7 @@ grpc::Status ApiService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodes
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   ControlPlane& cp = *entered->cp;
-  for (v1::Node& n : cp.ListNodes()) *resp->add_nodes() = std::move(n);
+  for (const NodeView& n : cp.ListNodes()) *resp->add_nodes() = NodeToProto(n);
   resp->set_eviction_hold(cp.EvictionHold());
   return grpc::Status::OK;
 }
@@ -230,7 +234,7 @@ grpc::Status ApiService::Cordon(grpc::ServerContext* ctx, const v1::CordonReques
   ControlPlane& cp = *entered->cp;
   auto n = cp.Cordon(req->node(), req->cordon());
   if (!n.ok()) return rpc::ToGrpc(n.status());
-  *resp->mutable_node() = std::move(n).value();
+  *resp->mutable_node() = NodeToProto(*n);
   return grpc::Status::OK;
 }
 
@@ -242,7 +246,7 @@ grpc::Status ApiService::Drain(grpc::ServerContext* ctx, const v1::DrainRequest*
   ControlPlane& cp = *entered->cp;
   auto n = cp.Drain(req->node(), req->evict());
   if (!n.ok()) return rpc::ToGrpc(n.status());
-  *resp->mutable_node() = std::move(n).value();
+  *resp->mutable_node() = NodeToProto(*n);
   return grpc::Status::OK;
 }
 
@@ -357,7 +361,7 @@ grpc::Status ApiService::SetQuota(grpc::ServerContext* ctx, const v1::SetQuotaRe
   q.max_priority = req->quota().max_priority();
   auto out = cp.SetQuota(q, req->keep_guarantee());
   if (!out.ok()) return rpc::ToGrpc(out.status());
-  *resp->mutable_quota() = std::move(out).value();
+  *resp->mutable_quota() = QuotaToProto(*out);
   return grpc::Status::OK;
 }
 
@@ -372,7 +376,7 @@ grpc::Status ApiService::ListQuotas(grpc::ServerContext* ctx, const v1::ListQuot
                                     v1::ListQuotasResponse* resp) {
   auto entered = Enter(ctx);
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  *resp = entered->cp->ListQuotas();
+  *resp = QuotasToProto(entered->cp->ListQuotas());
   return grpc::Status::OK;
 }
 
@@ -383,8 +387,8 @@ grpc::Status ApiService::ListLearnedProfiles(grpc::ServerContext* ctx,
                                              v1::ListLearnedProfilesResponse* resp) {
   auto entered = EnterAsAdmin(ctx, "profile ls");
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
-  for (v1::LearnedProfile& p : entered->cp->ListLearnedProfiles()) {
-    *resp->add_profiles() = std::move(p);
+  for (const LearnedProfileView& p : entered->cp->ListLearnedProfiles()) {
+    *resp->add_profiles() = LearnedProfileToProto(p);
   }
   return grpc::Status::OK;
 }
@@ -396,7 +400,7 @@ grpc::Status ApiService::RemoveLearnedProfile(grpc::ServerContext* ctx,
   if (!entered.ok()) return rpc::ToGrpc(entered.status());
   auto removed = entered->cp->RemoveLearnedProfile(req->key());
   if (!removed.ok()) return rpc::ToGrpc(removed.status());
-  *resp->mutable_removed() = std::move(removed).value();
+  *resp->mutable_removed() = LearnedProfileToProto(*removed);
   return grpc::Status::OK;
 }
 
@@ -448,8 +452,8 @@ grpc::Status ApiService::GetAccounting(grpc::ServerContext* ctx, const v1::Accou
                 " >= " + std::to_string(req->until_ms()) + " ms)"};
   }
   std::map<std::pair<std::string, int>, int64_t> totals;
-  for (const v1::Node& n : cp.ListNodes()) {
-    for (const v1::Gpu& g : n.gpus()) totals[{n.name(), g.index()}] = g.total_mib();
+  for (const NodeView& n : cp.ListNodes()) {
+    for (const core::GpuState& g : n.node.gpus) totals[{n.node.name, g.index}] = g.total_mib;
   }
   AccountingQuery q;
   q.now_ms = cp.clock().NowMs();

@@ -97,8 +97,8 @@ class AsyncAgentLinkTest : public ::testing::Test {
     return future.get();
   }
   std::optional<bool> Reachable(const std::string& node) {
-    for (const v1::Node& n : cp_->ListNodes()) {
-      if (n.name() == node) return n.reachable();
+    for (const NodeView& n : cp_->ListNodes()) {
+      if (n.node.name == node) return n.node.reachable;
     }
     return std::nullopt;
   }

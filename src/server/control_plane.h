@@ -44,38 +44,21 @@
 #include "base/executor.h"
 #include "base/units.h"
 #include "core/scheduler.h"
-#include "rpc/convert.h"
 #include "server/config_reload.h"
 #include "server/loop_inbox.h"
+// The agent side still speaks gpusched.v1 (RegisterNode, AgentMessage, ServerMessage,
+// TaskStatus) through AgentChannel; the client-facing API answers views (views.h).
 #include "server/agent_channel.h"
 #include "server/change_log.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
 #include "server/stream_limits.h"
 #include "server/task_index.h"
+#include "server/views.h"
 #include "server/tokens.h"
 #include "store/state_store.h"
 
 namespace gpusched::server {
-
-struct ListPage {
-  std::vector<v1::Task> tasks;
-  uint64_t next_after_id = 0;  // 0 = last page
-};
-
-// Read-only views for the REST API and the dashboard (control_plane_views.cc).
-struct QueuedTask {
-  v1::Task task;
-  std::string why;  // the one-line explanation of `gpusched why`
-};
-struct QueuesView {
-  std::vector<QueuedTask> main, failure;  // Q in dispatch order, FQ in failure order
-  size_t main_size = 0, failure_size = 0;  // whole queues (the vectors may be cut)
-};
-struct ClusterView {
-  std::vector<v1::Node> nodes;   // by name
-  std::vector<v1::Task> active;  // assigned or running, ascending id
-};
 
 class ControlPlane {
  public:
@@ -123,7 +106,9 @@ class ControlPlane {
   // and named NAME[i]; InvalidArgument naming `array` for a range SubmitArray refuses.
   static StatusOr<std::vector<core::TaskSpec>> ArraySpecs(const core::TaskSpec& spec,
                                                           IndexRange range);
-  StatusOr<v1::Task> GetTask(uint64_t id, bool with_history);
+  // Issue 40: the task API answers views (server/views.h); the doors convert them
+  // (server/api_convert.h).
+  StatusOr<TaskView> GetTask(uint64_t id);
   // Tasks with id > after_id, ascending; `limit` 0 = 1000. Live states come from memory,
   // the others from the store's state index.
   StatusOr<ListPage> ListTasks(std::optional<core::TaskState> state, uint64_t after_id,
@@ -135,16 +120,16 @@ class ControlPlane {
   StatusOr<ListPage> ListTasksIn(const std::set<core::TaskState>& states, uint64_t after_id,
                                  size_t limit);
   // The tasks in memory (live and recently finished), for Watch's first snapshot.
-  std::vector<v1::Task> RecentTasks();
-  StatusOr<v1::Task> Cancel(uint64_t id);
-  StatusOr<v1::WhyResponse> Why(uint64_t id);
-  std::vector<v1::Node> ListNodes();
+  std::vector<TaskView> RecentTasks();
+  StatusOr<TaskView> Cancel(uint64_t id);
+  StatusOr<core::Explanation> Why(uint64_t id);
+  std::vector<NodeView> ListNodes();
   // Issue 37: why evictions of silent nodes are held, "" when they are not
   // (core::Scheduler::eviction_hold).
   std::string EvictionHold();
-  StatusOr<v1::Node> Cordon(const std::string& node, bool cordon);
+  StatusOr<NodeView> Cordon(const std::string& node, bool cordon);
   // Slurm's drain (running tasks finish); `evict`: kubectl's (they are requeued).
-  StatusOr<v1::Node> Drain(const std::string& node, bool evict = false);
+  StatusOr<NodeView> Drain(const std::string& node, bool evict = false);
   // Issue 39, `gpusched node rm`: forgets the node (Scheduler::RemoveNode: refused with
   // assigned or running tasks unless `force`, which requeues them without counting a
   // failure), deletes its record once that is durable, and closes its agent's stream (an agent
@@ -169,17 +154,18 @@ class ControlPlane {
   // an HA take-over). Field-named errors.
   // `keep_guarantee`: only the grant changes (issue 36). quota.max_priority "" keeps the
   // team's grant, "none" removes it.
-  StatusOr<v1::TeamQuota> SetQuota(core::TeamQuota quota, bool keep_guarantee = false);
+  // Returns the quota applied.
+  StatusOr<core::TeamQuota> SetQuota(core::TeamQuota quota, bool keep_guarantee = false);
   // `quota rm TEAM` (issue 41): the team goes back to no quota (guarantee 0, unlimited
   // borrowing), stored. NotFound naming the team when it has none.
   Status RemoveQuota(const std::string& team);
   // Every team with a quota or a live task, by name.
-  v1::ListQuotasResponse ListQuotas();
+  std::vector<TeamQuotaView> ListQuotas();
   // What the GPU-memory table learned, by key (issue 36; admin only).
-  std::vector<v1::LearnedProfile> ListLearnedProfiles();
+  std::vector<LearnedProfileView> ListLearnedProfiles();  // by key
   // Forgets the learned peaks of the profile `key` names (as `profile ls` prints it, or any
   // `--profile` form) and stores that. NotFound when nothing is learned for it.
-  StatusOr<v1::LearnedProfile> RemoveLearnedProfile(const std::string& key);
+  StatusOr<LearnedProfileView> RemoveLearnedProfile(const std::string& key);
   // A consistent snapshot of the store written to `path`, a new file (store::StateStore::
   // SnapshotTo): every task acknowledged before the call is in it.
   Status Backup(const std::string& path);
@@ -334,7 +320,7 @@ class ControlPlane {
 
   // Takes mu_: applies `change` (a scheduler call about `node`), stores the node and what the
   // change caused, then answers with the node.
-  StatusOr<v1::Node> ChangeNode(const std::string& node, const std::function<Status()>& change);
+  StatusOr<NodeView> ChangeNode(const std::string& node, const std::function<Status()>& change);
 
   // ---- REQUIRES: mu_ held (everything below) ----
   // Moves the scheduler's changes and actions into the next commit and the held messages.
@@ -361,11 +347,14 @@ class ControlPlane {
   bool FromAnotherCluster(const std::string& node, const v1::RegisterNode& reg) const;
   void UpdateReachable(const std::string& node);
   void QueueNode(const std::string& node);
-  v1::Task TaskProto(const core::Task& t, bool with_history) const;
+  // What a reader sees of `t` (its last placement and gang, its stored state). REQUIRES: mu_.
+  TaskView ViewOf(const core::Task& t) const;
+  // The same of a task only the store holds.
+  static TaskView ViewOf(store::TaskRecord r);
   // Issue 40: the stored state when `t`'s latest change is not durable yet (queued or in the
   // commit being written) and differs from it; else none. REQUIRES: mu_.
   std::optional<core::TaskState> StoredStateIfBehind(const core::Task& t) const;
-  StatusOr<v1::Node> NodeProto(const std::string& node) const;
+  StatusOr<NodeView> NodeViewOf(const std::string& node) const;
 
   const ServerConfig config_;
   Clock& clock_;

@@ -9,6 +9,7 @@
 
 #include "base/cluster_id.h"
 #include "base/log.h"
+#include "rpc/convert.h"
 
 namespace gpusched::server {
 namespace {

@@ -16,20 +16,22 @@ constexpr size_t kRecentKeys = 100'000;
 
 }  // namespace
 
-v1::Task ControlPlane::TaskProto(const core::Task& t, bool with_history) const {
-  v1::Task p;
-  auto it = last_placement_.find(t.id);
-  rpc::TaskToProto(t, it == last_placement_.end() ? nullptr : &it->second, with_history, &p);
-  if (const std::optional<core::TaskState> stored = StoredStateIfBehind(t)) {
-    p.set_unstored_state(p.state());  // issue 40: a restart now would find the stored one
-    p.set_state(core::TaskStateName(*stored));
+TaskView ControlPlane::ViewOf(const core::Task& t) const {
+  TaskView v;
+  v.task = t;
+  if (auto it = last_placement_.find(t.id); it != last_placement_.end()) {
+    v.last_placement = it->second;
   }
-  if (p.gang_nodes_size() == 0) {  // a gang that no longer holds its nodes: the last ones
-    if (auto g = last_gang_.find(t.id); g != last_gang_.end()) {
-      for (const std::string& n : g->second) p.add_gang_nodes(n);
-    }
-  }
-  return p;
+  if (auto g = last_gang_.find(t.id); g != last_gang_.end()) v.last_gang = g->second;
+  v.stored_state = StoredStateIfBehind(t);
+  return v;
+}
+
+TaskView ControlPlane::ViewOf(store::TaskRecord r) {
+  TaskView v;
+  v.task = std::move(r.task);
+  v.last_placement = std::move(r.last_placement);
+  return v;
 }
 
 std::optional<core::TaskState> ControlPlane::StoredStateIfBehind(const core::Task& t) const {
@@ -151,20 +153,18 @@ void ControlPlane::RememberKeyLocked(const std::string& key, TaskId first) {
   }
 }
 
-StatusOr<v1::Task> ControlPlane::GetTask(uint64_t id, bool with_history) {
+StatusOr<TaskView> ControlPlane::GetTask(uint64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const core::Task* t = sched_->GetTask(TaskId(id));
     if (t != nullptr && sched_->IsHeld(t->id)) {
       return NotFound("task " + std::to_string(id) + ": no such task");
     }
-    if (t != nullptr) return TaskProto(*t, with_history);
+    if (t != nullptr) return ViewOf(*t);
   }
   // Forgotten after its retention: the store keeps every task.
   GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
-  v1::Task p;
-  rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, with_history, &p);
-  return p;
+  return ViewOf(std::move(r));
 }
 
 StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
@@ -181,7 +181,7 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
         page.next_after_id = page.tasks.back().id();
         break;
       }
-      page.tasks.push_back(TaskProto(*t, false));
+      page.tasks.push_back(ViewOf(*t));
     }
     return page;
   }
@@ -189,22 +189,21 @@ StatusOr<ListPage> ControlPlane::ListTasks(std::optional<core::TaskState> state,
   if (state) name = core::TaskStateName(*state);
   GS_ASSIGN_OR_RETURN(store::TaskPage stored, store_->ListTasks(name, after_id, limit));
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<uint64_t, v1::Task> out;
-  for (const store::TaskRecord& r : stored.tasks) {
+  std::map<uint64_t, TaskView> out;
+  for (store::TaskRecord& r : stored.tasks) {
     const core::Task* t = sched_->GetTask(r.task.id);
     if (t != nullptr) {  // memory is fresher than the store (by one commit at most)
-      if (!state || t->state == *state) out[t->id.value()] = TaskProto(*t, false);
+      if (!state || t->state == *state) out[t->id.value()] = ViewOf(*t);
       continue;
     }
-    v1::Task p;
-    rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, false, &p);
-    out[r.task.id.value()] = std::move(p);
+    const uint64_t id = r.task.id.value();
+    out[id] = ViewOf(std::move(r));
   }
   if (state) {  // finished in memory, record still being written
     const uint64_t end = stored.next_after_id == 0 ? UINT64_MAX : stored.next_after_id;
     const std::set<uint64_t>& ids = index_.InState(*state);
     for (auto it = ids.upper_bound(after_id); it != ids.end() && *it <= end; ++it) {
-      if (out.count(*it) == 0) out[*it] = TaskProto(*sched_->GetTask(TaskId(*it)), false);
+      if (out.count(*it) == 0) out[*it] = ViewOf(*sched_->GetTask(TaskId(*it)));
     }
   }
   page.next_after_id = stored.next_after_id;
@@ -244,7 +243,7 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
         page.next_after_id = page.tasks.back().id();
         break;
       }
-      page.tasks.push_back(TaskProto(*sched_->GetTask(TaskId(id)), false));
+      page.tasks.push_back(ViewOf(*sched_->GetTask(TaskId(id))));
     }
     return page;
   }
@@ -254,10 +253,9 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
   uint64_t cursor = after_id;
   for (int pages = 0; pages < kMaxScanPages; ++pages) {
     GS_ASSIGN_OR_RETURN(ListPage all, ListTasks(std::nullopt, cursor, limit));
-    for (v1::Task& t : all.tasks) {
+    for (TaskView& t : all.tasks) {
       cursor = t.id();
-      auto st = rpc::TaskStateFromName(t.state(), "state");
-      if (!st.ok() || states.count(*st) == 0) continue;
+      if (states.count(t.shown_state()) == 0) continue;
       page.tasks.push_back(std::move(t));
       if (page.tasks.size() == limit) {
         page.next_after_id = cursor;
@@ -271,16 +269,16 @@ StatusOr<ListPage> ControlPlane::ListTasksIn(const std::set<core::TaskState>& st
   return page;
 }
 
-std::vector<v1::Task> ControlPlane::RecentTasks() {
+std::vector<TaskView> ControlPlane::RecentTasks() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::Task> out;
+  std::vector<TaskView> out;
   for (const core::Task* t : sched_->Tasks()) {
-    if (!sched_->IsHeld(t->id)) out.push_back(TaskProto(*t, false));
+    if (!sched_->IsHeld(t->id)) out.push_back(ViewOf(*t));
   }
   return out;
 }
 
-StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
+StatusOr<TaskView> ControlPlane::Cancel(uint64_t id) {
   std::unique_lock<std::mutex> lock(mu_);
   const core::Task* t = sched_->GetTask(TaskId(id));
   if (t == nullptr) {
@@ -303,30 +301,28 @@ StatusOr<v1::Task> ControlPlane::Cancel(uint64_t id) {
   }
   // The commit was waited for with mu_ released: retention may have dropped the task since
   // (retain_finished: 0); the store has it.
-  if (const core::Task* now = sched_->GetTask(TaskId(id))) return TaskProto(*now, false);
+  if (const core::Task* now = sched_->GetTask(TaskId(id))) return ViewOf(*now);
   lock.unlock();
   GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
-  v1::Task p;
-  rpc::TaskToProto(r.task, r.last_placement ? &*r.last_placement : nullptr, false, &p);
-  return p;
+  return ViewOf(std::move(r));
 }
 
-StatusOr<v1::WhyResponse> ControlPlane::Why(uint64_t id) {
+StatusOr<core::Explanation> ControlPlane::Why(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sched_->IsHeld(TaskId(id))) return NotFound("task " + std::to_string(id) + ": no such task");
-  GS_ASSIGN_OR_RETURN(core::Explanation e, sched_->Explain(TaskId(id)));
-  v1::WhyResponse r;
-  rpc::ExplanationToProto(e, &r);
-  return r;
+  return sched_->Explain(TaskId(id));
 }
 
-StatusOr<v1::Node> ControlPlane::NodeProto(const std::string& node) const {
+StatusOr<NodeView> ControlPlane::NodeViewOf(const std::string& node) const {
   auto index = sched_->cluster().Find(node);
   if (!index) return NotFound("node " + node + ": no such node");
-  v1::Node p;
-  rpc::NodeToProto(sched_->cluster().node(*index), sched_->cluster(),
-                   connections_.count(node) > 0, &p);
-  return p;
+  NodeView v;
+  v.node = sched_->cluster().node(*index);
+  for (const core::GpuState& g : v.node.gpus) {
+    v.gpu_models.push_back(sched_->cluster().ModelName(g.model_id));
+  }
+  v.connected = connections_.count(node) > 0;
+  return v;
 }
 
 std::string ControlPlane::EvictionHold() {
@@ -334,11 +330,11 @@ std::string ControlPlane::EvictionHold() {
   return sched_->eviction_hold();
 }
 
-std::vector<v1::Node> ControlPlane::ListNodes() {
+std::vector<NodeView> ControlPlane::ListNodes() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, v1::Node> sorted;
-  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeProto(n.name);
-  std::vector<v1::Node> out;
+  std::map<std::string, NodeView> sorted;
+  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeViewOf(n.name);
+  std::vector<NodeView> out;
   for (auto& [name, n] : sorted) out.push_back(std::move(n));
   return out;
 }
@@ -362,23 +358,23 @@ void ControlPlane::QueueNode(const std::string& node) {
   pending_.removed_nodes.erase(node);  // registered again after a `node rm`
 }
 
-StatusOr<v1::Node> ControlPlane::ChangeNode(const std::string& node,
+StatusOr<NodeView> ControlPlane::ChangeNode(const std::string& node,
                                             const std::function<Status()>& change) {
   std::unique_lock<std::mutex> lock(mu_);
   GS_RETURN_IF_ERROR(change());
   QueueNode(node);
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));  // the flag, and any kills it caused
-  StatusOr<v1::Node> out = NodeProto(node);
+  StatusOr<NodeView> out = NodeViewOf(node);
   lock.unlock();
   Kick();
   return out;
 }
 
-StatusOr<v1::Node> ControlPlane::Cordon(const std::string& node, bool cordon) {
+StatusOr<NodeView> ControlPlane::Cordon(const std::string& node, bool cordon) {
   return ChangeNode(node, [&] { return sched_->Cordon(node, cordon); });
 }
 
-StatusOr<v1::Node> ControlPlane::Drain(const std::string& node, bool evict) {
+StatusOr<NodeView> ControlPlane::Drain(const std::string& node, bool evict) {
   return ChangeNode(node, [&] { return sched_->Drain(node, evict); });
 }
 
@@ -518,7 +514,7 @@ void ControlPlane::AttachProber(std::function<void()> wake) {
 // ---------------------------------------------------------------- metrics
 
 // admin only
-StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_guarantee) {
+StatusOr<core::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_guarantee) {
   std::unique_lock<std::mutex> lock(mu_);
   const core::TeamQuota current = sched_->quotas().Of(quota.team);
   if (keep_guarantee) {
@@ -533,13 +529,7 @@ StatusOr<v1::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool keep_
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   lock.unlock();
   Kick();  // a pass under the new quota
-  v1::TeamQuota out;
-  out.set_team(quota.team);
-  out.set_guaranteed_gpus(quota.guaranteed_gpus);
-  out.set_guaranteed_gpu_mem_mib(quota.guaranteed_gpu_mem_mib);
-  out.set_borrow_gpus(quota.borrow_gpus);
-  out.set_max_priority(quota.max_priority);
-  return out;
+  return quota;
 }
 
 Status ControlPlane::RemoveQuota(const std::string& team) {
@@ -556,56 +546,36 @@ Status ControlPlane::RemoveQuota(const std::string& team) {
 }
 
 // admin only
-v1::ListQuotasResponse ControlPlane::ListQuotas() {
+std::vector<TeamQuotaView> ControlPlane::ListQuotas() {
   std::lock_guard<std::mutex> lock(mu_);
-  v1::ListQuotasResponse out;
+  std::vector<TeamQuotaView> out;
   const bool enforced = sched_->config().priority_grants.enforce;
-  for (const auto& [team, s] : sched_->Teams()) {
-    v1::TeamQuotaStatus* t = out.add_teams();
-    t->mutable_quota()->set_team(team);
-    t->mutable_quota()->set_guaranteed_gpus(s.quota.guaranteed_gpus);
-    t->mutable_quota()->set_guaranteed_gpu_mem_mib(s.quota.guaranteed_gpu_mem_mib);
-    t->mutable_quota()->set_borrow_gpus(s.quota.borrow_gpus);
-    t->mutable_quota()->set_max_priority(s.quota.max_priority);
-    t->set_quota_set(s.has_quota);
-    t->set_used_gpus(s.used.gpus);
-    t->set_used_gpu_mem_mib(s.used.gpu_mem_mib);
-    t->set_borrowed_gpus(s.borrowed_gpus);
-    t->set_pending(s.pending);
-    t->set_running(s.used.tasks);
-    if (enforced) t->set_granted_priority(sched_->GrantedClass(team));
+  for (auto& [team, s] : sched_->Teams()) {
+    TeamQuotaView v{team, std::move(s), std::nullopt};
+    if (enforced) v.granted_priority = sched_->GrantedClass(team);
+    out.push_back(std::move(v));
   }
   return out;
 }
 
 namespace {
 
-v1::LearnedProfile LearnedProfileToProto(const core::MemoryProfile& p,
-                                         const core::LearnedPeaks& l,
-                                         const core::GpuMemoryTable& table) {
-  v1::LearnedProfile out;
-  out.set_key(spec::FormatProfileFlag(p));
-  out.set_task_type(p.task_type);
-  out.set_model(p.model);
-  out.set_batch(p.batch);
-  out.set_height(p.height);
-  out.set_width(p.width);
-  for (MiB m : l.recent) out.add_recent_peaks_mib(m);
-  out.set_observations(l.observations);
-  if (auto est = table.Estimate(p); est.ok()) out.set_estimate_mib(est->mib);
-  return out;
+LearnedProfileView LearnedProfileOf(const core::MemoryProfile& p, const core::LearnedPeaks& l,
+                                    const core::GpuMemoryTable& table) {
+  LearnedProfileView v{spec::FormatProfileFlag(p), p, l, std::nullopt};
+  if (auto est = table.Estimate(p); est.ok()) v.estimate_mib = est->mib;
+  return v;
 }
 
 }  // namespace
 
-std::vector<v1::LearnedProfile> ControlPlane::ListLearnedProfiles() {
+std::vector<LearnedProfileView> ControlPlane::ListLearnedProfiles() {
   std::lock_guard<std::mutex> lock(mu_);
   const core::GpuMemoryTable& table = sched_->memory_table();
-  std::vector<v1::LearnedProfile> out;
-  for (const auto& [p, l] : table.learned()) out.push_back(LearnedProfileToProto(p, l, table));
-  std::sort(out.begin(), out.end(), [](const v1::LearnedProfile& a, const v1::LearnedProfile& b) {
-    return a.key() < b.key();
-  });
+  std::vector<LearnedProfileView> out;
+  for (const auto& [p, l] : table.learned()) out.push_back(LearnedProfileOf(p, l, table));
+  std::sort(out.begin(), out.end(),
+            [](const LearnedProfileView& a, const LearnedProfileView& b) { return a.key < b.key; });
   return out;
 }
 
@@ -613,7 +583,7 @@ std::vector<v1::LearnedProfile> ControlPlane::ListLearnedProfiles() {
 // acknowledged only after its commit returned.
 Status ControlPlane::Backup(const std::string& path) { return store_->SnapshotTo(path); }
 
-StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::string& key) {
+StatusOr<LearnedProfileView> ControlPlane::RemoveLearnedProfile(const std::string& key) {
   std::unique_lock<std::mutex> lock(mu_);
   core::GpuMemoryTable& table = sched_->memory_table();
   std::optional<core::MemoryProfile> found;
@@ -627,11 +597,11 @@ StatusOr<v1::LearnedProfile> ControlPlane::RemoveLearnedProfile(const std::strin
   if (!found) {
     return NotFound("profile \"" + key + "\": nothing learned for it (see `gpusched profile ls`)");
   }
-  v1::LearnedProfile removed = LearnedProfileToProto(*found, table.learned().at(*found), table);
+  LearnedProfileView removed = LearnedProfileOf(*found, table.learned().at(*found), table);
   table.Forget(*found);
   pending_.peaks.insert(*found);  // stored as forgotten
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
-  if (auto est = table.Estimate(*found); est.ok()) removed.set_estimate_mib(est->mib);
+  if (auto est = table.Estimate(*found); est.ok()) removed.estimate_mib = est->mib;
   return removed;
 }
 

@@ -16,6 +16,7 @@
 #include "base/testing/test_dir.h"
 #include "core/task_validation.h"
 #include "server/accounting.h"
+#include "server/api_convert.h"
 #include "server/probe_daemon.h"
 #include "server/testing/fake_agent_channel.h"
 #include "server/testing/tcp_peers.h"
@@ -112,9 +113,9 @@ class ControlPlaneTest : public ::testing::Test {
     return agent;
   }
   static v1::Task Get(ControlPlane& cp, uint64_t id) {
-    auto t = cp.GetTask(id, true);
+    auto t = cp.GetTask(id);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? *t : v1::Task();
+    return t.ok() ? TaskToProto(*t, /*with_history=*/true) : v1::Task();
   }
 
   gpusched::testing::TestDir dir_{"gpusched_cp_test"};
@@ -143,7 +144,7 @@ TEST_F(ControlPlaneTest, SubmitWhoseCommitFailsLeavesNoTraceAndIsNotUnavailable)
   auto page = cp->ListTasks(std::nullopt, 0, 0);
   ASSERT_TRUE(page.ok());
   EXPECT_TRUE(page->tasks.empty());
-  EXPECT_EQ(cp->GetTask(1, false).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cp->GetTask(1).status().code(), StatusCode::kNotFound);
 
   auto accepted = cp->Submit(Spec());
   ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
@@ -221,12 +222,57 @@ TEST_F(ControlPlaneTest, Issue40_ReadsShowTheStoredStateWhileItsCommitFails) {
   auto page = cp->ListTasks(std::nullopt, 0, 0);
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->tasks.size(), 1u);
-  EXPECT_EQ(page->tasks[0].state(), "running");
-  EXPECT_EQ(page->tasks[0].unstored_state(), "succeeded");
+  EXPECT_EQ(page->tasks[0].shown_state(), core::TaskState::kRunning);
+  EXPECT_EQ(page->tasks[0].task.state, core::TaskState::kSucceeded);
   cp.reset();  // the server dies before the store heals
   auto again = Start(Sqlite());
   EXPECT_EQ(Get(*again, 1).state(), "running");  // what the read said
   EXPECT_EQ(Get(*again, 1).unstored_state(), "");
+}
+
+// Issue 40: ControlPlane's API answers views in core types; a reader gets the task, its last
+// placement, its stored state and the cluster without protobuf (the doors convert them).
+TEST_F(ControlPlaneTest, Issue40_ApiAnswersViewsInCoreTypes) {
+  FaultyStore* faults = nullptr;
+  auto cp = Start(Faulty(faults));
+  auto agent = RunOneTask(*cp);
+  StatusOr<TaskView> running = cp->GetTask(1);
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  EXPECT_EQ(running->task.state, core::TaskState::kRunning);
+  EXPECT_FALSE(running->stored_state.has_value());
+  StatusOr<core::Explanation> why = cp->Why(1);
+  ASSERT_TRUE(why.ok()) << why.status().ToString();
+  EXPECT_EQ(why->id, TaskId(1));
+  EXPECT_EQ(why->state, core::TaskState::kRunning);
+  ClusterView cluster = cp->Cluster();
+  ASSERT_EQ(cluster.nodes.size(), 1u);
+  EXPECT_EQ(cluster.nodes[0].node.name, "n1");
+  EXPECT_TRUE(cluster.nodes[0].connected);
+  EXPECT_EQ(cluster.nodes[0].gpu_models, (std::vector<std::string>{"A100", "A100"}));
+  ASSERT_EQ(cluster.active.size(), 1u);
+  EXPECT_EQ(cluster.active[0].id(), 1u);
+  ASSERT_TRUE(cluster.active[0].task.placement.has_value());
+  EXPECT_EQ(cluster.active[0].task.placement->node, "n1");
+
+  faults->FailAllCommits(true);
+  Report(*cp, "n1", agent, Exit(1, 1, 0));
+  cp->RunOnce();  // the succeeded record's commit fails
+  StatusOr<TaskView> ended = cp->GetTask(1);
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_EQ(ended->task.state, core::TaskState::kSucceeded);
+  EXPECT_EQ(ended->stored_state, core::TaskState::kRunning);
+  EXPECT_EQ(ended->shown_state(), core::TaskState::kRunning);
+  EXPECT_FALSE(ended->task.placement.has_value());
+  ASSERT_TRUE(ended->last_placement.has_value());
+  EXPECT_EQ(ended->last_placement->node, "n1");
+  EXPECT_TRUE(cp->Cluster().active.empty());
+  faults->FailAllCommits(false);
+  clock_.AdvanceMs(config_.store_retry_max_ms);
+  cp->RunOnce();  // stored now
+  std::vector<TaskView> recent = cp->RecentTasks();
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_FALSE(recent[0].stored_state.has_value());
+  EXPECT_EQ(recent[0].shown_state(), core::TaskState::kSucceeded);
 }
 
 // Issue 40: a cancellation refused as not stored is not acknowledged, and cancelling again
@@ -249,8 +295,8 @@ TEST_F(ControlPlaneTest, Issue40_ACancelIsAcknowledgedOnlyOnceStoredAndSurvivesA
   faults->FailAllCommits(false);
   auto stored = cp->Cancel(1);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
-  EXPECT_EQ(stored->state(), "cancelled");
-  EXPECT_EQ(stored->unstored_state(), "");
+  EXPECT_EQ(stored->task.state, core::TaskState::kCancelled);
+  EXPECT_FALSE(stored->stored_state.has_value());
   cp.reset();
   auto restarted = Start(Sqlite());
   EXPECT_EQ(Get(*restarted, 1).state(), "cancelled");
@@ -272,7 +318,7 @@ TEST_F(ControlPlaneTest, Issue40_CancelOfATaskRetentionDropsDuringItsCommitIsAns
     faults->HoldCommits();
     auto leader = std::async(std::launch::async, [&] { return cp->Submit(Spec()).ok(); });
     ASSERT_TRUE(faults->WaitForHeld(1));  // a commit in flight: each Cancel waits behind it
-    std::vector<std::future<StatusOr<v1::Task>>> cancels;
+    std::vector<std::future<StatusOr<TaskView>>> cancels;
     for (uint64_t id = first; id < first + kTasks; ++id) {
       cancels.push_back(std::async(std::launch::async, [&cp, id] { return cp->Cancel(id); }));
     }
@@ -287,10 +333,10 @@ TEST_F(ControlPlaneTest, Issue40_CancelOfATaskRetentionDropsDuringItsCommitIsAns
     });
     faults->ReleaseCommits();
     for (auto& c : cancels) {
-      StatusOr<v1::Task> t = c.get();
+      StatusOr<TaskView> t = c.get();
       EXPECT_TRUE(t.ok()) << t.status().ToString();
       if (t.ok()) {
-        EXPECT_EQ(t->state(), "cancelled");
+        EXPECT_EQ(t->shown_state(), core::TaskState::kCancelled);
       }
     }
     done = true;
@@ -710,7 +756,7 @@ TEST_F(ControlPlaneTest, PostedSubmissionWhoseCommitFailsIsAnsweredNotStoredAndN
     cp->RunOnce();
   }
   EXPECT_TRUE(agent->assigns().empty()) << "a task that was never stored ran";
-  EXPECT_EQ(cp->GetTask(1, false).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cp->GetTask(1).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(answers.got().size(), 1u) << "answered twice";
   ASSERT_TRUE(cp->CheckInvariants().ok());
 }
@@ -827,7 +873,7 @@ TEST_F(ControlPlaneTest, StoppingAnswersEveryUnstoredSubmissionAndStoresNoneOfTh
   for (const auto& ids : faults->committed_tasks()) {
     for (uint64_t id : ids) EXPECT_NE(id, 2u) << "a task answered not stored was stored";
   }
-  EXPECT_EQ(cp->GetTask(2, false).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cp->GetTask(2).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(cp->CheckInvariants().ok());
 }
 
@@ -925,9 +971,9 @@ TEST_F(ControlPlaneTest, ListingPagesThroughMemoryAndStore) {
       EXPECT_TRUE(page.ok());
       if (!page.ok()) break;
       EXPECT_LE(page->tasks.size(), 2u);
-      for (const v1::Task& t : page->tasks) {
+      for (const TaskView& t : page->tasks) {
         got.push_back(t.id());
-        seen.push_back(t.state());
+        seen.push_back(core::TaskStateName(t.shown_state()));
       }
       if (page->next_after_id == 0) break;
       after = page->next_after_id;
@@ -970,7 +1016,7 @@ TEST_F(ControlPlaneTest, ListingInterleavedStatesPagesEachTaskOnce) {
                                   after, limit);
       ASSERT_TRUE(page.ok());
       ASSERT_LE(page->tasks.size(), limit);
-      for (const v1::Task& t : page->tasks) ids.push_back(t.id());
+      for (const TaskView& t : page->tasks) ids.push_back(t.id());
       if (page->next_after_id == 0) break;
       after = page->next_after_id;
     }
@@ -1031,7 +1077,7 @@ TEST_F(ControlPlaneTest, LoopWaitsOnTheInjectedClock) {
   bool available = true;
   for (int spin = 0; available && spin < 5000; ++spin) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    available = cp->ListNodes().at(0).available();
+    available = cp->ListNodes().at(0).node.available;
   }
   cp->StopLoop();
   EXPECT_FALSE(available) << "the node was not found silent by the loop";
@@ -1103,7 +1149,7 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_ProbeDaemonRunsOnTheInjectedClock) 
   auto agent = Connect(*cp, Node("n1"));  // its address, 127.0.0.1:1, refuses connections
   ProbeDaemon probe(*cp, clock_);
   probe.Start();
-  auto reachable = [&] { return cp->ListNodes().at(0).reachable(); };
+  auto reachable = [&] { return cp->ListNodes().at(0).node.reachable; };
   EXPECT_TRUE(reachable());
   for (int i = 0; i < 4 && reachable(); ++i) {
     for (int spin = 0; clock_.sleepers() == 0 && spin < 5000; ++spin) {
@@ -1133,8 +1179,8 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_NewNodeIsProbedBeforeItsFirstTask) 
   ProbeDaemon probe(*cp, clock_);
   probe.Start();
   auto node = [&](const std::string& name) {
-    for (const v1::Node& n : cp->ListNodes()) {
-      if (n.name() == name) return n;
+    for (const NodeView& n : cp->ListNodes()) {
+      if (n.node.name == name) return NodeToProto(n);
     }
     return v1::Node();
   };
@@ -1325,17 +1371,20 @@ TEST_F(ControlPlaneTest, QuotasAreStoredAndRestoredAndAFailedWriteIsReported) {
   auto cp = Start(Faulty(faults));
   auto agent = Connect(*cp, Node("n1"));
   core::TeamQuota a{"a", 2, 0, 1};
-  ASSERT_TRUE(cp->SetQuota(a).ok());
+  StatusOr<core::TeamQuota> applied = cp->SetQuota(a);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(applied->team, "a");
+  EXPECT_EQ(applied->guaranteed_gpus, 2);
   EXPECT_EQ(cp->SetQuota({"", 1, 0, 0}).status().code(), StatusCode::kInvalidArgument);
   core::TaskSpec s = Spec();
   s.team = "a";
   ASSERT_TRUE(cp->Submit(s).ok());
   cp->RunOnce();
-  v1::ListQuotasResponse ls = cp->ListQuotas();
-  ASSERT_EQ(ls.teams_size(), 1);
-  EXPECT_EQ(ls.teams(0).quota().team(), "a");
-  EXPECT_EQ(ls.teams(0).used_gpus(), 1);
-  EXPECT_TRUE(ls.teams(0).quota_set());
+  std::vector<TeamQuotaView> ls = cp->ListQuotas();
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(ls[0].team, "a");
+  EXPECT_EQ(ls[0].status.used.gpus, 1);
+  EXPECT_TRUE(ls[0].status.has_quota);
   faults->FailNextCommits(1);
   EXPECT_FALSE(cp->SetQuota({"b", 4, 0, 0}).ok());  // not stored: the caller hears it
   const std::string metrics = cp->MetricsText();
@@ -1344,9 +1393,14 @@ TEST_F(ControlPlaneTest, QuotasAreStoredAndRestoredAndAFailedWriteIsReported) {
   cp.reset();
   auto again = Start(Sqlite());
   ls = again->ListQuotas();
-  ASSERT_GE(ls.teams_size(), 1);
-  EXPECT_EQ(ls.teams(0).quota().guaranteed_gpus(), 2);
-  EXPECT_EQ(ls.teams(0).quota().borrow_gpus(), 1);
+  ASSERT_GE(ls.size(), 1u);
+  EXPECT_EQ(ls[0].status.quota.guaranteed_gpus, 2);
+  EXPECT_EQ(ls[0].status.quota.borrow_gpus, 1);
+  const v1::ListQuotasResponse p = QuotasToProto(ls);  // what `quota ls` reads
+  ASSERT_EQ(p.teams_size(), int(ls.size()));
+  EXPECT_EQ(p.teams(0).quota().team(), "a");
+  EXPECT_EQ(p.teams(0).quota().guaranteed_gpus(), 2);
+  EXPECT_TRUE(p.teams(0).quota_set());
 }
 
 // Fair share remembers who used the cluster across a restart (and an HA take-over, which
@@ -1445,7 +1499,7 @@ TEST_F(MemoryTableTest, Issue36_TaskWrittenPeaksTeachNothingUnlessTheDemoSetting
   Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000, v1::TaskStatus::PEAK_TASK_WRITTEN));
   cp->RunOnce();
   ASSERT_EQ(cp->ListLearnedProfiles().size(), 1u);
-  EXPECT_EQ(cp->ListLearnedProfiles()[0].key(), "resnet50");
+  EXPECT_EQ(cp->ListLearnedProfiles()[0].key, "resnet50");
 }
 
 TEST_F(MemoryTableTest, CN109992422A_Claim1_ProfileOnlyTaskUsesTheTableAndLearnsItsPeak) {

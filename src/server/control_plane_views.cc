@@ -17,7 +17,7 @@ QueuesView ControlPlane::Queues(size_t limit) {
       const core::Task* t = sched_->GetTask(id);
       if (t == nullptr) continue;
       QueuedTask q;
-      q.task = TaskProto(*t, false);
+      q.task = ViewOf(*t);
       StatusOr<core::Explanation> e = sched_->Explain(id);
       q.why = e.ok() ? e->summary : t->reason;
       out.push_back(std::move(q));
@@ -35,16 +35,16 @@ QueuesView ControlPlane::Queues(size_t limit) {
 ClusterView ControlPlane::Cluster() {
   std::lock_guard<std::mutex> lock(mu_);
   ClusterView v;
-  std::map<std::string, v1::Node> sorted;
-  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeProto(n.name);
+  std::map<std::string, NodeView> sorted;
+  for (const core::NodeState& n : sched_->cluster().nodes()) sorted[n.name] = *NodeViewOf(n.name);
   for (auto& [name, n] : sorted) {
     v.nodes.push_back(std::move(n));
     for (TaskId id : sched_->TasksOnNode(name)) {
-      v.active.push_back(TaskProto(*sched_->GetTask(id), false));
+      v.active.push_back(ViewOf(*sched_->GetTask(id)));
     }
   }
   std::sort(v.active.begin(), v.active.end(),
-            [](const v1::Task& a, const v1::Task& b) { return a.id() < b.id(); });
+            [](const TaskView& a, const TaskView& b) { return a.id() < b.id(); });
   return v;
 }
 

@@ -14,6 +14,7 @@
 #include "rpc/json.h"
 #include "server/access.h"
 #include "server/accounting.h"
+#include "server/api_convert.h"
 #include "server/dashboard_assets.h"
 #include "server/log_reader.h"
 #include "server/rest_params.h"
@@ -113,8 +114,9 @@ void SendError(Response& res, const Status& s) {
 
 // The task exists (NotFound otherwise) and the caller may read its logs (its owner or an admin).
 Status MayReadLogs(ControlPlane& cp, const Caller& caller, uint64_t id) {
-  GS_ASSIGN_OR_RETURN(v1::Task t, cp.GetTask(id, false));
-  return RequireOwnerOrAdmin(caller, t, "read the logs of task " + std::to_string(id));
+  GS_ASSIGN_OR_RETURN(TaskView t, cp.GetTask(id));
+  return RequireOwnerOrAdmin(caller, TaskToProto(t),
+                             "read the logs of task " + std::to_string(id));
 }
 
 // ---------------------------------------------------------------- the API
@@ -194,7 +196,8 @@ StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller& caller) {
   uint64_t cursor = static_cast<uint64_t>(after), next = 0;
   for (size_t pages = 0; pages < kMaxScanPages; ++pages) {
     GS_ASSIGN_OR_RETURN(ListPage page, cp_.ListTasks(state, cursor, size_t(limit)));
-    for (const v1::Task& t : page.tasks) {
+    for (const TaskView& view : page.tasks) {
+      const v1::Task t = TaskToProto(view);
       cursor = t.id();
       if (!wanted(t)) continue;
       tasks.push_back(TaskFor(caller, t));
@@ -215,7 +218,8 @@ StatusOr<Json> RestApi::ListTasks(const Request& req, const Caller& caller) {
 StatusOr<Json> RestApi::GetTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
-  GS_ASSIGN_OR_RETURN(v1::Task t, cp_.GetTask(id, true));
+  GS_ASSIGN_OR_RETURN(TaskView view, cp_.GetTask(id));
+  const v1::Task t = TaskToProto(view, /*with_history=*/true);
   Json j = TaskFor(caller, t);
   const TaskOwner o = OwnerOf(t);
   j["user"] = o.user;
@@ -226,8 +230,8 @@ StatusOr<Json> RestApi::GetTask(const Request& req, const Caller& caller) {
                     {"gpus", std::vector<int>(t.gpus().begin(), t.gpus().end())},
                     {"gpu_mem_mib", std::vector<int64_t>(t.gpu_mem_mib().begin(),
                                                          t.gpu_mem_mib().end())}};
-  StatusOr<v1::WhyResponse> why = cp_.Why(id);  // NotFound once it left memory
-  j["why"] = why.ok() ? rpc::WhyJson(*why) : Json();
+  StatusOr<core::Explanation> why = cp_.Why(id);  // NotFound once it left memory
+  j["why"] = why.ok() ? rpc::WhyJson(WhyToProto(*why)) : Json();
   return j;
 }
 
@@ -263,15 +267,15 @@ StatusOr<Json> RestApi::SubmitTask(const Request& req, const Caller& caller) {
 // The task exists (404) and the caller owns it or is an admin (403).
 Status RestApi::MayCancel(const Request& req, const Caller& caller) {
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
-  GS_ASSIGN_OR_RETURN(v1::Task owned, cp_.GetTask(id, false));
-  return RequireOwnerOrAdmin(caller, owned, "cancel task " + std::to_string(id));
+  GS_ASSIGN_OR_RETURN(TaskView owned, cp_.GetTask(id));
+  return RequireOwnerOrAdmin(caller, TaskToProto(owned), "cancel task " + std::to_string(id));
 }
 
 StatusOr<Json> RestApi::CancelTask(const Request& req, const Caller& caller) {
   GS_RETURN_IF_ERROR(rest::CheckQuery(req.params, {}).status());
   GS_ASSIGN_OR_RETURN(uint64_t id, rest::TaskIdParam(req.matches[1]));
-  GS_ASSIGN_OR_RETURN(v1::Task t, cp_.Cancel(id));
-  return TaskFor(caller, std::move(t));
+  GS_ASSIGN_OR_RETURN(TaskView t, cp_.Cancel(id));
+  return TaskFor(caller, TaskToProto(t));
 }
 
 StatusOr<Json> RestApi::ReadLogs(const Request& req, const Caller& caller) {
@@ -298,7 +302,8 @@ StatusOr<Json> RestApi::Nodes(const Request& req, const Caller&) {
   ClusterView view = cp_.Cluster();
   // (node, gpu) -> the tasks holding it, ascending id (view.active is).
   std::map<std::pair<std::string, int>, Json> shares;
-  for (const v1::Task& t : view.active) {
+  for (const TaskView& active : view.active) {
+    const v1::Task t = TaskToProto(active);
     for (int i = 0; i < t.gpus_size(); ++i) {
       Json& list = shares[{t.node(), t.gpus(i)}];
       if (list.is_null()) list = Json::array();
@@ -310,7 +315,8 @@ StatusOr<Json> RestApi::Nodes(const Request& req, const Caller&) {
     }
   }
   Json nodes = Json::array();
-  for (const v1::Node& n : view.nodes) {
+  for (const NodeView& node : view.nodes) {
+    const v1::Node n = NodeToProto(node);
     Json j = rpc::NodeJson(n);
     j["state"] = rpc::NodeStateName(n);
     j["last_heartbeat_ms"] = n.last_heartbeat_ms();
@@ -352,7 +358,7 @@ StatusOr<Json> RestApi::Queues(const Request& req, const Caller& caller) {
   auto list = [&](const std::vector<QueuedTask>& tasks, size_t size) {
     Json a = Json::array();
     for (const QueuedTask& t : tasks) {
-      Json j = TaskFor(caller, t.task);
+      Json j = TaskFor(caller, TaskToProto(t.task));
       j["position"] = a.size() + 1;
       j["why"] = t.why;
       a.push_back(std::move(j));
@@ -389,8 +395,8 @@ StatusOr<Json> RestApi::GetAccounting(const Request& req, const Caller&) {
     return InvalidArgument("step: " + q.at("step") + " cuts the window into more than 2000 steps");
   }
   std::map<std::pair<std::string, int>, int64_t> totals;
-  for (const v1::Node& n : cp_.ListNodes()) {
-    for (const v1::Gpu& g : n.gpus()) totals[{n.name(), g.index()}] = g.total_mib();
+  for (const NodeView& n : cp_.ListNodes()) {
+    for (const core::GpuState& g : n.node.gpus) totals[{n.node.name, g.index}] = g.total_mib;
   }
   Accounting acct(aq, std::move(totals));
   // Every task that may have run inside the window, with its history.

@@ -496,6 +496,8 @@ class Scheduler {
   bool AwaitingNodes(TimeMs now);
   // ---- the lazy flush (README.md, "The failure queue at scale") ----
   using Shape = RequestShape;
+  // A pass's memo of request shapes that found no node: the report and the reason.
+  using FailedShapes = std::map<Shape, std::pair<PlacementReport, std::string>>;
   // A GPU model no node has: matches nothing (the task waits for such a node to join).
   static constexpr int kUnknownModel = INT_MAX;
   Shape ShapeOf(const ResourceRequest& req) const;
@@ -514,6 +516,12 @@ class Scheduler {
   // One placement attempt inside a plan. Returns false when the task did not fit (head-of-line
   // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
   bool PlanPlace(const Task& t, Planning& p, bool reclaim) const;
+  // PlanPlace's answer when `t` did not fit: a kWait step with the reason, remembered in
+  // `memo` (null: not memoised), and the reservation a wide task plans.
+  void PlanWait(const Task& t, const ResourceRequest& req, PlacementResult result,
+                FailedShapes* memo, bool blocked, bool reclaim, Planning& p) const;
+  // PlanPass under team quotas: the tasks within their guarantee, then the borrowers.
+  void PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& p) const;
   // A flush pass with parked groups: the Q snapshot and each group's tasks merged in Q order,
   // a group's tasks visited only while they are placed.
   void PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const;
@@ -545,8 +553,30 @@ class Scheduler {
   void PlanHolderFirst(Planning& p) const;
   // Plans stopping lower-priority preemptible tasks (a gang counts whole) until `t` fits.
   bool PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const;
+  struct PreemptCandidate;  // an active task PlanPreempt may stop (scheduler_plan.cc)
+  struct VictimSet;         // candidates whose stop makes a request fit on one node
+  // The active preemptible tasks below `t`'s preempting priority, not stopped by the plan;
+  // `on_node` gains each one's index under every node it holds a rank on.
+  std::vector<PreemptCandidate> PreemptCandidates(
+      const Task& t, const Planning& p, std::vector<std::vector<size_t>>& on_node) const;
+  // The cheapest subset of `here` (candidate indices on node `i`, the first 12 tried) whose
+  // stop makes `shape` fit on node `i` of `view`; nullopt: none does.
+  std::optional<VictimSet> CheapestVictimsOn(const ClusterState& view, size_t i,
+                                             const PlacementRequest& shape,
+                                             const std::vector<PreemptCandidate>& cands,
+                                             const std::vector<size_t>& here) const;
+  // Stops `victims` in the plan and places `t` (every rank) where they were; false (nothing
+  // planned) when it still does not fit.
+  bool PlanPreemptStep(const Task& t, const ResourceRequest& req,
+                       const std::vector<const Task*>& victims, bool blocked,
+                       Planning& p) const;
   // Applies a plan. REQUIRES: made by PlanPass with no event since.
   size_t CommitPlan(PassPlan plan);
+  // CommitPlan's steps: the victims of a reclaim and of a priority preemption stopped and
+  // requeued (those no longer active skipped), and `t` assigned as `step` says.
+  void StopForReclaim(const Task& t, const std::vector<TaskId>& victims);
+  void StopForPriority(const Task& t, const std::vector<TaskId>& victims);
+  void ApplyAssign(Task& t, PlanStep& step);
   void QuotaWait(Task& t, const std::string& reason);
   // The task's GPU memory in all: its reservation when placed, else its need.
   MiB TaskGpuMemMib(const Task& t) const;

@@ -74,9 +74,8 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
       clock_(clock),
       resources_(config_.placement, executor),
       memory_table_(config_.memory_table),
-      fs_usage_(config_.fair_share.half_life_ms) {
+      fair_share_(config_.fair_share, quotas_, clock_) {
   const TimeMs now = clock_.NowMs();
-  next_fs_recalc_ms_ = now + config_.fair_share.recalc_ms;
   next_pass_ms_ = now + config_.t1_ms;
   next_fq_flush_ms_ = now + config_.t2_ms;
 }
@@ -258,11 +257,6 @@ Status Scheduler::Forget(TaskId id) {
 
 // ---------------------------------------------------------------- state helpers
 
-void Scheduler::CountLive(const Task& t, int delta) {
-  auto key = std::make_pair(TeamOf(t.spec), t.spec.user);
-  if ((live_by_group_[key] += delta) <= 0) live_by_group_.erase(key);
-}
-
 void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
   if (!IsTerminal(t.state) && IsTerminal(state)) CountLive(t, -1);
   t.state = state;
@@ -289,7 +283,7 @@ QueueKey Scheduler::KeyOf(const Task& t) const {
 void Scheduler::PushMain(Task& t) {
   if (FairShareActive()) {
     t.fs_rank = FairShareRank(config_.fair_share, t.pt, config_.max_priority_value,
-                              CachedFactor(TeamOf(t.spec), t.spec.user));
+                              fair_share_.CachedFactor(TeamOf(t.spec), t.spec.user));
   }
   t.queue = QueueMembership::kMain;
   t.claim = ClaimStatus::kWaiting;
@@ -325,7 +319,9 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   if (t.attempt_nodes.size() > kMaxHistory) t.attempt_nodes.erase(t.attempt_nodes.begin());
   const TimeMs now = clock_.NowMs();
   CountUsage(t, p, +1);
-  charged_until_[t.id] = now;
+  fair_share_.StartCharging(t.id, TeamOf(t.spec), t.spec.user,
+                            static_cast<double>(p.gpus.size() * (1 + t.gang_placements.size())),
+                            now);
   t.assigned_ms = now;
   t.last_heartbeat_ms = now;
   heartbeat_floor_ = std::min(heartbeat_floor_, now);
@@ -387,8 +383,7 @@ void Scheduler::ReleasePlacement(Task& t) {
   const TimeMs at = EventTimeMs();
   t.attained_ms += std::max<DurationMs>(0, at - t.assigned_ms);
   t.released_ms = at;
-  Charge(t, at);
-  charged_until_.erase(t.id);
+  fair_share_.StopCharging(t.id, at);
   CountUsage(t, *t.placement, -1);
   resources_.Return(t.id, *t.placement);
   for (const Placement& g : t.gang_placements) resources_.Return(t.id, g);

@@ -43,6 +43,7 @@
 #include "core/backfill.h"
 #include "core/cluster_state.h"
 #include "core/fair_share.h"
+#include "core/fair_share_book.h"
 #include "core/memory_table.h"
 #include "core/placement.h"
 #include "core/quota.h"
@@ -343,14 +344,18 @@ class Scheduler {
   const std::map<std::string, TeamUsage>& team_usage() const { return team_usage_; }
   // A task's fair-share factor F(team) * F(user) now, computed afresh (not the cached one Q
   // was last ordered by).
-  double FairShareOf(const std::string& team, const std::string& user) const;
+  double FairShareOf(const std::string& team, const std::string& user) const {
+    return fair_share_.FactorOf(team, user);
+  }
   // GPU-ms used per team since this scheduler started (running tasks up to now), undecayed.
-  std::map<std::string, double> TeamGpuMs() const;
-  const FairShareUsage& fair_share_usage() const { return fs_usage_; }
+  std::map<std::string, double> TeamGpuMs() const { return fair_share_.TeamGpuMs(); }
+  const FairShareUsage& fair_share_usage() const { return fair_share_.usage(); }
   // Usage recorded before this scheduler started: `gpus` GPUs for `service_ms`, ending at
   // `at_ms`. The control plane feeds every stored task's record through it at start and at an
   // HA take-over, so fair share does not forget who used the cluster when a server restarts.
-  void RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms, TimeMs at_ms);
+  void RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms, TimeMs at_ms) {
+    fair_share_.RestoreUsage(TeamOf(spec), spec.user, gpus, service_ms, at_ms);
+  }
 
   // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
   // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.
@@ -584,13 +589,13 @@ class Scheduler {
   bool FairShareActive() const {
     return config_.fair_share.enabled() && config_.queue_order.order == QueueOrder::kPriority;
   }
-  double CachedFactor(const std::string& team, const std::string& user) const;
-  std::map<std::string, std::set<std::string>> FairShareGroups() const;
-  double FactorAmong(const std::map<std::string, std::set<std::string>>& groups,
-                     const std::string& team, const std::string& user) const;
-  // Charges running tasks up to now, recomputes the factors and re-orders Q.
+  // Charges running tasks up to now, recomputes the factors (FairShareBook) and re-keys Q.
   void RecalcFairShare();
-  void Charge(const Task& t, TimeMs until_ms);
+  // `t` (admitted or restored, not terminal: +1; ending or withdrawn: -1) in fair share's
+  // live groups.
+  void CountLive(const Task& t, int delta) {
+    fair_share_.CountLive(TeamOf(t.spec), t.spec.user, delta);
+  }
   bool IsActive(const Task& t) const {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
   }
@@ -646,14 +651,7 @@ class Scheduler {
 
   QuotaPolicy quotas_;
   std::map<std::string, TeamUsage> team_usage_;
-  FairShareUsage fs_usage_;
-  std::unordered_map<TaskId, TimeMs> charged_until_;  // active tasks: usage charged up to
-  std::map<std::pair<std::string, std::string>, double> fs_factor_;  // as of the last recalc
-  TimeMs next_fs_recalc_ms_ = 0;
-  mutable bool fs_dirty_ = false;  // a new team or user appeared, or shares changed
-  // Non-terminal tasks per (team, user): who takes part in fair share, without a scan of tasks_.
-  std::map<std::pair<std::string, std::string>, int64_t> live_by_group_;
-  void CountLive(const Task& t, int delta);
+  FairShareBook fair_share_;  // after quotas_ and clock_, which it reads
 
   std::optional<Reservation> reservation_;
   std::multiset<int64_t> active_priorities_;  // of the active preemptible tasks

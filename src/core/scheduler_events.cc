@@ -768,7 +768,9 @@ Status Scheduler::Restore(const Task& task) {
     active_.insert(t.id);
     if (t.spec.time_limit_ms) time_limited_.insert(t.id);
     CountUsage(t, *p, +1);
-    charged_until_[t.id] = clock_.NowMs();
+    fair_share_.StartCharging(t.id, TeamOf(t.spec), t.spec.user,
+                              static_cast<double>(p->gpus.size() * (1 + t.gang_placements.size())),
+                              clock_.NowMs());
     t.placement = std::move(p);
     t.last_heartbeat_ms = clock_.NowMs();
     heartbeat_floor_ = std::min(heartbeat_floor_, t.last_heartbeat_ms);

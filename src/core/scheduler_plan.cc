@@ -754,7 +754,7 @@ size_t Scheduler::Schedule() {
     return 0;
   }
   ++stats_.passes;
-  if (FairShareActive() && (fs_dirty_ || now >= next_fs_recalc_ms_)) RecalcFairShare();
+  if (FairShareActive() && fair_share_.RecalcDue(now)) RecalcFairShare();
   return CommitPlan(PlanPass());
 }
 

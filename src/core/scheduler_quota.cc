@@ -47,7 +47,7 @@ Status Scheduler::SetQuota(const TeamQuota& quota) {
   UnparkAll();  // quotas change the pass: the lazy flush no longer applies
   pass_requested_ = true;
   capacity_event_ = true;  // a quota change may let tasks waiting in FQ start (issue 37)
-  fs_dirty_ = true;  // shares follow guarantees
+  fair_share_.MarkDirty();  // shares follow guarantees
   return Status::Ok();
 }
 
@@ -56,7 +56,7 @@ void Scheduler::RemoveQuota(const std::string& team) {
   UnparkAll();  // as SetQuota: the pass changes
   pass_requested_ = true;
   capacity_event_ = true;
-  fs_dirty_ = true;
+  fair_share_.MarkDirty();
 }
 
 std::string Scheduler::GrantedClass(const std::string& team) const {
@@ -122,98 +122,16 @@ void Scheduler::QuotaWait(Task& t, const std::string& reason) {
 
 // ---------------------------------------------------------------- fair share
 
-void Scheduler::Charge(const Task& t, TimeMs until_ms) {
-  auto it = charged_until_.find(t.id);
-  if (it == charged_until_.end() || !t.placement) return;
-  const double gpus = static_cast<double>(t.placement->gpus.size() *
-                                          (1 + t.gang_placements.size()));
-  const DurationMs ms = std::max<DurationMs>(0, until_ms - it->second);
-  fs_usage_.Charge(TeamOf(t.spec), t.spec.user, gpus * double(ms), until_ms);
-  it->second = std::max(it->second, until_ms);
-}
-
-void Scheduler::RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms,
-                             TimeMs at_ms) {
-  if (gpus <= 0 || service_ms <= 0) return;
-  fs_usage_.Restore(TeamOf(spec), spec.user, double(gpus) * double(service_ms), at_ms);
-  fs_dirty_ = true;
-}
-
-double Scheduler::CachedFactor(const std::string& team, const std::string& user) const {
-  auto it = fs_factor_.find({team, user});
-  if (it != fs_factor_.end()) return it->second;
-  fs_dirty_ = true;  // a newcomer: refresh at the next pass
-  return 1.0;  // nothing used yet, as of the last recalc
-}
-
-// Teams: every team with a quota, usage or a live task; users: those of a team with
-// usage or a live task.
-std::map<std::string, std::set<std::string>> Scheduler::FairShareGroups() const {
-  std::map<std::string, std::set<std::string>> users;
-  for (const auto& [tm, us] : fs_usage_.users_by_team()) {
-    for (const auto& [u, unused] : us) users[tm].insert(u);
-  }
-  for (const auto& [tm, q] : quotas_.quotas()) users[tm];
-  for (const auto& [group, n] : live_by_group_) users[group.first].insert(group.second);
-  return users;
-}
-
-double Scheduler::FactorAmong(const std::map<std::string, std::set<std::string>>& groups,
-                              const std::string& team, const std::string& user) const {
-  const TimeMs now = clock_.NowMs();
-  auto shares = [&](const std::string& tm) {
-    return static_cast<double>(std::max<int64_t>(1, quotas_.Of(tm).guaranteed_gpus));
-  };
-  double total_shares = groups.count(team) ? 0 : shares(team);
-  for (const auto& [tm, us] : groups) total_shares += shares(tm);
-  const double total = fs_usage_.Total(now), team_used = fs_usage_.Team(team, now);
-  const double f_team =
-      FairShareFactor(total > 0 ? team_used / total : 0, shares(team) / total_shares);
-  auto it = groups.find(team);
-  double n_users = it == groups.end() ? 1 : static_cast<double>(it->second.size());
-  if (it != groups.end() && it->second.count(user) == 0) n_users += 1;
-  const double f_user = FairShareFactor(
-      team_used > 0 ? fs_usage_.User(team, user, now) / team_used : 0, 1.0 / n_users);
-  return f_team * f_user;
-}
-
-double Scheduler::FairShareOf(const std::string& team, const std::string& user) const {
-  return FactorAmong(FairShareGroups(), team, user);
-}
-
 void Scheduler::RecalcFairShare() {
-  const TimeMs now = clock_.NowMs();
-  for (TaskId id : active_) Charge(*Find(id), now);
-  next_fs_recalc_ms_ = now + config_.fair_share.recalc_ms;
-  fs_dirty_ = false;
-  fs_factor_.clear();
-  // Every known (team, user), not only those in Q: a task of a known group entering Q later
-  // finds its factor instead of asking for another recomputation.
-  const auto all = FairShareGroups();
-  for (const auto& [team, users] : all) {
-    for (const std::string& user : users) fs_factor_[{team, user}] = FactorAmong(all, team, user);
-  }
+  fair_share_.Recalc();
   std::vector<QueueKey> keys = main_queue_.Snapshot();
   for (const QueueKey& k : keys) {
     Task& t = *Find(k.id);
     main_queue_.Erase(k);
     t.fs_rank = FairShareRank(config_.fair_share, t.pt, config_.max_priority_value,
-                              fs_factor_.at({TeamOf(t.spec), t.spec.user}));
+                              fair_share_.CachedFactor(TeamOf(t.spec), t.spec.user));
     main_queue_.Push(KeyOf(t));
   }
-}
-
-std::map<std::string, double> Scheduler::TeamGpuMs() const {
-  std::map<std::string, double> out = fs_usage_.team_totals();
-  const TimeMs now = clock_.NowMs();
-  for (const auto& [id, since] : charged_until_) {
-    const Task* t = GetTask(id);
-    if (t == nullptr || !t->placement) continue;
-    out[TeamOf(t->spec)] +=
-        double(t->placement->gpus.size() * (1 + t->gang_placements.size())) *
-        double(std::max<DurationMs>(0, now - since));
-  }
-  return out;
 }
 
 }  // namespace gpusched::core

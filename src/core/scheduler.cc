@@ -74,7 +74,8 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
       clock_(clock),
       resources_(config_.placement, executor),
       memory_table_(config_.memory_table),
-      fair_share_(config_.fair_share, quotas_, clock_) {
+      ledger_(config_),
+      fair_share_(config_.fair_share, ledger_.quotas(), clock_) {
   const TimeMs now = clock_.NowMs();
   next_pass_ms_ = now + config_.t1_ms;
   next_fq_flush_ms_ = now + config_.t2_ms;

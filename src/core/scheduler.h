@@ -51,6 +51,7 @@
 #include "core/scheduler_config.h"
 #include "core/task.h"
 #include "core/task_queues.h"
+#include "core/team_ledger.h"
 
 namespace gpusched::core {
 
@@ -153,15 +154,6 @@ struct PassPlan {
   std::set<std::string> teams_classified;
   // The reservation (wide task or gang) after this pass (nullopt: none); applied by CommitPlan.
   std::optional<Reservation> reservation;
-};
-
-// A team's quota and what it holds and waits for (gpusched quota ls).
-struct TeamStatus {
-  TeamQuota quota;         // the implicit one (guarantee 0, unlimited borrow) when !has_quota
-  bool has_quota = false;
-  TeamUsage used;          // assigned or running tasks
-  int64_t borrowed_gpus = 0;  // max(0, used GPUs - guaranteed GPUs)
-  int64_t pending = 0;     // tasks in Q or FQ
 };
 
 struct SchedulerStats {
@@ -328,20 +320,24 @@ class Scheduler {
   Status UnknownNode(const std::string& node) const;
   // `quota rm`: the team goes back to the implicit quota (guarantee 0, unlimited borrowing).
   void RemoveQuota(const std::string& team);
-  const QuotaPolicy& quotas() const { return quotas_; }
+  const QuotaPolicy& quotas() const { return ledger_.quotas(); }
   // ---- priority grants (SchedulerConfig::priority_grants, issue 36) ----
   // The highest class `team` may use ("" team = "default").
-  std::string GrantedClass(const std::string& team) const;
+  std::string GrantedClass(const std::string& team) const { return ledger_.GrantedClass(team); }
   // PermissionDenied naming the class and the grant when the spec's class is above its
   // team's grant (and grants are enforced); OK otherwise. REQUIRES: a known class.
-  Status CheckPriorityGrant(const TaskSpec& spec) const;
+  Status CheckPriorityGrant(const TaskSpec& spec) const {
+    return ledger_.CheckPriorityGrant(spec);
+  }
   // The priority value `t` preempts with: its own, capped at its team's grant now (a grant
   // lowered after admission takes the power to preempt with it).
-  int64_t PreemptingPriority(const Task& t) const;
+  int64_t PreemptingPriority(const Task& t) const {
+    return ledger_.PreemptingPriority(t.priority, t.spec.team);
+  }
   // Every team with a quota or a live task, by name.
   std::map<std::string, TeamStatus> Teams() const;
   // GPUs and memory held per team (assigned or running tasks).
-  const std::map<std::string, TeamUsage>& team_usage() const { return team_usage_; }
+  const std::map<std::string, TeamUsage>& team_usage() const { return ledger_.usage(); }
   // A task's fair-share factor F(team) * F(user) now, computed afresh (not the cached one Q
   // was last ordered by).
   double FairShareOf(const std::string& team, const std::string& user) const {
@@ -585,7 +581,10 @@ class Scheduler {
   void QuotaWait(Task& t, const std::string& reason);
   // The task's GPU memory in all: its reservation when placed, else its need.
   MiB TaskGpuMemMib(const Task& t) const;
-  void CountUsage(const Task& t, const Placement& p, int sign);
+  // `t`'s GPUs at `p` (and its gang's other ranks) counted (+1) or returned (-1) for its team.
+  void CountUsage(const Task& t, const Placement& p, int sign) {
+    ledger_.CountUsage(TeamOf(t.spec), p, t.gang_placements, sign);
+  }
   bool FairShareActive() const {
     return config_.fair_share.enabled() && config_.queue_order.order == QueueOrder::kPriority;
   }
@@ -649,9 +648,8 @@ class Scheduler {
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;
 
-  QuotaPolicy quotas_;
-  std::map<std::string, TeamUsage> team_usage_;
-  FairShareBook fair_share_;  // after quotas_ and clock_, which it reads
+  TeamLedger ledger_;         // quotas, usage and grants per team
+  FairShareBook fair_share_;  // after ledger_ and clock_, which it reads
 
   std::optional<Reservation> reservation_;
   std::multiset<int64_t> active_priorities_;  // of the active preemptible tasks

@@ -39,7 +39,7 @@ bool Scheduler::LazyFlushActive() const {
   return config_.lazy_failure_queue && config_.capacity_wait == CapacityWait::kFailureQueue &&
          config_.memoize_failed_shapes && !config_.head_of_line_blocking &&
          config_.queue_order.order == QueueOrder::kPriority && !FairShareActive() &&
-         quotas_.empty() && !config_.wide_task_reservation &&
+         ledger_.quotas().empty() && !config_.wide_task_reservation &&
          config_.max_placement_failures == std::numeric_limits<int64_t>::max();
 }
 

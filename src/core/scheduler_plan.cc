@@ -69,7 +69,7 @@ struct Scheduler::Planning {
   ClusterState& view_buffer;
   ClusterState& blocked_buffer;
   ClusterState* copy = nullptr;  // the view once the plan changed it (in view_buffer)
-  std::map<std::string, TeamUsage> usage;  // under quotas: team_usage_ plus the plan's changes
+  std::map<std::string, TeamUsage> usage;  // under quotas: the ledger's usage plus the plan's
   // Within one pass capacity only shrinks (until a reclaim frees some, which clears this), so
   // a request shape that found no node cannot find one later in the same pass: remember it
   // and skip the scan (same result, same report).
@@ -135,7 +135,7 @@ PassPlan Scheduler::PlanPass() const {
     std::erase_if(snapshot, [&](const QueueKey& k) { return k.id == p.tried_first; });
   }
   p.plan.steps.reserve(snapshot.size());
-  if (quotas_.empty()) {
+  if (ledger_.quotas().empty()) {
     p.plan.flush_pass = flush_pass_due_;
     if ((flush_pass_due_ || p.plan.release_pass) && !parked_.empty()) {
       PlanWithParked(snapshot, p);
@@ -154,13 +154,13 @@ PassPlan Scheduler::PlanPass() const {
 // Team quotas (core/quota.h): first every task its team's guarantee covers, in queue order
 // (each may reclaim borrowed GPUs); then, on what is left idle, the tasks that borrow.
 void Scheduler::PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& p) const {
-  p.usage = team_usage_;
+  p.usage = ledger_.usage();
   std::vector<const Task*> borrowers;
   for (const QueueKey& key : snapshot) {
     const Task& t = *GetTask(key.id);
     const std::string team = TeamOf(t.spec);
     p.plan.teams_classified.insert(team);
-    if (quotas_.Classify(team, p.usage[team], TotalGpus(t.spec), TaskGpuMemMib(t)) !=
+    if (ledger_.quotas().Classify(team, p.usage[team], TotalGpus(t.spec), TaskGpuMemMib(t)) !=
         QuotaClass::kWithinGuarantee) {
       borrowers.push_back(&t);
       continue;
@@ -170,12 +170,12 @@ void Scheduler::PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& 
   for (const Task* t : borrowers) {
     const std::string team = TeamOf(t->spec);
     const TeamUsage& used = p.usage[team];
-    if (quotas_.Classify(team, used, TotalGpus(t->spec), TaskGpuMemMib(*t)) ==
+    if (ledger_.quotas().Classify(team, used, TotalGpus(t->spec), TaskGpuMemMib(*t)) ==
         QuotaClass::kOverLimit) {
       PlanStep step;
       step.kind = PlanStep::Kind::kQuotaWait;
       step.task = t->id;
-      step.reason = quotas_.DescribeLimit(team, used);
+      step.reason = ledger_.quotas().DescribeLimit(team, used);
       p.plan.steps.push_back(std::move(step));
       continue;
     }
@@ -225,7 +225,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     case PlaceOutcome::kPlaced:
       if (holder) p.SetReservation(std::nullopt);  // its GPUs are its own now
       p.Reserve(result.placement);  // the next decision of the plan sees it
-      if (!quotas_.empty()) {
+      if (!ledger_.quotas().empty()) {
         AddUsage(p.usage[TeamOf(t.spec)], result.placement, +1);
         if (config_.reclaim_borrowed) p.assigned[t.id] = result.placement;
       }
@@ -269,7 +269,7 @@ void Scheduler::PlanWait(const Task& t, const ResourceRequest& req, PlacementRes
   step.reason = reason;
   if (reclaim) {  // the quota state, for this task only (the memo is shared by every team)
     const std::string team = TeamOf(t.spec);
-    step.reason += "; " + DescribeQuotaState(team, p.usage[team], quotas_.Of(team)) +
+    step.reason += "; " + DescribeQuotaState(team, p.usage[team], ledger_.quotas().Of(team)) +
                    ", nothing to reclaim: no team above its guarantee holds GPUs that free a "
                    "node it can use";
   }
@@ -352,7 +352,7 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   }
   for (const auto& [id, placement] : p.assigned) consider(*GetTask(id), placement);
   const std::optional<ReclaimChoice> choice =
-      ChooseReclaim(p.View(), req.shape, quotas_, p.usage, candidates);
+      ChooseReclaim(p.View(), req.shape, ledger_.quotas(), p.usage, candidates);
   if (!choice) return false;
   // Placed by the Placer itself (its GPU order, topology rules and options), on a trial first:
   // the plan changes only when the task is placed.
@@ -365,7 +365,7 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   PlanStep step;
   step.kind = PlanStep::Kind::kReclaim;
   step.task = t.id;
-  step.reason = DescribeQuotaState(team, p.usage[team], quotas_.Of(team));
+  step.reason = DescribeQuotaState(team, p.usage[team], ledger_.quotas().Of(team));
   DurationMs ready_in = 0;  // the longest grace a victim gets (CommitPlan)
   for (size_t i : choice->victims) {
     const ReclaimCandidate& v = candidates[i];
@@ -510,7 +510,7 @@ void Scheduler::PlanHold(const Task& t, const ResourceRequest& req, Planning& p,
 }
 
 void Scheduler::PlanHolderFirst(Planning& p) const {
-  if (!p.plan.reservation || !quotas_.empty()) return;  // under quotas: at its turn (t2)
+  if (!p.plan.reservation || !ledger_.quotas().empty()) return;  // under quotas: at its turn (t2)
   const Task& t = *GetTask(p.plan.reservation->task);
   if (t.queue != QueueMembership::kFailure) return;  // in Q: the walk visits it in order
   // A flush or release pass with parked groups visits the parked tasks itself.
@@ -543,7 +543,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
                          &step.report, &why)) {
     if (holder) p.SetReservation(std::nullopt);
     for (const Placement& r : ranks) p.Reserve(r);
-    if (!quotas_.empty()) {
+    if (!ledger_.quotas().empty()) {
       TeamUsage& u = p.usage[TeamOf(t.spec)];
       for (const Placement& r : ranks) AddUsage(u, r, +1);
       u.tasks -= t.spec.nodes - 1;  // one task
@@ -764,7 +764,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   stats_.memo_hits += plan.memo_hits;
   stats_.parallel_decisions += plan.parallel_decisions;
   stats_.parked_waits += plan.parked_waits;
-  for (const std::string& team : plan.teams_classified) team_usage_.try_emplace(team);
+  for (const std::string& team : plan.teams_classified) ledger_.Touch(team);
   // The reservation is set before the steps: a step that places its holder clears it.
   reservation_ = std::move(plan.reservation);
   for (PlanStep& step : plan.steps) {

@@ -82,22 +82,18 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
 }
 
 // Raw: a parked task's record is caught up by RemoveFromQueues before anything changes it.
-Task* Scheduler::Find(TaskId id) {
-  auto it = tasks_.find(id.value());
-  return it == tasks_.end() ? nullptr : &it->second;
-}
+Task* Scheduler::Find(TaskId id) { return tasks_.Find(id); }
 
 const Task* Scheduler::GetTask(TaskId id) const {
   if (!parked_.empty()) CatchUp(id);
-  auto it = tasks_.find(id.value());
-  return it == tasks_.end() ? nullptr : &it->second;
+  return tasks_.Find(id);
 }
 
 std::vector<const Task*> Scheduler::Tasks() const {
   CatchUpAll();
   std::vector<const Task*> out;
   out.reserve(tasks_.size());
-  for (const auto& [id, t] : tasks_) out.push_back(&t);
+  for (const auto& [id, t] : tasks_.records()) out.push_back(&t);
   return out;
 }
 
@@ -211,7 +207,7 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
                 spec.duration_ms.value_or(config_.default_duration_ms));
 
   const TimeMs now = clock_.NowMs();
-  task.id = TaskId(next_id_++);
+  task.id = tasks_.TakeId();
   task.spec = std::move(spec);
   task.st = score.st;
   task.base_pt = task.pt = score.pt;
@@ -219,12 +215,12 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   task.submitted_ms = now;
   task.claim = ClaimStatus::kWaiting;  // claim 7: status 2 on arrival
   const TaskId id = task.id;
-  Task& t = tasks_.emplace(id.value(), std::move(task)).first->second;
+  Task& t = tasks_.Insert(std::move(task));
   CountLive(t, +1);
   resources_.Observe(MakeRequest(t).shape);  // the workload of the min_fragmentation orders
   SetState(t, TaskState::kPending, "submitted");
   if (hold) {
-    held_.insert(id);
+    tasks_.Hold(id);
   } else {
     PushMain(t);
   }
@@ -232,16 +228,15 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
 }
 
 Status Scheduler::Release(TaskId id) {
-  if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  if (!tasks_.Unhold(id)) return FailedPrecondition("task " + id.ToString() + ": not held");
   PushMain(*Find(id));
   return Status::Ok();
 }
 
 Status Scheduler::Withdraw(TaskId id) {
-  if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  if (!tasks_.Unhold(id)) return FailedPrecondition("task " + id.ToString() + ": not held");
   CountLive(*Find(id), -1);
-  tasks_.erase(id.value());
-  gone_since_take_.push_back(id);  // TakeChangedTasks does not report it
+  tasks_.Erase(id);  // TakeChangedTasks does not report it
   return Status::Ok();
 }
 
@@ -251,8 +246,7 @@ Status Scheduler::Forget(TaskId id) {
   if (!IsTerminal(t->state)) {
     return FailedPrecondition("task " + id.ToString() + ": only a terminal task can be forgotten");
   }
-  tasks_.erase(id.value());
-  gone_since_take_.push_back(id);  // TakeChangedTasks does not report it
+  tasks_.Erase(id);  // TakeChangedTasks does not report it
   return Status::Ok();
 }
 
@@ -268,7 +262,7 @@ void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
     t.history.erase(t.history.begin() + 1, t.history.end() - (kMaxHistory - 2));
   }
   t.history.push_back({EventTimeMs(), state, reason});
-  changed_.push_back(t.id);
+  tasks_.MarkChanged(t.id);
 }
 
 // The key is a function of fields that do not change while the task is in Q (Pt, seq and
@@ -306,8 +300,7 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   RemoveFromQueues(t);
   resources_.Grant(t.id, p);  // visible to the very next decision (CN109992422A test 6)
   for (const Placement& g : gang) resources_.Grant(t.id, g);
-  active_.insert(t.id);
-  if (t.spec.time_limit_ms) time_limited_.insert(t.id);
+  tasks_.SetActive(t, true);
   t.placement = p;
   t.gang_placements = std::move(gang);
   t.ranks_done.clear();
@@ -389,8 +382,7 @@ void Scheduler::ReleasePlacement(Task& t) {
   resources_.Return(t.id, *t.placement);
   for (const Placement& g : t.gang_placements) resources_.Return(t.id, g);
   if (t.spec.preemptible) active_priorities_.erase(active_priorities_.find(t.priority));
-  active_.erase(t.id);
-  time_limited_.erase(t.id);
+  tasks_.SetActive(t, false);
   t.placement.reset();
   t.gang_placements.clear();
   pass_requested_ = true;  // capacity was freed: the tasks waiting for it take part (issue 37)
@@ -406,7 +398,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
   // change worth writing (see TakeChangedTasks), so a pass over a long Q reports nothing.
   if (t.last_report_summary != summary || t.reason != summary) {
     t.last_report_summary = summary;
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
   if (t.placement_failures >= config_.max_placement_failures) {
     RemoveFromQueues(t);
@@ -425,7 +417,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
     t.queue = QueueMembership::kFailure;
     failure_queue_.Push(t.id);
     fq_capacity_.insert(t.id);  // a release re-evaluates it before t2 (issue 37)
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
 }
 
@@ -436,7 +428,7 @@ void Scheduler::RefreshWait(Task& t, PlacementReport report, const std::string& 
   if (t.last_report_summary != summary || t.reason != summary) {
     t.last_report_summary = summary;
     t.reason = summary;
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
 }
 
@@ -496,7 +488,7 @@ void Scheduler::CheckGangTimeout(TimeMs now) {
               " timeout: could not start within " + FormatDurationMs(timeout) +
               " of reserving " + held + "; released them, waits without a reservation";
   t->last_report_summary = t->reason;
-  changed_.push_back(t->id);
+  tasks_.MarkChanged(t->id);
   reservation_.reset();
   ++stats_.gang_timeouts;
   pass_requested_ = true;
@@ -578,20 +570,7 @@ std::vector<Action> Scheduler::TakeActions() {
   return out;
 }
 
-std::vector<TaskId> Scheduler::TakeChangedTasks() {
-  std::vector<TaskId> out;
-  out.swap(changed_);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  if (!gone_since_take_.empty()) {  // forgotten or withdrawn since: not reported
-    std::sort(gone_since_take_.begin(), gone_since_take_.end());
-    std::erase_if(out, [&](TaskId id) {
-      return std::binary_search(gone_since_take_.begin(), gone_since_take_.end(), id);
-    });
-    gone_since_take_.clear();
-  }
-  return out;
-}
+std::vector<TaskId> Scheduler::TakeChangedTasks() { return tasks_.TakeChanged(); }
 
 std::vector<TaskId> Scheduler::MainQueueOrder() const {
   std::vector<TaskId> out;
@@ -685,12 +664,12 @@ Status Scheduler::CheckInvariants() const {
   std::vector<std::vector<MiB>> gpu(cluster().size());
   for (size_t i = 0; i < cluster().size(); ++i) gpu[i].assign(cluster().node(i).gpus.size(), 0);
   size_t in_main = 0, in_failure = 0;
-  for (const auto& [raw_id, t] : tasks_) {
+  for (const auto& [raw_id, t] : tasks_.records()) {
     const std::string who = "task " + t.id.ToString() + ": ";
     if (IsActive(t) != t.placement.has_value()) return Internal(who + "placement/state mismatch");
-    if (IsActive(t) != (active_.count(t.id) > 0)) return Internal(who + "active set mismatch");
+    if (IsActive(t) != tasks_.active().contains(t.id)) return Internal(who + "active set mismatch");
     if (IsPending(t.state) && t.queue == QueueMembership::kNone &&
-        held_.count(t.id) == 0) {
+        !tasks_.IsHeld(t.id)) {
       return Internal(who + "pending but in no queue");
     }
     if (!IsPending(t.state) && t.queue != QueueMembership::kNone) {
@@ -721,7 +700,7 @@ Status Scheduler::CheckInvariants() const {
     return Internal("queue sizes do not match task records");
   }
   for (const auto& [id, e] : parked_.entries()) {
-    const Task& t = tasks_.at(id.value());
+    const Task& t = tasks_.At(id);
     if (t.queue != QueueMembership::kFailure || e.key != KeyOf(t)) {
       return Internal("task " + id.ToString() + ": parked but not in FQ under its key");
     }

@@ -51,6 +51,7 @@
 #include "core/scheduler_config.h"
 #include "core/task.h"
 #include "core/task_queues.h"
+#include "core/task_table.h"
 #include "core/team_ledger.h"
 
 namespace gpusched::core {
@@ -294,7 +295,7 @@ class Scheduler {
   // a failure. Terminal tasks are kept as they are.
   Status Restore(const Task& task);
   // The next Submit gets an id >= `next` (ids of tasks that were not restored stay unused).
-  void ReserveIdsBelow(uint64_t next) { next_id_ = std::max(next_id_, next); }
+  void ReserveIdsBelow(uint64_t next) { tasks_.ReserveIdsBelow(next); }
   // Suspends an assigned or running task: a kill action is sent, its resources are released,
   // and it returns to Q (not counted as a failure) keeping its attained service, to be
   // resumed by a later pass. For the preemptive orders (core/preemption.h).
@@ -381,10 +382,10 @@ class Scheduler {
   const Task* GetTask(TaskId id) const;
   std::vector<const Task*> Tasks() const;  // ascending id; the tasks in memory
   size_t task_count() const { return tasks_.size(); }
-  bool IsHeld(TaskId id) const { return held_.count(id) > 0; }
+  bool IsHeld(TaskId id) const { return tasks_.IsHeld(id); }
   // Assigned or running tasks on `node` (empty for an unknown node), ascending id.
   std::vector<TaskId> TasksOnNode(const std::string& node) const;
-  uint64_t next_id() const { return next_id_; }
+  uint64_t next_id() const { return tasks_.next_id(); }
   StatusOr<Explanation> Explain(TaskId id) const;
   // CN109992422A claim 10: the request task management sends resource management for a
   // pending task (its GPU memory from admission: the table, an explicit value or whole GPUs).
@@ -631,19 +632,12 @@ class Scheduler {
   bool capacity_event_ = false;
   uint64_t flush_block_end_ = 0;    // FQ positions below this failed in the latest flush pass
 
-  // Every task in memory, by id (map nodes keep pointers stable). Terminal tasks leave
-  // through Forget; a held submission (see Submit) is in held_ and in no queue.
-  std::map<uint64_t, Task> tasks_;
-  std::set<TaskId> held_;
-  uint64_t next_id_ = 1;
-  std::set<TaskId> active_;                      // assigned or running
-  std::set<TaskId> time_limited_;                // the active ones with a time limit
+  // Every task in memory, by id, with the held, active and time-limited sets and the ids
+  // changed since TakeChangedTasks. Terminal tasks leave through Forget; a held submission
+  // (see Submit) is held there and in no queue.
+  TaskTable tasks_;
   // At most the last heartbeat of every active task (exact after each liveness scan).
   TimeMs heartbeat_floor_ = std::numeric_limits<TimeMs>::max();
-  // Ids changed since TakeChangedTasks, with repeats (a vector: a pass of the lazy flush may
-  // mark thousands, and a set's insert per id was a fifth of a long replay).
-  std::vector<TaskId> changed_;
-  std::vector<TaskId> gone_since_take_;  // forgotten or withdrawn since TakeChangedTasks
   std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;

@@ -187,7 +187,7 @@ std::vector<QueueKey> Scheduler::PassSnapshot(bool release_pass) const {
   std::vector<QueueKey> snapshot = main_queue_.Snapshot();
   if (!release_pass || fq_capacity_.empty()) return snapshot;
   const auto q = static_cast<std::ptrdiff_t>(snapshot.size());
-  for (TaskId id : fq_capacity_) snapshot.push_back(KeyOf(tasks_.at(id.value())));
+  for (TaskId id : fq_capacity_) snapshot.push_back(KeyOf(tasks_.At(id)));
   std::sort(snapshot.begin() + q, snapshot.end());
   std::inplace_merge(snapshot.begin(), snapshot.begin() + q, snapshot.end());
   return snapshot;
@@ -345,7 +345,7 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
     if (vt == team || v.spec.gpus == 0 || v.spec.nodes > 1) return;  // gangs: never partly
     candidates.push_back({v.id, vt, placement});
   };
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     if (p.stopped.count(id) > 0) continue;
     const Task& v = *GetTask(id);
     consider(v, *v.placement);
@@ -463,9 +463,9 @@ std::optional<Reservation> Scheduler::PlanReservation(const Task& t, const Resou
     holdings[at.node_index].push_back(
         {v.id, EndOfAttempt(v.spec, assigned_ms, v.attained_ms, now), &at});
   };
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     if (p.stopped.count(id) > 0) continue;
-    const Task& v = tasks_.at(id.value());
+    const Task& v = tasks_.At(id);
     hold(v, v.assigned_ms, *v.placement);
     for (const Placement& g : v.gang_placements) hold(v, v.assigned_ms, g);
   }
@@ -474,7 +474,7 @@ std::optional<Reservation> Scheduler::PlanReservation(const Task& t, const Resou
         step.kind != PlanStep::Kind::kPreempt) {
       continue;
     }
-    const Task& v = tasks_.at(step.task.value());
+    const Task& v = tasks_.At(step.task);
     hold(v, now, step.placement);
     for (const Placement& g : step.gang) hold(v, now, g);
   }
@@ -613,9 +613,9 @@ std::vector<Scheduler::PreemptCandidate> Scheduler::PreemptCandidates(
   const TimeMs now = clock_.NowMs();
   const int64_t preempting = PreemptingPriority(t);
   std::vector<PreemptCandidate> cands;
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     if (p.stopped.count(id) > 0) continue;
-    const Task& v = tasks_.at(id.value());
+    const Task& v = tasks_.At(id);
     if (!v.spec.preemptible || v.priority >= preempting) continue;
     const int64_t lost = std::max<DurationMs>(0, now - v.assigned_ms) * TotalGpus(v.spec);
     cands.push_back({&v, 1 + static_cast<int64_t>(v.gang_placements.size()), lost});

@@ -42,8 +42,8 @@ void Scheduler::RemoveQuota(const std::string& team) {
 
 std::map<std::string, TeamStatus> Scheduler::Teams() const {
   std::map<std::string, int64_t> pending;
-  for (const auto& [raw, t] : tasks_) {
-    if (IsPending(t.state) && held_.count(t.id) == 0) ++pending[TeamOf(t.spec)];
+  for (const auto& [raw, t] : tasks_.records()) {
+    if (IsPending(t.state) && !tasks_.IsHeld(t.id)) ++pending[TeamOf(t.spec)];
   }
   return ledger_.Teams(pending);
 }
@@ -54,7 +54,7 @@ void Scheduler::QuotaWait(Task& t, const std::string& reason) {
   if (t.reason != reason || t.last_report_summary != reason) {
     t.reason = reason;
     t.last_report_summary = reason;
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
 }
 

@@ -74,30 +74,26 @@ Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
       clock_(clock),
       resources_(config_.placement, executor),
       memory_table_(config_.memory_table),
-      fs_usage_(config_.fair_share.half_life_ms) {
+      ledger_(config_),
+      fair_share_(config_.fair_share, ledger_.quotas(), clock_) {
   const TimeMs now = clock_.NowMs();
-  next_fs_recalc_ms_ = now + config_.fair_share.recalc_ms;
   next_pass_ms_ = now + config_.t1_ms;
   next_fq_flush_ms_ = now + config_.t2_ms;
 }
 
 // Raw: a parked task's record is caught up by RemoveFromQueues before anything changes it.
-Task* Scheduler::Find(TaskId id) {
-  auto it = tasks_.find(id.value());
-  return it == tasks_.end() ? nullptr : &it->second;
-}
+Task* Scheduler::Find(TaskId id) { return tasks_.Find(id); }
 
 const Task* Scheduler::GetTask(TaskId id) const {
   if (!parked_.empty()) CatchUp(id);
-  auto it = tasks_.find(id.value());
-  return it == tasks_.end() ? nullptr : &it->second;
+  return tasks_.Find(id);
 }
 
 std::vector<const Task*> Scheduler::Tasks() const {
   CatchUpAll();
   std::vector<const Task*> out;
   out.reserve(tasks_.size());
-  for (const auto& [id, t] : tasks_) out.push_back(&t);
+  for (const auto& [id, t] : tasks_.records()) out.push_back(&t);
   return out;
 }
 
@@ -211,7 +207,7 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
                 spec.duration_ms.value_or(config_.default_duration_ms));
 
   const TimeMs now = clock_.NowMs();
-  task.id = TaskId(next_id_++);
+  task.id = tasks_.TakeId();
   task.spec = std::move(spec);
   task.st = score.st;
   task.base_pt = task.pt = score.pt;
@@ -219,12 +215,12 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
   task.submitted_ms = now;
   task.claim = ClaimStatus::kWaiting;  // claim 7: status 2 on arrival
   const TaskId id = task.id;
-  Task& t = tasks_.emplace(id.value(), std::move(task)).first->second;
+  Task& t = tasks_.Insert(std::move(task));
   CountLive(t, +1);
   resources_.Observe(MakeRequest(t).shape);  // the workload of the min_fragmentation orders
   SetState(t, TaskState::kPending, "submitted");
   if (hold) {
-    held_.insert(id);
+    tasks_.Hold(id);
   } else {
     PushMain(t);
   }
@@ -232,16 +228,15 @@ StatusOr<TaskId> Scheduler::Submit(TaskSpec spec, bool hold) {
 }
 
 Status Scheduler::Release(TaskId id) {
-  if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  if (!tasks_.Unhold(id)) return FailedPrecondition("task " + id.ToString() + ": not held");
   PushMain(*Find(id));
   return Status::Ok();
 }
 
 Status Scheduler::Withdraw(TaskId id) {
-  if (held_.erase(id) == 0) return FailedPrecondition("task " + id.ToString() + ": not held");
+  if (!tasks_.Unhold(id)) return FailedPrecondition("task " + id.ToString() + ": not held");
   CountLive(*Find(id), -1);
-  tasks_.erase(id.value());
-  gone_since_take_.push_back(id);  // TakeChangedTasks does not report it
+  tasks_.Erase(id);  // TakeChangedTasks does not report it
   return Status::Ok();
 }
 
@@ -251,17 +246,11 @@ Status Scheduler::Forget(TaskId id) {
   if (!IsTerminal(t->state)) {
     return FailedPrecondition("task " + id.ToString() + ": only a terminal task can be forgotten");
   }
-  tasks_.erase(id.value());
-  gone_since_take_.push_back(id);  // TakeChangedTasks does not report it
+  tasks_.Erase(id);  // TakeChangedTasks does not report it
   return Status::Ok();
 }
 
 // ---------------------------------------------------------------- state helpers
-
-void Scheduler::CountLive(const Task& t, int delta) {
-  auto key = std::make_pair(TeamOf(t.spec), t.spec.user);
-  if ((live_by_group_[key] += delta) <= 0) live_by_group_.erase(key);
-}
 
 void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
   if (!IsTerminal(t.state) && IsTerminal(state)) CountLive(t, -1);
@@ -273,7 +262,7 @@ void Scheduler::SetState(Task& t, TaskState state, const std::string& reason) {
     t.history.erase(t.history.begin() + 1, t.history.end() - (kMaxHistory - 2));
   }
   t.history.push_back({EventTimeMs(), state, reason});
-  changed_.push_back(t.id);
+  tasks_.MarkChanged(t.id);
 }
 
 // The key is a function of fields that do not change while the task is in Q (Pt, seq and
@@ -289,7 +278,7 @@ QueueKey Scheduler::KeyOf(const Task& t) const {
 void Scheduler::PushMain(Task& t) {
   if (FairShareActive()) {
     t.fs_rank = FairShareRank(config_.fair_share, t.pt, config_.max_priority_value,
-                              CachedFactor(TeamOf(t.spec), t.spec.user));
+                              fair_share_.CachedFactor(TeamOf(t.spec), t.spec.user));
   }
   t.queue = QueueMembership::kMain;
   t.claim = ClaimStatus::kWaiting;
@@ -311,8 +300,7 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   RemoveFromQueues(t);
   resources_.Grant(t.id, p);  // visible to the very next decision (CN109992422A test 6)
   for (const Placement& g : gang) resources_.Grant(t.id, g);
-  active_.insert(t.id);
-  if (t.spec.time_limit_ms) time_limited_.insert(t.id);
+  tasks_.SetActive(t, true);
   t.placement = p;
   t.gang_placements = std::move(gang);
   t.ranks_done.clear();
@@ -325,7 +313,9 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
   if (t.attempt_nodes.size() > kMaxHistory) t.attempt_nodes.erase(t.attempt_nodes.begin());
   const TimeMs now = clock_.NowMs();
   CountUsage(t, p, +1);
-  charged_until_[t.id] = now;
+  fair_share_.StartCharging(t.id, TeamOf(t.spec), t.spec.user,
+                            static_cast<double>(p.gpus.size() * (1 + t.gang_placements.size())),
+                            now);
   t.assigned_ms = now;
   t.last_heartbeat_ms = now;
   heartbeat_floor_ = std::min(heartbeat_floor_, now);
@@ -387,14 +377,12 @@ void Scheduler::ReleasePlacement(Task& t) {
   const TimeMs at = EventTimeMs();
   t.attained_ms += std::max<DurationMs>(0, at - t.assigned_ms);
   t.released_ms = at;
-  Charge(t, at);
-  charged_until_.erase(t.id);
+  fair_share_.StopCharging(t.id, at);
   CountUsage(t, *t.placement, -1);
   resources_.Return(t.id, *t.placement);
   for (const Placement& g : t.gang_placements) resources_.Return(t.id, g);
   if (t.spec.preemptible) active_priorities_.erase(active_priorities_.find(t.priority));
-  active_.erase(t.id);
-  time_limited_.erase(t.id);
+  tasks_.SetActive(t, false);
   t.placement.reset();
   t.gang_placements.clear();
   pass_requested_ = true;  // capacity was freed: the tasks waiting for it take part (issue 37)
@@ -410,7 +398,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
   // change worth writing (see TakeChangedTasks), so a pass over a long Q reports nothing.
   if (t.last_report_summary != summary || t.reason != summary) {
     t.last_report_summary = summary;
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
   if (t.placement_failures >= config_.max_placement_failures) {
     RemoveFromQueues(t);
@@ -429,7 +417,7 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
     t.queue = QueueMembership::kFailure;
     failure_queue_.Push(t.id);
     fq_capacity_.insert(t.id);  // a release re-evaluates it before t2 (issue 37)
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
 }
 
@@ -440,7 +428,7 @@ void Scheduler::RefreshWait(Task& t, PlacementReport report, const std::string& 
   if (t.last_report_summary != summary || t.reason != summary) {
     t.last_report_summary = summary;
     t.reason = summary;
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
 }
 
@@ -500,7 +488,7 @@ void Scheduler::CheckGangTimeout(TimeMs now) {
               " timeout: could not start within " + FormatDurationMs(timeout) +
               " of reserving " + held + "; released them, waits without a reservation";
   t->last_report_summary = t->reason;
-  changed_.push_back(t->id);
+  tasks_.MarkChanged(t->id);
   reservation_.reset();
   ++stats_.gang_timeouts;
   pass_requested_ = true;
@@ -582,94 +570,12 @@ std::vector<Action> Scheduler::TakeActions() {
   return out;
 }
 
-std::vector<TaskId> Scheduler::TakeChangedTasks() {
-  std::vector<TaskId> out;
-  out.swap(changed_);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  if (!gone_since_take_.empty()) {  // forgotten or withdrawn since: not reported
-    std::sort(gone_since_take_.begin(), gone_since_take_.end());
-    std::erase_if(out, [&](TaskId id) {
-      return std::binary_search(gone_since_take_.begin(), gone_since_take_.end(), id);
-    });
-    gone_since_take_.clear();
-  }
-  return out;
-}
+std::vector<TaskId> Scheduler::TakeChangedTasks() { return tasks_.TakeChanged(); }
 
 std::vector<TaskId> Scheduler::MainQueueOrder() const {
   std::vector<TaskId> out;
   for (const QueueKey& k : main_queue_.Snapshot()) out.push_back(k.id);
   return out;
-}
-
-StatusOr<Explanation> Scheduler::Explain(TaskId id) const {
-  const Task* t = GetTask(id);
-  if (t == nullptr) return NotFound("task " + id.ToString() + ": no such task");
-  Explanation e;
-  e.id = id;
-  e.state = t->state;
-  e.claim = t->claim;
-  e.st = t->st;
-  e.pt = t->pt;
-  e.fail_cnt = t->fail_cnt;
-  e.placement_failures = t->placement_failures;
-  e.attempts = t->attempts;
-  e.queue = t->queue == QueueMembership::kMain      ? "Q"
-            : t->queue == QueueMembership::kFailure ? "FQ"
-                                                    : "";
-  e.last_report = t->last_report;
-  e.pass = t->report_pass;
-  e.pass_age_ms = t->report_pass > 0 ? std::max<DurationMs>(0, clock_.NowMs() - t->report_ms) : 0;
-  switch (t->state) {
-    case TaskState::kPending:
-    case TaskState::kPreempted:
-      e.summary = t->last_report_summary.empty() ? "waiting for the next scheduling pass"
-                                                 : t->last_report_summary;
-      e.waits_for = WaitsFor(*t);
-      if (WaitsForCapacityInFq(*t)) {  // not an execution failure: the pass's reason only
-        e.summary = e.waits_for + "; last pass: " + e.summary;
-      } else if (t->fail_cnt > 0) {
-        e.summary = t->reason + "; last pass: " + e.summary;
-      }
-      if (t->state == TaskState::kPreempted && t->preempted_by.valid()) {
-        const Task* by = GetTask(t->preempted_by);
-        e.summary = "preempted by task " + t->preempted_by.ToString() +
-                    (by != nullptr ? " (priority " + std::to_string(by->priority) + ")" : "") +
-                    ", waits to run again; last pass: " + e.summary;
-      }
-      e.need = DescribeNeed(cluster(), MakeRequest(*t).shape, resources_.placer().options().filter);
-      break;
-    case TaskState::kAssigned:
-    case TaskState::kRunning:
-      e.summary = t->last_report_summary;
-      break;
-    default:
-      e.summary = t->reason;
-  }
-  return e;
-}
-
-std::string Scheduler::WaitsFor(const Task& t) const {
-  const TimeMs now = clock_.NowMs();
-  // Whole seconds, rounded up: "within 30s" right after a flush, never "within 0s".
-  const auto within = [&](TimeMs at) {
-    return FormatDurationMs((std::max<DurationMs>(1, at - now) + 999) / 1000 * 1000);
-  };
-  switch (t.queue) {
-    case QueueMembership::kMain:
-      return "waits in the queue: tried again by the next pass, within " + within(next_pass_ms_);
-    case QueueMembership::kFailure:
-      if (WaitsForCapacityInFq(t)) {
-        return "waits for capacity: retried on the next release or within " +
-               within(next_fq_flush_ms_);
-      }
-      return "waits in the retry queue after a failure: retried within " +
-             within(next_fq_flush_ms_);
-    case QueueMembership::kNone:
-      break;
-  }
-  return "";
 }
 
 StatusOr<ResourceRequest> Scheduler::RequestFor(TaskId id) const {
@@ -689,12 +595,12 @@ Status Scheduler::CheckInvariants() const {
   std::vector<std::vector<MiB>> gpu(cluster().size());
   for (size_t i = 0; i < cluster().size(); ++i) gpu[i].assign(cluster().node(i).gpus.size(), 0);
   size_t in_main = 0, in_failure = 0;
-  for (const auto& [raw_id, t] : tasks_) {
+  for (const auto& [raw_id, t] : tasks_.records()) {
     const std::string who = "task " + t.id.ToString() + ": ";
     if (IsActive(t) != t.placement.has_value()) return Internal(who + "placement/state mismatch");
-    if (IsActive(t) != (active_.count(t.id) > 0)) return Internal(who + "active set mismatch");
+    if (IsActive(t) != tasks_.active().contains(t.id)) return Internal(who + "active set mismatch");
     if (IsPending(t.state) && t.queue == QueueMembership::kNone &&
-        held_.count(t.id) == 0) {
+        !tasks_.IsHeld(t.id)) {
       return Internal(who + "pending but in no queue");
     }
     if (!IsPending(t.state) && t.queue != QueueMembership::kNone) {
@@ -725,7 +631,7 @@ Status Scheduler::CheckInvariants() const {
     return Internal("queue sizes do not match task records");
   }
   for (const auto& [id, e] : parked_.entries()) {
-    const Task& t = tasks_.at(id.value());
+    const Task& t = tasks_.At(id);
     if (t.queue != QueueMembership::kFailure || e.key != KeyOf(t)) {
       return Internal("task " + id.ToString() + ": parked but not in FQ under its key");
     }

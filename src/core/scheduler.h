@@ -43,6 +43,7 @@
 #include "core/backfill.h"
 #include "core/cluster_state.h"
 #include "core/fair_share.h"
+#include "core/fair_share_book.h"
 #include "core/memory_table.h"
 #include "core/placement.h"
 #include "core/quota.h"
@@ -50,6 +51,8 @@
 #include "core/scheduler_config.h"
 #include "core/task.h"
 #include "core/task_queues.h"
+#include "core/task_table.h"
+#include "core/team_ledger.h"
 
 namespace gpusched::core {
 
@@ -152,15 +155,6 @@ struct PassPlan {
   std::set<std::string> teams_classified;
   // The reservation (wide task or gang) after this pass (nullopt: none); applied by CommitPlan.
   std::optional<Reservation> reservation;
-};
-
-// A team's quota and what it holds and waits for (gpusched quota ls).
-struct TeamStatus {
-  TeamQuota quota;         // the implicit one (guarantee 0, unlimited borrow) when !has_quota
-  bool has_quota = false;
-  TeamUsage used;          // assigned or running tasks
-  int64_t borrowed_gpus = 0;  // max(0, used GPUs - guaranteed GPUs)
-  int64_t pending = 0;     // tasks in Q or FQ
 };
 
 struct SchedulerStats {
@@ -301,7 +295,7 @@ class Scheduler {
   // a failure. Terminal tasks are kept as they are.
   Status Restore(const Task& task);
   // The next Submit gets an id >= `next` (ids of tasks that were not restored stay unused).
-  void ReserveIdsBelow(uint64_t next) { next_id_ = std::max(next_id_, next); }
+  void ReserveIdsBelow(uint64_t next) { tasks_.ReserveIdsBelow(next); }
   // Suspends an assigned or running task: a kill action is sent, its resources are released,
   // and it returns to Q (not counted as a failure) keeping its attained service, to be
   // resumed by a later pass. For the preemptive orders (core/preemption.h).
@@ -327,30 +321,38 @@ class Scheduler {
   Status UnknownNode(const std::string& node) const;
   // `quota rm`: the team goes back to the implicit quota (guarantee 0, unlimited borrowing).
   void RemoveQuota(const std::string& team);
-  const QuotaPolicy& quotas() const { return quotas_; }
+  const QuotaPolicy& quotas() const { return ledger_.quotas(); }
   // ---- priority grants (SchedulerConfig::priority_grants, issue 36) ----
   // The highest class `team` may use ("" team = "default").
-  std::string GrantedClass(const std::string& team) const;
+  std::string GrantedClass(const std::string& team) const { return ledger_.GrantedClass(team); }
   // PermissionDenied naming the class and the grant when the spec's class is above its
   // team's grant (and grants are enforced); OK otherwise. REQUIRES: a known class.
-  Status CheckPriorityGrant(const TaskSpec& spec) const;
+  Status CheckPriorityGrant(const TaskSpec& spec) const {
+    return ledger_.CheckPriorityGrant(spec);
+  }
   // The priority value `t` preempts with: its own, capped at its team's grant now (a grant
   // lowered after admission takes the power to preempt with it).
-  int64_t PreemptingPriority(const Task& t) const;
+  int64_t PreemptingPriority(const Task& t) const {
+    return ledger_.PreemptingPriority(t.priority, t.spec.team);
+  }
   // Every team with a quota or a live task, by name.
   std::map<std::string, TeamStatus> Teams() const;
   // GPUs and memory held per team (assigned or running tasks).
-  const std::map<std::string, TeamUsage>& team_usage() const { return team_usage_; }
+  const std::map<std::string, TeamUsage>& team_usage() const { return ledger_.usage(); }
   // A task's fair-share factor F(team) * F(user) now, computed afresh (not the cached one Q
   // was last ordered by).
-  double FairShareOf(const std::string& team, const std::string& user) const;
+  double FairShareOf(const std::string& team, const std::string& user) const {
+    return fair_share_.FactorOf(team, user);
+  }
   // GPU-ms used per team since this scheduler started (running tasks up to now), undecayed.
-  std::map<std::string, double> TeamGpuMs() const;
-  const FairShareUsage& fair_share_usage() const { return fs_usage_; }
+  std::map<std::string, double> TeamGpuMs() const { return fair_share_.TeamGpuMs(); }
+  const FairShareUsage& fair_share_usage() const { return fair_share_.usage(); }
   // Usage recorded before this scheduler started: `gpus` GPUs for `service_ms`, ending at
   // `at_ms`. The control plane feeds every stored task's record through it at start and at an
   // HA take-over, so fair share does not forget who used the cluster when a server restarts.
-  void RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms, TimeMs at_ms);
+  void RestoreUsage(const TaskSpec& spec, int64_t gpus, DurationMs service_ms, TimeMs at_ms) {
+    fair_share_.RestoreUsage(TeamOf(spec), spec.user, gpus, service_ms, at_ms);
+  }
 
   // Time passed: liveness rules, FQ -> Q every t2, and a pass when one is due
   // (an event asked for one, or t1 elapsed). Returns the number of tasks placed.
@@ -380,10 +382,10 @@ class Scheduler {
   const Task* GetTask(TaskId id) const;
   std::vector<const Task*> Tasks() const;  // ascending id; the tasks in memory
   size_t task_count() const { return tasks_.size(); }
-  bool IsHeld(TaskId id) const { return held_.count(id) > 0; }
+  bool IsHeld(TaskId id) const { return tasks_.IsHeld(id); }
   // Assigned or running tasks on `node` (empty for an unknown node), ascending id.
   std::vector<TaskId> TasksOnNode(const std::string& node) const;
-  uint64_t next_id() const { return next_id_; }
+  uint64_t next_id() const { return tasks_.next_id(); }
   StatusOr<Explanation> Explain(TaskId id) const;
   // CN109992422A claim 10: the request task management sends resource management for a
   // pending task (its GPU memory from admission: the table, an explicit value or whole GPUs).
@@ -496,6 +498,8 @@ class Scheduler {
   bool AwaitingNodes(TimeMs now);
   // ---- the lazy flush (README.md, "The failure queue at scale") ----
   using Shape = RequestShape;
+  // A pass's memo of request shapes that found no node: the report and the reason.
+  using FailedShapes = std::map<Shape, std::pair<PlacementReport, std::string>>;
   // A GPU model no node has: matches nothing (the task waits for such a node to join).
   static constexpr int kUnknownModel = INT_MAX;
   Shape ShapeOf(const ResourceRequest& req) const;
@@ -514,6 +518,12 @@ class Scheduler {
   // One placement attempt inside a plan. Returns false when the task did not fit (head-of-line
   // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
   bool PlanPlace(const Task& t, Planning& p, bool reclaim) const;
+  // PlanPlace's answer when `t` did not fit: a kWait step with the reason, remembered in
+  // `memo` (null: not memoised), and the reservation a wide task plans.
+  void PlanWait(const Task& t, const ResourceRequest& req, PlacementResult result,
+                FailedShapes* memo, bool blocked, bool reclaim, Planning& p) const;
+  // PlanPass under team quotas: the tasks within their guarantee, then the borrowers.
+  void PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& p) const;
   // A flush pass with parked groups: the Q snapshot and each group's tasks merged in Q order,
   // a group's tasks visited only while they are placed.
   void PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const;
@@ -545,22 +555,47 @@ class Scheduler {
   void PlanHolderFirst(Planning& p) const;
   // Plans stopping lower-priority preemptible tasks (a gang counts whole) until `t` fits.
   bool PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const;
+  struct PreemptCandidate;  // an active task PlanPreempt may stop (scheduler_plan.cc)
+  struct VictimSet;         // candidates whose stop makes a request fit on one node
+  // The active preemptible tasks below `t`'s preempting priority, not stopped by the plan;
+  // `on_node` gains each one's index under every node it holds a rank on.
+  std::vector<PreemptCandidate> PreemptCandidates(
+      const Task& t, const Planning& p, std::vector<std::vector<size_t>>& on_node) const;
+  // The cheapest subset of `here` (candidate indices on node `i`, the first 12 tried) whose
+  // stop makes `shape` fit on node `i` of `view`; nullopt: none does.
+  std::optional<VictimSet> CheapestVictimsOn(const ClusterState& view, size_t i,
+                                             const PlacementRequest& shape,
+                                             const std::vector<PreemptCandidate>& cands,
+                                             const std::vector<size_t>& here) const;
+  // Stops `victims` in the plan and places `t` (every rank) where they were; false (nothing
+  // planned) when it still does not fit.
+  bool PlanPreemptStep(const Task& t, const ResourceRequest& req,
+                       const std::vector<const Task*>& victims, bool blocked,
+                       Planning& p) const;
   // Applies a plan. REQUIRES: made by PlanPass with no event since.
   size_t CommitPlan(PassPlan plan);
+  // CommitPlan's steps: the victims of a reclaim and of a priority preemption stopped and
+  // requeued (those no longer active skipped), and `t` assigned as `step` says.
+  void StopForReclaim(const Task& t, const std::vector<TaskId>& victims);
+  void StopForPriority(const Task& t, const std::vector<TaskId>& victims);
+  void ApplyAssign(Task& t, PlanStep& step);
   void QuotaWait(Task& t, const std::string& reason);
   // The task's GPU memory in all: its reservation when placed, else its need.
   MiB TaskGpuMemMib(const Task& t) const;
-  void CountUsage(const Task& t, const Placement& p, int sign);
+  // `t`'s GPUs at `p` (and its gang's other ranks) counted (+1) or returned (-1) for its team.
+  void CountUsage(const Task& t, const Placement& p, int sign) {
+    ledger_.CountUsage(TeamOf(t.spec), p, t.gang_placements, sign);
+  }
   bool FairShareActive() const {
     return config_.fair_share.enabled() && config_.queue_order.order == QueueOrder::kPriority;
   }
-  double CachedFactor(const std::string& team, const std::string& user) const;
-  std::map<std::string, std::set<std::string>> FairShareGroups() const;
-  double FactorAmong(const std::map<std::string, std::set<std::string>>& groups,
-                     const std::string& team, const std::string& user) const;
-  // Charges running tasks up to now, recomputes the factors and re-orders Q.
+  // Charges running tasks up to now, recomputes the factors (FairShareBook) and re-keys Q.
   void RecalcFairShare();
-  void Charge(const Task& t, TimeMs until_ms);
+  // `t` (admitted or restored, not terminal: +1; ending or withdrawn: -1) in fair share's
+  // live groups.
+  void CountLive(const Task& t, int delta) {
+    fair_share_.CountLive(TeamOf(t.spec), t.spec.user, delta);
+  }
   bool IsActive(const Task& t) const {
     return t.state == TaskState::kAssigned || t.state == TaskState::kRunning;
   }
@@ -597,33 +632,18 @@ class Scheduler {
   bool capacity_event_ = false;
   uint64_t flush_block_end_ = 0;    // FQ positions below this failed in the latest flush pass
 
-  // Every task in memory, by id (map nodes keep pointers stable). Terminal tasks leave
-  // through Forget; a held submission (see Submit) is in held_ and in no queue.
-  std::map<uint64_t, Task> tasks_;
-  std::set<TaskId> held_;
-  uint64_t next_id_ = 1;
-  std::set<TaskId> active_;                      // assigned or running
-  std::set<TaskId> time_limited_;                // the active ones with a time limit
+  // Every task in memory, by id, with the held, active and time-limited sets and the ids
+  // changed since TakeChangedTasks. Terminal tasks leave through Forget; a held submission
+  // (see Submit) is held there and in no queue.
+  TaskTable tasks_;
   // At most the last heartbeat of every active task (exact after each liveness scan).
   TimeMs heartbeat_floor_ = std::numeric_limits<TimeMs>::max();
-  // Ids changed since TakeChangedTasks, with repeats (a vector: a pass of the lazy flush may
-  // mark thousands, and a set's insert per id was a fifth of a long replay).
-  std::vector<TaskId> changed_;
-  std::vector<TaskId> gone_since_take_;  // forgotten or withdrawn since TakeChangedTasks
   std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;
 
-  QuotaPolicy quotas_;
-  std::map<std::string, TeamUsage> team_usage_;
-  FairShareUsage fs_usage_;
-  std::unordered_map<TaskId, TimeMs> charged_until_;  // active tasks: usage charged up to
-  std::map<std::pair<std::string, std::string>, double> fs_factor_;  // as of the last recalc
-  TimeMs next_fs_recalc_ms_ = 0;
-  mutable bool fs_dirty_ = false;  // a new team or user appeared, or shares changed
-  // Non-terminal tasks per (team, user): who takes part in fair share, without a scan of tasks_.
-  std::map<std::pair<std::string, std::string>, int64_t> live_by_group_;
-  void CountLive(const Task& t, int delta);
+  TeamLedger ledger_;         // quotas, usage and grants per team
+  FairShareBook fair_share_;  // after ledger_ and clock_, which it reads
 
   std::optional<Reservation> reservation_;
   std::multiset<int64_t> active_priorities_;  // of the active preemptible tasks

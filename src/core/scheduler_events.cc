@@ -91,7 +91,7 @@ void Scheduler::ForgiveSilence(DurationMs paused) {
     if (cluster().node(i).lost) continue;
     resources_.Update(i, [&](NodeState& m) { m.last_heartbeat_ms = forgiven(m.last_heartbeat_ms); });
   }
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     Task& t = *Find(id);
     t.last_heartbeat_ms = forgiven(t.last_heartbeat_ms);
   }
@@ -105,7 +105,7 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
   if (now - config_.task_timeout_ms <= heartbeat_floor_) return;
   std::vector<TaskId> silent;
   TimeMs floor = std::numeric_limits<TimeMs>::max();
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     const Task& t = *Find(id);
     floor = std::min(floor, t.last_heartbeat_ms);
     if (now - t.last_heartbeat_ms > config_.task_timeout_ms) silent.push_back(id);
@@ -133,7 +133,7 @@ void Scheduler::CheckTaskLiveness(TimeMs now) {
 // grace, SIGKILL) and the task fails; a retry would only hit the same limit.
 void Scheduler::CheckTimeLimits(TimeMs now) {
   std::vector<TaskId> over;
-  for (TaskId id : time_limited_) {
+  for (TaskId id : tasks_.time_limited()) {
     const Task& t = *Find(id);
     if (now - t.assigned_ms > *t.spec.time_limit_ms) over.push_back(id);
   }
@@ -341,7 +341,7 @@ StatusOr<std::vector<TaskId>> Scheduler::RemoveNode(const std::string& node, boo
 // The node at `index` leaves the table; what holds a later index moves down by one.
 void Scheduler::ForgetNodeIndex(size_t index) {
   resources_.RemoveNode(index);
-  for (auto& [id, t] : tasks_) {
+  for (auto& [id, t] : tasks_.records()) {
     if (!t.placement) continue;
     GS_CHECK(t.placement->node_index != index);
     if (t.placement->node_index > index) --t.placement->node_index;
@@ -574,7 +574,7 @@ Status Scheduler::RankFinished(TaskId id, int64_t attempt, const std::string& no
       if (t->state == TaskState::kAssigned) {
         SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
       }
-      changed_.push_back(t->id);
+      tasks_.MarkChanged(t->id);
       return Status::Ok();
     }
     return TaskFinished(id, attempt, 0, 0,
@@ -645,8 +645,8 @@ std::vector<TaskId> Scheduler::PreemptForOrder() {
     if (usable[i]) pool += cluster().summary(i).gpu_count;
   }
   std::vector<const Task*> live;
-  live.reserve(active_.size() + main_queue_.size());
-  for (TaskId id : active_) {
+  live.reserve(tasks_.active().size() + main_queue_.size());
+  for (TaskId id : tasks_.active()) {
     const Task& t = *Find(id);
     if (t.placement && usable[t.placement->node_index]) live.push_back(&t);
   }
@@ -686,14 +686,14 @@ bool Scheduler::ApplyPreemptedExit(Task& t, int64_t attempt, int exit_code) {
     ++t.checkpoints;
     ++stats_.checkpoints;
     t.checkpointed_attempt = attempt;
-    changed_.push_back(t.id);
+    tasks_.MarkChanged(t.id);
   }
   return true;
 }
 
 Status Scheduler::Cancel(TaskId id, const std::string& reason) {
   Task* t = Find(id);
-  if (t == nullptr || held_.count(id) > 0) {
+  if (t == nullptr || tasks_.IsHeld(id)) {
     return NotFound("task " + id.ToString() + ": no such task");  // held: not acknowledged yet
   }
   if (IsTerminal(t->state)) {
@@ -727,12 +727,8 @@ std::vector<TaskId> Scheduler::TasksOnNode(const std::string& node) const {
 // ---------------------------------------------------------------- restart
 
 Status Scheduler::Restore(const Task& task) {
-  if (!task.id.valid() || task.id.value() < next_id_) {
-    return InvalidArgument("id: restored task " + task.id.ToString() +
-                           " out of order (expected an id >= " + std::to_string(next_id_) + ")");
-  }
-  next_id_ = task.id.value() + 1;
-  Task& t = tasks_.emplace(task.id.value(), task).first->second;
+  GS_ASSIGN_OR_RETURN(Task* restored, tasks_.InsertRestored(task));
+  Task& t = *restored;
   t.queue = QueueMembership::kNone;
   t.priority = config_.PriorityOf(t.spec.priority_class).value_or(0);
   if (!IsTerminal(t.state)) CountLive(t, +1);
@@ -765,10 +761,11 @@ Status Scheduler::Restore(const Task& task) {
     for (const Placement& g : gang) resources_.Grant(t.id, g);
     t.gang_placements = std::move(gang);
     if (t.spec.preemptible) active_priorities_.insert(t.priority);
-    active_.insert(t.id);
-    if (t.spec.time_limit_ms) time_limited_.insert(t.id);
+    tasks_.SetActive(t, true);
     CountUsage(t, *p, +1);
-    charged_until_[t.id] = clock_.NowMs();
+    fair_share_.StartCharging(t.id, TeamOf(t.spec), t.spec.user,
+                              static_cast<double>(p->gpus.size() * (1 + t.gang_placements.size())),
+                              clock_.NowMs());
     t.placement = std::move(p);
     t.last_heartbeat_ms = clock_.NowMs();
     heartbeat_floor_ = std::min(heartbeat_floor_, t.last_heartbeat_ms);

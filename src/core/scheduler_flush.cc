@@ -23,7 +23,7 @@ void Scheduler::FlushFailureQueue() {
     Task& t = *Find(id);
     t.queue = QueueMembership::kNone;
     t.pt = std::min(t.pt + 1, config_.max_priority_value);
-    changed_.push_back(id);
+    tasks_.MarkChanged(id);
     PushMain(t);
   }
   fq_capacity_.clear();  // all back in Q
@@ -39,7 +39,7 @@ bool Scheduler::LazyFlushActive() const {
   return config_.lazy_failure_queue && config_.capacity_wait == CapacityWait::kFailureQueue &&
          config_.memoize_failed_shapes && !config_.head_of_line_blocking &&
          config_.queue_order.order == QueueOrder::kPriority && !FairShareActive() &&
-         quotas_.empty() && !config_.wide_task_reservation &&
+         ledger_.quotas().empty() && !config_.wide_task_reservation &&
          config_.max_placement_failures == std::numeric_limits<int64_t>::max();
 }
 
@@ -73,7 +73,7 @@ void Scheduler::ApplyParkedWait(PlanStep& step) {
   ParkedQueue::Group& g = parked_.GroupOf(*parked_.Find(step.task));
   // Each of them waits for this reason now: a new reason is a change worth writing.
   if (g.summary != step.reason) {
-    for (const QueueKey& k : g.keys) changed_.push_back(k.id);
+    for (const QueueKey& k : g.keys) tasks_.MarkChanged(k.id);
   }
   // A flush pass also counts a placement failure for each (flush_rounds_, CatchUp); a pass
   // that a release triggered only refreshes the reason (issue 37).
@@ -87,7 +87,7 @@ void Scheduler::CatchUp(TaskId id) const {
   const ParkedQueue::Group& g = parked_.GroupOf(*e);
   if (e->round >= flush_rounds_ && g.report_seq <= e->report_seq) return;
   // The record is the scheduler's own; only the lazy flush's pending counters are applied.
-  Task& t = const_cast<Task&>(tasks_.at(id.value()));
+  Task& t = const_cast<Task&>(tasks_.At(id));
   t.placement_failures += std::max<int64_t>(0, flush_rounds_ - e->round);
   if (g.report_seq > e->report_seq) {
     t.last_report = g.report;
@@ -123,7 +123,7 @@ std::vector<TaskId> Scheduler::FailureQueueOrder() const {
   std::vector<TaskId> since;
   for (const auto& [position, id] : failure_queue_.Entries()) {
     if (position < flush_block_end_) {
-      flush_pass.push_back(KeyOf(tasks_.at(id.value())));
+      flush_pass.push_back(KeyOf(tasks_.At(id)));
     } else {
       since.push_back(id);
     }

@@ -69,13 +69,13 @@ struct Scheduler::Planning {
   ClusterState& view_buffer;
   ClusterState& blocked_buffer;
   ClusterState* copy = nullptr;  // the view once the plan changed it (in view_buffer)
-  std::map<std::string, TeamUsage> usage;  // under quotas: team_usage_ plus the plan's changes
+  std::map<std::string, TeamUsage> usage;  // under quotas: the ledger's usage plus the plan's
   // Within one pass capacity only shrinks (until a reclaim frees some, which clears this), so
   // a request shape that found no node cannot find one later in the same pass: remember it
   // and skip the scan (same result, same report).
-  std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes;  // report, reason
+  FailedShapes failed_shapes;
   // The same memo for the tasks that were answered on the blocked view.
-  std::map<Shape, std::pair<PlacementReport, std::string>> failed_shapes_blocked;
+  FailedShapes failed_shapes_blocked;
   ClusterState* blocked = nullptr;  // in blocked_buffer
   // Gangs that found too few nodes in this pass: (per-node shape, nodes, blocked view).
   std::map<std::tuple<Shape, int64_t, bool>, std::pair<PlacementReport, std::string>>
@@ -94,6 +94,21 @@ void AddUsage(TeamUsage& u, const Placement& p, int sign) {
   u.gpus += sign * static_cast<int64_t>(p.gpus.size());
   u.gpu_mem_mib += sign * mem;
   u.tasks += sign;
+}
+
+// The shape of a parked group found no node in this pass: each of the group's `waiting` tasks
+// (its head among them, `visited` or not) would fail on the memo, so they all wait now, with
+// the memo's report, unvisited.
+void WaitParkedGroup(PassPlan& plan, TaskId head, int64_t waiting, bool visited,
+                     PlacementReport report, std::string reason) {
+  plan.decisions += waiting;
+  plan.parked_waits += waiting - (visited ? 1 : 0);
+  PlanStep step;
+  step.kind = PlanStep::Kind::kParkedWait;
+  step.task = head;
+  step.report = std::move(report);
+  step.reason = std::move(reason);
+  plan.steps.push_back(std::move(step));
 }
 
 }  // namespace
@@ -120,7 +135,7 @@ PassPlan Scheduler::PlanPass() const {
     std::erase_if(snapshot, [&](const QueueKey& k) { return k.id == p.tried_first; });
   }
   p.plan.steps.reserve(snapshot.size());
-  if (quotas_.empty()) {
+  if (ledger_.quotas().empty()) {
     p.plan.flush_pass = flush_pass_due_;
     if ((flush_pass_due_ || p.plan.release_pass) && !parked_.empty()) {
       PlanWithParked(snapshot, p);
@@ -132,45 +147,47 @@ PassPlan Scheduler::PlanPass() const {
     }
     return std::move(p.plan);
   }
-  // Team quotas (core/quota.h): first every task its team's guarantee covers, in queue order
-  // (each may reclaim borrowed GPUs); then, on what is left idle, the tasks that borrow.
-  p.usage = team_usage_;
+  PlanWithQuotas(snapshot, p);
+  return std::move(p.plan);
+}
+
+// Team quotas (core/quota.h): first every task its team's guarantee covers, in queue order
+// (each may reclaim borrowed GPUs); then, on what is left idle, the tasks that borrow.
+void Scheduler::PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& p) const {
+  p.usage = ledger_.usage();
   std::vector<const Task*> borrowers;
   for (const QueueKey& key : snapshot) {
     const Task& t = *GetTask(key.id);
     const std::string team = TeamOf(t.spec);
     p.plan.teams_classified.insert(team);
-    if (quotas_.Classify(team, p.usage[team], TotalGpus(t.spec), TaskGpuMemMib(t)) !=
+    if (ledger_.quotas().Classify(team, p.usage[team], TotalGpus(t.spec), TaskGpuMemMib(t)) !=
         QuotaClass::kWithinGuarantee) {
       borrowers.push_back(&t);
       continue;
     }
-    if (!PlanPlace(t, p, config_.reclaim_borrowed) && config_.head_of_line_blocking) {
-      return std::move(p.plan);
-    }
+    if (!PlanPlace(t, p, config_.reclaim_borrowed) && config_.head_of_line_blocking) return;
   }
   for (const Task* t : borrowers) {
     const std::string team = TeamOf(t->spec);
     const TeamUsage& used = p.usage[team];
-    if (quotas_.Classify(team, used, TotalGpus(t->spec), TaskGpuMemMib(*t)) ==
+    if (ledger_.quotas().Classify(team, used, TotalGpus(t->spec), TaskGpuMemMib(*t)) ==
         QuotaClass::kOverLimit) {
       PlanStep step;
       step.kind = PlanStep::Kind::kQuotaWait;
       step.task = t->id;
-      step.reason = quotas_.DescribeLimit(team, used);
+      step.reason = ledger_.quotas().DescribeLimit(team, used);
       p.plan.steps.push_back(std::move(step));
       continue;
     }
     if (!PlanPlace(*t, p, false) && config_.head_of_line_blocking) break;
   }
-  return std::move(p.plan);
 }
 
 std::vector<QueueKey> Scheduler::PassSnapshot(bool release_pass) const {
   std::vector<QueueKey> snapshot = main_queue_.Snapshot();
   if (!release_pass || fq_capacity_.empty()) return snapshot;
   const auto q = static_cast<std::ptrdiff_t>(snapshot.size());
-  for (TaskId id : fq_capacity_) snapshot.push_back(KeyOf(tasks_.at(id.value())));
+  for (TaskId id : fq_capacity_) snapshot.push_back(KeyOf(tasks_.At(id)));
   std::sort(snapshot.begin() + q, snapshot.end());
   std::inplace_merge(snapshot.begin(), snapshot.begin() + q, snapshot.end());
   return snapshot;
@@ -179,7 +196,6 @@ std::vector<QueueKey> Scheduler::PassSnapshot(bool release_pass) const {
 bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   if (t.spec.nodes > 1) return PlanGang(t, p);
   const ResourceRequest req = MakeRequest(t);
-  const PlacementRequest& r = req.shape;
   // A task that could preempt lower priorities is never answered from the memo.
   const bool may_preempt = MayPreemptByPriority(t);
   const bool plain = config_.memoize_failed_shapes && t.spec.node_selector.empty() &&
@@ -209,7 +225,7 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     case PlaceOutcome::kPlaced:
       if (holder) p.SetReservation(std::nullopt);  // its GPUs are its own now
       p.Reserve(result.placement);  // the next decision of the plan sees it
-      if (!quotas_.empty()) {
+      if (!ledger_.quotas().empty()) {
         AddUsage(p.usage[TeamOf(t.spec)], result.placement, +1);
         if (config_.reclaim_borrowed) p.assigned[t.id] = result.placement;
       }
@@ -227,15 +243,25 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
     p.CapacityGrew();  // earlier failures may fit now
     return true;
   }
+  PlanWait(t, req, std::move(result), plain ? &memo : nullptr, blocked, reclaim, p);
+  return false;
+}
+
+void Scheduler::PlanWait(const Task& t, const ResourceRequest& req, PlacementResult result,
+                         FailedShapes* memo, bool blocked, bool reclaim, Planning& p) const {
+  PlanStep step;
+  step.task = t.id;
   std::string reason = std::move(result.reason);
   const FilterCounts& rejected = result.report.rejected;
   if (rejected[kFilterNodeSelector] > 0 || rejected[kFilterTaintToleration] > 0) {
     // Say which rule leaves no node, in the words of the task's own flags.
-    if (std::string rules = DescribeRules(p.View(), r); !rules.empty()) reason += "; " + rules;
+    if (std::string rules = DescribeRules(p.View(), req.shape); !rules.empty()) {
+      reason += "; " + rules;
+    }
   }
   // The memo keeps the words every task of the shape shares; what the reservation means for
   // this task (its time limit) and the holder's own words follow.
-  if (plain) memo.emplace(shape, std::pair(result.report, reason));
+  if (memo != nullptr) memo->emplace(ShapeOf(req), std::pair(result.report, reason));
   if (blocked) reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
   if (IsWide(t.spec)) PlanHold(t, req, p, reason);
   step.kind = PlanStep::Kind::kWait;
@@ -243,12 +269,11 @@ bool Scheduler::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   step.reason = reason;
   if (reclaim) {  // the quota state, for this task only (the memo is shared by every team)
     const std::string team = TeamOf(t.spec);
-    step.reason += "; " + DescribeQuotaState(team, p.usage[team], quotas_.Of(team)) +
+    step.reason += "; " + DescribeQuotaState(team, p.usage[team], ledger_.quotas().Of(team)) +
                    ", nothing to reclaim: no team above its guarantee holds GPUs that free a "
                    "node it can use";
   }
   p.plan.steps.push_back(std::move(step));
-  return false;
 }
 
 void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const {
@@ -303,17 +328,8 @@ void Scheduler::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& 
       p.plan.steps.pop_back();  // its kWait: it waits with its group, below
       --p.plan.decisions;
     }
-    // The shape found no node in this pass: each of the group's remaining tasks would fail on
-    // the memo, so they all wait now, with the memo's report, unvisited.
     const int64_t waiting = static_cast<int64_t>(first->group->keys.size()) - first->placed;
-    p.plan.decisions += waiting;
-    p.plan.parked_waits += waiting - (visited ? 1 : 0);
-    PlanStep step;
-    step.kind = PlanStep::Kind::kParkedWait;
-    step.task = head;
-    step.report = report;
-    step.reason = reason;
-    p.plan.steps.push_back(std::move(step));
+    WaitParkedGroup(p.plan, head, waiting, visited, std::move(report), std::move(reason));
     first->next = first->group->keys.end();
   }
 }
@@ -329,14 +345,14 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
     if (vt == team || v.spec.gpus == 0 || v.spec.nodes > 1) return;  // gangs: never partly
     candidates.push_back({v.id, vt, placement});
   };
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     if (p.stopped.count(id) > 0) continue;
     const Task& v = *GetTask(id);
     consider(v, *v.placement);
   }
   for (const auto& [id, placement] : p.assigned) consider(*GetTask(id), placement);
   const std::optional<ReclaimChoice> choice =
-      ChooseReclaim(p.View(), req.shape, quotas_, p.usage, candidates);
+      ChooseReclaim(p.View(), req.shape, ledger_.quotas(), p.usage, candidates);
   if (!choice) return false;
   // Placed by the Placer itself (its GPU order, topology rules and options), on a trial first:
   // the plan changes only when the task is placed.
@@ -349,7 +365,7 @@ bool Scheduler::PlanReclaim(const Task& t, const ResourceRequest& req, Planning&
   PlanStep step;
   step.kind = PlanStep::Kind::kReclaim;
   step.task = t.id;
-  step.reason = DescribeQuotaState(team, p.usage[team], quotas_.Of(team));
+  step.reason = DescribeQuotaState(team, p.usage[team], ledger_.quotas().Of(team));
   DurationMs ready_in = 0;  // the longest grace a victim gets (CommitPlan)
   for (size_t i : choice->victims) {
     const ReclaimCandidate& v = candidates[i];
@@ -447,9 +463,9 @@ std::optional<Reservation> Scheduler::PlanReservation(const Task& t, const Resou
     holdings[at.node_index].push_back(
         {v.id, EndOfAttempt(v.spec, assigned_ms, v.attained_ms, now), &at});
   };
-  for (TaskId id : active_) {
+  for (TaskId id : tasks_.active()) {
     if (p.stopped.count(id) > 0) continue;
-    const Task& v = tasks_.at(id.value());
+    const Task& v = tasks_.At(id);
     hold(v, v.assigned_ms, *v.placement);
     for (const Placement& g : v.gang_placements) hold(v, v.assigned_ms, g);
   }
@@ -458,7 +474,7 @@ std::optional<Reservation> Scheduler::PlanReservation(const Task& t, const Resou
         step.kind != PlanStep::Kind::kPreempt) {
       continue;
     }
-    const Task& v = tasks_.at(step.task.value());
+    const Task& v = tasks_.At(step.task);
     hold(v, now, step.placement);
     for (const Placement& g : step.gang) hold(v, now, g);
   }
@@ -494,7 +510,7 @@ void Scheduler::PlanHold(const Task& t, const ResourceRequest& req, Planning& p,
 }
 
 void Scheduler::PlanHolderFirst(Planning& p) const {
-  if (!p.plan.reservation || !quotas_.empty()) return;  // under quotas: at its turn (t2)
+  if (!p.plan.reservation || !ledger_.quotas().empty()) return;  // under quotas: at its turn (t2)
   const Task& t = *GetTask(p.plan.reservation->task);
   if (t.queue != QueueMembership::kFailure) return;  // in Q: the walk visits it in order
   // A flush or release pass with parked groups visits the parked tasks itself.
@@ -527,7 +543,7 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
                          &step.report, &why)) {
     if (holder) p.SetReservation(std::nullopt);
     for (const Placement& r : ranks) p.Reserve(r);
-    if (!quotas_.empty()) {
+    if (!ledger_.quotas().empty()) {
       TeamUsage& u = p.usage[TeamOf(t.spec)];
       for (const Placement& r : ranks) AddUsage(u, r, +1);
       u.tasks -= t.spec.nodes - 1;  // one task
@@ -558,96 +574,128 @@ bool Scheduler::PlanGang(const Task& t, Planning& p) const {
 
 // ---------------------------------------------------------------- priority preemption
 
-// Victims: running preemptible tasks of a lower priority value. A gang is one candidate with
-// all its ranks. Per node, the smallest set of candidates holding a rank there that makes
-// the request fit on that node: fewest tasks (a gang counts as its nodes), then least
-// progress lost (GPU-ms since their assignment), then ids; the node whose set is smallest so
-// wins (ties by name). A gang preemptor takes the `nodes` cheapest nodes and their victims.
-bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const {
+struct Scheduler::PreemptCandidate {
+  const Task* task;
+  int64_t procs;  // tasks disrupted: a gang counts as its nodes
+  int64_t lost;   // GPU-ms of progress since the attempt started
+};
+
+struct Scheduler::VictimSet {
+  int64_t procs = 0, lost = 0;
+  std::vector<size_t> victims;  // candidate indices, ascending
+  size_t node = 0;
+  // Fewer tasks, less progress lost, lower candidate indices, then the node's name.
+  bool CheaperThan(const VictimSet& b, const ClusterState& view) const {
+    if (procs != b.procs) return procs < b.procs;
+    if (lost != b.lost) return lost < b.lost;
+    if (victims != b.victims) return victims < b.victims;
+    return view.node(node).name < view.node(b.node).name;
+  }
+};
+
+namespace {
+
+// `at` released from (sign +1) or reserved again on (sign -1) a trial copy of its node.
+void ApplyToTrial(NodeState& trial, const Placement& at, int sign) {
+  trial.allocated.cpu_milli -= sign * at.resources.cpu_milli;
+  trial.allocated.mem_mib -= sign * at.resources.mem_mib;
+  for (size_t k = 0; k < at.gpus.size(); ++k) {
+    GpuState& g = trial.gpus[static_cast<size_t>(at.gpus[k])];
+    g.allocated_mib -= sign * at.gpu_mem_mib[k];
+    g.tasks -= sign;
+  }
+}
+
+}  // namespace
+
+std::vector<Scheduler::PreemptCandidate> Scheduler::PreemptCandidates(
+    const Task& t, const Planning& p, std::vector<std::vector<size_t>>& on_node) const {
   const TimeMs now = clock_.NowMs();
   const int64_t preempting = PreemptingPriority(t);
-  struct Candidate {
-    const Task* task;
-    int64_t procs;  // tasks disrupted: a gang counts as its nodes
-    int64_t lost;   // GPU-ms of progress since the attempt started
-  };
-  std::vector<Candidate> cands;
-  std::vector<std::vector<size_t>> on_node(p.View().size());  // candidate indices per node
-  for (TaskId id : active_) {
+  std::vector<PreemptCandidate> cands;
+  for (TaskId id : tasks_.active()) {
     if (p.stopped.count(id) > 0) continue;
-    const Task& v = tasks_.at(id.value());
+    const Task& v = tasks_.At(id);
     if (!v.spec.preemptible || v.priority >= preempting) continue;
     const int64_t lost = std::max<DurationMs>(0, now - v.assigned_ms) * TotalGpus(v.spec);
     cands.push_back({&v, 1 + static_cast<int64_t>(v.gang_placements.size()), lost});
     on_node[v.placement->node_index].push_back(cands.size() - 1);
     for (const Placement& g : v.gang_placements) on_node[g.node_index].push_back(cands.size() - 1);
   }
+  return cands;
+}
+
+std::optional<Scheduler::VictimSet> Scheduler::CheapestVictimsOn(
+    const ClusterState& view, size_t i, const PlacementRequest& shape,
+    const std::vector<PreemptCandidate>& cands, const std::vector<size_t>& here) const {
+  const FilterOptions& fo = resources_.placer().options().filter;
+  const size_t n = std::min<size_t>(here.size(), 12);
+  std::optional<VictimSet> best;
+  NodeState trial = view.node(i);
+  // Every subset of the node's first 12 candidates (at most 4,095), cheapest kept.
+  for (size_t mask = 1; mask < (size_t{1} << n); ++mask) {
+    VictimSet c;
+    c.node = i;
+    for (size_t b = 0; b < n; ++b) {
+      if ((mask & (size_t{1} << b)) == 0) continue;
+      c.procs += cands[here[b]].procs;
+      c.lost += cands[here[b]].lost;
+      c.victims.push_back(here[b]);
+    }
+    std::sort(c.victims.begin(), c.victims.end());
+    if (best && !c.CheaperThan(*best, view)) continue;
+    for (size_t v : c.victims) ApplyToTrial(trial, *PlacementOn(*cands[v].task, i), +1);
+    const bool fits = FirstRejectingFilter(trial, shape, fo) == kNumFilters;
+    for (size_t v : c.victims) ApplyToTrial(trial, *PlacementOn(*cands[v].task, i), -1);
+    if (fits) best = std::move(c);
+  }
+  return best;
+}
+
+// Victims: running preemptible tasks of a lower priority value. A gang is one candidate with
+// all its ranks. Per node, the smallest set of candidates holding a rank there that makes
+// the request fit on that node: fewest tasks (a gang counts as its nodes), then least
+// progress lost (GPU-ms since their assignment), then ids; the node whose set is smallest so
+// wins (ties by name). A gang preemptor takes the `nodes` cheapest nodes and their victims.
+bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const {
+  std::vector<std::vector<size_t>> on_node(p.View().size());  // candidate indices per node
+  const std::vector<PreemptCandidate> cands = PreemptCandidates(t, p, on_node);
   if (cands.empty()) return false;
   const bool blocked = !CanBackfill(t, p);
   const ClusterState& view = blocked ? p.Blocked() : p.View();
   const FilterOptions& fo = resources_.placer().options().filter;
-  struct Choice {
-    int64_t procs = 0, lost = 0;
-    std::vector<size_t> victims;  // candidate indices, ascending
-    size_t node = 0;
-  };
-  auto better = [&](const Choice& a, const Choice& b) {
-    if (a.procs != b.procs) return a.procs < b.procs;
-    if (a.lost != b.lost) return a.lost < b.lost;
-    if (a.victims != b.victims) return a.victims < b.victims;
-    return view.node(a.node).name < view.node(b.node).name;
-  };
-  std::vector<Choice> per_node;  // the cheapest victim set of each node where one exists
+  std::vector<VictimSet> per_node;  // the cheapest victim set of each node where one exists
   for (size_t i = 0; i < view.size(); ++i) {
-    const NodeState& base = view.node(i);
-    if (FirstRejectingFilter(base, req.shape, fo) == kNumFilters) {
+    if (FirstRejectingFilter(view.node(i), req.shape, fo) == kNumFilters) {
       per_node.push_back({0, 0, {}, i});  // fits already (a gang's other ranks need victims)
       continue;
     }
-    const std::vector<size_t>& here = on_node[i];
-    if (here.empty()) continue;
-    const size_t n = std::min<size_t>(here.size(), 12);
-    std::optional<Choice> best;
-    NodeState trial = base;
-    auto apply = [&](const Placement& at, int sign) {
-      trial.allocated.cpu_milli -= sign * at.resources.cpu_milli;
-      trial.allocated.mem_mib -= sign * at.resources.mem_mib;
-      for (size_t k = 0; k < at.gpus.size(); ++k) {
-        GpuState& g = trial.gpus[static_cast<size_t>(at.gpus[k])];
-        g.allocated_mib -= sign * at.gpu_mem_mib[k];
-        g.tasks -= sign;
-      }
-    };
-    // Every subset of the node's first 12 candidates (at most 4,095), cheapest kept.
-    for (size_t mask = 1; mask < (size_t{1} << n); ++mask) {
-      Choice c;
-      c.node = i;
-      for (size_t b = 0; b < n; ++b) {
-        if ((mask & (size_t{1} << b)) == 0) continue;
-        c.procs += cands[here[b]].procs;
-        c.lost += cands[here[b]].lost;
-        c.victims.push_back(here[b]);
-      }
-      std::sort(c.victims.begin(), c.victims.end());
-      if (best && !better(c, *best)) continue;
-      for (size_t v : c.victims) apply(*PlacementOn(*cands[v].task, i), +1);
-      const bool fits = FirstRejectingFilter(trial, req.shape, fo) == kNumFilters;
-      for (size_t v : c.victims) apply(*PlacementOn(*cands[v].task, i), -1);
-      if (fits) best = std::move(c);
-    }
+    if (on_node[i].empty()) continue;
+    std::optional<VictimSet> best = CheapestVictimsOn(view, i, req.shape, cands, on_node[i]);
     if (best) per_node.push_back(std::move(*best));
   }
   const size_t ranks = static_cast<size_t>(t.spec.nodes);
   if (per_node.size() < ranks) return false;
-  std::sort(per_node.begin(), per_node.end(), better);
+  std::sort(per_node.begin(), per_node.end(),
+            [&](const VictimSet& a, const VictimSet& b) { return a.CheaperThan(b, view); });
   std::set<size_t> chosen;
-  for (size_t k = 0; k < ranks; ++k) chosen.insert(per_node[k].victims.begin(), per_node[k].victims.end());
+  for (size_t k = 0; k < ranks; ++k) {
+    chosen.insert(per_node[k].victims.begin(), per_node[k].victims.end());
+  }
   if (chosen.empty()) return false;  // it fits without victims: not this path
+  std::vector<const Task*> victims;
+  for (size_t c : chosen) victims.push_back(cands[c].task);
+  return PlanPreemptStep(t, req, victims, blocked, p);
+}
+
+bool Scheduler::PlanPreemptStep(const Task& t, const ResourceRequest& req,
+                                const std::vector<const Task*>& victims, bool blocked,
+                                Planning& p) const {
   // Stop them in the trial and check that the task now fits (all ranks for a gang).
-  ClusterState trial = view;
-  for (size_t c : chosen) {
-    trial.Release(*cands[c].task->placement);
-    for (const Placement& g : cands[c].task->gang_placements) trial.Release(g);
+  ClusterState trial = blocked ? p.Blocked() : p.View();
+  for (const Task* v : victims) {
+    trial.Release(*v->placement);
+    for (const Placement& g : v->gang_placements) trial.Release(g);
   }
   std::vector<Placement> placed;
   PlacementReport report;
@@ -656,12 +704,11 @@ bool Scheduler::PlanPreempt(const Task& t, const ResourceRequest& req, Planning&
   PlanStep step;
   step.kind = PlanStep::Kind::kPreempt;
   step.task = t.id;
-  for (size_t c : chosen) {
-    const Task& v = *cands[c].task;
-    p.Release(*v.placement);
-    for (const Placement& g : v.gang_placements) p.Release(g);
-    p.stopped.insert(v.id);
-    step.victims.push_back(v.id);
+  for (const Task* v : victims) {
+    p.Release(*v->placement);
+    for (const Placement& g : v->gang_placements) p.Release(g);
+    p.stopped.insert(v->id);
+    step.victims.push_back(v->id);
   }
   // The same state as the trial: the same answer, now on the plan's view.
   ClusterState& after = blocked ? p.MutableBlocked() : p.Mutable();
@@ -707,7 +754,7 @@ size_t Scheduler::Schedule() {
     return 0;
   }
   ++stats_.passes;
-  if (FairShareActive() && (fs_dirty_ || now >= next_fs_recalc_ms_)) RecalcFairShare();
+  if (FairShareActive() && fair_share_.RecalcDue(now)) RecalcFairShare();
   return CommitPlan(PlanPass());
 }
 
@@ -717,56 +764,20 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   stats_.memo_hits += plan.memo_hits;
   stats_.parallel_decisions += plan.parallel_decisions;
   stats_.parked_waits += plan.parked_waits;
-  for (const std::string& team : plan.teams_classified) team_usage_.try_emplace(team);
+  for (const std::string& team : plan.teams_classified) ledger_.Touch(team);
   // The reservation is set before the steps: a step that places its holder clears it.
   reservation_ = std::move(plan.reservation);
   for (PlanStep& step : plan.steps) {
     Task& t = *Find(step.task);
     switch (step.kind) {
-      case PlanStep::Kind::kReclaim: {
-        const std::string reason =
-            "preempted: team " + TeamOf(t.spec) + " reclaims its guaranteed GPUs";
-        for (TaskId id : step.victims) {
-          Task& v = *Find(id);
-          if (!IsActive(v)) continue;
-          // The grace of a priority preemption (issue 37: the "ready in" of `why`).
-          PushKill(v, reason, v.spec.grace_ms.value_or(config_.preemption_grace_ms));
-          ++v.preemptions;
-          ++stats_.preemptions;
-          ++stats_.reclaims;
-          Requeue(v, reason);  // not a failure: fail_cnt unchanged, attained service kept
-        }
+      case PlanStep::Kind::kReclaim:
+        StopForReclaim(t, step.victims);
         [[fallthrough]];
-      }
-      case PlanStep::Kind::kPreempt: {
-        const std::string reason = "preempted by task " + t.id.ToString() + " (priority " +
-                                   std::to_string(t.priority) + ")";
-        for (TaskId id : step.victims) {
-          Task& v = *Find(id);
-          if (!IsActive(v)) continue;
-          const DurationMs grace = v.spec.grace_ms.value_or(config_.preemption_grace_ms);
-          PushKill(v, reason, grace);
-          ++v.preemptions;
-          ++stats_.preemptions;
-          ++stats_.priority_preemptions;
-          v.preempted_by = t.id;
-          v.preempted_attempt = v.attempts;
-          // Not a failure: back to Q in state preempted, attained service kept.
-          Requeue(v, reason, TaskState::kPreempted);
-          preemption_log_.push_back({clock_.NowMs(), t.id, id, grace});
-          if (preemption_log_.size() > kMaxPreemptionLog) preemption_log_.pop_front();
-        }
+      case PlanStep::Kind::kPreempt:
+        StopForPriority(t, step.victims);
         [[fallthrough]];
-      }
       case PlanStep::Kind::kAssign:
-        t.last_report = std::move(step.report);
-        t.last_report_summary = DescribeReport(t.last_report);
-        t.report_pass = stats_.passes;
-        t.report_ms = clock_.NowMs();
-        if (!step.reason.empty()) {  // kReclaim: the quota state and what it reclaims
-          t.last_report_summary = step.reason + "; " + t.last_report_summary;
-        }
-        Commit(t, step.placement, std::move(step.gang));
+        ApplyAssign(t, step);
         break;
       case PlanStep::Kind::kWait:
         if (t.queue == QueueMembership::kFailure) {  // a release pass re-evaluated it
@@ -791,6 +802,51 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
     flush_block_end_ = failure_queue_.next_position();
   }
   return static_cast<size_t>(stats_.placed - placed_before);
+}
+
+void Scheduler::StopForReclaim(const Task& t, const std::vector<TaskId>& victims) {
+  const std::string reason = "preempted: team " + TeamOf(t.spec) + " reclaims its guaranteed GPUs";
+  for (TaskId id : victims) {
+    Task& v = *Find(id);
+    if (!IsActive(v)) continue;
+    // The grace of a priority preemption (issue 37: the "ready in" of `why`).
+    PushKill(v, reason, v.spec.grace_ms.value_or(config_.preemption_grace_ms));
+    ++v.preemptions;
+    ++stats_.preemptions;
+    ++stats_.reclaims;
+    Requeue(v, reason);  // not a failure: fail_cnt unchanged, attained service kept
+  }
+}
+
+void Scheduler::StopForPriority(const Task& t, const std::vector<TaskId>& victims) {
+  const std::string reason = "preempted by task " + t.id.ToString() + " (priority " +
+                             std::to_string(t.priority) + ")";
+  for (TaskId id : victims) {
+    Task& v = *Find(id);
+    if (!IsActive(v)) continue;
+    const DurationMs grace = v.spec.grace_ms.value_or(config_.preemption_grace_ms);
+    PushKill(v, reason, grace);
+    ++v.preemptions;
+    ++stats_.preemptions;
+    ++stats_.priority_preemptions;
+    v.preempted_by = t.id;
+    v.preempted_attempt = v.attempts;
+    // Not a failure: back to Q in state preempted, attained service kept.
+    Requeue(v, reason, TaskState::kPreempted);
+    preemption_log_.push_back({clock_.NowMs(), t.id, id, grace});
+    if (preemption_log_.size() > kMaxPreemptionLog) preemption_log_.pop_front();
+  }
+}
+
+void Scheduler::ApplyAssign(Task& t, PlanStep& step) {
+  t.last_report = std::move(step.report);
+  t.last_report_summary = DescribeReport(t.last_report);
+  t.report_pass = stats_.passes;
+  t.report_ms = clock_.NowMs();
+  if (!step.reason.empty()) {  // kReclaim: the quota state and what it reclaims
+    t.last_report_summary = step.reason + "; " + t.last_report_summary;
+  }
+  Commit(t, step.placement, std::move(step.gang));
 }
 
 }  // namespace gpusched::core

@@ -480,7 +480,7 @@ void ControlPlane::OnCommitted(uint64_t seq, const std::vector<TaskId>& submissi
   bool released = false;
   for (TaskId id : submissions) {
     if (sched_->IsHeld(id)) released = sched_->Release(id).ok() || released;  // may run now
-    held_keys_.erase(id);
+    recent_keys_.Committed(id);
     auto [from, to] = awaiting_commit_.equal_range(id);  // a request's first id, its retries
     for (auto a = from; a != to; ++a) {
       answers_.emplace_back(std::move(a->second.done), ConsecutiveIds(id, a->second.count));
@@ -520,11 +520,7 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
   }
   for (TaskId id : submissions) {
     if (!sched_->IsHeld(id)) continue;
-    if (auto k = held_keys_.find(id); k != held_keys_.end()) {
-      w.keys.erase(k->second);
-      recent_keys_.erase(k->second);
-      held_keys_.erase(k);
-    }
+    if (std::optional<std::string> key = recent_keys_.Withdraw(id)) w.keys.erase(*key);
     w.tasks.erase(id);
     Forget(id);
     if (posted.count(id) == 0) withdrawn_[id] = s;  // for its synchronous submitter

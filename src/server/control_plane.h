@@ -46,6 +46,7 @@
 #include "core/scheduler.h"
 #include "server/config_reload.h"
 #include "server/loop_inbox.h"
+#include "server/recent_keys.h"
 // The agent side still speaks gpusched.v1 (RegisterNode, AgentMessage, ServerMessage,
 // TaskStatus) through AgentChannel; the client-facing API answers views (views.h).
 #include "server/agent_channel.h"
@@ -393,11 +394,10 @@ class ControlPlane {
 
   // ---- commit pipeline ----
   PendingWrite pending_;
-  std::map<TaskId, std::string> held_keys_;  // held submissions -> their idempotency key
-  // Idempotency keys seen lately (FIFO-bounded), so that a retry racing the first submit's
+  // Idempotency keys seen lately (recent_keys.h): a retry racing the first submission's
   // commit finds it without the store; older keys are looked up in the store.
-  std::unordered_map<std::string, TaskId> recent_keys_;
-  std::deque<std::string> recent_key_order_;
+  static constexpr size_t kRecentKeys = 100'000;
+  RecentKeys recent_keys_{kRecentKeys};
   std::map<TaskId, Status> withdrawn_;       // submissions whose commit failed (for waiters)
   uint64_t next_commit_ = 1;                 // the commit that will carry pending_
   uint64_t durable_ = 0;                     // every commit <= durable_ succeeded

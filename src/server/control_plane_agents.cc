@@ -280,11 +280,11 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
     answers_.emplace_back(std::move(p.done), ConsecutiveIds(TaskId(*p.stored), n));
     return;
   }
-  if (auto k = recent_keys_.find(p.key); !p.key.empty() && k != recent_keys_.end()) {
-    if (sched_->IsHeld(k->second)) {  // a retry racing the first's commit: answered by it
-      awaiting_commit_.emplace(k->second, Awaiting{std::move(p.done), n});
+  if (std::optional<TaskId> first = p.key.empty() ? std::nullopt : recent_keys_.Find(p.key)) {
+    if (sched_->IsHeld(*first)) {  // a retry racing the first's commit: answered by it
+      awaiting_commit_.emplace(*first, Awaiting{std::move(p.done), n});
     } else {
-      answers_.emplace_back(std::move(p.done), ConsecutiveIds(k->second, n));
+      answers_.emplace_back(std::move(p.done), ConsecutiveIds(*first, n));
     }
     return;
   }

@@ -12,7 +12,6 @@ namespace {
 
 constexpr size_t kDefaultPage = 1000;
 constexpr size_t kMaxPage = 10'000;
-constexpr size_t kRecentKeys = 100'000;
 
 }  // namespace
 
@@ -89,9 +88,10 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (stored) return ids_from(TaskId(*stored));
-  if (auto k = recent_keys_.find(idempotency_key);
-      !idempotency_key.empty() && k != recent_keys_.end()) {
-    const TaskId first = k->second;  // a retry: wait for the first submission's commit
+  if (std::optional<TaskId> known = idempotency_key.empty()
+                                        ? std::nullopt
+                                        : recent_keys_.Find(idempotency_key)) {
+    const TaskId first = *known;  // a retry: wait for the first submission's commit
     while (sched_->IsHeld(first)) {
       if (!committing_) {
         LeadCommit(lock);
@@ -99,7 +99,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
         commit_cv_.wait(lock);
       }
     }
-    if (recent_keys_.count(idempotency_key) == 0) {  // its commit failed: withdrawn
+    if (recent_keys_.Find(idempotency_key) != first) {  // its commit failed: withdrawn
       return NotStored("task not stored (the first submission with this key failed to "
                        "commit); nothing was queued: submit again");
     }
@@ -144,13 +144,7 @@ std::vector<TaskId> ControlPlane::ConsecutiveIds(TaskId first, size_t n) {
 
 void ControlPlane::RememberKeyLocked(const std::string& key, TaskId first) {
   pending_.keys[key] = first.value();
-  held_keys_[first] = key;
-  recent_keys_[key] = first;
-  recent_key_order_.push_back(key);
-  while (recent_key_order_.size() > kRecentKeys) {
-    recent_keys_.erase(recent_key_order_.front());
-    recent_key_order_.pop_front();
-  }
+  recent_keys_.Remember(key, first);
 }
 
 StatusOr<TaskView> ControlPlane::GetTask(uint64_t id) {

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -33,6 +32,7 @@
 #include "agent/task_files.h"
 #include "agent/task_cgroup.h"
 #include "agent/task_user.h"
+#include "agent/work_queue.h"
 #include "base/clock.h"
 #include "base/cluster_id.h"
 #include "base/units.h"
@@ -128,13 +128,10 @@ struct Agent::Impl {
   // Held across a launch and its STARTED report, and by every exit report: a task that ends
   // at once is never reported finished before started. Not the send lock: heartbeats go on.
   std::mutex launch_mu;
-  // Guarded by mu: the server's assignments, kills and acks for the work thread, in the
-  // order received; at most kMaxQueuedAssigns assignments (more are refused, retryable).
-  static constexpr size_t kMaxQueuedAssigns = 1024;
-  std::deque<v1::ServerMessage> work;
-  size_t queued_assigns = 0;
-  std::optional<TaskKey> launching;  // guarded by mu: the assignment the work thread handles
-  std::condition_variable work_cv;
+  // Guarded by mu (work_queue.h): the server's assignments, kills and acks for the work
+  // thread, in the order received, and the assignment it handles; at most
+  // AgentWorkQueue::kMaxAssigns assignments (more are refused, retryable).
+  AgentWorkQueue work;
   std::thread work_thread;
   std::thread link_thread, heartbeat_thread;
 
@@ -161,7 +158,7 @@ struct Agent::Impl {
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
   // Queues an assignment, kill or ack for the work thread (refuses an assignment when
-  // kMaxQueuedAssigns wait). Never waits for a launch.
+  // the queue's bound of them wait). Never waits for a launch.
   void Enqueue(v1::ServerMessage m);
   void WorkLoop();
   void HandleWork(const v1::ServerMessage& m);
@@ -321,10 +318,8 @@ std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   std::vector<TaskKey> out = executor->Running();
   std::lock_guard<std::mutex> lock(mu);
   for (const v1::Assign& a : deferred) out.emplace_back(a.id(), a.attempt());
-  for (const v1::ServerMessage& m : work) {  // queued for the work thread: ours too
-    if (m.has_assign()) out.emplace_back(m.assign().id(), m.assign().attempt());
-  }
-  if (launching) out.push_back(*launching);
+  for (const TaskKey& key : work.QueuedAssigns()) out.push_back(key);  // for the work thread
+  if (work.launching()) out.push_back(*work.launching());
   std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
   out.erase(std::unique(out.begin(), out.end()), out.end());
   std::erase_if(out, [&](const TaskKey& key) { return foreign.count(key) > 0; });
@@ -417,42 +412,32 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
 }
 
 void Agent::Impl::Enqueue(v1::ServerMessage m) {
+  const TaskKey key{m.assign().id(), m.assign().attempt()};  // an assignment's, if refused
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!m.has_assign() || queued_assigns < kMaxQueuedAssigns) {
-      queued_assigns += m.has_assign() ? 1 : 0;
-      work.push_back(std::move(m));
-      work_cv.notify_one();
-      return;
-    }
+    if (work.Push(std::move(m))) return;
   }
   v1::TaskStatus st;  // not run: the server places it again (a retryable failure)
-  st.set_id(m.assign().id());
-  st.set_attempt(m.assign().attempt());
+  st.set_id(key.first);
+  st.set_attempt(key.second);
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(127);
-  st.set_reason("launch failed: " + std::to_string(kMaxQueuedAssigns) +
+  st.set_reason("launch failed: " + std::to_string(work.max_assigns()) +
                 " assignments wait for their launch on this agent");
   ReportUnstarted(st);  // not behind a launch under way: the link thread never waits
 }
 
 void Agent::Impl::WorkLoop() {
   for (;;) {
-    v1::ServerMessage m;
+    std::optional<v1::ServerMessage> m;
     {
       std::unique_lock<std::mutex> lock(mu);
-      work_cv.wait(lock, [&] { return stop || !work.empty(); });
-      if (stop) return;  // what is queued is the next Register's to reconcile
-      m = std::move(work.front());
-      work.pop_front();
-      if (m.has_assign()) {
-        --queued_assigns;
-        launching = TaskKey{m.assign().id(), m.assign().attempt()};
-      }
+      m = work.Pop(lock);
     }
-    HandleWork(m);
+    if (!m) return;  // stopped: what is queued is the next Register's to reconcile
+    HandleWork(*m);
     std::lock_guard<std::mutex> lock(mu);
-    launching.reset();
+    work.Done();
   }
 }
 
@@ -508,8 +493,7 @@ void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
   if (id == cluster_id && joining.empty()) return;
   if (!cluster_id.empty() && id != cluster_id) MarkOldClusterLocked();
   joining = id;
-  work.push_back(m);  // behind what is queued (if that is not the old cluster's: cleared)
-  work_cv.notify_one();
+  work.Push(m);  // behind what is queued (if that is not the old cluster's: cleared)
 }
 
 // Everything here now is the old cluster's: what runs (or is being launched), what waits
@@ -517,10 +501,9 @@ void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
 // it was not told of. From now on none of it is reported to the new server.
 void Agent::Impl::MarkOldClusterLocked() {
   for (const TaskKey& key : executor->Running()) foreign.insert(key);
-  if (launching) foreign.insert(*launching);
+  if (work.launching()) foreign.insert(*work.launching());
   deferred.clear();
-  work.clear();
-  queued_assigns = 0;
+  work.Clear();
   for (const auto& [key, st] : unacked) dropped_exits.push_back(key);
   unacked.clear();
 }
@@ -1124,10 +1107,10 @@ void Agent::Shutdown(ShutdownMode mode) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->down) return;
     impl_->down = impl_->stop = true;
+    impl_->work.Close();
   }
   impl_->link->Stop();
   impl_->cv.notify_all();
-  impl_->work_cv.notify_all();
   impl_->link_thread.join();
   impl_->heartbeat_thread.join();
   impl_->work_thread.join();  // a launch under way ends first

@@ -32,6 +32,7 @@
 #include "agent/task_files.h"
 #include "agent/task_cgroup.h"
 #include "agent/task_user.h"
+#include "agent/unacked_exits.h"
 #include "agent/work_queue.h"
 #include "base/clock.h"
 #include "base/cluster_id.h"
@@ -109,9 +110,10 @@ struct Agent::Impl {
   std::condition_variable cv;
   bool stop = false;
   bool down = false;
-  // Finished, not yet acknowledged by the server. With the process executor the journal
-  // backs it: an agent restarted before the ack refills it from there (Open reports them).
-  std::map<TaskKey, v1::TaskStatus> unacked;
+  // Finished, not yet acknowledged by the server (unacked_exits.h). With the process
+  // executor the journal backs it: an agent restarted before the ack refills it from there
+  // (Open reports them).
+  UnackedExits unacked;
   // Issue 39, guarded by mu. The cluster this node's task files belong to ("" = none yet,
   // DATA_DIR/cluster_id), the one a Registered named that the work thread has yet to join,
   // and the old cluster's tasks being stopped: they are left out of heartbeats and
@@ -236,12 +238,6 @@ static v1::TaskRef::ExecutorStatus ToProto(TaskHealth h) {
 
 namespace {
 
-// How long before `now` the reported task ended, on this node's clock alone (the server
-// subtracts it from its own: no offset between the clocks enters).
-int64_t EndedAgo(const v1::TaskStatus& st, TimeMs now) {
-  return st.finished_ms() > 0 ? std::max<int64_t>(0, now - st.finished_ms()) : 0;
-}
-
 // The peak GPU memory the task's peak file says (LOG.peak, written by the task's preload
 // library: the task's word), or 0 when there is none.
 int64_t PeakFileMib(int log_dir_fd, const std::string& log) {
@@ -305,12 +301,7 @@ v1::AgentMessage Agent::Impl::Register() {
   }
   std::lock_guard<std::mutex> lock(mu);
   r->set_cluster_id(cluster_id);
-  const TimeMs now = clock.NowMs();
-  for (const auto& [key, st] : unacked) {
-    v1::TaskStatus* f = r->add_finished();
-    *f = st;
-    f->set_ended_ago_ms(EndedAgo(st, now));
-  }
+  unacked.AddTo(r, clock.NowMs());
   return m;
 }
 
@@ -469,7 +460,7 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      unacked.erase({m.ack().id(), m.ack().attempt()});
+      unacked.Acknowledge({m.ack().id(), m.ack().attempt()});
     }
     executor->Acknowledge(m.ack().id(), m.ack().attempt());
     if (config.executor != ExecutorKind::kProcess) return;  // no process wrote a side file
@@ -504,8 +495,7 @@ void Agent::Impl::MarkOldClusterLocked() {
   if (work.launching()) foreign.insert(*work.launching());
   deferred.clear();
   work.Clear();
-  for (const auto& [key, st] : unacked) dropped_exits.push_back(key);
-  unacked.clear();
+  for (const TaskKey& key : unacked.TakeAll()) dropped_exits.push_back(key);
 }
 
 void Agent::Impl::JoinCluster(const std::string& id) {
@@ -609,8 +599,7 @@ bool Agent::Impl::ResendIfFinished(const v1::Assign& a) {
   std::optional<v1::TaskStatus> finished;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = unacked.find({a.id(), a.attempt()});
-    if (it != unacked.end()) finished = it->second;
+    finished = unacked.Find({a.id(), a.attempt()});
   }
   if (!finished) return false;
   v1::AgentMessage m;
@@ -792,7 +781,7 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
   std::set<std::pair<uint64_t, int64_t>> keep(running.begin(), running.end());
   {
     std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [key, status] : unacked) keep.insert(key);
+    for (const TaskKey& key : unacked.Tasks()) keep.insert(key);
   }
   const int removed = RemoveOldTaskFiles(
       log_dir_fd.get(), clock.NowMs() - config.task_files_retention_ms, keep);
@@ -869,9 +858,9 @@ void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
       std::lock_guard<std::mutex> lock(mu);
       // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
       if (foreign.erase({st.id(), st.attempt()}) > 0) return std::nullopt;
-      unacked[{st.id(), st.attempt()}] = st;
+      unacked.Keep(st);
     }
-    st.set_ended_ago_ms(EndedAgo(st, clock.NowMs()));
+    st.set_ended_ago_ms(EndedAgoMs(st, clock.NowMs()));
     v1::AgentMessage m;
     *m.mutable_status() = std::move(st);
     return m;

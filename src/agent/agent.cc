@@ -9,7 +9,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -33,6 +32,8 @@
 #include "agent/task_files.h"
 #include "agent/task_cgroup.h"
 #include "agent/task_user.h"
+#include "agent/unacked_exits.h"
+#include "agent/work_queue.h"
 #include "base/clock.h"
 #include "base/cluster_id.h"
 #include "base/units.h"
@@ -109,9 +110,10 @@ struct Agent::Impl {
   std::condition_variable cv;
   bool stop = false;
   bool down = false;
-  // Finished, not yet acknowledged by the server. With the process executor the journal
-  // backs it: an agent restarted before the ack refills it from there (Open reports them).
-  std::map<TaskKey, v1::TaskStatus> unacked;
+  // Finished, not yet acknowledged by the server (unacked_exits.h). With the process
+  // executor the journal backs it: an agent restarted before the ack refills it from there
+  // (Open reports them).
+  UnackedExits unacked;
   // Issue 39, guarded by mu. The cluster this node's task files belong to ("" = none yet,
   // DATA_DIR/cluster_id), the one a Registered named that the work thread has yet to join,
   // and the old cluster's tasks being stopped: they are left out of heartbeats and
@@ -128,13 +130,10 @@ struct Agent::Impl {
   // Held across a launch and its STARTED report, and by every exit report: a task that ends
   // at once is never reported finished before started. Not the send lock: heartbeats go on.
   std::mutex launch_mu;
-  // Guarded by mu: the server's assignments, kills and acks for the work thread, in the
-  // order received; at most kMaxQueuedAssigns assignments (more are refused, retryable).
-  static constexpr size_t kMaxQueuedAssigns = 1024;
-  std::deque<v1::ServerMessage> work;
-  size_t queued_assigns = 0;
-  std::optional<TaskKey> launching;  // guarded by mu: the assignment the work thread handles
-  std::condition_variable work_cv;
+  // Guarded by mu (work_queue.h): the server's assignments, kills and acks for the work
+  // thread, in the order received, and the assignment it handles; at most
+  // AgentWorkQueue::kMaxAssigns assignments (more are refused, retryable).
+  AgentWorkQueue work;
   std::thread work_thread;
   std::thread link_thread, heartbeat_thread;
 
@@ -161,7 +160,7 @@ struct Agent::Impl {
   void HeartbeatLoop();
   void Handle(const v1::ServerMessage& m);
   // Queues an assignment, kill or ack for the work thread (refuses an assignment when
-  // kMaxQueuedAssigns wait). Never waits for a launch.
+  // the queue's bound of them wait). Never waits for a launch.
   void Enqueue(v1::ServerMessage m);
   void WorkLoop();
   void HandleWork(const v1::ServerMessage& m);
@@ -239,12 +238,6 @@ static v1::TaskRef::ExecutorStatus ToProto(TaskHealth h) {
 
 namespace {
 
-// How long before `now` the reported task ended, on this node's clock alone (the server
-// subtracts it from its own: no offset between the clocks enters).
-int64_t EndedAgo(const v1::TaskStatus& st, TimeMs now) {
-  return st.finished_ms() > 0 ? std::max<int64_t>(0, now - st.finished_ms()) : 0;
-}
-
 // The peak GPU memory the task's peak file says (LOG.peak, written by the task's preload
 // library: the task's word), or 0 when there is none.
 int64_t PeakFileMib(int log_dir_fd, const std::string& log) {
@@ -308,12 +301,7 @@ v1::AgentMessage Agent::Impl::Register() {
   }
   std::lock_guard<std::mutex> lock(mu);
   r->set_cluster_id(cluster_id);
-  const TimeMs now = clock.NowMs();
-  for (const auto& [key, st] : unacked) {
-    v1::TaskStatus* f = r->add_finished();
-    *f = st;
-    f->set_ended_ago_ms(EndedAgo(st, now));
-  }
+  unacked.AddTo(r, clock.NowMs());
   return m;
 }
 
@@ -321,10 +309,8 @@ std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   std::vector<TaskKey> out = executor->Running();
   std::lock_guard<std::mutex> lock(mu);
   for (const v1::Assign& a : deferred) out.emplace_back(a.id(), a.attempt());
-  for (const v1::ServerMessage& m : work) {  // queued for the work thread: ours too
-    if (m.has_assign()) out.emplace_back(m.assign().id(), m.assign().attempt());
-  }
-  if (launching) out.push_back(*launching);
+  for (const TaskKey& key : work.QueuedAssigns()) out.push_back(key);  // for the work thread
+  if (work.launching()) out.push_back(*work.launching());
   std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
   out.erase(std::unique(out.begin(), out.end()), out.end());
   std::erase_if(out, [&](const TaskKey& key) { return foreign.count(key) > 0; });
@@ -417,42 +403,32 @@ void Agent::Impl::Handle(const v1::ServerMessage& m) {
 }
 
 void Agent::Impl::Enqueue(v1::ServerMessage m) {
+  const TaskKey key{m.assign().id(), m.assign().attempt()};  // an assignment's, if refused
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!m.has_assign() || queued_assigns < kMaxQueuedAssigns) {
-      queued_assigns += m.has_assign() ? 1 : 0;
-      work.push_back(std::move(m));
-      work_cv.notify_one();
-      return;
-    }
+    if (work.Push(std::move(m))) return;
   }
   v1::TaskStatus st;  // not run: the server places it again (a retryable failure)
-  st.set_id(m.assign().id());
-  st.set_attempt(m.assign().attempt());
+  st.set_id(key.first);
+  st.set_attempt(key.second);
   st.set_kind(v1::TaskStatus::FINISHED);
   st.set_exit_code(127);
-  st.set_reason("launch failed: " + std::to_string(kMaxQueuedAssigns) +
+  st.set_reason("launch failed: " + std::to_string(work.max_assigns()) +
                 " assignments wait for their launch on this agent");
   ReportUnstarted(st);  // not behind a launch under way: the link thread never waits
 }
 
 void Agent::Impl::WorkLoop() {
   for (;;) {
-    v1::ServerMessage m;
+    std::optional<v1::ServerMessage> m;
     {
       std::unique_lock<std::mutex> lock(mu);
-      work_cv.wait(lock, [&] { return stop || !work.empty(); });
-      if (stop) return;  // what is queued is the next Register's to reconcile
-      m = std::move(work.front());
-      work.pop_front();
-      if (m.has_assign()) {
-        --queued_assigns;
-        launching = TaskKey{m.assign().id(), m.assign().attempt()};
-      }
+      m = work.Pop(lock);
     }
-    HandleWork(m);
+    if (!m) return;  // stopped: what is queued is the next Register's to reconcile
+    HandleWork(*m);
     std::lock_guard<std::mutex> lock(mu);
-    launching.reset();
+    work.Done();
   }
 }
 
@@ -484,7 +460,7 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      unacked.erase({m.ack().id(), m.ack().attempt()});
+      unacked.Acknowledge({m.ack().id(), m.ack().attempt()});
     }
     executor->Acknowledge(m.ack().id(), m.ack().attempt());
     if (config.executor != ExecutorKind::kProcess) return;  // no process wrote a side file
@@ -508,8 +484,7 @@ void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
   if (id == cluster_id && joining.empty()) return;
   if (!cluster_id.empty() && id != cluster_id) MarkOldClusterLocked();
   joining = id;
-  work.push_back(m);  // behind what is queued (if that is not the old cluster's: cleared)
-  work_cv.notify_one();
+  work.Push(m);  // behind what is queued (if that is not the old cluster's: cleared)
 }
 
 // Everything here now is the old cluster's: what runs (or is being launched), what waits
@@ -517,12 +492,10 @@ void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
 // it was not told of. From now on none of it is reported to the new server.
 void Agent::Impl::MarkOldClusterLocked() {
   for (const TaskKey& key : executor->Running()) foreign.insert(key);
-  if (launching) foreign.insert(*launching);
+  if (work.launching()) foreign.insert(*work.launching());
   deferred.clear();
-  work.clear();
-  queued_assigns = 0;
-  for (const auto& [key, st] : unacked) dropped_exits.push_back(key);
-  unacked.clear();
+  work.Clear();
+  for (const TaskKey& key : unacked.TakeAll()) dropped_exits.push_back(key);
 }
 
 void Agent::Impl::JoinCluster(const std::string& id) {
@@ -626,8 +599,7 @@ bool Agent::Impl::ResendIfFinished(const v1::Assign& a) {
   std::optional<v1::TaskStatus> finished;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = unacked.find({a.id(), a.attempt()});
-    if (it != unacked.end()) finished = it->second;
+    finished = unacked.Find({a.id(), a.attempt()});
   }
   if (!finished) return false;
   v1::AgentMessage m;
@@ -809,7 +781,7 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
   std::set<std::pair<uint64_t, int64_t>> keep(running.begin(), running.end());
   {
     std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [key, status] : unacked) keep.insert(key);
+    for (const TaskKey& key : unacked.Tasks()) keep.insert(key);
   }
   const int removed = RemoveOldTaskFiles(
       log_dir_fd.get(), clock.NowMs() - config.task_files_retention_ms, keep);
@@ -886,9 +858,9 @@ void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
       std::lock_guard<std::mutex> lock(mu);
       // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
       if (foreign.erase({st.id(), st.attempt()}) > 0) return std::nullopt;
-      unacked[{st.id(), st.attempt()}] = st;
+      unacked.Keep(st);
     }
-    st.set_ended_ago_ms(EndedAgo(st, clock.NowMs()));
+    st.set_ended_ago_ms(EndedAgoMs(st, clock.NowMs()));
     v1::AgentMessage m;
     *m.mutable_status() = std::move(st);
     return m;
@@ -1124,10 +1096,10 @@ void Agent::Shutdown(ShutdownMode mode) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->down) return;
     impl_->down = impl_->stop = true;
+    impl_->work.Close();
   }
   impl_->link->Stop();
   impl_->cv.notify_all();
-  impl_->work_cv.notify_all();
   impl_->link_thread.join();
   impl_->heartbeat_thread.join();
   impl_->work_thread.join();  // a launch under way ends first

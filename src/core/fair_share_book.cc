@@ -42,8 +42,8 @@ void FairShareBook::StopCharging(TaskId id, TimeMs until_ms) {
   charging_.erase(it);
 }
 
-double FairShareBook::CachedFactor(const std::string& team, const std::string& user) const {
-  auto it = factors_.find({team, user});
+double FairShareBook::CachedFactor(std::string_view team, std::string_view user) const {
+  auto it = factors_.find(GroupLess::View{team, user});
   if (it != factors_.end()) return it->second;
   dirty_ = true;  // a newcomer: refresh at the next pass
   return 1.0;     // nothing used yet, as of the last recalc

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "base/clock.h"
@@ -52,7 +53,7 @@ class FairShareBook {
   // ---- factors ----
   // The factor F(team) * F(user) as of the last Recalc; 1.0 for a group unknown then, which
   // makes a recalculation due.
-  double CachedFactor(const std::string& team, const std::string& user) const;
+  double CachedFactor(std::string_view team, std::string_view user) const;
   // A group appeared or shares changed since the last Recalc, or recalc_ms passed.
   bool RecalcDue(TimeMs now) const { return dirty_ || now >= next_recalc_ms_; }
   // Charges every active task up to now (ascending id) and recomputes the factor of every
@@ -84,7 +85,20 @@ class FairShareBook {
   const Clock& clock_;
   FairShareUsage usage_;
   std::map<TaskId, Charging> charging_;  // the active tasks, by id
-  std::map<std::pair<std::string, std::string>, double> factors_;  // as of the last Recalc
+  // (team, user) ordered as the strings are, found by views (no copy per lookup: Q's keys
+  // read a factor per task and pass).
+  struct GroupLess {
+    using is_transparent = void;
+    using View = std::pair<std::string_view, std::string_view>;
+    static View AsView(const std::pair<std::string, std::string>& p) { return {p.first, p.second}; }
+    static View AsView(const View& v) { return v; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return AsView(a) < AsView(b);
+    }
+  };
+  // As of the last Recalc.
+  std::map<std::pair<std::string, std::string>, double, GroupLess> factors_;
   TimeMs next_recalc_ms_ = 0;
   mutable bool dirty_ = false;  // a new team or user appeared, or shares changed
   // Non-terminal tasks per (team, user): who takes part, without a scan of the tasks.

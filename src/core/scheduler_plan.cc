@@ -265,8 +265,8 @@ void Scheduler::PlanWait(const Task& t, const ResourceRequest& req, PlacementRes
   if (blocked) reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
   if (IsWide(t.spec)) PlanHold(t, req, p, reason);
   step.kind = PlanStep::Kind::kWait;
-  step.report = result.report;
-  step.reason = reason;
+  step.report = std::move(result.report);  // `rejected` is not read again
+  step.reason = std::move(reason);
   if (reclaim) {  // the quota state, for this task only (the memo is shared by every team)
     const std::string team = TeamOf(t.spec);
     step.reason += "; " + DescribeQuotaState(team, p.usage[team], ledger_.quotas().Of(team)) +

@@ -48,13 +48,15 @@ bool Alive(const journal::ProcessId& id) {
   return journal::ReadProcessId(id.pid, &now) && journal::SameProcess(now, id);
 }
 
-// What a shim wrote on its status pipe (one line), "" when nothing.
+// What a shim wrote on its status socket (one line), "" when nothing.
 std::string ReadStatusPipe(int fd) {
   if (fd < 0) return "";
   char buf[1024];
   const ssize_t n = read(fd, buf, sizeof buf - 1);
   if (n <= 0) return "";
   std::string s(buf, static_cast<size_t>(n));
+  // A start request the agent did not answer in time (shim_confirm.h) is not part of a line.
+  std::erase(s, kConfirmRequest);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }

@@ -87,7 +87,7 @@ class ProcessRunner final : public TaskExecutor {
     pid_t pid = 0;
     int pidfd = -1;           // -1: no pidfd (old kernel), polled instead
     bool own_child = false;   // started here: reaped with waitpid; else adopted
-    int status_fd = -1;       // own children: read end of the shim's status pipe
+    int status_fd = -1;       // own children: the agent end of the shim's status socket
     journal::ProcessId identity;  // adopted ones: who the shim is, whatever its pid
     TimeMs kill_at_ms = -1;   // SIGUSR1 (SIGKILL of the group) deadline, -1 = none
     bool killed_hard = false;
@@ -103,7 +103,7 @@ class ProcessRunner final : public TaskExecutor {
   void Loop();
   // Settles every shim that has exited (and sends due SIGKILLs); returns their exits.
   std::vector<TaskExit> Reap();
-  // How `shim` ended, once it has: its journal record, else what its status pipe says,
+  // How `shim` ended, once it has: its journal record, else what its status socket says,
   // else lost. `wait_status` is -1 for adopted shims.
   TaskExit Settle(const TaskKey& key, const Shim& shim, int wait_status);
   // A task whose shim died without recording its exit: kills what is left of it and

@@ -4,7 +4,7 @@
 //     gpusched-shim [OPTION...] JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]
 //
 // with the task's environment as its own, stdin on /dev/null, stdout and stderr on the
-// task's log, fd 3 the write end of the agent's status pipe, and SIGTERM, SIGINT, SIGHUP,
+// task's log, fd 3 its end of the agent's status socket (or pipe), and SIGTERM, SIGINT, SIGHUP,
 // SIGQUIT, SIGUSR1, SIGCHLD and the job-control stops blocked (so none is lost, and nothing
 // stops it, before it waits for them).
 //
@@ -18,6 +18,9 @@
 //     --tasks-per-node=K         K > 1: the task's process starts K copies (rank_launcher.h)
 //     --stop-signal=N            what a stop sends the task's group instead of SIGTERM
 //                                (the task's --signal, issue 37; core/stop_signal.h)
+//     --confirm=1                after the run record, ask the agent on fd 3 and run the
+//                                task only on its answer (shim_confirm.h); else the record
+//                                is removed and the task never runs
 //     --log-max-size=BYTES       the most of the task's output its log keeps (issue 39; the
 //                                agent's log_max_size): see "Output" below
 //
@@ -76,6 +79,7 @@
 
 #include "agent/journal_record.h"
 #include "agent/rank_launcher.h"
+#include "agent/shim_confirm.h"
 #include "agent/task_credentials.h"
 
 namespace {
@@ -93,6 +97,7 @@ struct ShimOptions {
   const char* tasks_per_node = nullptr;
   const char* stop_signal = nullptr;
   const char* log_max_size = nullptr;
+  const char* confirm = nullptr;
 };
 
 // Parsed before the fork; read by the task's child.
@@ -104,6 +109,7 @@ int g_stop_signal = SIGTERM;  // --stop-signal
 long long g_log_max = -1;     // --log-max-size; -1: the task writes its log itself
 int g_output_pipe[2] = {-1, -1};  // with --log-max-size: the task's stdout and stderr
 std::atomic<bool> g_task_done{false};  // the leader has exited: the pump drains and ends
+bool g_confirm = false;  // --confirm=1: the agent answers on fd 3 before the task runs
 
 // Reads the leading --key=value options of argv into *out (a later one wins); "--" ends
 // them. Returns the index of the first operand (JOURNAL_DIR), or -1 with *bad naming an
@@ -121,6 +127,7 @@ int ParseOptions(int argc, char** argv, ShimOptions* out, const char** bad) {
       {"--tasks-per-node=", &out->tasks_per_node},
       {"--stop-signal=", &out->stop_signal},
       {"--log-max-size=", &out->log_max_size},
+      {"--confirm=", &out->confirm},
   };
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
@@ -413,6 +420,7 @@ bool ParseKey(const char* id_text, const char* attempt_text, unsigned long long*
 constexpr char kUsage[] =
     "usage: gpusched-shim [--creds=UID:GID:GROUPS] [--workdir=DIR] [--cpus=LIST] "
     "[--ld-preload=LIBS] [--tasks-per-node=K] [--stop-signal=N] [--log-max-size=BYTES] "
+    "[--confirm=1] "
     "JOURNAL_DIR ID ATTEMPT PROGRAM ARGV0 [ARG...]\n"
     "(started by the gpusched agent, one per task)\n";
 
@@ -461,6 +469,13 @@ bool ApplyOptions() {
       return false;
     }
     g_stop_signal = static_cast<int>(sig);
+  }
+  if (const char* c = g_options.confirm) {
+    if (strcmp(c, "1") != 0) {
+      Report("launch failed: --confirm: must be 1");
+      return false;
+    }
+    g_confirm = true;
   }
   return true;
 }
@@ -527,7 +542,7 @@ bool JournalRun(const char* dir, const char* run_name, pid_t task, journal::RunR
   return false;
 }
 
-// The exit record, sealed next to the run record; said on the status pipe when it cannot be.
+// The exit record, sealed next to the run record; said on fd 3 when it cannot be.
 int JournalExit(const char* dir, const char* run_name, const char* exit_name, int status,
                 int why_fd) {
   const journal::ExitRecord exit_record = ExitOf(status, why_fd);
@@ -567,6 +582,35 @@ bool ParseArgs(int argc, char** argv, ShimArgs* out) {
   return true;
 }
 
+// With --confirm=1 (shim_confirm.h): asks the agent on fd 3 once the run record is written
+// and waits for its answer. True: the agent said go (or --confirm was not given).
+bool AgentConfirms() {
+  if (!g_confirm) return true;
+  if (write(kStatusFd, &gpusched::agent::kConfirmRequest, 1) != 1) return false;
+  pollfd p{kStatusFd, POLLIN, 0};  // the socket may be non-blocking
+  char answer = 0;
+  for (;;) {
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) return false;
+    const ssize_t n = read(kStatusFd, &answer, 1);
+    if (n == 1) return answer == gpusched::agent::kConfirmAnswer;
+    if (n == 0 || (errno != EINTR && errno != EAGAIN)) return false;
+  }
+}
+
+// The agent did not confirm (it died, or gave up waiting): no later agent may adopt a task
+// that never ran, so the run record goes, and the task is killed at its gate.
+int AbandonLaunch(const ShimArgs& args, pid_t task) {
+  KillTask(task);
+  const int dir = open(args.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    unlinkat(dir, args.run_name, 0);
+    close(dir);
+  }
+  Report("launch abandoned: the agent that started the task did not confirm its run record "
+         "(it stopped, or gave up waiting); the task never ran");
+  return 127;
+}
+
 // Starts the task (held at its gate until the run record is written), supervises it to its
 // end and journals that. Returns the shim's exit code: the task's, or 127 when it could not
 // be started.
@@ -589,6 +633,7 @@ int RunTask(const ShimArgs& args, const sigset_t& waited, const journal::RunReco
   const bool pumping = g_output_pipe[1] >= 0;
   if (pumping && !StartPump(task, &pump)) return 127;
   if (!JournalRun(args.dir, args.run_name, task, run)) return 127;
+  if (!AgentConfirms()) return AbandonLaunch(args, task);
   (void)!write(gate[1], "1", 1);
   close(gate[1]);
 

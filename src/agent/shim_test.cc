@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/journal_record.h"
 #include "agent/rank_launcher.h"
 #include "agent/runner_test_support.h"
+#include "agent/shim_spawner.h"
 
 namespace gpusched::agent {
 namespace {
@@ -23,13 +25,15 @@ class ShimTest : public testing::ExecutorTest {
     std::filesystem::create_directories(journal_dir());
   }
   // Starts the shim for task (id, 1) with its leading `options` and `argv` (argv[0] is
-  // resolved through PATH by the test), output to the task's log, fd 3 to a status pipe.
-  // Returns the shim's pid.
+  // resolved through PATH by the test), output to the task's log, fd 3 to a status pipe
+  // (`socket`: a status socket, as the agent gives it). Returns the shim's pid.
   pid_t StartShim(uint64_t id, const std::vector<std::string>& argv, const std::string& journal,
-                  const std::vector<std::string>& options = {}) {
+                  const std::vector<std::string>& options = {}, bool socket = false) {
     log_ = path("logs/shim" + std::to_string(id) + ".log");
     int status[2];
-    EXPECT_EQ(pipe2(status, O_CLOEXEC), 0);
+    EXPECT_EQ(socket ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, status)
+                     : pipe2(status, O_CLOEXEC),
+              0);
     std::vector<std::string> args = options;
     args.insert(args.begin(), GPUSCHED_SHIM);
     for (const std::string& a : {journal, std::to_string(id), std::string("1"),
@@ -166,6 +170,107 @@ TEST_F(ShimTest, MissingJournalDirFailsTheLaunchClearlyAndTheTaskNeverRuns) {
   EXPECT_NE(said.find("no-such-dir/journal/7.1.run"), std::string::npos) << said;
   EXPECT_NE(ReadFile(log_).find("gpusched-shim: launch failed"), std::string::npos);
   EXPECT_FALSE(Exists(marker));
+}
+
+// The start handshake (shim_confirm.h): persist before act across an agent's kill -9. The
+// chaos bench saw a task run twice: the agent was killed just after it spawned a shim, the
+// next agent read the journal before that shim wrote its run record, and the server placed
+// the task again while the first copy ran.
+TEST_F(ShimTest, DoubleRun_WithConfirmTheTaskRunsOnlyAfterTheAgentAnswersItsRunRecord) {
+  const std::string marker = path("ran");
+  const pid_t shim = StartShim(20, {"sh", "-c", "touch " + marker}, journal_dir(),
+                               {"--confirm=1"}, /*socket=*/true);
+  char asked = 1;
+  ASSERT_EQ(read(status_fd_, &asked, 1), 1);
+  EXPECT_EQ(asked, kConfirmRequest);
+  // Asked only once its run record is on disk, and its task held until the answer.
+  EXPECT_TRUE(Exists(RecordPath(20, 1, ".run")));
+  EXPECT_FALSE(Exists(marker));
+  ASSERT_EQ(write(status_fd_, &kConfirmAnswer, 1), 1);
+  const int status = WaitShim(shim);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(Exists(marker));
+  EXPECT_EQ(ExitRecordOf(20).exit_code, 0);
+  EXPECT_EQ(StatusPipe(), "");
+}
+
+TEST_F(ShimTest, DoubleRun_AnAgentGoneBeforeItsAnswerLeavesNoRecordAndTheTaskNeverRuns) {
+  const std::string marker = path("ran");
+  const pid_t shim = StartShim(21, {"sh", "-c", "touch " + marker}, journal_dir(),
+                               {"--confirm=1"}, /*socket=*/true);
+  char asked = 1;
+  ASSERT_EQ(read(status_fd_, &asked, 1), 1);
+  ASSERT_TRUE(Exists(RecordPath(21, 1, ".run")));
+  shutdown(status_fd_, SHUT_WR);  // what a dead agent's closed socket says: EOF, no answer
+  const int status = WaitShim(shim);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 127);
+  EXPECT_FALSE(Exists(marker));
+  // Nothing a later agent could adopt or report: the task never ran.
+  EXPECT_FALSE(Exists(RecordPath(21, 1, ".run")));
+  EXPECT_FALSE(Exists(RecordPath(21, 1, ".exit")));
+  EXPECT_NE(StatusPipe().find("launch abandoned"), std::string::npos);
+}
+
+TEST_F(ShimTest, DoubleRun_AWrongAnswerOrConfirmValueNeverRunsTheTask) {
+  const std::string marker = path("ran");
+  pid_t shim = StartShim(22, {"sh", "-c", "touch " + marker}, journal_dir(), {"--confirm=1"},
+                         /*socket=*/true);
+  char asked = 1;
+  ASSERT_EQ(read(status_fd_, &asked, 1), 1);
+  ASSERT_EQ(write(status_fd_, "x", 1), 1);
+  EXPECT_EQ(WEXITSTATUS(WaitShim(shim)), 127);
+  EXPECT_FALSE(Exists(marker));
+  EXPECT_FALSE(Exists(RecordPath(22, 1, ".run")));
+  close(status_fd_);
+  shim = StartShim(23, {"sh", "-c", "touch " + marker}, journal_dir(), {"--confirm=yes"}, true);
+  EXPECT_EQ(WEXITSTATUS(WaitShim(shim)), 127);
+  EXPECT_NE(StatusPipe().find("--confirm: must be 1"), std::string::npos);
+  EXPECT_FALSE(Exists(marker));
+}
+
+// The agent's half (ConfirmRunRecord), against a socket the test holds as the shim would.
+class ConfirmRunRecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0);
+    ASSERT_EQ(fcntl(fds_[0], F_SETFL, O_NONBLOCK), 0);  // the agent's end, as Spawn makes it
+  }
+  void TearDown() override {
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  std::string ShimReads() {  // until EOF
+    std::string out;
+    char buf[64];
+    for (ssize_t n; (n = read(fds_[1], buf, sizeof buf)) > 0;) out.append(buf, n);
+    return out;
+  }
+  int fds_[2] = {-1, -1};  // [0] the agent's, [1] the shim's
+};
+
+TEST_F(ConfirmRunRecordTest, DoubleRun_ARequestIsAnsweredOnce) {
+  ASSERT_EQ(write(fds_[1], &kConfirmRequest, 1), 1);
+  ConfirmRunRecord(fds_[0], 5'000);
+  char answer = 0;
+  ASSERT_EQ(read(fds_[1], &answer, 1), 1);
+  EXPECT_EQ(answer, kConfirmAnswer);
+}
+
+TEST_F(ConfirmRunRecordTest, DoubleRun_NoRequestInTimeShutsTheSocketSoALateAskGetsEof) {
+  ConfirmRunRecord(fds_[0], 20);
+  EXPECT_EQ(ShimReads(), "");  // EOF: the shim abandons its launch
+}
+
+TEST_F(ConfirmRunRecordTest, DoubleRun_AFailureLineIsLeftForTheExitsReaderAndNotAnswered) {
+  const std::string line = "launch failed: journal: cannot write";
+  ASSERT_EQ(write(fds_[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  ConfirmRunRecord(fds_[0], 5'000);
+  EXPECT_EQ(ShimReads(), "");  // no answer, EOF
+  char buf[64] = {};
+  EXPECT_EQ(read(fds_[0], buf, sizeof buf), static_cast<ssize_t>(line.size()));
+  EXPECT_EQ(std::string(buf), line);
 }
 
 TEST_F(ShimTest, UnwritableExitIsReportedWithTheTasksCode) {

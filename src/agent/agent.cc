@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "agent/cluster_identity.h"
+#include "agent/cluster_membership.h"
 #include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
 #include "agent/gpu_memory_watchdog.h"
@@ -73,7 +74,6 @@ struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
   std::unique_ptr<GpuDiscovery> gpus;
-  ClusterIdentity cluster_files{""};  // DATA_DIR's, set by Start; work thread only after it
   std::string log_dir;
   DirFd log_dir_fd;  // log_dir: every task file is opened relative to it (task_files.h)
   std::string address;
@@ -114,16 +114,11 @@ struct Agent::Impl {
   // executor the journal backs it: an agent restarted before the ack refills it from there
   // (Open reports them).
   UnackedExits unacked;
-  // Issue 39, guarded by mu. The cluster this node's task files belong to ("" = none yet,
-  // DATA_DIR/cluster_id), the one a Registered named that the work thread has yet to join,
-  // and the old cluster's tasks being stopped: they are left out of heartbeats and
-  // registrations, and their exits are acknowledged here, never reported (the ids are the
-  // old store's). `dropped_exits`: the old cluster's unreported exits, acknowledged once
-  // their journal records are moved aside.
-  std::string cluster_id;
-  std::string joining;
-  std::set<TaskKey> foreign;
-  std::vector<TaskKey> dropped_exits;
+  // Issue 39 (cluster_membership.h): the cluster this node's task files belong to, the
+  // change to another one, and the old cluster's tasks and exits, never reported. Set by
+  // Start (OpenDataDir); its own lock, taken after mu.
+  std::unique_ptr<ClusterMembership::Host> cluster_host;
+  std::unique_ptr<ClusterMembership> membership;
   // The stream to the server (server_link.h): the link, heartbeat, work and executor threads
   // all send through it; its send lock orders the messages.
   std::unique_ptr<ServerLink> link;
@@ -165,19 +160,9 @@ struct Agent::Impl {
   void WorkLoop();
   void HandleWork(const v1::ServerMessage& m);
   // Issue 39, on the link thread: a Registered naming cluster `id`. When it is not the one
-  // the files here belong to, marks what runs here as the old cluster's (MarkOldClusterLocked)
-  // and queues the change for the work thread, ahead of every message of the new server.
+  // the files here belong to, hands what is here to the membership as the old cluster's and
+  // queues the change for the work thread, ahead of every message of the new server.
   void NoteClusterId(const v1::ServerMessage& m);
-  void MarkOldClusterLocked();  // REQUIRES: mu held
-  // Issue 39, on the work thread: records `id`; first stops the old cluster's tasks and moves
-  // their files aside (LeaveCluster) when another one was recorded.
-  void JoinCluster(const std::string& id);
-  // False when the agent stopped first (the next agent on this data dir does it again).
-  bool LeaveCluster(const std::string& old_id, const std::string& id);
-  // Waits until none of `keys` runs, for at most `limit_ms`; false when some still do.
-  bool WaitForExits(const std::vector<TaskKey>& keys, DurationMs limit_ms);
-  // An exit of the old cluster's tasks: acknowledged here, not reported. False for others.
-  bool DropOldClusterExit(const TaskExit& e);
   void OnAssign(const v1::Assign& a);
   // The task being stopped that holds one of `a`'s GPUs, if any. REQUIRES: mu held.
   std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
@@ -209,6 +194,40 @@ struct Agent::Impl {
   Status MakeExecutor();
   void MakeLink(std::vector<std::string> servers);
   void StartThreads();
+};
+
+// What the cluster change needs of the agent (cluster_membership.h): its executor, the
+// data dir's cluster files, a pause that ends when the agent stops, its logger.
+class AgentClusterHost final : public ClusterMembership::Host {
+ public:
+  AgentClusterHost(Agent::Impl& agent, ClusterIdentity files)
+      : agent_(agent), files_(std::move(files)) {}
+  std::vector<TaskKey> Running() override { return agent_.executor->Running(); }
+  void Kill(const TaskKey& task, DurationMs grace_ms, const std::string& reason) override {
+    agent_.executor->Kill(task.first, task.second, grace_ms, reason);
+  }
+  void Acknowledge(const TaskKey& task) override {
+    agent_.executor->Acknowledge(task.first, task.second);
+  }
+  Status Record(const std::string& id) override { return files_.Record(id); }
+  StatusOr<int> ArchiveTaskFiles(const std::string& old_id) override {
+    return files_.ArchiveTaskFiles(old_id);
+  }
+  bool Pause(DurationMs ms) override {
+    std::unique_lock<std::mutex> lock(agent_.mu);
+    return agent_.cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return agent_.stop; });
+  }
+  bool Stopping() override {
+    std::lock_guard<std::mutex> lock(agent_.mu);
+    return agent_.stop;
+  }
+  void Log(const std::string& line, logging::Level level, std::optional<uint64_t> task) override {
+    agent_.Log(line, level, task);
+  }
+
+ private:
+  Agent::Impl& agent_;
+  const ClusterIdentity files_;  // work thread only
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -300,7 +319,7 @@ v1::AgentMessage Agent::Impl::Register() {
     t->set_attempt(attempt);
   }
   std::lock_guard<std::mutex> lock(mu);
-  r->set_cluster_id(cluster_id);
+  r->set_cluster_id(membership->id());
   unacked.AddTo(r, clock.NowMs());
   return m;
 }
@@ -313,7 +332,7 @@ std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   if (work.launching()) out.push_back(*work.launching());
   std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  std::erase_if(out, [&](const TaskKey& key) { return foreign.count(key) > 0; });
+  membership->RemoveOld(&out);
   return out;
 }
 
@@ -456,7 +475,7 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
     }
     executor->Kill(key.first, key.second, grace, m.kill().reason());
   } else if (m.has_registered()) {
-    JoinCluster(m.registered().cluster_id());
+    membership->Join(m.registered().cluster_id(), kill_grace_ms.load());
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -474,112 +493,20 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
 // ---------------------------------------------------------------- cluster (issue 39)
 
 void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
-  const std::string& id = m.registered().cluster_id();
-  if (id.empty()) return;  // a server older than cluster ids: the files stay as they are
-  if (Status valid = ValidateClusterId(id, "Registered.cluster_id"); !valid.ok()) {
-    Log(valid.message() + "; the task files here stay as they are", logging::Level::kWarn);
-    return;
-  }
   std::lock_guard<std::mutex> lock(mu);
-  if (id == cluster_id && joining.empty()) return;
-  if (!cluster_id.empty() && id != cluster_id) MarkOldClusterLocked();
-  joining = id;
+  const ClusterMembership::Change change = membership->Note(m.registered().cluster_id());
+  if (change == ClusterMembership::Change::kNone) return;
+  if (change == ClusterMembership::Change::kLeave) {
+    // Everything here now is the old cluster's: what runs (or is being launched), what
+    // waits for a GPU or in the queue (assignments of the old server, never started), and
+    // the exits it was not told of. From now on none of it is reported to the new server.
+    std::vector<TaskKey> old = executor->Running();
+    if (work.launching()) old.push_back(*work.launching());
+    deferred.clear();
+    work.Clear();
+    membership->MarkOld(old, unacked.TakeAll());
+  }
   work.Push(m);  // behind what is queued (if that is not the old cluster's: cleared)
-}
-
-// Everything here now is the old cluster's: what runs (or is being launched), what waits
-// for a GPU or in the queue (assignments of the old server, never started), and the exits
-// it was not told of. From now on none of it is reported to the new server.
-void Agent::Impl::MarkOldClusterLocked() {
-  for (const TaskKey& key : executor->Running()) foreign.insert(key);
-  if (work.launching()) foreign.insert(*work.launching());
-  deferred.clear();
-  work.Clear();
-  for (const TaskKey& key : unacked.TakeAll()) dropped_exits.push_back(key);
-}
-
-void Agent::Impl::JoinCluster(const std::string& id) {
-  std::string old;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    old = cluster_id;
-  }
-  if (!old.empty() && old != id && !LeaveCluster(old, id)) return;
-  if (Status s = cluster_files.Record(id); !s.ok()) {
-    // Kept in memory: this agent goes on; the next one, restarted on this data dir, finds
-    // the old id and moves the (new cluster's) files aside once more.
-    Log("cannot record the cluster id: " + s.message(), logging::Level::kError);
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  cluster_id = id;
-  if (joining == id) joining.clear();
-  if (old != id) Log("the task files of this node belong to cluster " + id);
-}
-
-bool Agent::Impl::LeaveCluster(const std::string& old_id, const std::string& id) {
-  const std::string reason = "this node joined cluster " + id + " (a server with a new store): "
-                             "the tasks of cluster " + old_id + " are not that cluster's";
-  const std::vector<TaskKey> old_tasks = executor->Running();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    foreign.insert(old_tasks.begin(), old_tasks.end());
-  }
-  Log("leaving cluster " + old_id + ": stopping its " + std::to_string(old_tasks.size()) +
-      " tasks; " + reason, logging::Level::kWarn);
-  for (const auto& [task, attempt] : old_tasks) {
-    executor->Kill(task, attempt, kill_grace_ms.load(), reason);
-  }
-  if (!WaitForExits(old_tasks, kill_grace_ms.load() + 5'000)) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (stop) return false;
-    // Their exits are acknowledged when they come (DropOldClusterExit).
-    Log("tasks of cluster " + old_id + " still run after their stop; moving their files now",
-        logging::Level::kWarn);
-  }
-  auto moved = cluster_files.ArchiveTaskFiles(old_id);
-  std::vector<TaskKey> dropped;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    dropped.swap(dropped_exits);
-  }
-  for (const auto& [task, attempt] : dropped) executor->Acknowledge(task, attempt);
-  if (!moved.ok()) {
-    Log("cannot move the task files of cluster " + old_id + " aside: " + moved.status().message(),
-        logging::Level::kError);
-    return true;  // the new cluster's tasks still run; a log may then begin with an old one
-  }
-  Log("moved " + std::to_string(*moved) + " task files of cluster " + old_id + " to " +
-      config.data_dir + "/clusters/" + old_id);
-  return true;
-}
-
-bool Agent::Impl::WaitForExits(const std::vector<TaskKey>& keys, DurationMs limit_ms) {
-  const TimeMs deadline = clock.MonoMs() + limit_ms;
-  for (;;) {
-    const std::vector<TaskKey> running = executor->Running();
-    const bool any = std::any_of(keys.begin(), keys.end(), [&](const TaskKey& k) {
-      return std::binary_search(running.begin(), running.end(), k);
-    });
-    if (!any) return true;
-    if (clock.MonoMs() >= deadline) return false;
-    std::unique_lock<std::mutex> lock(mu);
-    if (cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop; })) return false;
-  }
-}
-
-bool Agent::Impl::DropOldClusterExit(const TaskExit& e) {
-  const TaskKey key{e.id, e.attempt};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (foreign.erase(key) == 0) return false;
-    monitor->RemoveTask(key);
-    stopping.erase(key);
-  }
-  executor->Acknowledge(e.id, e.attempt);
-  Log("task " + std::to_string(e.id) + " attempt " + std::to_string(e.attempt) +
-      " of the previous cluster ended (" + (e.reason.empty() ? "exit " + std::to_string(e.exit_code) : e.reason) +
-      "); not reported", logging::Level::kInfo, e.id);
-  return true;
 }
 
 StatusOr<std::optional<TaskUser>> Agent::Impl::RunAs(const std::string& user,
@@ -654,7 +581,7 @@ void Agent::Impl::Launch(const v1::Assign& a, const LaunchSpec& spec, const Stat
       st.set_kind(v1::TaskStatus::STARTED);
       link->SendWith([&]() -> std::optional<v1::AgentMessage> {
         std::lock_guard<std::mutex> lock(mu);  // issue 39: never a start of the old cluster's
-        if (foreign.count({a.id(), a.attempt()}) > 0) return std::nullopt;
+        if (membership->IsOld({a.id(), a.attempt()})) return std::nullopt;
         v1::AgentMessage m;
         *m.mutable_status() = st;
         return m;
@@ -792,7 +719,12 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
 }
 
 void Agent::Impl::OnExit(const TaskExit& e) {
-  if (DropOldClusterExit(e)) return;
+  if (membership->DropOldExit(e)) {  // issue 39: the old cluster's, acknowledged here
+    std::lock_guard<std::mutex> lock(mu);
+    monitor->RemoveTask({e.id, e.attempt});
+    stopping.erase({e.id, e.attempt});
+    return;
+  }
   v1::TaskStatus st;
   st.set_id(e.id);
   st.set_attempt(e.attempt);
@@ -857,7 +789,7 @@ void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
     {
       std::lock_guard<std::mutex> lock(mu);
       // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
-      if (foreign.erase({st.id(), st.attempt()}) > 0) return std::nullopt;
+      if (membership->ForgetOld({st.id(), st.attempt()})) return std::nullopt;
       unacked.Keep(st);
     }
     st.set_ended_ago_ms(EndedAgoMs(st, clock.NowMs()));
@@ -959,8 +891,11 @@ Status Agent::Impl::OpenDataDir() {
   std::filesystem::create_directories(log_dir, ec);
   if (ec) return InvalidArgument("data-dir: cannot create " + log_dir + ": " + ec.message());
   GS_ASSIGN_OR_RETURN(log_dir_fd, OpenDirectory(log_dir));
-  cluster_files = ClusterIdentity(config.data_dir);
-  GS_ASSIGN_OR_RETURN(cluster_id, cluster_files.Read());
+  ClusterIdentity cluster_files(config.data_dir);
+  GS_ASSIGN_OR_RETURN(std::string cluster_id, cluster_files.Read());
+  cluster_host = std::make_unique<AgentClusterHost>(*this, std::move(cluster_files));
+  membership = std::make_unique<ClusterMembership>(*cluster_host, clock, std::move(cluster_id),
+                                                   config.data_dir + "/clusters");
   return Status::Ok();
 }
 

@@ -22,6 +22,7 @@
 #include "agent/cluster_membership.h"
 #include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
+#include "agent/gpu_handover.h"
 #include "agent/gpu_memory_watchdog.h"
 #include "agent/gpu_monitor.h"
 #include "agent/launch_spec.h"
@@ -83,11 +84,9 @@ struct Agent::Impl {
   std::shared_ptr<TaskCgroups> cgroups;  // the process executor's; null with noop
   // The GPUs' health, the GPU tasks' shares, memory and use (gpu_monitor.h).
   std::unique_ptr<GpuMonitor> monitor;
-  // Guarded by mu. GPU tasks told to stop (a kill is in its grace period), and assignments
-  // that wait for them: a preemptor starts on its GPUs only once the victim has exited, so
-  // the two never hold one GPU's memory at once.
-  std::set<TaskKey> stopping;
-  std::vector<v1::Assign> deferred;
+  // Guarded by mu (gpu_handover.h): GPU tasks told to stop, and the assignments that wait
+  // for them: a preemptor starts on its GPUs only once the victim has exited.
+  GpuHandover handover{[this](const TaskKey& task) { return monitor->GpusOf(task); }};
   // Heartbeat thread only. Each task's heartbeat file is the one the agent made for it.
   ExecutorObserver observer{"/proc", [this](const TaskKey& key) {
                               return LogPath(log_dir, key.first, key.second) + ".heartbeat";
@@ -164,8 +163,6 @@ struct Agent::Impl {
   // queues the change for the work thread, ahead of every message of the new server.
   void NoteClusterId(const v1::ServerMessage& m);
   void OnAssign(const v1::Assign& a);
-  // The task being stopped that holds one of `a`'s GPUs, if any. REQUIRES: mu held.
-  std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
   // What runs here and the assignments waiting for a GPU to be freed (both are the agent's).
   std::vector<TaskKey> RunningOrWaiting();
   // The account `user` names when tasks run as their users here (none: as the agent's).
@@ -278,7 +275,7 @@ void Agent::Impl::StopStaleAfterPause() {
                              "): the server has given its tasks up and re-placed them";
   {
     std::lock_guard<std::mutex> lock(mu);
-    deferred.clear();  // never started: nothing to stop
+    handover.ClearWaiting();  // never started: nothing to stop
   }
   const std::vector<TaskKey> stale = executor->Running();
   Log("stopping " + std::to_string(stale.size()) + " stale task copies: " + reason);
@@ -327,22 +324,13 @@ v1::AgentMessage Agent::Impl::Register() {
 std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   std::vector<TaskKey> out = executor->Running();
   std::lock_guard<std::mutex> lock(mu);
-  for (const v1::Assign& a : deferred) out.emplace_back(a.id(), a.attempt());
+  for (const TaskKey& key : handover.Waiting()) out.push_back(key);
   for (const TaskKey& key : work.QueuedAssigns()) out.push_back(key);  // for the work thread
   if (work.launching()) out.push_back(*work.launching());
   std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
   out.erase(std::unique(out.begin(), out.end()), out.end());
   membership->RemoveOld(&out);
   return out;
-}
-
-std::optional<TaskKey> Agent::Impl::StoppingOnGpusOf(const v1::Assign& a) const {
-  for (const TaskKey& key : stopping) {
-    for (int g : monitor->GpusOf(key)) {
-      if (std::find(a.gpus().begin(), a.gpus().end(), g) != a.gpus().end()) return key;
-    }
-  }
-  return std::nullopt;
 }
 
 void Agent::Impl::HeartbeatLoop() {
@@ -462,16 +450,7 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
     const TaskKey key{m.kill().id(), m.kill().attempt()};
     {
       std::lock_guard<std::mutex> lock(mu);
-      // Killed before it started (it waited for a GPU): it never runs.
-      const auto waiting =
-          std::find_if(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-            return d.id() == key.first && d.attempt() == key.second;
-          });
-      if (waiting != deferred.end()) {
-        deferred.erase(waiting);
-        return;
-      }
-      if (monitor->HasTask(key)) stopping.insert(key);
+      if (handover.OnKill(key)) return;  // killed while it waited for a GPU: it never runs
     }
     executor->Kill(key.first, key.second, grace, m.kill().reason());
   } else if (m.has_registered()) {
@@ -502,7 +481,7 @@ void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
     // the exits it was not told of. From now on none of it is reported to the new server.
     std::vector<TaskKey> old = executor->Running();
     if (work.launching()) old.push_back(*work.launching());
-    deferred.clear();
+    handover.ClearWaiting();
     work.Clear();
     membership->MarkOld(old, unacked.TakeAll());
   }
@@ -539,12 +518,8 @@ bool Agent::Impl::ResendIfFinished(const v1::Assign& a) {
 // it again). True when it waits.
 bool Agent::Impl::DeferBehindStopping(const v1::Assign& a) {
   std::lock_guard<std::mutex> lock(mu);
-  const std::optional<TaskKey> victim = StoppingOnGpusOf(a);
+  const std::optional<TaskKey> victim = handover.Defer(a);
   if (!victim) return false;
-  const bool repeated = std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-    return d.id() == a.id() && d.attempt() == a.attempt();
-  });
-  if (!repeated) deferred.push_back(a);
   Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
           " to stop on its GPUs",
       logging::Level::kInfo, a.id());
@@ -722,7 +697,7 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   if (membership->DropOldExit(e)) {  // issue 39: the old cluster's, acknowledged here
     std::lock_guard<std::mutex> lock(mu);
     monitor->RemoveTask({e.id, e.attempt});
-    stopping.erase({e.id, e.attempt});
+    handover.Forget({e.id, e.attempt});
     return;
   }
   v1::TaskStatus st;
@@ -746,15 +721,7 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   {
     std::lock_guard<std::mutex> lock(mu);
     measured = monitor->RemoveTask({e.id, e.attempt});
-    stopping.erase({e.id, e.attempt});
-    for (auto it = deferred.begin(); it != deferred.end();) {
-      if (StoppingOnGpusOf(*it)) {
-        ++it;
-      } else {
-        ready.push_back(std::move(*it));
-        it = deferred.erase(it);
-      }
-    }
+    ready = handover.OnExit({e.id, e.attempt});
   }
   MemoryEvidence memory =
       has_files ? ReadMemoryEvidence(log_dir_fd.get(), log) : MemoryEvidence{};

@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -18,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/cluster_identity.h"
+#include "agent/agent_env.h"
 #include "agent/cluster_membership.h"
 #include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
@@ -75,6 +74,9 @@ struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
   std::unique_ptr<GpuDiscovery> gpus;
+  // The node's filesystem as the agent itself uses it (agent_env.h): NUMA CPU lists, the
+  // data dir, the cluster files, the sweep of old task files.
+  std::unique_ptr<AgentEnv> env = std::make_unique<RealAgentEnv>();
   std::string log_dir;
   DirFd log_dir_fd;  // log_dir: every task file is opened relative to it (task_files.h)
   std::string address;
@@ -194,11 +196,10 @@ struct Agent::Impl {
 };
 
 // What the cluster change needs of the agent (cluster_membership.h): its executor, the
-// data dir's cluster files, a pause that ends when the agent stops, its logger.
+// data dir's cluster files (its AgentEnv), a pause that ends when the agent stops, its logger.
 class AgentClusterHost final : public ClusterMembership::Host {
  public:
-  AgentClusterHost(Agent::Impl& agent, ClusterIdentity files)
-      : agent_(agent), files_(std::move(files)) {}
+  explicit AgentClusterHost(Agent::Impl& agent) : agent_(agent) {}
   std::vector<TaskKey> Running() override { return agent_.executor->Running(); }
   void Kill(const TaskKey& task, DurationMs grace_ms, const std::string& reason) override {
     agent_.executor->Kill(task.first, task.second, grace_ms, reason);
@@ -206,9 +207,11 @@ class AgentClusterHost final : public ClusterMembership::Host {
   void Acknowledge(const TaskKey& task) override {
     agent_.executor->Acknowledge(task.first, task.second);
   }
-  Status Record(const std::string& id) override { return files_.Record(id); }
+  Status Record(const std::string& id) override {
+    return agent_.env->RecordClusterId(agent_.config.data_dir, id);
+  }
   StatusOr<int> ArchiveTaskFiles(const std::string& old_id) override {
-    return files_.ArchiveTaskFiles(old_id);
+    return agent_.env->ArchiveTaskFiles(agent_.config.data_dir, old_id);
   }
   bool Pause(DurationMs ms) override {
     std::unique_lock<std::mutex> lock(agent_.mu);
@@ -224,7 +227,6 @@ class AgentClusterHost final : public ClusterMembership::Host {
 
  private:
   Agent::Impl& agent_;
-  const ClusterIdentity files_;  // work thread only
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -612,26 +614,6 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   return seen;
 }
 
-// NUMA node -> CPU list, from /sys/devices/system/node/node*/cpulist.
-static std::map<int, std::string> ReadNumaCpus() {
-  std::map<int, std::string> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("node", 0) != 0 || name.size() == 4) continue;
-    int node = -1;
-    try {
-      node = std::stoi(name.substr(4));
-    } catch (const std::exception&) {  // not nodeN
-      continue;
-    }
-    std::ifstream in(entry.path() / "cpulist");
-    std::string list;
-    if (std::getline(in, list) && !list.empty()) out[node] = list;
-  }
-  return out;
-}
-
 // What says a task failed for GPU memory: allocations the share library refused (its
 // ledger, <log>.gpumem) or an out-of-memory message of CUDA or of the library in the last
 // 64 KiB of its output; and the most it held at once on one device, from the ledger.
@@ -685,7 +667,7 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
     std::lock_guard<std::mutex> lock(mu);
     for (const TaskKey& key : unacked.Tasks()) keep.insert(key);
   }
-  const int removed = RemoveOldTaskFiles(
+  const int removed = env->RemoveOldTaskFiles(
       log_dir_fd.get(), clock.NowMs() - config.task_files_retention_ms, keep);
   if (removed > 0) {
     Log("removed " + std::to_string(removed) + " files of tasks that ended more than " +
@@ -831,7 +813,7 @@ void Agent::Impl::FillLaunchFacts() {
   launch_facts.simulated_gpus = gpus->simulated();
   const char* inherited = std::getenv("LD_PRELOAD");
   launch_facts.agent_ld_preload = inherited != nullptr ? inherited : "";
-  launch_facts.numa_cpus = ReadNumaCpus();
+  launch_facts.numa_cpus = env->NumaCpus();
   launch_facts.log_max_bytes = config.log_max_size_bytes;
 }
 
@@ -843,24 +825,16 @@ Status Agent::Impl::OpenDataDir() {
     // Never in /tmp, where another user could create the name first (issue 35).
     config.data_dir = DefaultStateDir("agent-" + config.name);
   }
-  // Everything the agent trusts lives here: only its user may own or write it.
-  GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data-dir"));
-  std::error_code ec;
-  // Absolute, so the paths handed to the shims and shown in errors do not depend on the
-  // working directory.
-  const std::filesystem::path absolute = std::filesystem::absolute(config.data_dir, ec);
-  if (!ec) config.data_dir = absolute.lexically_normal().string();
-  log_dir = config.data_dir + "/logs";
+  GS_ASSIGN_OR_RETURN(DataDir dir, env->OpenDataDir(config.data_dir));
+  config.data_dir = std::move(dir.path);
+  log_dir = std::move(dir.log_dir);
+  log_dir_fd = std::move(dir.log_dir_fd);
   char host[256] = {};
   (void)gethostname(host, sizeof(host) - 1);
   instance = std::string(host) + "/" + std::to_string(getpid()) + "/" +
              std::to_string(clock.NowNs());
-  std::filesystem::create_directories(log_dir, ec);
-  if (ec) return InvalidArgument("data-dir: cannot create " + log_dir + ": " + ec.message());
-  GS_ASSIGN_OR_RETURN(log_dir_fd, OpenDirectory(log_dir));
-  ClusterIdentity cluster_files(config.data_dir);
-  GS_ASSIGN_OR_RETURN(std::string cluster_id, cluster_files.Read());
-  cluster_host = std::make_unique<AgentClusterHost>(*this, std::move(cluster_files));
+  GS_ASSIGN_OR_RETURN(std::string cluster_id, env->ReadClusterId(config.data_dir));
+  cluster_host = std::make_unique<AgentClusterHost>(*this);
   membership = std::make_unique<ClusterMembership>(*cluster_host, clock, std::move(cluster_id),
                                                    config.data_dir + "/clusters");
   return Status::Ok();

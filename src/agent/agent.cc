@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -18,9 +17,11 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/cluster_identity.h"
+#include "agent/agent_env.h"
+#include "agent/cluster_membership.h"
 #include "agent/executor_status.h"
 #include "agent/gpu_discovery.h"
+#include "agent/gpu_handover.h"
 #include "agent/gpu_memory_watchdog.h"
 #include "agent/gpu_monitor.h"
 #include "agent/launch_spec.h"
@@ -73,7 +74,9 @@ struct Agent::Impl {
   AgentConfig config;
   RealClock clock;
   std::unique_ptr<GpuDiscovery> gpus;
-  ClusterIdentity cluster_files{""};  // DATA_DIR's, set by Start; work thread only after it
+  // The node's filesystem as the agent itself uses it (agent_env.h): NUMA CPU lists, the
+  // data dir, the cluster files, the sweep of old task files.
+  std::unique_ptr<AgentEnv> env = std::make_unique<RealAgentEnv>();
   std::string log_dir;
   DirFd log_dir_fd;  // log_dir: every task file is opened relative to it (task_files.h)
   std::string address;
@@ -83,11 +86,9 @@ struct Agent::Impl {
   std::shared_ptr<TaskCgroups> cgroups;  // the process executor's; null with noop
   // The GPUs' health, the GPU tasks' shares, memory and use (gpu_monitor.h).
   std::unique_ptr<GpuMonitor> monitor;
-  // Guarded by mu. GPU tasks told to stop (a kill is in its grace period), and assignments
-  // that wait for them: a preemptor starts on its GPUs only once the victim has exited, so
-  // the two never hold one GPU's memory at once.
-  std::set<TaskKey> stopping;
-  std::vector<v1::Assign> deferred;
+  // Guarded by mu (gpu_handover.h): GPU tasks told to stop, and the assignments that wait
+  // for them: a preemptor starts on its GPUs only once the victim has exited.
+  GpuHandover handover{[this](const TaskKey& task) { return monitor->GpusOf(task); }};
   // Heartbeat thread only. Each task's heartbeat file is the one the agent made for it.
   ExecutorObserver observer{"/proc", [this](const TaskKey& key) {
                               return LogPath(log_dir, key.first, key.second) + ".heartbeat";
@@ -114,16 +115,11 @@ struct Agent::Impl {
   // executor the journal backs it: an agent restarted before the ack refills it from there
   // (Open reports them).
   UnackedExits unacked;
-  // Issue 39, guarded by mu. The cluster this node's task files belong to ("" = none yet,
-  // DATA_DIR/cluster_id), the one a Registered named that the work thread has yet to join,
-  // and the old cluster's tasks being stopped: they are left out of heartbeats and
-  // registrations, and their exits are acknowledged here, never reported (the ids are the
-  // old store's). `dropped_exits`: the old cluster's unreported exits, acknowledged once
-  // their journal records are moved aside.
-  std::string cluster_id;
-  std::string joining;
-  std::set<TaskKey> foreign;
-  std::vector<TaskKey> dropped_exits;
+  // Issue 39 (cluster_membership.h): the cluster this node's task files belong to, the
+  // change to another one, and the old cluster's tasks and exits, never reported. Set by
+  // Start (OpenDataDir); its own lock, taken after mu.
+  std::unique_ptr<ClusterMembership::Host> cluster_host;
+  std::unique_ptr<ClusterMembership> membership;
   // The stream to the server (server_link.h): the link, heartbeat, work and executor threads
   // all send through it; its send lock orders the messages.
   std::unique_ptr<ServerLink> link;
@@ -165,22 +161,10 @@ struct Agent::Impl {
   void WorkLoop();
   void HandleWork(const v1::ServerMessage& m);
   // Issue 39, on the link thread: a Registered naming cluster `id`. When it is not the one
-  // the files here belong to, marks what runs here as the old cluster's (MarkOldClusterLocked)
-  // and queues the change for the work thread, ahead of every message of the new server.
+  // the files here belong to, hands what is here to the membership as the old cluster's and
+  // queues the change for the work thread, ahead of every message of the new server.
   void NoteClusterId(const v1::ServerMessage& m);
-  void MarkOldClusterLocked();  // REQUIRES: mu held
-  // Issue 39, on the work thread: records `id`; first stops the old cluster's tasks and moves
-  // their files aside (LeaveCluster) when another one was recorded.
-  void JoinCluster(const std::string& id);
-  // False when the agent stopped first (the next agent on this data dir does it again).
-  bool LeaveCluster(const std::string& old_id, const std::string& id);
-  // Waits until none of `keys` runs, for at most `limit_ms`; false when some still do.
-  bool WaitForExits(const std::vector<TaskKey>& keys, DurationMs limit_ms);
-  // An exit of the old cluster's tasks: acknowledged here, not reported. False for others.
-  bool DropOldClusterExit(const TaskExit& e);
   void OnAssign(const v1::Assign& a);
-  // The task being stopped that holds one of `a`'s GPUs, if any. REQUIRES: mu held.
-  std::optional<TaskKey> StoppingOnGpusOf(const v1::Assign& a) const;
   // What runs here and the assignments waiting for a GPU to be freed (both are the agent's).
   std::vector<TaskKey> RunningOrWaiting();
   // The account `user` names when tasks run as their users here (none: as the agent's).
@@ -209,6 +193,40 @@ struct Agent::Impl {
   Status MakeExecutor();
   void MakeLink(std::vector<std::string> servers);
   void StartThreads();
+};
+
+// What the cluster change needs of the agent (cluster_membership.h): its executor, the
+// data dir's cluster files (its AgentEnv), a pause that ends when the agent stops, its logger.
+class AgentClusterHost final : public ClusterMembership::Host {
+ public:
+  explicit AgentClusterHost(Agent::Impl& agent) : agent_(agent) {}
+  std::vector<TaskKey> Running() override { return agent_.executor->Running(); }
+  void Kill(const TaskKey& task, DurationMs grace_ms, const std::string& reason) override {
+    agent_.executor->Kill(task.first, task.second, grace_ms, reason);
+  }
+  void Acknowledge(const TaskKey& task) override {
+    agent_.executor->Acknowledge(task.first, task.second);
+  }
+  Status Record(const std::string& id) override {
+    return agent_.env->RecordClusterId(agent_.config.data_dir, id);
+  }
+  StatusOr<int> ArchiveTaskFiles(const std::string& old_id) override {
+    return agent_.env->ArchiveTaskFiles(agent_.config.data_dir, old_id);
+  }
+  bool Pause(DurationMs ms) override {
+    std::unique_lock<std::mutex> lock(agent_.mu);
+    return agent_.cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return agent_.stop; });
+  }
+  bool Stopping() override {
+    std::lock_guard<std::mutex> lock(agent_.mu);
+    return agent_.stop;
+  }
+  void Log(const std::string& line, logging::Level level, std::optional<uint64_t> task) override {
+    agent_.Log(line, level, task);
+  }
+
+ private:
+  Agent::Impl& agent_;
 };
 
 // The share library: --preload PATH, or the one built next to this executable.
@@ -259,7 +277,7 @@ void Agent::Impl::StopStaleAfterPause() {
                              "): the server has given its tasks up and re-placed them";
   {
     std::lock_guard<std::mutex> lock(mu);
-    deferred.clear();  // never started: nothing to stop
+    handover.ClearWaiting();  // never started: nothing to stop
   }
   const std::vector<TaskKey> stale = executor->Running();
   Log("stopping " + std::to_string(stale.size()) + " stale task copies: " + reason);
@@ -300,7 +318,7 @@ v1::AgentMessage Agent::Impl::Register() {
     t->set_attempt(attempt);
   }
   std::lock_guard<std::mutex> lock(mu);
-  r->set_cluster_id(cluster_id);
+  r->set_cluster_id(membership->id());
   unacked.AddTo(r, clock.NowMs());
   return m;
 }
@@ -308,22 +326,13 @@ v1::AgentMessage Agent::Impl::Register() {
 std::vector<TaskKey> Agent::Impl::RunningOrWaiting() {
   std::vector<TaskKey> out = executor->Running();
   std::lock_guard<std::mutex> lock(mu);
-  for (const v1::Assign& a : deferred) out.emplace_back(a.id(), a.attempt());
+  for (const TaskKey& key : handover.Waiting()) out.push_back(key);
   for (const TaskKey& key : work.QueuedAssigns()) out.push_back(key);  // for the work thread
   if (work.launching()) out.push_back(*work.launching());
   std::sort(out.begin(), out.end());  // once: a launch under way may be in Running already
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  std::erase_if(out, [&](const TaskKey& key) { return foreign.count(key) > 0; });
+  membership->RemoveOld(&out);
   return out;
-}
-
-std::optional<TaskKey> Agent::Impl::StoppingOnGpusOf(const v1::Assign& a) const {
-  for (const TaskKey& key : stopping) {
-    for (int g : monitor->GpusOf(key)) {
-      if (std::find(a.gpus().begin(), a.gpus().end(), g) != a.gpus().end()) return key;
-    }
-  }
-  return std::nullopt;
 }
 
 void Agent::Impl::HeartbeatLoop() {
@@ -443,20 +452,11 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
     const TaskKey key{m.kill().id(), m.kill().attempt()};
     {
       std::lock_guard<std::mutex> lock(mu);
-      // Killed before it started (it waited for a GPU): it never runs.
-      const auto waiting =
-          std::find_if(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-            return d.id() == key.first && d.attempt() == key.second;
-          });
-      if (waiting != deferred.end()) {
-        deferred.erase(waiting);
-        return;
-      }
-      if (monitor->HasTask(key)) stopping.insert(key);
+      if (handover.OnKill(key)) return;  // killed while it waited for a GPU: it never runs
     }
     executor->Kill(key.first, key.second, grace, m.kill().reason());
   } else if (m.has_registered()) {
-    JoinCluster(m.registered().cluster_id());
+    membership->Join(m.registered().cluster_id(), kill_grace_ms.load());
   } else if (m.has_ack()) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -474,112 +474,20 @@ void Agent::Impl::HandleWork(const v1::ServerMessage& m) {
 // ---------------------------------------------------------------- cluster (issue 39)
 
 void Agent::Impl::NoteClusterId(const v1::ServerMessage& m) {
-  const std::string& id = m.registered().cluster_id();
-  if (id.empty()) return;  // a server older than cluster ids: the files stay as they are
-  if (Status valid = ValidateClusterId(id, "Registered.cluster_id"); !valid.ok()) {
-    Log(valid.message() + "; the task files here stay as they are", logging::Level::kWarn);
-    return;
-  }
   std::lock_guard<std::mutex> lock(mu);
-  if (id == cluster_id && joining.empty()) return;
-  if (!cluster_id.empty() && id != cluster_id) MarkOldClusterLocked();
-  joining = id;
+  const ClusterMembership::Change change = membership->Note(m.registered().cluster_id());
+  if (change == ClusterMembership::Change::kNone) return;
+  if (change == ClusterMembership::Change::kLeave) {
+    // Everything here now is the old cluster's: what runs (or is being launched), what
+    // waits for a GPU or in the queue (assignments of the old server, never started), and
+    // the exits it was not told of. From now on none of it is reported to the new server.
+    std::vector<TaskKey> old = executor->Running();
+    if (work.launching()) old.push_back(*work.launching());
+    handover.ClearWaiting();
+    work.Clear();
+    membership->MarkOld(old, unacked.TakeAll());
+  }
   work.Push(m);  // behind what is queued (if that is not the old cluster's: cleared)
-}
-
-// Everything here now is the old cluster's: what runs (or is being launched), what waits
-// for a GPU or in the queue (assignments of the old server, never started), and the exits
-// it was not told of. From now on none of it is reported to the new server.
-void Agent::Impl::MarkOldClusterLocked() {
-  for (const TaskKey& key : executor->Running()) foreign.insert(key);
-  if (work.launching()) foreign.insert(*work.launching());
-  deferred.clear();
-  work.Clear();
-  for (const TaskKey& key : unacked.TakeAll()) dropped_exits.push_back(key);
-}
-
-void Agent::Impl::JoinCluster(const std::string& id) {
-  std::string old;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    old = cluster_id;
-  }
-  if (!old.empty() && old != id && !LeaveCluster(old, id)) return;
-  if (Status s = cluster_files.Record(id); !s.ok()) {
-    // Kept in memory: this agent goes on; the next one, restarted on this data dir, finds
-    // the old id and moves the (new cluster's) files aside once more.
-    Log("cannot record the cluster id: " + s.message(), logging::Level::kError);
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  cluster_id = id;
-  if (joining == id) joining.clear();
-  if (old != id) Log("the task files of this node belong to cluster " + id);
-}
-
-bool Agent::Impl::LeaveCluster(const std::string& old_id, const std::string& id) {
-  const std::string reason = "this node joined cluster " + id + " (a server with a new store): "
-                             "the tasks of cluster " + old_id + " are not that cluster's";
-  const std::vector<TaskKey> old_tasks = executor->Running();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    foreign.insert(old_tasks.begin(), old_tasks.end());
-  }
-  Log("leaving cluster " + old_id + ": stopping its " + std::to_string(old_tasks.size()) +
-      " tasks; " + reason, logging::Level::kWarn);
-  for (const auto& [task, attempt] : old_tasks) {
-    executor->Kill(task, attempt, kill_grace_ms.load(), reason);
-  }
-  if (!WaitForExits(old_tasks, kill_grace_ms.load() + 5'000)) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (stop) return false;
-    // Their exits are acknowledged when they come (DropOldClusterExit).
-    Log("tasks of cluster " + old_id + " still run after their stop; moving their files now",
-        logging::Level::kWarn);
-  }
-  auto moved = cluster_files.ArchiveTaskFiles(old_id);
-  std::vector<TaskKey> dropped;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    dropped.swap(dropped_exits);
-  }
-  for (const auto& [task, attempt] : dropped) executor->Acknowledge(task, attempt);
-  if (!moved.ok()) {
-    Log("cannot move the task files of cluster " + old_id + " aside: " + moved.status().message(),
-        logging::Level::kError);
-    return true;  // the new cluster's tasks still run; a log may then begin with an old one
-  }
-  Log("moved " + std::to_string(*moved) + " task files of cluster " + old_id + " to " +
-      config.data_dir + "/clusters/" + old_id);
-  return true;
-}
-
-bool Agent::Impl::WaitForExits(const std::vector<TaskKey>& keys, DurationMs limit_ms) {
-  const TimeMs deadline = clock.MonoMs() + limit_ms;
-  for (;;) {
-    const std::vector<TaskKey> running = executor->Running();
-    const bool any = std::any_of(keys.begin(), keys.end(), [&](const TaskKey& k) {
-      return std::binary_search(running.begin(), running.end(), k);
-    });
-    if (!any) return true;
-    if (clock.MonoMs() >= deadline) return false;
-    std::unique_lock<std::mutex> lock(mu);
-    if (cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return stop; })) return false;
-  }
-}
-
-bool Agent::Impl::DropOldClusterExit(const TaskExit& e) {
-  const TaskKey key{e.id, e.attempt};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (foreign.erase(key) == 0) return false;
-    monitor->RemoveTask(key);
-    stopping.erase(key);
-  }
-  executor->Acknowledge(e.id, e.attempt);
-  Log("task " + std::to_string(e.id) + " attempt " + std::to_string(e.attempt) +
-      " of the previous cluster ended (" + (e.reason.empty() ? "exit " + std::to_string(e.exit_code) : e.reason) +
-      "); not reported", logging::Level::kInfo, e.id);
-  return true;
 }
 
 StatusOr<std::optional<TaskUser>> Agent::Impl::RunAs(const std::string& user,
@@ -612,12 +520,8 @@ bool Agent::Impl::ResendIfFinished(const v1::Assign& a) {
 // it again). True when it waits.
 bool Agent::Impl::DeferBehindStopping(const v1::Assign& a) {
   std::lock_guard<std::mutex> lock(mu);
-  const std::optional<TaskKey> victim = StoppingOnGpusOf(a);
+  const std::optional<TaskKey> victim = handover.Defer(a);
   if (!victim) return false;
-  const bool repeated = std::any_of(deferred.begin(), deferred.end(), [&](const v1::Assign& d) {
-    return d.id() == a.id() && d.attempt() == a.attempt();
-  });
-  if (!repeated) deferred.push_back(a);
   Log("task " + std::to_string(a.id()) + " waits for task " + std::to_string(victim->first) +
           " to stop on its GPUs",
       logging::Level::kInfo, a.id());
@@ -654,7 +558,7 @@ void Agent::Impl::Launch(const v1::Assign& a, const LaunchSpec& spec, const Stat
       st.set_kind(v1::TaskStatus::STARTED);
       link->SendWith([&]() -> std::optional<v1::AgentMessage> {
         std::lock_guard<std::mutex> lock(mu);  // issue 39: never a start of the old cluster's
-        if (foreign.count({a.id(), a.attempt()}) > 0) return std::nullopt;
+        if (membership->IsOld({a.id(), a.attempt()})) return std::nullopt;
         v1::AgentMessage m;
         *m.mutable_status() = st;
         return m;
@@ -710,26 +614,6 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   return seen;
 }
 
-// NUMA node -> CPU list, from /sys/devices/system/node/node*/cpulist.
-static std::map<int, std::string> ReadNumaCpus() {
-  std::map<int, std::string> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("node", 0) != 0 || name.size() == 4) continue;
-    int node = -1;
-    try {
-      node = std::stoi(name.substr(4));
-    } catch (const std::exception&) {  // not nodeN
-      continue;
-    }
-    std::ifstream in(entry.path() / "cpulist");
-    std::string list;
-    if (std::getline(in, list) && !list.empty()) out[node] = list;
-  }
-  return out;
-}
-
 // What says a task failed for GPU memory: allocations the share library refused (its
 // ledger, <log>.gpumem) or an out-of-memory message of CUDA or of the library in the last
 // 64 KiB of its output; and the most it held at once on one device, from the ledger.
@@ -783,7 +667,7 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
     std::lock_guard<std::mutex> lock(mu);
     for (const TaskKey& key : unacked.Tasks()) keep.insert(key);
   }
-  const int removed = RemoveOldTaskFiles(
+  const int removed = env->RemoveOldTaskFiles(
       log_dir_fd.get(), clock.NowMs() - config.task_files_retention_ms, keep);
   if (removed > 0) {
     Log("removed " + std::to_string(removed) + " files of tasks that ended more than " +
@@ -792,7 +676,12 @@ void Agent::Impl::SweepTaskFiles(const std::vector<TaskKey>& running) {
 }
 
 void Agent::Impl::OnExit(const TaskExit& e) {
-  if (DropOldClusterExit(e)) return;
+  if (membership->DropOldExit(e)) {  // issue 39: the old cluster's, acknowledged here
+    std::lock_guard<std::mutex> lock(mu);
+    monitor->RemoveTask({e.id, e.attempt});
+    handover.Forget({e.id, e.attempt});
+    return;
+  }
   v1::TaskStatus st;
   st.set_id(e.id);
   st.set_attempt(e.attempt);
@@ -814,15 +703,7 @@ void Agent::Impl::OnExit(const TaskExit& e) {
   {
     std::lock_guard<std::mutex> lock(mu);
     measured = monitor->RemoveTask({e.id, e.attempt});
-    stopping.erase({e.id, e.attempt});
-    for (auto it = deferred.begin(); it != deferred.end();) {
-      if (StoppingOnGpusOf(*it)) {
-        ++it;
-      } else {
-        ready.push_back(std::move(*it));
-        it = deferred.erase(it);
-      }
-    }
+    ready = handover.OnExit({e.id, e.attempt});
   }
   MemoryEvidence memory =
       has_files ? ReadMemoryEvidence(log_dir_fd.get(), log) : MemoryEvidence{};
@@ -857,7 +738,7 @@ void Agent::Impl::ReportUnstarted(v1::TaskStatus st) {
     {
       std::lock_guard<std::mutex> lock(mu);
       // Issue 39: a launch of the old cluster's that failed: no new server hears of it.
-      if (foreign.erase({st.id(), st.attempt()}) > 0) return std::nullopt;
+      if (membership->ForgetOld({st.id(), st.attempt()})) return std::nullopt;
       unacked.Keep(st);
     }
     st.set_ended_ago_ms(EndedAgoMs(st, clock.NowMs()));
@@ -932,7 +813,7 @@ void Agent::Impl::FillLaunchFacts() {
   launch_facts.simulated_gpus = gpus->simulated();
   const char* inherited = std::getenv("LD_PRELOAD");
   launch_facts.agent_ld_preload = inherited != nullptr ? inherited : "";
-  launch_facts.numa_cpus = ReadNumaCpus();
+  launch_facts.numa_cpus = env->NumaCpus();
   launch_facts.log_max_bytes = config.log_max_size_bytes;
 }
 
@@ -944,23 +825,18 @@ Status Agent::Impl::OpenDataDir() {
     // Never in /tmp, where another user could create the name first (issue 35).
     config.data_dir = DefaultStateDir("agent-" + config.name);
   }
-  // Everything the agent trusts lives here: only its user may own or write it.
-  GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data-dir"));
-  std::error_code ec;
-  // Absolute, so the paths handed to the shims and shown in errors do not depend on the
-  // working directory.
-  const std::filesystem::path absolute = std::filesystem::absolute(config.data_dir, ec);
-  if (!ec) config.data_dir = absolute.lexically_normal().string();
-  log_dir = config.data_dir + "/logs";
+  GS_ASSIGN_OR_RETURN(DataDir dir, env->OpenDataDir(config.data_dir));
+  config.data_dir = std::move(dir.path);
+  log_dir = std::move(dir.log_dir);
+  log_dir_fd = std::move(dir.log_dir_fd);
   char host[256] = {};
   (void)gethostname(host, sizeof(host) - 1);
   instance = std::string(host) + "/" + std::to_string(getpid()) + "/" +
              std::to_string(clock.NowNs());
-  std::filesystem::create_directories(log_dir, ec);
-  if (ec) return InvalidArgument("data-dir: cannot create " + log_dir + ": " + ec.message());
-  GS_ASSIGN_OR_RETURN(log_dir_fd, OpenDirectory(log_dir));
-  cluster_files = ClusterIdentity(config.data_dir);
-  GS_ASSIGN_OR_RETURN(cluster_id, cluster_files.Read());
+  GS_ASSIGN_OR_RETURN(std::string cluster_id, env->ReadClusterId(config.data_dir));
+  cluster_host = std::make_unique<AgentClusterHost>(*this);
+  membership = std::make_unique<ClusterMembership>(*cluster_host, clock, std::move(cluster_id),
+                                                   config.data_dir + "/clusters");
   return Status::Ok();
 }
 

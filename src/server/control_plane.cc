@@ -584,8 +584,8 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   const core::Placement& at =
       a.rank == 0 ? *t->placement : t->gang_placements[static_cast<size_t>(a.rank - 1)];
   if (at.node != a.node) return false;
-  auto conn = connections_.find(a.node);
-  if (conn == connections_.end()) {
+  const std::shared_ptr<AgentChannel> conn = agents_.Channel(a.node);
+  if (conn == nullptr) {
     // DESIGN.md pipeline step 5: the bind failed; the reservation is released (FQ).
     (void)sched_->TaskFinished(a.task, a.attempt, -1, 0,
                                "bind failed: the agent of node " + a.node + " is not connected");
@@ -620,15 +620,15 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   if (!config_.AuthEnabled() && t->spec.user == "root") as->set_submitted_by_root(true);
   // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
   // (the assignment is then re-placed without counting a failure).
-  if (!conn->second->Send(std::move(m))) conn->second->Close();
+  if (!conn->Send(std::move(m))) conn->Close();
   return false;
 }
 
 bool ControlPlane::SendTo(const std::string& node, v1::ServerMessage m) {
-  auto conn = connections_.find(node);
-  if (conn == connections_.end()) return false;
-  if (conn->second->Send(std::move(m))) return true;
-  conn->second->Close();
+  const std::shared_ptr<AgentChannel> conn = agents_.Channel(node);
+  if (conn == nullptr) return false;
+  if (conn->Send(std::move(m))) return true;
+  conn->Close();
   return false;
 }
 

@@ -50,6 +50,7 @@
 // The agent side still speaks gpusched.v1 (RegisterNode, AgentMessage, ServerMessage,
 // TaskStatus) through AgentChannel; the client-facing API answers views (views.h).
 #include "server/agent_channel.h"
+#include "server/agent_registry.h"
 #include "server/change_log.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
@@ -239,10 +240,7 @@ class ControlPlane {
   void DisconnectAgents();
 
   // ---- probe daemon (CN115981827A claim 9) ----
-  struct ProbeTarget {
-    std::string node, address;
-    bool first = false;  // registered since the prober attached, no probe result yet
-  };
+  using ProbeTarget = AgentRegistry::ProbeTarget;
   // Connected nodes, by name; `first_only`: those waiting for their first probe.
   std::vector<ProbeTarget> ProbeTargets(bool first_only = false);
   void SetProbeResult(const std::string& node, bool reachable);
@@ -380,16 +378,9 @@ class ControlPlane {
   // Issue 40: the state of each task's last durable record (restored or committed), so a
   // read shows what a restart would find while a newer change waits for its commit.
   std::unordered_map<TaskId, core::TaskState> durable_state_;
-  std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
-  // Issue 37: the connected agent of each node: its instance id and where it connects from.
-  struct AgentInstance {
-    std::string instance, peer;
-  };
-  std::map<std::string, AgentInstance> instances_;
+  // The connected agents (their instances) and the probe results (agent_registry.h).
+  AgentRegistry agents_;  // guarded by mu_
   std::string eviction_hold_said_;  // the hold last logged ("" = none)
-  std::map<std::string, bool> probe_ok_;
-  std::function<void()> probe_wake_;   // the attached prober, or empty
-  std::set<std::string> probe_first_;  // registered, waiting for their first probe
   TokenTable tokens_;
 
   // ---- commit pipeline ----

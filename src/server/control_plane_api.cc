@@ -315,7 +315,7 @@ StatusOr<NodeView> ControlPlane::NodeViewOf(const std::string& node) const {
   for (const core::GpuState& g : v.node.gpus) {
     v.gpu_models.push_back(sched_->cluster().ModelName(g.model_id));
   }
-  v.connected = connections_.count(node) > 0;
+  v.connected = agents_.Connected(node);
   return v;
 }
 
@@ -456,8 +456,8 @@ ControlPlane::LogSource ControlPlane::WithAgentOf(std::string node, LogSource sr
   auto index = sched_->cluster().Find(node);
   if (index) src.address = sched_->cluster().node(*index).address;
   src.node = node;
-  if (auto conn = connections_.find(node); conn != connections_.end()) {
-    src.log_read_key = conn->second->LogReadKey();
+  if (std::shared_ptr<AgentChannel> conn = agents_.Channel(node)) {
+    src.log_read_key = conn->LogReadKey();
   }
   return src;
 }
@@ -474,21 +474,13 @@ uint64_t ControlPlane::WaitForChanges(uint64_t since, DurationMs timeout_ms,
 
 std::vector<ControlPlane::ProbeTarget> ControlPlane::ProbeTargets(bool first_only) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<ProbeTarget> out;
-  for (const core::NodeState& n : sched_->cluster().nodes()) {
-    const bool first = probe_first_.count(n.name) > 0;
-    if (connections_.count(n.name) > 0 && (first || !first_only)) {
-      out.push_back({n.name, n.address, first});
-    }
-  }
-  return out;
+  return agents_.ProbeTargets(sched_->cluster().nodes(), first_only);
 }
 
 void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    probe_ok_[node] = reachable;
-    probe_first_.erase(node);
+    agents_.SetProbeResult(node, reachable);
     UpdateReachable(node);
     StageChanges();
   }
@@ -497,12 +489,7 @@ void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
 
 void ControlPlane::AttachProber(std::function<void()> wake) {
   std::lock_guard<std::mutex> lock(mu_);
-  probe_wake_ = std::move(wake);
-  if (!probe_wake_) {  // nobody will probe them: back to trusting the connection
-    const std::set<std::string> waiting = std::move(probe_first_);
-    probe_first_.clear();
-    for (const std::string& node : waiting) UpdateReachable(node);
-  }
+  for (const std::string& node : agents_.AttachProber(std::move(wake))) UpdateReachable(node);
 }
 
 // ---------------------------------------------------------------- metrics

@@ -101,7 +101,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
       if (t.state == core::TaskState::kAssigned) (void)sched_->TaskStarted(id, t.attempts);
       continue;
     }
-    if (held_assigns_.count({key.first, key.second, node}) > 0) continue;  // not sent yet
+    if (pipeline_.AssignHeld(key.first, key.second, node)) continue;  // not sent yet
     (void)sched_->AssignmentLost(
         id, t.attempts,
         "requeued: the agent of node " + node + " does not run attempt " +
@@ -164,20 +164,15 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
                                                EndedAt(st), learn, st.out_of_memory()});
   if (!elsewhere && s.ok() && learn && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
       t->spec.profile) {
-    pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
+    pipeline_.pending().peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
     logging::Warn("server", "exit not applied: " + s.ToString(), logging::TaskF(st.id(), node));
   }
   // Acknowledged once the record it changed is durable, so the agent keeps it in its journal
   // until then. A repeated or stale report changed nothing and is acknowledged as well.
-  Outbound ack;
-  ack.commit = StageChanges();
-  ack.kind = Outbound::Kind::kAck;
-  ack.channel = channel;
-  ack.task = st.id();
-  ack.attempt = st.attempt();
-  held_.push_back(std::move(ack));
+  StageChanges();
+  pipeline_.HoldAck(channel, st.id(), st.attempt());
 }
 
 void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage& m,
@@ -328,7 +323,7 @@ bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMe
     kick = true;  // capacity freed, or a record (and its ack) to commit
   }
   StageChanges();
-  kick = kick || !pending_.empty() || (!held_.empty() && held_.front().commit > durable_);
+  kick = kick || pipeline_.HasWork();
   return kick;
 }
 

@@ -18,8 +18,8 @@ std::string Joined(const std::vector<std::string>& keys) {
 StatusOr<std::vector<TaskId>> ControlPlane::RemoveNode(const std::string& node, bool force) {
   std::unique_lock<std::mutex> lock(mu_);
   GS_ASSIGN_OR_RETURN(std::vector<TaskId> requeued, sched_->RemoveNode(node, force));
-  pending_.nodes.erase(node);
-  pending_.removed_nodes.insert(node);
+  pipeline_.pending().nodes.erase(node);
+  pipeline_.pending().removed_nodes.insert(node);
   agents_.ForgetProbes(node);
   // The requeued tasks' records and the deletion, then the kills (sent while the agent is
   // still connected, by the commit that makes them durable).

@@ -28,7 +28,6 @@
 
 #include <array>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>

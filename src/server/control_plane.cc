@@ -17,8 +17,6 @@
 namespace gpusched::server {
 namespace {
 
-// Change-log entries kept for Watch; a watcher further behind gets every task again.
-constexpr DurationMs kFirstRetryMs = 50;
 // A gang's MASTER_PORT: torchrun's default port plus the task id modulo the range.
 constexpr uint64_t kGangPortBase = 29500;
 constexpr uint64_t kGangPorts = 1000;
@@ -261,7 +259,7 @@ void ControlPlane::AbandonSubmissions() {
   }
   // A commit in flight may carry some: they are answered by its end, the rest withdrawn here
   // so that no later commit (another caller's) stores a task its submitter was told is not.
-  commit_cv_.wait(lock, [&] { return !committing_; });
+  commit_cv_.wait(lock, [&] { return !pipeline_.committing(); });
   for (auto& [first, a] : awaiting_commit_) {
     for (TaskId id : ConsecutiveIds(first, a.count)) Forget(id);
     answers_.emplace_back(std::move(a.done),
@@ -345,9 +343,7 @@ void ControlPlane::RunOnce() {
                                    FormatDurationMs(config_.idle_after_ms));
   }
   StageChanges();
-  const bool unsent = !held_.empty() && held_.front().commit > durable_;
-  const bool backoff = consecutive_failures_ > 0 && clock_.MonoMs() < next_retry_ms_;
-  if (!committing_ && !backoff && (!pending_.empty() || unsent)) LeadCommit(lock);
+  if (pipeline_.ShouldLead()) LeadCommit(lock);
   ApplyRetention();  // after the commit: what it made durable may leave memory now
   AnswerSubmissions(lock);  // refused ones (the spec's errors) when nothing was committed
 }
@@ -355,7 +351,7 @@ void ControlPlane::RunOnce() {
 // ---------------------------------------------------------------- flush and commit
 
 uint64_t ControlPlane::StageChanges() {
-  const uint64_t seq = next_commit_;  // the commit that will carry what is queued now
+  const uint64_t seq = pipeline_.next_commit();  // the commit that will carry what is queued now
   std::vector<core::Action> actions = sched_->TakeActions();
   for (const core::Action& a : actions) {
     if (a.kind != core::Action::Kind::kAssign) continue;
@@ -371,28 +367,18 @@ uint64_t ControlPlane::StageChanges() {
     auto [it, fresh] = persisted_.try_emplace(id, print);
     if (!fresh && it->second == print) continue;
     it->second = print;
-    pending_.tasks.insert(id);
+    pipeline_.pending().tasks.insert(id);
     changes_.Add(id.value());
   }
   if (changes_.Seal()) changes_cv_.notify_all();
-  for (core::Action& a : actions) {
-    Outbound o;
-    o.commit = seq;
-    o.kind = a.kind == core::Action::Kind::kAssign ? Outbound::Kind::kAssign
-                                                    : Outbound::Kind::kKill;
-    if (o.kind == Outbound::Kind::kAssign) {
-      held_assigns_.insert({a.task.value(), a.attempt, a.node});
-    }
-    o.action = std::move(a);
-    held_.push_back(std::move(o));
-  }
+  for (core::Action& a : actions) pipeline_.HoldAction(std::move(a));  // until `seq` is durable
   return seq;
 }
 
 Status ControlPlane::CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t seq) {
-  while (durable_ < seq) {
-    if (last_failed_ >= seq) return last_failure_;
-    if (!committing_) {
+  while (!pipeline_.IsDurable(seq)) {
+    if (std::optional<Status> failed = pipeline_.FailureOf(seq)) return *failed;
+    if (!pipeline_.committing()) {
       LeadCommit(lock);
     } else {
       commit_cv_.wait(lock);
@@ -404,31 +390,26 @@ Status ControlPlane::CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t 
 // One group commit: everything queued so far, written with mu_ released so that decisions
 // and other callers go on meanwhile (what they change rides in the next commit).
 void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
-  committing_ = true;
-  const uint64_t seq = next_commit_++;
-  PendingWrite w = std::move(pending_);
-  pending_ = PendingWrite();
+  CommitPipeline::Started commit = pipeline_.Begin();
   std::vector<TaskId> submissions;
-  store::WriteBatch batch = BuildBatch(w, submissions);
-  in_flight_ = w.tasks;
+  store::WriteBatch batch = BuildBatch(commit.write, submissions);
   lock.unlock();
   const int64_t t0 = clock_.NowNs();
   Status s = batch.empty() ? Status::Ok() : store_->Commit(batch);
   const int64_t t1 = clock_.NowNs();
   lock.lock();
-  committing_ = false;
-  in_flight_.clear();
   if (!batch.empty()) commit_seconds_.Observe((t1 - t0) * 1e-9);
   if (s.ok()) {
+    pipeline_.Committed(commit.seq);
     for (const store::TaskRecord& r : batch.tasks) {
       if (sched_->GetTask(r.task.id) != nullptr) durable_state_[r.task.id] = r.task.state;
     }
-    OnCommitted(seq, submissions);
+    OnCommitted(submissions);
   } else {
-    OnCommitFailed(seq, s, std::move(w), submissions);
+    OnCommitFailed(commit.seq, s, std::move(commit.write), submissions);
   }
   commit_cv_.notify_all();
-  if (!pending_.empty() || (!held_.empty() && held_.front().commit > durable_)) Kick();
+  if (pipeline_.HasWork()) Kick();
   AnswerSubmissions(lock);
 }
 
@@ -474,9 +455,7 @@ store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
   return batch;
 }
 
-void ControlPlane::OnCommitted(uint64_t seq, const std::vector<TaskId>& submissions) {
-  durable_ = std::max(durable_, seq);
-  consecutive_failures_ = 0;
+void ControlPlane::OnCommitted(const std::vector<TaskId>& submissions) {
   bool released = false;
   for (TaskId id : submissions) {
     if (sched_->IsHeld(id)) released = sched_->Release(id).ok() || released;  // may run now
@@ -497,17 +476,7 @@ void ControlPlane::OnCommitted(uint64_t seq, const std::vector<TaskId>& submissi
 void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
                                   const std::vector<TaskId>& submissions) {
   ++store_errors_;
-  ++consecutive_failures_;
-  last_failed_ = seq;
-  last_failure_ = s;
-  const DurationMs backoff = std::min<DurationMs>(
-      config_.store_retry_max_ms, kFirstRetryMs << std::min(consecutive_failures_ - 1, 16));
-  next_retry_ms_ = clock_.MonoMs() + backoff;
-  logging::Error("store", "commit failed (" + s.ToString() + "); " +
-                              std::to_string(submissions.size()) +
-                              " submissions refused, other changes retried in " +
-                              std::to_string(backoff) + " ms");
-  std::set<TaskId> posted;  // the ids of posted requests (answered here, not withdrawn_)
+  std::set<TaskId> posted;  // the ids of posted requests (answered here, not Withdrawn)
   for (TaskId id : submissions) {
     auto [from, to] = awaiting_commit_.equal_range(id);
     for (auto a = from; a != to; ++a) {
@@ -523,28 +492,22 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
     if (std::optional<std::string> key = recent_keys_.Withdraw(id)) w.keys.erase(*key);
     w.tasks.erase(id);
     Forget(id);
-    if (posted.count(id) == 0) withdrawn_[id] = s;  // for its synchronous submitter
+    if (posted.count(id) == 0) pipeline_.Withdrawn(id, s);  // for its synchronous submitter
   }
-  pending_.tasks.insert(w.tasks.begin(), w.tasks.end());
-  for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
-  for (const std::string& name : w.removed_nodes) {  // unless registered again since
-    if (pending_.nodes.count(name) == 0) pending_.removed_nodes.insert(name);
-  }
-  pending_.keys.insert(w.keys.begin(), w.keys.end());
-  pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
-  pending_.tokens.insert(w.tokens.begin(), w.tokens.end());  // newer (already pending) wins
-  for (auto& [team, q] : w.quotas) pending_.quotas.emplace(team, std::move(q));  // newer wins
+  // The rest rides in the next commit; the messages that wait for it stay held.
+  const DurationMs backoff = pipeline_.Failed(seq, s, std::move(w));
+  logging::Error("store", "commit failed (" + s.ToString() + "); " +
+                              std::to_string(submissions.size()) +
+                              " submissions refused, other changes retried in " +
+                              std::to_string(backoff) + " ms");
 }
 
 // Sends every held message whose commit is durable, in the order the decisions were made.
 void ControlPlane::ReleaseHeld() {
   bool changed = false;
-  while (!held_.empty() && held_.front().commit <= durable_) {
-    Outbound o = std::move(held_.front());
-    held_.pop_front();
+  for (Outbound& o : pipeline_.TakeReleasable()) {
     switch (o.kind) {
       case Outbound::Kind::kAssign:
-        held_assigns_.erase({o.action.task.value(), o.action.attempt, o.action.node});
         changed |= SendAssign(o.action);
         break;
       case Outbound::Kind::kKill: {
@@ -584,8 +547,8 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   const core::Placement& at =
       a.rank == 0 ? *t->placement : t->gang_placements[static_cast<size_t>(a.rank - 1)];
   if (at.node != a.node) return false;
-  auto conn = connections_.find(a.node);
-  if (conn == connections_.end()) {
+  const std::shared_ptr<AgentChannel> conn = agents_.Channel(a.node);
+  if (conn == nullptr) {
     // DESIGN.md pipeline step 5: the bind failed; the reservation is released (FQ).
     (void)sched_->TaskFinished(a.task, a.attempt, -1, 0,
                                "bind failed: the agent of node " + a.node + " is not connected");
@@ -620,15 +583,15 @@ bool ControlPlane::SendAssign(const core::Action& a) {
   if (!config_.AuthEnabled() && t->spec.user == "root") as->set_submitted_by_root(true);
   // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
   // (the assignment is then re-placed without counting a failure).
-  if (!conn->second->Send(std::move(m))) conn->second->Close();
+  if (!conn->Send(std::move(m))) conn->Close();
   return false;
 }
 
 bool ControlPlane::SendTo(const std::string& node, v1::ServerMessage m) {
-  auto conn = connections_.find(node);
-  if (conn == connections_.end()) return false;
-  if (conn->second->Send(std::move(m))) return true;
-  conn->second->Close();
+  const std::shared_ptr<AgentChannel> conn = agents_.Channel(node);
+  if (conn == nullptr) return false;
+  if (conn->Send(std::move(m))) return true;
+  conn->Close();
   return false;
 }
 
@@ -648,7 +611,7 @@ void ControlPlane::Forget(TaskId id) {
   last_gang_.erase(id);
   persisted_.erase(id);
   durable_state_.erase(id);
-  pending_.tasks.erase(id);
+  pipeline_.pending().tasks.erase(id);
 }
 
 // Finished tasks leave memory, oldest first, once over the count or past the age, and only
@@ -660,9 +623,7 @@ void ControlPlane::ApplyRetention() {
                           const TaskId id(raw);
                           const core::Task* t = sched_->GetTask(id);
                           if (t == nullptr || !core::IsTerminal(t->state)) return Retire::kGone;
-                          if (pending_.tasks.count(id) > 0 || in_flight_.count(id) > 0) {
-                            return Retire::kWait;
-                          }
+                          if (pipeline_.Unstored(id)) return Retire::kWait;
                           Forget(id);
                           return Retire::kRetired;
                         });

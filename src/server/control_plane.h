@@ -28,7 +28,6 @@
 
 #include <array>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -50,7 +49,9 @@
 // The agent side still speaks gpusched.v1 (RegisterNode, AgentMessage, ServerMessage,
 // TaskStatus) through AgentChannel; the client-facing API answers views (views.h).
 #include "server/agent_channel.h"
+#include "server/agent_registry.h"
 #include "server/change_log.h"
+#include "server/commit_pipeline.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
 #include "server/stream_limits.h"
@@ -239,10 +240,7 @@ class ControlPlane {
   void DisconnectAgents();
 
   // ---- probe daemon (CN115981827A claim 9) ----
-  struct ProbeTarget {
-    std::string node, address;
-    bool first = false;  // registered since the prober attached, no probe result yet
-  };
+  using ProbeTarget = AgentRegistry::ProbeTarget;
   // Connected nodes, by name; `first_only`: those waiting for their first probe.
   std::vector<ProbeTarget> ProbeTargets(bool first_only = false);
   void SetProbeResult(const std::string& node, bool reachable);
@@ -277,29 +275,9 @@ class ControlPlane {
   void NodeMetrics(std::string& out);
   // Stores a freshly minted token (CreateToken, CreateAgentToken).
   StatusOr<MintedToken> StoreToken(MintedToken m);
-  // A message for an agent that waits until commit `commit` is durable.
-  struct Outbound {
-    uint64_t commit = 0;
-    enum class Kind { kAssign, kKill, kAck } kind = Kind::kAssign;
-    core::Action action;                    // kAssign, kKill
-    std::weak_ptr<AgentChannel> channel;    // kAck: the connection that reported the exit
-    uint64_t task = 0;                      // kAck
-    int64_t attempt = 0;                    // kAck
-  };
-  // What the next commit carries.
-  struct PendingWrite {
-    std::set<TaskId> tasks;                  // records encoded when the commit starts
-    std::map<std::string, store::NodeRecord> nodes;
-    std::set<std::string> removed_nodes;     // `node rm`; a name is in one of the two at most
-    std::map<std::string, uint64_t> keys;
-    std::set<core::MemoryProfile> peaks;
-    std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
-    std::map<std::string, std::optional<core::TeamQuota>> quotas;  // nullopt = `quota rm`
-    bool empty() const {
-      return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
-             peaks.empty() && tokens.empty() && quotas.empty();
-    }
-  };
+  // A message for an agent that waits for a commit, and what the next commit carries.
+  using Outbound = CommitPipeline::Outbound;
+  using PendingWrite = CommitPipeline::PendingWrite;
 
   ControlPlane(const ServerConfig& config, Clock& clock, std::unique_ptr<store::StateStore> store,
                std::unique_ptr<ThreadPool> filter_pool,
@@ -332,7 +310,7 @@ class ControlPlane {
   Status CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t seq);
   void LeadCommit(std::unique_lock<std::mutex>& lock);
   store::WriteBatch BuildBatch(const PendingWrite& w, std::vector<TaskId>& submissions);
-  void OnCommitted(uint64_t seq, const std::vector<TaskId>& submissions);
+  void OnCommitted(const std::vector<TaskId>& submissions);
   void OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
                       const std::vector<TaskId>& submissions);
   void ReleaseHeld();
@@ -380,36 +358,18 @@ class ControlPlane {
   // Issue 40: the state of each task's last durable record (restored or committed), so a
   // read shows what a restart would find while a newer change waits for its commit.
   std::unordered_map<TaskId, core::TaskState> durable_state_;
-  std::map<std::string, std::shared_ptr<AgentChannel>> connections_;
-  // Issue 37: the connected agent of each node: its instance id and where it connects from.
-  struct AgentInstance {
-    std::string instance, peer;
-  };
-  std::map<std::string, AgentInstance> instances_;
+  // The connected agents (their instances) and the probe results (agent_registry.h).
+  AgentRegistry agents_;  // guarded by mu_
   std::string eviction_hold_said_;  // the hold last logged ("" = none)
-  std::map<std::string, bool> probe_ok_;
-  std::function<void()> probe_wake_;   // the attached prober, or empty
-  std::set<std::string> probe_first_;  // registered, waiting for their first probe
   TokenTable tokens_;
 
   // ---- commit pipeline ----
-  PendingWrite pending_;
+  // What the next commit carries, the held messages, the retry backoff (commit_pipeline.h).
+  CommitPipeline pipeline_{clock_, config_.store_retry_max_ms};  // guarded by mu_
   // Idempotency keys seen lately (recent_keys.h): a retry racing the first submission's
   // commit finds it without the store; older keys are looked up in the store.
   static constexpr size_t kRecentKeys = 100'000;
   RecentKeys recent_keys_{kRecentKeys};
-  std::map<TaskId, Status> withdrawn_;       // submissions whose commit failed (for waiters)
-  uint64_t next_commit_ = 1;                 // the commit that will carry pending_
-  uint64_t durable_ = 0;                     // every commit <= durable_ succeeded
-  uint64_t last_failed_ = 0;                 // the last commit that failed
-  Status last_failure_ = Status::Ok();
-  bool committing_ = false;
-  std::set<TaskId> in_flight_;               // tasks of the commit being written
-  std::deque<Outbound> held_;                // ascending commit
-  // (task, attempt, node) of the assignments not yet sent (a gang has one per rank's node).
-  std::set<std::tuple<uint64_t, int64_t, std::string>> held_assigns_;
-  int consecutive_failures_ = 0;
-  TimeMs next_retry_ms_ = 0;
 
   // The in-memory index (live and retained tasks), O(states) counters and the retention
   // order (task_index.h); which tasks changed in which version, for Watch (change_log.h).

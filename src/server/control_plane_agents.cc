@@ -37,26 +37,20 @@ core::ExecutorStatus ExecutorStatusFromProto(v1::TaskRef::ExecutorStatus s) {
 }  // namespace
 
 void ControlPlane::UpdateReachable(const std::string& node) {
-  auto probe = probe_ok_.find(node);
-  const bool ok = connections_.count(node) > 0 && probe_first_.count(node) == 0 &&
-                  (probe == probe_ok_.end() || probe->second);
-  (void)sched_->SetNodeReachable(node, ok);
+  (void)sched_->SetNodeReachable(node, agents_.Reachable(node));
 }
 
 Status ControlPlane::AdmitAgent(const v1::RegisterNode& reg) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto known = instances_.find(reg.name());
+  const std::optional<std::string> peer = agents_.OtherInstancePeer(reg.name(),
+                                                                     reg.agent_instance());
   const auto index = sched_->cluster().Find(reg.name());
-  if (reg.agent_instance().empty() || known == instances_.end() || !index ||
-      known->second.instance.empty() || known->second.instance == reg.agent_instance() ||
-      connections_.count(reg.name()) == 0) {
-    return Status::Ok();
-  }
+  if (!peer || !index) return Status::Ok();
   const core::NodeState& n = sched_->cluster().node(*index);
   const DurationMs silent = sched_->NowMs() - n.last_heartbeat_ms;
   if (!n.available || silent > sched_->config().node_timeout_ms) return Status::Ok();
   return AlreadyExists("node " + reg.name() + " is alive: another agent serves it (address " +
-                       n.address + ", connected from " + known->second.peer +
+                       n.address + ", connected from " + *peer +
                        ", heard from " + FormatDurationMs(silent) +
                        " ago); this agent is refused until that node falls silent for " +
                        FormatDurationMs(sched_->config().node_timeout_ms));
@@ -68,18 +62,11 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
   {
     std::lock_guard<std::mutex> lock(mu_);
     GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
-    auto old = connections_.find(spec.name);
     // Close never waits (the old connection's write may wait for a hung peer): its call is
     // cancelled, and the link's queue ends it.
-    if (old != connections_.end() && old->second != channel) old->second->Close();
-    instances_[spec.name] = {reg.agent_instance(), channel->Peer()};
-    connections_[spec.name] = std::move(channel);
-    probe_ok_.erase(spec.name);
-    // CN115981827A claim 9: with a probe daemon, the node's address is probed before the node
-    // gets its first task; without one, the fresh connection proves it for now.
-    if (probe_wake_) {
-      probe_first_.insert(spec.name);
-      probe_wake_();
+    if (std::shared_ptr<AgentChannel> old =
+            agents_.Register(spec.name, reg.agent_instance(), std::move(channel))) {
+      old->Close();
     }
     UpdateReachable(spec.name);
     Reconcile(spec.name, reg);
@@ -96,7 +83,7 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
 // other tasks there) is reconciled as if it ran nothing and kept no exit; it stops that
 // cluster's tasks itself once it has this one's id (Registered.cluster_id).
 void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& reg) {
-  const std::shared_ptr<AgentChannel> channel = connections_[node];
+  const std::shared_ptr<AgentChannel> channel = agents_.Channel(node);
   std::set<std::pair<uint64_t, int64_t>> running;
   core::NodeHeartbeat hb{node, {}, {}, {}};
   if (!FromAnotherCluster(node, reg)) {
@@ -114,7 +101,7 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
       if (t.state == core::TaskState::kAssigned) (void)sched_->TaskStarted(id, t.attempts);
       continue;
     }
-    if (held_assigns_.count({key.first, key.second, node}) > 0) continue;  // not sent yet
+    if (pipeline_.AssignHeld(key.first, key.second, node)) continue;  // not sent yet
     (void)sched_->AssignmentLost(
         id, t.attempts,
         "requeued: the agent of node " + node + " does not run attempt " +
@@ -177,20 +164,15 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
                                                EndedAt(st), learn, st.out_of_memory()});
   if (!elsewhere && s.ok() && learn && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
       t->spec.profile) {
-    pending_.peaks.insert(*t->spec.profile);  // the aggregate the table just updated
+    pipeline_.pending().peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
     logging::Warn("server", "exit not applied: " + s.ToString(), logging::TaskF(st.id(), node));
   }
   // Acknowledged once the record it changed is durable, so the agent keeps it in its journal
   // until then. A repeated or stale report changed nothing and is acknowledged as well.
-  Outbound ack;
-  ack.commit = StageChanges();
-  ack.kind = Outbound::Kind::kAck;
-  ack.channel = channel;
-  ack.task = st.id();
-  ack.attempt = st.attempt();
-  held_.push_back(std::move(ack));
+  StageChanges();
+  pipeline_.HoldAck(channel, st.id(), st.attempt());
 }
 
 void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage& m,
@@ -257,7 +239,7 @@ bool ControlPlane::ApplyPostedLocked() {
   auto [posted, submissions] = inbox_.Take();
   bool kick = false;
   for (const PostedMessage& p : posted) {
-    // A closed channel is no longer in connections_: the message would be dropped below.
+    // A closed channel is no longer the node's agent: the message would be dropped below.
     if (std::shared_ptr<AgentChannel> channel = p.channel.lock()) {
       kick = AgentMessageLocked(p.node, p.message, channel) || kick;
     }
@@ -307,8 +289,7 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
 bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
                                       const std::shared_ptr<AgentChannel>& channel) {
   bool kick = false;
-  auto current = connections_.find(node);
-  if (current == connections_.end() || current->second != channel) return false;  // replaced
+  if (!agents_.IsCurrent(node, channel.get())) return false;  // replaced
   if (m.has_heartbeat()) {
     core::NodeHeartbeat hb;
     hb.node = node;
@@ -342,7 +323,7 @@ bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMe
     kick = true;  // capacity freed, or a record (and its ack) to commit
   }
   StageChanges();
-  kick = kick || !pending_.empty() || (!held_.empty() && held_.front().commit > durable_);
+  kick = kick || pipeline_.HasWork();
   return kick;
 }
 
@@ -351,10 +332,7 @@ void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel
   {
     std::lock_guard<std::mutex> lock(mu_);
     kick = ApplyPostedLocked();  // what the agent said before it went
-    auto it = connections_.find(node);
-    if (it != connections_.end() && it->second.get() == channel) {  // else replaced already
-      connections_.erase(it);
-      instances_.erase(node);
+    if (agents_.Disconnected(node, channel)) {  // else replaced already
       UpdateReachable(node);
       StageChanges();
     }
@@ -366,7 +344,7 @@ void ControlPlane::DisconnectAgents() {
   std::map<std::string, std::shared_ptr<AgentChannel>> connections;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    connections.swap(connections_);
+    connections = agents_.TakeAll();
   }
   for (auto& [node, channel] : connections) channel->Close();  // never blocks
 }

@@ -34,7 +34,7 @@ TaskView ControlPlane::ViewOf(store::TaskRecord r) {
 }
 
 std::optional<core::TaskState> ControlPlane::StoredStateIfBehind(const core::Task& t) const {
-  if (pending_.tasks.count(t.id) == 0 && in_flight_.count(t.id) == 0) return std::nullopt;
+  if (!pipeline_.Unstored(t.id)) return std::nullopt;
   auto d = durable_state_.find(t.id);
   if (d == durable_state_.end() || d->second == t.state) return std::nullopt;
   return d->second;
@@ -93,7 +93,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
                                         : recent_keys_.Find(idempotency_key)) {
     const TaskId first = *known;  // a retry: wait for the first submission's commit
     while (sched_->IsHeld(first)) {
-      if (!committing_) {
+      if (!pipeline_.committing()) {
         LeadCommit(lock);
       } else {
         commit_cv_.wait(lock);
@@ -121,10 +121,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
   (void)CommitThrough(lock, seq);
   std::optional<std::string> why;
   for (TaskId id : ids) {  // one commit carried them all: all stored, or all withdrawn
-    if (auto w = withdrawn_.find(id); w != withdrawn_.end()) {
-      why = w->second.message();
-      withdrawn_.erase(w);
-    }
+    if (std::optional<Status> w = pipeline_.TakeWithdrawn(id)) why = w->message();
   }
   if (why) {
     return NotStored("task not stored (" + *why + "); nothing was queued: submit again");
@@ -143,7 +140,7 @@ std::vector<TaskId> ControlPlane::ConsecutiveIds(TaskId first, size_t n) {
 }
 
 void ControlPlane::RememberKeyLocked(const std::string& key, TaskId first) {
-  pending_.keys[key] = first.value();
+  pipeline_.pending().keys[key] = first.value();
   recent_keys_.Remember(key, first);
 }
 
@@ -315,7 +312,7 @@ StatusOr<NodeView> ControlPlane::NodeViewOf(const std::string& node) const {
   for (const core::GpuState& g : v.node.gpus) {
     v.gpu_models.push_back(sched_->cluster().ModelName(g.model_id));
   }
-  v.connected = connections_.count(node) > 0;
+  v.connected = agents_.Connected(node);
   return v;
 }
 
@@ -348,8 +345,8 @@ void ControlPlane::QueueNode(const std::string& node) {
   r.spec.taints = n.taints;
   r.cordoned = n.cordoned;
   r.draining = n.draining;
-  pending_.nodes[node] = std::move(r);
-  pending_.removed_nodes.erase(node);  // registered again after a `node rm`
+  pipeline_.pending().nodes[node] = std::move(r);
+  pipeline_.pending().removed_nodes.erase(node);  // registered again after a `node rm`
 }
 
 StatusOr<NodeView> ControlPlane::ChangeNode(const std::string& node,
@@ -456,8 +453,8 @@ ControlPlane::LogSource ControlPlane::WithAgentOf(std::string node, LogSource sr
   auto index = sched_->cluster().Find(node);
   if (index) src.address = sched_->cluster().node(*index).address;
   src.node = node;
-  if (auto conn = connections_.find(node); conn != connections_.end()) {
-    src.log_read_key = conn->second->LogReadKey();
+  if (std::shared_ptr<AgentChannel> conn = agents_.Channel(node)) {
+    src.log_read_key = conn->LogReadKey();
   }
   return src;
 }
@@ -474,21 +471,13 @@ uint64_t ControlPlane::WaitForChanges(uint64_t since, DurationMs timeout_ms,
 
 std::vector<ControlPlane::ProbeTarget> ControlPlane::ProbeTargets(bool first_only) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<ProbeTarget> out;
-  for (const core::NodeState& n : sched_->cluster().nodes()) {
-    const bool first = probe_first_.count(n.name) > 0;
-    if (connections_.count(n.name) > 0 && (first || !first_only)) {
-      out.push_back({n.name, n.address, first});
-    }
-  }
-  return out;
+  return agents_.ProbeTargets(sched_->cluster().nodes(), first_only);
 }
 
 void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    probe_ok_[node] = reachable;
-    probe_first_.erase(node);
+    agents_.SetProbeResult(node, reachable);
     UpdateReachable(node);
     StageChanges();
   }
@@ -497,12 +486,7 @@ void ControlPlane::SetProbeResult(const std::string& node, bool reachable) {
 
 void ControlPlane::AttachProber(std::function<void()> wake) {
   std::lock_guard<std::mutex> lock(mu_);
-  probe_wake_ = std::move(wake);
-  if (!probe_wake_) {  // nobody will probe them: back to trusting the connection
-    const std::set<std::string> waiting = std::move(probe_first_);
-    probe_first_.clear();
-    for (const std::string& node : waiting) UpdateReachable(node);
-  }
+  for (const std::string& node : agents_.AttachProber(std::move(wake))) UpdateReachable(node);
 }
 
 // ---------------------------------------------------------------- metrics
@@ -519,7 +503,7 @@ StatusOr<core::TeamQuota> ControlPlane::SetQuota(core::TeamQuota quota, bool kee
   if (quota.max_priority.empty()) quota.max_priority = current.max_priority;
   if (quota.max_priority == "none") quota.max_priority.clear();
   GS_RETURN_IF_ERROR(sched_->SetQuota(quota));  // validates
-  pending_.quotas[quota.team] = quota;
+  pipeline_.pending().quotas[quota.team] = quota;
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   lock.unlock();
   Kick();  // a pass under the new quota
@@ -532,7 +516,7 @@ Status ControlPlane::RemoveQuota(const std::string& team) {
     return NotFound("team: \"" + team + "\" has no quota (gpusched quota ls lists the teams)");
   }
   sched_->RemoveQuota(team);
-  pending_.quotas[team] = std::nullopt;
+  pipeline_.pending().quotas[team] = std::nullopt;
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   lock.unlock();
   Kick();  // a pass without the quota
@@ -593,7 +577,7 @@ StatusOr<LearnedProfileView> ControlPlane::RemoveLearnedProfile(const std::strin
   }
   LearnedProfileView removed = LearnedProfileOf(*found, table.learned().at(*found), table);
   table.Forget(*found);
-  pending_.peaks.insert(*found);  // stored as forgotten
+  pipeline_.pending().peaks.insert(*found);  // stored as forgotten
   GS_RETURN_IF_ERROR(CommitThrough(lock, StageChanges()));
   if (auto est = table.Estimate(*found); est.ok()) removed.estimate_mib = est->mib;
   return removed;

@@ -18,18 +18,13 @@ std::string Joined(const std::vector<std::string>& keys) {
 StatusOr<std::vector<TaskId>> ControlPlane::RemoveNode(const std::string& node, bool force) {
   std::unique_lock<std::mutex> lock(mu_);
   GS_ASSIGN_OR_RETURN(std::vector<TaskId> requeued, sched_->RemoveNode(node, force));
-  pending_.nodes.erase(node);
-  pending_.removed_nodes.insert(node);
-  probe_ok_.erase(node);
-  probe_first_.erase(node);
+  pipeline_.pending().nodes.erase(node);
+  pipeline_.pending().removed_nodes.insert(node);
+  agents_.ForgetProbes(node);
   // The requeued tasks' records and the deletion, then the kills (sent while the agent is
   // still connected, by the commit that makes them durable).
   Status stored = CommitThrough(lock, StageChanges());
-  if (auto c = connections_.find(node); c != connections_.end()) {
-    c->second->Close();
-    connections_.erase(c);
-  }
-  instances_.erase(node);
+  if (std::shared_ptr<AgentChannel> channel = agents_.Remove(node)) channel->Close();
   logging::Info("server",
                 "node " + node + " removed" +
                     (requeued.empty() ? "" : " (" + std::to_string(requeued.size()) +

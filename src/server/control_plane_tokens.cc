@@ -50,15 +50,14 @@ StatusOr<MintedToken> ControlPlane::StoreToken(MintedToken m) {
   std::unique_lock<std::mutex> lock(mu_);
   const std::string id = m.record.id;
   tokens_.Put(m.record);  // nobody knows the secret before this returns
-  pending_.tokens[id] = m.record;
+  pipeline_.pending().tokens[id] = m.record;
   const uint64_t seq = StageChanges();
   if (Status s = CommitThrough(lock, seq); !s.ok()) {
-    // The failed commit put the record back into pending_: take it out, or a retry would
+    // The failed commit staged the record again: take it out, or a retry would
     // store a token that nobody was given.
     tokens_.Remove(id);
-    if (auto it = pending_.tokens.find(id); it != pending_.tokens.end() && it->second) {
-      pending_.tokens.erase(it);
-    }
+    auto& staged = pipeline_.pending().tokens;
+    if (auto it = staged.find(id); it != staged.end() && it->second) staged.erase(it);
     return NotStored("token not stored (" + s.message() + "); nothing was created: try again");
   }
   return m;
@@ -75,7 +74,7 @@ StatusOr<store::TokenRecord> ControlPlane::RevokeToken(const std::string& id) {
   if (found == nullptr) return NotFound("token " + id + ": no such token (see `gpusched token ls`)");
   store::TokenRecord r = *found;
   tokens_.Remove(id);  // refused from now on, stored or not
-  pending_.tokens[id] = std::nullopt;
+  pipeline_.pending().tokens[id] = std::nullopt;
   const uint64_t seq = StageChanges();
   if (Status s = CommitThrough(lock, seq); !s.ok()) {
     return NotStored("token " + id + ": revoked on this server, but the revocation is not "

@@ -1,0 +1,135 @@
+#pragma once
+// CommitPipeline (issue 40: split out of ControlPlane): the books of the control plane's
+// group commits (DESIGN.md "State", persist before act). It numbers the commits, keeps what
+// the next one carries (PendingWrite), the messages for agents that wait for the commit of
+// the record explaining them (released in the order they were held, once that commit is
+// durable), the submissions a failed commit withdrew, and the retry backoff after failures,
+// measured on the monotonic clock it is given.
+//
+// One commit at a time: Begin takes everything staged so far; what is staged meanwhile rides
+// in the next one. A failed commit's writes are staged again (what was staged since wins)
+// and its messages stay held. The store write, the locking and what a commit means for the
+// scheduler are the control plane's.
+//
+// Thread-safety: none. ControlPlane calls it under its lock (ControlPlane::mu_) only; the
+// store write between Begin and Committed/Failed happens with that lock released.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/status.h"
+#include "base/units.h"
+#include "core/scheduler.h"
+#include "server/agent_channel.h"
+#include "store/state_store.h"
+
+namespace gpusched::server {
+
+class CommitPipeline {
+ public:
+  // What the next commit carries.
+  struct PendingWrite {
+    std::set<TaskId> tasks;                  // records encoded when the commit starts
+    std::map<std::string, store::NodeRecord> nodes;
+    std::set<std::string> removed_nodes;     // `node rm`; a name is in one of the two at most
+    std::map<std::string, uint64_t> keys;
+    std::set<core::MemoryProfile> peaks;
+    std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
+    std::map<std::string, std::optional<core::TeamQuota>> quotas;  // nullopt = `quota rm`
+    bool empty() const {
+      return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
+             peaks.empty() && tokens.empty() && quotas.empty();
+    }
+  };
+  // A message for an agent that waits until commit `commit` is durable.
+  struct Outbound {
+    uint64_t commit = 0;
+    enum class Kind { kAssign, kKill, kAck } kind = Kind::kAssign;
+    core::Action action;                    // kAssign, kKill
+    std::weak_ptr<AgentChannel> channel;    // kAck: the connection that reported the exit
+    uint64_t task = 0;                      // kAck
+    int64_t attempt = 0;                    // kAck
+  };
+  // The commit Begin started: its number and what it writes.
+  struct Started {
+    uint64_t seq = 0;
+    PendingWrite write;
+  };
+  // The first retry waits this long; each failure in a row doubles it, up to retry_max_ms.
+  static constexpr DurationMs kFirstRetryMs = 50;
+
+  // `clock`: its monotonic time times the backoff. `retry_max_ms`: the longest backoff.
+  CommitPipeline(const Clock& clock, DurationMs retry_max_ms)
+      : clock_(clock), retry_max_ms_(retry_max_ms) {}
+
+  // ---- staging ----
+  // What the next commit carries; callers add to it.
+  PendingWrite& pending() { return pending_; }
+  const PendingWrite& pending() const { return pending_; }
+  // The commit that will carry what is staged now.
+  uint64_t next_commit() const { return next_commit_; }
+  // Holds the scheduler's action (an Assign or a Kill) until next_commit() is durable.
+  void HoldAction(core::Action a);
+  // Holds the acknowledgement of (task, attempt)'s exit, for `channel`, until next_commit()
+  // is durable: the agent keeps the exit in its journal until then.
+  void HoldAck(std::weak_ptr<AgentChannel> channel, uint64_t task, int64_t attempt);
+  // Whether the assignment of (task, attempt) to `node` is held, not sent yet.
+  bool AssignHeld(uint64_t task, int64_t attempt, const std::string& node) const;
+  // Whether `id`'s latest record is not durable yet: staged, or in the commit being written.
+  bool Unstored(TaskId id) const;
+  // Something to commit: staged writes, or held messages whose commit has not been led yet.
+  bool HasWork() const;
+  // Whether the loop should lead a commit now: none in flight, no backoff running, work.
+  bool ShouldLead() const;
+  bool committing() const { return committing_; }
+
+  // ---- one commit ----
+  // Starts commit next_commit(): takes every staged write. REQUIRES: !committing().
+  Started Begin();
+  // The commit `seq` is stored: it and every one before it are durable; the backoff resets.
+  void Committed(uint64_t seq);
+  // The commit `seq` failed with `s`: `w` (what it carried, less what must not be retried)
+  // is staged again under what was staged since, its messages stay held. Returns the
+  // backoff before the next try.
+  DurationMs Failed(uint64_t seq, const Status& s, PendingWrite w);
+  // The held messages whose commit is durable, in the order they were held.
+  std::vector<Outbound> TakeReleasable();
+  bool IsDurable(uint64_t seq) const { return durable_ >= seq; }
+  // The failure of the last failed commit when that commit carried `seq`'s changes (it is
+  // `seq` or a later one), else none.
+  std::optional<Status> FailureOf(uint64_t seq) const;
+  int consecutive_failures() const { return consecutive_failures_; }
+
+  // ---- withdrawn submissions (for a synchronous submitter) ----
+  void Withdrawn(TaskId id, Status why) { withdrawn_[id] = std::move(why); }
+  // Why `id` was withdrawn, once; none when it was not.
+  std::optional<Status> TakeWithdrawn(TaskId id);
+
+ private:
+  const Clock& clock_;
+  const DurationMs retry_max_ms_;
+  PendingWrite pending_;
+  std::map<TaskId, Status> withdrawn_;       // submissions whose commit failed (for waiters)
+  uint64_t next_commit_ = 1;                 // the commit that will carry pending_
+  uint64_t durable_ = 0;                     // every commit <= durable_ succeeded
+  uint64_t last_failed_ = 0;                 // the last commit that failed
+  Status last_failure_ = Status::Ok();
+  bool committing_ = false;
+  std::set<TaskId> in_flight_;               // tasks of the commit being written
+  std::deque<Outbound> held_;                // ascending commit
+  // (task, attempt, node) of the assignments not yet sent (a gang has one per rank's node).
+  std::set<std::tuple<uint64_t, int64_t, std::string>> held_assigns_;
+  int consecutive_failures_ = 0;
+  TimeMs next_retry_ms_ = 0;                 // monotonic
+};
+
+}  // namespace gpusched::server

@@ -8,18 +8,18 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "agent/agent_env.h"
+#include "agent/agent_messages.h"
 #include "agent/cluster_membership.h"
 #include "agent/executor_status.h"
+#include "agent/exit_report.h"
 #include "agent/gpu_discovery.h"
 #include "agent/gpu_handover.h"
 #include "agent/gpu_memory_watchdog.h"
@@ -45,7 +45,6 @@
 #include "core/gpu_health.h"
 #include "core/reserved_env.h"
 #include "gpusched/v1/gpusched.grpc.pb.h"
-#include "preload/share_ledger.h"
 #include "rpc/channel.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_log.h"
@@ -181,8 +180,8 @@ struct Agent::Impl {
   void Report(v1::TaskStatus st);
   // Report without launch_mu, for a task this agent never started.
   void ReportUnstarted(v1::TaskStatus st);
-  // This round's GPU health into `hb`; stops the tasks over their GPU memory share.
-  void WatchGpus(v1::NodeHeartbeat* hb);
+  // Stops the tasks over their GPU memory share (the watchdog, gpu_monitor.h).
+  void StopTasksOverShare();
   std::map<TaskKey, TaskObservation> ObserveExecutor();
   // Agent::Start's steps, in order.
   Status OpenGpus();
@@ -245,26 +244,6 @@ static StatusOr<std::string> FindPreload(const AgentConfig& config) {
   return beside.string();
 }
 
-static v1::TaskRef::ExecutorStatus ToProto(TaskHealth h) {
-  switch (h) {
-    case TaskHealth::kStopped: return v1::TaskRef::STOPPED;
-    case TaskHealth::kHeartbeatStale: return v1::TaskRef::HEARTBEAT_STALE;
-    case TaskHealth::kRunning: break;
-  }
-  return v1::TaskRef::RUNNING;
-}
-
-namespace {
-
-// The peak GPU memory the task's peak file says (LOG.peak, written by the task's preload
-// library: the task's word), or 0 when there is none.
-int64_t PeakFileMib(int log_dir_fd, const std::string& log) {
-  std::istringstream in(ReadTaskFile(log_dir_fd, log + ".peak", 64).value_or(""));
-  int64_t peak = 0;
-  return in >> peak && peak > 0 ? peak : 0;
-}
-
-}  // namespace
 
 void Agent::Impl::StopStaleAfterPause() {
   const TimeMs now = clock.MonoMs();
@@ -289,37 +268,22 @@ void Agent::Impl::StopStaleAfterPause() {
 // Runs under the link's send lock (it reads `unacked` under mu, after that lock).
 v1::AgentMessage Agent::Impl::Register() {
   StopStaleAfterPause();
-  v1::AgentMessage m;
-  v1::RegisterNode* r = m.mutable_register_();
-  r->set_name(config.name);
-  r->set_agent_instance(instance);
-  r->set_address(address);
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  r->set_cpu_milli(std::max(1L, cpus) * 1000);
-  r->set_mem_mib(static_cast<int64_t>(pages) * page / (1 << 20));
-  for (size_t i = 0; i < gpus->gpus().size(); ++i) {
-    v1::Gpu* g = r->add_gpus();
-    g->set_index(static_cast<int32_t>(i));
-    g->set_model(gpus->gpus()[i].model);
-    g->set_total_mib(gpus->gpus()[i].total_mib);
-  }
-  for (const auto& [k, v] : config.labels) (*r->mutable_labels())[k] = v;
-  rpc::TaintsToProto(config.taints, r->mutable_taints());
-  r->set_simulated(gpus->simulated());
-  for (uint8_t l : launch_facts.topology.links) r->add_gpu_links(l);
-  for (int numa : launch_facts.topology.numa) r->add_gpu_numa(numa);
+  NodeFacts facts;
+  facts.spec.name = config.name;
+  facts.spec.address = address;
+  facts.spec.capacity = HostCapacity();
+  for (const GpuInfo& g : gpus->gpus()) facts.spec.gpus.push_back({g.model, g.total_mib});
+  facts.spec.labels = config.labels;
+  facts.spec.taints = config.taints;
+  facts.spec.topology = launch_facts.topology;
+  facts.instance = instance;
+  facts.simulated = gpus->simulated();
   // Two-way reconciliation: what runs here now (adopted tasks included) and every exit the
   // server has not acknowledged. This replaces resending the unacknowledged statuses.
-  for (const auto& [id, attempt] : RunningOrWaiting()) {
-    v1::TaskRef* t = r->add_running();
-    t->set_id(id);
-    t->set_attempt(attempt);
-  }
+  const std::vector<TaskKey> running = RunningOrWaiting();
   std::lock_guard<std::mutex> lock(mu);
-  r->set_cluster_id(membership->id());
-  unacked.AddTo(r, clock.NowMs());
+  v1::AgentMessage m = RegistrationMessage(facts, running, membership->id());
+  unacked.AddTo(m.mutable_register_(), clock.NowMs());
   return m;
 }
 
@@ -355,17 +319,11 @@ void Agent::Impl::HeartbeatLoop() {
       next_sweep = now + std::clamp<DurationMs>(config.task_files_retention_ms / 4, 1000, 60'000);
     }
     if (now >= next_node) {
-      // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory.
-      v1::AgentMessage m;
-      v1::NodeHeartbeat* hb = m.mutable_heartbeat();
-      for (MiB f : gpus->FreeMib()) hb->add_gpu_free_mib(f);
-      WatchGpus(hb);
-      for (const auto& [id, attempt] : running) {
-        v1::TaskRef* r = hb->add_running();
-        r->set_id(id);
-        r->set_attempt(attempt);
-      }
-      Send(m);
+      // CN109992422A claims 5-6: the node heartbeat, with per-GPU free memory and health.
+      const std::vector<MiB> free = gpus->FreeMib();
+      const std::vector<core::GpuHealthView> health = monitor->CheckHealth();
+      StopTasksOverShare();
+      Send(NodeHeartbeatMessage(free, health, running));
       next_node = now + node_hb_ms.load();
     }
     if (now >= next_task && !running.empty()) {
@@ -374,22 +332,7 @@ void Agent::Impl::HeartbeatLoop() {
       // GPUs. A hung task's heartbeat says so: the server reclaims it after T_task (claim 8).
       const std::map<TaskKey, GpuMonitor::Use> use = monitor->MeasureUse();
       const std::map<TaskKey, TaskObservation> seen = ObserveExecutor();
-      v1::AgentMessage m;
-      for (const auto& [id, attempt] : running) {
-        v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
-        r->set_id(id);
-        r->set_attempt(attempt);
-        if (auto u = use.find({id, attempt}); u != use.end()) {
-          r->set_gpu_util(u->second.util);
-          r->set_gpu_mem_used_mib(u->second.mem_mib);
-        }
-        if (config.executor != ExecutorKind::kProcess) continue;  // no process to look at
-        auto o = seen.find({id, attempt});
-        const TaskHealth health = o == seen.end() ? TaskHealth::kRunning : o->second.health;
-        r->set_executor_status(ToProto(health));
-        if (health != TaskHealth::kRunning) r->set_executor_detail(o->second.detail);
-      }
-      Send(m);
+      Send(TaskHeartbeatsMessage(running, use, seen, config.executor == ExecutorKind::kProcess));
       next_task = now + task_hb_ms.load();
     }
   }
@@ -575,22 +518,14 @@ void Agent::Impl::Launch(const v1::Assign& a, const LaunchSpec& spec, const Stat
   Report(st);
 }
 
-// Every GPU's health (the server excludes an unhealthy GPU at once), and the watchdog's
-// stops: what each task's processes hold per GPU (NVML), against its share.
-void Agent::Impl::WatchGpus(v1::NodeHeartbeat* hb) {
-  for (const core::GpuHealthView& view : monitor->CheckHealth()) {
-    v1::GpuHealth* h = hb->add_gpu_health();
-    h->set_unhealthy(!view.healthy);
-    h->set_last_error(view.last_error);
-  }
+// The watchdog's stops: what each task's processes hold per GPU (NVML), against its share.
+void Agent::Impl::StopTasksOverShare() {
   for (const WatchdogStop& stop : monitor->WatchMemory()) {
     Log("task " + std::to_string(stop.task.first) + " " + stop.reason, logging::Level::kWarn,
         stop.task.first);
     executor->Kill(stop.task.first, stop.task.second, kill_grace_ms.load(), stop.reason);
   }
 }
-
-constexpr const char* kExceededShare = "exceeded its GPU memory share";
 
 // The executor's status of each task with a known process (executor_status.h); a task that
 // turns hung, or recovers, is logged once.
@@ -614,43 +549,6 @@ std::map<TaskKey, TaskObservation> Agent::Impl::ObserveExecutor() {
   return seen;
 }
 
-// What says a task failed for GPU memory: allocations the share library refused (its
-// ledger, <log>.gpumem) or an out-of-memory message of CUDA or of the library in the last
-// 64 KiB of its output; and the most it held at once on one device, from the ledger.
-struct MemoryEvidence {
-  bool exceeded = false;
-  MiB peak_mib = 0;
-};
-static MemoryEvidence ReadMemoryEvidence(int dir_fd, const std::string& log_name) {
-  MemoryEvidence out;
-  preload::LedgerLayout ledger{};
-  const std::string state =
-      ReadTaskFile(dir_fd, log_name + ".gpumem", sizeof ledger).value_or("");
-  if (state.size() == sizeof ledger) {
-    std::memcpy(&ledger, state.data(), sizeof ledger);
-    out.exceeded = ledger.refused > 0;
-    for (uint64_t bytes : ledger.peak_bytes) {
-      out.peak_mib = std::max<MiB>(out.peak_mib, static_cast<MiB>((bytes + (1 << 20) - 1) >> 20));
-    }
-  }
-  if (!out.exceeded) {
-    const std::string text =
-        ReadTaskFile(dir_fd, log_name, 64 * 1024, /*tail=*/true).value_or("");
-    for (const char* marker : {"CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY",
-                               "cudaErrorMemoryAllocation", "gpusched: GPU memory share exceeded"}) {
-      if (text.find(marker) != std::string::npos) out.exceeded = true;
-    }
-  }
-  return out;
-}
-
-// The peak of the exit report, and who measured it (issue 36): the agent's own NVML samples
-// (PEAK_AGENT_MEASURED), else what the task could write: $GPUSCHED_PEAK_MIB_FILE (simulated
-// GPUs, where nothing observes device memory) or the preload ledger in its address space
-// (PEAK_TASK_WRITTEN; the server learns from those only when told to). A report whose
-// memory-failure evidence is the task's (its ledger, its output) is task-written as a whole:
-// the server would learn the task's share from it. The peak file is kept until the server
-// acknowledges the exit, so a re-report carries the peak.
 void Agent::Impl::SettleLog(uint64_t id, const std::string& log) {
   utimensat(log_dir_fd.get(), log.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // now
   const std::string tail = ReadTaskFile(log_dir_fd.get(), log, 128, /*tail=*/true).value_or("");
@@ -682,22 +580,11 @@ void Agent::Impl::OnExit(const TaskExit& e) {
     handover.Forget({e.id, e.attempt});
     return;
   }
-  v1::TaskStatus st;
-  st.set_id(e.id);
-  st.set_attempt(e.attempt);
-  st.set_kind(v1::TaskStatus::FINISHED);
-  st.set_exit_code(e.exit_code);
-  st.set_reason(e.reason);
-  // Kept with the report until acknowledged: a re-report after a reconnect says when.
-  st.set_finished_ms(e.finished_ms > 0 ? e.finished_ms : clock.NowMs());
   // Only a process writes a peak file, a ledger or a log: the noop executor's tasks have
   // none to read (three opens per task saved where tasks are thousands per second).
   const bool has_files = config.executor == ExecutorKind::kProcess;
-  if (e.permanent) st.set_permanent(true);  // its user cannot run it: no retry fixes that
-  if (TaskCgroups::IsOutOfMemoryReason(e.reason)) st.set_out_of_memory(true);
   const std::string log = LogFileName(e.id, e.attempt);
   if (has_files) SettleLog(e.id, log);
-  if (has_files) st.set_peak_gpu_mem_mib(PeakFileMib(log_dir_fd.get(), log));
   std::vector<v1::Assign> ready;  // assignments that waited for this task's GPUs
   MiB measured = 0;
   {
@@ -705,20 +592,8 @@ void Agent::Impl::OnExit(const TaskExit& e) {
     measured = monitor->RemoveTask({e.id, e.attempt});
     ready = handover.OnExit({e.id, e.attempt});
   }
-  MemoryEvidence memory =
-      has_files ? ReadMemoryEvidence(log_dir_fd.get(), log) : MemoryEvidence{};
-  const bool task_says_exceeded = memory.exceeded;
-  if (e.reason.find(kExceededShare) != std::string::npos) memory.exceeded = true;  // watchdog
-  if (st.peak_gpu_mem_mib() == 0 && memory.peak_mib > 0) st.set_peak_gpu_mem_mib(memory.peak_mib);
-  if (e.exit_code != 0 && memory.exceeded) st.set_gpu_mem_exceeded(true);
-  if (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) {
-    st.set_peak_source(v1::TaskStatus::PEAK_TASK_WRITTEN);
-  }
-  if (measured > 0 && !(st.gpu_mem_exceeded() && task_says_exceeded)) {
-    st.set_peak_gpu_mem_mib(measured);
-    st.set_peak_source(v1::TaskStatus::PEAK_AGENT_MEASURED);
-  }
-  Report(st);
+  const ExitEvidence evidence = has_files ? ReadExitEvidence(log_dir_fd.get(), log) : ExitEvidence{};
+  Report(ExitReport(e, clock.NowMs(), measured, evidence));
   for (const v1::Assign& a : ready) {  // their GPUs are free now
     v1::ServerMessage m;
     *m.mutable_assign() = a;

@@ -192,7 +192,7 @@ void ControlPlane::RestoreTasks(const store::LiveTasks& live) {
                                " (moved to the quarantine table; the server serves every other "
                                "task)");
   }
-  quarantined_ = static_cast<int64_t>(live.quarantined.size());
+  metrics_.SetQuarantined(static_cast<int64_t>(live.quarantined.size()));
   for (const store::TaskRecord& r : live.tasks) {
     Status s = sched_->Restore(r.task);
     if (!s.ok()) {
@@ -335,7 +335,7 @@ void ControlPlane::RunOnce() {
   const int64_t t0 = clock_.NowNs();
   sched_->Tick();
   LogEvictionHold();
-  if (sched_->stats().passes != passes) pass_seconds_.Observe((clock_.NowNs() - t0) * 1e-9);
+  if (sched_->stats().passes != passes) metrics_.ObservePass((clock_.NowNs() - t0) * 1e-9);
   for (TaskId id : sched_->MarkIdle(config_.idle_after_ms)) {
     if (!config_.idle_stop) continue;
     // Killed through the normal path (the kill waits for the failed record to be durable).
@@ -398,7 +398,7 @@ void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
   Status s = batch.empty() ? Status::Ok() : store_->Commit(batch);
   const int64_t t1 = clock_.NowNs();
   lock.lock();
-  if (!batch.empty()) commit_seconds_.Observe((t1 - t0) * 1e-9);
+  if (!batch.empty()) metrics_.ObserveCommit((t1 - t0) * 1e-9);
   if (s.ok()) {
     pipeline_.Committed(commit.seq);
     for (const store::TaskRecord& r : batch.tasks) {
@@ -475,7 +475,7 @@ void ControlPlane::OnCommitted(const std::vector<TaskId>& submissions) {
 // and the messages that wait for it stay held.
 void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
                                   const std::vector<TaskId>& submissions) {
-  ++store_errors_;
+  metrics_.AddStoreError();
   std::set<TaskId> posted;  // the ids of posted requests (answered here, not Withdrawn)
   for (TaskId id : submissions) {
     auto [from, to] = awaiting_commit_.equal_range(id);

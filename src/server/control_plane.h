@@ -52,8 +52,8 @@
 #include "server/agent_registry.h"
 #include "server/change_log.h"
 #include "server/commit_pipeline.h"
-#include "server/metrics.h"
 #include "server/server_config.h"
+#include "server/server_metrics.h"
 #include "server/stream_limits.h"
 #include "server/task_index.h"
 #include "server/views.h"
@@ -267,12 +267,6 @@ class ControlPlane {
       uint64_t id, int node_rank, int64_t attempt, int64_t latest,
       const std::map<int64_t, std::string>& attempt_nodes);
   LogSource WithAgentOf(std::string node, LogSource src);
-  // MetricsText's parts, in the order they are written. REQUIRES: mu_ held.
-  void TaskMetrics(std::string& out);
-  void SchedulingMetrics(std::string& out);
-  void TeamMetrics(std::string& out);  // the per-team series
-  void CommitMetrics(std::string& out);
-  void NodeMetrics(std::string& out);
   // Stores a freshly minted token (CreateToken, CreateAgentToken).
   StatusOr<MintedToken> StoreToken(MintedToken m);
   // A message for an agent that waits for a commit, and what the next commit carries.
@@ -375,13 +369,7 @@ class ControlPlane {
   // order (task_index.h); which tasks changed in which version, for Watch (change_log.h).
   TaskIndex index_;
   ChangeLog changes_;
-  int64_t store_errors_ = 0;
-  int64_t submitted_ = 0;
-  int64_t quarantined_ = 0;
-  Histogram pass_seconds_{{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                           0.1, 0.25, 1}};
-  Histogram commit_seconds_{{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                             0.1, 0.25, 1}};
+  ServerMetrics metrics_;  // GET /metrics: the counters, histograms and the page
 
   // Applies the posted messages, then admits the posted submissions; true when one asks for
   // a pass or a commit. REQUIRES: mu_.

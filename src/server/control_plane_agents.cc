@@ -281,7 +281,7 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
     }
     ids.push_back(*id);
   }
-  submitted_ += static_cast<int64_t>(n);
+  metrics_.AddSubmitted(static_cast<int64_t>(n));
   if (!p.key.empty()) RememberKeyLocked(p.key, ids.front());
   awaiting_commit_.emplace(ids.front(), Awaiting{std::move(p.done), n});
 }

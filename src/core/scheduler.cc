@@ -72,6 +72,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerConfig config, C
 Scheduler::Scheduler(SchedulerConfig config, Clock& clock, Executor* executor)
     : config_(std::move(config)),
       clock_(clock),
+      liveness_(config_),
       resources_(config_.placement, executor),
       memory_table_(config_.memory_table),
       ledger_(config_),
@@ -318,7 +319,7 @@ void Scheduler::Commit(Task& t, const Placement& p, std::vector<Placement> gang)
                             now);
   t.assigned_ms = now;
   t.last_heartbeat_ms = now;
-  heartbeat_floor_ = std::min(heartbeat_floor_, now);
+  liveness_.HeardFrom(now);
   if (t.gang_placements.empty()) {
     SetState(t, TaskState::kAssigned, "assigned to " + p.node);
   } else {

@@ -44,6 +44,7 @@
 #include "core/cluster_state.h"
 #include "core/fair_share.h"
 #include "core/fair_share_book.h"
+#include "core/liveness_rules.h"
 #include "core/memory_table.h"
 #include "core/placement.h"
 #include "core/quota.h"
@@ -412,7 +413,7 @@ class Scheduler {
   // Why evictions are held ("" = they are not): more than half of the nodes went silent
   // within one node_timeout (Kubernetes' full disruption): a silent node keeps its tasks past
   // node_lost_after until fewer are silent. Recomputed by every Tick.
-  const std::string& eviction_hold() const { return eviction_hold_; }
+  const std::string& eviction_hold() const { return liveness_.eviction_hold(); }
   // The scheduler's own wall time (never steps; see clock_): for times handed to it.
   TimeMs NowMs() const { return clock_.NowMs(); }
   // The caller (the server's loop) did not run for `paused` ms (SIGSTOP, a stall): silence
@@ -483,15 +484,17 @@ class Scheduler {
   // Back to Q, not counted as a failure; `state` kPending or kPreempted. A gang's ranks that
   // may still run are killed.
   void Requeue(Task& t, const std::string& reason, TaskState state = TaskState::kPending);
+  // The liveness rules' verdicts (LivenessRules) applied: nodes marked unavailable or lost,
+  // tasks reclaimed or failed past their time limit.
   void CheckNodeLiveness(TimeMs now);
-  // Sets eviction_hold_ from the nodes silent past node_timeout at `now`.
-  void UpdateEvictionHold(TimeMs now);
-  // Silent past node_lost_after: lost, its tasks failed and re-queued (claim 6).
-  void LoseNode(size_t index, TimeMs now);
+  // Silent past node_lost_after: lost, its tasks failed for `reason` and re-queued (claim 6).
+  void LoseNode(size_t index, const std::string& reason);
   // RemoveNode's renumbering: placements and the reservation past `index` move down by one.
   void ForgetNodeIndex(size_t index);
   void CheckTaskLiveness(TimeMs now);
   void CheckTimeLimits(TimeMs now);
+  // The tasks of `ids` (every one in the task table), in order: the rules' view of them.
+  std::vector<const Task*> TaskViews(const std::set<TaskId>& ids) const;
   void FlushFailureQueue();
   // AwaitNodes' wait holds at `now`: some awaited node is still unreachable, and the wait has
   // not ended. Forgets the nodes that came back, and the whole wait once it ended.
@@ -613,7 +616,7 @@ class Scheduler {
   // measures (heartbeat ages, t1, t2, time limits, gang timeouts) is immune to a step of
   // the system clock; its records are the wall time of its start plus the time elapsed.
   SteadyWallClock clock_;
-  std::string eviction_hold_;  // eviction_hold()
+  LivenessRules liveness_;  // reads config_; eviction_hold() and the heartbeat floor
   ResourceManager resources_;  // CN109992422A claims 9-10: the state table and placement
   // PlanPass's copies of the table, kept so that each pass reuses their memory.
   mutable ClusterState plan_view_buffer_, plan_blocked_buffer_;
@@ -636,8 +639,6 @@ class Scheduler {
   // changed since TakeChangedTasks. Terminal tasks leave through Forget; a held submission
   // (see Submit) is held there and in no queue.
   TaskTable tasks_;
-  // At most the last heartbeat of every active task (exact after each liveness scan).
-  TimeMs heartbeat_floor_ = std::numeric_limits<TimeMs>::max();
   std::set<TaskId> gpu_reporting_;  // tasks whose heartbeats carried GPU use (MarkIdle)
   size_t idle_tasks_ = 0;
   std::vector<Action> actions_;

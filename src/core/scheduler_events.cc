@@ -1,4 +1,4 @@
-// Scheduler events from agents and operators: liveness rules (CN109992422A claims 5-8),
+// Scheduler events from agents and operators: the liveness verdicts (LivenessRules) applied,
 // node registration, heartbeats and reconciliation, cordon and drain, task reports, cancel,
 // preemption, and restoring tasks after a restart. The admission, the passes and the queries
 // are in scheduler.cc.
@@ -15,66 +15,24 @@
 namespace gpusched::core {
 // ---------------------------------------------------------------- liveness
 
-// CN109992422A claims 5-6, patiently (issue 37): a node silent for more than T_srv
-// (node_timeout) is unavailable, "unreachable": it gets no new task, and its tasks keep
-// running and are not reclaimed for their own silence (CheckTaskLiveness). Only silent for
-// more than node_lost_after is it lost: its tasks are failed and re-queued, their resources
-// released; unless evictions are held. A heartbeat or registration before then adopts them.
+// The verdicts of LivenessRules (CN109992422A claims 5-8, issue 37; README.md "Node loss"),
+// applied in the order the rules give them.
 void Scheduler::CheckNodeLiveness(TimeMs now) {
-  std::vector<size_t> overdue;
-  for (size_t i = 0; i < cluster().size(); ++i) {
-    const NodeState& n = cluster().node(i);
-    const DurationMs silent = now - n.last_heartbeat_ms;
-    if (n.lost || silent <= config_.node_timeout_ms) continue;
-    if (n.available) {
-      resources_.Update(i, [](NodeState& m) { m.available = false; });
-      pass_requested_ = true;
-      capacity_event_ = true;  // node facts changed: the reasons of waiting tasks are redone
-    }
-    if (silent > config_.node_lost_after_ms) overdue.push_back(i);
+  NodeVerdicts v = liveness_.CheckNodes(now, cluster().nodes());
+  for (size_t i : v.unavailable) {
+    resources_.Update(i, [](NodeState& m) { m.available = false; });
+    pass_requested_ = true;
+    capacity_event_ = true;  // node facts changed: the reasons of waiting tasks are redone
   }
-  UpdateEvictionHold(now);
-  if (!eviction_hold_.empty()) return;
-  for (size_t i : overdue) LoseNode(i, now);
+  for (const NodeVerdicts::Loss& loss : v.lost) LoseNode(loss.index, loss.reason);
 }
 
-// Kubernetes' node lifecycle controller stops evicting when a zone is fully disrupted: so
-// many nodes silent at once point at the server's own network, or at something every node
-// shares, not at the nodes. Here: more than half of the nodes not yet lost fell silent (past
-// node_timeout) within one node_timeout of each other.
-void Scheduler::UpdateEvictionHold(TimeMs now) {
-  std::vector<TimeMs> heard;  // last heartbeats of the silent nodes
-  size_t total = 0;
-  for (const NodeState& n : cluster().nodes()) {
-    if (n.lost) continue;
-    ++total;
-    if (now - n.last_heartbeat_ms > config_.node_timeout_ms) heard.push_back(n.last_heartbeat_ms);
-  }
-  std::sort(heard.begin(), heard.end());
-  size_t most = 0;
-  for (size_t lo = 0, hi = 0; hi < heard.size(); ++hi) {
-    while (heard[hi] - heard[lo] > config_.node_timeout_ms) ++lo;
-    most = std::max(most, hi - lo + 1);
-  }
-  eviction_hold_.clear();
-  if (most * 2 > total) {
-    eviction_hold_ = std::to_string(most) + " of " + std::to_string(total) +
-                     " nodes fell silent within one node_timeout (" +
-                     FormatDurationMs(config_.node_timeout_ms) +
-                     "): their tasks are kept until fewer are silent";
-  }
-}
-
-void Scheduler::LoseNode(size_t index, TimeMs now) {
-  const NodeState& n = cluster().node(index);
+void Scheduler::LoseNode(size_t index, const std::string& reason) {
   resources_.Update(index, [](NodeState& m) {
     m.available = false;
     m.lost = true;
   });
   ++stats_.nodes_lost;
-  const std::string reason = "node " + n.name + " lost: no heartbeat for " +
-                             FormatDurationMs(now - n.last_heartbeat_ms) + " (node_lost_after " +
-                             FormatDurationMs(config_.node_lost_after_ms) + ")";
   const std::set<TaskId>& on_node = resources_.TasksOn(index);
   const std::vector<TaskId> victims(on_node.begin(), on_node.end());
   for (TaskId id : victims) {
@@ -86,63 +44,47 @@ void Scheduler::LoseNode(size_t index, TimeMs now) {
 
 void Scheduler::ForgiveSilence(DurationMs paused) {
   const TimeMs now = clock_.NowMs();
-  auto forgiven = [&](TimeMs heard) { return std::min(now, heard + std::max<DurationMs>(paused, 0)); };
   for (size_t i = 0; i < cluster().size(); ++i) {
     if (cluster().node(i).lost) continue;
-    resources_.Update(i, [&](NodeState& m) { m.last_heartbeat_ms = forgiven(m.last_heartbeat_ms); });
+    resources_.Update(i, [&](NodeState& m) {
+      m.last_heartbeat_ms = LivenessRules::Forgiven(now, m.last_heartbeat_ms, paused);
+    });
   }
   for (TaskId id : tasks_.active()) {
     Task& t = *Find(id);
-    t.last_heartbeat_ms = forgiven(t.last_heartbeat_ms);
+    t.last_heartbeat_ms = LivenessRules::Forgiven(now, t.last_heartbeat_ms, paused);
   }
 }
 
-// CN109992422A claims 7-8: a task silent, or hung by its executor's account, for more than
-// T_task has its resources reclaimed (killed on its node, retried like a failed execution).
+// Claims 7-8: a task silent or hung past task_timeout is killed on its node and retried like
+// a failed execution.
 void Scheduler::CheckTaskLiveness(TimeMs now) {
-  // No active task has been silent since before the floor: none can be silent for T_task yet
-  // (a Tick every second of the simulator's months would otherwise visit every running task).
-  if (now - config_.task_timeout_ms <= heartbeat_floor_) return;
-  std::vector<TaskId> silent;
-  TimeMs floor = std::numeric_limits<TimeMs>::max();
-  for (TaskId id : tasks_.active()) {
-    const Task& t = *Find(id);
-    floor = std::min(floor, t.last_heartbeat_ms);
-    if (now - t.last_heartbeat_ms > config_.task_timeout_ms) silent.push_back(id);
-  }
-  heartbeat_floor_ = floor;
-  for (TaskId id : silent) {
-    Task& t = *Find(id);
-    const NodeState& n = cluster().node(t.placement->node_index);
-    if (!n.available) continue;  // the node rule handles it
-    const std::string quiet = FormatDurationMs(now - t.last_heartbeat_ms);
-    const std::string reason =
-        IsHung(t.executor_status)
-            ? "task hung on " + n.name + ": " +
-                  (t.executor_detail.empty() ? ExecutorStatusName(t.executor_status)
-                                             : t.executor_detail) +
-                  " (not seen running for " + quiet + ")"
-            : "task heartbeat lost for " + quiet + " on " + n.name;
-    PushKill(t, reason);
+  if (!liveness_.TaskScanDue(now)) return;  // the common case: no scan, no view to build
+  std::vector<TaskVerdict> reclaim =
+      liveness_.CheckTasks(now, TaskViews(tasks_.active()), cluster().nodes());
+  for (const TaskVerdict& v : reclaim) {
+    Task& t = *Find(v.id);
+    PushKill(t, v.reason);
     ++stats_.tasks_reclaimed;
-    FailExecution(t, reason, Failure::kHung);
+    FailExecution(t, v.reason, Failure::kHung);
   }
 }
 
-// Slurm's --time: an attempt that runs past the task's limit is killed (SIGTERM, the kill
-// grace, SIGKILL) and the task fails; a retry would only hit the same limit.
+std::vector<const Task*> Scheduler::TaskViews(const std::set<TaskId>& ids) const {
+  std::vector<const Task*> views;
+  views.reserve(ids.size());
+  for (TaskId id : ids) views.push_back(tasks_.Find(id));
+  return views;
+}
+
+// Slurm's --time: killed (SIGTERM, the kill grace, SIGKILL) and failed without a retry.
 void Scheduler::CheckTimeLimits(TimeMs now) {
-  std::vector<TaskId> over;
-  for (TaskId id : tasks_.time_limited()) {
-    const Task& t = *Find(id);
-    if (now - t.assigned_ms > *t.spec.time_limit_ms) over.push_back(id);
-  }
-  for (TaskId id : over) {
-    Task& t = *Find(id);
-    const std::string reason = "time limit " + FormatDurationMs(*t.spec.time_limit_ms) +
-                               " reached on " + t.placement->node;
+  if (tasks_.time_limited().empty()) return;
+  for (const TaskVerdict& v :
+       LivenessRules::CheckTimeLimits(now, TaskViews(tasks_.time_limited()))) {
+    Task& t = *Find(v.id);
     PushKill(t, "time limit");
-    FailPermanently(t, reason, Failure::kTimeout);
+    FailPermanently(t, v.reason, Failure::kTimeout);
   }
 }
 
@@ -399,7 +341,7 @@ Status Scheduler::TaskStarted(TaskId id, int64_t attempt) {
   Task* t = Find(id);
   GS_RETURN_IF_ERROR(CheckAttempt(t, id, attempt));
   t->last_heartbeat_ms = clock_.NowMs();
-  heartbeat_floor_ = std::min(heartbeat_floor_, t->last_heartbeat_ms);
+  liveness_.HeardFrom(t->last_heartbeat_ms);
   if (t->state == TaskState::kAssigned) {
     SetState(*t, TaskState::kRunning, "running on " + t->placement->node);
     t->gpu_util = -1;  // a new attempt: its idle clock starts now
@@ -422,7 +364,7 @@ Status Scheduler::TaskHeartbeat(TaskId id, int64_t attempt, std::optional<GpuUsa
   t->executor_detail = IsHung(executor.status) ? std::move(executor.detail) : std::string();
   if (!IsHung(executor.status)) {
     t->last_heartbeat_ms = now;
-    heartbeat_floor_ = std::min(heartbeat_floor_, now);
+    liveness_.HeardFrom(now);
   }
   if (usage && t->state == TaskState::kRunning) {  // claim 7: the executor's status
     t->gpu_util = usage->util;
@@ -768,7 +710,7 @@ Status Scheduler::Restore(const Task& task) {
                               clock_.NowMs());
     t.placement = std::move(p);
     t.last_heartbeat_ms = clock_.NowMs();
-    heartbeat_floor_ = std::min(heartbeat_floor_, t.last_heartbeat_ms);
+    liveness_.HeardFrom(t.last_heartbeat_ms);
   }
   return Status::Ok();
 }

@@ -60,6 +60,25 @@ TaskBeats TaskBeatsFromProto(const v1::TaskHeartbeats& p) {
   return beats;
 }
 
+void AssignmentToProto(TaskAssignment&& a, v1::Assign* p) {
+  p->set_id(a.id.value());
+  p->set_attempt(a.attempt);
+  p->set_name(std::move(a.name));
+  for (int g : a.gpus) p->add_gpus(g);
+  for (MiB mib : a.gpu_mem_mib) p->add_gpu_mem_mib(mib);
+  for (std::string& c : a.command) p->add_command(std::move(c));
+  for (auto& [k, v] : a.env) (*p->mutable_env())[k] = std::move(v);
+  p->set_rank(a.rank);
+  if (a.duration_ms) p->set_duration_ms(*a.duration_ms);
+  if (a.heartbeat_timeout_ms) p->set_heartbeat_timeout_ms(*a.heartbeat_timeout_ms);
+  if (a.stop_signal) p->set_stop_signal(*a.stop_signal);
+  p->set_workdir(std::move(a.workdir));
+  p->set_cgroup_mem_mib(a.cgroup_mem_mib);
+  p->set_cgroup_cpu_milli(a.cgroup_cpu_milli);
+  p->set_user(std::move(a.user));
+  if (a.submitted_by_root) p->set_submitted_by_root(true);
+}
+
 }  // namespace
 
 StatusOr<AgentRegistration> RegistrationFromProto(const v1::RegisterNode& p) {
@@ -117,6 +136,23 @@ v1::TaskStatus TaskReportToProto(const TaskReport& r) {
   p.set_finished_ms(r.finished_ms);
   p.set_ended_ago_ms(r.ended_ago_ms);
   return p;
+}
+
+v1::ServerMessage AgentOrderToProto(AgentOrder&& order) {
+  v1::ServerMessage m;
+  if (TaskAssignment* a = std::get_if<TaskAssignment>(&order)) {
+    AssignmentToProto(std::move(*a), m.mutable_assign());
+  } else if (TaskKill* k = std::get_if<TaskKill>(&order)) {
+    v1::Kill* p = m.mutable_kill();
+    p->set_id(k->id.value());
+    p->set_attempt(k->attempt);
+    p->set_reason(std::move(k->reason));
+    if (k->grace_ms) p->set_grace_ms(*k->grace_ms);
+  } else if (const StatusAck* ack = std::get_if<StatusAck>(&order)) {
+    m.mutable_ack()->set_id(ack->id.value());
+    m.mutable_ack()->set_attempt(ack->attempt);
+  }
+  return m;
 }
 
 v1::RegisterNode RegistrationToProto(const AgentRegistration& r) {

@@ -22,6 +22,8 @@ TaskReport TaskReportFromProto(const v1::TaskStatus& p);
 AgentReport AgentReportFromProto(const v1::AgentMessage& m);
 
 v1::TaskStatus TaskReportToProto(const TaskReport& r);
+// What the control plane sends, on the wire (its strings are moved, not copied).
+v1::ServerMessage AgentOrderToProto(AgentOrder&& order);
 v1::RegisterNode RegistrationToProto(const AgentRegistration& r);
 
 }  // namespace gpusched::server

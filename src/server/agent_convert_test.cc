@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <variant>
 
 namespace gpusched::server {
@@ -188,6 +189,65 @@ TEST(AgentConvertTest, Issue40_HeartbeatsConvertWithTheirBoundsAndUnknownValuesA
   m.mutable_register_()->set_name("again");  // only the first registration counts
   EXPECT_TRUE(std::holds_alternative<std::monostate>(AgentReportFromProto(m)));
   EXPECT_TRUE(std::holds_alternative<std::monostate>(AgentReportFromProto(v1::AgentMessage())));
+}
+
+TEST(AgentConvertTest, Issue40_EveryFieldOfAnOrderReachesTheWire) {
+  TaskAssignment a;
+  a.id = TaskId(8);
+  a.attempt = 2;
+  a.name = "train";
+  a.gpus = {0, 3};
+  a.gpu_mem_mib = {20'000, 30'000};
+  a.command = {"python", "train.py"};
+  a.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  a.rank = 1;
+  a.duration_ms = 60'000;
+  a.heartbeat_timeout_ms = 90'000;
+  a.stop_signal = 10;
+  a.workdir = "/data/run";
+  a.cgroup_mem_mib = 65'536;
+  a.cgroup_cpu_milli = 8'000;
+  a.user = "alice";
+  a.submitted_by_root = true;
+  const v1::ServerMessage m = AgentOrderToProto(AgentOrder(a));
+  ASSERT_TRUE(m.has_assign());
+  const v1::Assign& p = m.assign();
+  EXPECT_EQ(p.id(), 8u);
+  EXPECT_EQ(p.attempt(), 2);
+  EXPECT_EQ(p.name(), "train");
+  EXPECT_EQ(std::vector<int>(p.gpus().begin(), p.gpus().end()), a.gpus);
+  EXPECT_EQ(std::vector<MiB>(p.gpu_mem_mib().begin(), p.gpu_mem_mib().end()), a.gpu_mem_mib);
+  EXPECT_EQ(std::vector<std::string>(p.command().begin(), p.command().end()), a.command);
+  const std::map<std::string, std::string> env(p.env().begin(), p.env().end());
+  EXPECT_EQ(env, a.env);
+  EXPECT_EQ(p.rank(), 1);
+  EXPECT_EQ(p.duration_ms(), 60'000);
+  EXPECT_EQ(p.heartbeat_timeout_ms(), 90'000);
+  EXPECT_EQ(p.stop_signal(), 10);
+  EXPECT_EQ(p.workdir(), "/data/run");
+  EXPECT_EQ(p.cgroup_mem_mib(), 65'536);
+  EXPECT_EQ(p.cgroup_cpu_milli(), 8'000);
+  EXPECT_EQ(p.user(), "alice");
+  EXPECT_TRUE(p.submitted_by_root());
+  // Unset optionals stay absent on the wire, as before.
+  const v1::ServerMessage bare = AgentOrderToProto(TaskAssignment{});
+  EXPECT_FALSE(bare.assign().has_duration_ms());
+  EXPECT_FALSE(bare.assign().has_heartbeat_timeout_ms());
+
+  const v1::ServerMessage kill = AgentOrderToProto(TaskKill{TaskId(8), 2, "preempted", 5'000});
+  ASSERT_TRUE(kill.has_kill());
+  EXPECT_EQ(kill.kill().id(), 8u);
+  EXPECT_EQ(kill.kill().attempt(), 2);
+  EXPECT_EQ(kill.kill().reason(), "preempted");
+  ASSERT_TRUE(kill.kill().has_grace_ms());
+  EXPECT_EQ(kill.kill().grace_ms(), 5'000);
+  EXPECT_FALSE(AgentOrderToProto(TaskKill{TaskId(8), 2, "", std::nullopt}).kill().has_grace_ms())
+      << "no grace: the agent's own";
+
+  const v1::ServerMessage ack = AgentOrderToProto(StatusAck{TaskId(8), 2});
+  ASSERT_TRUE(ack.has_ack());
+  EXPECT_EQ(ack.ack().id(), 8u);
+  EXPECT_EQ(ack.ack().attempt(), 2);
 }
 
 }  // namespace

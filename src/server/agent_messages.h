@@ -1,9 +1,11 @@
 #pragma once
-// Issue 40: what an agent tells the control plane, in core types. The agent stream's door
-// (async_agent_link.cc) converts the gpusched.v1 messages it reads (agent_convert.h) and
-// refuses bad values there; ControlPlane and LoopInbox see only these structs.
+// Issue 40: what an agent tells the control plane, and what the control plane tells an agent,
+// in core types. The agent stream's door (async_agent_link.cc) converts the gpusched.v1
+// messages it reads and writes (agent_convert.h) and refuses bad values there; ControlPlane,
+// LoopInbox and AgentChannel see only these structs.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -69,5 +71,43 @@ struct TaskBeats {
 // (std::monostate: an empty message, a repeated registration), the node's heartbeat (its
 // `node` is set by the control plane), task heartbeats, or a task's status.
 using AgentReport = std::variant<std::monostate, core::NodeHeartbeat, TaskBeats, TaskReport>;
+
+// ---- what the control plane sends (v1::ServerMessage); the door's Registered is its own.
+
+// Run a task's attempt (a gang's rank) on the agent's node (v1::Assign).
+struct TaskAssignment {
+  TaskId id;
+  int64_t attempt = 0;
+  std::string name;
+  std::vector<int> gpus;
+  std::vector<MiB> gpu_mem_mib;  // per GPU of `gpus`
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;  // a gang's WORLD_SIZE, RANK, ... included
+  int rank = 0;                            // a gang's rank on this node
+  std::optional<DurationMs> duration_ms;   // the noop executor's run time
+  std::optional<DurationMs> heartbeat_timeout_ms;
+  std::optional<int> stop_signal;  // none = SIGTERM (issue 37)
+  std::string workdir;             // "" = the agent's
+  MiB cgroup_mem_mib = 0;          // 0 = no limit
+  int64_t cgroup_cpu_milli = 0;
+  std::string user;                // "" = the agent's own
+  bool submitted_by_root = false;  // issue 35
+};
+
+// Stop an attempt (v1::Kill).
+struct TaskKill {
+  TaskId id;
+  int64_t attempt = 0;
+  std::string reason;
+  std::optional<DurationMs> grace_ms;  // none = the agent's own kill grace
+};
+
+// A reported status is durable: the agent may drop it from its journal (v1::StatusAck).
+struct StatusAck {
+  TaskId id;
+  int64_t attempt = 0;
+};
+
+using AgentOrder = std::variant<TaskAssignment, TaskKill, StatusAck>;
 
 }  // namespace gpusched::server

@@ -111,7 +111,11 @@ class AsyncAgentLink::Call final : public AgentChannel,
     return nullptr;
   }
 
-  bool Send(v1::ServerMessage m) override {
+  // Issue 40: the control plane's orders are built into the wire message here, outside its
+  // structs (the strings are moved).
+  bool Send(AgentOrder m) override { return SendProto(AgentOrderToProto(std::move(m))); }
+
+  bool SendProto(v1::ServerMessage m) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return false;
     if (writing_) {
@@ -206,7 +210,7 @@ class AsyncAgentLink::Call final : public AgentChannel,
     r->set_log_read_key(*key);
     r->set_node_lost_after_ms(cp_->config().scheduler.node_lost_after_ms);
     r->set_cluster_id(cp_->ClusterId());
-    Send(std::move(hello));
+    SendProto(std::move(hello));
     if (Status s = cp_->AgentRegistered(*reg, shared_from_this()); !s.ok()) {
       return rpc::ToGrpc(s);
     }

@@ -46,9 +46,9 @@
 #include "server/config_reload.h"
 #include "server/loop_inbox.h"
 #include "server/recent_keys.h"
-// Issue 40: agents' messages arrive as core structs (agent_messages.h), converted by the
-// agent stream's door (agent_convert.h); what goes out to an agent is still a
-// gpusched.v1::ServerMessage (AgentChannel). The client-facing API answers views (views.h).
+// Issue 40: the agent side speaks core structs both ways (agent_messages.h: registrations,
+// reports, orders), converted by the agent stream's door (agent_convert.h); the
+// client-facing API answers views (views.h). No gpusched.v1 message reaches this header.
 #include "server/agent_channel.h"
 #include "server/agent_messages.h"
 #include "server/agent_registry.h"
@@ -317,7 +317,7 @@ class ControlPlane {
                       const std::vector<TaskId>& submissions);
   void ReleaseHeld();
   bool SendAssign(const core::Action& a);
-  bool SendTo(const std::string& node, v1::ServerMessage m);
+  bool SendTo(const std::string& node, AgentOrder m);
   void Forget(TaskId id);
   void ApplyRetention();
   TimeMs EndedAt(const TaskReport& st) const;

@@ -7,7 +7,6 @@
 #include <optional>
 
 #include "base/log.h"
-#include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 #include "rpc/log_capability.h"
 #include "rpc/tls.h"

@@ -6,19 +6,20 @@
 // Contract: Send and Close never block on the peer (the caller holds the control plane's
 // lock). Thread-safety: both may be called from any thread.
 
-#include "gpusched/v1/gpusched.pb.h"
+#include <string>
+
+#include "server/agent_messages.h"
 
 namespace gpusched::server {
-
-namespace v1 = ::gpusched::v1;
 
 class AgentChannel {
  public:
   virtual ~AgentChannel() = default;
-  // Queues `m` for the agent. False when the channel is closed or its outbox is full (the
+  // Queues `m` for the agent (issue 40: in core types; the real channel builds the
+  // gpusched.v1::ServerMessage, agent_convert.h). False when the channel is closed or its outbox is full (the
   // peer stopped reading): the message is dropped and the caller should Close the channel;
   // the agent reconciles when it reconnects.
-  virtual bool Send(v1::ServerMessage m) = 0;
+  virtual bool Send(AgentOrder m) = 0;
   // Stops delivery without waiting: queued messages are dropped and a write blocked on the
   // peer is cancelled. Idempotent.
   virtual void Close() = 0;

@@ -7,11 +7,11 @@
 #include <optional>
 
 #include "base/log.h"
-#include "rpc/convert.h"
 #include "rpc/grpc_status.h"
 #include "rpc/log_capability.h"
 #include "rpc/tls.h"
 #include "server/agent_channel.h"
+#include "server/agent_convert.h"
 #include "server/control_plane.h"
 
 namespace gpusched::server {
@@ -110,7 +110,11 @@ class AsyncAgentLink::Call final : public AgentChannel,
     return nullptr;
   }
 
-  bool Send(v1::ServerMessage m) override {
+  // Issue 40: the control plane's orders are built into the wire message here, outside its
+  // structs (the strings are moved).
+  bool Send(AgentOrder m) override { return SendProto(AgentOrderToProto(std::move(m))); }
+
+  bool SendProto(v1::ServerMessage m) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return false;
     if (writing_) {
@@ -164,7 +168,7 @@ class AsyncAgentLink::Call final : public AgentChannel,
         return;
       }
     } else if (!in_.has_register_()) {  // only the first one counts
-      cp_->PostAgentMessage(node_, std::move(in_), shared_from_this());
+      cp_->PostAgentMessage(node_, AgentReportFromProto(in_), shared_from_this());
     }
     in_.Clear();
     stream_.Read(&in_, &read_);
@@ -176,14 +180,15 @@ class AsyncAgentLink::Call final : public AgentChannel,
       return {grpc::StatusCode::INVALID_ARGUMENT,
               "the first message on AgentLink.Connect must be register"};
     }
-    auto spec = rpc::NodeSpecFromProto(in_.register_());
-    if (!spec.ok()) return rpc::ToGrpc(spec.status());
+    StatusOr<AgentRegistration> reg = RegistrationFromProto(in_.register_());
+    if (!reg.ok()) return rpc::ToGrpc(reg.status());
+    const core::NodeSpec* spec = &reg->spec;
     if (grpc::Status who = CheckAgentIdentity(&ctx_, spec->name, link_.require_client_cert_);
         !who.ok()) {
       return who;
     }
     if (grpc::Status who = CheckAgentToken(spec->name); !who.ok()) return who;
-    if (Status s = cp_->AdmitAgent(in_.register_()); !s.ok()) {
+    if (Status s = cp_->AdmitAgent(*reg); !s.ok()) {
       logging::Warn("server",
                     "refused agent \"" + spec->name + "\" from " + ctx_.peer() + ": " + s.message(),
                     logging::NodeF(spec->name));
@@ -204,8 +209,8 @@ class AsyncAgentLink::Call final : public AgentChannel,
     r->set_log_read_key(*key);
     r->set_node_lost_after_ms(cp_->config().scheduler.node_lost_after_ms);
     r->set_cluster_id(cp_->ClusterId());
-    Send(std::move(hello));
-    if (Status s = cp_->AgentRegistered(in_.register_(), shared_from_this()); !s.ok()) {
+    SendProto(std::move(hello));
+    if (Status s = cp_->AgentRegistered(*reg, shared_from_this()); !s.ok()) {
       return rpc::ToGrpc(s);
     }
     node_ = spec->name;

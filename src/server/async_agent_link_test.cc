@@ -35,10 +35,10 @@ v1::AgentMessage Registration(const std::string& name) {
   return m;
 }
 
-v1::ServerMessage Big() {
-  v1::ServerMessage m;
-  m.mutable_assign()->add_command(std::string(256 * 1024, 'x'));
-  return m;
+AgentOrder Big() {
+  TaskAssignment a;
+  a.command = {std::string(256 * 1024, 'x')};
+  return a;
 }
 
 class AsyncAgentLinkTest : public ::testing::Test {
@@ -123,11 +123,12 @@ TEST_F(AsyncAgentLinkTest, RegisteredAgentGetsTheServersSettingsFirstAndIsReacha
   ASSERT_TRUE(m.has_registered()) << "message " << m.msg_case();
   EXPECT_EQ(m.registered().kill_grace_ms(), cp_->config().kill_grace_ms);
   EXPECT_EQ(Reachable("dev-1"), true);
-  v1::ServerMessage kill;
-  kill.mutable_kill()->set_id(42);
-  ASSERT_TRUE(ch->Send(kill));
+  ASSERT_TRUE(ch->Send(TaskKill{TaskId(42), 1, "preempted", 5'000}));
   ASSERT_TRUE(stream_->Read(&m));
-  EXPECT_EQ(m.kill().id(), 42u);
+  EXPECT_EQ(m.kill().id(), 42u);  // built by the door (agent_convert.h)
+  EXPECT_EQ(m.kill().attempt(), 1);
+  EXPECT_EQ(m.kill().reason(), "preempted");
+  EXPECT_EQ(m.kill().grace_ms(), 5'000);
 }
 
 TEST_F(AsyncAgentLinkTest, FirstMessageThatIsNotARegistrationEndsTheCall) {
@@ -180,8 +181,7 @@ TEST_F(AsyncAgentLinkTest, CloseDoesNotWaitForAWriteBlockedOnAPeerThatStoppedRea
 TEST_F(AsyncAgentLinkTest, OutboxIsBoundedWhileThePeerDoesNotRead) {
   auto ch = Connect("hung");
   for (int i = 0; i < 256; ++i) ASSERT_TRUE(ch->Send(Big()));
-  v1::ServerMessage small;
-  small.mutable_kill()->set_id(1);
+  const AgentOrder small = TaskKill{TaskId(1), 1, "", std::nullopt};
   size_t accepted = 0;
   while (accepted < 2 * AsyncAgentLink::kMaxOutbox && ch->Send(small)) ++accepted;
   // The large messages not yet written wait in the outbox as well.

@@ -511,21 +511,14 @@ void ControlPlane::ReleaseHeld() {
         changed |= SendAssign(o.action);
         break;
       case Outbound::Kind::kKill: {
-        v1::ServerMessage m;
-        v1::Kill* k = m.mutable_kill();
-        k->set_id(o.action.task.value());
-        k->set_attempt(o.action.attempt);
-        k->set_reason(o.action.reason);
-        if (o.action.grace_ms >= 0) k->set_grace_ms(o.action.grace_ms);
-        SendTo(o.action.node, std::move(m));
+        TaskKill k{o.action.task, o.action.attempt, o.action.reason, std::nullopt};
+        if (o.action.grace_ms >= 0) k.grace_ms = o.action.grace_ms;
+        SendTo(o.action.node, std::move(k));
         break;
       }
       case Outbound::Kind::kAck:
         if (auto ch = o.channel.lock()) {
-          v1::ServerMessage m;
-          m.mutable_ack()->set_id(o.task);
-          m.mutable_ack()->set_attempt(o.attempt);
-          if (!ch->Send(std::move(m))) ch->Close();
+          if (!ch->Send(StatusAck{TaskId(o.task), o.attempt})) ch->Close();
         }
         break;
     }
@@ -554,40 +547,37 @@ bool ControlPlane::SendAssign(const core::Action& a) {
                                "bind failed: the agent of node " + a.node + " is not connected");
     return true;
   }
-  v1::ServerMessage m;
-  v1::Assign* as = m.mutable_assign();
-  as->set_id(a.task.value());
-  as->set_attempt(a.attempt);
-  as->set_name(t->spec.name);
-  for (int g : a.gpus) as->add_gpus(g);
-  for (MiB mib : a.gpu_mem_mib) as->add_gpu_mem_mib(mib);
-  for (const std::string& c : t->spec.command) as->add_command(c);
-  for (const auto& [k, v] : t->spec.env) (*as->mutable_env())[k] = v;
+  TaskAssignment as;
+  as.id = a.task;
+  as.attempt = a.attempt;
+  as.name = t->spec.name;
+  as.gpus.assign(a.gpus.begin(), a.gpus.end());
+  as.gpu_mem_mib.assign(a.gpu_mem_mib.begin(), a.gpu_mem_mib.end());
+  as.command = t->spec.command;
+  as.env = t->spec.env;
   if (!a.gang_nodes.empty() || t->spec.tasks_per_node > 1) {
-    as->set_rank(a.rank);
-    for (auto& [k, v] : GangEnvironment(*t, a, sched_->cluster())) {
-      (*as->mutable_env())[k] = std::move(v);
-    }
+    as.rank = a.rank;
+    for (auto& [k, v] : GangEnvironment(*t, a, sched_->cluster())) as.env[k] = std::move(v);
   }
-  if (t->spec.duration_ms) as->set_duration_ms(*t->spec.duration_ms);
-  if (t->spec.heartbeat_timeout_ms) as->set_heartbeat_timeout_ms(*t->spec.heartbeat_timeout_ms);
-  if (t->spec.stop_signal) as->set_stop_signal(*t->spec.stop_signal);  // issue 37
-  as->set_workdir(t->spec.workdir);
-  as->set_cgroup_mem_mib(t->spec.resources.mem_mib);
-  as->set_cgroup_cpu_milli(t->spec.resources.cpu_milli);
+  as.duration_ms = t->spec.duration_ms;
+  as.heartbeat_timeout_ms = t->spec.heartbeat_timeout_ms;
+  as.stop_signal = t->spec.stop_signal;  // issue 37
+  as.workdir = t->spec.workdir;
+  as.cgroup_mem_mib = t->spec.resources.mem_mib;
+  as.cgroup_cpu_milli = t->spec.resources.cpu_milli;
   // Issue 35: the user is one the server proved, by a token, or with authentication off by
   // the owner of the submitter's connection (else config_.default_user); a root agent runs the
   // task as that account. Only a submission proven to be root's may run as uid 0 without
   // allow_root_tasks (with tokens, "root" is just a name an admin gave a token).
-  as->set_user(t->spec.user);
-  if (!config_.AuthEnabled() && t->spec.user == "root") as->set_submitted_by_root(true);
+  as.user = t->spec.user;
+  as.submitted_by_root = !config_.AuthEnabled() && t->spec.user == "root";
   // A full outbox: the agent stopped reading. Cut it off; it reconciles when it reconnects
   // (the assignment is then re-placed without counting a failure).
-  if (!conn->Send(std::move(m))) conn->Close();
+  if (!conn->Send(std::move(as))) conn->Close();
   return false;
 }
 
-bool ControlPlane::SendTo(const std::string& node, v1::ServerMessage m) {
+bool ControlPlane::SendTo(const std::string& node, AgentOrder m) {
   const std::shared_ptr<AgentChannel> conn = agents_.Channel(node);
   if (conn == nullptr) return false;
   if (conn->Send(std::move(m))) return true;

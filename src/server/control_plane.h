@@ -46,9 +46,11 @@
 #include "server/config_reload.h"
 #include "server/loop_inbox.h"
 #include "server/recent_keys.h"
-// The agent side still speaks gpusched.v1 (RegisterNode, AgentMessage, ServerMessage,
-// TaskStatus) through AgentChannel; the client-facing API answers views (views.h).
+// Issue 40: the agent side speaks core structs both ways (agent_messages.h: registrations,
+// reports, orders), converted by the agent stream's door (agent_convert.h); the
+// client-facing API answers views (views.h). No gpusched.v1 message reaches this header.
 #include "server/agent_channel.h"
+#include "server/agent_messages.h"
 #include "server/agent_registry.h"
 #include "server/change_log.h"
 #include "server/commit_pipeline.h"
@@ -219,9 +221,9 @@ class ControlPlane {
   // Issue 37: refuses (kAlreadyExists, naming the other's address) a registration under the
   // name of a node that is alive: connected through another agent instance, heard from within
   // node_timeout. Checked before AgentRegistered; an agent without an instance id passes.
-  Status AdmitAgent(const v1::RegisterNode& reg);
-  Status AgentRegistered(const v1::RegisterNode& reg, std::shared_ptr<AgentChannel> channel);
-  void AgentMessage(const std::string& node, const v1::AgentMessage& m,
+  Status AdmitAgent(const AgentRegistration& reg);
+  Status AgentRegistered(const AgentRegistration& reg, std::shared_ptr<AgentChannel> channel);
+  void AgentMessage(const std::string& node, AgentReport m,
                     const std::shared_ptr<AgentChannel>& channel);
   // The AgentLink handler's path: queues the message for the loop, which applies what was
   // posted since its last round under one lock, before the pass and the liveness rules. The
@@ -233,7 +235,7 @@ class ControlPlane {
   // it (the agent's stream is not read meanwhile, so flow control slows the agent down);
   // once the loop has stopped, messages are dropped instead.
   static constexpr size_t kMaxPosted = 65'536;
-  void PostAgentMessage(const std::string& node, v1::AgentMessage m,
+  void PostAgentMessage(const std::string& node, AgentReport m,
                         const std::shared_ptr<AgentChannel>& channel);
   void AgentDisconnected(const std::string& node, const AgentChannel* channel);
   // Closes every agent's stream (a leader stepping down): agents reconnect, to the new leader.
@@ -309,15 +311,15 @@ class ControlPlane {
                       const std::vector<TaskId>& submissions);
   void ReleaseHeld();
   bool SendAssign(const core::Action& a);
-  bool SendTo(const std::string& node, v1::ServerMessage m);
+  bool SendTo(const std::string& node, AgentOrder m);
   void Forget(TaskId id);
   void ApplyRetention();
-  TimeMs EndedAt(const v1::TaskStatus& st) const;
-  void ApplyStatus(const std::string& node, const v1::TaskStatus& st,
+  TimeMs EndedAt(const TaskReport& st) const;
+  void ApplyStatus(const std::string& node, const TaskReport& st,
                    const std::shared_ptr<AgentChannel>& channel);
-  void Reconcile(const std::string& node, const v1::RegisterNode& reg);
+  void Reconcile(const std::string& node, const AgentRegistration& reg);
   // Issue 39: the agent names a cluster id other than this store's (logged, once per call).
-  bool FromAnotherCluster(const std::string& node, const v1::RegisterNode& reg) const;
+  bool FromAnotherCluster(const std::string& node, const AgentRegistration& reg) const;
   void UpdateReachable(const std::string& node);
   void QueueNode(const std::string& node);
   // What a reader sees of `t` (its last placement and gang, its stored state). REQUIRES: mu_.
@@ -374,9 +376,11 @@ class ControlPlane {
   // Applies the posted messages, then admits the posted submissions; true when one asks for
   // a pass or a commit. REQUIRES: mu_.
   bool ApplyPostedLocked();
-  // AgentMessage's work; true when it asks for a pass or a commit. REQUIRES: mu_.
-  bool AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
+  // AgentMessage's work (`m`'s heartbeat gets `node` and is handed on, not copied); true when
+  // it asks for a pass or a commit. REQUIRES: mu_.
+  bool AgentMessageLocked(const std::string& node, AgentReport& m,
                           const std::shared_ptr<AgentChannel>& channel);
+  void TaskBeatsLocked(const std::string& node, TaskBeats& beats);  // REQUIRES: mu_
   // Agent messages (PostAgentMessage) and submissions (PostSubmissions) for the loop.
   LoopInbox inbox_{kMaxPosted};
   // The loop's thread, outside mu_: takes the keyed submissions posted and reads each key in

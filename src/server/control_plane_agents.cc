@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
+#include <variant>
 
 #include "server/control_plane.h"
 
 #include "base/cluster_id.h"
 #include "base/log.h"
-#include "rpc/convert.h"
 
 namespace gpusched::server {
 namespace {
@@ -25,47 +25,38 @@ bool PlacedElsewhere(const core::Task* t, const std::string& node) {
   return true;
 }
 
-core::ExecutorStatus ExecutorStatusFromProto(v1::TaskRef::ExecutorStatus s) {
-  switch (s) {
-    case v1::TaskRef::RUNNING: return core::ExecutorStatus::kRunning;
-    case v1::TaskRef::STOPPED: return core::ExecutorStatus::kStopped;
-    case v1::TaskRef::HEARTBEAT_STALE: return core::ExecutorStatus::kHeartbeatStale;
-    default: return core::ExecutorStatus::kUnreported;  // older agents, unknown values
-  }
-}
-
 }  // namespace
 
 void ControlPlane::UpdateReachable(const std::string& node) {
   (void)sched_->SetNodeReachable(node, agents_.Reachable(node));
 }
 
-Status ControlPlane::AdmitAgent(const v1::RegisterNode& reg) {
+Status ControlPlane::AdmitAgent(const AgentRegistration& reg) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::optional<std::string> peer = agents_.OtherInstancePeer(reg.name(),
-                                                                     reg.agent_instance());
-  const auto index = sched_->cluster().Find(reg.name());
+  const std::string& name = reg.spec.name;
+  const std::optional<std::string> peer = agents_.OtherInstancePeer(name, reg.instance);
+  const auto index = sched_->cluster().Find(name);
   if (!peer || !index) return Status::Ok();
   const core::NodeState& n = sched_->cluster().node(*index);
   const DurationMs silent = sched_->NowMs() - n.last_heartbeat_ms;
   if (!n.available || silent > sched_->config().node_timeout_ms) return Status::Ok();
-  return AlreadyExists("node " + reg.name() + " is alive: another agent serves it (address " +
+  return AlreadyExists("node " + name + " is alive: another agent serves it (address " +
                        n.address + ", connected from " + *peer +
                        ", heard from " + FormatDurationMs(silent) +
                        " ago); this agent is refused until that node falls silent for " +
                        FormatDurationMs(sched_->config().node_timeout_ms));
 }
 
-Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
+Status ControlPlane::AgentRegistered(const AgentRegistration& reg,
                                      std::shared_ptr<AgentChannel> channel) {
-  GS_ASSIGN_OR_RETURN(core::NodeSpec spec, rpc::NodeSpecFromProto(reg));
+  const core::NodeSpec& spec = reg.spec;
   {
     std::lock_guard<std::mutex> lock(mu_);
     GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
     // Close never waits (the old connection's write may wait for a hung peer): its call is
     // cancelled, and the link's queue ends it.
     if (std::shared_ptr<AgentChannel> old =
-            agents_.Register(spec.name, reg.agent_instance(), std::move(channel))) {
+            agents_.Register(spec.name, reg.instance, std::move(channel))) {
       old->Close();
     }
     UpdateReachable(spec.name);
@@ -82,16 +73,14 @@ Status ControlPlane::AgentRegistered(const v1::RegisterNode& reg,
 // Issue 39: an agent whose files belong to another cluster (another store: task ids mean
 // other tasks there) is reconciled as if it ran nothing and kept no exit; it stops that
 // cluster's tasks itself once it has this one's id (Registered.cluster_id).
-void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& reg) {
+void ControlPlane::Reconcile(const std::string& node, const AgentRegistration& reg) {
   const std::shared_ptr<AgentChannel> channel = agents_.Channel(node);
   std::set<std::pair<uint64_t, int64_t>> running;
   core::NodeHeartbeat hb{node, {}, {}, {}};
   if (!FromAnotherCluster(node, reg)) {
-    for (const v1::TaskStatus& st : reg.finished()) ApplyStatus(node, st, channel);
-    for (const v1::TaskRef& r : reg.running()) {
-      running.insert({r.id(), r.attempt()});
-      hb.running.emplace_back(TaskId(r.id()), r.attempt());
-    }
+    for (const TaskReport& st : reg.finished) ApplyStatus(node, st, channel);
+    for (const auto& [id, attempt] : reg.running) running.insert({id.value(), attempt});
+    hb.running = reg.running;
   }
   for (TaskId id : sched_->TasksOnNode(node)) {
     const core::Task& t = *sched_->GetTask(id);
@@ -113,15 +102,16 @@ void ControlPlane::Reconcile(const std::string& node, const v1::RegisterNode& re
   if (!s.ok()) logging::Warn("server", "register failed: " + s.ToString(), logging::NodeF(node));
 }
 
-bool ControlPlane::FromAnotherCluster(const std::string& node, const v1::RegisterNode& reg) const {
-  if (reg.cluster_id().empty() || reg.cluster_id() == ClusterId()) return false;
-  const bool valid = ValidateClusterId(reg.cluster_id(), "RegisterNode.cluster_id").ok();
+bool ControlPlane::FromAnotherCluster(const std::string& node,
+                                      const AgentRegistration& reg) const {
+  if (reg.cluster_id.empty() || reg.cluster_id == ClusterId()) return false;
+  const bool valid = ValidateClusterId(reg.cluster_id, "RegisterNode.cluster_id").ok();
   logging::Warn("server",
                 "the agent of node " + node + " comes from cluster " +
-                    (valid ? reg.cluster_id() : std::string("(not a valid id)")) +
+                    (valid ? reg.cluster_id : std::string("(not a valid id)")) +
                     ", not this one (" + ClusterId() + "): its " +
-                    std::to_string(reg.running_size()) + " running tasks and " +
-                    std::to_string(reg.finished_size()) +
+                    std::to_string(reg.running.size()) + " running tasks and " +
+                    std::to_string(reg.finished.size()) +
                     " kept exits are that cluster's, ignored here; it stops them itself",
                 logging::NodeF(node));
   return true;
@@ -129,28 +119,28 @@ bool ControlPlane::FromAnotherCluster(const std::string& node, const v1::Registe
 
 // When a reported exit happened, on this server's clock: the node says how long before it
 // wrote the report (a re-report after a restart or reconnect says how long ago); 0 = now.
-TimeMs ControlPlane::EndedAt(const v1::TaskStatus& st) const {
-  return st.ended_ago_ms() > 0 ? sched_->NowMs() - st.ended_ago_ms() : 0;
+TimeMs ControlPlane::EndedAt(const TaskReport& st) const {
+  return st.ended_ago_ms > 0 ? sched_->NowMs() - st.ended_ago_ms : 0;
 }
 
-void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st,
+void ControlPlane::ApplyStatus(const std::string& node, const TaskReport& st,
                                const std::shared_ptr<AgentChannel>& channel) {
-  const TaskId id(st.id());
+  const TaskId id = st.id;
   const core::Task* t = sched_->GetTask(id);
   // A node reports its own tasks only (with TLS, the node its certificate names): a report
   // of a task placed on another node changes nothing. It is acknowledged like a stale one.
   const bool elsewhere = PlacedElsewhere(t, node);
   if (elsewhere) {
     logging::Warn("server", "ignored a report of a task that runs on " + t->placement->node,
-                  logging::TaskF(st.id(), node));
+                  logging::TaskF(id.value(), node));
   }
-  if (st.kind() == v1::TaskStatus::STARTED) {
-    if (!elsewhere) (void)sched_->TaskStarted(id, st.attempt());  // stale: changes nothing
+  if (st.kind == TaskReport::Kind::kStarted) {
+    if (!elsewhere) (void)sched_->TaskStarted(id, st.attempt);  // stale: changes nothing
     return;
   }
   // Issue 36: the memory table, which every task of the profile uses, learns only from
   // what the agent measured itself; a value the task could write teaches its own retry.
-  const bool learn = st.peak_source() == v1::TaskStatus::PEAK_AGENT_MEASURED ||
+  const bool learn = st.peak_source == TaskReport::PeakSource::kAgentMeasured ||
                      config_.learn_task_written_peaks;
   // A gang's rank is the one on the reporting node; the task ends when every rank has.
   // A late exit of a task whose node was given up (issue 37) counts from the node it last ran on.
@@ -158,24 +148,24 @@ void ControlPlane::ApplyStatus(const std::string& node, const v1::TaskStatus& st
   const bool unplaced_elsewhere = t != nullptr && !t->placement &&
                                   (last == last_placement_.end() || last->second.node != node);
   Status s = elsewhere || unplaced_elsewhere ? Status::Ok()
-                       : sched_->RankFinished(id, st.attempt(), node, st.exit_code(),
-                                              st.peak_gpu_mem_mib(), st.reason(),
-                                              {st.gpu_mem_exceeded(), st.permanent(),
-                                               EndedAt(st), learn, st.out_of_memory()});
-  if (!elsewhere && s.ok() && learn && (st.peak_gpu_mem_mib() > 0 || st.gpu_mem_exceeded()) &&
+                       : sched_->RankFinished(id, st.attempt, node, st.exit_code,
+                                              st.peak_gpu_mem_mib, st.reason,
+                                              {st.gpu_mem_exceeded, st.permanent,
+                                               EndedAt(st), learn, st.out_of_memory});
+  if (!elsewhere && s.ok() && learn && (st.peak_gpu_mem_mib > 0 || st.gpu_mem_exceeded) &&
       t->spec.profile) {
     pipeline_.pending().peaks.insert(*t->spec.profile);  // the aggregate the table just updated
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition && s.code() != StatusCode::kNotFound) {
-    logging::Warn("server", "exit not applied: " + s.ToString(), logging::TaskF(st.id(), node));
+    logging::Warn("server", "exit not applied: " + s.ToString(), logging::TaskF(id.value(), node));
   }
   // Acknowledged once the record it changed is durable, so the agent keeps it in its journal
   // until then. A repeated or stale report changed nothing and is acknowledged as well.
   StageChanges();
-  pipeline_.HoldAck(channel, st.id(), st.attempt());
+  pipeline_.HoldAck(channel, id.value(), st.attempt);
 }
 
-void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage& m,
+void ControlPlane::AgentMessage(const std::string& node, AgentReport m,
                                 const std::shared_ptr<AgentChannel>& channel) {
   bool kick = false;
   {
@@ -186,7 +176,7 @@ void ControlPlane::AgentMessage(const std::string& node, const v1::AgentMessage&
   if (kick) Kick();
 }
 
-void ControlPlane::PostAgentMessage(const std::string& node, v1::AgentMessage m,
+void ControlPlane::PostAgentMessage(const std::string& node, AgentReport m,
                                     const std::shared_ptr<AgentChannel>& channel) {
   bool first = false;
   if (inbox_.PostMessage({node, std::move(m), channel}, &first) && first) Kick();  // the loop takes everything posted until it drains the inbox
@@ -238,7 +228,7 @@ std::vector<PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
 bool ControlPlane::ApplyPostedLocked() {
   auto [posted, submissions] = inbox_.Take();
   bool kick = false;
-  for (const PostedMessage& p : posted) {
+  for (PostedMessage& p : posted) {
     // A closed channel is no longer the node's agent: the message would be dropped below.
     if (std::shared_ptr<AgentChannel> channel = p.channel.lock()) {
       kick = AgentMessageLocked(p.node, p.message, channel) || kick;
@@ -286,45 +276,33 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
   awaiting_commit_.emplace(ids.front(), Awaiting{std::move(p.done), n});
 }
 
-bool ControlPlane::AgentMessageLocked(const std::string& node, const v1::AgentMessage& m,
+bool ControlPlane::AgentMessageLocked(const std::string& node, AgentReport& m,
                                       const std::shared_ptr<AgentChannel>& channel) {
   bool kick = false;
   if (!agents_.IsCurrent(node, channel.get())) return false;  // replaced
-  if (m.has_heartbeat()) {
-    core::NodeHeartbeat hb;
-    hb.node = node;
-    hb.gpu_free_mib.assign(m.heartbeat().gpu_free_mib().begin(),
-                           m.heartbeat().gpu_free_mib().end());
-    for (const v1::TaskRef& r : m.heartbeat().running()) {
-      hb.running.emplace_back(TaskId(r.id()), r.attempt());
-    }
-    for (const v1::GpuHealth& g : m.heartbeat().gpu_health()) {
-      hb.gpu_health.push_back({!g.unhealthy(), g.last_error()});
-    }
-    Status s = sched_->HandleNodeHeartbeat(hb);
+  if (core::NodeHeartbeat* hb = std::get_if<core::NodeHeartbeat>(&m)) {
+    hb->node = node;
+    Status s = sched_->HandleNodeHeartbeat(*hb);
     if (!s.ok()) {
       logging::Warn("server", "heartbeat not applied: " + s.ToString(), logging::NodeF(node));
     }
-  } else if (m.has_task_heartbeats()) {
-    for (const v1::TaskRef& r : m.task_heartbeats().tasks()) {
-      std::optional<core::GpuUsage> usage;
-      if (r.has_gpu_util()) {
-        usage = core::GpuUsage{std::clamp(r.gpu_util(), 0, 100),
-                             std::max<int64_t>(r.gpu_mem_used_mib(), 0)};
-      }
-      if (PlacedElsewhere(sched_->GetTask(TaskId(r.id())), node)) continue;  // not its own
-      core::ExecutorReport executor{ExecutorStatusFromProto(r.executor_status()),
-                                    r.executor_detail()};
-      // Stale attempts are ignored.
-      (void)sched_->TaskHeartbeat(TaskId(r.id()), r.attempt(), usage, std::move(executor));
-    }
-  } else if (m.has_status()) {
-    ApplyStatus(node, m.status(), channel);
+  } else if (TaskBeats* beats = std::get_if<TaskBeats>(&m)) {
+    TaskBeatsLocked(node, *beats);
+  } else if (const TaskReport* st = std::get_if<TaskReport>(&m)) {
+    ApplyStatus(node, *st, channel);
     kick = true;  // capacity freed, or a record (and its ack) to commit
   }
   StageChanges();
   kick = kick || pipeline_.HasWork();
   return kick;
+}
+
+void ControlPlane::TaskBeatsLocked(const std::string& node, TaskBeats& beats) {
+  for (TaskBeat& b : beats.tasks) {
+    if (PlacedElsewhere(sched_->GetTask(b.id), node)) continue;  // not its own
+    // Stale attempts are ignored.
+    (void)sched_->TaskHeartbeat(b.id, b.attempt, b.usage, std::move(b.executor));
+  }
 }
 
 void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel* channel) {

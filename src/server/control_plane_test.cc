@@ -49,28 +49,19 @@ class ControlPlaneTest : public ::testing::Test {
     EXPECT_TRUE(cp.ok()) << cp.status().ToString();
     return std::move(cp).value();
   }
-  static v1::RegisterNode Node(const std::string& name, std::vector<Ref> running = {},
-                               std::vector<v1::TaskStatus> finished = {}) {
-    v1::RegisterNode r;
-    r.set_name(name);
-    r.set_address("127.0.0.1:1");
-    r.set_cpu_milli(64'000);
-    r.set_mem_mib(256 * 1024);
-    for (int i = 0; i < 2; ++i) {
-      v1::Gpu* g = r.add_gpus();
-      g->set_index(i);
-      g->set_model("A100");
-      g->set_total_mib(81920);
-    }
-    for (const auto& [id, attempt] : running) {
-      v1::TaskRef* t = r.add_running();
-      t->set_id(id);
-      t->set_attempt(attempt);
-    }
-    for (const v1::TaskStatus& f : finished) *r.add_finished() = f;
+  // A two-GPU node's registration (what the agent door makes of a RegisterNode).
+  static AgentRegistration Node(const std::string& name, std::vector<Ref> running = {},
+                                std::vector<TaskReport> finished = {}) {
+    AgentRegistration r;
+    r.spec.name = name;
+    r.spec.address = "127.0.0.1:1";
+    r.spec.capacity = {64'000, 256 * 1024};
+    r.spec.gpus.assign(2, core::GpuSpec{"A100", 81920});
+    for (const auto& [id, attempt] : running) r.running.emplace_back(TaskId(id), attempt);
+    r.finished = std::move(finished);
     return r;
   }
-  std::shared_ptr<FakeAgentChannel> Connect(ControlPlane& cp, const v1::RegisterNode& reg) {
+  std::shared_ptr<FakeAgentChannel> Connect(ControlPlane& cp, const AgentRegistration& reg) {
     auto ch = std::make_shared<FakeAgentChannel>();
     EXPECT_TRUE(cp.AgentRegistered(reg, ch).ok());
     return ch;
@@ -82,26 +73,22 @@ class ControlPlaneTest : public ::testing::Test {
     s.max_retries = retries;
     return s;
   }
-  static v1::TaskStatus Started(uint64_t id, int64_t attempt) {
-    v1::TaskStatus st;
-    st.set_id(id);
-    st.set_attempt(attempt);
-    st.set_kind(v1::TaskStatus::STARTED);
+  static TaskReport Started(uint64_t id, int64_t attempt) {
+    TaskReport st;
+    st.id = TaskId(id);
+    st.attempt = attempt;
+    st.kind = TaskReport::Kind::kStarted;
     return st;
   }
-  static v1::TaskStatus Exit(uint64_t id, int64_t attempt, int code) {
-    v1::TaskStatus st;
-    st.set_id(id);
-    st.set_attempt(attempt);
-    st.set_kind(v1::TaskStatus::FINISHED);
-    st.set_exit_code(code);
+  static TaskReport Exit(uint64_t id, int64_t attempt, int code) {
+    TaskReport st = Started(id, attempt);
+    st.kind = TaskReport::Kind::kFinished;
+    st.exit_code = code;
     return st;
   }
   static void Report(ControlPlane& cp, const std::string& node,
-                     const std::shared_ptr<FakeAgentChannel>& ch, const v1::TaskStatus& st) {
-    v1::AgentMessage m;
-    *m.mutable_status() = st;
-    cp.AgentMessage(node, m, ch);
+                     const std::shared_ptr<FakeAgentChannel>& ch, const TaskReport& st) {
+    cp.AgentMessage(node, st, ch);
   }
   // Task 1 (no retries) submitted and running on n1.
   std::shared_ptr<FakeAgentChannel> RunOneTask(ControlPlane& cp) {
@@ -556,8 +543,8 @@ TEST_F(ControlPlaneTest, Issue39_AnAgentOfAnotherClusterIsNeitherAdoptedFromNorA
   cp->RunOnce();
   ASSERT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
   // The STARTED report was lost; an agent of another cluster, on the same node, reconnects.
-  v1::RegisterNode other = Node("n1", /*running=*/{{1, 1}}, /*finished=*/{Exit(1, 1, 3)});
-  other.set_cluster_id("0123456789abcdef0123456789abcdef");
+  AgentRegistration other = Node("n1", /*running=*/{{1, 1}}, /*finished=*/{Exit(1, 1, 3)});
+  other.cluster_id = "0123456789abcdef0123456789abcdef";
   auto foreign = Connect(*cp, other);
   cp->RunOnce();
   EXPECT_TRUE(foreign->acks().empty());
@@ -567,8 +554,8 @@ TEST_F(ControlPlaneTest, Issue39_AnAgentOfAnotherClusterIsNeitherAdoptedFromNorA
   EXPECT_EQ(t.fail_cnt(), 0);
   EXPECT_EQ(t.attempts(), 2);
   EXPECT_EQ(foreign->assigns(), (std::vector<Ref>{{1, 2}}));
-  v1::RegisterNode own = Node("n1", {{1, 2}});
-  own.set_cluster_id(cp->ClusterId());
+  AgentRegistration own = Node("n1", {{1, 2}});
+  own.cluster_id = cp->ClusterId();
   Connect(*cp, own);
   cp->RunOnce();
   EXPECT_EQ(Get(*cp, 1).state(), "running");  // adopted
@@ -621,9 +608,7 @@ TEST_F(ControlPlaneTest, PostedAgentMessagesApplyOnTheNextRoundInTheOrderPosted)
   ASSERT_TRUE(cp->Submit(Spec(/*retries=*/0)).ok());
   cp->RunOnce();
   ASSERT_EQ(agent->assigns(), (std::vector<Ref>{{1, 1}}));
-  v1::AgentMessage first, second;
-  *first.mutable_status() = Exit(1, 1, 3);
-  *second.mutable_status() = Exit(1, 1, 0);
+  const AgentReport first = Exit(1, 1, 3), second = Exit(1, 1, 0);
   cp->PostAgentMessage("n1", first, agent);
   cp->PostAgentMessage("n1", second, agent);
   EXPECT_EQ(Get(*cp, 1).state(), "assigned") << "applied before the loop's round";
@@ -642,8 +627,7 @@ TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
   auto agent = Connect(*cp, Node("n1"));
   ASSERT_TRUE(cp->Submit(Spec()).ok());
   cp->RunOnce();
-  v1::AgentMessage m;
-  *m.mutable_status() = Exit(1, 1, 0);
+  AgentReport m = Exit(1, 1, 0);
   cp->PostAgentMessage("n1", m, agent);
   cp->AgentDisconnected("n1", agent.get());
   cp->RunOnce();  // stored: reads show stored states (issue 40)
@@ -653,7 +637,7 @@ TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
   ASSERT_TRUE(cp->Submit(Spec()).ok());
   cp->RunOnce();
   ASSERT_EQ(fresh->assigns(), (std::vector<Ref>{{2, 1}}));
-  *m.mutable_status() = Exit(2, 1, 1);
+  m = Exit(2, 1, 1);
   cp->PostAgentMessage("n1", m, agent);
   cp->RunOnce();
   EXPECT_EQ(Get(*cp, 2).state(), "assigned");
@@ -664,9 +648,8 @@ TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
 TEST_F(ControlPlaneTest, APostIntoAFullInboxWaitsForTheLoopAndNoneWaitsAfterItStopped) {
   auto cp = Start(Sqlite());
   auto agent = Connect(*cp, Node("n1"));
-  v1::AgentMessage beat;
-  beat.mutable_heartbeat()->add_gpu_free_mib(81920);
-  beat.mutable_heartbeat()->add_gpu_free_mib(81920);
+  core::NodeHeartbeat beat;
+  beat.gpu_free_mib = {81920, 81920};
   for (size_t i = 0; i < ControlPlane::kMaxPosted; ++i) cp->PostAgentMessage("n1", beat, agent);
   auto blocked = std::async(std::launch::async, [&] { cp->PostAgentMessage("n1", beat, agent); });
   EXPECT_EQ(blocked.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
@@ -886,10 +869,7 @@ TEST_F(ControlPlaneTest, ANodeCannotReportAnotherNodesTask) {
   cp->RunOnce();
   ASSERT_EQ(Get(*cp, 1).node(), "n1");
   auto n2 = Connect(*cp, Node("n2"));
-  v1::TaskStatus started;
-  started.set_id(1);
-  started.set_attempt(1);
-  started.set_kind(v1::TaskStatus::STARTED);
+  const TaskReport started = Started(1, 1);
   Report(*cp, "n2", n2, started);
   cp->RunOnce();
   EXPECT_EQ(Get(*cp, 1).state(), "assigned");
@@ -1095,11 +1075,10 @@ TEST_F(ControlPlaneTest, CN109992422A_Claim4_ConfigNodeOrderDecidesWhereTheTaskL
     const Status applied = ApplyConfigFile(file, config_);
     EXPECT_TRUE(applied.ok()) << applied.ToString();
     auto cp = Start(std::make_unique<store::MemoryStore>());
-    v1::RegisterNode a = Node("a");
-    for (int i = 2; i < 4; ++i) *a.add_gpus() = a.gpus(0);
-    for (int i = 2; i < 4; ++i) a.mutable_gpus(i)->set_index(i);
-    v1::RegisterNode b = Node("b");
-    b.mutable_gpus()->RemoveLast();
+    AgentRegistration a = Node("a");
+    a.spec.gpus.resize(4, a.spec.gpus[0]);
+    AgentRegistration b = Node("b");
+    b.spec.gpus.pop_back();
     auto agent_a = Connect(*cp, a);
     auto agent_b = Connect(*cp, b);
     const uint64_t first = cp->Submit(Spec())->value();
@@ -1185,8 +1164,8 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_NewNodeIsProbedBeforeItsFirstTask) 
     return v1::Node();
   };
 
-  v1::RegisterNode a = Node("a-silent");
-  a.set_address(silent.address());
+  AgentRegistration a = Node("a-silent");
+  a.spec.address = silent.address();
   auto agent_a = Connect(*cp, a);
   EXPECT_FALSE(node("a-silent").reachable()) << "reachable before any probe";
   const uint64_t id = cp->Submit(Spec())->value();
@@ -1197,8 +1176,8 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim9_NewNodeIsProbedBeforeItsFirstTask) 
   EXPECT_FALSE(node("a-silent").reachable());
   EXPECT_TRUE(agent_a->assigns().empty());
 
-  v1::RegisterNode b = Node("b-good");
-  b.set_address(listening.address());
+  AgentRegistration b = Node("b-good");
+  b.spec.address = listening.address();
   auto agent_b = Connect(*cp, b);
   for (int spin = 0; !node("b-good").reachable() && spin < 400; ++spin) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -1232,25 +1211,15 @@ class IdleTest : public ControlPlaneTest {
   // claim 7) unless `util` is nullopt, then a loop pass.
   // `status` and `detail`: the executor's status the task heartbeat carries.
   void Beat(ControlPlane& cp, std::optional<int> util, DurationMs after_ms,
-            v1::TaskRef::ExecutorStatus status = v1::TaskRef::UNREPORTED,
+            core::ExecutorStatus status = core::ExecutorStatus::kUnreported,
             const std::string& detail = "") {
     clock_.AdvanceMs(after_ms);
-    v1::AgentMessage node;
-    v1::TaskRef* running = node.mutable_heartbeat()->add_running();
-    running->set_id(1);
-    running->set_attempt(1);
-    cp.AgentMessage("n1", node, agent_);
-    v1::AgentMessage m;
-    v1::TaskRef* r = m.mutable_task_heartbeats()->add_tasks();
-    r->set_id(1);
-    r->set_attempt(1);
-    if (util) {
-      r->set_gpu_util(*util);
-      r->set_gpu_mem_used_mib(512);
-    }
-    r->set_executor_status(status);
-    r->set_executor_detail(detail);
-    cp.AgentMessage("n1", m, agent_);
+    core::NodeHeartbeat node;
+    node.running = {{TaskId(1), 1}};
+    cp.AgentMessage("n1", std::move(node), agent_);
+    TaskBeat beat{TaskId(1), 1, std::nullopt, {status, detail}};
+    if (util) beat.usage = core::GpuUsage{*util, 512};
+    cp.AgentMessage("n1", TaskBeats{{beat}}, agent_);
     cp.RunOnce();
   }
   static bool IdleGauge(ControlPlane& cp, int n) {
@@ -1284,13 +1253,13 @@ TEST_F(IdleTest, CN109992422A_Claim7_TaskAtZeroPercentIsFlaggedExactlyAfterIdleA
 TEST_F(IdleTest, CN109992422A_Claim8_HeartbeatsSayingHungEndInAKillAfterTaskTimeout) {
   auto cp = StartRunning(/*stop=*/false);
   const DurationMs timeout = config_.scheduler.task_timeout_ms;
-  Beat(*cp, std::nullopt, 1'000, v1::TaskRef::RUNNING);
+  Beat(*cp, std::nullopt, 1'000, core::ExecutorStatus::kRunning);
   const TimeMs alive = clock_.NowMs();
   v1::Task t = Get(*cp, 1);
   EXPECT_EQ(t.executor_status(), "running");
   EXPECT_EQ(t.last_heartbeat_ms(), alive);
   for (DurationMs d = 0; d < timeout; d += 1'000) {
-    Beat(*cp, std::nullopt, 1'000, v1::TaskRef::STOPPED, "stopped: all in state T");
+    Beat(*cp, std::nullopt, 1'000, core::ExecutorStatus::kStopped, "stopped: all in state T");
   }
   t = Get(*cp, 1);
   EXPECT_EQ(t.state(), "running") << "reclaimed at task_timeout, not after it";
@@ -1298,7 +1267,7 @@ TEST_F(IdleTest, CN109992422A_Claim8_HeartbeatsSayingHungEndInAKillAfterTaskTime
   EXPECT_EQ(t.executor_detail(), "stopped: all in state T");
   EXPECT_EQ(t.last_heartbeat_ms(), alive);  // a hung task's heartbeat is no sign of life
   EXPECT_TRUE(agent_->kills().empty());
-  Beat(*cp, std::nullopt, 1, v1::TaskRef::STOPPED, "stopped: all in state T");
+  Beat(*cp, std::nullopt, 1, core::ExecutorStatus::kStopped, "stopped: all in state T");
   cp->RunOnce();
   EXPECT_EQ(agent_->kills(), (std::vector<Ref>{{1, 1}}));
   t = Get(*cp, 1);
@@ -1452,12 +1421,12 @@ class MemoryTableTest : public ControlPlaneTest {
     return id.ok() ? Get(*cp, id->value()) : v1::Task();
   }
   // A peak the agent measured itself (NVML), unless `source` says otherwise.
-  static v1::TaskStatus ExitWithPeak(
+  static TaskReport ExitWithPeak(
       uint64_t id, MiB peak,
-      v1::TaskStatus::PeakSource source = v1::TaskStatus::PEAK_AGENT_MEASURED) {
-    v1::TaskStatus st = Exit(id, 1, 0);
-    st.set_peak_gpu_mem_mib(peak);
-    st.set_peak_source(source);
+      TaskReport::PeakSource source = TaskReport::PeakSource::kAgentMeasured) {
+    TaskReport st = Exit(id, 1, 0);
+    st.peak_gpu_mem_mib = peak;
+    st.peak_source = source;
     return st;
   }
 };
@@ -1468,7 +1437,7 @@ class MemoryTableTest : public ControlPlaneTest {
 TEST_F(MemoryTableTest, Issue36_TaskWrittenPeaksTeachNothingUnlessTheDemoSettingIsOn) {
   auto cp = Start(Sqlite());
   auto agent = Connect(*cp, Node("n1"));
-  for (auto source : {v1::TaskStatus::PEAK_TASK_WRITTEN, v1::TaskStatus::PEAK_UNKNOWN}) {
+  for (auto source : {TaskReport::PeakSource::kTaskWritten, TaskReport::PeakSource::kUnknown}) {
     auto id = cp->Submit(ProfileOnly());
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     cp->RunOnce();
@@ -1479,9 +1448,9 @@ TEST_F(MemoryTableTest, Issue36_TaskWrittenPeaksTeachNothingUnlessTheDemoSetting
   auto failed = cp->Submit(ProfileOnly());
   ASSERT_TRUE(failed.ok());
   cp->RunOnce();
-  v1::TaskStatus oom = ExitWithPeak(failed->value(), 16000, v1::TaskStatus::PEAK_TASK_WRITTEN);
-  oom.set_exit_code(1);
-  oom.set_gpu_mem_exceeded(true);
+  TaskReport oom = ExitWithPeak(failed->value(), 16000, TaskReport::PeakSource::kTaskWritten);
+  oom.exit_code = 1;
+  oom.gpu_mem_exceeded = true;
   Report(*cp, "n1", agent, oom);
   cp->RunOnce();
   EXPECT_TRUE(cp->ListLearnedProfiles().empty());
@@ -1496,7 +1465,7 @@ TEST_F(MemoryTableTest, Issue36_TaskWrittenPeaksTeachNothingUnlessTheDemoSetting
   auto id = cp->Submit(ProfileOnly());
   ASSERT_TRUE(id.ok());
   cp->RunOnce();
-  Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000, v1::TaskStatus::PEAK_TASK_WRITTEN));
+  Report(*cp, "n1", agent, ExitWithPeak(id->value(), 6000, TaskReport::PeakSource::kTaskWritten));
   cp->RunOnce();
   ASSERT_EQ(cp->ListLearnedProfiles().size(), 1u);
   EXPECT_EQ(cp->ListLearnedProfiles()[0].key, "resnet50");

@@ -23,8 +23,8 @@
 
 #include "base/status.h"
 #include "core/task.h"
-#include "gpusched/v1/gpusched.pb.h"
 #include "server/agent_channel.h"
+#include "server/agent_messages.h"
 
 namespace gpusched::server {
 
@@ -33,7 +33,7 @@ using SubmitManyDone = std::function<void(StatusOr<std::vector<TaskId>>)>;
 
 struct PostedMessage {
   std::string node;
-  v1::AgentMessage message;
+  AgentReport message;
   std::weak_ptr<AgentChannel> channel;  // the stream it came on
 };
 

@@ -15,7 +15,7 @@ namespace {
 PostedMessage Beat(const std::string& node) {
   PostedMessage m;
   m.node = node;
-  m.message.mutable_heartbeat();
+  m.message = core::NodeHeartbeat{};
   return m;
 }
 

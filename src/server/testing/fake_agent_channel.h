@@ -6,6 +6,7 @@
 // Thread-safety: every method is safe from any thread.
 
 #include <mutex>
+#include <variant>
 #include <vector>
 
 #include "server/agent_channel.h"
@@ -16,7 +17,7 @@ class FakeAgentChannel final : public AgentChannel {
  public:
   explicit FakeAgentChannel(size_t capacity = SIZE_MAX) : capacity_(capacity) {}
 
-  bool Send(v1::ServerMessage m) override {
+  bool Send(AgentOrder m) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_ || sent_.size() >= capacity_) return false;
     sent_.push_back(std::move(m));
@@ -31,7 +32,7 @@ class FakeAgentChannel final : public AgentChannel {
     std::lock_guard<std::mutex> lock(mu_);
     return closed_;
   }
-  std::vector<v1::ServerMessage> sent() const {
+  std::vector<AgentOrder> sent() const {
     std::lock_guard<std::mutex> lock(mu_);
     return sent_;
   }
@@ -45,17 +46,21 @@ class FakeAgentChannel final : public AgentChannel {
   std::vector<std::pair<uint64_t, int64_t>> Refs(Kind kind) const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::pair<uint64_t, int64_t>> out;
-    for (const v1::ServerMessage& m : sent_) {
-      if (kind == Kind::kAssign && m.has_assign()) out.emplace_back(m.assign().id(), m.assign().attempt());
-      if (kind == Kind::kKill && m.has_kill()) out.emplace_back(m.kill().id(), m.kill().attempt());
-      if (kind == Kind::kAck && m.has_ack()) out.emplace_back(m.ack().id(), m.ack().attempt());
+    for (const AgentOrder& m : sent_) {
+      if (const auto* a = std::get_if<TaskAssignment>(&m); a && kind == Kind::kAssign) {
+        out.emplace_back(a->id.value(), a->attempt);
+      } else if (const auto* k = std::get_if<TaskKill>(&m); k && kind == Kind::kKill) {
+        out.emplace_back(k->id.value(), k->attempt);
+      } else if (const auto* ack = std::get_if<StatusAck>(&m); ack && kind == Kind::kAck) {
+        out.emplace_back(ack->id.value(), ack->attempt);
+      }
     }
     return out;
   }
 
   const size_t capacity_;
   mutable std::mutex mu_;
-  std::vector<v1::ServerMessage> sent_;
+  std::vector<AgentOrder> sent_;
   bool closed_ = false;
 };
 

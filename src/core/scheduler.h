@@ -16,8 +16,8 @@
 // CN109992422A claims 9-10: this class is the task-management side (admission, the memory
 // table, the task table, Q and FQ, the pass planner); it asks the resource-management side
 // (ResourceManager: the state table and placement) with a ResourceRequest per task. A pass is
-// planned purely (PlanPass), then committed (README.md, "Task management and resource
-// management").
+// planned purely (PlanPass: core/pass_planner.h, over a const view of this class), then
+// committed (README.md, "Task management and resource management").
 //
 // Thread-safety: none. The caller serialises all calls (the server holds one mutex).
 // No I/O, no threads of its own (an Executor may be lent for parallel filtering), and time
@@ -366,7 +366,7 @@ class Scheduler {
   // plan's own reservations are made on a copy of the state table, so each decision sees the
   // ones before it (CN109992422A test 6). Schedule() refreshes fair share first (when due).
   // Not to be called concurrently with itself: it plans on buffers the scheduler keeps
-  // between passes.
+  // between passes. PassPlanner(*this).Plan() (core/pass_planner.h).
   PassPlan PlanPass() const;
 
   // ---- outputs ----
@@ -466,7 +466,7 @@ class Scheduler {
   // its counters; only its report and reason are refreshed (issue 37).
   void RefreshWait(Task& t, PlacementReport report, const std::string& summary);
   // Q in queue order, and in a release pass also the FQ tasks waiting for capacity that are
-  // not parked (parked ones take part through PlanWithParked).
+  // not parked (parked ones take part through PassPlanner::PlanWithParked).
   std::vector<QueueKey> PassSnapshot(bool release_pass) const;
   // What a pending task waits for now (Explanation::waits_for).
   std::string WaitsFor(const Task& t) const;
@@ -501,8 +501,6 @@ class Scheduler {
   bool AwaitingNodes(TimeMs now);
   // ---- the lazy flush (README.md, "The failure queue at scale") ----
   using Shape = RequestShape;
-  // A pass's memo of request shapes that found no node: the report and the reason.
-  using FailedShapes = std::map<Shape, std::pair<PlacementReport, std::string>>;
   // A GPU model no node has: matches nothing (the task waits for such a node to join).
   static constexpr int kUnknownModel = INT_MAX;
   Shape ShapeOf(const ResourceRequest& req) const;
@@ -516,65 +514,8 @@ class Scheduler {
   void CatchUpAll() const;
   // Every parked task back to the plain FQ, in FQ order (before quotas change the pass).
   void UnparkAll();
-  // ---- the pass (scheduler_plan.cc) ----
-  struct Planning;  // a pass being planned: the plan and its view of the state table
-  // One placement attempt inside a plan. Returns false when the task did not fit (head-of-line
-  // blocking stops there). `reclaim`: a within-guarantee task may stop borrowers' tasks.
-  bool PlanPlace(const Task& t, Planning& p, bool reclaim) const;
-  // PlanPlace's answer when `t` did not fit: a kWait step with the reason, remembered in
-  // `memo` (null: not memoised), and the reservation a wide task plans.
-  void PlanWait(const Task& t, const ResourceRequest& req, PlacementResult result,
-                FailedShapes* memo, bool blocked, bool reclaim, Planning& p) const;
-  // PlanPass under team quotas: the tasks within their guarantee, then the borrowers.
-  void PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& p) const;
-  // A flush pass with parked groups: the Q snapshot and each group's tasks merged in Q order,
-  // a group's tasks visited only while they are placed.
-  void PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const;
-  // Plans stopping the newest tasks of borrowing teams until `t` fits, then places it. False
-  // (nothing planned) when no such set of tasks makes room.
-  bool PlanReclaim(const Task& t, const ResourceRequest& r, Planning& p) const;
-  // A gang: all ranks on distinct nodes of the plan's view, or none (and a reservation).
-  bool PlanGang(const Task& t, Planning& p) const;
-  // All `nodes` ranks of `req` on distinct nodes of `view`; false with the reason otherwise.
-  // `view` is tried on and left as it was.
-  bool PlaceGangOn(ClusterState& view, const ResourceRequest& req, int64_t nodes,
-                   std::vector<Placement>* ranks, PlacementReport* report,
-                   std::string* why) const;
-  // The GPUs a waiting wide task or gang should hold and when it could start on them, from
-  // the known ends of the active tasks and of the plan's own assignments (core/backfill.h).
-  std::optional<Reservation> PlanReservation(const Task& t, const ResourceRequest& req,
-                                             const Planning& p) const;
-  // Whether `t` may use the reserved GPUs this pass (the holder, or its time limit ends
-  // before the planned start).
-  bool CanBackfill(const Task& t, const Planning& p) const;
-  // After `t` (wide or a gang) did not fit: when it is the first such task of the pass (or
-  // holds the reservation), plans its reservation anew; `reason` gains what `why` says of it.
-  void PlanHold(const Task& t, const ResourceRequest& req, Planning& p,
-                std::string& reason) const;
-  // Whether `t` would plan a reservation if it did not fit now.
-  bool WouldReserve(const Task& t, const Planning& p) const;
-  // The reservation holder waits in FQ: a pass that would not otherwise visit it tries it
-  // first, so it starts as soon as its GPUs are free, not at the next t2.
-  void PlanHolderFirst(Planning& p) const;
-  // Plans stopping lower-priority preemptible tasks (a gang counts whole) until `t` fits.
-  bool PlanPreempt(const Task& t, const ResourceRequest& req, Planning& p) const;
-  struct PreemptCandidate;  // an active task PlanPreempt may stop (scheduler_plan.cc)
-  struct VictimSet;         // candidates whose stop makes a request fit on one node
-  // The active preemptible tasks below `t`'s preempting priority, not stopped by the plan;
-  // `on_node` gains each one's index under every node it holds a rank on.
-  std::vector<PreemptCandidate> PreemptCandidates(
-      const Task& t, const Planning& p, std::vector<std::vector<size_t>>& on_node) const;
-  // The cheapest subset of `here` (candidate indices on node `i`, the first 12 tried) whose
-  // stop makes `shape` fit on node `i` of `view`; nullopt: none does.
-  std::optional<VictimSet> CheapestVictimsOn(const ClusterState& view, size_t i,
-                                             const PlacementRequest& shape,
-                                             const std::vector<PreemptCandidate>& cands,
-                                             const std::vector<size_t>& here) const;
-  // Stops `victims` in the plan and places `t` (every rank) where they were; false (nothing
-  // planned) when it still does not fit.
-  bool PlanPreemptStep(const Task& t, const ResourceRequest& req,
-                       const std::vector<const Task*>& victims, bool blocked,
-                       Planning& p) const;
+  // ---- the pass (scheduler_plan.cc): PassPlanner plans it, CommitPlan applies the plan ----
+  friend class PassPlanner;  // reads the queues, tasks, state table, ledger and reservation
   // Applies a plan. REQUIRES: made by PlanPass with no event since.
   size_t CommitPlan(PassPlan plan);
   // CommitPlan's steps: the victims of a reclaim and of a priority preemption stopped and
@@ -618,7 +559,7 @@ class Scheduler {
   SteadyWallClock clock_;
   LivenessRules liveness_;  // reads config_; eviction_hold() and the heartbeat floor
   ResourceManager resources_;  // CN109992422A claims 9-10: the state table and placement
-  // PlanPass's copies of the table, kept so that each pass reuses their memory.
+  // The planner's copies of the table (PassPlanner), kept so that each pass reuses their memory.
   mutable ClusterState plan_view_buffer_, plan_blocked_buffer_;
   GpuMemoryTable memory_table_;
   MainQueue main_queue_;

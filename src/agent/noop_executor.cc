@@ -60,7 +60,10 @@ bool NoopExecutor::Schedule(const TaskKey& key, Task& task, TimeMs at_ms) {
 
 std::vector<TaskKey> NoopExecutor::Running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return KeysOf(running_);
+  std::vector<TaskKey> out = KeysOf(running_);
+  out.insert(out.end(), settling_.begin(), settling_.end());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void NoopExecutor::Loop() {
@@ -74,13 +77,15 @@ void NoopExecutor::Loop() {
       auto it = running_.find(d.key);
       if (it == running_.end() || it->second.seq != d.seq) continue;  // superseded by Kill
       due.push_back(std::move(it->second.exit));
+      settling_.insert(it->first);
       running_.erase(it);
     }
     if (!due.empty()) {
       lock.unlock();  // the callback takes the agent's locks
       for (const TaskExit& e : due) on_exit_(e);
-      due.clear();
       lock.lock();
+      for (const TaskExit& e : due) settling_.erase({e.id, e.attempt});
+      due.clear();
       continue;
     }
     const DurationMs wait = deadlines_.empty() ? kIdleWaitMs : deadlines_.top().at_ms - now;

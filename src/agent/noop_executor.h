@@ -14,6 +14,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -61,6 +62,9 @@ class NoopExecutor final : public TaskExecutor {
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::map<TaskKey, Task> running_;
+  // Ended, their exits with the callback: still in Running() until it returns, so a
+  // registration composed meanwhile names them running or finished, never neither.
+  std::set<TaskKey> settling_;
   std::priority_queue<Deadline, std::vector<Deadline>, std::greater<Deadline>> deadlines_;
   uint64_t next_seq_ = 0;
   uint64_t generation_ = 0;  // bumped when the earliest deadline moves or on stop

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "agent/runner_test_support.h"
 
 namespace gpusched::agent {
@@ -46,6 +48,22 @@ TEST_F(NoopExecutorTest, RunsForItsDurationOnTheClockThenExitsZero) {
   EXPECT_EQ(e->exit_code, 0);
   EXPECT_EQ(e->reason, "");
   EXPECT_TRUE(executor_.Running().empty());
+}
+
+// As ProcessRunner's: never neither running nor reported (process_runner_test.cc).
+TEST(NoopExecutorSettlingTest, DoubleRun_ATaskStaysRunningUntilItsExitCallbackReturns) {
+  FakeClock clock{1'000'000};
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  NoopExecutor executor{clock, [&](const TaskExit&) {
+                          entered.set_value();
+                          released.wait();
+                        }};
+  ASSERT_TRUE(executor.Launch(Noop(1, 0)).ok());
+  entered.get_future().wait();
+  EXPECT_EQ(executor.Running(), (std::vector<TaskKey>{{1, 1}}));
+  release.set_value();
+  EXPECT_TRUE(PollUntil([&] { return executor.Running().empty(); }));
 }
 
 TEST_F(NoopExecutorTest, WithoutDurationItExitsAtOnce) {

@@ -231,6 +231,15 @@ Status ProcessRunner::Launch(const LaunchSpec& spec) {
   shim.pidfd = epoll_fd_ >= 0 ? PidfdOpen(shim.pid) : -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The thread answers the shim's start request (shim_confirm.h) once its run record is
+    // on disk; the launch does not wait for it.
+    if (epoll_fd_ >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = shim.status_fd;
+      (void)epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, shim.status_fd, &ev);  // else polled
+    }
+    confirming_.insert(key);
     Watch(key, std::move(shim));
   }
   Wake();  // a shim without pidfd shortens the thread's sleep
@@ -260,7 +269,10 @@ void ProcessRunner::Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
 
 std::vector<TaskKey> ProcessRunner::Running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return KeysOf(shims_);
+  std::vector<TaskKey> out = KeysOf(shims_);
+  out.insert(out.end(), settling_.begin(), settling_.end());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::map<TaskKey, TaskProcess> ProcessRunner::Processes() {
@@ -367,6 +379,8 @@ std::vector<TaskExit> ProcessRunner::Reap() {
         ++it;
         continue;
       }
+      confirming_.erase(it->first);  // before its socket closes (the number is reused)
+      settling_.insert(it->first);    // until on_exit_ returns (Running)
       done.push_back({it->first, std::move(s), wait_status});
       it = shims_.erase(it);
     }
@@ -378,6 +392,19 @@ std::vector<TaskExit> ProcessRunner::Reap() {
     if (d.shim.status_fd >= 0) close(d.shim.status_fd);
   }
   return exits;
+}
+
+void ProcessRunner::AnswerStartRequests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = confirming_.begin(); it != confirming_.end();) {
+    const int fd = shims_.at(*it).status_fd;
+    if (AnswerConfirmRequest(fd) == ConfirmOutcome::kNotYet) {
+      ++it;
+      continue;
+    }
+    if (epoll_fd_ >= 0) (void)epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    it = confirming_.erase(it);
+  }
 }
 
 int PollTimeoutUntil(TimeMs deadline_ms, TimeMs now_ms) {
@@ -419,7 +446,12 @@ void ProcessRunner::Loop() {
     } else {
       poll(nullptr, 0, kPollMs);
     }
-    for (const TaskExit& e : Reap()) on_exit_(e);
+    AnswerStartRequests();
+    for (const TaskExit& e : Reap()) {
+      on_exit_(e);
+      std::lock_guard<std::mutex> lock(mu_);
+      settling_.erase({e.id, e.attempt});
+    }
   }
 }
 
@@ -436,6 +468,7 @@ void ProcessRunner::Stop(ShutdownMode mode) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     shims.swap(shims_);
+    confirming_.clear();
   }
   if (mode == ShutdownMode::kKillTasks) {
     for (auto& [key, s] : shims) Signal(s, SIGUSR1);

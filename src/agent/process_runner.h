@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -103,6 +104,9 @@ class ProcessRunner final : public TaskExecutor {
   void Loop();
   // Settles every shim that has exited (and sends due SIGKILLs); returns their exits.
   std::vector<TaskExit> Reap();
+  // Answers the start requests of the shims in confirming_ that have asked (shim_confirm.h)
+  // and forgets those that will not ask.
+  void AnswerStartRequests();
   // How `shim` ended, once it has: its journal record, else what its status socket says,
   // else lost. `wait_status` is -1 for adopted shims.
   TaskExit Settle(const TaskKey& key, const Shim& shim, int wait_status);
@@ -129,6 +133,12 @@ class ProcessRunner final : public TaskExecutor {
   int wake_fd_ = -1;  // eventfd: a new shim, a kill deadline or stop
   mutable std::mutex mu_;
   std::map<TaskKey, Shim> shims_;
+  // Own shims that have not asked to start their task yet; their status sockets are in the
+  // epoll set until they ask (or end): the thread answers while this agent lives.
+  std::set<TaskKey> confirming_;
+  // Exited shims whose exits the callback is handling: still in Running() until it returns,
+  // so a registration composed meanwhile names them running or finished, never neither.
+  std::set<TaskKey> settling_;
   bool stop_ = false;
   bool stopped_ = false;  // Stop has finished
   std::thread thread_;

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <sstream>
 
@@ -29,6 +30,25 @@ TEST_F(ProcessRunnerTest, ExitCodeEnvironmentAndLog) {
   EXPECT_EQ(e->reason, "");
   EXPECT_EQ(ReadFile(s.log_path), "gpus=2,5\nerr\n");
   EXPECT_TRUE(runner->Running().empty());
+}
+
+// bench chaos saw a task run twice: the agent registered (its stream had broken with a
+// server restart) while the exit of a task was between the executor and its report, so the
+// registration named the task neither running nor finished, and the server placed it again.
+TEST_F(ProcessRunnerTest, DoubleRun_ATaskStaysRunningUntilItsExitCallbackReturns) {
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  auto r = ProcessRunner::Open(clock_, Options(), [&](const TaskExit&) {
+    entered.set_value();
+    released.wait();  // the agent queueing the report
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::unique_ptr<ProcessRunner> runner = std::move(r).value();
+  ASSERT_TRUE(runner->Launch(Spec(1, {"true"})).ok());
+  entered.get_future().wait();
+  EXPECT_EQ(runner->Running(), (std::vector<TaskKey>{{1, 1}}));  // ended, not reported yet
+  release.set_value();
+  EXPECT_TRUE(PollUntil([&] { return runner->Running().empty(); }));
 }
 
 TEST_F(ProcessRunnerTest, TaskLeadsItsOwnProcessGroupUnderItsShim) {

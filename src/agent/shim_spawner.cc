@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -11,8 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -138,7 +135,7 @@ std::vector<std::string> TaskEnvironment(
 
 // The shim's leading options (shim_main.cc): what it applies, from the agent only.
 StatusOr<std::vector<std::string>> ShimOptions(const LaunchSpec& spec) {
-  std::vector<std::string> out{"--confirm=1"};  // always: ConfirmRunRecord answers
+  std::vector<std::string> out{"--confirm=1"};  // always: the executor answers
   if (spec.user) {
     TaskCredentials creds;
     creds.uid = spec.user->uid;
@@ -264,7 +261,7 @@ struct ChildFds {
 // Opens what the child inherits, but the log (OpenTaskFiles opened it).
 Status OpenChildFds(const LaunchSpec& spec, ChildFds& fds) {
   fds.null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  // A socket, not a pipe: the shim asks on it before its task may run (ConfirmRunRecord).
+  // A socket, not a pipe: the shim asks on it before its task may run (AnswerConfirmRequest).
   // Only the agent's end is non-blocking.
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.status) != 0 ||
       fcntl(fds.status[0], F_SETFL, O_NONBLOCK) != 0) {
@@ -335,28 +332,20 @@ StatusOr<SpawnedShim> ShimSpawner::Spawn(const LaunchSpec& spec, const std::stri
     return FailedPrecondition("executor: cannot run the task supervisor " + shim_path_ + ": " +
                               std::strerror(child.exec_errno));
   }
-  const int status_fd = fds.TakeStatusReader();
-  ConfirmRunRecord(status_fd, kConfirmWaitMs);
-  return SpawnedShim{pid, status_fd};
+  return SpawnedShim{pid, fds.TakeStatusReader()};
 }
 
-void ConfirmRunRecord(int status_fd, DurationMs limit_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
-  pollfd p{status_fd, POLLIN, 0};
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    const int ready = poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) break;  // no request in time
-    char c = 1;
-    if (recv(status_fd, &c, 1, MSG_PEEK) == 1 && c == kConfirmRequest) {
-      (void)!recv(status_fd, &c, 1, 0);
-      if (send(status_fd, &kConfirmAnswer, 1, MSG_NOSIGNAL) == 1) return;
-    }
-    break;  // the shim ended or failed first: what it said stays for its exit's reader
+ConfirmOutcome AnswerConfirmRequest(int status_fd) {
+  char c = 1;
+  const ssize_t n = recv(status_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    return ConfirmOutcome::kNotYet;
   }
-  shutdown(status_fd, SHUT_WR);  // a shim that still waits, or asks later, gives up
+  if (n != 1 || c != kConfirmRequest) return ConfirmOutcome::kNoRequest;  // EOF or a line
+  (void)!recv(status_fd, &c, 1, MSG_DONTWAIT);
+  return send(status_fd, &kConfirmAnswer, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1
+             ? ConfirmOutcome::kAnswered
+             : ConfirmOutcome::kNoRequest;  // the shim is gone
 }
 
 }  // namespace gpusched::agent

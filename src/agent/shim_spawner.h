@@ -1,9 +1,9 @@
 #pragma once
 // ShimSpawner: starts gpusched-shim for one task, the way shim_main.cc expects to be
 // started (argv with the options the agent decides, the task's environment without reserved
-// names, stdin on /dev/null, stdout and stderr on the log, fd 3 a status socket, the signals
-// it waits for blocked), and answers its request to start the task once it has journaled it
-// (shim_confirm.h). It creates the task's log and files in the log's directory
+// names, stdin on /dev/null, stdout and stderr on the log, fd 3 a status socket on which it
+// asks to start the task once it has journaled it (shim_confirm.h; the caller answers), the
+// signals it waits for blocked). It creates the task's log and files in the log's directory
 // (task_files.h) and never opens a path the task's environment names. It uses clone(CLONE_VM |
 // CLONE_VFORK), as posix_spawn does: fork() of an agent with many threads and mappings
 // copies page tables and cost ~30 ms of system time per task.
@@ -19,7 +19,6 @@
 
 #include "agent/shim_confirm.h"
 #include "agent/task_executor.h"
-#include "base/clock.h"
 #include "base/status.h"
 
 namespace gpusched::agent {
@@ -30,14 +29,13 @@ struct SpawnedShim {
   int status_fd = -1;  // the agent's end of its status socket (non-blocking); the caller closes it
 };
 
-// The most Spawn waits for a shim to journal its run record and ask to start its task
-// (shim_confirm.h); one that asks later is refused and never runs its task.
-inline constexpr DurationMs kConfirmWaitMs = 10'000;
-
-// Waits up to `limit_ms` for the shim's kConfirmRequest on `status_fd` and answers it with
-// kConfirmAnswer. Otherwise (the shim ended or failed first, or asked too late) it shuts the
-// socket for writing, so the shim never runs its task; what the shim said stays readable.
-void ConfirmRunRecord(int status_fd, DurationMs limit_ms);
+// The shim's start request on `status_fd` (shim_confirm.h), answered without waiting:
+//   kAnswered   the request was read and kConfirmAnswer sent: the task runs;
+//   kNotYet     nothing to read yet: ask again when the socket is readable;
+//   kNoRequest  the shim ended, or wrote something else first (a failure line, left
+//               readable for its exit's reader): it will not ask.
+enum class ConfirmOutcome { kAnswered, kNotYet, kNoRequest };
+ConfirmOutcome AnswerConfirmRequest(int status_fd);
 
 class ShimSpawner {
  public:
@@ -46,8 +44,8 @@ class ShimSpawner {
 
   // Starts the shim for `spec`, which runs `program` (a path, or a name the shim looks up
   // on the task's PATH as the task's user) and journals into `journal_dir`. Returns once the
-  // shim has journaled the task's run record and been told to start it (ConfirmRunRecord),
-  // or has failed before. The shim's own failures later (it cannot journal, fork) arrive on status_fd;
+  // shim runs; it starts the task only once the caller answers its request on status_fd
+  // (AnswerConfirmRequest), after it has journaled the task's run record. The shim's own failures later (it cannot journal, fork) arrive on status_fd;
   // the task's (its user cannot enter its workdir or run its command) in its journaled exit.
   // `cgroup_fds`: cgroup.procs files open for writing; the shim joins each before it execs.
   StatusOr<SpawnedShim> Spawn(const LaunchSpec& spec, const std::string& program,

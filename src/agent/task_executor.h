@@ -135,7 +135,9 @@ class TaskExecutor {
   // "killed: <reason>".
   virtual void Kill(uint64_t id, int64_t attempt, DurationMs grace_ms,
                     const std::string& reason) = 0;
-  // Every task running now, adopted ones included, in key order.
+  // Every task running now, adopted ones included, and those that ended whose exit the
+  // callback is handling (until it returns: a registration composed meanwhile names a task
+  // running or, once the callback queued its report, finished; never neither), in key order.
   virtual std::vector<TaskKey> Running() const = 0;
   // The running tasks whose process is known (ProcessRunner: once the shim has recorded
   // it). None by default: an executor without processes (NoopExecutor) reports no status.

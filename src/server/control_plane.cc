@@ -253,27 +253,23 @@ void ControlPlane::AbandonSubmissions() {
   std::vector<PostedSubmission> posted = inbox_.Close();
   std::unique_lock<std::mutex> lock(mu_);
   for (PostedSubmission& p : posted) {
-    answers_.emplace_back(std::move(p.done),
-                          NotStored("task not stored (the server stopped before admitting it); "
-                                    "nothing was queued: submit again"));
+    waiters_.Decide(std::move(p.done),
+                    NotStored("task not stored (the server stopped before admitting it); "
+                              "nothing was queued: submit again"));
   }
   // A commit in flight may carry some: they are answered by its end, the rest withdrawn here
   // so that no later commit (another caller's) stores a task its submitter was told is not.
   commit_cv_.wait(lock, [&] { return !pipeline_.committing(); });
-  for (auto& [first, a] : awaiting_commit_) {
-    for (TaskId id : ConsecutiveIds(first, a.count)) Forget(id);
-    answers_.emplace_back(std::move(a.done),
-                          NotStored("task not stored (the server stopped before its commit); "
-                                    "nothing was queued: submit again"));
+  for (TaskId id : waiters_.AbandonAll(NotStored("task not stored (the server stopped before "
+                                                 "its commit); nothing was queued: submit again"))) {
+    Forget(id);
   }
-  awaiting_commit_.clear();
   AnswerSubmissions(lock);
 }
 
 void ControlPlane::AnswerSubmissions(std::unique_lock<std::mutex>& lock) {
-  if (answers_.empty()) return;
-  std::vector<std::pair<SubmitManyDone, StatusOr<std::vector<TaskId>>>> ready;
-  ready.swap(answers_);
+  if (!waiters_.has_answers()) return;
+  std::vector<SubmissionWaiters::Answer> ready = waiters_.TakeAnswers();
   lock.unlock();
   for (auto& [done, result] : ready) done(std::move(result));
   lock.lock();
@@ -460,11 +456,7 @@ void ControlPlane::OnCommitted(const std::vector<TaskId>& submissions) {
   for (TaskId id : submissions) {
     if (sched_->IsHeld(id)) released = sched_->Release(id).ok() || released;  // may run now
     recent_keys_.Committed(id);
-    auto [from, to] = awaiting_commit_.equal_range(id);  // a request's first id, its retries
-    for (auto a = from; a != to; ++a) {
-      answers_.emplace_back(std::move(a->second.done), ConsecutiveIds(id, a->second.count));
-    }
-    awaiting_commit_.erase(from, to);
+    waiters_.Committed(id);  // a request's first id, its retries
   }
   if (released) Kick();  // a pass for them (a synchronous submitter kicks on its own too)
   ReleaseHeld();
@@ -477,15 +469,10 @@ void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
                                   const std::vector<TaskId>& submissions) {
   metrics_.AddStoreError();
   std::set<TaskId> posted;  // the ids of posted requests (answered here, not Withdrawn)
+  const Status not_stored =
+      NotStored("task not stored (" + s.message() + "); nothing was queued: submit again");
   for (TaskId id : submissions) {
-    auto [from, to] = awaiting_commit_.equal_range(id);
-    for (auto a = from; a != to; ++a) {
-      for (TaskId each : ConsecutiveIds(id, a->second.count)) posted.insert(each);
-      answers_.emplace_back(std::move(a->second.done),
-                            NotStored("task not stored (" + s.message() +
-                                      "); nothing was queued: submit again"));
-    }
-    awaiting_commit_.erase(from, to);
+    for (TaskId each : waiters_.Failed(id, not_stored)) posted.insert(each);
   }
   for (TaskId id : submissions) {
     if (!sched_->IsHeld(id)) continue;

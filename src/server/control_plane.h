@@ -56,6 +56,7 @@
 #include "server/commit_pipeline.h"
 #include "server/server_config.h"
 #include "server/server_metrics.h"
+#include "server/submission_waiters.h"
 #include "server/stream_limits.h"
 #include "server/task_index.h"
 #include "server/views.h"
@@ -390,20 +391,12 @@ class ControlPlane {
   // commit, instead when the key is known). REQUIRES: mu_.
   void AdmitPostedLocked(PostedSubmission& p);
   // first, first + 1, ... (n ids): a request's tasks.
-  static std::vector<TaskId> ConsecutiveIds(TaskId first, size_t n);
   // Records `key` as the one of the held submission `first` (SubmitAll's and the posts').
   // REQUIRES: mu_.
   void RememberKeyLocked(const std::string& key, TaskId first);
 
-  // Posted submissions admitted by the loop, held until the commit carrying them ends: by
-  // their first task (a keyed retry waits on the first submission's), with their count.
-  struct Awaiting {
-    SubmitManyDone done;
-    size_t count = 1;
-  };
-  std::unordered_multimap<TaskId, Awaiting> awaiting_commit_;  // guarded by mu_
-  // Answers decided under mu_, called once it is released (AnswerSubmissions).
-  std::vector<std::pair<SubmitManyDone, StatusOr<std::vector<TaskId>>>> answers_;  // mu_
+  // The posted submissions waiting for their answer (submission_waiters.h). Guarded by mu_.
+  SubmissionWaiters waiters_;
   // Calls the answers decided so far with mu_ released (re-taken before it returns).
   void AnswerSubmissions(std::unique_lock<std::mutex>& lock);
   // Once the loop stopped: every posted or admitted submission not yet durable is withdrawn

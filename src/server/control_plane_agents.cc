@@ -241,22 +241,22 @@ bool ControlPlane::ApplyPostedLocked() {
 
 void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
   const size_t n = p.specs.size();
-  if (awaiting_commit_.size() >= kMaxPosted) {  // commits lag: bounded, never queued on
-    answers_.emplace_back(std::move(p.done),
-                          Unavailable("the server is busy: " + std::to_string(kMaxPosted) +
-                                      " submissions wait for their commit; nothing was "
-                                      "queued: submit again"));
+  if (waiters_.waiting() >= kMaxPosted) {  // commits lag: bounded, never queued on
+    waiters_.Decide(std::move(p.done),
+                    Unavailable("the server is busy: " + std::to_string(kMaxPosted) +
+                                " submissions wait for their commit; nothing was "
+                                "queued: submit again"));
     return;
   }
   if (p.stored) {  // a retry of a stored submission: its tasks
-    answers_.emplace_back(std::move(p.done), ConsecutiveIds(TaskId(*p.stored), n));
+    waiters_.Decide(std::move(p.done), SubmissionWaiters::ConsecutiveIds(TaskId(*p.stored), n));
     return;
   }
   if (std::optional<TaskId> first = p.key.empty() ? std::nullopt : recent_keys_.Find(p.key)) {
     if (sched_->IsHeld(*first)) {  // a retry racing the first's commit: answered by it
-      awaiting_commit_.emplace(*first, Awaiting{std::move(p.done), n});
+      waiters_.Await(*first, std::move(p.done), n);
     } else {
-      answers_.emplace_back(std::move(p.done), ConsecutiveIds(*first, n));
+      waiters_.Decide(std::move(p.done), SubmissionWaiters::ConsecutiveIds(*first, n));
     }
     return;
   }
@@ -266,14 +266,14 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
     StatusOr<TaskId> id = sched_->Submit(std::move(spec), /*hold=*/true);
     if (!id.ok()) {  // none is queued unless all are
       for (TaskId admitted : ids) Forget(admitted);
-      answers_.emplace_back(std::move(p.done), id.status());
+      waiters_.Decide(std::move(p.done), id.status());
       return;
     }
     ids.push_back(*id);
   }
   metrics_.AddSubmitted(static_cast<int64_t>(n));
   if (!p.key.empty()) RememberKeyLocked(p.key, ids.front());
-  awaiting_commit_.emplace(ids.front(), Awaiting{std::move(p.done), n});
+  waiters_.Await(ids.front(), std::move(p.done), n);
 }
 
 bool ControlPlane::AgentMessageLocked(const std::string& node, AgentReport& m,

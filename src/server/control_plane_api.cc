@@ -79,7 +79,7 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, Ind
 StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
                                                       const std::string& idempotency_key) {
   GS_RETURN_IF_ERROR(store_->Health());  // issue 39: no task is acknowledged into a lost file
-  const auto ids_from = [n = specs.size()](TaskId first) { return ConsecutiveIds(first, n); };
+  const auto ids_from = [n = specs.size()](TaskId first) { return SubmissionWaiters::ConsecutiveIds(first, n); };
   std::optional<uint64_t> stored;
   if (!idempotency_key.empty()) {
     // Outside mu_: a read of the store's key index. A key committed after this read is in
@@ -128,14 +128,6 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
   }
   lock.unlock();
   Kick();
-  return ids;
-}
-
-// Ids are consecutive: every admission happens under mu_, all of a request's at once.
-std::vector<TaskId> ControlPlane::ConsecutiveIds(TaskId first, size_t n) {
-  std::vector<TaskId> ids;
-  ids.reserve(n);
-  for (size_t i = 0; i < n; ++i) ids.push_back(TaskId(first.value() + i));
   return ids;
 }
 

@@ -27,7 +27,7 @@ std::vector<TaskKey> Keys(const std::vector<v1::Assign>& assigns) {
 }
 
 // The GPUs of the tasks running here, as the GPU monitor knows them.
-struct Fixture {
+struct HandoverFixture {
   std::map<TaskKey, std::vector<int>> gpus = {{{1, 1}, {0, 1}}, {{2, 1}, {2}}, {{3, 1}, {}}};
   GpuHandover handover{[this](const TaskKey& task) {
     auto it = gpus.find(task);
@@ -38,7 +38,7 @@ struct Fixture {
 // An assignment on a GPU of a task being stopped waits for it; one on other GPUs, or on a
 // GPU of a task not told to stop, does not.
 TEST(GpuHandoverTest, Issue40_AssignmentOnStoppingTasksGpuWaits) {
-  Fixture f;
+  HandoverFixture f;
   EXPECT_FALSE(f.handover.Defer(Assign(10, 1, {1})));  // task 1 runs on, not stopping
   EXPECT_FALSE(f.handover.OnKill({1, 1}));
   EXPECT_EQ(f.handover.Defer(Assign(10, 1, {1, 3})), (std::optional<TaskKey>{{1, 1}}));
@@ -49,7 +49,7 @@ TEST(GpuHandoverTest, Issue40_AssignmentOnStoppingTasksGpuWaits) {
 
 // A task without GPUs (or unknown to the monitor) that is killed holds nothing back.
 TEST(GpuHandoverTest, Issue40_TaskWithoutGpusStopsNothing) {
-  Fixture f;
+  HandoverFixture f;
   EXPECT_FALSE(f.handover.OnKill({3, 1}));
   EXPECT_FALSE(f.handover.OnKill({9, 1}));
   EXPECT_FALSE(f.handover.Defer(Assign(10, 1, {0, 1, 2, 3})));
@@ -58,7 +58,7 @@ TEST(GpuHandoverTest, Issue40_TaskWithoutGpusStopsNothing) {
 
 // The server repeats an assignment (a reconnect): it waits once.
 TEST(GpuHandoverTest, Issue40_RepeatedAssignmentQueuedOnce) {
-  Fixture f;
+  HandoverFixture f;
   f.handover.OnKill({1, 1});
   EXPECT_TRUE(f.handover.Defer(Assign(10, 1, {0})));
   EXPECT_TRUE(f.handover.Defer(Assign(10, 1, {0})));
@@ -70,7 +70,7 @@ TEST(GpuHandoverTest, Issue40_RepeatedAssignmentQueuedOnce) {
 // An exit releases exactly the assignments that no stopping task holds a GPU of any more,
 // in the order they came; the others wait on for theirs.
 TEST(GpuHandoverTest, Issue40_ExitReleasesExactlyTheWaitingOnesInOrder) {
-  Fixture f;
+  HandoverFixture f;
   f.handover.OnKill({1, 1});
   f.handover.OnKill({2, 1});
   f.handover.Defer(Assign(20, 1, {1}));
@@ -88,7 +88,7 @@ TEST(GpuHandoverTest, Issue40_ExitReleasesExactlyTheWaitingOnesInOrder) {
 // A kill of a waiting assignment drops it (it never runs); clearing drops them all; a
 // forgotten victim (issue 39) releases nothing but holds no GPU any more.
 TEST(GpuHandoverTest, Issue40_KilledWhileWaitingNeverRuns) {
-  Fixture f;
+  HandoverFixture f;
   f.handover.OnKill({1, 1});
   f.handover.Defer(Assign(30, 1, {0}));
   f.handover.Defer(Assign(31, 1, {1}));

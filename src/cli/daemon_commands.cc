@@ -25,6 +25,7 @@ namespace {
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
   std::string store, etcd, lease_ttl, advertise;
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   std::string tls_dir, auth, memory_table, default_user;
   bool insecure = false;
   LogFlags log;
@@ -60,6 +61,11 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
   // Flags win over the file.
   if (!f.store.empty()) c.store = f.store;
   if (!f.etcd.empty()) c.etcd = f.etcd;
+  for (auto [flag, field] : {std::pair{&f.etcd_ca, &c.etcd_ca}, {&f.etcd_cert, &c.etcd_cert},
+                             {&f.etcd_key, &c.etcd_key}, {&f.etcd_user, &c.etcd_user},
+                             {&f.etcd_password_file, &c.etcd_password_file}}) {
+    if (!flag->empty()) *field = *flag;
+  }
   if (!f.advertise.empty()) c.advertise = f.advertise;
   if (!f.tls_dir.empty()) c.tls_dir = f.tls_dir;
   if (!f.auth.empty()) c.auth = f.auth;
@@ -83,7 +89,19 @@ void RegisterServer(CLI::App& app) {
   cmd->add_option("--store", f->store,
                   "State store: sqlite (default; in --data-dir) or etcd (a highly available "
                   "control plane: run several servers on the same --etcd)");
-  cmd->add_option("--etcd", f->etcd, "etcd client URLs, comma-separated (with --store etcd)");
+  cmd->add_option("--etcd", f->etcd,
+                  "etcd client URLs, comma-separated (with --store etcd); http:// only on "
+                  "loopback unless --insecure, https:// with --etcd-ca/--etcd-cert/--etcd-key");
+  cmd->add_option("--etcd-ca", f->etcd_ca,
+                  "PEM CA of etcd's server certificate (https:// endpoints; default: the "
+                  "system's roots)");
+  cmd->add_option("--etcd-cert", f->etcd_cert,
+                  "PEM client certificate presented to etcd (its --client-cert-auth)");
+  cmd->add_option("--etcd-key", f->etcd_key, "PEM key of --etcd-cert");
+  cmd->add_option("--etcd-user", f->etcd_user,
+                  "etcd user to authenticate as (with --etcd-password-file)");
+  cmd->add_option("--etcd-password-file", f->etcd_password_file,
+                  "File whose first line is --etcd-user's password");
   cmd->add_option("--lease-ttl", f->lease_ttl,
                   "Leader lease with etcd: a standby takes over within about this (default 5s)");
   cmd->add_option("--advertise", f->advertise,

@@ -1,6 +1,6 @@
 #include "server/leader_election.h"
 
-#include <iostream>
+#include <algorithm>
 
 #include "base/log.h"
 
@@ -9,19 +9,36 @@ namespace gpusched::server {
 using store::EtcdCompare;
 using store::EtcdOp;
 
-LeaderElection::LeaderElection(std::unique_ptr<store::EtcdClient> client, Options options,
-                               Callbacks callbacks)
-    : client_(std::move(client)), options_(std::move(options)), callbacks_(std::move(callbacks)) {
-  // Keepalives time out within a third of the TTL, so one slow answer never costs the lease.
-  store::EtcdClient::Options o;
+int64_t LeaderElection::StepDownAfterMs(int64_t ttl_s) {
+  const int64_t ttl_ms = ttl_s * 1000;
+  // The margin covers the rate difference of this clock and etcd's and a write in flight;
+  // writes are fenced anyway (store/etcd_store.h), so it need not be large.
+  return ttl_ms - std::max<int64_t>(250, ttl_ms / 10);
+}
+
+int64_t LeaderElection::KeepAlivePeriodMs(int64_t ttl_s) {
+  return std::max<int64_t>(100, ttl_s * 1000 / 6);
+}
+
+LeaderElection::LeaderElection(Clock& clock, std::unique_ptr<store::EtcdClient> client,
+                               Options options, Callbacks callbacks)
+    : clock_(clock),
+      client_(std::move(client)),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)) {
+  // A keep-alive waits at most a quarter of the TTL, so that two can fail and a third still
+  // lands before StepDownAfterMs.
+  store::EtcdClient::Options o = client_->options();
   o.connect_timeout_ms = static_cast<int>(std::max<int64_t>(200, options_.ttl_s * 1000 / 6));
-  o.request_timeout_ms = static_cast<int>(std::max<int64_t>(500, options_.ttl_s * 1000 / 3));
+  o.request_timeout_ms = static_cast<int>(std::max<int64_t>(250, options_.ttl_s * 1000 / 4));
+  o.retry_for_ms = 0;
   keepalive_ = std::move(store::EtcdClient::Create(client_->endpoints(), o)).value();
 }
 
 LeaderElection::~LeaderElection() { Stop(); }
 
 void LeaderElection::Start() {
+  client_->ResumeWatches();
   campaign_ = std::thread([this] { CampaignLoop(); });
   keepalive_thread_ = std::thread([this] { KeepAliveLoop(); });
 }
@@ -33,6 +50,7 @@ void LeaderElection::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  client_->CancelWatches();
   if (campaign_.joinable()) campaign_.join();
   if (keepalive_thread_.joinable()) keepalive_thread_.join();
   int64_t lease = 0;
@@ -55,9 +73,9 @@ void LeaderElection::Depose(const std::string& why) {
   cv_.notify_all();
 }
 
-bool LeaderElection::Sleep(int ms) {
+bool LeaderElection::WaitMs(int64_t ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop_; });
+  clock_.WaitFor(lock, cv_, ms, [&] { return stop_; });
   return !stop_;
 }
 
@@ -72,9 +90,18 @@ void LeaderElection::StepDown(const std::string& why) {
     lease_ = 0;
     depose_.clear();
   }
-  // Best effort: when etcd is unreachable the lease expires by itself.
-  if (lease != 0) (void)client_->LeaseRevoke(lease);
+  if (lease != 0 && !client_->LeaseRevoke(lease).ok()) unrevoked_lease_ = lease;
   if (callbacks_.on_standby) callbacks_.on_standby("", "stepped down: " + why);
+}
+
+void LeaderElection::RevokeRemembered() {
+  if (unrevoked_lease_ == 0) return;
+  if (client_->LeaseRevoke(unrevoked_lease_).ok()) {
+    logging::Info("server", "revoked the lease of this server's last term (" +
+                                std::to_string(unrevoked_lease_) +
+                                ") now that etcd answers: its leader key is gone");
+    unrevoked_lease_ = 0;
+  }
 }
 
 std::optional<int64_t> LeaderElection::HeldLease() {
@@ -84,6 +111,8 @@ std::optional<int64_t> LeaderElection::HeldLease() {
 }
 
 int64_t LeaderElection::GrantLease() {
+  // Dated from the request: etcd starts the TTL when it grants, which is after this.
+  const TimeMs sent = clock_.MonoMs();
   auto granted = client_->LeaseGrant(options_.ttl_s);
   if (!granted.ok()) {
     if (callbacks_.on_standby) {
@@ -94,11 +123,12 @@ int64_t LeaderElection::GrantLease() {
   std::lock_guard<std::mutex> lock(mu_);
   lease_ = *granted;
   lease_gone_ = false;
-  last_keepalive_sent_ = std::chrono::steady_clock::now();
+  last_keepalive_sent_ = sent;
   return lease_;
 }
 
-std::optional<int64_t> LeaderElection::TryToLead(int64_t lease) {
+std::optional<int64_t> LeaderElection::TryToLead(int64_t lease, int64_t& seen_revision) {
+  seen_revision = 0;
   EtcdCompare absent;
   absent.key = options_.key;
   absent.target = EtcdCompare::Target::kCreateRevision;
@@ -111,6 +141,7 @@ std::optional<int64_t> LeaderElection::TryToLead(int64_t lease) {
     }
     return std::nullopt;
   }
+  seen_revision = txn->revision;
   if (txn->succeeded) return txn->revision;  // the key's create revision: the fencing token
   const store::EtcdKv* held =
       !txn->ranges.empty() && !txn->ranges[0].kvs.empty() ? &txn->ranges[0].kvs[0] : nullptr;
@@ -124,14 +155,22 @@ std::optional<int64_t> LeaderElection::TryToLead(int64_t lease) {
   return std::nullopt;
 }
 
-std::string LeaderElection::WhyStepDown(int64_t ttl_ms, int64_t margin_ms) const {
-  const int64_t since = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - last_keepalive_sent_)
-                            .count();
+bool LeaderElection::WaitForVacancy(int64_t revision) {
+  if (revision <= 0) return WaitMs(options_.poll_ms);  // etcd did not answer
+  auto events = client_->WatchKey(options_.key, revision + 1, options_.recheck_ms);
+  if (!events.ok()) {
+    logging::Log(logging::Level::kDebug, "server", "watching the leader key: " + events.status().message());
+    return WaitMs(options_.poll_ms);
+  }
+  return HeldLease().has_value();
+}
+
+std::string LeaderElection::WhyStepDown(int64_t ttl_ms, int64_t step_down_after_ms) const {
+  const int64_t since = clock_.MonoMs() - last_keepalive_sent_;
   if (!depose_.empty()) return depose_;
   if (lease_gone_) return "etcd no longer has this server's lease";
-  if (since > ttl_ms - margin_ms) {
-    return "no lease keepalive succeeded for " + std::to_string(since) + " ms (TTL " +
+  if (since > step_down_after_ms) {
+    return "no lease keep-alive succeeded for " + std::to_string(since) + " ms (TTL " +
            std::to_string(ttl_ms) + " ms)";
   }
   return "";
@@ -139,15 +178,14 @@ std::string LeaderElection::WhyStepDown(int64_t ttl_ms, int64_t margin_ms) const
 
 bool LeaderElection::LeadUntilDeposed() {
   const int64_t ttl_ms = options_.ttl_s * 1000;
-  // Stop acting a margin before etcd may expire the lease and elect another leader.
-  const int64_t margin_ms = std::max<int64_t>(500, ttl_ms / 5);
+  const int64_t after_ms = StepDownAfterMs(options_.ttl_s);
   for (;;) {
     std::string why;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      clock_.WaitFor(lock, cv_, 50, [&] { return stop_ || !depose_.empty() || lease_gone_; });
       if (stop_) return false;  // Stop() resigns
-      why = WhyStepDown(ttl_ms, margin_ms);
+      why = WhyStepDown(ttl_ms, after_ms);
     }
     if (!why.empty()) {
       StepDown(why);
@@ -160,15 +198,17 @@ void LeaderElection::CampaignLoop() {
   for (;;) {
     const std::optional<int64_t> held = HeldLease();
     if (!held) return;
+    RevokeRemembered();
     int64_t lease = *held;
     if (lease == 0 && (lease = GrantLease()) == 0) {
-      if (!Sleep(500)) return;
+      if (!WaitMs(500)) return;
       continue;
     }
     cv_.notify_all();  // the keepalive thread picks up the new lease
-    const std::optional<int64_t> revision = TryToLead(lease);
+    int64_t seen = 0;
+    const std::optional<int64_t> revision = TryToLead(lease, seen);
     if (!revision) {
-      if (!Sleep(options_.poll_ms)) return;
+      if (!WaitForVacancy(seen)) return;
       continue;
     }
     logging::Info("server", "elected leader (" + options_.identity + ", fencing revision " +
@@ -177,7 +217,7 @@ void LeaderElection::CampaignLoop() {
     Status s = callbacks_.on_elected ? callbacks_.on_elected(*revision) : Status::Ok();
     if (!s.ok()) {
       StepDown("could not take over: " + s.message());
-      if (!Sleep(1'000)) return;
+      if (!WaitMs(1'000)) return;
       continue;
     }
     if (!LeadUntilDeposed()) return;
@@ -185,7 +225,7 @@ void LeaderElection::CampaignLoop() {
 }
 
 void LeaderElection::KeepAliveLoop() {
-  const int period_ms = static_cast<int>(std::max<int64_t>(100, options_.ttl_s * 1000 / 3));
+  const int64_t period_ms = KeepAlivePeriodMs(options_.ttl_s);
   for (;;) {
     int64_t lease = 0;
     {
@@ -193,22 +233,26 @@ void LeaderElection::KeepAliveLoop() {
       if (stop_) return;
       lease = lease_;
     }
+    bool failed = false;
     if (lease != 0) {
-      const auto sent = std::chrono::steady_clock::now();
+      const TimeMs sent = clock_.MonoMs();
       auto ttl = keepalive_->LeaseKeepAlive(lease);
       std::lock_guard<std::mutex> lock(mu_);
+      failed = !ttl.ok();
       if (lease_ == lease && ttl.ok()) {
         if (*ttl <= 0) {
           lease_gone_ = true;
         } else {
-          last_keepalive_sent_ = sent;
+          last_keepalive_sent_ = std::max(last_keepalive_sent_, sent);
         }
       }
+      if (failed) logging::Log(logging::Level::kDebug, "server", "lease keep-alive: " + ttl.status().message());
       cv_.notify_all();
     }
     std::unique_lock<std::mutex> lock(mu_);
-    // Wake early for a new lease (its first keepalive is due a third of a TTL later anyway).
-    cv_.wait_for(lock, std::chrono::milliseconds(lease == 0 ? 50 : period_ms), [&] { return stop_; });
+    // Wake early for a new lease; after a failure try again soon, on the next endpoint.
+    const int64_t wait = lease == 0 ? 50 : (failed ? 100 : period_ms);
+    clock_.WaitFor(lock, cv_, wait, [&] { return stop_; });
   }
 }
 

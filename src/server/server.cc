@@ -490,13 +490,24 @@ static StatusOr<int> StartGrpc(Server::Impl& s) {
   return port;
 }
 
+// Issue 38: the TLS and user every etcd client of this server uses, from the config's files.
+static StatusOr<store::EtcdClient::Options> EtcdTrust(const ServerConfig& c) {
+  store::EtcdClient::Options o;
+  GS_ASSIGN_OR_RETURN(o.tls, store::LoadEtcdTls(c.etcd_ca, c.etcd_cert, c.etcd_key));
+  if (!c.etcd_user.empty()) {
+    o.user = c.etcd_user;
+    GS_ASSIGN_OR_RETURN(o.password, store::ReadEtcdPassword(c.etcd_password_file));
+  }
+  return o;
+}
+
 // HA: the etcd store a new leader commits through, fenced by its leader key's revision.
 static Status LeadOnEtcd(Server::Impl& s, const std::vector<std::string>& endpoints,
                          int64_t revision) {
   // A write stuck on a member that lost its raft leader moves on to another member after
   // 1.5 s instead of waiting out etcd's 7 s; the store's commit sequence makes the resend
   // safe. Under the CLI's 5 s per try, so a client sees the write, not its own timeout.
-  store::EtcdClient::Options co;
+  GS_ASSIGN_OR_RETURN(store::EtcdClient::Options co, EtcdTrust(s.config));
   co.connect_timeout_ms = 500;
   co.request_timeout_ms = 1'500;
   co.retry_for_ms = 4'000;
@@ -515,8 +526,9 @@ static Status LeadOnEtcd(Server::Impl& s, const std::vector<std::string>& endpoi
 static Status StartElection(Server::Impl& s, const std::vector<std::string>& endpoints) {
   s.gate.SetStandby("", "campaigning");
   GS_RETURN_IF_ERROR(StartHttp(s, nullptr));
+  GS_ASSIGN_OR_RETURN(store::EtcdClient::Options eco, EtcdTrust(s.config));
   GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> election_client,
-                      store::EtcdClient::Create(endpoints));
+                      store::EtcdClient::Create(endpoints, eco));
   LeaderElection::Options eo;
   eo.key = LeaderKey(s.config);
   eo.identity = s.advertise;
@@ -527,7 +539,7 @@ static Status StartElection(Server::Impl& s, const std::vector<std::string>& end
   cb.on_standby = [&s](const std::string& leader, const std::string& detail) {
     if (!s.gate.leading()) s.gate.SetStandby(leader, detail);
   };
-  s.election = std::make_unique<LeaderElection>(std::move(election_client), eo, cb);
+  s.election = std::make_unique<LeaderElection>(s.clock, std::move(election_client), eo, cb);
   s.election->Start();
   return Status::Ok();
 }
@@ -571,7 +583,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   std::shared_ptr<store::EtcdClient> status_client;
   if (ha) {
     GS_ASSIGN_OR_RETURN(endpoints, store::ParseEtcdEndpoints(config.etcd, "etcd"));
-    store::EtcdClient::Options o;
+    GS_ASSIGN_OR_RETURN(store::EtcdClient::Options o, EtcdTrust(config));
     o.connect_timeout_ms = 300;
     o.request_timeout_ms = 1'000;
     GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, o));

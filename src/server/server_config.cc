@@ -99,6 +99,32 @@ Status ValidateLimits(const ServerConfig& c) {
   return Status::Ok();
 }
 
+// Issue 38: etcd holds every task's environment and the tokens' hashes: a plaintext endpoint
+// off loopback needs `insecure`, and the TLS and user settings must be whole.
+Status CheckEtcdTrust(const ServerConfig& c) {
+  GS_ASSIGN_OR_RETURN(const std::vector<std::string> urls,
+                      store::ParseEtcdEndpoints(c.etcd, "etcd"));
+  for (const std::string& url : urls) {
+    if (url.rfind("http://", 0) == 0 && !store::EtcdEndpointIsLoopback(url) && !c.insecure) {
+      return FailedPrecondition(
+          "etcd: \"" + url + "\" is plaintext off loopback: whoever reaches it reads every "
+          "task's environment and can plant an admin token. Use https:// with --etcd-ca, "
+          "--etcd-cert and --etcd-key (config etcd_ca, etcd_cert, etcd_key), or pass "
+          "--insecure (config insecure: true) on a network you trust");
+    }
+  }
+  if (c.etcd_cert.empty() != c.etcd_key.empty()) {
+    return InvalidArgument(std::string(c.etcd_cert.empty() ? "etcd_cert" : "etcd_key") +
+                           ": missing; a client certificate needs both etcd_cert and etcd_key");
+  }
+  if (c.etcd_user.empty() != c.etcd_password_file.empty()) {
+    return InvalidArgument(std::string(c.etcd_user.empty() ? "etcd_user" : "etcd_password_file") +
+                           ": missing; etcd authentication needs both etcd_user and "
+                           "etcd_password_file");
+  }
+  return Status::Ok();
+}
+
 // Who calls (auth, default_user), the logs, and the store with its etcd endpoints and lease.
 Status ValidateIdentityAndStore(const ServerConfig& c) {
   if (!c.auth.empty() && c.auth != "token" && c.auth != "none") {
@@ -121,6 +147,7 @@ Status ValidateIdentityAndStore(const ServerConfig& c) {
       return InvalidArgument("etcd_prefix: \"" + c.etcd_prefix +
                              "\" must start with '/' and not end with one");
     }
+    GS_RETURN_IF_ERROR(CheckEtcdTrust(c));
   }
   // etcd's leases are whole seconds, at least 1.5 x its election timeout (2 s by default).
   if (c.lease_ttl_ms < 2'000 || c.lease_ttl_ms % 1'000 != 0) {
@@ -496,6 +523,11 @@ std::map<std::string, Setter> ServerKeys(ServerConfig& c) {
       {"store", Text(c.store)},
       {"etcd", Text(c.etcd)},
       {"etcd_prefix", Text(c.etcd_prefix)},
+      {"etcd_ca", Text(c.etcd_ca)},
+      {"etcd_cert", Text(c.etcd_cert)},
+      {"etcd_key", Text(c.etcd_key)},
+      {"etcd_user", Text(c.etcd_user)},
+      {"etcd_password_file", Text(c.etcd_password_file)},
       {"lease_ttl", Duration(c.lease_ttl_ms)},
       {"idle_after", Duration(c.idle_after_ms)},
       {"tls_dir", Text(c.tls_dir)},

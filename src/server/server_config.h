@@ -22,6 +22,11 @@
 //   etcd: http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379
 //   lease_ttl: 5s          # leader lease: a standby takes over within about this
 //   etcd_prefix: /gpusched # several control planes can share one etcd cluster
+//   etcd_ca: /etc/gpusched/etcd/ca.crt      # https:// endpoints: the CA, and the client
+//   etcd_cert: /etc/gpusched/etcd/client.crt  # certificate etcd's --client-cert-auth asks
+//   etcd_key: /etc/gpusched/etcd/client.key
+//   etcd_user: gpusched    # etcd's authentication, the password in the file's first line
+//   etcd_password_file: /etc/gpusched/etcd/password
 //   idle_after: 30m        # a task at 0 % GPU utilisation this long is idle; 0 = off
 //   idle_action: flag      # or stop: an idle task is killed and ends failed
 //   auth: token            # or none; default: token unless listen is a loopback address
@@ -71,6 +76,10 @@ struct ServerConfig {
   std::string store = "sqlite";
   std::string etcd;                       // etcd client URLs, comma-separated
   std::string etcd_prefix = "/gpusched";
+  // Issue 38: TLS to etcd (https:// endpoints; PEM files) and etcd's own users. A
+  // non-loopback http:// endpoint is refused unless `insecure`.
+  std::string etcd_ca, etcd_cert, etcd_key;
+  std::string etcd_user, etcd_password_file;
   DurationMs lease_ttl_ms = 5'000;
   // The gRPC address standbys name to clients; "" = the address bound (--listen).
   std::string advertise;

@@ -1,410 +1,357 @@
 #include "store/etcd_client.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <grpcpp/grpcpp.h>
 
-#include <cerrno>
-#include <charconv>
-#include <cstring>
+#include <algorithm>
 #include <chrono>
-#include <functional>
+#include <fstream>
+#include <sstream>
 #include <thread>
-#include <nlohmann/json.hpp>
 
 #include "base/host_port.h"
 #include "base/log.h"
+#include "etcd/rpc.grpc.pb.h"
+#include "store/etcd_convert.h"
 
 namespace gpusched::store {
 
-using Json = nlohmann::json;
-
 namespace {
-// Bounds on what a peer may send: one header line, one answer.
-constexpr size_t kMaxHttpLine = 64 * 1024;
-constexpr size_t kMaxHttpBody = 64 * 1024 * 1024;
-}  // namespace
 
-// One keep-alive HTTP/1.1 connection to one endpoint. Our own small client rather than
-// cpp-httplib: etcd's gateway ends error answers with a chunked trailer
-// (Grpc-Trailer-Content-Type), which cpp-httplib 0.11 reports as a read error, so an etcd
-// error would look like an unreachable endpoint.
-struct EtcdClient::Conn {
+using Clock = std::chrono::steady_clock;
+
+// One endpoint: its channel (a connection of its own, see ChannelArgs) and etcd's services.
+struct Endpoint {
   std::string url;
-  std::string host;
-  int port = 0;
-  int fd = -1;
-  int connect_timeout_ms = 1'000;
-  int request_timeout_ms = 5'000;
-  bool timed_out = false;  // the last exchange failed for want of an answer in time
-
-  ~Conn() { Drop(); }
-  void Drop() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-
-  // "" on success, else what failed.
-  std::string Connect() {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || res == nullptr) {
-      return "cannot resolve " + host;
-    }
-    std::string error = "connection refused";
-    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-      const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-      if (s < 0) continue;
-      int rc = ::connect(s, a->ai_addr, a->ai_addrlen);
-      if (rc != 0 && errno == EINPROGRESS) {
-        pollfd p{s, POLLOUT, 0};
-        rc = ::poll(&p, 1, connect_timeout_ms) == 1 ? 0 : -1;
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (rc == 0 && (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)) rc = -1;
-        if (rc != 0) error = err != 0 ? std::strerror(err) : "connect timed out";
-      } else if (rc != 0) {
-        error = std::strerror(errno);
-      }
-      if (rc == 0) {
-        const int flags = fcntl(s, F_GETFL);
-        fcntl(s, F_SETFL, flags & ~O_NONBLOCK);
-        timeval tv{request_timeout_ms / 1000, (request_timeout_ms % 1000) * 1000};
-        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        const int one = 1;
-        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        fd = s;
-        freeaddrinfo(res);
-        return "";
-      }
-      ::close(s);
-    }
-    freeaddrinfo(res);
-    return error;
-  }
-
-  bool Fill(std::string& buf) {
-    char chunk[16384];
-    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) timed_out = true;
-    if (n <= 0) return false;
-    buf.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-
-  // POSTs once on the open (or a new) connection. Transport failures set `error`;
-  // `alive` tells that the endpoint took the request but did not answer in time (as opposed
-  // to refusing the connection or closing it).
-  bool Post(const std::string& path, const std::string& body, int& status, std::string& answer,
-            std::string& error, bool& alive) {
-    alive = false;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const bool reused = fd >= 0;
-      if (!reused) {
-        error = Connect();
-        if (!error.empty()) return false;
-      }
-      timed_out = false;
-      if (Exchange(path, body, status, answer, error)) return true;
-      Drop();
-      if (timed_out) {
-        alive = true;
-        return false;
-      }
-      if (!reused) return false;  // a kept-alive connection may have been closed by etcd: retry once
-    }
-    return false;
-  }
-
-  bool Exchange(const std::string& path, const std::string& body, int& status, std::string& answer,
-                std::string& error) {
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: " + FormatHostPort(host, port) +
-                            "\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    size_t sent = 0;
-    while (sent < req.size()) {
-      const ssize_t n = ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) timed_out = true;
-        error = std::string("send: ") + std::strerror(errno);
-        return false;
-      }
-      sent += static_cast<size_t>(n);
-    }
-    std::string buf;
-    auto answer_or = ReadHttpAnswer([this](std::string& b) { return Fill(b); }, buf);
-    if (!answer_or.ok()) {
-      error = answer_or.status().message();
-      return false;
-    }
-    status = answer_or->status;
-    answer = std::move(answer_or->body);
-    const bool close_after = answer_or->close;
-    if (close_after) Drop();
-    return true;
-  }
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<etcdserverpb::KV::Stub> kv;
+  std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+  std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+  std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  std::unique_ptr<etcdserverpb::Auth::Stub> auth;
 };
 
-namespace {
-
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-// The gateway writes int64 as a JSON string and omits zero values.
-int64_t Int(const Json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return 0;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number_unsigned()) return static_cast<int64_t>(it->get<uint64_t>());
-  if (it->is_string()) {
-    try {
-      return std::stoll(it->get<std::string>());
-    } catch (const std::exception&) {
-      return 0;
-    }
-  }
-  return 0;
+// gRPC takes deadlines as the system clock's time points or as gpr_timespec: ours are the
+// monotonic clock's, handed over as such.
+gpr_timespec ToGpr(Clock::time_point t) {
+  const int64_t left_ms = std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count());
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(left_ms, GPR_TIMESPAN));
 }
 
-uint64_t Uint(const Json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return it != j.end() && it->is_number() ? it->get<uint64_t>() : 0;
-  try {
-    return std::stoull(it->get<std::string>());
-  } catch (const std::exception&) {
-    return 0;
-  }
+bool IsHttps(const std::string& url) { return url.rfind("https://", 0) == 0; }
+
+std::string HostPortOf(const std::string& url) {
+  const size_t scheme = url.find("://");
+  return scheme == std::string::npos ? url : url.substr(scheme + 3);
 }
 
-StatusOr<std::string> Bytes(const Json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return std::string();
-  return EtcdClient::Base64Decode(it->get<std::string>());
+grpc::ChannelArguments ChannelArgs() {
+  grpc::ChannelArguments args;
+  // etcd is dialled directly, never through an HTTP proxy of the environment.
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+  // A connection of this client's own: the leader election's keep-alives never queue
+  // behind the store's large commits on one shared connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A member that comes back is dialled again within a second, not after gRPC's default
+  // backoff of up to two minutes.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1'000);
+  // etcd answers a range of every task in one message.
+  args.SetMaxReceiveMessageSize(512 * 1024 * 1024);
+  return args;
 }
 
-StatusOr<EtcdRange> ParseRange(const Json& j) {
-  EtcdRange r;
-  if (auto h = j.find("header"); h != j.end()) r.revision = Int(*h, "revision");
-  r.more = j.value("more", false);
-  r.count = Int(j, "count");
-  if (auto kvs = j.find("kvs"); kvs != j.end() && kvs->is_array()) {
-    for (const Json& e : *kvs) {
-      EtcdKv kv;
-      GS_ASSIGN_OR_RETURN(kv.key, Bytes(e, "key"));
-      GS_ASSIGN_OR_RETURN(kv.value, Bytes(e, "value"));
-      kv.create_revision = Int(e, "create_revision");
-      kv.mod_revision = Int(e, "mod_revision");
-      kv.version = Int(e, "version");
-      kv.lease = Int(e, "lease");
-      r.kvs.push_back(std::move(kv));
-    }
+Endpoint MakeEndpoint(const std::string& url, const EtcdTls& tls) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (IsHttps(url)) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = tls.ca_pem;
+    o.pem_private_key = tls.key_pem;
+    o.pem_cert_chain = tls.cert_pem;
+    creds = grpc::SslCredentials(o);
   }
-  return r;
+  Endpoint e;
+  e.url = url;
+  e.channel = grpc::CreateCustomChannel(HostPortOf(url), creds, ChannelArgs());
+  e.kv = etcdserverpb::KV::NewStub(e.channel);
+  e.lease = etcdserverpb::Lease::NewStub(e.channel);
+  e.watch = etcdserverpb::Watch::NewStub(e.channel);
+  e.maintenance = etcdserverpb::Maintenance::NewStub(e.channel);
+  e.auth = etcdserverpb::Auth::NewStub(e.channel);
+  return e;
 }
 
-Json OpJson(const EtcdOp& op) {
-  switch (op.kind) {
-    case EtcdOp::Kind::kPut: {
-      Json p = {{"key", EtcdClient::Base64Encode(op.key)},
-                {"value", EtcdClient::Base64Encode(op.value)}};
-      if (op.lease != 0) p["lease"] = std::to_string(op.lease);
-      return Json{{"request_put", p}};
-    }
-    case EtcdOp::Kind::kDelete: {
-      Json d = {{"key", EtcdClient::Base64Encode(op.key)}};
-      if (!op.range_end.empty()) d["range_end"] = EtcdClient::Base64Encode(op.range_end);
-      return Json{{"request_delete_range", d}};
-    }
-    case EtcdOp::Kind::kRange: {
-      Json g = {{"key", EtcdClient::Base64Encode(op.key)}};
-      if (!op.range_end.empty()) g["range_end"] = EtcdClient::Base64Encode(op.range_end);
-      if (op.limit > 0) g["limit"] = std::to_string(op.limit);
-      return Json{{"request_range", g}};
-    }
+// What a failed call says about its endpoint.
+enum class Outcome {
+  kAnswered,     // etcd answered with an error: the caller gets it
+  kNoAnswer,     // reached but not answered in time, or etcd's raft has no leader: retry
+  kUnreachable,  // nothing reached: try the next endpoint
+};
+
+bool EtcdSaid(const grpc::Status& s) { return s.error_message().rfind("etcdserver:", 0) == 0; }
+
+Outcome Classify(const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) return Outcome::kNoAnswer;
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return EtcdSaid(s) ? Outcome::kNoAnswer : Outcome::kUnreachable;
   }
-  return Json::object();
+  if (s.error_code() == grpc::StatusCode::CANCELLED && !EtcdSaid(s)) return Outcome::kUnreachable;
+  return Outcome::kAnswered;
 }
 
-Json CompareJson(const EtcdCompare& c) {
-  Json j = {{"key", EtcdClient::Base64Encode(c.key)}, {"result", "EQUAL"}};
-  switch (c.target) {
-    case EtcdCompare::Target::kCreateRevision:
-      j["target"] = "CREATE";
-      j["create_revision"] = std::to_string(c.number);
-      break;
-    case EtcdCompare::Target::kModRevision:
-      j["target"] = "MOD";
-      j["mod_revision"] = std::to_string(c.number);
-      break;
-    case EtcdCompare::Target::kVersion:
-      j["target"] = "VERSION";
-      j["version"] = std::to_string(c.number);
-      break;
-    case EtcdCompare::Target::kValue:
-      j["target"] = "VALUE";
-      j["value"] = EtcdClient::Base64Encode(c.value);
-      break;
-  }
-  return j;
+bool TokenExpired(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         s.error_message().find("invalid auth token") != std::string::npos;
 }
 
-// etcd answers errors as {"error": ..., "code": <gRPC code>, "message": ...}.
-Status EtcdError(const std::string& url, int http_status, const std::string& body) {
-  std::string message = body;
-  int code = 0;
-  try {
-    Json j = Json::parse(body);
-    message = j.value("message", j.value("error", body));
-    code = j.value("code", 0);
-  } catch (const std::exception&) {  // not JSON: keep the body
-  }
-  const std::string what = "etcd at " + url + ": " + message;
-  switch (code) {
-    case 3: return InvalidArgument(what);
-    case 5: return NotFound(what);
-    case 9: return FailedPrecondition(what);
-    case 11: return FailedPrecondition(what);  // out of range: compacted revision
-    case 14: return Unavailable(what);
-    default:
-      if (http_status == 503) return Unavailable(what);
-      return Internal(what + " (HTTP " + std::to_string(http_status) + ")");
+Status EtcdError(const std::string& url, const grpc::Status& s) {
+  const std::string what = "etcd at " + url + ": " + s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return InvalidArgument(what);
+    case grpc::StatusCode::NOT_FOUND: return NotFound(what);
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:  // a compacted revision
+      return FailedPrecondition(what);
+    case grpc::StatusCode::UNAUTHENTICATED: return Unauthenticated(what);
+    case grpc::StatusCode::PERMISSION_DENIED: return PermissionDenied(what);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return ResourceExhausted(what);
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return Unavailable(what);
+    default: return Internal(what + " (gRPC code " + std::to_string(s.error_code()) + ")");
   }
 }
 
-// Lines and counted bytes from `buf`, refilled by `fill` (false: the connection ended).
-class HttpReader {
+std::string Describe(const grpc::Status& s) {
+  return s.error_message().empty() ? "gRPC code " + std::to_string(s.error_code())
+                                   : s.error_message();
+}
+
+}  // namespace
+
+// ---- the client's insides ----
+
+// A bidirectional stream driven through a completion queue of its own, so that every step
+// waits a bounded time and a stuck one can be cancelled (the synchronous API blocks).
+template <class Req, class Resp>
+class TimedStream {
  public:
-  HttpReader(const std::function<bool(std::string&)>& fill, std::string& buf)
-      : fill_(fill), buf_(buf) {}
-  bool Line(std::string& out) {
-    for (;;) {
-      const size_t eol = buf_.find("\r\n");
-      if (eol != std::string::npos) {
-        out = buf_.substr(0, eol);
-        buf_.erase(0, eol + 2);
-        return true;
-      }
-      if (buf_.size() > kMaxHttpLine || !fill_(buf_)) return false;
-    }
+  using Prepare = std::function<std::unique_ptr<grpc::ClientAsyncReaderWriter<Req, Resp>>(
+      grpc::ClientContext*, grpc::CompletionQueue*)>;
+  TimedStream(const Prepare& prepare, const std::string& token) {
+    if (!token.empty()) ctx_.AddMetadata("token", token);
+    rw_ = prepare(&ctx_, &cq_);
+    rw_->StartCall(Tag());
   }
-  bool Exactly(size_t n, std::string& out) {
-    while (buf_.size() < n) {
-      if (!fill_(buf_)) return false;
-    }
-    out.append(buf_, 0, n);
-    buf_.erase(0, n);
-    return true;
+  ~TimedStream() { Close(); }
+  TimedStream(const TimedStream&) = delete;
+  TimedStream& operator=(const TimedStream&) = delete;
+
+  // Each waits until `deadline` for the step (and the steps before it) to finish.
+  bool Started(Clock::time_point deadline) { return WaitAll(deadline); }
+  bool Write(const Req& r, Clock::time_point deadline) {
+    rw_->Write(r, Tag());
+    return WaitAll(deadline);
   }
-  // Everything until the connection closes (at most about kMaxHttpBody).
-  std::string Rest() {
-    while (buf_.size() <= kMaxHttpBody && fill_(buf_)) {
+  bool Read(Resp* r, Clock::time_point deadline) {
+    rw_->Read(r, Tag());
+    return WaitAll(deadline);
+  }
+  // Ends a step in progress from another thread (it then fails).
+  void Cancel() { ctx_.TryCancel(); }
+  bool timed_out() const { return timed_out_; }
+  // Why the stream ended (after a failed step). Cancels it first.
+  grpc::Status Close() {
+    if (closed_) return final_;
+    closed_ = true;
+    ctx_.TryCancel();
+    Drain();
+    rw_->Finish(&final_, Tag());
+    Drain();
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
     }
-    std::string all = std::move(buf_);
-    buf_.clear();
-    return all;
+    return final_;
   }
 
  private:
-  const std::function<bool(std::string&)>& fill_;
-  std::string& buf_;
-};
-
-struct HttpHeaders {
-  int64_t length = -1;
-  bool chunked = false;
-};
-
-HttpHeaders ReadHeaders(HttpReader& in, HttpAnswer& a) {
-  HttpHeaders h;
-  std::string l;
-  while (in.Line(l) && !l.empty()) {
-    std::string lower = l;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower.rfind("content-length:", 0) == 0) h.length = std::atoll(lower.c_str() + 15);
-    if (lower.rfind("transfer-encoding:", 0) == 0 && lower.find("chunked") != std::string::npos) {
-      h.chunked = true;
-    }
-    if (lower.rfind("connection:", 0) == 0 && lower.find("close") != std::string::npos) a.close = true;
+  void* Tag() {
+    ++pending_;
+    return reinterpret_cast<void*>(static_cast<intptr_t>(pending_));
   }
-  return h;
+  bool WaitAll(Clock::time_point deadline) {
+    bool all_ok = true;
+    while (pending_ > 0) {
+      void* tag = nullptr;
+      bool ok = false;
+      const auto r = cq_.AsyncNext(&tag, &ok, ToGpr(deadline));
+      if (r == grpc::CompletionQueue::TIMEOUT) {
+        timed_out_ = true;
+        return false;
+      }
+      if (r != grpc::CompletionQueue::GOT_EVENT) return false;
+      --pending_;
+      all_ok = all_ok && ok;
+    }
+    return all_ok;
+  }
+  void Drain() {
+    while (pending_ > 0) {
+      void* tag = nullptr;
+      bool ok = false;
+      if (!cq_.Next(&tag, &ok)) break;
+      --pending_;
+    }
+  }
+
+  grpc::ClientContext ctx_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<Req, Resp>> rw_;
+  int pending_ = 0;
+  bool timed_out_ = false;
+  bool closed_ = false;
+  grpc::Status final_;
+};
+
+using KeepAliveStream =
+    TimedStream<etcdserverpb::LeaseKeepAliveRequest, etcdserverpb::LeaseKeepAliveResponse>;
+using WatchStream = TimedStream<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>;
+
+struct EtcdClient::Impl {
+  Options options;
+  std::vector<Endpoint> endpoints;
+  std::atomic<size_t> current{0};
+
+  std::mutex token_mu;
+  std::string token;  // etcd's auth token; "" = none yet (or no user)
+
+  std::mutex keepalive_mu;  // one keep-alive at a time on the stream
+  std::unique_ptr<KeepAliveStream> keepalive;
+  size_t keepalive_endpoint = 0;
+
+  std::mutex watch_mu;
+  bool watches_cancelled = false;
+  std::vector<WatchStream*> watches;
+
+  Clock::time_point Deadline() const {
+    return Clock::now() + std::chrono::milliseconds(options.request_timeout_ms);
+  }
+  std::string Token() {
+    std::lock_guard<std::mutex> lock(token_mu);
+    return token;
+  }
+  // A token for calls to `e` (authenticating there when none is held); "" without a user.
+  StatusOr<std::string> EnsureToken(Endpoint& e);
+  void ForgetToken(const std::string& stale) {
+    std::lock_guard<std::mutex> lock(token_mu);
+    if (token == stale) token.clear();
+  }
+  // One unary call on `e` with the deadline and the token; authenticates again once when
+  // etcd says the token expired.
+  template <class Resp, class Fn>
+  grpc::Status Invoke(Endpoint& e, Fn& fn, Resp* resp);
+};
+
+StatusOr<std::string> EtcdClient::Impl::EnsureToken(Endpoint& e) {
+  if (options.user.empty()) return std::string();
+  if (std::string t = Token(); !t.empty()) return t;
+  etcdserverpb::AuthenticateRequest req;
+  req.set_name(options.user);
+  req.set_password(options.password);
+  etcdserverpb::AuthenticateResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToGpr(Deadline()));
+  const grpc::Status s = e.auth->Authenticate(&ctx, req, &resp);
+  if (!s.ok()) {
+    if (Classify(s) != Outcome::kAnswered) return Unavailable(e.url + ": " + Describe(s));
+    return Unauthenticated("etcd at " + e.url + ": user \"" + options.user +
+                           "\" was not let in (--etcd-user, --etcd-password-file): " +
+                           Describe(s));
+  }
+  std::lock_guard<std::mutex> lock(token_mu);
+  token = resp.token();
+  return token;
 }
 
-Status ReadChunkedBody(HttpReader& in, std::string& body) {
-  std::string l;
+namespace {
+// Waits up to `timeout_ms` for `e`'s connection: UNAVAILABLE when it failed (refused,
+// unresolvable), DEADLINE_EXCEEDED when it did not finish in time (a stopped member).
+grpc::Status Connected(Endpoint& e, int timeout_ms) {
+  grpc_connectivity_state st = e.channel->GetState(/*try_to_connect=*/true);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (st != GRPC_CHANNEL_READY) {
+    if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot connect");
+    }
+    if (!e.channel->WaitForStateChange(st, ToGpr(deadline))) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "not connected in " + std::to_string(timeout_ms) + " ms");
+    }
+    st = e.channel->GetState(/*try_to_connect=*/true);
+  }
+  return grpc::Status::OK;
+}
+}  // namespace
+
+template <class Resp, class Fn>
+grpc::Status EtcdClient::Impl::Invoke(Endpoint& e, Fn& fn, Resp* resp) {
+  if (grpc::Status c = Connected(e, options.connect_timeout_ms); !c.ok()) return c;
+  for (int attempt = 0;; ++attempt) {
+    StatusOr<std::string> t = EnsureToken(e);
+    if (!t.ok()) {
+      const bool reached = t.status().code() != StatusCode::kUnavailable;
+      return grpc::Status(reached ? grpc::StatusCode::UNAUTHENTICATED
+                                  : grpc::StatusCode::UNAVAILABLE,
+                          t.status().message());
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToGpr(Deadline()));
+    if (!t->empty()) ctx.AddMetadata("token", *t);
+    grpc::Status s = fn(e, ctx, resp);
+    if (s.ok() || attempt > 0 || t->empty() || !TokenExpired(s)) return s;
+    ForgetToken(*t);
+  }
+}
+
+namespace {
+
+// Calls `fn(endpoint, ctx, resp)` on one endpoint after another as the header describes.
+template <class Resp, class Fn>
+StatusOr<Resp> CallAny(EtcdClient& client, EtcdClient::Impl& impl, Fn fn) {
+  GS_RETURN_IF_ERROR(client.Identity());
+  const auto deadline = Clock::now() + std::chrono::milliseconds(impl.options.retry_for_ms);
+  const size_t n = impl.endpoints.size();
+  std::string errors;
   for (;;) {
-    if (!in.Line(l)) return Unavailable("answer cut short");
-    char* end = nullptr;
-    const unsigned long size = std::strtoul(l.c_str(), &end, 16);
-    if (end == l.c_str()) return Unavailable("bad chunk size \"" + l.substr(0, 16) + "\"");
-    if (size == 0) break;
-    if (size > kMaxHttpBody || body.size() + size > kMaxHttpBody) return Unavailable("answer too large");
-    std::string crlf;
-    if (!in.Exactly(size, body) || !in.Exactly(2, crlf)) return Unavailable("answer cut short");
+    bool reached = false;  // some endpoint took the request but did not answer in time
+    errors.clear();
+    const size_t start = impl.current.load();
+    for (size_t tried = 0; tried < n; ++tried) {
+      const size_t i = (start + tried) % n;
+      Endpoint& e = impl.endpoints[i];
+      Resp resp;
+      const grpc::Status s = impl.Invoke(e, fn, &resp);
+      const Outcome o = s.ok() ? Outcome::kAnswered : Classify(s);
+      if (o == Outcome::kAnswered) {
+        impl.current.store(i);
+        if (!s.ok()) return EtcdError(e.url, s);
+        GS_RETURN_IF_ERROR(client.CheckCluster(e.url, resp.header().cluster_id()));
+        return resp;
+      }
+      reached = reached || o == Outcome::kNoAnswer;
+      errors += (errors.empty() ? "" : "; ") + e.url + ": " + Describe(s);
+    }
+    if (!reached || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  while (in.Line(l) && !l.empty()) {  // trailers (etcd sends one on errors)
-  }
-  return Status::Ok();
+  return Unavailable("etcd unreachable (" + errors + ")");
 }
 
 }  // namespace
 
-StatusOr<HttpAnswer> ReadHttpAnswer(const std::function<bool(std::string&)>& fill,
-                                    std::string& buf) {
-  HttpReader in(fill, buf);
-  HttpAnswer a;
-  std::string l;
-  if (!in.Line(l) || l.size() < 12 || l.compare(0, 5, "HTTP/") != 0 || !std::isdigit(uint8_t(l[9]))) {
-    return Unavailable("no HTTP answer");
-  }
-  a.status = std::atoi(l.c_str() + 9);
-  const HttpHeaders h = ReadHeaders(in, a);
-  if (h.length > static_cast<int64_t>(kMaxHttpBody)) {
-    return Unavailable("answer of " + std::to_string(h.length) + " bytes is too large");
-  }
-  if (h.chunked) {
-    GS_RETURN_IF_ERROR(ReadChunkedBody(in, a.body));
-  } else if (h.length >= 0) {
-    if (!in.Exactly(static_cast<size_t>(h.length), a.body)) return Unavailable("answer cut short");
-  } else {
-    a.body = in.Rest();
-    a.close = true;
-  }
-  return a;
-}
-
-StatusOr<EtcdRange> ParseRangeAnswer(const std::string& text) {
-  try {
-    return ParseRange(Json::parse(text));
-  } catch (const std::exception& e) {
-    return Internal(std::string("etcd: unreadable range answer: ") + e.what());
-  }
-}
-
-StatusOr<EtcdTxnResult> ParseTxnAnswer(const std::string& text) {
-  try {
-    Json j = Json::parse(text);
-    EtcdTxnResult r;
-    r.succeeded = j.value("succeeded", false);
-    if (auto h = j.find("header"); h != j.end()) r.revision = Int(*h, "revision");
-    if (auto rs = j.find("responses"); rs != j.end() && rs->is_array()) {
-      for (const Json& e : *rs) {
-        if (auto rr = e.find("response_range"); rr != e.end()) {
-          GS_ASSIGN_OR_RETURN(EtcdRange range, ParseRange(*rr));
-          r.ranges.push_back(std::move(range));
-        }
-      }
-    }
-    return r;
-  } catch (const std::exception& e) {
-    return Internal(std::string("etcd: unreadable txn answer: ") + e.what());
-  }
-}
+// ---- the calls ----
 
 EtcdOp EtcdOp::Put(std::string key, std::string value, int64_t lease) {
   EtcdOp op;
@@ -432,59 +379,186 @@ EtcdOp EtcdOp::Get(std::string key, std::string range_end, int64_t limit) {
   return op;
 }
 
-std::string EtcdClient::Base64Encode(const std::string& bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
-    out += kB64[v >> 18];
-    out += kB64[(v >> 12) & 63];
-    out += kB64[(v >> 6) & 63];
-    out += kB64[v & 63];
-  }
-  if (i + 1 == bytes.size()) {
-    const uint32_t v = uint8_t(bytes[i]) << 16;
-    out += kB64[v >> 18];
-    out += kB64[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == bytes.size()) {
-    const uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
-    out += kB64[v >> 18];
-    out += kB64[(v >> 12) & 63];
-    out += kB64[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
+StatusOr<EtcdRange> EtcdClient::Range(const std::string& key, const std::string& range_end,
+                                      int64_t limit, int64_t revision) {
+  const etcdserverpb::RangeRequest req =
+      ToRangeRequest(EtcdOp::Get(key, range_end, limit), revision);
+  GS_ASSIGN_OR_RETURN(
+      etcdserverpb::RangeResponse resp,
+      (CallAny<etcdserverpb::RangeResponse>(
+          *this, *impl_, [&req](Endpoint& e, grpc::ClientContext& ctx, auto* r) {
+            return e.kv->Range(&ctx, req, r);
+          })));
+  return FromRangeResponse(resp);
 }
 
-StatusOr<std::string> EtcdClient::Base64Decode(const std::string& text) {
-  auto digit = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t n = text.size();
-  while (n > 0 && text[n - 1] == '=') --n;
-  for (size_t i = 0; i < n; ++i) {
-    const int d = digit(text[i]);
-    if (d < 0) return DataLoss("etcd: invalid base64 at offset " + std::to_string(i));
-    acc = (acc << 6) | static_cast<uint32_t>(d);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
+StatusOr<EtcdTxnResult> EtcdClient::Txn(const std::vector<EtcdCompare>& compare,
+                                        const std::vector<EtcdOp>& success,
+                                        const std::vector<EtcdOp>& failure) {
+  const etcdserverpb::TxnRequest req = ToTxnRequest(compare, success, failure);
+  GS_ASSIGN_OR_RETURN(
+      etcdserverpb::TxnResponse resp,
+      (CallAny<etcdserverpb::TxnResponse>(
+          *this, *impl_, [&req](Endpoint& e, grpc::ClientContext& ctx, auto* r) {
+            return e.kv->Txn(&ctx, req, r);
+          })));
+  return FromTxnResponse(resp);
+}
+
+StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_s) {
+  etcdserverpb::LeaseGrantRequest req;
+  req.set_ttl(ttl_s);
+  GS_ASSIGN_OR_RETURN(
+      etcdserverpb::LeaseGrantResponse resp,
+      (CallAny<etcdserverpb::LeaseGrantResponse>(
+          *this, *impl_, [&req](Endpoint& e, grpc::ClientContext& ctx, auto* r) {
+            return e.lease->LeaseGrant(&ctx, req, r);
+          })));
+  if (!resp.error().empty()) return Unavailable("etcd: lease grant: " + resp.error());
+  if (resp.id() == 0) return Internal("etcd: lease grant answered no lease id");
+  return resp.id();
+}
+
+Status EtcdClient::LeaseRevoke(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  auto resp = CallAny<etcdserverpb::LeaseRevokeResponse>(
+      *this, *impl_, [&req](Endpoint& e, grpc::ClientContext& ctx, auto* r) {
+        return e.lease->LeaseRevoke(&ctx, req, r);
+      });
+  if (!resp.ok() && resp.status().code() != StatusCode::kNotFound) return resp.status();
+  return Status::Ok();
+}
+
+Status EtcdClient::Compact(int64_t revision) {
+  etcdserverpb::CompactionRequest req;
+  req.set_revision(revision);
+  auto resp = CallAny<etcdserverpb::CompactionResponse>(
+      *this, *impl_, [&req](Endpoint& e, grpc::ClientContext& ctx, auto* r) {
+        return e.kv->Compact(&ctx, req, r);
+      });
+  // Already compacted past it: nothing to do.
+  if (!resp.ok() && resp.status().message().find("compacted") != std::string::npos) {
+    return Status::Ok();
+  }
+  return resp.status();
+}
+
+std::vector<EtcdMemberStatus> EtcdClient::MemberStatuses() {
+  std::vector<EtcdMemberStatus> out;
+  for (Endpoint& e : impl_->endpoints) {
+    auto call = [](Endpoint& ep, grpc::ClientContext& ctx, etcdserverpb::StatusResponse* r) {
+      return ep.maintenance->Status(&ctx, etcdserverpb::StatusRequest(), r);
+    };
+    etcdserverpb::StatusResponse resp;
+    const grpc::Status s = impl_->Invoke(e, call, &resp);
+    if (s.ok()) {
+      out.push_back(FromStatusResponse(e.url, resp));
+    } else {
+      EtcdMemberStatus m;
+      m.endpoint = e.url;
+      m.error = Describe(s);
+      out.push_back(std::move(m));
     }
   }
   return out;
 }
+
+// ---- streams ----
+
+StatusOr<int64_t> EtcdClient::LeaseKeepAlive(int64_t lease) {
+  GS_RETURN_IF_ERROR(Identity());
+  std::lock_guard<std::mutex> lock(impl_->keepalive_mu);
+  Impl& im = *impl_;
+  const auto deadline = im.Deadline();
+  if (im.keepalive == nullptr) {
+    im.keepalive_endpoint = im.current.load() % im.endpoints.size();
+    Endpoint& e = im.endpoints[im.keepalive_endpoint];
+    StatusOr<std::string> token = im.EnsureToken(e);
+    if (!token.ok()) return token.status();
+    im.keepalive = std::make_unique<KeepAliveStream>(
+        [&e](grpc::ClientContext* c, grpc::CompletionQueue* q) {
+          return e.lease->PrepareAsyncLeaseKeepAlive(c, q);
+        },
+        *token);
+  }
+  const std::string& url = im.endpoints[im.keepalive_endpoint].url;
+  etcdserverpb::LeaseKeepAliveRequest req;
+  req.set_id(lease);
+  etcdserverpb::LeaseKeepAliveResponse resp;
+  const bool ok = im.keepalive->Started(deadline) && im.keepalive->Write(req, deadline) &&
+                  im.keepalive->Read(&resp, deadline);
+  if (!ok) {
+    // A new stream next time, on the next endpoint when this one did not answer.
+    const bool timed_out = im.keepalive->timed_out();
+    const grpc::Status why = im.keepalive->Close();
+    im.keepalive.reset();
+    if (TokenExpired(why)) im.ForgetToken(im.Token());
+    im.current.store((im.keepalive_endpoint + 1) % im.endpoints.size());
+    return Unavailable("etcd at " + url + ": lease keep-alive " +
+                       (timed_out ? "not answered in " +
+                                        std::to_string(im.options.request_timeout_ms) + " ms"
+                                  : "stream ended: " + Describe(why)));
+  }
+  GS_RETURN_IF_ERROR(CheckCluster(url, resp.header().cluster_id()));
+  return resp.ttl() > 0 ? resp.ttl() : 0;
+}
+
+StatusOr<std::vector<EtcdEvent>> EtcdClient::WatchKey(const std::string& key,
+                                                      int64_t start_revision, int timeout_ms) {
+  GS_RETURN_IF_ERROR(Identity());
+  Impl& im = *impl_;
+  Endpoint& e = im.endpoints[im.current.load() % im.endpoints.size()];
+  GS_ASSIGN_OR_RETURN(std::string token, im.EnsureToken(e));
+  WatchStream stream(
+      [&e](grpc::ClientContext* c, grpc::CompletionQueue* q) {
+        return e.watch->PrepareAsyncWatch(c, q);
+      },
+      token);
+  {
+    std::lock_guard<std::mutex> lock(im.watch_mu);
+    if (im.watches_cancelled) return std::vector<EtcdEvent>{};
+    im.watches.push_back(&stream);
+  }
+  struct Unregister {
+    Impl& im;
+    WatchStream* s;
+    ~Unregister() {
+      std::lock_guard<std::mutex> lock(im.watch_mu);
+      std::erase(im.watches, s);
+    }
+  } unregister{im, &stream};
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  etcdserverpb::WatchRequest req;
+  req.mutable_create_request()->set_key(key);
+  req.mutable_create_request()->set_start_revision(start_revision);
+  if (!stream.Started(im.Deadline()) || !stream.Write(req, im.Deadline())) {
+    if (stream.timed_out()) return Unavailable("etcd at " + e.url + ": watch not answered");
+    const grpc::Status why = stream.Close();
+    if (why.error_code() == grpc::StatusCode::CANCELLED) return std::vector<EtcdEvent>{};
+    return Unavailable("etcd at " + e.url + ": watch: " + Describe(why));
+  }
+  for (;;) {
+    etcdserverpb::WatchResponse resp;
+    if (!stream.Read(&resp, deadline)) return std::vector<EtcdEvent>{};  // timeout or cancel
+    GS_RETURN_IF_ERROR(CheckCluster(e.url, resp.header().cluster_id()));
+    GS_ASSIGN_OR_RETURN(std::vector<EtcdEvent> events, FromWatchResponse(resp));
+    if (!events.empty()) return events;
+  }
+}
+
+void EtcdClient::CancelWatches() {
+  std::lock_guard<std::mutex> lock(impl_->watch_mu);
+  impl_->watches_cancelled = true;
+  for (WatchStream* s : impl_->watches) s->Cancel();
+}
+
+void EtcdClient::ResumeWatches() {
+  std::lock_guard<std::mutex> lock(impl_->watch_mu);
+  impl_->watches_cancelled = false;
+}
+
+// ---- set-up ----
 
 std::string EtcdClient::PrefixEnd(const std::string& prefix) {
   std::string end = prefix;
@@ -508,53 +582,88 @@ StatusOr<std::vector<std::string>> ParseEtcdEndpoints(const std::string& list,
     std::string e = list.substr(start, comma - start);
     start = comma + 1;
     if (e.empty()) continue;
-    if (e.rfind("https://", 0) == 0) {
-      return InvalidArgument(field + ": \"" + e + "\": TLS to etcd is not supported yet; use http://");
+    const bool tls = e.rfind("https://", 0) == 0;
+    if (e.find("://") != std::string::npos && !tls && e.rfind("http://", 0) != 0) {
+      return InvalidArgument(field + ": \"" + e + "\": the scheme must be http:// or https://");
     }
-    std::string hostport = e.rfind("http://", 0) == 0 ? e.substr(7) : e;
+    std::string hostport = HostPortOf(e);
     while (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
     if (const auto hp = ParseHostPort(hostport, field); !hp.ok()) {
-      return InvalidArgument(field + ": \"" + e + "\" is not http://HOST:PORT (" +
+      return InvalidArgument(field + ": \"" + e + "\" is not http(s)://HOST:PORT (" +
                              hp.status().message() + ")");
     }
-    out.push_back("http://" + hostport);
+    out.push_back((tls ? "https://" : "http://") + hostport);
   }
   if (out.empty()) return InvalidArgument(field + ": no etcd endpoint in \"" + list + "\"");
   return out;
 }
 
+bool EtcdEndpointIsLoopback(const std::string& url) {
+  const StatusOr<HostPort> hp = ParseHostPort(HostPortOf(url), "etcd");
+  if (!hp.ok()) return false;
+  return hp->host == "localhost" || hp->host == "::1" || hp->host.rfind("127.", 0) == 0;
+}
+
+namespace {
+StatusOr<std::string> ReadPem(const std::string& file, const std::string& flag) {
+  if (file.empty()) return std::string();
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  if (!in || !(text << in.rdbuf())) {
+    return InvalidArgument(flag + ": cannot read \"" + file + "\"");
+  }
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return InvalidArgument(flag + ": \"" + file + "\" holds no PEM block");
+  }
+  return text.str();
+}
+}  // namespace
+
+StatusOr<EtcdTls> LoadEtcdTls(const std::string& ca_file, const std::string& cert_file,
+                              const std::string& key_file) {
+  if (cert_file.empty() != key_file.empty()) {
+    return InvalidArgument(std::string(cert_file.empty() ? "--etcd-cert" : "--etcd-key") +
+                           ": missing; a client certificate needs both --etcd-cert and "
+                           "--etcd-key");
+  }
+  EtcdTls tls;
+  GS_ASSIGN_OR_RETURN(tls.ca_pem, ReadPem(ca_file, "--etcd-ca"));
+  GS_ASSIGN_OR_RETURN(tls.cert_pem, ReadPem(cert_file, "--etcd-cert"));
+  GS_ASSIGN_OR_RETURN(tls.key_pem, ReadPem(key_file, "--etcd-key"));
+  return tls;
+}
+
+StatusOr<std::string> ReadEtcdPassword(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    return InvalidArgument("--etcd-password-file: cannot read \"" + file + "\"");
+  }
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) return InvalidArgument("--etcd-password-file: \"" + file + "\" is empty");
+  return line;
+}
+
 StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(std::vector<std::string> endpoints,
                                                          Options options) {
   if (endpoints.empty()) return InvalidArgument("etcd: at least one endpoint is needed");
-  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(endpoints), options));
+  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(endpoints), std::move(options)));
 }
 
 EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
-    : endpoints_(std::move(endpoints)), options_(options) {
+    : endpoints_(std::move(endpoints)), impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
   for (const std::string& url : endpoints_) {
-    auto c = std::make_unique<Conn>();
-    c->url = url;
-    std::string hostport = url.rfind("http://", 0) == 0 ? url.substr(7) : url;
-    const StatusOr<HostPort> hp = ParseHostPort(hostport, "etcd");
-    c->host = hp.ok() ? hp->host : hostport;  // no port: etcd's own
-    c->port = hp.ok() ? hp->port : 2379;
-    c->connect_timeout_ms = options_.connect_timeout_ms;
-    c->request_timeout_ms = options_.request_timeout_ms;
-    conns_.push_back(std::move(c));
+    impl_->endpoints.push_back(MakeEndpoint(url, impl_->options.tls));
   }
 }
 
-EtcdClient::~EtcdClient() = default;
+const EtcdClient::Options& EtcdClient::options() const { return impl_->options; }
 
-uint64_t AnswerClusterId(std::string_view answer) {
-  constexpr std::string_view kKey = "\"cluster_id\":\"";
-  const std::string_view head = answer.substr(0, 512);
-  const size_t at = head.find(kKey);
-  if (at == std::string_view::npos) return 0;
-  const std::string_view digits = head.substr(at + kKey.size());
-  uint64_t id = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
-  return error == std::errc() && end != digits.data() && *end == '"' ? id : 0;
+EtcdClient::~EtcdClient() {
+  CancelWatches();
+  std::lock_guard<std::mutex> lock(impl_->keepalive_mu);
+  impl_->keepalive.reset();
 }
 
 Status EtcdClient::Identity() const {
@@ -581,148 +690,6 @@ Status EtcdClient::CheckCluster(const std::string& url, uint64_t id) {
     logging::Error("store", identity_error_);
   }
   return FailedPrecondition(identity_error_);
-}
-
-StatusOr<std::string> EtcdClient::Post(const std::string& path, const std::string& body) {
-  std::lock_guard<std::mutex> lock(mu_);
-  GS_RETURN_IF_ERROR(Identity());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.retry_for_ms);
-  std::string errors;
-  for (;;) {
-    bool reached = false;  // some endpoint took the request but did not answer in time
-    errors.clear();
-    for (size_t tried = 0; tried < conns_.size(); ++tried) {
-      Conn& c = *conns_[(current_ + tried) % conns_.size()];
-      int status = 0;
-      bool alive = false;
-      std::string answer, error;
-      if (!c.Post(path, body, status, answer, error, alive)) {
-        reached = reached || alive;
-        if (!errors.empty()) errors += "; ";
-        errors += c.url + ": " + error;
-        continue;
-      }
-      current_ = (current_ + tried) % conns_.size();
-      if (status != 200) return EtcdError(c.url, status, answer);
-      GS_RETURN_IF_ERROR(CheckCluster(c.url, AnswerClusterId(answer)));
-      return answer;
-    }
-    if (!reached || std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Unavailable("etcd unreachable (" + errors + ")");
-}
-
-StatusOr<EtcdRange> EtcdClient::Range(const std::string& key, const std::string& range_end,
-                                      int64_t limit, int64_t revision) {
-  Json req = OpJson(EtcdOp::Get(key, range_end, limit))["request_range"];
-  if (revision > 0) req["revision"] = std::to_string(revision);
-  GS_ASSIGN_OR_RETURN(std::string body, Post("/v3/kv/range", req.dump()));
-  return ParseRangeAnswer(body);
-}
-
-StatusOr<EtcdTxnResult> EtcdClient::Txn(const std::vector<EtcdCompare>& compare,
-                                        const std::vector<EtcdOp>& success,
-                                        const std::vector<EtcdOp>& failure) {
-  Json req = Json::object();
-  Json cmp = Json::array(), ok = Json::array(), bad = Json::array();
-  for (const EtcdCompare& c : compare) cmp.push_back(CompareJson(c));
-  for (const EtcdOp& op : success) ok.push_back(OpJson(op));
-  for (const EtcdOp& op : failure) bad.push_back(OpJson(op));
-  if (!cmp.empty()) req["compare"] = cmp;
-  if (!ok.empty()) req["success"] = ok;
-  if (!bad.empty()) req["failure"] = bad;
-  GS_ASSIGN_OR_RETURN(std::string body, Post("/v3/kv/txn", req.dump()));
-  return ParseTxnAnswer(body);
-}
-
-StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_s) {
-  Json req = {{"TTL", std::to_string(ttl_s)}};
-  GS_ASSIGN_OR_RETURN(std::string body, Post("/v3/lease/grant", req.dump()));
-  try {
-    Json j = Json::parse(body);
-    if (j.contains("error") && !j["error"].get<std::string>().empty()) {
-      return Unavailable("etcd: lease grant: " + j["error"].get<std::string>());
-    }
-    const int64_t id = Int(j, "ID");
-    if (id == 0) return Internal("etcd: lease grant answered no ID: " + body);
-    return id;
-  } catch (const std::exception& e) {
-    return Internal(std::string("etcd: unreadable lease answer: ") + e.what());
-  }
-}
-
-StatusOr<int64_t> EtcdClient::LeaseKeepAlive(int64_t lease) {
-  Json req = {{"ID", std::to_string(lease)}};
-  GS_ASSIGN_OR_RETURN(std::string body, Post("/v3/lease/keepalive", req.dump()));
-  // A stream endpoint: one {"result": ...} (or {"error": ...}) per line.
-  const std::string line = body.substr(0, body.find('\n'));
-  try {
-    Json j = Json::parse(line);
-    if (auto e = j.find("error"); e != j.end()) {
-      return EtcdError(endpoints_[current_], 500, e->dump());
-    }
-    return Int(j.value("result", Json::object()), "TTL");
-  } catch (const std::exception& e) {
-    return Internal(std::string("etcd: unreadable keepalive answer: ") + e.what());
-  }
-}
-
-Status EtcdClient::LeaseRevoke(int64_t lease) {
-  Json req = {{"ID", std::to_string(lease)}};
-  auto body = Post("/v3/lease/revoke", req.dump());
-  if (!body.ok() && body.status().code() != StatusCode::kNotFound) return body.status();
-  return Status::Ok();
-}
-
-Status EtcdClient::Compact(int64_t revision) {
-  Json req = {{"revision", std::to_string(revision)}, {"physical", false}};
-  auto body = Post("/v3/kv/compaction", req.dump());
-  // Already compacted past it: nothing to do.
-  if (!body.ok() && body.status().message().find("compacted") != std::string::npos) {
-    return Status::Ok();
-  }
-  return body.ok() ? Status::Ok() : body.status();
-}
-
-std::vector<EtcdMemberStatus> EtcdClient::MemberStatuses() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<EtcdMemberStatus> out;
-  for (auto& c : conns_) {
-    EtcdMemberStatus m;
-    m.endpoint = c->url;
-    int status = 0;
-    bool alive = false;
-    std::string answer, error;
-    if (!c->Post("/v3/maintenance/status", "{}", status, answer, error, alive)) {
-      m.error = error;
-    } else if (status != 200) {
-      m.error = EtcdError(c->url, status, answer).message();
-    } else {
-      try {
-        Json j = Json::parse(answer);
-        m.healthy = true;
-        m.version = j.value("version", "");
-        m.member_id = Uint(j.value("header", Json::object()), "member_id");
-        m.leader_id = Uint(j, "leader");
-        m.db_size = Int(j, "dbSize");
-        m.raft_term = Int(j, "raftTerm");
-        if (auto errs = j.find("errors"); errs != j.end() && errs->is_array() && !errs->empty()) {
-          m.healthy = false;
-          m.error = (*errs)[0].get<std::string>();
-        }
-        if (m.leader_id == 0) {
-          m.healthy = false;
-          if (m.error.empty()) m.error = "no raft leader";
-        }
-      } catch (const std::exception& e) {
-        m.error = std::string("unreadable status: ") + e.what();
-      }
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
 }
 
 }  // namespace gpusched::store

@@ -430,28 +430,56 @@ TEST_F(TlsClusterTest, AgentWithAnotherNodesCertificateIsRefused) {
 
 // A highly available control plane over TLS: clients given the standby first follow its
 // "leader is ADDR" to the leader, agents too, every hop over TLS.
-TEST(TlsHaTest, ClientsAndAgentsFollowTheLeaderOverTls) {
+// Issue 38: etcd too is spoken to over TLS, presenting a client certificate that etcd's
+// --client-cert-auth checks; a server without one never reaches it.
+TEST(TlsHaTest, Issue38_ClientsAndAgentsFollowTheLeaderOverTlsAndEtcdIsTlsWithClientCerts) {
   if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed";
   const std::string dir = TempDir("ha");
-  ASSERT_EQ(Cli({"certs", "init", dir + "/tls", "--agent", "n1"}).code, 0);
+  ASSERT_EQ(Cli({"certs", "init", dir + "/tls", "--agent", "n1", "--agent", "gs-etcd"}).code, 0);
   const std::string ca = dir + "/tls/ca/ca.crt";
+  const std::string client = dir + "/tls/nodes/gs-etcd/gs-etcd";
   store::LocalEtcd::Options eo;
   eo.dir = dir + "/etcd";
   eo.members = 1;
+  eo.cert_file = dir + "/tls/server/server.crt";
+  eo.key_file = dir + "/tls/server/server.key";
+  eo.client_ca_file = ca;
+  auto tls = store::LoadEtcdTls(ca, client + ".crt", client + ".key");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  eo.client.tls = *tls;
   auto etcd = store::LocalEtcd::Start(eo);
   ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  ASSERT_EQ((*etcd)->client_urls().rfind("https://", 0), 0u) << (*etcd)->client_urls();
   std::vector<std::string> addrs;
   std::vector<std::unique_ptr<Proc>> servers;
   WriteFile(dir + "/server.yaml", "node_heartbeat: 250ms\nnode_timeout: 10s\n");
-  for (int i = 0; i < 2; ++i) {
+  auto server_args = [&](int i, bool with_cert) {
+    std::vector<std::string> a = {"server", "--store", "etcd", "--etcd", (*etcd)->client_urls(),
+                                  "--listen", addrs[i], "--http",
+                                  "127.0.0.1:" + std::to_string(FreePort()), "--lease-ttl", "2s",
+                                  "--config", dir + "/server.yaml", "--tls-dir", dir + "/tls",
+                                  "--etcd-ca", ca};
+    if (with_cert) {
+      a.insert(a.end(), {"--etcd-cert", client + ".crt", "--etcd-key", client + ".key"});
+    }
+    return a;
+  };
+  for (int i = 0; i < 3; ++i) {
     addrs.push_back("127.0.0.1:" + std::to_string(FreePort()));
-    servers.push_back(std::make_unique<Proc>(
-        std::vector<std::string>{"server", "--store", "etcd", "--etcd", (*etcd)->client_urls(),
-                                 "--listen", addrs[i], "--http",
-                                 "127.0.0.1:" + std::to_string(FreePort()), "--lease-ttl", "2s",
-                                 "--config", dir + "/server.yaml", "--tls-dir", dir + "/tls"},
-        dir + "/server" + std::to_string(i) + ".log"));
+    servers.push_back(std::make_unique<Proc>(server_args(i, /*with_cert=*/i < 2),
+                                             dir + "/server" + std::to_string(i) + ".log"));
   }
+  // The third has no client certificate: etcd refuses its handshake and it never leads.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        CliResult r = Cli({"status", "--json", "--server", addrs[2], "--ca", ca});
+        return r.out.find("cannot reach etcd") != std::string::npos;
+      },
+      kDeadline))
+      << Cli({"status", "--json", "--server", addrs[2], "--ca", ca}).out << servers[2]->Log();
+  servers[2]->Kill(SIGTERM);
+  servers.pop_back();
+  addrs.pop_back();
   int leader = -1;
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -490,6 +518,22 @@ TEST(TlsHaTest, ClientsAndAgentsFollowTheLeaderOverTls) {
   for (auto& s : servers) s->Kill(SIGTERM);
   etcd->reset();
   std::filesystem::remove_all(dir);
+}
+
+// Issue 38: etcd holds every task's environment and the tokens' hashes.
+TEST(UnsafeStartTest, Issue38_PlaintextEtcdOffLoopbackIsRefusedUnlessInsecure) {
+  CliResult r = Cli({"server", "--store", "etcd", "--etcd", "http://10.255.0.1:2379", "--listen",
+                     "127.0.0.1:0", "--http", "127.0.0.1:0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("etcd: \"http://10.255.0.1:2379\" is plaintext off loopback"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--etcd-ca"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--insecure"), std::string::npos) << r.err;
+  r = Cli({"server", "--store", "etcd", "--etcd", "https://10.255.0.1:2379", "--etcd-cert",
+           "/nonexistent.crt", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("etcd_key: missing"), std::string::npos) << r.err;
 }
 
 TEST(UnsafeStartTest, NonLoopbackWithoutTlsIsRefusedUnlessInsecure) {

@@ -53,9 +53,9 @@ grpc::ChannelArguments ChannelArgs() {
   // behind the store's large commits on one shared connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A member that comes back is dialled again within a second, not after gRPC's default
-  // backoff of up to two minutes.
+  // backoff of up to two minutes. (The minimum stays gRPC's: it is also how long one
+  // connection attempt may take, and a member starting up under load can be slow.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1'000);
   // etcd answers a range of every task in one message.
   args.SetMaxReceiveMessageSize(512 * 1024 * 1024);
@@ -276,15 +276,14 @@ StatusOr<std::string> EtcdClient::Impl::EnsureToken(Endpoint& e) {
 }
 
 namespace {
-// Waits up to `timeout_ms` for `e`'s connection: UNAVAILABLE when it failed (refused,
-// unresolvable), DEADLINE_EXCEEDED when it did not finish in time (a stopped member).
+// Waits up to `timeout_ms` for `e`'s connection to finish connecting: DEADLINE_EXCEEDED when
+// it does not (a stopped member that accepts TCP but never answers). A channel whose last
+// attempt failed is not waited for: the call itself fails at once (UNAVAILABLE) and, being a
+// pick, makes gRPC dial again, which a channel merely asked for its state does not.
 grpc::Status Connected(Endpoint& e, int timeout_ms) {
   grpc_connectivity_state st = e.channel->GetState(/*try_to_connect=*/true);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (st != GRPC_CHANNEL_READY) {
-    if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot connect");
-    }
+  while (st == GRPC_CHANNEL_IDLE || st == GRPC_CHANNEL_CONNECTING) {
     if (!e.channel->WaitForStateChange(st, ToGpr(deadline))) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "not connected in " + std::to_string(timeout_ms) + " ms");

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <thread>
 
@@ -14,7 +16,9 @@
 #include "store/local_etcd.h"
 #include "store/record_codec.h"
 #include "store/testing/batches.h"
+#include "etcd/rpc.grpc.pb.h"
 #include "store/etcd_convert.h"
+#include <grpcpp/grpcpp.h>
 #include "store/testing/faulty_proxy.h"
 
 namespace gpusched::store {
@@ -419,6 +423,81 @@ TEST(EtcdFailoverTest, AWriteCaughtInEtcdsOwnLeaderElectionMovesOnAndLands) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   std::cout << "write during etcd's leader election landed after " << ms << " ms\n";
   EXPECT_TRUE((*store)->GetTask(2).ok());
+}
+
+// Issue 38: etcd's own users. The test turns etcd's authentication on through etcd's Auth
+// service (a root user, as `etcdctl user add root; auth enable` would).
+std::string ReadLog(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void EnableEtcdAuth(const std::string& url, const std::string& password) {
+  const std::string target = url.substr(url.find("://") + 3);
+  auto auth = etcdserverpb::Auth::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  etcdserverpb::AuthRoleAddRequest role;
+  role.set_name("root");
+  etcdserverpb::AuthRoleAddResponse role_resp;
+  etcdserverpb::AuthUserAddRequest user;
+  user.set_name("root");
+  user.set_password(password);
+  etcdserverpb::AuthUserAddResponse user_resp;
+  etcdserverpb::AuthUserGrantRoleRequest grant;
+  grant.set_user("root");
+  grant.set_role("root");
+  etcdserverpb::AuthUserGrantRoleResponse grant_resp;
+  etcdserverpb::AuthEnableResponse enable_resp;
+  grpc::ClientContext c1, c2, c3, c4;
+  ASSERT_TRUE(auth->RoleAdd(&c1, role, &role_resp).ok());
+  ASSERT_TRUE(auth->UserAdd(&c2, user, &user_resp).ok());
+  ASSERT_TRUE(auth->UserGrantRole(&c3, grant, &grant_resp).ok());
+  ASSERT_TRUE(auth->AuthEnable(&c4, etcdserverpb::AuthEnableRequest(), &enable_resp).ok());
+}
+
+TEST(EtcdAuthTest, Issue38_AnEtcdUserIsLetInAWrongPasswordIsNamedAndATokenLostIsRenewed) {
+  if (!LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed (scripts/install-deps)";
+  gpusched::testing::TestDir dir{"gpusched_etcd_auth_test"};
+  LocalEtcd::Options eo;
+  eo.dir = (dir.path() / "etcd").string();
+  eo.members = 1;
+  auto etcd = LocalEtcd::Start(eo);
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  const std::string url = (*etcd)->client_url_list()[0];
+  EnableEtcdAuth(url, "s3cret");
+  auto client = [&](const std::string& user, const std::string& password) {
+    EtcdClient::Options o;
+    o.request_timeout_ms = 2'000;
+    o.user = user;
+    o.password = password;
+    return std::move(EtcdClient::Create({url}, o)).value();
+  };
+  // Without a user etcd refuses; with a wrong password the error names the user.
+  EXPECT_FALSE(client("", "")->Range("/gpusched/x").ok());
+  const Status wrong = client("root", "nope")->Range("/gpusched/x").status();
+  EXPECT_EQ(wrong.code(), StatusCode::kUnauthenticated) << wrong.ToString();
+  EXPECT_NE(wrong.message().find("user \"root\""), std::string::npos) << wrong.ToString();
+  // The right one: a store opens and commits through it.
+  auto opened = EtcdStore::Open(client("root", "s3cret"), {});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_TRUE((*opened)->Commit(Tasks({Task(1)})).ok());
+  // etcd's simple tokens live in its memory: after a restart the held token is unknown, and
+  // the client authenticates again instead of failing.
+  (*etcd)->Kill(0);
+  ASSERT_TRUE((*etcd)->Restart(0).ok());
+  auto fresh = client("root", "s3cret");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  Status up = fresh->Range("/gpusched/x").status();
+  while (!up.ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    up = fresh->Range("/gpusched/x").status();
+  }
+  ASSERT_TRUE(up.ok()) << up.ToString() << ReadLog((dir.path() / "etcd" / "m0.log").string());
+  const Status again = (*opened)->Commit(Tasks({Task(2)}));
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE((*opened)->GetTask(2).ok());
 }
 
 TEST(EtcdClientTest, PrefixEndCoversEveryKeyOfThePrefix) {

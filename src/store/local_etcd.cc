@@ -37,7 +37,9 @@ StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(Options options) {
   if (ec) return InvalidArgument("etcd dir: cannot create " + options.dir + ": " + ec.message());
   std::unique_ptr<LocalEtcd> e(new LocalEtcd(std::move(options)));
   for (int i = 0; i < e->options_.members; ++i) {
-    e->client_urls_.push_back("http://127.0.0.1:" + std::to_string(FreeLoopbackPort()));
+    const char* scheme = e->options_.cert_file.empty() ? "http://" : "https://";
+    e->client_urls_.push_back(scheme + std::string("127.0.0.1:") +
+                              std::to_string(FreeLoopbackPort()));
     e->peer_urls_.push_back("http://127.0.0.1:" + std::to_string(FreeLoopbackPort()));
   }
   e->token_ = "gpusched-" + std::to_string(getpid()) + "-" + std::to_string(FreeLoopbackPort());
@@ -58,7 +60,7 @@ std::vector<std::string> LocalEtcd::Args(int i) const {
     if (j > 0) cluster += ",";
     cluster += "m" + std::to_string(j) + "=" + peer_urls_[j];
   }
-  return {"--name", "m" + std::to_string(i),
+  std::vector<std::string> args = {"--name", "m" + std::to_string(i),
           "--data-dir", options_.dir + "/m" + std::to_string(i),
           "--listen-client-urls", client_urls_[i],
           "--advertise-client-urls", client_urls_[i],
@@ -69,6 +71,13 @@ std::vector<std::string> LocalEtcd::Args(int i) const {
           "--initial-cluster-token", token_,
           "--log-level", "warn",
           "--logger", "zap"};
+  if (!options_.cert_file.empty()) {
+    args.insert(args.end(), {"--cert-file", options_.cert_file, "--key-file", options_.key_file});
+  }
+  if (!options_.client_ca_file.empty()) {
+    args.insert(args.end(), {"--client-cert-auth", "--trusted-ca-file", options_.client_ca_file});
+  }
+  return args;
 }
 
 std::string LocalEtcd::client_urls() const {
@@ -98,7 +107,7 @@ Status LocalEtcd::WaitHealthy(int timeout_ms) {
     bool all = true;
     for (int i = 0; i < members(); ++i) {
       if (!procs_[i]->running()) continue;
-      EtcdClient::Options o;
+      EtcdClient::Options o = options_.client;
       o.connect_timeout_ms = 200;
       o.request_timeout_ms = 1'000;
       auto c = EtcdClient::Create({client_urls_[i]}, o);

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "base/subprocess.h"
+#include "store/etcd_client.h"
 
 namespace gpusched::store {
 
@@ -20,6 +21,11 @@ class LocalEtcd {
     std::string dir;           // data and logs: DIR/m0, DIR/m0.log, ...
     int members = 3;
     std::string etcd = "etcd";  // the binary (PATH lookup)
+    // Issue 38: serve clients over TLS (https:// client URLs) with this server certificate
+    // and key (naming 127.0.0.1), and with `client_ca_file` ask every client for a
+    // certificate signed by it (etcd's --client-cert-auth). Peers talk plaintext on loopback.
+    std::string cert_file, key_file, client_ca_file;
+    EtcdClient::Options client;  // what LocalEtcd's own health checks dial with (TLS, user)
   };
   // Starts every member and waits (up to 20 s) until the cluster answers a read.
   static StatusOr<std::unique_ptr<LocalEtcd>> Start(Options options);

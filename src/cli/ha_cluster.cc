@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cli/certs.h"
 #include "cli/client.h"
 #include "cli/e2e_driver.h"
 
@@ -36,6 +37,7 @@ Status HaCluster::Start() {
   store::LocalEtcd::Options eo;
   eo.dir = (o_.dir / "etcd").string();
   eo.members = o_.etcd_members;
+  if (o_.etcd_tls) GS_RETURN_IF_ERROR(MakeEtcdTls(eo));
   GS_ASSIGN_OR_RETURN(etcd_, store::LocalEtcd::Start(eo));
   // Quick liveness so that a killed agent's tasks are noticed within seconds.
   std::ofstream(o_.dir / "server.yaml") << "node_heartbeat: 250ms\nnode_timeout: 10s\n"
@@ -56,14 +58,40 @@ Status HaCluster::Start() {
   return E2eDriver(server_address(leader < 0 ? 0 : leader)).WaitForNodes(o_.agents, 60'000);
 }
 
+namespace {
+constexpr const char* kEtcdClientName = "gpusched-etcd";
+}  // namespace
+
+Status HaCluster::MakeEtcdTls(store::LocalEtcd::Options& eo) {
+  const fs::path tls = o_.dir / "tls";
+  CertsRequest req;
+  req.dir = tls.string();
+  req.agents = {kEtcdClientName};
+  GS_RETURN_IF_ERROR(InitCerts(req).status());
+  const fs::path client = tls / "nodes" / kEtcdClientName / kEtcdClientName;
+  eo.cert_file = (tls / "server" / "server.crt").string();
+  eo.key_file = (tls / "server" / "server.key").string();
+  eo.client_ca_file = (tls / "ca" / "ca.crt").string();
+  GS_ASSIGN_OR_RETURN(eo.client.tls, store::LoadEtcdTls(eo.client_ca_file,
+                                                        client.string() + ".crt",
+                                                        client.string() + ".key"));
+  return Status::Ok();
+}
+
 Status HaCluster::StartServer(int i) {
   const std::string name = "server-" + std::to_string(i);
-  return servers_[static_cast<size_t>(i)]->Start(
-      {"server", "--store", "etcd", "--etcd", etcd_->client_urls(), "--listen",
-       server_address(i), "--http", "127.0.0.1:" + std::to_string(http_ports_[static_cast<size_t>(i)]),
-       "--lease-ttl", std::to_string(o_.lease_ttl_s) + "s", "--config",
-       (o_.dir / "server.yaml").string()},
-      (o_.dir / (name + ".log")).string());
+  std::vector<std::string> args = {
+      "server", "--store", "etcd", "--etcd", etcd_->client_urls(), "--listen",
+      server_address(i), "--http", "127.0.0.1:" + std::to_string(http_ports_[static_cast<size_t>(i)]),
+      "--lease-ttl", std::to_string(o_.lease_ttl_s) + "s", "--config",
+      (o_.dir / "server.yaml").string()};
+  if (o_.etcd_tls) {
+    const fs::path tls = o_.dir / "tls";
+    const fs::path client = tls / "nodes" / kEtcdClientName / kEtcdClientName;
+    args.insert(args.end(), {"--etcd-ca", (tls / "ca" / "ca.crt").string(), "--etcd-cert",
+                             client.string() + ".crt", "--etcd-key", client.string() + ".key"});
+  }
+  return servers_[static_cast<size_t>(i)]->Start(args, (o_.dir / (name + ".log")).string());
 }
 
 Status HaCluster::StartAgent(int i) {

@@ -25,6 +25,9 @@ struct HaClusterOptions {
   int64_t lease_ttl_s = 5;
   std::string executor = "process";
   int etcd_members = 3;
+  // Issue 38: etcd serves its clients over TLS and asks each for a certificate (made under
+  // DIR/tls by `certs init`); the servers present DIR/tls/nodes/gpusched-etcd/.
+  bool etcd_tls = true;
 };
 
 class HaCluster {
@@ -49,6 +52,8 @@ class HaCluster {
 
  private:
   Status StartAgent(int i);
+  // DIR/tls and the LocalEtcd options that serve etcd over it (etcd_tls).
+  Status MakeEtcdTls(store::LocalEtcd::Options& eo);
   HaClusterOptions o_;
   std::unique_ptr<store::LocalEtcd> etcd_;
   std::vector<int> ports_, http_ports_;

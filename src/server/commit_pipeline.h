@@ -56,7 +56,7 @@ class CommitPipeline {
     std::map<TaskId, size_t> submissions;
     bool empty() const {
       return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
-             peaks.empty() && tokens.empty() && quotas.empty();
+             peaks.empty() && tokens.empty() && quotas.empty() && submissions.empty();
     }
   };
   // A message for an agent that waits until commit `commit` is durable.

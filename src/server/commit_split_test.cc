@@ -130,6 +130,28 @@ TEST_F(CommitSplitTest, Issue38_AnArrayWhosePartFailsNamesTheStoredTasksAndARetr
       << retried.status().ToString();
 }
 
+// The server stops between two parts: the answer names the stored part, not "nothing was
+// queued", and the rest is never stored.
+TEST_F(CommitSplitTest, Issue38_StoppingBetweenPartsNamesTheStoredOnes) {
+  auto cp = Start(Etcd());
+  std::optional<StatusOr<std::vector<TaskId>>> answer;
+  cp->PostSubmissions(Array(300), "stop-key",
+                      [&](StatusOr<std::vector<TaskId>> r) { answer = std::move(r); });
+  cp->RunOnce();  // the first part
+  const int64_t stored = Listed(*cp);
+  cp->StopLoop();
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->status().code(), StatusCode::kFailedPrecondition) << answer->status().ToString();
+  cp.reset();
+  auto next = Start(Etcd());
+  const int64_t found = Listed(*next);
+  EXPECT_GT(found, 0);
+  EXPECT_EQ(found, stored);  // the held rest was never stored
+  EXPECT_NE(answer->status().message().find("the first " + std::to_string(found) + " of 300"),
+            std::string::npos)
+      << answer->status().ToString();
+}
+
 // The commit is held on its way to etcd and lands after the client gave up: the submitter is
 // told the outcome is unknown (retry with the key), never "not stored"; the server's store
 // steps down, and the next leader finds the task. (No key: its lookup would be the request

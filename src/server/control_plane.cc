@@ -261,6 +261,14 @@ void ControlPlane::AbandonSubmissions() {
   // A commit in flight may carry some: they are answered by its end, the rest withdrawn here
   // so that no later commit (another caller's) stores a task its submitter was told is not.
   commit_cv_.wait(lock, [&] { return !pipeline_.committing(); });
+  for (const SplitSubmissions::Split& split : splits_.TakeAll()) {  // issue 38
+    if (split.stored == 0) continue;  // answered below with the others
+    PendingWrite& staged = pipeline_.pending();
+    WithdrawSplitRest(split, staged);
+    (void)waiters_.Failed(split.first, SplitSubmissions::Partly(split.first, split.count,
+                                                                split.stored,
+                                                                "the server stopped"));
+  }
   for (TaskId id : waiters_.AbandonAll(NotStored("task not stored (the server stopped before "
                                                  "its commit); nothing was queued: submit again"))) {
     Forget(id);

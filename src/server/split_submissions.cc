@@ -56,4 +56,11 @@ SplitSubmissions::Split* SplitSubmissions::Find(TaskId id) {
   return id.value() < it->first.value() + it->second.count ? &it->second : nullptr;
 }
 
+std::vector<SplitSubmissions::Split> SplitSubmissions::TakeAll() {
+  std::vector<Split> all;
+  for (auto& [first, s] : splits_) all.push_back(s);
+  splits_.clear();
+  return all;
+}
+
 }  // namespace gpusched::server

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/ids.h"
 #include "base/status.h"
@@ -54,6 +55,8 @@ class SplitSubmissions {
   Split* Find(TaskId id);
   void Erase(TaskId first) { splits_.erase(first); }
   size_t size() const { return splits_.size(); }
+  // Every split submission not answered yet; none is kept.
+  std::vector<Split> TakeAll();
 
  private:
   std::map<TaskId, Split> splits_;  // by first task

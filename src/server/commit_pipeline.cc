@@ -37,7 +37,7 @@ class Taker {
   // Moves each element of `from` whose cost fits into `to`.
   template <typename C, typename Cost>
   void Take(C& from, C& to, Cost cost) {
-    for (auto it = from.begin(); it != from.end();) {
+    for (auto it = from.begin(); it != from.end() && !Full();) {
       if (Fits(cost(*it))) {
         to.insert(from.extract(it++));
       } else {
@@ -57,6 +57,8 @@ class Taker {
     return true;
   }
   static std::optional<CommitCost> Skip() { return std::nullopt; }
+  // No operation fits any more: the rest need not be looked at.
+  bool Full() const { return any_ && taken_.ops >= b_.limits.max_ops; }
   CommitCost Task(TaskId id) const { return b_.task ? b_.task(id) : CommitCost{}; }
   CommitCost Key(const std::string& key) const {
     CommitCost c;
@@ -117,7 +119,7 @@ void Taker::Small() {
 void Taker::Submissions() {
   std::multimap<uint64_t, std::string> keys_of;  // task id -> the keys naming it
   for (const auto& [key, id] : from_.keys) keys_of.emplace(id, key);
-  while (!from_.submissions.empty()) {
+  while (!from_.submissions.empty() && !Full()) {
     const auto [first, count] = *from_.submissions.begin();
     const uint64_t end = first.value() + count;
     CommitCost c;

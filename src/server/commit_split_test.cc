@@ -180,5 +180,38 @@ TEST_F(CommitSplitTest, Issue38_ACommitOfUnknownOutcomeIsNeverAnsweredNotStored)
   EXPECT_TRUE(next->GetTask(1).ok());
 }
 
+// The second part's commit is held and lands late: the submitter is told the outcome is
+// unknown; after the late landing a new leader's retry with the key finds exactly the parts
+// stored (the first two), names them, and the withdrawn rest is never stored.
+TEST_F(CommitSplitTest, Issue38_APartOfUnknownOutcomeIsFoundByTheRetryWithItsKey) {
+  const std::string real = etcd_->client_url_list()[0];
+  FaultyProxy proxy(std::stoi(real.substr(real.rfind(':') + 1)));
+  auto cp = Start(Etcd({}, proxy.url(), 300));
+  std::optional<StatusOr<std::vector<TaskId>>> answer;
+  cp->PostSubmissions(Array(300), "late-key",
+                      [&](StatusOr<std::vector<TaskId>> r) { answer = std::move(r); });
+  cp->RunOnce();  // reads the key, stores the first part
+  ASSERT_FALSE(answer.has_value());
+  proxy.Arm(FaultyProxy::Fault::kHold);
+  cp->RunOnce();  // the second part's Txn is held
+  ASSERT_TRUE(proxy.WaitFaulted(5'000));
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->status().code(), StatusCode::kUnavailable) << answer->status().ToString();
+  ASSERT_FALSE(proxy.Release().empty());  // lands now
+  cp.reset();
+  auto next = Start(Etcd());
+  const int64_t found = Listed(*next);
+  EXPECT_GT(found, 200);  // two parts of at most 125 each
+  EXPECT_LT(found, 300);
+  auto retried = next->SubmitArray(Spec(), IndexRange{0, 299}, "late-key");
+  ASSERT_EQ(retried.status().code(), StatusCode::kFailedPrecondition)
+      << retried.status().ToString();
+  EXPECT_NE(retried.status().message().find("tasks 1-" + std::to_string(found) + " (the first " +
+                                            std::to_string(found) + " of 300)"),
+            std::string::npos)
+      << retried.status().ToString();
+  EXPECT_EQ(Listed(*next), found);
+}
+
 }  // namespace
 }  // namespace gpusched::server

@@ -189,13 +189,25 @@ Status EtcdStore::ExplainFailedTxn(const EtcdTxnResult& r, const std::string& to
   return fenced_status_;
 }
 
-// Issue 38: Unavailable (a timeout, a connection lost, etcd's own "request timed out") says
+// Issue 38: only etcd's "no" (a refused request: invalid, too large, not permitted, another
+// cluster's answer) says nothing was written. Anything else (Unavailable: a timeout, a
+// connection lost, etcd's own "request timed out"; an answer that could not be read) says
 // nothing of whether the Txn was applied, or will be: it may land later. Nothing may be
 // withdrawn on the strength of it; the store refuses later writes and the leader steps down,
-// so the next one restores from what etcd holds. Any other error is etcd's "no": nothing
-// was written.
+// so the next one restores from what etcd holds.
 Status EtcdStore::TxnNotAnswered(const Status& s) {
-  if (s.code() != StatusCode::kUnavailable) return s;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kUnauthenticated:
+      return s;  // refused: nothing written
+    default:
+      break;
+  }
   Fence(FailedPrecondition(
       "etcd store: refusing writes after a commit whose outcome is unknown (" + s.message() +
       "); stepping down so that the next leader restores from etcd"));

@@ -32,7 +32,8 @@
 //
 // Outcomes: a Txn etcd answered (success, a failed comparison, an error such as "too many
 // operations") has a known outcome. A Txn that got no answer (Unavailable: a timeout, a
-// connection lost after the request was sent) may have been applied, or may still be: Commit
+// connection lost after the request was sent; or an answer that could not be read: any error
+// but a refusal) may have been applied, or may still be: Commit
 // returns Unavailable, the store refuses every later write and calls `on_fenced`, so the
 // server steps down without withdrawing anything and the next leader restores from etcd.
 //

@@ -3,9 +3,141 @@
 #include "server/commit_pipeline.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "store/record_codec.h"
+
 namespace gpusched::server {
+namespace {
+
+using PendingWrite = CommitPipeline::PendingWrite;
+using store::CommitCost;
+
+// Moves staged writes into a commit while they fit its budget (issue 38): first the small
+// records, then tasks outside submissions, then whole submissions in the order staged (the
+// first that does not fit stops them), then keys of no staged submission.
+class Taker {
+ public:
+  Taker(const CommitPipeline::Budget& budget, PendingWrite& from, PendingWrite& to)
+      : b_(budget), from_(from), to_(to) {}
+
+  void All() {
+    Small();
+    Take(from_.tasks, to_.tasks, [&](TaskId id) {
+      return InSubmission(id) ? Skip() : std::optional<CommitCost>(Task(id));
+    });
+    Submissions();
+    Take(from_.keys, to_.keys, [&](const auto& k) {
+      return InSubmission(TaskId(k.second)) ? Skip() : std::optional<CommitCost>(Key(k.first));
+    });
+  }
+
+ private:
+  // Moves each element of `from` whose cost fits into `to`.
+  template <typename C, typename Cost>
+  void Take(C& from, C& to, Cost cost) {
+    for (auto it = from.begin(); it != from.end() && !Full();) {
+      if (Fits(cost(*it))) {
+        to.insert(from.extract(it++));
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Whether `c` fits beside what was taken (anything fits an empty commit); counts it if so.
+  // None: not to be taken here.
+  bool Fits(const std::optional<CommitCost>& c) {
+    if (!c) return false;
+    CommitCost sum = taken_;
+    sum += *c;
+    if (any_ && !sum.Within(b_.limits)) return false;
+    taken_ = sum;
+    any_ = true;
+    return true;
+  }
+  static std::optional<CommitCost> Skip() { return std::nullopt; }
+  // No operation fits any more: the rest need not be looked at.
+  bool Full() const { return any_ && taken_.ops >= b_.limits.max_ops; }
+  CommitCost Task(TaskId id) const { return b_.task ? b_.task(id) : CommitCost{}; }
+  CommitCost Key(const std::string& key) const {
+    CommitCost c;
+    c.Put(key.size(), 20, b_.limits);  // the task id
+    return c;
+  }
+  bool InSubmission(TaskId id) const {
+    auto u = from_.submissions.upper_bound(id);
+    if (u == from_.submissions.begin()) return false;
+    --u;
+    return id.value() < u->first.value() + u->second;
+  }
+  void Small();
+  void Submissions();
+
+  const CommitPipeline::Budget& b_;
+  PendingWrite& from_;
+  PendingWrite& to_;
+  CommitCost taken_;
+  bool any_ = false;
+};
+
+void Taker::Small() {
+  const store::CommitLimits& l = b_.limits;
+  Take(from_.nodes, to_.nodes, [&](const auto& n) {
+    CommitCost c;
+    c.Put(n.first.size(), store::EncodeNode(n.second).size(), l);
+    return c;
+  });
+  Take(from_.removed_nodes, to_.removed_nodes, [&](const std::string& name) {
+    CommitCost c;
+    c.Delete(name.size(), l);
+    c.Delete(name.size(), l);  // its parts
+    return c;
+  });
+  Take(from_.peaks, to_.peaks,
+       [&](const core::MemoryProfile& p) { return b_.peak ? b_.peak(p) : CommitCost{}; });
+  Take(from_.tokens, to_.tokens, [&](const auto& t) {
+    CommitCost c;
+    if (t.second) {
+      c.Put(t.first.size(), store::EncodeToken(*t.second).size(), l);
+    } else {
+      c.Delete(t.first.size(), l);
+    }
+    return c;
+  });
+  Take(from_.quotas, to_.quotas, [&](const auto& q) {
+    CommitCost c;
+    if (q.second) {
+      c.Put(q.first.size(), 6 * q.first.size() + 256, l);
+    } else {
+      c.Delete(q.first.size(), l);
+    }
+    return c;
+  });
+}
+
+void Taker::Submissions() {
+  std::multimap<uint64_t, std::string> keys_of;  // task id -> the keys naming it
+  for (const auto& [key, id] : from_.keys) keys_of.emplace(id, key);
+  while (!from_.submissions.empty() && !Full()) {
+    const auto [first, count] = *from_.submissions.begin();
+    const uint64_t end = first.value() + count;
+    CommitCost c;
+    for (uint64_t id = first.value(); id < end; ++id) c += Task(TaskId(id));
+    const auto keys_begin = keys_of.lower_bound(first.value());
+    const auto keys_end = keys_of.lower_bound(end);
+    for (auto k = keys_begin; k != keys_end; ++k) c += Key(k->second);
+    if (!Fits(c)) return;
+    for (uint64_t id = first.value(); id < end; ++id) {
+      from_.tasks.erase(TaskId(id));
+      to_.tasks.insert(TaskId(id));
+    }
+    for (auto k = keys_begin; k != keys_end; ++k) to_.keys.insert(from_.keys.extract(k->second));
+    to_.submissions.insert(from_.submissions.extract(first));
+  }
+}
+
+}  // namespace
 
 void CommitPipeline::HoldAction(core::Action a) {
   Outbound o;
@@ -45,10 +177,14 @@ bool CommitPipeline::ShouldLead() const {
   return !committing_ && !backoff && HasWork();
 }
 
-CommitPipeline::Started CommitPipeline::Begin() {
+CommitPipeline::Started CommitPipeline::Begin(const Budget& budget) {
   committing_ = true;
-  Started started{next_commit_++, std::move(pending_)};
-  pending_ = PendingWrite();
+  Started started;
+  started.seq = next_commit_++;
+  Taker(budget, pending_, started.write).All();
+  started.complete = pending_.empty();
+  in_flight_complete_ = started.complete;
+  if (!started.complete && left_since_ == 0) left_since_ = started.seq;
   in_flight_ = started.write.tasks;
   return started;
 }
@@ -56,7 +192,12 @@ CommitPipeline::Started CommitPipeline::Begin() {
 void CommitPipeline::Committed(uint64_t seq) {
   committing_ = false;
   in_flight_.clear();
-  durable_ = std::max(durable_, seq);
+  if (in_flight_complete_) {  // everything staged for it, and before it, is stored
+    durable_ = std::max(durable_, seq);
+    left_since_ = 0;
+  } else {
+    durable_ = std::max(durable_, left_since_ - 1);
+  }
   consecutive_failures_ = 0;
 }
 
@@ -66,6 +207,7 @@ DurationMs CommitPipeline::Failed(uint64_t seq, const Status& s, PendingWrite w)
   ++consecutive_failures_;
   last_failed_ = seq;
   last_failure_ = s;
+  if (left_since_ == 0 || seq < left_since_) left_since_ = seq;  // its writes go back
   const DurationMs backoff = std::min<DurationMs>(
       retry_max_ms_, kFirstRetryMs << std::min(consecutive_failures_ - 1, 16));
   next_retry_ms_ = clock_.MonoMs() + backoff;
@@ -78,6 +220,7 @@ DurationMs CommitPipeline::Failed(uint64_t seq, const Status& s, PendingWrite w)
   pending_.peaks.insert(w.peaks.begin(), w.peaks.end());
   pending_.tokens.insert(w.tokens.begin(), w.tokens.end());  // newer (already pending) wins
   for (auto& [team, q] : w.quotas) pending_.quotas.emplace(team, std::move(q));  // newer wins
+  pending_.submissions.insert(w.submissions.begin(), w.submissions.end());
   return backoff;
 }
 

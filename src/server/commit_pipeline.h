@@ -6,9 +6,14 @@
 // durable), the submissions a failed commit withdrew, and the retry backoff after failures,
 // measured on the monotonic clock it is given.
 //
-// One commit at a time: Begin takes everything staged so far; what is staged meanwhile rides
-// in the next one. A failed commit's writes are staged again (what was staged since wins)
-// and its messages stay held. The store write, the locking and what a commit means for the
+// One commit at a time: Begin takes what is staged so far, as much of it as fits what one
+// store commit may carry (issue 38: StateStore::Limits, estimated by the Budget's costs); the
+// rest, and what is staged meanwhile, rides in the next one. A submission (Stage's unit: its
+// tasks and their idempotency keys) is never split between commits, and submissions are
+// taken in the order staged. A commit is durable for waiters (IsDurable, the held messages)
+// once everything staged for it is: a commit that left part of it behind does not count until
+// a later one took all that was staged. A failed commit's writes are staged again (what was
+// staged since wins) and its messages stay held. The store write, the locking and what a commit means for the
 // scheduler are the control plane's.
 //
 // Thread-safety: none. ControlPlane calls it under its lock (ControlPlane::mu_) only; the
@@ -16,6 +21,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,9 +51,12 @@ class CommitPipeline {
     std::set<core::MemoryProfile> peaks;
     std::map<std::string, std::optional<store::TokenRecord>> tokens;  // nullopt = revoked
     std::map<std::string, std::optional<core::TeamQuota>> quotas;  // nullopt = `quota rm`
+    // Issue 38: submissions, by first task: their task count (consecutive ids). Each goes
+    // whole into one commit with the keys naming its tasks.
+    std::map<TaskId, size_t> submissions;
     bool empty() const {
       return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
-             peaks.empty() && tokens.empty() && quotas.empty();
+             peaks.empty() && tokens.empty() && quotas.empty() && submissions.empty();
     }
   };
   // A message for an agent that waits until commit `commit` is durable.
@@ -63,6 +72,14 @@ class CommitPipeline {
   struct Started {
     uint64_t seq = 0;
     PendingWrite write;
+    bool complete = true;  // it took everything staged
+  };
+  // Issue 38: what one commit may carry, and what a staged task or learned peak costs against
+  // it (an upper bound; none: free). Begin() with the default budget takes everything.
+  struct Budget {
+    store::CommitLimits limits;
+    std::function<store::CommitCost(TaskId)> task;
+    std::function<store::CommitCost(const core::MemoryProfile&)> peak;
   };
   // The first retry waits this long; each failure in a row doubles it, up to retry_max_ms.
   static constexpr DurationMs kFirstRetryMs = 50;
@@ -93,8 +110,9 @@ class CommitPipeline {
   bool committing() const { return committing_; }
 
   // ---- one commit ----
-  // Starts commit next_commit(): takes every staged write. REQUIRES: !committing().
-  Started Begin();
+  // Starts commit next_commit(): takes the staged writes that fit `budget` (at least one
+  // thing when anything is staged). REQUIRES: !committing().
+  Started Begin(const Budget& budget = {});
   // The commit `seq` is stored: it and every one before it are durable; the backoff resets.
   void Committed(uint64_t seq);
   // The commit `seq` failed with `s`: `w` (what it carried, less what must not be retried)
@@ -124,6 +142,9 @@ class CommitPipeline {
   uint64_t last_failed_ = 0;                 // the last commit that failed
   Status last_failure_ = Status::Ok();
   bool committing_ = false;
+  bool in_flight_complete_ = true;           // the commit being written took all staged
+  uint64_t left_since_ = 0;                  // 0, or the first commit since which some of
+                                             // what was staged is not durable yet
   std::set<TaskId> in_flight_;               // tasks of the commit being written
   std::deque<Outbound> held_;                // ascending commit
   // (task, attempt, node) of the assignments not yet sent (a gang has one per rank's node).

@@ -156,3 +156,64 @@ TEST_F(CommitPipelineTest, Issue40_NothingToCommitLeadsNoCommitAndWithdrawnIsAns
 
 }  // namespace
 }  // namespace gpusched::server
+
+namespace gpusched::server {
+namespace {
+
+// Issue 38: each staged task costs one operation; commits carry at most `ops`.
+CommitPipeline::Budget OpsBudget(size_t ops) {
+  CommitPipeline::Budget b;
+  b.limits.max_ops = ops;
+  b.task = [](TaskId) {
+    store::CommitCost c;
+    c.ops = 1;
+    return c;
+  };
+  return b;
+}
+
+TEST(CommitPipelineBudgetTest, Issue38_BeginTakesWhatFitsAndNeverSplitsASubmission) {
+  FakeClock clock{1'000'000};
+  CommitPipeline p{clock, 1'000};
+  p.pending().tasks = {TaskId(1), TaskId(2)};  // state changes
+  for (uint64_t id = 10; id < 16; ++id) p.pending().tasks.insert(TaskId(id));
+  p.pending().submissions[TaskId(10)] = 3;  // 10-12 with its key
+  p.pending().submissions[TaskId(13)] = 3;  // 13-15
+  p.pending().keys["k"] = 10;
+  p.HoldAction(Assign(2, "n1"));
+  // 2 changes + 3 tasks and a key = 6 operations; the second submission waits.
+  CommitPipeline::Started c1 = p.Begin(OpsBudget(7));
+  EXPECT_EQ(c1.write.tasks, (std::set<TaskId>{TaskId(1), TaskId(2), TaskId(10), TaskId(11),
+                                              TaskId(12)}));
+  EXPECT_EQ(c1.write.keys.count("k"), 1u);
+  EXPECT_EQ(c1.write.submissions.size(), 1u);
+  EXPECT_FALSE(c1.complete);
+  EXPECT_TRUE(p.Unstored(TaskId(13)));
+  p.Committed(c1.seq);
+  // Commit 1 left part of what was staged for it: not durable for its waiters yet.
+  EXPECT_FALSE(p.IsDurable(c1.seq));
+  EXPECT_TRUE(p.TakeReleasable().empty());
+  CommitPipeline::Started c2 = p.Begin(OpsBudget(7));
+  EXPECT_EQ(c2.write.tasks, (std::set<TaskId>{TaskId(13), TaskId(14), TaskId(15)}));
+  EXPECT_TRUE(c2.complete);
+  p.Committed(c2.seq);
+  EXPECT_TRUE(p.IsDurable(c1.seq));
+  EXPECT_EQ(Tasks(p.TakeReleasable()), std::vector<uint64_t>{2});
+}
+
+TEST(CommitPipelineBudgetTest, Issue38_ASubmissionLargerThanTheBudgetStillGoesAloneAndWhole) {
+  FakeClock clock{1'000'000};
+  CommitPipeline p{clock, 1'000};
+  for (uint64_t id = 1; id <= 5; ++id) p.pending().tasks.insert(TaskId(id));
+  p.pending().submissions[TaskId(1)] = 5;
+  CommitPipeline::Started c = p.Begin(OpsBudget(2));  // the store refuses it, whole
+  EXPECT_EQ(c.write.tasks.size(), 5u);
+  EXPECT_TRUE(c.complete);
+  // A failed commit's submissions are staged again.
+  p.Failed(c.seq, InvalidArgument("too large"), std::move(c.write));
+  EXPECT_EQ(p.pending().submissions.size(), 1u);
+  EXPECT_FALSE(p.IsDurable(c.seq));
+}
+
+}  // namespace
+}  // namespace gpusched::server

@@ -13,6 +13,7 @@
 #include "base/thread_name.h"
 #include "base/units.h"
 #include "spec/spec_yaml.h"
+#include "store/record_codec.h"
 
 namespace gpusched::server {
 namespace {
@@ -260,6 +261,14 @@ void ControlPlane::AbandonSubmissions() {
   // A commit in flight may carry some: they are answered by its end, the rest withdrawn here
   // so that no later commit (another caller's) stores a task its submitter was told is not.
   commit_cv_.wait(lock, [&] { return !pipeline_.committing(); });
+  for (const SplitSubmissions::Split& split : splits_.TakeAll()) {  // issue 38
+    if (split.stored == 0) continue;  // answered below with the others
+    PendingWrite& staged = pipeline_.pending();
+    WithdrawSplitRest(split, staged);
+    (void)waiters_.Failed(split.first, SplitSubmissions::Partly(split.first, split.count,
+                                                                split.stored,
+                                                                "the server stopped"));
+  }
   for (TaskId id : waiters_.AbandonAll(NotStored("task not stored (the server stopped before "
                                                  "its commit); nothing was queued: submit again"))) {
     Forget(id);
@@ -386,7 +395,7 @@ Status ControlPlane::CommitThrough(std::unique_lock<std::mutex>& lock, uint64_t 
 // One group commit: everything queued so far, written with mu_ released so that decisions
 // and other callers go on meanwhile (what they change rides in the next commit).
 void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
-  CommitPipeline::Started commit = pipeline_.Begin();
+  CommitPipeline::Started commit = pipeline_.Begin(CommitBudget());
   std::vector<TaskId> submissions;
   store::WriteBatch batch = BuildBatch(commit.write, submissions);
   lock.unlock();
@@ -407,6 +416,34 @@ void ControlPlane::LeadCommit(std::unique_lock<std::mutex>& lock) {
   commit_cv_.notify_all();
   if (pipeline_.HasWork()) Kick();
   AnswerSubmissions(lock);
+}
+
+store::CommitCost ControlPlane::TaskCost(TaskId id, const store::CommitLimits& limits) const {
+  store::CommitCost c;
+  const core::Task* t = sched_->GetTask(id);
+  if (t == nullptr) return c;  // withdrawn: not written
+  auto placed = last_placement_.find(id);
+  c.Put(20, store::EncodedTaskBound(*t, placed == last_placement_.end()
+                                            ? std::nullopt
+                                            : std::optional<core::Placement>(placed->second)),
+        limits);
+  return c;
+}
+
+CommitPipeline::Budget ControlPlane::CommitBudget() const {
+  CommitPipeline::Budget b;
+  b.limits = store_->Limits();
+  b.task = [this, limits = b.limits](TaskId id) { return TaskCost(id, limits); };
+  b.peak = [this, limits = b.limits](const core::MemoryProfile& p) {
+    const auto& learned = sched_->memory_table().learned();
+    const auto it = learned.find(p);
+    const size_t name = store::EncodeProfile(p).size();
+    store::CommitCost c;
+    c.Put(name, 6 * name + 24 * (it == learned.end() ? 0 : it->second.recent.size()) + 128,
+          limits);
+    return c;
+  };
+  return b;
 }
 
 store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
@@ -455,38 +492,77 @@ void ControlPlane::OnCommitted(const std::vector<TaskId>& submissions) {
   bool released = false;
   for (TaskId id : submissions) {
     if (sched_->IsHeld(id)) released = sched_->Release(id).ok() || released;  // may run now
-    recent_keys_.Committed(id);
-    waiters_.Committed(id);  // a request's first id, its retries
+    TaskId first = id;
+    if (SplitSubmissions::Split* split = splits_.Find(id)) {  // issue 38: answered when whole
+      if (++split->stored < split->count) continue;
+      first = split->first;
+      splits_.Erase(first);
+    }
+    recent_keys_.Committed(first);
+    waiters_.Committed(first);  // a request's first id, its retries
   }
   if (released) Kick();  // a pass for them (a synchronous submitter kicks on its own too)
   ReleaseHeld();
 }
 
-// Nothing of the batch is stored. Held submissions are withdrawn (their callers get
-// kNotStored and no trace is left); every other change is carried into the next commit,
-// and the messages that wait for it stay held.
+// Nothing of the batch is stored (or, issue 38, its outcome is unknown: Unavailable; the
+// store then refuses writes and the server steps down, and the submitters are told to retry
+// with their key). Held submissions are withdrawn from memory (their callers get kNotStored,
+// or Unavailable, and no trace is left); so is the rest of a split one, whose stored parts
+// stay (its caller is told which). Every other change is carried into the next commit, and
+// the messages that wait for it stay held.
 void ControlPlane::OnCommitFailed(uint64_t seq, const Status& s, PendingWrite w,
                                   const std::vector<TaskId>& submissions) {
   metrics_.AddStoreError();
+  const bool unknown = s.code() == StatusCode::kUnavailable;
+  const Status why =
+      unknown ? Unavailable(s.message() + "; submit again with the same idempotency key: it "
+                                          "finds the tasks if they were stored")
+              : NotStored("task not stored (" + s.message() + "); nothing was queued: submit again");
   std::set<TaskId> posted;  // the ids of posted requests (answered here, not Withdrawn)
-  const Status not_stored =
-      NotStored("task not stored (" + s.message() + "); nothing was queued: submit again");
   for (TaskId id : submissions) {
-    for (TaskId each : waiters_.Failed(id, not_stored)) posted.insert(each);
+    TaskId first = id;
+    Status answer = why;
+    if (SplitSubmissions::Split* split = splits_.Find(id)) {
+      first = split->first;
+      if (split->stored > 0 && !unknown) {
+        answer = SplitSubmissions::Partly(first, split->count, split->stored, s.message());
+      }
+      WithdrawSplitRest(*split, w);
+      splits_.Erase(first);
+    }
+    for (TaskId each : waiters_.Failed(first, answer)) posted.insert(each);
   }
   for (TaskId id : submissions) {
     if (!sched_->IsHeld(id)) continue;
     if (std::optional<std::string> key = recent_keys_.Withdraw(id)) w.keys.erase(*key);
     w.tasks.erase(id);
+    w.submissions.erase(id);
     Forget(id);
     if (posted.count(id) == 0) pipeline_.Withdrawn(id, s);  // for its synchronous submitter
   }
   // The rest rides in the next commit; the messages that wait for it stay held.
   const DurationMs backoff = pipeline_.Failed(seq, s, std::move(w));
   logging::Error("store", "commit failed (" + s.ToString() + "); " +
-                              std::to_string(submissions.size()) +
-                              " submissions refused, other changes retried in " +
-                              std::to_string(backoff) + " ms");
+                              std::to_string(submissions.size()) + " submitted tasks " +
+                              (unknown ? "answered \"outcome unknown\"" : "refused") +
+                              ", other changes retried in " + std::to_string(backoff) + " ms");
+}
+
+void ControlPlane::WithdrawSplitRest(const SplitSubmissions::Split& s, PendingWrite& w) {
+  const uint64_t from = s.first.value() + s.stored;
+  const uint64_t to = s.first.value() + s.count;
+  if (std::optional<std::string> key = recent_keys_.Withdraw(s.first)) w.keys.erase(*key);
+  for (PendingWrite* staged : {&w, &pipeline_.pending()}) {
+    for (auto k = staged->keys.begin(); k != staged->keys.end();) {  // its part keys
+      k = k->second >= from && k->second < to ? staged->keys.erase(k) : std::next(k);
+    }
+  }
+  for (uint64_t id = from; id < to; ++id) {
+    w.tasks.erase(TaskId(id));
+    w.submissions.erase(TaskId(id));
+    Forget(TaskId(id));  // from the scheduler and what is staged
+  }
 }
 
 // Sends every held message whose commit is durable, in the order the decisions were made.
@@ -589,6 +665,7 @@ void ControlPlane::Forget(TaskId id) {
   persisted_.erase(id);
   durable_state_.erase(id);
   pipeline_.pending().tasks.erase(id);
+  pipeline_.pending().submissions.erase(id);  // a submission (or part) it was the first of
 }
 
 // Finished tasks leave memory, oldest first, once over the count or past the age, and only

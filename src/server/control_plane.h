@@ -56,6 +56,7 @@
 #include "server/commit_pipeline.h"
 #include "server/server_config.h"
 #include "server/server_metrics.h"
+#include "server/split_submissions.h"
 #include "server/submission_waiters.h"
 #include "server/stream_limits.h"
 #include "server/task_index.h"
@@ -85,8 +86,11 @@ class ControlPlane {
   StatusOr<TaskId> Submit(core::TaskSpec spec, const std::string& idempotency_key = "");
   // A job array (`submit --array A-B`): one task per index of `range`, each with
   // GPUSCHED_ARRAY_INDEX=i in its environment and named NAME[i] ([i] without a name), with
-  // consecutive ids in index order. All are admitted together and stored in one commit: none
-  // is queued unless all are. A retry with the same key returns the same ids.
+  // consecutive ids in index order. All are admitted together; an array too large for one
+  // store commit (issue 38) is stored in several, in order (split_submissions.h): the answer
+  // is the ids once all are stored; when one fails, FailedPrecondition naming the tasks
+  // stored (kNotStored when none is). A retry with the same key returns the same ids (or
+  // names the stored tasks again).
   StatusOr<std::vector<TaskId>> SubmitArray(core::TaskSpec spec, IndexRange range,
                                             const std::string& idempotency_key = "");
   // Submit without waiting, for the gRPC server's completion queue: the submission is
@@ -285,8 +289,10 @@ class ControlPlane {
   void RestoreTasks(const store::LiveTasks& live);
   Status RestoreFairShareUsage();
   StatusOr<size_t> RestoreTablesAndCounts();  // peaks, tokens, quotas; returns the peaks' count
-  // Submit and SubmitArray: admits every spec (or none), stores them in one commit and
-  // answers their ids in order. A key seen before answers the ids it created.
+  // Submit and SubmitArray: admits every spec (or none) as the posts do (AdmitPostedLocked),
+  // stores them in one commit (in parts, each one commit, when they do not fit one: issue
+  // 38), leading commits until answered, and answers their ids in order. A key seen before
+  // answers the ids it created.
   StatusOr<std::vector<TaskId>> SubmitAll(std::vector<core::TaskSpec> specs,
                                           const std::string& idempotency_key);
   void LoopMain();
@@ -394,6 +400,18 @@ class ControlPlane {
   // Records `key` as the one of the held submission `first` (SubmitAll's and the posts').
   // REQUIRES: mu_.
   void RememberKeyLocked(const std::string& key, TaskId first);
+  // Issue 38: stages the admitted submission `ids` (consecutive) with its key ("" = none) for
+  // commit: whole, or in parts that each fit one commit (splits_). REQUIRES: mu_.
+  void StageSubmissionLocked(const std::vector<TaskId>& ids, const std::string& key);
+  // What a task's record costs a commit, at most (record_codec.h EncodedTaskBound).
+  store::CommitCost TaskCost(TaskId id, const store::CommitLimits& limits) const;
+  // What one commit may carry and what its records cost (CommitPipeline::Begin).
+  CommitPipeline::Budget CommitBudget() const;
+  // A failed commit carried part of `s`: its tasks not stored yet are withdrawn (from the
+  // scheduler, `w` and what is staged) with their part keys. REQUIRES: mu_.
+  void WithdrawSplitRest(const SplitSubmissions::Split& s, PendingWrite& w);
+  // Submissions too large for one commit, stored in parts (split_submissions.h).
+  SplitSubmissions splits_;  // guarded by mu_
 
   // The posted submissions waiting for their answer (submission_waiters.h). Guarded by mu_.
   SubmissionWaiters waiters_;

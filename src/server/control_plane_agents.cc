@@ -197,6 +197,10 @@ void ControlPlane::PostSubmissions(std::vector<core::TaskSpec> specs, std::strin
     done(std::move(health));
     return;
   }
+  if (Status key = SplitSubmissions::ValidKey(idempotency_key); !key.ok()) {
+    done(std::move(key));
+    return;
+  }
   bool first = false;
   PostedSubmission p{std::move(specs), std::move(idempotency_key), std::nullopt, std::move(done)};
   const std::string refused = inbox_.PostSubmission(std::move(p), &first);
@@ -213,7 +217,13 @@ std::vector<PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
   read.reserve(keyed.size());
   for (PostedSubmission& p : keyed) {
     // A key committed after this read is in recent_keys_ when the round admits it.
-    StatusOr<std::optional<uint64_t>> stored = store_->LookupIdempotencyKey(p.key);
+    std::optional<Status> partly;  // issue 38: a split submission stored in part
+    StatusOr<std::optional<uint64_t>> stored =
+        SplitSubmissions::ReadStored(*store_, p.key, p.specs.size(), &partly);
+    if (partly) {
+      p.done(*partly);
+      continue;
+    }
     if (!stored.ok()) {
       p.done(Unavailable("the idempotency key could not be read from the store (" +
                          stored.status().message() + "); nothing was queued: submit again"));
@@ -253,7 +263,8 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
     return;
   }
   if (std::optional<TaskId> first = p.key.empty() ? std::nullopt : recent_keys_.Find(p.key)) {
-    if (sched_->IsHeld(*first)) {  // a retry racing the first's commit: answered by it
+    // A retry racing the first's commit (or, split, a later part's): answered by it.
+    if (sched_->IsHeld(*first) || splits_.Find(*first) != nullptr) {
       waiters_.Await(*first, std::move(p.done), n);
     } else {
       waiters_.Decide(std::move(p.done), SubmissionWaiters::ConsecutiveIds(*first, n));
@@ -272,7 +283,7 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
     ids.push_back(*id);
   }
   metrics_.AddSubmitted(static_cast<int64_t>(n));
-  if (!p.key.empty()) RememberKeyLocked(p.key, ids.front());
+  StageSubmissionLocked(ids, p.key);
   waiters_.Await(ids.front(), std::move(p.done), n);
 }
 

@@ -76,64 +76,84 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitArray(core::TaskSpec spec, Ind
   return SubmitAll(std::move(specs), idempotency_key);
 }
 
+// The posts' way (AdmitPostedLocked), waited for here: an answer once every task is stored,
+// or why not; this thread leads the commits meanwhile.
 StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec> specs,
                                                       const std::string& idempotency_key) {
   GS_RETURN_IF_ERROR(store_->Health());  // issue 39: no task is acknowledged into a lost file
-  const auto ids_from = [n = specs.size()](TaskId first) { return SubmissionWaiters::ConsecutiveIds(first, n); };
-  std::optional<uint64_t> stored;
+  GS_RETURN_IF_ERROR(SplitSubmissions::ValidKey(idempotency_key));
+  PostedSubmission p{std::move(specs), idempotency_key, std::nullopt, nullptr};
   if (!idempotency_key.empty()) {
     // Outside mu_: a read of the store's key index. A key committed after this read is in
     // recent_keys_ when mu_ is taken below.
-    GS_ASSIGN_OR_RETURN(stored, store_->LookupIdempotencyKey(idempotency_key));
+    std::optional<Status> partly;
+    GS_ASSIGN_OR_RETURN(p.stored, SplitSubmissions::ReadStored(*store_, idempotency_key,
+                                                               p.specs.size(), &partly));
+    if (partly) return *partly;
   }
+  auto answer = std::make_shared<std::optional<SubmissionWaiters::Result>>();  // under mu_
+  p.done = [this, answer](SubmissionWaiters::Result r) {  // called without mu_
+    std::lock_guard<std::mutex> lock(mu_);
+    *answer = std::move(r);
+    commit_cv_.notify_all();
+  };
   std::unique_lock<std::mutex> lock(mu_);
-  if (stored) return ids_from(TaskId(*stored));
-  if (std::optional<TaskId> known = idempotency_key.empty()
-                                        ? std::nullopt
-                                        : recent_keys_.Find(idempotency_key)) {
-    const TaskId first = *known;  // a retry: wait for the first submission's commit
-    while (sched_->IsHeld(first)) {
-      if (!pipeline_.committing()) {
-        LeadCommit(lock);
-      } else {
-        commit_cv_.wait(lock);
-      }
+  AdmitPostedLocked(p);
+  StageChanges();
+  for (;;) {
+    AnswerSubmissions(lock);  // a refusal decided at admission
+    if (answer->has_value()) break;
+    if (!pipeline_.committing()) {
+      LeadCommit(lock);
+    } else {
+      commit_cv_.wait(lock);
     }
-    if (recent_keys_.Find(idempotency_key) != first) {  // its commit failed: withdrawn
-      return NotStored("task not stored (the first submission with this key failed to "
-                       "commit); nothing was queued: submit again");
-    }
-    return ids_from(first);
   }
-  std::vector<TaskId> ids;
-  ids.reserve(specs.size());
-  for (core::TaskSpec& spec : specs) {
-    StatusOr<TaskId> id = sched_->Submit(std::move(spec), /*hold=*/true);
-    if (!id.ok()) {  // none is queued unless all are
-      for (TaskId admitted : ids) Forget(admitted);
-      return id.status();
-    }
-    ids.push_back(*id);
-  }
-  metrics_.AddSubmitted(static_cast<int64_t>(ids.size()));
-  if (!idempotency_key.empty()) RememberKeyLocked(idempotency_key, ids.front());
-  const uint64_t seq = StageChanges();
-  (void)CommitThrough(lock, seq);
-  std::optional<std::string> why;
-  for (TaskId id : ids) {  // one commit carried them all: all stored, or all withdrawn
-    if (std::optional<Status> w = pipeline_.TakeWithdrawn(id)) why = w->message();
-  }
-  if (why) {
-    return NotStored("task not stored (" + *why + "); nothing was queued: submit again");
-  }
+  SubmissionWaiters::Result result = std::move(**answer);
   lock.unlock();
-  Kick();
-  return ids;
+  if (result.ok()) Kick();
+  return result;
 }
 
 void ControlPlane::RememberKeyLocked(const std::string& key, TaskId first) {
   pipeline_.pending().keys[key] = first.value();
   recent_keys_.Remember(key, first);
+}
+
+// Parts of consecutive tasks, each fitting one commit with the key and its part key.
+void ControlPlane::StageSubmissionLocked(const std::vector<TaskId>& ids, const std::string& key) {
+  const store::CommitLimits limits = store_->Limits();
+  store::CommitCost keys;  // at most the key and a part key
+  if (!key.empty()) {
+    keys.Put(key.size(), 20, limits);
+    keys.Put(SplitSubmissions::PartKey(key, ids.size()).size(), 20, limits);
+  }
+  std::vector<size_t> parts;  // task counts
+  store::CommitCost part = keys;
+  size_t count = 0;
+  for (TaskId id : ids) {
+    const store::CommitCost c = TaskCost(id, limits);
+    store::CommitCost with = part;
+    with += c;
+    if (count > 0 && !with.Within(limits)) {
+      parts.push_back(count);
+      part = keys;
+      count = 0;
+    }
+    part += c;
+    ++count;
+  }
+  parts.push_back(count);
+  if (!key.empty()) RememberKeyLocked(key, ids.front());
+  if (parts.size() > 1) splits_.Add(ids.front(), ids.size());
+  uint64_t at = ids.front().value();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    pipeline_.pending().submissions[TaskId(at)] = parts[i];
+    if (parts.size() > 1 && !key.empty()) {
+      pipeline_.pending().keys[SplitSubmissions::PartKey(key, i + 1)] = at + parts[i] - 1;
+    }
+    at += parts[i];
+  }
 }
 
 StatusOr<TaskView> ControlPlane::GetTask(uint64_t id) {

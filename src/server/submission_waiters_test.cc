@@ -1,4 +1,5 @@
-// The submitters waiting for their commit (submission_waiters.h), driven directly.
+// The submitters waiting for their commit (submission_waiters.h), and the submissions stored
+// in parts (split_submissions.h, issue 38), driven directly.
 
 #include "server/submission_waiters.h"
 
@@ -7,6 +8,8 @@
 #include <algorithm>
 #include <map>
 #include <string>
+
+#include "server/split_submissions.h"
 
 namespace gpusched::server {
 namespace {
@@ -82,6 +85,31 @@ TEST(SubmissionWaitersTest, Issue40_AbandoningAnswersEveryWaiterOnceAndReturnsTh
   EXPECT_EQ(a.got.size(), 2u);
   w.Committed(TaskId(5));  // too late: nobody is answered twice
   EXPECT_FALSE(w.has_answers());
+}
+
+}  // namespace
+}  // namespace gpusched::server
+
+namespace gpusched::server {
+namespace {
+
+TEST(SplitSubmissionsTest, Issue38_PartKeysCannotBeSubmittedAndPartsAreFoundByTask) {
+  EXPECT_TRUE(SplitSubmissions::ValidKey("plain-key").ok());
+  const std::string part = SplitSubmissions::PartKey("k", 2);
+  Status refused = SplitSubmissions::ValidKey(part);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("idempotency_key"), std::string::npos) << refused.ToString();
+  SplitSubmissions splits;
+  splits.Add(TaskId(10), 5);
+  EXPECT_EQ(splits.Find(TaskId(9)), nullptr);
+  ASSERT_NE(splits.Find(TaskId(14)), nullptr);
+  EXPECT_EQ(splits.Find(TaskId(14))->first, TaskId(10));
+  EXPECT_EQ(splits.Find(TaskId(15)), nullptr);
+  const Status partly = SplitSubmissions::Partly(TaskId(10), 5, 2, "disk full");
+  EXPECT_EQ(partly.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(partly.message().find("tasks 10-11 (the first 2 of 5) are queued, tasks 12-14"),
+            std::string::npos)
+      << partly.ToString();
 }
 
 }  // namespace

@@ -143,8 +143,10 @@ Status EtcdStore::SendTxn(std::vector<EtcdOp> ops) {
   guard.push_back(std::move(seq));
   ops.push_back(EtcdOp::Put(seq_key, token));
   otherwise.push_back(EtcdOp::Get(seq_key));
-  GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn(guard, ops, otherwise));
+  StatusOr<EtcdTxnResult> answer = client_->Txn(guard, ops, otherwise);
   ++stats_.txns;
+  if (!answer.ok()) return TxnNotAnswered(answer.status());
+  const EtcdTxnResult& r = *answer;
   if (!r.succeeded) {
     GS_RETURN_IF_ERROR(ExplainFailedTxn(r, token));
     ++stats_.retries_found_landed;
@@ -187,6 +189,33 @@ Status EtcdStore::ExplainFailedTxn(const EtcdTxnResult& r, const std::string& to
   return fenced_status_;
 }
 
+// Issue 38: only etcd's "no" (a refused request: invalid, too large, not permitted, another
+// cluster's answer) says nothing was written. Anything else (Unavailable: a timeout, a
+// connection lost, etcd's own "request timed out"; an answer that could not be read) says
+// nothing of whether the Txn was applied, or will be: it may land later. Nothing may be
+// withdrawn on the strength of it; the store refuses later writes and the leader steps down,
+// so the next one restores from what etcd holds.
+Status EtcdStore::TxnNotAnswered(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kUnauthenticated:
+      return s;  // refused: nothing written
+    default:
+      break;
+  }
+  Fence(FailedPrecondition(
+      "etcd store: refusing writes after a commit whose outcome is unknown (" + s.message() +
+      "); stepping down so that the next leader restores from etcd"));
+  return Unavailable("etcd store: the outcome of the commit is unknown (" + s.message() +
+                     "): it may be stored; this server steps down and the next leader "
+                     "restores from etcd");
+}
+
 void EtcdStore::Fence(Status why) {
   fenced_ = true;
   fenced_status_ = std::move(why);
@@ -207,29 +236,42 @@ void EtcdStore::MaybeCompact(int64_t revision) {
   ++stats_.compactions;
 }
 
-Status EtcdStore::WriteGroups(std::vector<std::vector<EtcdOp>> groups) {
+CommitLimits EtcdStore::Limits() const {
+  CommitLimits l;
+  // One operation is the commit sequence's put; a put of a value kept in parts now also
+  // deletes the old parts, which an estimate cannot know: one operation kept for each.
+  const size_t reserve = 1 + split_count_.load(std::memory_order_relaxed);
+  l.max_ops = options_.max_txn_ops > reserve + 1 ? options_.max_txn_ops - reserve : 1;
+  // OpBytes: 4/3 of the bytes plus 64 per operation; the comparisons and the commit
+  // sequence's put take the last KiB.
+  l.max_bytes = options_.max_request_bytes * 3 / 4 - 1024;
+  l.value_part_bytes = options_.max_value_bytes;
+  l.op_overhead_bytes = options_.prefix.size() + 96;  // "/t/", a part's "/x/t/.../NNNNNNNN"
+  return l;
+}
+
+// Issue 38: the whole batch in one Txn, or nothing.
+Status EtcdStore::WriteOne(std::vector<std::vector<EtcdOp>> groups) {
   std::vector<EtcdOp> txn;
   size_t bytes = 0;
-  const size_t max_ops = options_.max_txn_ops - 1;  // one is the commit sequence's put
   for (auto& g : groups) {
-    size_t gbytes = 0;
-    for (const EtcdOp& op : g) gbytes += OpBytes(op);
-    if (g.size() > max_ops || gbytes > options_.max_request_bytes) {
-      return InvalidArgument("etcd store: one record needs " + std::to_string(g.size()) +
-                             " operations and " + std::to_string(gbytes) +
-                             " bytes, more than one etcd request may carry");
+    for (EtcdOp& op : g) {
+      bytes += OpBytes(op);
+      txn.push_back(std::move(op));
     }
-    if (!txn.empty() &&
-        (txn.size() + g.size() > max_ops || bytes + gbytes > options_.max_request_bytes)) {
-      GS_RETURN_IF_ERROR(SendTxn(std::move(txn)));
-      txn.clear();
-      bytes = 0;
-    }
-    for (EtcdOp& op : g) txn.push_back(std::move(op));
-    bytes += gbytes;
   }
-  if (!txn.empty()) GS_RETURN_IF_ERROR(SendTxn(std::move(txn)));
-  return Status::Ok();
+  const size_t max_ops = options_.max_txn_ops - 1;  // one is the commit sequence's put
+  if (txn.size() > max_ops || bytes > options_.max_request_bytes) {
+    return InvalidArgument(
+        "etcd store: a commit of " + std::to_string(txn.size()) + " operations and " +
+        std::to_string(bytes) + " bytes does not fit one etcd transaction (at most " +
+        std::to_string(max_ops) + " operations, max_txn_ops " +
+        std::to_string(options_.max_txn_ops) + " less the commit sequence's, and " +
+        std::to_string(options_.max_request_bytes) + " bytes, max_request_bytes); nothing "
+        "was written");
+  }
+  if (txn.empty()) return Status::Ok();
+  return SendTxn(std::move(txn));
 }
 
 void EtcdStore::CommitGroups::Track(const std::string& key, size_t size, size_t max_value_bytes) {
@@ -317,6 +359,7 @@ void EtcdStore::Committed(const WriteBatch& batch, const CommitGroups& written) 
     ++stats_.split_values;
   }
   for (const std::string& k : written.now_whole) split_keys_.erase(k);
+  split_count_.store(split_keys_.size(), std::memory_order_relaxed);
   for (const TaskRecord& r : batch.tasks) {
     const uint64_t id = r.task.id.value();
     const std::string state = core::TaskStateName(r.task.state);
@@ -338,7 +381,7 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
   AddTaskGroups(batch, groups);
   AddNodeGroups(batch, groups);
   AddSmallGroups(batch, groups);
-  GS_RETURN_IF_ERROR(WriteGroups(std::move(groups.groups)));
+  GS_RETURN_IF_ERROR(WriteOne(std::move(groups.groups)));
   Committed(batch, groups);
   return Status::Ok();
 }
@@ -348,6 +391,7 @@ StatusOr<std::string> EtcdStore::Assemble(const EtcdKv& kv) {
     return kv.value;
   }
   split_keys_.insert(kv.key);
+  split_count_.store(split_keys_.size(), std::memory_order_relaxed);
   size_t n = 0;
   try {
     n = std::stoul(kv.value.substr(kPartsMarkLen));

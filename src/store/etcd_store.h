@@ -24,12 +24,18 @@
 // did not expect (two writers, or a Txn reported failed that landed after all): the store
 // refuses further writes as when fenced, and the server steps down and restores from etcd.
 //
-// Atomicity: a batch is one Txn when it fits etcd's request limits (max_txn_ops operations,
-// max_request_bytes bytes; etcd's defaults are 128 and 1.5 MiB). A larger batch is written as
-// several fenced Txns, each carrying whole tasks together with their idempotency keys, so a
-// failure between them can leave part of the batch durable but never a task without its key:
-// a client retrying with the same key finds the task instead of creating another. A value
-// above max_value_bytes is split into parts written in the same Txn as its head.
+// Atomicity (issue 38): a commit is exactly one Txn. A batch above etcd's request limits
+// (max_txn_ops operations with the commit sequence's put, max_request_bytes bytes; etcd's
+// defaults are 128 and 1.5 MiB) is refused with InvalidArgument and nothing is written;
+// Limits() says what fits, and the control plane never builds a larger commit. A value above
+// max_value_bytes is split into parts written in the same Txn as its head.
+//
+// Outcomes: a Txn etcd answered (success, a failed comparison, an error such as "too many
+// operations") has a known outcome. A Txn that got no answer (Unavailable: a timeout, a
+// connection lost after the request was sent; or an answer that could not be read: any error
+// but a refusal) may have been applied, or may still be: Commit
+// returns Unavailable, the store refuses every later write and calls `on_fenced`, so the
+// server steps down without withdrawing anything and the next leader restores from etcd.
 //
 // Reads: the leader keeps an index of task id -> state (built by LoadLiveTasks, which scans
 // every task once at take-over, and kept by Commit), so counts and listings by state do not
@@ -38,6 +44,7 @@
 //
 // Thread-safety: all methods take one internal mutex.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -71,6 +78,7 @@ class EtcdStore final : public StateStore {
   ~EtcdStore() override;
 
   Status Commit(const WriteBatch& batch) override;
+  CommitLimits Limits() const override;
   StatusOr<LiveTasks> LoadLiveTasks() override;
   StatusOr<TaskRecord> GetTask(uint64_t id) override;
   StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
@@ -109,8 +117,9 @@ class EtcdStore final : public StateStore {
   EtcdStore(std::unique_ptr<EtcdClient> client, Options options);
   std::string Key(const std::string& kind, const std::string& name) const;
   static std::string TaskName(uint64_t id);
-  // REQUIRES: mu_ held.
-  Status WriteGroups(std::vector<std::vector<EtcdOp>> groups);
+  // REQUIRES: mu_ held. Every group's operations in one Txn; InvalidArgument when they do
+  // not fit one (writing nothing).
+  Status WriteOne(std::vector<std::vector<EtcdOp>> groups);
   // A commit's operations in groups that must land together, and which keys it writes split
   // into parts (values above max_value_bytes) or whole.
   struct CommitGroups {
@@ -129,6 +138,9 @@ class EtcdStore final : public StateStore {
   void MaybeCompact(int64_t revision);
   // The Txn's answer when its comparisons failed: fenced, or an earlier attempt of it landed.
   Status ExplainFailedTxn(const EtcdTxnResult& r, const std::string& token);
+  // A Txn that got no answer: the status Commit returns, fencing the store when its outcome
+  // is unknown.
+  Status TxnNotAnswered(const Status& s);
   void Fence(Status why);
   Status LoadClusterId();
 
@@ -141,6 +153,7 @@ class EtcdStore final : public StateStore {
   std::unordered_map<uint64_t, std::string> state_of_;
   std::map<std::string, std::set<uint64_t>> by_state_;
   std::set<std::string> split_keys_;  // keys whose value is stored in parts now
+  std::atomic<size_t> split_count_{0};  // split_keys_.size(), for Limits() without mu_
   uint64_t max_id_ = 0;
   int64_t since_compact_ = 0;
   int64_t commit_rev_ = 0;     // mod revision of the commit sequence key as this store left it

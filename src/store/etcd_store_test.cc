@@ -187,7 +187,8 @@ TEST_F(EtcdStoreTest, LargeValuesAreSplitBelowTheRequestLimitAndShrinkCleanly) {
   EXPECT_EQ(t->GetTask(1)->task.spec.command, std::vector<std::string>{"true"});
 }
 
-TEST_F(EtcdStoreTest, BatchesAboveTheTxnOpLimitLandWholeWithTheirKeys) {
+// Issue 38: a commit is one Txn; a batch above it is refused whole and writes nothing.
+TEST_F(EtcdStoreTest, Issue38_ABatchAboveOneTxnIsRefusedWholeAndWritesNothing) {
   EtcdStore::Options o;
   o.max_txn_ops = 16;
   auto s = Open(o);
@@ -196,13 +197,65 @@ TEST_F(EtcdStoreTest, BatchesAboveTheTxnOpLimitLandWholeWithTheirKeys) {
     b.tasks.push_back(Task(id));
     b.idempotency_keys["k" + std::to_string(id)] = id;
   }
-  ASSERT_TRUE(s->Commit(b).ok());
-  // 200 puts, 15 per Txn beside the commit sequence's, a task never apart from its key:
-  // 15 Txns of 7 pairs (the last 2).
-  EXPECT_EQ(s->stats().txns, 15);
-  auto live = Open(o)->LoadLiveTasks();
-  EXPECT_EQ(live->tasks.size(), 100u);
-  EXPECT_EQ(*s->LookupIdempotencyKey("k77").value(), 77u);
+  Status refused = s->Commit(b);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.message().find("200 operations"), std::string::npos) << refused.ToString();
+  EXPECT_NE(refused.message().find("max_txn_ops 16"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(s->stats().txns, 0);
+  EXPECT_EQ(Open(o)->GetTask(1).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(s->LookupIdempotencyKey("k1").value().has_value());
+
+  // Bytes too: 10 tasks of 10 KB against a 64 KiB request.
+  o.max_txn_ops = 128;
+  o.max_request_bytes = 64 * 1024;
+  o.max_value_bytes = 4096;
+  auto small = Open(o);
+  WriteBatch big;
+  for (uint64_t id = 1; id <= 10; ++id) {
+    big.tasks.push_back(Task(id));
+    big.tasks.back().task.spec.command = {"echo", std::string(10'000, 'x')};
+  }
+  Status too_large = small->Commit(big);
+  EXPECT_EQ(too_large.code(), StatusCode::kInvalidArgument) << too_large.ToString();
+  EXPECT_NE(too_large.message().find("max_request_bytes"), std::string::npos);
+  EXPECT_EQ(Open(o)->GetTask(1).status().code(), StatusCode::kNotFound);
+  // The store goes on: a batch that fits is one Txn.
+  ASSERT_TRUE(small->Commit(Tasks({Task(1), Task(2)})).ok());
+  EXPECT_EQ(small->stats().txns, small->stats().commits);
+}
+
+// Issue 38: what Limits() says fits, estimated by CommitCost from EncodedTaskBound, is never
+// refused, whatever the records hold (escapes, parts, long histories).
+TEST_F(EtcdStoreTest, Issue38_WhatTheLimitsAdmitIsNeverRefused) {
+  EtcdStore::Options o;
+  o.max_txn_ops = 32;
+  o.max_request_bytes = 96 * 1024;
+  o.max_value_bytes = 4096;
+  auto s = Open(o);
+  const CommitLimits limits = s->Limits();
+  EXPECT_EQ(limits.max_ops, 31u);
+  uint64_t id = 0;
+  for (int round = 0; round < 4; ++round) {
+    WriteBatch b;
+    CommitCost cost;
+    for (;;) {
+      TaskRecord r = Task(++id);
+      r.task.spec.env["V"] = std::string(static_cast<size_t>(round * 1500 + id % 7 * 300), '\x01');
+      r.task.spec.command = {"echo", "\"quoted\" \xc3\xa9", std::string(id % 3 * 2000, 'q')};
+      for (int h = 0; h < 80; ++h) r.task.history.push_back({h, core::TaskState::kPending, "w\n"});
+      ASSERT_GE(EncodedTaskBound(r.task, r.last_placement), EncodeTask(r).size());
+      CommitCost with = cost;
+      with.Put(20, EncodedTaskBound(r.task, r.last_placement), limits);
+      if (!with.Within(limits)) break;
+      cost = with;
+      b.tasks.push_back(std::move(r));
+    }
+    ASSERT_FALSE(b.tasks.empty());
+    Status st = s->Commit(b);
+    ASSERT_TRUE(st.ok()) << "round " << round << ": " << st.ToString();
+  }
+  EXPECT_EQ(s->stats().txns, 4);
+  EXPECT_EQ(s->stats().commits, 4);
 }
 
 TEST_F(EtcdStoreTest, ADeposedLeaderCannotWriteAndIsToldOnce) {
@@ -234,16 +287,27 @@ TEST_F(EtcdStoreTest, ADeposedLeaderCannotWriteAndIsToldOnce) {
   EXPECT_TRUE(reader->GetTask(1).ok());
 }
 
-TEST_F(EtcdStoreTest, RefusesWritesWhileEtcdIsDownAndResumesWhenItReturns) {
-  auto s = Open();
+// Issue 38: a Txn that got no answer may have landed: the store refuses every later write
+// and says so once, so the leader steps down; a new leader's store resumes.
+TEST_F(EtcdStoreTest, Issue38_AfterEtcdWentAwayTheStoreStepsDownAndANewOneResumes) {
+  int told = 0;
+  EtcdStore::Options o;
+  o.on_fenced = [&](const Status&) { ++told; };
+  auto s = Open(o);
   ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
   etcd_->Kill(0);
   Status down = s->Commit(Tasks({Task(2)}));
   EXPECT_EQ(down.code(), StatusCode::kUnavailable) << down.ToString();
-  EXPECT_NE(down.message().find("etcd unreachable"), std::string::npos);
+  EXPECT_NE(down.message().find("outcome of the commit is unknown"), std::string::npos);
+  EXPECT_EQ(told, 1);
   ASSERT_TRUE(etcd_->Restart(0).ok());
   ASSERT_TRUE(etcd_->WaitHealthy(20'000).ok());
-  ASSERT_TRUE(s->Commit(Tasks({Task(2)})).ok());
+  Status after = s->Commit(Tasks({Task(3)}));
+  EXPECT_EQ(after.code(), StatusCode::kFailedPrecondition) << after.ToString();
+  EXPECT_EQ(told, 1);
+  auto next = Open();
+  EXPECT_EQ(next->GetTask(2).status().code(), StatusCode::kNotFound);  // never sent
+  ASSERT_TRUE(next->Commit(Tasks({Task(2)})).ok());
   EXPECT_TRUE(Open()->GetTask(2).ok());
 }
 
@@ -330,6 +394,81 @@ TEST_F(EtcdStoreTest, ATxnThatLandsLateCannotOverwriteANewerOne) {
   EXPECT_EQ(proxy.Release(), "txn failed");
   EXPECT_EQ(Open()->GetTask(1)->task.state, core::TaskState::kSucceeded);
   ASSERT_TRUE(s->Commit(Tasks({Task(2)})).ok());
+}
+
+// Issue 38: how many of tasks first..last a new leader's store finds.
+size_t StoredOf(EtcdStore& reader, uint64_t first, uint64_t last) {
+  size_t n = 0;
+  for (uint64_t id = first; id <= last; ++id) n += reader.GetTask(id).ok() ? 1 : 0;
+  return n;
+}
+
+WriteBatch Numbered(uint64_t first, uint64_t last) {
+  WriteBatch b;
+  for (uint64_t id = first; id <= last; ++id) {
+    b.tasks.push_back(Task(id));
+    b.idempotency_keys["key-" + std::to_string(id)] = id;
+  }
+  return b;
+}
+
+// Issue 38: etcd applies the commit and its answer is lost, with no other endpoint to ask:
+// the store cannot know, must not say "not stored", and steps down; what it said (maybe
+// stored) and what a new leader finds (all of it, never part) agree.
+TEST_F(EtcdStoreTest, Issue38_ACommitWhoseAnswerIsLostIsNeverReportedNotStored) {
+  const std::string real = etcd_->client_url_list()[0];
+  testing::FaultyProxy proxy(PortOf(real));
+  int told = 0;
+  EtcdStore::Options o;
+  o.on_fenced = [&](const Status&) { ++told; };
+  auto opened = EtcdStore::Open(ClientVia({proxy.url()}, 2'000), o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto& s = *opened;
+  ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
+  proxy.Arm(testing::FaultyProxy::Fault::kLoseAnswer);
+  Status st = s->Commit(Numbered(2, 51));
+  ASSERT_TRUE(proxy.WaitFaulted(5'000));
+  auto reader = Open();
+  EXPECT_EQ(StoredOf(*reader, 2, 51), 50u) << "etcd applied it: all of it is stored";
+  ASSERT_TRUE(st.ok() || st.code() == StatusCode::kUnavailable) << st.ToString();
+  if (!st.ok()) {  // unknown: the store steps down, told once, and writes nothing more
+    EXPECT_EQ(told, 1);
+    EXPECT_EQ(s->Commit(Tasks({Task(60)})).code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(reader->GetTask(60).status().code(), StatusCode::kNotFound);
+  }
+  EXPECT_EQ(*reader->LookupIdempotencyKey("key-51").value(), 51u);
+}
+
+// Issue 38: the commit is held on its way and reaches etcd after the client gave up: the
+// store said "outcome unknown" (never "not stored") and stepped down, and the late write,
+// landing whole, is what the next leader restores.
+TEST_F(EtcdStoreTest, Issue38_ACommitHeldAndReleasedLateWasNeverReportedNotStored) {
+  const std::string real = etcd_->client_url_list()[0];
+  testing::FaultyProxy proxy(PortOf(real));
+  int told = 0;
+  EtcdStore::Options o;
+  o.on_fenced = [&](const Status&) { ++told; };
+  auto opened = EtcdStore::Open(ClientVia({proxy.url()}, 300), o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto& s = *opened;
+  ASSERT_TRUE(s->Commit(Tasks({Task(1)})).ok());
+  proxy.Arm(testing::FaultyProxy::Fault::kHold);
+  Status st = s->Commit(Numbered(2, 51));
+  ASSERT_TRUE(proxy.WaitFaulted(5'000));
+  auto reader = Open();
+  EXPECT_EQ(StoredOf(*reader, 2, 51), 0u) << "held: not in etcd yet";
+  ASSERT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("may be stored"), std::string::npos) << st.ToString();
+  EXPECT_EQ(told, 1);
+  EXPECT_EQ(s->Commit(Tasks({Task(60)})).code(), StatusCode::kFailedPrecondition);
+  // The late write lands, whole: what the store said ("may be stored") holds.
+  ASSERT_FALSE(proxy.Release().empty());
+  EXPECT_EQ(StoredOf(*reader, 2, 51), 50u);
+  EXPECT_EQ(reader->GetTask(60).status().code(), StatusCode::kNotFound);
+  // The next leader's store goes on from there.
+  auto next = Open();
+  ASSERT_TRUE(next->Commit(Tasks({Task(61)})).ok());
+  EXPECT_EQ(next->stats().txns, 1);
 }
 
 TEST_F(EtcdStoreTest, ASecondWriterIsCaughtEvenWithoutAFence) {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -224,7 +225,48 @@ std::string HistoryJson(const std::vector<core::Transition>& history) {
   return hist + ']';
 }
 
+// Upper bounds for EncodedTaskBound: a string's JSON (quotes and a 6-byte escape per byte at
+// worst, a separator), a field's name and number, a placement.
+constexpr size_t kField = 48;  // "name": with a separator, or a number of up to 20 digits
+size_t StrBound(const std::string& s) { return 6 * s.size() + 3; }
+size_t MapBound(const std::map<std::string, std::string>& m) {
+  size_t n = 2;
+  for (const auto& [k, v] : m) n += StrBound(k) + StrBound(v) + 1;
+  return n;
+}
+size_t PlacementBound(const core::Placement& p) {
+  return 8 * kField + StrBound(p.node) + (p.gpus.size() + p.gpu_mem_mib.size()) * 21;
+}
+
+size_t SpecBound(const core::TaskSpec& s) {
+  size_t n = 40 * kField + MapBound(s.env) + MapBound(s.node_selector);
+  for (const std::string& c : s.command) n += StrBound(c);
+  for (const core::Toleration& t : s.tolerations) n += 6 * kField + StrBound(t.key) + StrBound(t.value);
+  for (const std::string* str : {&s.name, &s.gpu_model, &s.priority_class, &s.team, &s.user,
+                                 &s.workdir}) {
+    n += StrBound(*str);
+  }
+  // The profile is an object whose JSON text is embedded again (escaped twice at worst).
+  if (s.profile) n += 6 * (8 * kField + StrBound(s.profile->task_type) + StrBound(s.profile->model));
+  return n;
+}
+
 }  // namespace
+
+size_t EncodedTaskBound(const core::Task& t,
+                        const std::optional<core::Placement>& last_placement) {
+  size_t n = 40 * kField + SpecBound(t.spec) + StrBound(t.last_report_summary) +
+             StrBound(t.mem_source) + StrBound(t.reason) + t.ranks_done.size() * 12;
+  const size_t kept = std::min(t.history.size(), kMaxStoredTransitions);
+  for (size_t i = t.history.size() - kept; i < t.history.size(); ++i) {
+    n += 3 * kField + StrBound(t.history[i].reason);
+  }
+  for (const auto& [attempt, node] : t.attempt_nodes) n += kField + StrBound(node);
+  if (t.placement) n += PlacementBound(*t.placement);
+  if (last_placement) n += PlacementBound(*last_placement);
+  for (const core::Placement& g : t.gang_placements) n += PlacementBound(g);
+  return n;
+}
 
 std::string EncodeTask(const TaskRecord& r) {
   const core::Task& t = r.task;

@@ -12,6 +12,10 @@ namespace gpusched::store {
 
 std::string EncodeTask(const TaskRecord& record);
 StatusOr<TaskRecord> DecodeTask(const std::string& text);
+// Issue 38: an upper bound of EncodeTask(record).size(), without encoding (every string counted
+// as if each byte needed a 6-byte escape, every number at its widest), to size commits.
+size_t EncodedTaskBound(const core::Task& task,
+                        const std::optional<core::Placement>& last_placement);
 std::string EncodeNode(const NodeRecord& record);
 StatusOr<NodeRecord> DecodeNode(const std::string& text);
 std::string EncodeProfile(const core::MemoryProfile& profile);

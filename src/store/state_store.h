@@ -9,9 +9,16 @@
 // process or after a restart. The server acknowledges a submission, and sends an assignment
 // or a kill, only after the Commit holding the record that explains it returned OK.
 // Terminal tasks stay in the store after the server forgets them (show, logs, accounting).
+// Issue 38: Commit refuses a batch above Limits() (InvalidArgument naming the operations or
+// bytes and the limit) and writes nothing. Unavailable from Commit means the outcome is
+// unknown (the write may be durable, or become durable later): the store then refuses every
+// later write and the caller must not tell anyone the batch was not stored. Any other error
+// is a known failure: nothing of the batch is, or will become, visible.
 // Thread-safety: implementations are safe to call from several threads.
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -78,6 +85,45 @@ struct WriteBatch {
   }
 };
 
+// Issue 38: what one Commit may carry. A batch costs one operation per record written or
+// deleted (task, node, idempotency key, learned peak, token, quota; a removed node two), one
+// more per part of a value above value_part_bytes, and in bytes the sum over its operations
+// of the record's name (a task's 20-digit id, a node's name, a key, ...), its value and
+// op_overhead_bytes. The defaults: no limit.
+struct CommitLimits {
+  size_t max_ops = std::numeric_limits<size_t>::max();
+  size_t max_bytes = std::numeric_limits<size_t>::max();
+  size_t value_part_bytes = std::numeric_limits<size_t>::max();
+  size_t op_overhead_bytes = 0;
+};
+
+// An estimate of a batch's cost against CommitLimits, added up record by record from upper
+// bounds of the values' sizes (record_codec.h EncodedTaskBound), so never below the cost.
+struct CommitCost {
+  size_t ops = 0;
+  size_t bytes = 0;
+  // A record of `name_bytes` of name and at most `value_bytes` of value written.
+  void Put(size_t name_bytes, size_t value_bytes, const CommitLimits& limits) {
+    const size_t part = limits.value_part_bytes;
+    const size_t parts = value_bytes > part ? (value_bytes + part - 1) / part : 0;
+    ops += 1 + parts;
+    bytes += value_bytes + (1 + parts) * (name_bytes + limits.op_overhead_bytes);
+  }
+  // A record of `name_bytes` of name (and any parts of it) deleted.
+  void Delete(size_t name_bytes, const CommitLimits& limits) {
+    ops += 1;
+    bytes += 2 * (name_bytes + limits.op_overhead_bytes);  // a key and a range's end
+  }
+  CommitCost& operator+=(const CommitCost& o) {
+    ops += o.ops;
+    bytes += o.bytes;
+    return *this;
+  }
+  bool Within(const CommitLimits& limits) const {
+    return ops <= limits.max_ops && bytes <= limits.max_bytes;
+  }
+};
+
 // A row that could not be decoded, moved aside so the rest can be served.
 struct QuarantinedRow {
   std::string table;  // "tasks" or "nodes"
@@ -100,6 +146,9 @@ class StateStore {
  public:
   virtual ~StateStore() = default;
   virtual Status Commit(const WriteBatch& batch) = 0;
+  // Issue 38: what one Commit may carry (see CommitLimits); fixed once the store is open,
+  // except that EtcdStore lowers max_ops by the values it keeps in parts. Default: unlimited.
+  virtual CommitLimits Limits() const { return {}; }
 
   // For a restart: the tasks still to run or running. Rows that do not decode are moved to a
   // quarantine (logged by the caller), never fatal.

@@ -33,6 +33,7 @@ class FaultyStore final : public StateStore {
   std::vector<std::vector<uint64_t>> committed_tasks() const;
 
   Status Commit(const WriteBatch& batch) override;
+  CommitLimits Limits() const override { return inner_->Limits(); }
   StatusOr<LiveTasks> LoadLiveTasks() override { return inner_->LoadLiveTasks(); }
   StatusOr<TaskRecord> GetTask(uint64_t id) override { return inner_->GetTask(id); }
   StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,

@@ -514,6 +514,8 @@ static Status LeadOnEtcd(Server::Impl& s, const std::vector<std::string>& endpoi
   GS_ASSIGN_OR_RETURN(std::unique_ptr<store::EtcdClient> c, store::EtcdClient::Create(endpoints, co));
   store::EtcdStore::Options so;
   so.prefix = s.config.etcd_prefix;
+  so.max_txn_ops = static_cast<size_t>(s.config.etcd_max_txn_ops);
+  so.max_request_bytes = static_cast<size_t>(s.config.etcd_max_request_bytes);
   so.fence = {LeaderKey(s.config), revision};
   so.on_fenced = [&s](const Status& why) {
     if (s.election) s.election->Depose(why.message());

@@ -117,6 +117,14 @@ Status CheckEtcdTrust(const ServerConfig& c) {
     return InvalidArgument(std::string(c.etcd_cert.empty() ? "etcd_cert" : "etcd_key") +
                            ": missing; a client certificate needs both etcd_cert and etcd_key");
   }
+  if (c.etcd_max_txn_ops < 16) {
+    return InvalidArgument("etcd_max_txn_ops: " + std::to_string(c.etcd_max_txn_ops) +
+                           " is below 16 (etcd's default --max-txn-ops is 128)");
+  }
+  if (c.etcd_max_request_bytes < 64 * 1024) {
+    return InvalidArgument("etcd_max_request_bytes: " + std::to_string(c.etcd_max_request_bytes) +
+                           " is below 64 KiB (etcd's default --max-request-bytes is 1.5 MiB)");
+  }
   if (c.etcd_user.empty() != c.etcd_password_file.empty()) {
     return InvalidArgument(std::string(c.etcd_user.empty() ? "etcd_user" : "etcd_password_file") +
                            ": missing; etcd authentication needs both etcd_user and "
@@ -528,6 +536,8 @@ std::map<std::string, Setter> ServerKeys(ServerConfig& c) {
       {"etcd_key", Text(c.etcd_key)},
       {"etcd_user", Text(c.etcd_user)},
       {"etcd_password_file", Text(c.etcd_password_file)},
+      {"etcd_max_txn_ops", Integer(c.etcd_max_txn_ops)},
+      {"etcd_max_request_bytes", Bytes(c.etcd_max_request_bytes)},
       {"lease_ttl", Duration(c.lease_ttl_ms)},
       {"idle_after", Duration(c.idle_after_ms)},
       {"tls_dir", Text(c.tls_dir)},

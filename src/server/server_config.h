@@ -27,6 +27,8 @@
 //   etcd_key: /etc/gpusched/etcd/client.key
 //   etcd_user: gpusched    # etcd's authentication, the password in the file's first line
 //   etcd_password_file: /etc/gpusched/etcd/password
+//   etcd_max_txn_ops: 128  # etcd's --max-txn-ops: one commit is one etcd transaction
+//   etcd_max_request_bytes: 1400000  # below etcd's --max-request-bytes (1.5 MiB default)
 //   idle_after: 30m        # a task at 0 % GPU utilisation this long is idle; 0 = off
 //   idle_action: flag      # or stop: an idle task is killed and ends failed
 //   auth: token            # or none; default: token unless listen is a loopback address
@@ -80,6 +82,10 @@ struct ServerConfig {
   // non-loopback http:// endpoint is refused unless `insecure`.
   std::string etcd_ca, etcd_cert, etcd_key;
   std::string etcd_user, etcd_password_file;
+  // What one commit may carry: etcd's --max-txn-ops and (below) its --max-request-bytes, as
+  // the etcd cluster is configured (issue 38: one commit is one etcd transaction).
+  int64_t etcd_max_txn_ops = 128;
+  int64_t etcd_max_request_bytes = 1'400'000;
   DurationMs lease_ttl_ms = 5'000;
   // The gRPC address standbys name to clients; "" = the address bound (--listen).
   std::string advertise;

@@ -27,8 +27,9 @@ bool IsLive(const std::string& state) {
 }
 
 size_t OpBytes(const EtcdOp& op) {
-  // Base64 (4/3) plus the JSON around it.
-  return (op.key.size() + op.value.size() + op.range_end.size()) * 4 / 3 + 64;
+  // Its bytes in etcd's protobuf request (raw bytes, issue 38), plus the tags and lengths of
+  // the RequestOp around them (under 32 bytes).
+  return op.key.size() + op.value.size() + op.range_end.size() + 32;
 }
 
 }  // namespace
@@ -242,9 +243,9 @@ CommitLimits EtcdStore::Limits() const {
   // deletes the old parts, which an estimate cannot know: one operation kept for each.
   const size_t reserve = 1 + split_count_.load(std::memory_order_relaxed);
   l.max_ops = options_.max_txn_ops > reserve + 1 ? options_.max_txn_ops - reserve : 1;
-  // OpBytes: 4/3 of the bytes plus 64 per operation; the comparisons and the commit
-  // sequence's put take the last KiB.
-  l.max_bytes = options_.max_request_bytes * 3 / 4 - 1024;
+  // OpBytes: the bytes plus 32 per operation; the comparisons and the commit sequence's put
+  // take the last KiB.
+  l.max_bytes = options_.max_request_bytes - 1024;
   l.value_part_bytes = options_.max_value_bytes;
   l.op_overhead_bytes = options_.prefix.size() + 96;  // "/t/", a part's "/x/t/.../NNNNNNNN"
   return l;

@@ -68,7 +68,7 @@ class EtcdStore final : public StateStore {
     Fence fence;
     std::function<void(const Status&)> on_fenced;
     size_t max_txn_ops = 128;
-    size_t max_request_bytes = 1'400'000;  // below etcd's default 1.5 MiB, with JSON overhead
+    size_t max_request_bytes = 1'400'000;  // below etcd's default 1.5 MiB, with room to spare
     size_t max_value_bytes = 256 * 1024;
     int64_t compact_every = 1'000;
     int64_t keep_revisions = 10'000;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "base/cluster_id.h"
@@ -24,6 +25,15 @@ constexpr size_t kScanPage = 1'000;
 
 bool IsLive(const std::string& state) {
   return state == "pending" || state == "assigned" || state == "running";
+}
+
+// A task key's id (20 digits); 0 when it is not one.
+uint64_t ParseId(const std::string& name) {
+  try {
+    return std::stoull(name);
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 size_t OpBytes(const EtcdOp& op) {
@@ -50,8 +60,34 @@ StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(std::unique_ptr<EtcdClient>
   GS_ASSIGN_OR_RETURN(EtcdRange seq, client->Range(options.prefix + "/w/commit"));
   std::unique_ptr<EtcdStore> s(new EtcdStore(std::move(client), std::move(options)));
   s->commit_rev_ = seq.kvs.empty() ? 0 : seq.kvs[0].mod_revision;
+  GS_ASSIGN_OR_RETURN(EtcdRange max_id, s->client_->Range(s->Key("w", "max_id")));
+  if (!max_id.kvs.empty()) {
+    try {
+      s->max_id_ = std::stoull(max_id.kvs[0].value);
+    } catch (const std::exception&) {
+      return DataLoss("etcd store: " + max_id.kvs[0].key + " holds \"" + max_id.kvs[0].value +
+                      "\", not a task id");
+    }
+  }
   GS_RETURN_IF_ERROR(s->LoadClusterId());
+  GS_RETURN_IF_ERROR(s->MarkIndexedIfEmpty());
   return s;
+}
+
+// Issue 38: a store without tasks yet is indexed from its first commit on (every commit writes
+// the /s/ keys), so its first take-over reads the index. Compare-and-create, like the cluster id.
+Status EtcdStore::MarkIndexedIfEmpty() {
+  const std::string marker = Key("w", "index");
+  GS_ASSIGN_OR_RETURN(EtcdRange marked, client_->Range(marker));
+  if (!marked.kvs.empty()) return Status::Ok();
+  const std::string tasks = options_.prefix + "/t/";
+  GS_ASSIGN_OR_RETURN(EtcdRange any, client_->Range(tasks, EtcdClient::PrefixEnd(tasks), 1));
+  if (!any.kvs.empty()) return Status::Ok();  // written before the index: LoadByScan
+  EtcdCompare never_created;
+  never_created.key = marker;
+  never_created.target = EtcdCompare::Target::kCreateRevision;
+  never_created.number = 0;
+  return client_->Txn({never_created}, {EtcdOp::Put(marker, "1")}).status();
 }
 
 // Compare-and-create: of servers opening a new prefix at once, one Txn creates the key and
@@ -240,12 +276,15 @@ void EtcdStore::CommitGroups::Track(const std::string& key, size_t size, size_t 
 void EtcdStore::AddTaskGroups(const WriteBatch& batch, CommitGroups& out) {
   std::map<uint64_t, std::vector<std::string>> keys_of;
   for (const auto& [key, id] : batch.idempotency_keys) keys_of[id].push_back(key);
+  uint64_t batch_max = 0;  // /w/max_id rides with this one (a key once per Txn)
+  for (const TaskRecord& r : batch.tasks) batch_max = std::max(batch_max, r.task.id.value());
   for (const TaskRecord& r : batch.tasks) {
     std::vector<EtcdOp> g;
     const std::string key = Key("t", TaskName(r.task.id.value()));
     const std::string value = EncodeTask(r);
     AddPut(g, key, value);
     out.Track(key, value.size(), options_.max_value_bytes);
+    AddIndexOps(g, r, r.task.id.value() == batch_max);
     if (auto it = keys_of.find(r.task.id.value()); it != keys_of.end()) {
       for (const std::string& k : it->second) {
         g.push_back(EtcdOp::Put(Key("k", k), std::to_string(r.task.id.value())));
@@ -258,6 +297,24 @@ void EtcdStore::AddTaskGroups(const WriteBatch& batch, CommitGroups& out) {
     std::vector<EtcdOp> g;
     for (const std::string& k : keys) g.push_back(EtcdOp::Put(Key("k", k), std::to_string(id)));
     out.groups.push_back(std::move(g));
+  }
+}
+
+void EtcdStore::AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r,
+                            bool largest) const {
+  const uint64_t id = r.task.id.value();
+  group.push_back(EtcdOp::Put(Key("s", TaskName(id)), core::TaskStateName(r.task.state)));
+  if (largest && id > max_id_) group.push_back(EtcdOp::Put(Key("w", "max_id"), std::to_string(id)));
+}
+
+// Issue 38: an archived task's record, its parts and its /s/ key.
+void EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
+  for (uint64_t id : batch.deleted_tasks) {
+    const std::string key = Key("t", TaskName(id));
+    const std::string parts = options_.prefix + "/x/t/" + TaskName(id) + "/";
+    out.groups.push_back({EtcdOp::Delete(key), EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts)),
+                          EtcdOp::Delete(Key("s", TaskName(id)))});
+    out.now_whole.insert(key);
   }
 }
 
@@ -319,14 +376,22 @@ void EtcdStore::Committed(const WriteBatch& batch, const CommitGroups& written) 
   for (const std::string& k : written.now_whole) split_keys_.erase(k);
   for (const TaskRecord& r : batch.tasks) {
     const uint64_t id = r.task.id.value();
-    const std::string state = core::TaskStateName(r.task.state);
     max_id_ = std::max(max_id_, id);
-    if (!indexed_) continue;
-    auto it = state_of_.find(id);
-    if (it != state_of_.end()) by_state_[it->second].erase(id);
-    state_of_[id] = state;
-    by_state_[state].insert(id);
+    if (indexed_) Index(id, core::TaskStateName(r.task.state));
   }
+  for (uint64_t id : batch.deleted_tasks) {
+    auto it = state_of_.find(id);
+    if (it == state_of_.end()) continue;
+    by_state_[it->second].erase(id);
+    state_of_.erase(it);
+  }
+}
+
+void EtcdStore::Index(uint64_t id, const std::string& state) {
+  auto it = state_of_.find(id);
+  if (it != state_of_.end()) by_state_[it->second].erase(id);
+  state_of_[id] = state;
+  by_state_[state].insert(id);
 }
 
 Status EtcdStore::Commit(const WriteBatch& batch) {
@@ -338,6 +403,7 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
   AddTaskGroups(batch, groups);
   AddNodeGroups(batch, groups);
   AddSmallGroups(batch, groups);
+  AddDeletedTaskGroups(batch, groups);
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups.groups)));
   Committed(batch, groups);
   return Status::Ok();
@@ -381,36 +447,92 @@ StatusOr<std::vector<EtcdKv>> EtcdStore::ScanAll(const std::string& prefix) {
 StatusOr<LiveTasks> EtcdStore::LoadLiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   LiveTasks out;
-  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/t/"));
   state_of_.clear();
   by_state_.clear();
-  for (const EtcdKv& kv : rows) {
-    const std::string name = kv.key.substr(options_.prefix.size() + 3);
-    uint64_t id = 0;
-    try {
-      id = std::stoull(name);
-    } catch (const std::exception&) {
-      id = 0;
-    }
-    max_id_ = std::max(max_id_, id);
-    auto text = Assemble(kv);
-    StatusOr<TaskRecord> rec = text.ok() ? DecodeTask(*text) : StatusOr<TaskRecord>(text.status());
-    if (!rec.ok() || id == 0 || rec->task.id.value() != id) {
-      const std::string error = !rec.ok() ? rec.status().message() : "id does not match its key";
-      Json q = {{"record", text.ok() ? *text : kv.value}, {"error", error}};
-      Status s = SendTxn({EtcdOp::Put(Key("q", "tasks/" + name), q.dump()), EtcdOp::Delete(kv.key)});
-      if (!s.ok()) return s;
-      out.quarantined.push_back({"tasks", name, error});
-      continue;
-    }
-    const std::string state = core::TaskStateName(rec->task.state);
-    state_of_[id] = state;
-    by_state_[state].insert(id);
-    if (IsLive(state)) out.tasks.push_back(std::move(rec).value());
-  }
+  GS_ASSIGN_OR_RETURN(EtcdRange marker, client_->Range(Key("w", "index")));
+  GS_RETURN_IF_ERROR(marker.kvs.empty() ? LoadByScan(out) : LoadFromIndex(out));
   indexed_ = true;
   out.max_id = max_id_;
   return out;
+}
+
+// One stored record at take-over: indexed, kept when live, quarantined when it does not decode.
+Status EtcdStore::TakeRecord(const EtcdKv& kv, LiveTasks& out) {
+  const std::string name = kv.key.substr(options_.prefix.size() + 3);
+  const uint64_t id = ParseId(name);
+  max_id_ = std::max(max_id_, id);
+  ++stats_.decoded_tasks;
+  auto text = Assemble(kv);
+  StatusOr<TaskRecord> rec = text.ok() ? DecodeTask(*text) : StatusOr<TaskRecord>(text.status());
+  if (!rec.ok() || id == 0 || rec->task.id.value() != id) {
+    const std::string error = !rec.ok() ? rec.status().message() : "id does not match its key";
+    Json q = {{"record", text.ok() ? *text : kv.value}, {"error", error}};
+    GS_RETURN_IF_ERROR(SendTxn({EtcdOp::Put(Key("q", "tasks/" + name), q.dump()),
+                                EtcdOp::Delete(kv.key), EtcdOp::Delete(Key("s", name))}));
+    if (auto it = state_of_.find(id); it != state_of_.end()) {
+      by_state_[it->second].erase(id);
+      state_of_.erase(it);
+    }
+    out.quarantined.push_back({"tasks", name, error});
+    return Status::Ok();
+  }
+  const std::string state = core::TaskStateName(rec->task.state);
+  Index(id, state);
+  if (IsLive(state)) out.tasks.push_back(std::move(rec).value());
+  return Status::Ok();
+}
+
+// Issue 38: the state index (a few bytes a task), then the records of the live tasks only.
+Status EtcdStore::LoadFromIndex(LiveTasks& out) {
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/s/"));
+  std::vector<uint64_t> live;
+  for (const EtcdKv& kv : rows) {
+    const uint64_t id = ParseId(kv.key.substr(options_.prefix.size() + 3));
+    if (id == 0) continue;
+    max_id_ = std::max(max_id_, id);
+    Index(id, kv.value);
+    if (IsLive(kv.value)) live.push_back(id);
+  }
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> records, GetTasks(live));
+  for (const EtcdKv& kv : records) GS_RETURN_IF_ERROR(TakeRecord(kv, out));
+  return Status::Ok();
+}
+
+// A store of a version before issue 38: every record once, then the index is written so the
+// next take-over reads it instead.
+Status EtcdStore::LoadByScan(LiveTasks& out) {
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/t/"));
+  for (const EtcdKv& kv : rows) GS_RETURN_IF_ERROR(TakeRecord(kv, out));
+  return WriteIndex();
+}
+
+Status EtcdStore::WriteIndex() {
+  const size_t chunk = options_.max_txn_ops - 3;  // the sequence key, max_id and the marker
+  std::vector<EtcdOp> ops;
+  for (const auto& [id, state] : state_of_) {
+    ops.push_back(EtcdOp::Put(Key("s", TaskName(id)), state));
+    if (ops.size() == chunk) GS_RETURN_IF_ERROR(SendTxn(std::exchange(ops, {})));
+  }
+  ops.push_back(EtcdOp::Put(Key("w", "max_id"), std::to_string(max_id_)));
+  ops.push_back(EtcdOp::Put(Key("w", "index"), "1"));
+  return SendTxn(std::move(ops));
+}
+
+// The records of `ids` (those that exist), a Txn of reads per chunk.
+StatusOr<std::vector<EtcdKv>> EtcdStore::GetTasks(const std::vector<uint64_t>& ids) {
+  std::vector<EtcdKv> rows;
+  const size_t chunk = std::min<size_t>(options_.max_txn_ops, 64);
+  for (size_t i = 0; i < ids.size(); i += chunk) {
+    std::vector<EtcdOp> gets;
+    for (size_t j = i; j < std::min(ids.size(), i + chunk); ++j) {
+      gets.push_back(EtcdOp::Get(Key("t", TaskName(ids[j]))));
+    }
+    GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn({}, gets));
+    for (EtcdRange& g : r.ranges) {
+      for (EtcdKv& kv : g.kvs) rows.push_back(std::move(kv));
+    }
+  }
+  return rows;
 }
 
 StatusOr<TaskRecord> EtcdStore::GetTask(uint64_t id) {
@@ -446,17 +568,7 @@ StatusOr<TaskPage> EtcdStore::ListTasks(std::optional<std::string> state, uint64
     }
     more = ids.size() > limit;
     if (more) ids.pop_back();
-    const size_t chunk = std::min<size_t>(options_.max_txn_ops, 64);
-    for (size_t i = 0; i < ids.size(); i += chunk) {
-      std::vector<EtcdOp> gets;
-      for (size_t j = i; j < std::min(ids.size(), i + chunk); ++j) {
-        gets.push_back(EtcdOp::Get(Key("t", TaskName(ids[j]))));
-      }
-      GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn({}, gets));
-      for (EtcdRange& g : r.ranges) {
-        for (EtcdKv& kv : g.kvs) rows.push_back(std::move(kv));
-      }
-    }
+    GS_ASSIGN_OR_RETURN(rows, GetTasks(ids));
   }
   for (const EtcdKv& kv : rows) {
     GS_ASSIGN_OR_RETURN(std::string text, Assemble(kv));

@@ -192,9 +192,10 @@ TEST_F(EtcdStoreTest, BatchesAboveTheTxnOpLimitLandWholeWithTheirKeys) {
     b.idempotency_keys["k" + std::to_string(id)] = id;
   }
   ASSERT_TRUE(s->Commit(b).ok());
-  // 200 puts, 15 per Txn beside the commit sequence's, a task never apart from its key:
-  // 15 Txns of 7 pairs (the last 2).
-  EXPECT_EQ(s->stats().txns, 15);
+  // 300 puts (record, state index entry, key) and /w/max_id, 15 per Txn beside the commit
+  // sequence's, a task never apart from its key: 19 Txns of 5 tasks, one of 4, and the last
+  // task with the max id (4 operations) alone.
+  EXPECT_EQ(s->stats().txns, 21);
   auto live = Open(o)->LoadLiveTasks();
   EXPECT_EQ(live->tasks.size(), 100u);
   EXPECT_EQ(*s->LookupIdempotencyKey("k77").value(), 77u);
@@ -269,6 +270,61 @@ TEST_F(EtcdStoreTest, QuarantinesARecordThatDoesNotDecode) {
   auto q = Open()->LoadQuarantine();
   ASSERT_EQ(q->size(), 1u);
   EXPECT_EQ((*q)[0].table, "tasks");
+}
+
+// Issue 38: a take-over reads the state index and decodes the live tasks only, however many
+// finished ones the store holds; a store written before the index decodes everything once and
+// writes the index.
+TEST_F(EtcdStoreTest, Issue38_ATakeOverAfterAThousandFinishedTasksDecodesOnlyTheLiveOnes) {
+  auto s = Open();
+  for (uint64_t first = 1; first <= 1'000; first += 100) {
+    WriteBatch b;
+    for (uint64_t id = first; id < first + 100; ++id) b.tasks.push_back(Task(id, core::TaskState::kSucceeded));
+    ASSERT_TRUE(s->Commit(b).ok());
+  }
+  ASSERT_TRUE(s->Commit(Tasks({Task(1'001), Task(1'002, core::TaskState::kRunning)})).ok());
+  auto taker = Open();
+  auto live = taker->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(live->tasks.size(), 2u);
+  EXPECT_EQ(live->max_id, 1'002u);
+  EXPECT_EQ(taker->stats().decoded_tasks, 2);
+  auto counts = taker->CountTasksByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->at("succeeded"), 1'000);
+  EXPECT_EQ(counts->at("running"), 1);
+  // A store of the version before: no /s/ keys, no marker. Everything once, then the index.
+  ASSERT_TRUE(s->client().Txn({}, {EtcdOp::Delete("/gpusched/s/", EtcdClient::PrefixEnd("/gpusched/s/")),
+                                   EtcdOp::Delete("/gpusched/w/index")}).ok());
+  auto upgraded = Open();
+  ASSERT_TRUE(upgraded->LoadLiveTasks().ok());
+  EXPECT_EQ(upgraded->stats().decoded_tasks, 1'002);
+  auto next = Open();
+  ASSERT_TRUE(next->LoadLiveTasks().ok());
+  EXPECT_EQ(next->stats().decoded_tasks, 2);
+  EXPECT_EQ(next->CountTasksByState()->at("succeeded"), 1'000);
+}
+
+// Issue 38: deleted (archived) tasks leave every read and the index; their ids stay used.
+TEST_F(EtcdStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReused) {
+  auto s = Open();
+  ASSERT_TRUE(s->LoadLiveTasks().ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1), Task(2, core::TaskState::kSucceeded),
+                               Task(3, core::TaskState::kFailed)})).ok());
+  WriteBatch del;
+  del.deleted_tasks = {2, 3};
+  ASSERT_TRUE(s->Commit(del).ok());
+  EXPECT_EQ(s->GetTask(3).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*s->CountTasksByState(), (std::map<std::string, int64_t>{{"pending", 1}}));
+  auto taker = Open();
+  auto live = taker->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(live->max_id, 3u);
+  EXPECT_EQ(live->tasks.size(), 1u);
+  EXPECT_EQ(*taker->CountTasksByState(), (std::map<std::string, int64_t>{{"pending", 1}}));
+  auto left = s->client().Range("/gpusched/t/", EtcdClient::PrefixEnd("/gpusched/t/"));
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->kvs.size(), 1u);
 }
 
 int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }

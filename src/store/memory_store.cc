@@ -1,5 +1,7 @@
 #include "store/memory_store.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/cluster_id.h"
 
@@ -14,7 +16,11 @@ MemoryStore::MemoryStore() {
 
 Status MemoryStore::Commit(const WriteBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const TaskRecord& r : batch.tasks) tasks_[r.task.id.value()] = r;
+  for (const TaskRecord& r : batch.tasks) {
+    tasks_[r.task.id.value()] = r;
+    max_id_ = std::max(max_id_, r.task.id.value());
+  }
+  for (uint64_t id : batch.deleted_tasks) tasks_.erase(id);
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
   for (const std::string& name : batch.removed_nodes) nodes_.erase(name);
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
@@ -37,7 +43,7 @@ StatusOr<std::vector<core::TeamQuota>> MemoryStore::LoadQuotas() {
 StatusOr<LiveTasks> MemoryStore::LoadLiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   LiveTasks out;
-  out.max_id = tasks_.empty() ? 0 : tasks_.rbegin()->first;
+  out.max_id = max_id_;  // deleted (archived) tasks' ids included
   for (const auto& [id, r] : tasks_) {
     if (!core::IsTerminal(r.task.state)) out.tasks.push_back(r);
   }

@@ -8,7 +8,10 @@
 // against a crash of the process (kill -9). On error nothing of the batch is visible, to this
 // process or after a restart. The server acknowledges a submission, and sends an assignment
 // or a kill, only after the Commit holding the record that explains it returned OK.
-// Terminal tasks stay in the store after the server forgets them (show, logs, accounting).
+// Terminal tasks stay in the store after the server forgets them (show, logs, accounting),
+// until the server archives them after history_retention (issue 38: store/task_archive.h) and
+// deletes them with WriteBatch::deleted_tasks. LiveTasks::max_id stays the largest id ever
+// stored after that, so ids are never handed out twice.
 // Thread-safety: implementations are safe to call from several threads.
 
 #include <cstdint>
@@ -71,10 +74,13 @@ struct WriteBatch {
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   std::vector<std::string> removed_quotas;           // teams to delete (absent: no-op)
+  // Issue 38: finished tasks archived after history_retention, deleted with their record
+  // (absent: no-op). Their idempotency keys stay.
+  std::vector<uint64_t> deleted_tasks;
   bool empty() const {
     return tasks.empty() && nodes.empty() && removed_nodes.empty() && idempotency_keys.empty() &&
            peaks.empty() && forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() &&
-           quotas.empty() && removed_quotas.empty();
+           quotas.empty() && removed_quotas.empty() && deleted_tasks.empty();
   }
 };
 

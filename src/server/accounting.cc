@@ -100,6 +100,12 @@ bool MayHaveRun(const core::Task& t, const AccountingQuery& q) {
 
 StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
                                                          const AccountingQuery& q) {
+  GS_RETURN_IF_ERROR(CollectAccountingInto(cp, {&acct}, q));
+  return acct.Groups();
+}
+
+Status CollectAccountingInto(ControlPlane& cp, const std::vector<Accounting*>& accts,
+                             const AccountingQuery& q) {
   // Issue 38: a task archived and not yet deleted from the store is in both; counted once.
   std::unordered_set<uint64_t> finished_in_store;
   for (uint64_t after = 0;;) {
@@ -107,7 +113,8 @@ StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accou
     for (const TaskView& v : page.tasks) {
       if (core::IsTerminal(v.task.state)) finished_in_store.insert(v.id());
       if (!MayHaveRun(v.task, q)) continue;
-      acct.Add(TaskToProto(v, /*with_history=*/true));  // the page holds the whole record
+      const v1::Task t = TaskToProto(v, /*with_history=*/true);  // the page holds the record
+      for (Accounting* acct : accts) acct->Add(t);
     }
     if (page.next_after_id == 0) break;
     after = page.next_after_id;
@@ -116,12 +123,13 @@ StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accou
     GS_ASSIGN_OR_RETURN(ListPage page, cp.ListArchived(q.since_ms, after, 1000));
     for (const TaskView& v : page.tasks) {
       if (finished_in_store.count(v.id()) != 0 || !MayHaveRun(v.task, q)) continue;
-      acct.Add(TaskToProto(v, /*with_history=*/true));
+      const v1::Task t = TaskToProto(v, /*with_history=*/true);
+      for (Accounting* acct : accts) acct->Add(t);
     }
     if (page.next_after_id == 0) break;
     after = page.next_after_id;
   }
-  return acct.Groups();
+  return Status::Ok();
 }
 
 }  // namespace gpusched::server

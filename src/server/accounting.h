@@ -71,5 +71,9 @@ class ControlPlane;
 // /api/v1/accounting and gpusched acct). REQUIRES: q.since_ms < q.until_ms, q.step_ms > 0.
 StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
                                                          const AccountingQuery& q);
+// The same into several Accountings of one window and filters (their groupings differ), in
+// one pass over the tasks.
+Status CollectAccountingInto(ControlPlane& cp, const std::vector<Accounting*>& accts,
+                             const AccountingQuery& q);
 
 }  // namespace gpusched::server

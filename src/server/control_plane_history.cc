@@ -11,6 +11,7 @@ namespace {
 
 // Pages of the store one round reads at most before it yields (the cursor remembers where).
 constexpr int kMaxScanPages = 16;
+constexpr size_t kScanPage = 100;
 
 }  // namespace
 
@@ -51,7 +52,7 @@ StatusOr<std::vector<store::TaskRecord>> ControlPlane::FindOldHistory(TimeMs cut
   std::vector<store::TaskRecord> out;
   for (int pages = 0; pages < kMaxScanPages && out.size() < kArchiveBatch; ++pages) {
     GS_ASSIGN_OR_RETURN(store::TaskPage page,
-                        store_->ListTasks(std::nullopt, history_cursor_, kArchiveBatch));
+                        store_->ListTasks(std::nullopt, history_cursor_, kScanPage));
     std::vector<store::TaskRecord> found;
     bool past = page.next_after_id == 0;
     for (store::TaskRecord& r : page.tasks) {

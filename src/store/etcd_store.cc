@@ -307,13 +307,18 @@ void EtcdStore::AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r,
   if (largest && id > max_id_) group.push_back(EtcdOp::Put(Key("w", "max_id"), std::to_string(id)));
 }
 
-// Issue 38: an archived task's record, its parts and its /s/ key.
+// Issue 38: an archived task's record and its /s/ key (two operations: a commit of 50 fits
+// etcd's default 128), and its parts where this store saw it in parts (the server's archiver
+// reads every record it deletes; parts it did not see would be left behind, never read).
 void EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
   for (uint64_t id : batch.deleted_tasks) {
     const std::string key = Key("t", TaskName(id));
-    const std::string parts = options_.prefix + "/x/t/" + TaskName(id) + "/";
-    out.groups.push_back({EtcdOp::Delete(key), EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts)),
-                          EtcdOp::Delete(Key("s", TaskName(id)))});
+    std::vector<EtcdOp> g = {EtcdOp::Delete(key), EtcdOp::Delete(Key("s", TaskName(id)))};
+    if (split_keys_.count(key) != 0) {
+      const std::string parts = options_.prefix + "/x/t/" + TaskName(id) + "/";
+      g.push_back(EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts)));
+    }
+    out.groups.push_back(std::move(g));
     out.now_whole.insert(key);
   }
 }

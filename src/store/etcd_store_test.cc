@@ -327,6 +327,31 @@ TEST_F(EtcdStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReused)
   EXPECT_EQ(left->kvs.size(), 1u);
 }
 
+// Issue 38: the server deletes archived tasks 50 to a commit: one Txn within etcd's default
+// limits; a record stored in parts leaves no part behind.
+TEST_F(EtcdStoreTest, Issue38_FiftyDeletionsAreOneTxnAndLeaveNoParts) {
+  EtcdStore::Options o;
+  o.max_value_bytes = 1024;
+  auto s = Open(o);
+  ASSERT_TRUE(s->LoadLiveTasks().ok());
+  WriteBatch b;
+  for (uint64_t id = 1; id <= 50; ++id) b.tasks.push_back(Task(id, core::TaskState::kSucceeded));
+  b.tasks[0].task.spec.command = {std::string(3000, 'x')};  // in parts
+  ASSERT_TRUE(s->Commit(b).ok());
+  ASSERT_EQ(s->stats().split_values, 1);
+  ASSERT_TRUE(s->ListTasks(std::nullopt, 0, 100).ok());  // what the archiver reads first
+  WriteBatch del;
+  for (uint64_t id = 1; id <= 50; ++id) del.deleted_tasks.push_back(id);
+  const int64_t txns = s->stats().txns;
+  ASSERT_TRUE(s->Commit(del).ok());
+  EXPECT_EQ(s->stats().txns - txns, 1);
+  for (const std::string prefix : {"/gpusched/t/", "/gpusched/s/", "/gpusched/x/"}) {
+    auto left = s->client().Range(prefix, EtcdClient::PrefixEnd(prefix));
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE(left->kvs.empty()) << prefix << " still holds " << left->kvs.size();
+  }
+}
+
 int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
 
 std::unique_ptr<EtcdClient> ClientVia(const std::vector<std::string>& endpoints, int timeout_ms) {

@@ -30,6 +30,12 @@ StatusOr<size_t> ControlPlane::ArchiveHistory() {
   store::WriteBatch batch;
   for (const store::TaskRecord& r : old) batch.deleted_tasks.push_back(r.task.id.value());
   GS_RETURN_IF_ERROR(store_->Commit(batch));
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // gpusched_tasks counts what the store holds
+    for (const store::TaskRecord& r : old) {
+      index_.AddLeftFinished(core::TaskStateName(r.task.state), -1);
+    }
+  }
   logging::Info("server", "archived " + std::to_string(old.size()) +
                                " finished tasks older than " +
                                FormatDurationMs(config_.history_retention_ms));

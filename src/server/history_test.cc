@@ -142,6 +142,9 @@ TEST_F(HistoryTest, Issue38_FinishedTasksPastTheRetentionMoveToTheArchiveAndShow
   // The running task stays in the store, and out of the archive.
   EXPECT_TRUE(store_->GetTask(2).ok());
   EXPECT_EQ(archive->Get(2).status().code(), StatusCode::kNotFound);
+  // /metrics counts what the store holds, as a restart would.
+  EXPECT_NE(cp->MetricsText().find("gpusched_tasks{state=\"succeeded\"} 0\n"), std::string::npos)
+      << cp->MetricsText();
   // Archiving again is a no-op; a restart hands out ids past the archived ones.
   EXPECT_EQ(*cp->ArchiveHistory(), 0u);
   auto live = store_->LoadLiveTasks();

@@ -262,8 +262,9 @@ class ControlPlane {
   // then deleted from the store in one commit; a failed archive write deletes nothing.
   // Returns how many moved. Runs without mu_ held during I/O; the loop calls it every
   // kArchiveEvery (at once again after a full batch). One caller at a time.
-  // 50: their deletion (two etcd operations each) fits one etcd Txn of the default 128.
-  static constexpr size_t kArchiveBatch = 50;
+  // 30: their deletion (four etcd operations for a task with its idempotency key) fits one
+  // etcd Txn of the default 128.
+  static constexpr size_t kArchiveBatch = 30;
   static constexpr DurationMs kArchiveEvery = 60'000;
   StatusOr<size_t> ArchiveHistory();
   // A task the store no longer holds, from the archive (NotFound without one).

@@ -286,16 +286,14 @@ void EtcdStore::AddTaskGroups(const WriteBatch& batch, CommitGroups& out) {
     out.Track(key, value.size(), options_.max_value_bytes);
     AddIndexOps(g, r, r.task.id.value() == batch_max);
     if (auto it = keys_of.find(r.task.id.value()); it != keys_of.end()) {
-      for (const std::string& k : it->second) {
-        g.push_back(EtcdOp::Put(Key("k", k), std::to_string(r.task.id.value())));
-      }
+      for (const std::string& k : it->second) AddKeyOps(g, k, r.task.id.value());
       keys_of.erase(it);
     }
     out.groups.push_back(std::move(g));
   }
   for (const auto& [id, keys] : keys_of) {
     std::vector<EtcdOp> g;
-    for (const std::string& k : keys) g.push_back(EtcdOp::Put(Key("k", k), std::to_string(id)));
+    for (const std::string& k : keys) AddKeyOps(g, k, id);
     out.groups.push_back(std::move(g));
   }
 }
@@ -307,20 +305,46 @@ void EtcdStore::AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r,
   if (largest && id > max_id_) group.push_back(EtcdOp::Put(Key("w", "max_id"), std::to_string(id)));
 }
 
-// Issue 38: an archived task's record and its /s/ key (two operations: a commit of 50 fits
-// etcd's default 128), and its parts where this store saw it in parts (the server's archiver
-// reads every record it deletes; parts it did not see would be left behind, never read).
-void EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
+// An idempotency key, and (issue 38) which keys name the task beside it, so that they go with
+// the task when it is archived.
+void EtcdStore::AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, uint64_t id) const {
+  group.push_back(EtcdOp::Put(Key("k", key), std::to_string(id)));
+  group.push_back(EtcdOp::Put(Key("ki", TaskName(id) + "/" + key), ""));
+}
+
+// Issue 38: an archived task's record, its /s/ key and its idempotency keys (four operations
+// for a task with one key: a commit of 30 fits etcd's default 128), and its parts where this
+// store saw it in parts (the server's archiver reads every record it deletes). One Txn of
+// reads finds the keys.
+Status EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
+  if (batch.deleted_tasks.empty()) return Status::Ok();
+  std::vector<EtcdOp> reads;
   for (uint64_t id : batch.deleted_tasks) {
-    const std::string key = Key("t", TaskName(id));
-    std::vector<EtcdOp> g = {EtcdOp::Delete(key), EtcdOp::Delete(Key("s", TaskName(id)))};
+    const std::string keys = Key("ki", TaskName(id) + "/");
+    reads.push_back(EtcdOp::Get(keys, EtcdClient::PrefixEnd(keys)));
+  }
+  GS_ASSIGN_OR_RETURN(EtcdTxnResult found, client_->Txn({}, reads));
+  if (found.ranges.size() != batch.deleted_tasks.size()) {
+    return Internal("etcd store: the keys of archived tasks: " +
+                    std::to_string(found.ranges.size()) + " answers to " +
+                    std::to_string(batch.deleted_tasks.size()) + " reads");
+  }
+  for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) {
+    const std::string name = TaskName(batch.deleted_tasks[i]);
+    const std::string key = Key("t", name), keys = Key("ki", name + "/");
+    std::vector<EtcdOp> g = {EtcdOp::Delete(key), EtcdOp::Delete(Key("s", name))};
+    if (!found.ranges[i].kvs.empty()) g.push_back(EtcdOp::Delete(keys, EtcdClient::PrefixEnd(keys)));
+    for (const EtcdKv& kv : found.ranges[i].kvs) {
+      g.push_back(EtcdOp::Delete(Key("k", kv.key.substr(keys.size()))));
+    }
     if (split_keys_.count(key) != 0) {
-      const std::string parts = options_.prefix + "/x/t/" + TaskName(id) + "/";
+      const std::string parts = options_.prefix + "/x/t/" + name + "/";
       g.push_back(EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts)));
     }
     out.groups.push_back(std::move(g));
     out.now_whole.insert(key);
   }
+  return Status::Ok();
 }
 
 // Each node, and each removed node (`node rm`: the record and any parts).
@@ -408,7 +432,7 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
   AddTaskGroups(batch, groups);
   AddNodeGroups(batch, groups);
   AddSmallGroups(batch, groups);
-  AddDeletedTaskGroups(batch, groups);
+  GS_RETURN_IF_ERROR(AddDeletedTaskGroups(batch, groups));
   GS_RETURN_IF_ERROR(WriteGroups(std::move(groups.groups)));
   Committed(batch, groups);
   return Status::Ok();

@@ -12,6 +12,7 @@
 //   /w/max_id            issue 38: the largest task id ever stored (archived ones included)
 //   /w/index             issue 38: "1" once every task has its /s/ key (stores of older
 //                        versions get them at their first take-over)
+//   /ki/<id>/<key>       issue 38: the idempotency keys naming a task (deleted with it)
 //   /cluster_id          the store's cluster id (issue 39), created once, never changed
 //
 // Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
@@ -129,7 +130,8 @@ class EtcdStore final : public StateStore {
   // Issue 38: a task's /s/ key, and /w/max_id when it is the batch's `largest` id and the
   // largest yet.
   void AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r, bool largest) const;
-  void AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out);
+  void AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, uint64_t id) const;
+  Status AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out);
   // LoadLiveTasks' two ways: from the /s/ keys, or (a store without them) every record once,
   // writing the /s/ keys. REQUIRES: mu_ held.
   Status LoadFromIndex(LiveTasks& out);

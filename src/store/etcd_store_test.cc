@@ -192,10 +192,10 @@ TEST_F(EtcdStoreTest, BatchesAboveTheTxnOpLimitLandWholeWithTheirKeys) {
     b.idempotency_keys["k" + std::to_string(id)] = id;
   }
   ASSERT_TRUE(s->Commit(b).ok());
-  // 300 puts (record, state index entry, key) and /w/max_id, 15 per Txn beside the commit
-  // sequence's, a task never apart from its key: 19 Txns of 5 tasks, one of 4, and the last
-  // task with the max id (4 operations) alone.
-  EXPECT_EQ(s->stats().txns, 21);
+  // 400 puts (record, state index entry, key, the key's entry under /ki/) and /w/max_id, 15
+  // per Txn beside the commit sequence's, a task never apart from its key: 33 Txns of 3 tasks,
+  // and the last task with the max id (5 operations) alone.
+  EXPECT_EQ(s->stats().txns, 34);
   auto live = Open(o)->LoadLiveTasks();
   EXPECT_EQ(live->tasks.size(), 100u);
   EXPECT_EQ(*s->LookupIdempotencyKey("k77").value(), 77u);
@@ -327,29 +327,38 @@ TEST_F(EtcdStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReused)
   EXPECT_EQ(left->kvs.size(), 1u);
 }
 
-// Issue 38: the server deletes archived tasks 50 to a commit: one Txn within etcd's default
-// limits; a record stored in parts leaves no part behind.
-TEST_F(EtcdStoreTest, Issue38_FiftyDeletionsAreOneTxnAndLeaveNoParts) {
+// Issue 38: the server deletes archived tasks 30 to a commit, each with its idempotency key:
+// one Txn within etcd's default limits; a record stored in parts leaves no part behind, and
+// the key of a task that stays stays.
+TEST_F(EtcdStoreTest, Issue38_ThirtyDeletionsWithTheirKeysAreOneTxnAndLeaveNothingBehind) {
   EtcdStore::Options o;
   o.max_value_bytes = 1024;
   auto s = Open(o);
   ASSERT_TRUE(s->LoadLiveTasks().ok());
-  WriteBatch b;
-  for (uint64_t id = 1; id <= 50; ++id) b.tasks.push_back(Task(id, core::TaskState::kSucceeded));
-  b.tasks[0].task.spec.command = {std::string(3000, 'x')};  // in parts
-  ASSERT_TRUE(s->Commit(b).ok());
+  for (uint64_t id = 1; id <= 31; ++id) {
+    WriteBatch b;  // one submission each, as the server stores them
+    b.tasks.push_back(Task(id, core::TaskState::kSucceeded));
+    if (id == 1) b.tasks[0].task.spec.command = {std::string(3000, 'x')};  // in parts
+    b.idempotency_keys["key/" + std::to_string(id)] = id;
+    ASSERT_TRUE(s->Commit(b).ok());
+  }
   ASSERT_EQ(s->stats().split_values, 1);
   ASSERT_TRUE(s->ListTasks(std::nullopt, 0, 100).ok());  // what the archiver reads first
   WriteBatch del;
-  for (uint64_t id = 1; id <= 50; ++id) del.deleted_tasks.push_back(id);
+  for (uint64_t id = 1; id <= 30; ++id) del.deleted_tasks.push_back(id);
   const int64_t txns = s->stats().txns;
   ASSERT_TRUE(s->Commit(del).ok());
   EXPECT_EQ(s->stats().txns - txns, 1);
-  for (const std::string prefix : {"/gpusched/t/", "/gpusched/s/", "/gpusched/x/"}) {
+  for (const std::string prefix : {"/gpusched/t/", "/gpusched/s/", "/gpusched/k/", "/gpusched/ki/"}) {
     auto left = s->client().Range(prefix, EtcdClient::PrefixEnd(prefix));
     ASSERT_TRUE(left.ok());
-    EXPECT_TRUE(left->kvs.empty()) << prefix << " still holds " << left->kvs.size();
+    EXPECT_EQ(left->kvs.size(), 1u) << prefix << ": only task 31's";
   }
+  auto parts = s->client().Range("/gpusched/x/", EtcdClient::PrefixEnd("/gpusched/x/"));
+  ASSERT_TRUE(parts.ok());
+  EXPECT_TRUE(parts->kvs.empty());
+  EXPECT_FALSE(s->LookupIdempotencyKey("key/7")->has_value());
+  EXPECT_EQ(*s->LookupIdempotencyKey("key/31").value(), 31u);
 }
 
 int PortOf(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }

@@ -1,6 +1,7 @@
 #include "store/memory_store.h"
 
 #include <algorithm>
+#include <set>
 
 #include "base/check.h"
 #include "base/cluster_id.h"
@@ -21,6 +22,10 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
     max_id_ = std::max(max_id_, r.task.id.value());
   }
   for (uint64_t id : batch.deleted_tasks) tasks_.erase(id);
+  if (!batch.deleted_tasks.empty()) {
+    const std::set<uint64_t> gone(batch.deleted_tasks.begin(), batch.deleted_tasks.end());
+    std::erase_if(keys_, [&gone](const auto& key_id) { return gone.count(key_id.second) != 0; });
+  }
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
   for (const std::string& name : batch.removed_nodes) nodes_.erase(name);
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);

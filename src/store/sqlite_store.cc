@@ -312,10 +312,22 @@ Status SqliteStore::DeleteTasksLocked(const WriteBatch& batch) {
       std::string("INSERT OR REPLACE INTO meta (key, value) SELECT 'max_task_id', CAST((") +
       kMaxIdStored + ") AS TEXT)";
   GS_RETURN_IF_ERROR(Exec(keep_max.c_str()));
-  return WriteEach(
+  GS_RETURN_IF_ERROR(WriteEach(
       "DELETE FROM tasks WHERE id = ?", batch.deleted_tasks,
       [](Statement& st, uint64_t id) { st.Bind(1, static_cast<int64_t>(id)); },
-      [](uint64_t id) { return "delete task " + std::to_string(id); });
+      [](uint64_t id) { return "delete task " + std::to_string(id); }));
+  // Their idempotency keys: one pass over the keys (no index by task id, so the schema stays
+  // the same) for the whole batch.
+  std::string sql = "DELETE FROM idempotency_keys WHERE task_id IN (";
+  for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) sql += i == 0 ? "?" : ", ?";
+  sql += ")";
+  Statement keys(db_, sql.c_str());
+  if (!keys.ok()) return Error("prepare");
+  for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) {
+    keys.Bind(static_cast<int>(i) + 1, static_cast<int64_t>(batch.deleted_tasks[i]));
+  }
+  if (keys.Step() != SQLITE_DONE) return Error("delete the idempotency keys of archived tasks");
+  return Status::Ok();
 }
 
 Status SqliteStore::WritePeaksLocked(const WriteBatch& batch) {

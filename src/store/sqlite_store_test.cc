@@ -166,6 +166,7 @@ TEST_F(SqliteStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReuse
     WriteBatch b;
     b.tasks = {RunningTask(1), WithState(RunningTask(2), core::TaskState::kSucceeded),
                WithState(RunningTask(3), core::TaskState::kFailed)};
+    b.idempotency_keys = {{"key-1", 1}, {"key-2", 2}};
     ASSERT_TRUE(s->Commit(b).ok());
     WriteBatch del;
     del.deleted_tasks = {2, 3, 99};  // 99 was never stored: a no-op
@@ -182,6 +183,8 @@ TEST_F(SqliteStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReuse
   EXPECT_EQ(*counts, (std::map<std::string, int64_t>{{"running", 1}}));
   auto page = s->ListTasks(std::nullopt, 0, 10);
   ASSERT_EQ(page->tasks.size(), 1u);
+  EXPECT_FALSE(s->LookupIdempotencyKey("key-2")->has_value());  // went with its task
+  EXPECT_EQ(*s->LookupIdempotencyKey("key-1").value(), 1u);
 }
 
 TEST_F(SqliteStoreTest, IdempotencyKeyKeepsTheFirstTask) {

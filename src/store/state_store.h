@@ -74,8 +74,9 @@ struct WriteBatch {
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   std::vector<std::string> removed_quotas;           // teams to delete (absent: no-op)
-  // Issue 38: finished tasks archived after history_retention, deleted with their record
-  // (absent: no-op). Their idempotency keys stay.
+  // Issue 38: finished tasks archived after history_retention, deleted with their record and
+  // the idempotency keys naming them (absent: no-op). EtcdStore deletes the keys stored with
+  // a task since issue 38 (it keeps which keys name a task beside them).
   std::vector<uint64_t> deleted_tasks;
   bool empty() const {
     return tasks.empty() && nodes.empty() && removed_nodes.empty() && idempotency_keys.empty() &&

@@ -318,23 +318,13 @@ void EtcdStore::AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, ui
 // reads finds the keys.
 Status EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
   if (batch.deleted_tasks.empty()) return Status::Ok();
-  std::vector<EtcdOp> reads;
-  for (uint64_t id : batch.deleted_tasks) {
-    const std::string keys = Key("ki", TaskName(id) + "/");
-    reads.push_back(EtcdOp::Get(keys, EtcdClient::PrefixEnd(keys)));
-  }
-  GS_ASSIGN_OR_RETURN(EtcdTxnResult found, client_->Txn({}, reads));
-  if (found.ranges.size() != batch.deleted_tasks.size()) {
-    return Internal("etcd store: the keys of archived tasks: " +
-                    std::to_string(found.ranges.size()) + " answers to " +
-                    std::to_string(batch.deleted_tasks.size()) + " reads");
-  }
+  GS_ASSIGN_OR_RETURN(const std::vector<EtcdRange> keys_of, KeysOf(batch.deleted_tasks));
   for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) {
     const std::string name = TaskName(batch.deleted_tasks[i]);
     const std::string key = Key("t", name), keys = Key("ki", name + "/");
     std::vector<EtcdOp> g = {EtcdOp::Delete(key), EtcdOp::Delete(Key("s", name))};
-    if (!found.ranges[i].kvs.empty()) g.push_back(EtcdOp::Delete(keys, EtcdClient::PrefixEnd(keys)));
-    for (const EtcdKv& kv : found.ranges[i].kvs) {
+    if (!keys_of[i].kvs.empty()) g.push_back(EtcdOp::Delete(keys, EtcdClient::PrefixEnd(keys)));
+    for (const EtcdKv& kv : keys_of[i].kvs) {
       g.push_back(EtcdOp::Delete(Key("k", kv.key.substr(keys.size()))));
     }
     if (split_keys_.count(key) != 0) {
@@ -345,6 +335,27 @@ Status EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& ou
     out.now_whole.insert(key);
   }
   return Status::Ok();
+}
+
+// The /ki/ entries of each of `ids`, in order: Txns of reads, 64 to a Txn.
+StatusOr<std::vector<EtcdRange>> EtcdStore::KeysOf(const std::vector<uint64_t>& ids) {
+  std::vector<EtcdRange> out;
+  constexpr size_t kChunk = 64;
+  for (size_t i = 0; i < ids.size(); i += kChunk) {
+    std::vector<EtcdOp> reads;
+    for (size_t j = i; j < std::min(ids.size(), i + kChunk); ++j) {
+      const std::string keys = Key("ki", TaskName(ids[j]) + "/");
+      reads.push_back(EtcdOp::Get(keys, EtcdClient::PrefixEnd(keys)));
+    }
+    GS_ASSIGN_OR_RETURN(EtcdTxnResult found, client_->Txn({}, reads));
+    if (found.ranges.size() != reads.size()) {
+      return Internal("etcd store: the keys of archived tasks: " +
+                      std::to_string(found.ranges.size()) + " answers to " +
+                      std::to_string(reads.size()) + " reads");
+    }
+    for (EtcdRange& r : found.ranges) out.push_back(std::move(r));
+  }
+  return out;
 }
 
 // Each node, and each removed node (`node rm`: the record and any parts).

@@ -132,6 +132,7 @@ class EtcdStore final : public StateStore {
   void AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r, bool largest) const;
   void AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, uint64_t id) const;
   Status AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out);
+  StatusOr<std::vector<EtcdRange>> KeysOf(const std::vector<uint64_t>& ids);
   // LoadLiveTasks' two ways: from the /s/ keys, or (a store without them) every record once,
   // writing the /s/ keys. REQUIRES: mu_ held.
   Status LoadFromIndex(LiveTasks& out);

@@ -10,6 +10,8 @@
 #include "server/api_convert.h"
 #include "server/control_plane.h"
 #include "server/testing/fake_agent_channel.h"
+#include "store/etcd_store.h"
+#include "store/local_etcd.h"
 #include "store/sqlite_store.h"
 #include "store/task_archive.h"
 #include "store/testing/faulty_store.h"
@@ -246,6 +248,53 @@ TEST_F(HistoryTest, Issue38_AcctAfterArchivingEqualsAcctBefore) {
   ExpectSameGroups(Acct(*cp, By::kUser), by_user);
   ExpectSameGroups(Acct(*cp, By::kTeam), by_team);
   ExpectSameGroups(Acct(*cp, By::kTeamUser), by_pair);
+}
+
+// With etcd (a real one, started here): the deletion is an ordinary fenced commit of the
+// leader's store, and leaves nothing of the task in etcd: record, state index entry,
+// idempotency key. A new leader's take-over does not see it; `show` finds it in the archive.
+TEST_F(HistoryTest, Issue38_WithEtcdAnArchivedTaskLeavesNothingInEtcd) {
+  if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed";
+  store::LocalEtcd::Options eo;
+  eo.dir = (dir_ / "etcd").string();
+  eo.members = 1;
+  auto etcd = store::LocalEtcd::Start(eo);
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  auto client = [&] { return std::move(store::EtcdClient::Create((*etcd)->client_url_list())).value(); };
+  auto leader_key = client()->Txn({}, {store::EtcdOp::Put("/gpusched/leader", "me")});
+  ASSERT_TRUE(leader_key.ok());
+  store::EtcdStore::Options so;
+  so.fence = {"/gpusched/leader", leader_key->revision};
+  auto etcd_store = store::EtcdStore::Open(client(), so);
+  ASSERT_TRUE(etcd_store.ok()) << etcd_store.status().ToString();
+  auto cp = ControlPlane::Create(config_, clock_, std::move(etcd_store).value());
+  ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+  Archive(**cp);
+  auto agent = Connect(**cp);
+  ASSERT_TRUE((*cp)->Submit(Spec("ann", "vision"), "key-1").ok());
+  (*cp)->RunOnce();
+  RunFor(**cp, agent, 1, 1'000);
+  clock_.AdvanceMs(120'000);
+  auto keys = client()->Range("/gpusched/k/", store::EtcdClient::PrefixEnd("/gpusched/k/"));
+  ASSERT_TRUE(keys.ok());
+  ASSERT_EQ(keys->kvs.size(), 1u) << "the submission's key was not stored";
+  auto moved = (*cp)->ArchiveHistory();
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(*moved, 1u);
+  for (const std::string prefix : {"/gpusched/t/", "/gpusched/s/", "/gpusched/k/", "/gpusched/ki/"}) {
+    auto left = client()->Range(prefix, store::EtcdClient::PrefixEnd(prefix));
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE(left->kvs.empty()) << prefix << " still holds " << left->kvs.size();
+  }
+  auto shown = (*cp)->GetTask(1);
+  ASSERT_TRUE(shown.ok()) << shown.status().ToString();
+  EXPECT_EQ(shown->task.state, core::TaskState::kSucceeded);
+  auto taker = store::EtcdStore::Open(client(), {});
+  ASSERT_TRUE(taker.ok());
+  auto live = (*taker)->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_TRUE(live->tasks.empty());
+  EXPECT_EQ(live->max_id, 1u);
 }
 
 }  // namespace

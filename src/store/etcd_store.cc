@@ -314,8 +314,8 @@ void EtcdStore::AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, ui
 
 // Issue 38: an archived task's record, its /s/ key and its idempotency keys (four operations
 // for a task with one key: a commit of 30 fits etcd's default 128), and its parts where this
-// store saw it in parts (the server's archiver reads every record it deletes). One Txn of
-// reads finds the keys.
+// store saw it in parts (the server's archiver reads every record it deletes). The keys are
+// found by reads before the write (KeysOf).
 Status EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
   if (batch.deleted_tasks.empty()) return Status::Ok();
   GS_ASSIGN_OR_RETURN(const std::vector<EtcdRange> keys_of, KeysOf(batch.deleted_tasks));

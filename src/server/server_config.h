@@ -16,7 +16,7 @@
 //   probe_timeout: 1s
 //   kill_grace: 10s        # SIGTERM -> SIGKILL on agents
 //   capacity_wait: failure_queue # the default (PATENTS.md section 6), or stay_queued
-//   retain_finished: 10000 # finished tasks kept in memory (all stay in the store)
+//   retain_finished: 10000 # finished tasks kept in memory (the store keeps them longer)
 //   retain_finished_for: 1h
 //   history_retention: 30d # issue 38: finished tasks move to DATA_DIR/archive.db after this
 //   store: etcd            # sqlite (the default with a data dir) or etcd (HA)
@@ -89,7 +89,8 @@ struct ServerConfig {
   bool fsync_every_commit = true;
   // Bounded memory: a finished task leaves the server's memory once more than
   // `retain_finished` are kept or it finished `retain_finished_ms` ago, whichever comes
-  // first. It stays in the store (show, logs, ls and accounting read it from there).
+  // first. It stays in the store (show, logs, ls and accounting read it from there) until
+  // history_retention.
   int64_t retain_finished = 10'000;
   DurationMs retain_finished_ms = 3'600'000;
   // Issue 38: bounded history. A finished task whose wall-clock finish is older than this is

@@ -24,7 +24,7 @@ namespace {
 
 struct ServerFlags {
   std::string data_dir, listen = "127.0.0.1:7070", http = "127.0.0.1:7071", config;
-  std::string store, etcd, lease_ttl, advertise;
+  std::string store, etcd, lease_ttl, advertise, history_retention;
   std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   std::string tls_dir, auth, memory_table, default_user;
   bool insecure = false;
@@ -77,6 +77,11 @@ server::ServerConfig ServerConfigFrom(const ServerFlags& f) {
     if (!ttl.ok()) Fail(ttl.status());
     c.lease_ttl_ms = *ttl;
   }
+  if (!f.history_retention.empty()) {
+    auto keep = ParseDurationMs(f.history_retention, "--history-retention");
+    if (!keep.ok()) Fail(keep.status());
+    c.history_retention_ms = *keep;
+  }
   ApplyLogFlags(f.log, c.log_level, c.log_format, f.config);
   if (Status s = c.Validate(); !s.ok()) Fail(s);
   return c;
@@ -104,6 +109,9 @@ void RegisterServer(CLI::App& app) {
                   "File whose first line is --etcd-user's password");
   cmd->add_option("--lease-ttl", f->lease_ttl,
                   "Leader lease with etcd: a standby takes over within about this (default 5s)");
+  cmd->add_option("--history-retention", f->history_retention,
+                  "Finished tasks older than this move from the store to DATA_DIR/archive.db "
+                  "(show and acct still find them); 0 = keep all (default 30d)");
   cmd->add_option("--advertise", f->advertise,
                   "The gRPC address clients and agents should use for this server (default: "
                   "--listen)");

@@ -1,6 +1,7 @@
 #include "server/accounting.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "server/api_convert.h"
 #include "server/control_plane.h"
@@ -84,23 +85,51 @@ std::vector<AccountingGroup> Accounting::Groups() const {
   return out;
 }
 
+namespace {
+
+// Whether `t` may have run inside the window.
+bool MayHaveRun(const core::Task& t, const AccountingQuery& q) {
+  // Never ran: no attempt. (started_ms is the current attempt's: 0 while a task that ran
+  // before waits again, and its earlier runs count.)
+  if (t.attempts == 0) return false;
+  if (t.finished_ms != 0 && t.finished_ms < q.since_ms) return false;
+  return t.submitted_ms < q.until_ms;
+}
+
+}  // namespace
+
 StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
                                                          const AccountingQuery& q) {
+  GS_RETURN_IF_ERROR(CollectAccountingInto(cp, {&acct}, q));
+  return acct.Groups();
+}
+
+Status CollectAccountingInto(ControlPlane& cp, const std::vector<Accounting*>& accts,
+                             const AccountingQuery& q) {
+  // Issue 38: a task archived and not yet deleted from the store is in both; counted once.
+  std::unordered_set<uint64_t> finished_in_store;
   for (uint64_t after = 0;;) {
     GS_ASSIGN_OR_RETURN(ListPage page, cp.ListTasks(std::nullopt, after, 1000));
     for (const TaskView& v : page.tasks) {
-      const core::Task& t = v.task;
-      // Never ran: no attempt. (started_ms is the current attempt's: 0 while a task that
-      // ran before waits again, and its earlier runs count.)
-      if (t.attempts == 0) continue;
-      if (t.finished_ms != 0 && t.finished_ms < q.since_ms) continue;
-      if (t.submitted_ms >= q.until_ms) continue;
-      acct.Add(TaskToProto(v, /*with_history=*/true));  // the page holds the whole record
+      if (core::IsTerminal(v.task.state)) finished_in_store.insert(v.id());
+      if (!MayHaveRun(v.task, q)) continue;
+      const v1::Task t = TaskToProto(v, /*with_history=*/true);  // the page holds the record
+      for (Accounting* acct : accts) acct->Add(t);
     }
     if (page.next_after_id == 0) break;
     after = page.next_after_id;
   }
-  return acct.Groups();
+  for (uint64_t after = 0;;) {  // what history_retention moved to the archive
+    GS_ASSIGN_OR_RETURN(ListPage page, cp.ListArchived(q.since_ms, after, 1000));
+    for (const TaskView& v : page.tasks) {
+      if (finished_in_store.count(v.id()) != 0 || !MayHaveRun(v.task, q)) continue;
+      const v1::Task t = TaskToProto(v, /*with_history=*/true);
+      for (Accounting* acct : accts) acct->Add(t);
+    }
+    if (page.next_after_id == 0) break;
+    after = page.next_after_id;
+  }
+  return Status::Ok();
 }
 
 }  // namespace gpusched::server

@@ -66,9 +66,14 @@ class Accounting {
 };
 
 class ControlPlane;
-// Runs `acct` over every stored task that may have run inside the window (REST
+// Runs `acct` over every stored task that may have run inside the window, and over the
+// archived ones (issue 38: history_retention) that finished inside it, each task once (REST
 // /api/v1/accounting and gpusched acct). REQUIRES: q.since_ms < q.until_ms, q.step_ms > 0.
 StatusOr<std::vector<AccountingGroup>> CollectAccounting(ControlPlane& cp, Accounting& acct,
                                                          const AccountingQuery& q);
+// The same into several Accountings of one window and filters (their groupings differ), in
+// one pass over the tasks.
+Status CollectAccountingInto(ControlPlane& cp, const std::vector<Accounting*>& accts,
+                             const AccountingQuery& q);
 
 }  // namespace gpusched::server

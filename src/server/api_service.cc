@@ -465,12 +465,17 @@ grpc::Status ApiService::GetAccounting(grpc::ServerContext* ctx, const v1::Accou
   using By = AccountingQuery::By;
   std::vector<By> groupings = {By::kTeamUser, By::kTeam};
   if (req->by_failure()) groupings.push_back(By::kFailure);  // issue 41
+  std::vector<Accounting> accts;  // issue 38: every grouping from one pass over the tasks
+  std::vector<Accounting*> into;
+  accts.reserve(groupings.size());
   for (By by : groupings) {
     q.by = by;
-    Accounting acct(q, totals);
-    auto groups = CollectAccounting(cp, acct, q);
-    if (!groups.ok()) return rpc::ToGrpc(groups.status());
-    for (const AccountingGroup& g : *groups) {
+    into.push_back(&accts.emplace_back(q, totals));
+  }
+  if (Status s = CollectAccountingInto(cp, into, q); !s.ok()) return rpc::ToGrpc(s);
+  for (size_t i = 0; i < groupings.size(); ++i) {
+    const By by = groupings[i];
+    for (const AccountingGroup& g : accts[i].Groups()) {
       v1::AccountingRow* row = by == By::kTeam      ? resp->add_teams()
                                : by == By::kFailure ? resp->add_failures()
                                                     : resp->add_users();

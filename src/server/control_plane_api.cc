@@ -165,8 +165,9 @@ StatusOr<TaskView> ControlPlane::GetTask(uint64_t id) {
     }
     if (t != nullptr) return ViewOf(*t);
   }
-  // Forgotten after its retention: the store keeps every task.
-  GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));
+  // Forgotten after its retention: the store has it, or the archive once history_retention
+  // passed (issue 38).
+  GS_ASSIGN_OR_RETURN(store::TaskRecord r, StoredOrArchived(id));
   return ViewOf(std::move(r));
 }
 
@@ -286,7 +287,7 @@ StatusOr<TaskView> ControlPlane::Cancel(uint64_t id) {
   const core::Task* t = sched_->GetTask(TaskId(id));
   if (t == nullptr) {
     lock.unlock();
-    GS_ASSIGN_OR_RETURN(store::TaskRecord r, store_->GetTask(id));  // NotFound when absent
+    GS_ASSIGN_OR_RETURN(store::TaskRecord r, StoredOrArchived(id));  // NotFound when absent
     return FailedPrecondition(core::AlreadyEndedMessage(id, r.task.state));
   }
   // Issue 40: a cancellation is acknowledged only once stored. One refused as not stored is
@@ -404,7 +405,7 @@ StatusOr<ControlPlane::LogSource> ControlPlane::LogSourceOf(uint64_t id, int ran
     }
   }
   if (!in_memory) {  // forgotten after its retention (or unknown: NotFound)
-    StatusOr<store::TaskRecord> r = store_->GetTask(id);
+    StatusOr<store::TaskRecord> r = StoredOrArchived(id);
     if (!r.ok()) return r.status();
     src.done = core::IsTerminal(r->task.state);
     src.attempt = r->task.attempts;

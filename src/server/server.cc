@@ -97,8 +97,8 @@ namespace {
 // state.db and its -wal and -shm files readable by this user only: state.db is created
 // 0600 before SQLite opens it (SQLite gives a new WAL and SHM the database's mode), and
 // files an older version left 0644 are narrowed. The directory is private already.
-Status NarrowStateFiles(const std::string& dir) {
-  const std::string db = dir + "/state.db";
+Status NarrowStateFiles(const std::string& dir, const char* file = "state.db") {
+  const std::string db = dir + "/" + file;
   const int fd = open(db.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Internal("data_dir: cannot open " + db + ": " + std::strerror(errno));
   const bool narrowed = fchmod(fd, 0600) == 0;
@@ -123,6 +123,23 @@ StatusOr<std::unique_ptr<store::StateStore>> OpenSqlite(const ServerConfig& conf
   GS_ASSIGN_OR_RETURN(std::unique_ptr<store::SqliteStore> s,
                       store::SqliteStore::Open(config.data_dir + "/state.db", options));
   return std::unique_ptr<store::StateStore>(std::move(s));
+}
+
+// Issue 38: DATA_DIR/archive.db (0600: it holds the records) for history_retention; none
+// without a data directory or with retention 0 (nothing is then deleted from the store).
+Status AttachArchive(const ServerConfig& config, ControlPlane& cp) {
+  if (config.history_retention_ms <= 0) return Status::Ok();
+  if (config.data_dir.empty()) {
+    logging::Warn("server", "history_retention: no data directory for the archive; finished "
+                            "tasks stay in the store (give --data-dir)");
+    return Status::Ok();
+  }
+  GS_RETURN_IF_ERROR(EnsurePrivateDir(config.data_dir, "data_dir"));
+  GS_RETURN_IF_ERROR(NarrowStateFiles(config.data_dir, "archive.db"));
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<store::SqliteArchive> archive,
+                      store::SqliteArchive::Open(config.data_dir + "/archive.db"));
+  cp.SetArchive(std::move(archive));
+  return Status::Ok();
 }
 
 std::string LeaderKey(const ServerConfig& c) { return c.etcd_prefix + "/leader"; }
@@ -339,6 +356,7 @@ Status BootstrapAdminToken(const ServerConfig& config, ControlPlane& cp) {
 Status Lead(Server::Impl& s, std::unique_ptr<store::StateStore> store) {
   GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
                       ControlPlane::Create(s.config, s.clock, std::move(store)));
+  GS_RETURN_IF_ERROR(AttachArchive(s.config, *cp));
   GS_RETURN_IF_ERROR(BootstrapAdminToken(s.config, *cp));
   std::lock_guard<std::mutex> lock(s.role_mu);
   s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
@@ -552,6 +570,7 @@ static Status OpenSingle(Server::Impl& s) {
   GS_ASSIGN_OR_RETURN(std::unique_ptr<store::StateStore> store, OpenSqlite(s.config));
   GS_ASSIGN_OR_RETURN(std::unique_ptr<ControlPlane> cp,
                       ControlPlane::Create(s.config, s.clock, std::move(store)));
+  GS_RETURN_IF_ERROR(AttachArchive(s.config, *cp));
   GS_RETURN_IF_ERROR(BootstrapAdminToken(s.config, *cp));
   s.cp = std::shared_ptr<ControlPlane>(std::move(cp));
   return Status::Ok();

@@ -68,6 +68,11 @@ Status ValidatePeriods(const ServerConfig& c) {
                            " must be >= 0");
   }
   if (c.retain_finished_ms < 0) return InvalidArgument("retain_finished_for: must be >= 0");
+  if (c.history_retention_ms < 0 || c.history_retention_ms > 100 * core::kMaxDurationMs) {
+    return InvalidArgument("history_retention: " + FormatDurationMs(c.history_retention_ms) +
+                           " must be from 0 (keep every task) to " +
+                           FormatDurationMs(100 * core::kMaxDurationMs));
+  }
   if (c.store_retry_max_ms <= 0) return InvalidArgument("store_retry_max: must be > 0");
   if (c.idle_after_ms < 0) return InvalidArgument("idle_after: must be >= 0 (0 = off)");
   if (c.node_heartbeat_ms >= c.scheduler.node_timeout_ms) {
@@ -525,6 +530,7 @@ std::map<std::string, Setter> ServerKeys(ServerConfig& c) {
       {"loop_tick", Duration(c.loop_tick_ms)},
       {"retain_finished", Integer(c.retain_finished)},
       {"retain_finished_for", Duration(c.retain_finished_ms)},
+      {"history_retention", Duration(c.history_retention_ms)},
       {"store_retry_max", Duration(c.store_retry_max_ms)},
       {"sqlite_synchronous",
        Choice<bool>(c.fsync_every_commit, {{"full", true}, {"normal", false}})},

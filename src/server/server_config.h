@@ -16,8 +16,9 @@
 //   probe_timeout: 1s
 //   kill_grace: 10s        # SIGTERM -> SIGKILL on agents
 //   capacity_wait: failure_queue # the default (PATENTS.md section 6), or stay_queued
-//   retain_finished: 10000 # finished tasks kept in memory (all stay in the store)
+//   retain_finished: 10000 # finished tasks kept in memory (the store keeps them longer)
 //   retain_finished_for: 1h
+//   history_retention: 30d # issue 38: finished tasks move to DATA_DIR/archive.db after this
 //   store: etcd            # sqlite (the default with a data dir) or etcd (HA)
 //   etcd: http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379
 //   lease_ttl: 5s          # leader lease: a standby takes over within about this
@@ -103,9 +104,15 @@ struct ServerConfig {
   bool fsync_every_commit = true;
   // Bounded memory: a finished task leaves the server's memory once more than
   // `retain_finished` are kept or it finished `retain_finished_ms` ago, whichever comes
-  // first. It stays in the store (show, logs, ls and accounting read it from there).
+  // first. It stays in the store (show, logs, ls and accounting read it from there) until
+  // history_retention.
   int64_t retain_finished = 10'000;
   DurationMs retain_finished_ms = 3'600'000;
+  // Issue 38: bounded history. A finished task whose wall-clock finish is older than this is
+  // written to the archive (DATA_DIR/archive.db, store/task_archive.h) and then deleted from
+  // the store; `show` and `acct` still find it there. 0 = keep every task in the store. Without
+  // a data directory there is no archive and nothing is deleted.
+  DurationMs history_retention_ms = 30LL * 86'400'000;
   // Longest wait between retries of a failed store commit (exponential backoff from 50 ms).
   DurationMs store_retry_max_ms = 5'000;
   // Idle allocations: a running task whose GPUs stay at 0 % utilisation (its task heartbeats

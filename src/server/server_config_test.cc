@@ -394,6 +394,29 @@ TEST(ServerConfigTest, IdleAfterAndIdleActionAreReadAndChecked) {
   EXPECT_NE(negative.Validate().message().find("idle_after"), std::string::npos);
 }
 
+// Issue 38: history_retention, a duration (default 30 days, 0 = keep every task); bad values
+// name the key and the value.
+TEST(ServerConfigTest, Issue38_HistoryRetentionIsReadAndChecked) {
+  ServerConfig c;
+  EXPECT_EQ(c.history_retention_ms, 30LL * 86'400'000);
+  const std::string path = WriteFile("history_retention: 90m\n");
+  Status s = ApplyConfigFile(path, c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.history_retention_ms, 90 * 60'000);
+  EXPECT_TRUE(c.Validate().ok());
+  std::filesystem::remove(path);
+  const std::string bad = WriteFile("history_retention: forever\n");
+  ServerConfig d;
+  s = ApplyConfigFile(bad, d);
+  EXPECT_NE(s.message().find("history_retention"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("forever"), std::string::npos) << s.ToString();
+  std::filesystem::remove(bad);
+  ServerConfig negative;
+  negative.history_retention_ms = -60'000;
+  s = negative.Validate();
+  EXPECT_NE(s.message().find("history_retention: -"), std::string::npos) << s.ToString();
+}
+
 TEST(ServerConfigTest, TrustKeysAreReadAndChecked) {
   ServerConfig c;
   EXPECT_FALSE(c.insecure);

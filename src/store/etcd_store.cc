@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "base/cluster_id.h"
@@ -24,6 +25,15 @@ constexpr size_t kScanPage = 1'000;
 
 bool IsLive(const std::string& state) {
   return state == "pending" || state == "assigned" || state == "running";
+}
+
+// A task key's id (20 digits); 0 when it is not one.
+uint64_t ParseId(const std::string& name) {
+  try {
+    return std::stoull(name);
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 size_t OpBytes(const EtcdOp& op) {
@@ -51,8 +61,34 @@ StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Open(std::unique_ptr<EtcdClient>
   GS_ASSIGN_OR_RETURN(EtcdRange seq, client->Range(options.prefix + "/w/commit"));
   std::unique_ptr<EtcdStore> s(new EtcdStore(std::move(client), std::move(options)));
   s->commit_rev_ = seq.kvs.empty() ? 0 : seq.kvs[0].mod_revision;
+  GS_ASSIGN_OR_RETURN(EtcdRange max_id, s->client_->Range(s->Key("w", "max_id")));
+  if (!max_id.kvs.empty()) {
+    try {
+      s->max_id_ = std::stoull(max_id.kvs[0].value);
+    } catch (const std::exception&) {
+      return DataLoss("etcd store: " + max_id.kvs[0].key + " holds \"" + max_id.kvs[0].value +
+                      "\", not a task id");
+    }
+  }
   GS_RETURN_IF_ERROR(s->LoadClusterId());
+  GS_RETURN_IF_ERROR(s->MarkIndexedIfEmpty());
   return s;
+}
+
+// Issue 38: a store without tasks yet is indexed from its first commit on (every commit writes
+// the /s/ keys), so its first take-over reads the index. Compare-and-create, like the cluster id.
+Status EtcdStore::MarkIndexedIfEmpty() {
+  const std::string marker = Key("w", "index");
+  GS_ASSIGN_OR_RETURN(EtcdRange marked, client_->Range(marker));
+  if (!marked.kvs.empty()) return Status::Ok();
+  const std::string tasks = options_.prefix + "/t/";
+  GS_ASSIGN_OR_RETURN(EtcdRange any, client_->Range(tasks, EtcdClient::PrefixEnd(tasks), 1));
+  if (!any.kvs.empty()) return Status::Ok();  // written before the index: LoadByScan
+  EtcdCompare never_created;
+  never_created.key = marker;
+  never_created.target = EtcdCompare::Target::kCreateRevision;
+  never_created.number = 0;
+  return client_->Txn({never_created}, {EtcdOp::Put(marker, "1")}).status();
 }
 
 // Compare-and-create: of servers opening a new prefix at once, one Txn creates the key and
@@ -241,13 +277,17 @@ CommitLimits EtcdStore::Limits() const {
   CommitLimits l;
   // One operation is the commit sequence's put; a put of a value kept in parts now also
   // deletes the old parts, which an estimate cannot know: one operation kept for each.
-  const size_t reserve = 1 + split_count_.load(std::memory_order_relaxed);
+  // One more is /w/max_id, which a commit of new tasks writes once.
+  const size_t reserve = 2 + split_count_.load(std::memory_order_relaxed);
   l.max_ops = options_.max_txn_ops > reserve + 1 ? options_.max_txn_ops - reserve : 1;
   // OpBytes: the bytes plus 32 per operation; the comparisons and the commit sequence's put
   // take the last KiB.
   l.max_bytes = options_.max_request_bytes - 1024;
   l.value_part_bytes = options_.max_value_bytes;
   l.op_overhead_bytes = options_.prefix.size() + 96;  // "/t/", a part's "/x/t/.../NNNNNNNN"
+  // Issue 38: a task's state under /s/<id>, a key's entry under /ki/<id>/<key>: one each.
+  l.index_ops_per_put = 1;
+  l.index_value_bytes = 32;
   return l;
 }
 
@@ -283,25 +323,86 @@ void EtcdStore::CommitGroups::Track(const std::string& key, size_t size, size_t 
 void EtcdStore::AddTaskGroups(const WriteBatch& batch, CommitGroups& out) {
   std::map<uint64_t, std::vector<std::string>> keys_of;
   for (const auto& [key, id] : batch.idempotency_keys) keys_of[id].push_back(key);
+  uint64_t batch_max = 0;  // /w/max_id rides with this one (a key once per Txn)
+  for (const TaskRecord& r : batch.tasks) batch_max = std::max(batch_max, r.task.id.value());
   for (const TaskRecord& r : batch.tasks) {
     std::vector<EtcdOp> g;
     const std::string key = Key("t", TaskName(r.task.id.value()));
     const std::string value = EncodeTask(r);
     AddPut(g, key, value);
     out.Track(key, value.size(), options_.max_value_bytes);
+    AddIndexOps(g, r, r.task.id.value() == batch_max);
     if (auto it = keys_of.find(r.task.id.value()); it != keys_of.end()) {
-      for (const std::string& k : it->second) {
-        g.push_back(EtcdOp::Put(Key("k", k), std::to_string(r.task.id.value())));
-      }
+      for (const std::string& k : it->second) AddKeyOps(g, k, r.task.id.value());
       keys_of.erase(it);
     }
     out.groups.push_back(std::move(g));
   }
   for (const auto& [id, keys] : keys_of) {
     std::vector<EtcdOp> g;
-    for (const std::string& k : keys) g.push_back(EtcdOp::Put(Key("k", k), std::to_string(id)));
+    for (const std::string& k : keys) AddKeyOps(g, k, id);
     out.groups.push_back(std::move(g));
   }
+}
+
+void EtcdStore::AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r,
+                            bool largest) const {
+  const uint64_t id = r.task.id.value();
+  group.push_back(EtcdOp::Put(Key("s", TaskName(id)), core::TaskStateName(r.task.state)));
+  if (largest && id > max_id_) group.push_back(EtcdOp::Put(Key("w", "max_id"), std::to_string(id)));
+}
+
+// An idempotency key, and (issue 38) which keys name the task beside it, so that they go with
+// the task when it is archived.
+void EtcdStore::AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, uint64_t id) const {
+  group.push_back(EtcdOp::Put(Key("k", key), std::to_string(id)));
+  group.push_back(EtcdOp::Put(Key("ki", TaskName(id) + "/" + key), ""));
+}
+
+// Issue 38: an archived task's record, its /s/ key and its idempotency keys (four operations
+// for a task with one key: a commit of 30 fits etcd's default 128), and its parts where this
+// store saw it in parts (the server's archiver reads every record it deletes). The keys are
+// found by reads before the write (KeysOf).
+Status EtcdStore::AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out) {
+  if (batch.deleted_tasks.empty()) return Status::Ok();
+  GS_ASSIGN_OR_RETURN(const std::vector<EtcdRange> keys_of, KeysOf(batch.deleted_tasks));
+  for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) {
+    const std::string name = TaskName(batch.deleted_tasks[i]);
+    const std::string key = Key("t", name), keys = Key("ki", name + "/");
+    std::vector<EtcdOp> g = {EtcdOp::Delete(key), EtcdOp::Delete(Key("s", name))};
+    if (!keys_of[i].kvs.empty()) g.push_back(EtcdOp::Delete(keys, EtcdClient::PrefixEnd(keys)));
+    for (const EtcdKv& kv : keys_of[i].kvs) {
+      g.push_back(EtcdOp::Delete(Key("k", kv.key.substr(keys.size()))));
+    }
+    if (split_keys_.count(key) != 0) {
+      const std::string parts = options_.prefix + "/x/t/" + name + "/";
+      g.push_back(EtcdOp::Delete(parts, EtcdClient::PrefixEnd(parts)));
+    }
+    out.groups.push_back(std::move(g));
+    out.now_whole.insert(key);
+  }
+  return Status::Ok();
+}
+
+// The /ki/ entries of each of `ids`, in order: Txns of reads, 64 to a Txn.
+StatusOr<std::vector<EtcdRange>> EtcdStore::KeysOf(const std::vector<uint64_t>& ids) {
+  std::vector<EtcdRange> out;
+  constexpr size_t kChunk = 64;
+  for (size_t i = 0; i < ids.size(); i += kChunk) {
+    std::vector<EtcdOp> reads;
+    for (size_t j = i; j < std::min(ids.size(), i + kChunk); ++j) {
+      const std::string keys = Key("ki", TaskName(ids[j]) + "/");
+      reads.push_back(EtcdOp::Get(keys, EtcdClient::PrefixEnd(keys)));
+    }
+    GS_ASSIGN_OR_RETURN(EtcdTxnResult found, client_->Txn({}, reads));
+    if (found.ranges.size() != reads.size()) {
+      return Internal("etcd store: the keys of archived tasks: " +
+                      std::to_string(found.ranges.size()) + " answers to " +
+                      std::to_string(reads.size()) + " reads");
+    }
+    for (EtcdRange& r : found.ranges) out.push_back(std::move(r));
+  }
+  return out;
 }
 
 // Each node, and each removed node (`node rm`: the record and any parts).
@@ -363,14 +464,22 @@ void EtcdStore::Committed(const WriteBatch& batch, const CommitGroups& written) 
   split_count_.store(split_keys_.size(), std::memory_order_relaxed);
   for (const TaskRecord& r : batch.tasks) {
     const uint64_t id = r.task.id.value();
-    const std::string state = core::TaskStateName(r.task.state);
     max_id_ = std::max(max_id_, id);
-    if (!indexed_) continue;
-    auto it = state_of_.find(id);
-    if (it != state_of_.end()) by_state_[it->second].erase(id);
-    state_of_[id] = state;
-    by_state_[state].insert(id);
+    if (indexed_) Index(id, core::TaskStateName(r.task.state));
   }
+  for (uint64_t id : batch.deleted_tasks) {
+    auto it = state_of_.find(id);
+    if (it == state_of_.end()) continue;
+    by_state_[it->second].erase(id);
+    state_of_.erase(it);
+  }
+}
+
+void EtcdStore::Index(uint64_t id, const std::string& state) {
+  auto it = state_of_.find(id);
+  if (it != state_of_.end()) by_state_[it->second].erase(id);
+  state_of_[id] = state;
+  by_state_[state].insert(id);
 }
 
 Status EtcdStore::Commit(const WriteBatch& batch) {
@@ -382,6 +491,7 @@ Status EtcdStore::Commit(const WriteBatch& batch) {
   AddTaskGroups(batch, groups);
   AddNodeGroups(batch, groups);
   AddSmallGroups(batch, groups);
+  GS_RETURN_IF_ERROR(AddDeletedTaskGroups(batch, groups));
   GS_RETURN_IF_ERROR(WriteOne(std::move(groups.groups)));
   Committed(batch, groups);
   return Status::Ok();
@@ -426,36 +536,92 @@ StatusOr<std::vector<EtcdKv>> EtcdStore::ScanAll(const std::string& prefix) {
 StatusOr<LiveTasks> EtcdStore::LoadLiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   LiveTasks out;
-  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/t/"));
   state_of_.clear();
   by_state_.clear();
-  for (const EtcdKv& kv : rows) {
-    const std::string name = kv.key.substr(options_.prefix.size() + 3);
-    uint64_t id = 0;
-    try {
-      id = std::stoull(name);
-    } catch (const std::exception&) {
-      id = 0;
-    }
-    max_id_ = std::max(max_id_, id);
-    auto text = Assemble(kv);
-    StatusOr<TaskRecord> rec = text.ok() ? DecodeTask(*text) : StatusOr<TaskRecord>(text.status());
-    if (!rec.ok() || id == 0 || rec->task.id.value() != id) {
-      const std::string error = !rec.ok() ? rec.status().message() : "id does not match its key";
-      Json q = {{"record", text.ok() ? *text : kv.value}, {"error", error}};
-      Status s = SendTxn({EtcdOp::Put(Key("q", "tasks/" + name), q.dump()), EtcdOp::Delete(kv.key)});
-      if (!s.ok()) return s;
-      out.quarantined.push_back({"tasks", name, error});
-      continue;
-    }
-    const std::string state = core::TaskStateName(rec->task.state);
-    state_of_[id] = state;
-    by_state_[state].insert(id);
-    if (IsLive(state)) out.tasks.push_back(std::move(rec).value());
-  }
+  GS_ASSIGN_OR_RETURN(EtcdRange marker, client_->Range(Key("w", "index")));
+  GS_RETURN_IF_ERROR(marker.kvs.empty() ? LoadByScan(out) : LoadFromIndex(out));
   indexed_ = true;
   out.max_id = max_id_;
   return out;
+}
+
+// One stored record at take-over: indexed, kept when live, quarantined when it does not decode.
+Status EtcdStore::TakeRecord(const EtcdKv& kv, LiveTasks& out) {
+  const std::string name = kv.key.substr(options_.prefix.size() + 3);
+  const uint64_t id = ParseId(name);
+  max_id_ = std::max(max_id_, id);
+  ++stats_.decoded_tasks;
+  auto text = Assemble(kv);
+  StatusOr<TaskRecord> rec = text.ok() ? DecodeTask(*text) : StatusOr<TaskRecord>(text.status());
+  if (!rec.ok() || id == 0 || rec->task.id.value() != id) {
+    const std::string error = !rec.ok() ? rec.status().message() : "id does not match its key";
+    Json q = {{"record", text.ok() ? *text : kv.value}, {"error", error}};
+    GS_RETURN_IF_ERROR(SendTxn({EtcdOp::Put(Key("q", "tasks/" + name), q.dump()),
+                                EtcdOp::Delete(kv.key), EtcdOp::Delete(Key("s", name))}));
+    if (auto it = state_of_.find(id); it != state_of_.end()) {
+      by_state_[it->second].erase(id);
+      state_of_.erase(it);
+    }
+    out.quarantined.push_back({"tasks", name, error});
+    return Status::Ok();
+  }
+  const std::string state = core::TaskStateName(rec->task.state);
+  Index(id, state);
+  if (IsLive(state)) out.tasks.push_back(std::move(rec).value());
+  return Status::Ok();
+}
+
+// Issue 38: the state index (a few bytes a task), then the records of the live tasks only.
+Status EtcdStore::LoadFromIndex(LiveTasks& out) {
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/s/"));
+  std::vector<uint64_t> live;
+  for (const EtcdKv& kv : rows) {
+    const uint64_t id = ParseId(kv.key.substr(options_.prefix.size() + 3));
+    if (id == 0) continue;
+    max_id_ = std::max(max_id_, id);
+    Index(id, kv.value);
+    if (IsLive(kv.value)) live.push_back(id);
+  }
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> records, GetTasks(live));
+  for (const EtcdKv& kv : records) GS_RETURN_IF_ERROR(TakeRecord(kv, out));
+  return Status::Ok();
+}
+
+// A store of a version before issue 38: every record once, then the index is written so the
+// next take-over reads it instead.
+Status EtcdStore::LoadByScan(LiveTasks& out) {
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows, ScanAll(options_.prefix + "/t/"));
+  for (const EtcdKv& kv : rows) GS_RETURN_IF_ERROR(TakeRecord(kv, out));
+  return WriteIndex();
+}
+
+Status EtcdStore::WriteIndex() {
+  const size_t chunk = options_.max_txn_ops - 3;  // the sequence key, max_id and the marker
+  std::vector<EtcdOp> ops;
+  for (const auto& [id, state] : state_of_) {
+    ops.push_back(EtcdOp::Put(Key("s", TaskName(id)), state));
+    if (ops.size() == chunk) GS_RETURN_IF_ERROR(SendTxn(std::exchange(ops, {})));
+  }
+  ops.push_back(EtcdOp::Put(Key("w", "max_id"), std::to_string(max_id_)));
+  ops.push_back(EtcdOp::Put(Key("w", "index"), "1"));
+  return SendTxn(std::move(ops));
+}
+
+// The records of `ids` (those that exist), a Txn of reads per chunk.
+StatusOr<std::vector<EtcdKv>> EtcdStore::GetTasks(const std::vector<uint64_t>& ids) {
+  std::vector<EtcdKv> rows;
+  const size_t chunk = std::min<size_t>(options_.max_txn_ops, 64);
+  for (size_t i = 0; i < ids.size(); i += chunk) {
+    std::vector<EtcdOp> gets;
+    for (size_t j = i; j < std::min(ids.size(), i + chunk); ++j) {
+      gets.push_back(EtcdOp::Get(Key("t", TaskName(ids[j]))));
+    }
+    GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn({}, gets));
+    for (EtcdRange& g : r.ranges) {
+      for (EtcdKv& kv : g.kvs) rows.push_back(std::move(kv));
+    }
+  }
+  return rows;
 }
 
 StatusOr<TaskRecord> EtcdStore::GetTask(uint64_t id) {
@@ -491,17 +657,7 @@ StatusOr<TaskPage> EtcdStore::ListTasks(std::optional<std::string> state, uint64
     }
     more = ids.size() > limit;
     if (more) ids.pop_back();
-    const size_t chunk = std::min<size_t>(options_.max_txn_ops, 64);
-    for (size_t i = 0; i < ids.size(); i += chunk) {
-      std::vector<EtcdOp> gets;
-      for (size_t j = i; j < std::min(ids.size(), i + chunk); ++j) {
-        gets.push_back(EtcdOp::Get(Key("t", TaskName(ids[j]))));
-      }
-      GS_ASSIGN_OR_RETURN(EtcdTxnResult r, client_->Txn({}, gets));
-      for (EtcdRange& g : r.ranges) {
-        for (EtcdKv& kv : g.kvs) rows.push_back(std::move(kv));
-      }
-    }
+    GS_ASSIGN_OR_RETURN(rows, GetTasks(ids));
   }
   for (const EtcdKv& kv : rows) {
     GS_ASSIGN_OR_RETURN(std::string text, Assemble(kv));

@@ -8,6 +8,11 @@
 //   /q/<table>/<key>     quarantined row with its error       /x/<key>/<i> parts of a large value
 //   /a/<token id>        an API token's record (its secret's hash only)
 //   /w/commit            the commit sequence: the token of the last Txn written
+//   /s/<id, 20 digits>   issue 38: the task's state name, written in the same Txn as its record
+//   /w/max_id            issue 38: the largest task id ever stored (archived ones included)
+//   /w/index             issue 38: "1" once every task has its /s/ key (stores of older
+//                        versions get them at their first take-over)
+//   /ki/<id>/<key>       issue 38: the idempotency keys naming a task (deleted with it)
 //   /cluster_id          the store's cluster id (issue 39), created once, never changed
 //
 // Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
@@ -37,10 +42,12 @@
 // returns Unavailable, the store refuses every later write and calls `on_fenced`, so the
 // server steps down without withdrawing anything and the next leader restores from etcd.
 //
-// Reads: the leader keeps an index of task id -> state (built by LoadLiveTasks, which scans
-// every task once at take-over, and kept by Commit), so counts and listings by state do not
-// scan etcd. Every `compact_every` commits the history older than `keep_revisions` is
-// compacted, so etcd's database does not grow with the number of changes.
+// Reads: the leader keeps an index of task id -> state (built by LoadLiveTasks from the /s/
+// keys, which are a few bytes each, and kept by Commit), so counts and listings by state do not
+// scan etcd; a take-over decodes the records of live tasks only (issue 38). Every
+// `compact_every` commits the history older than `keep_revisions` is compacted, so etcd's
+// database does not grow with the number of changes; archived tasks are deleted by ordinary
+// fenced commits (WriteBatch::deleted_tasks), so their revisions are compacted the same way.
 //
 // Thread-safety: all methods take one internal mutex.
 
@@ -103,6 +110,7 @@ class EtcdStore final : public StateStore {
     int64_t compactions = 0;
     int64_t split_values = 0;
     int64_t retries_found_landed = 0;  // Txns sent again whose earlier attempt had landed
+    int64_t decoded_tasks = 0;  // task records decoded by LoadLiveTasks (issue 38)
   };
   Stats stats();
   EtcdClient& client() { return *client_; }
@@ -128,6 +136,20 @@ class EtcdStore final : public StateStore {
     void Track(const std::string& key, size_t size, size_t max_value_bytes);
   };
   void AddTaskGroups(const WriteBatch& batch, CommitGroups& out);
+  // Issue 38: a task's /s/ key, and /w/max_id when it is the batch's `largest` id and the
+  // largest yet.
+  void AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r, bool largest) const;
+  void AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, uint64_t id) const;
+  Status AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out);
+  StatusOr<std::vector<EtcdRange>> KeysOf(const std::vector<uint64_t>& ids);
+  // LoadLiveTasks' two ways: from the /s/ keys, or (a store without them) every record once,
+  // writing the /s/ keys. REQUIRES: mu_ held.
+  Status LoadFromIndex(LiveTasks& out);
+  Status LoadByScan(LiveTasks& out);
+  Status TakeRecord(const EtcdKv& kv, LiveTasks& out);
+  Status WriteIndex();
+  void Index(uint64_t id, const std::string& state);
+  StatusOr<std::vector<EtcdKv>> GetTasks(const std::vector<uint64_t>& ids);
   void AddNodeGroups(const WriteBatch& batch, CommitGroups& out);
   void AddSmallGroups(const WriteBatch& batch, CommitGroups& out) const;
   void Committed(const WriteBatch& batch, const CommitGroups& written);
@@ -143,6 +165,7 @@ class EtcdStore final : public StateStore {
   Status TxnNotAnswered(const Status& s);
   void Fence(Status why);
   Status LoadClusterId();
+  Status MarkIndexedIfEmpty();
 
   std::unique_ptr<EtcdClient> client_;
   const Options options_;

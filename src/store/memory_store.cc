@@ -1,5 +1,8 @@
 #include "store/memory_store.h"
 
+#include <algorithm>
+#include <set>
+
 #include "base/check.h"
 #include "base/cluster_id.h"
 
@@ -14,7 +17,15 @@ MemoryStore::MemoryStore() {
 
 Status MemoryStore::Commit(const WriteBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const TaskRecord& r : batch.tasks) tasks_[r.task.id.value()] = r;
+  for (const TaskRecord& r : batch.tasks) {
+    tasks_[r.task.id.value()] = r;
+    max_id_ = std::max(max_id_, r.task.id.value());
+  }
+  for (uint64_t id : batch.deleted_tasks) tasks_.erase(id);
+  if (!batch.deleted_tasks.empty()) {
+    const std::set<uint64_t> gone(batch.deleted_tasks.begin(), batch.deleted_tasks.end());
+    std::erase_if(keys_, [&gone](const auto& key_id) { return gone.count(key_id.second) != 0; });
+  }
   for (const NodeRecord& n : batch.nodes) nodes_[n.spec.name] = n;
   for (const std::string& name : batch.removed_nodes) nodes_.erase(name);
   for (const auto& [key, id] : batch.idempotency_keys) keys_.emplace(key, id);
@@ -37,7 +48,7 @@ StatusOr<std::vector<core::TeamQuota>> MemoryStore::LoadQuotas() {
 StatusOr<LiveTasks> MemoryStore::LoadLiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   LiveTasks out;
-  out.max_id = tasks_.empty() ? 0 : tasks_.rbegin()->first;
+  out.max_id = max_id_;  // deleted (archived) tasks' ids included
   for (const auto& [id, r] : tasks_) {
     if (!core::IsTerminal(r.task.state)) out.tasks.push_back(r);
   }

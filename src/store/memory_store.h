@@ -37,6 +37,7 @@ class MemoryStore final : public StateStore {
   std::string cluster_id_;
   std::mutex mu_;
   std::map<uint64_t, TaskRecord> tasks_;
+  uint64_t max_id_ = 0;  // the largest id ever stored
   std::map<std::string, NodeRecord> nodes_;
   std::map<std::string, uint64_t> keys_;
   std::map<core::MemoryProfile, LearnedPeak> peaks_;

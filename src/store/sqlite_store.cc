@@ -37,6 +37,12 @@ constexpr const char* kSchema = R"sql(
 
 constexpr const char* kLiveStates = "('pending', 'assigned', 'running')";
 
+// Issue 38: the largest task id ever stored, kept in `meta` before archived tasks are deleted
+// (MAX(id) of what is left could be smaller, and an id must never be handed out twice).
+constexpr const char* kMaxIdStored = R"sql(
+  SELECT MAX(COALESCE((SELECT MAX(id) FROM tasks), 0),
+             COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'max_task_id'), 0)))sql";
+
 }  // namespace
 
 // A prepared statement for one use: its own, finalized at the end, or one of the store's
@@ -295,7 +301,33 @@ Status SqliteStore::WriteBatchLocked(const WriteBatch& batch) {
       "DELETE FROM tokens WHERE id = ?", batch.revoked_tokens,
       [](Statement& st, const std::string& id) { st.Bind(1, id); },
       [](const std::string& id) { return "delete token " + id; }));
+  GS_RETURN_IF_ERROR(DeleteTasksLocked(batch));
   return WriteQuotasLocked(batch);
+}
+
+// Issue 38: archived tasks leave the table; the largest id stays in `meta`.
+Status SqliteStore::DeleteTasksLocked(const WriteBatch& batch) {
+  if (batch.deleted_tasks.empty()) return Status::Ok();
+  const std::string keep_max =
+      std::string("INSERT OR REPLACE INTO meta (key, value) SELECT 'max_task_id', CAST((") +
+      kMaxIdStored + ") AS TEXT)";
+  GS_RETURN_IF_ERROR(Exec(keep_max.c_str()));
+  GS_RETURN_IF_ERROR(WriteEach(
+      "DELETE FROM tasks WHERE id = ?", batch.deleted_tasks,
+      [](Statement& st, uint64_t id) { st.Bind(1, static_cast<int64_t>(id)); },
+      [](uint64_t id) { return "delete task " + std::to_string(id); }));
+  // Their idempotency keys: one pass over the keys (no index by task id, so the schema stays
+  // the same) for the whole batch.
+  std::string sql = "DELETE FROM idempotency_keys WHERE task_id IN (";
+  for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) sql += i == 0 ? "?" : ", ?";
+  sql += ")";
+  Statement keys(db_, sql.c_str());
+  if (!keys.ok()) return Error("prepare");
+  for (size_t i = 0; i < batch.deleted_tasks.size(); ++i) {
+    keys.Bind(static_cast<int>(i) + 1, static_cast<int64_t>(batch.deleted_tasks[i]));
+  }
+  if (keys.Step() != SQLITE_DONE) return Error("delete the idempotency keys of archived tasks");
+  return Status::Ok();
 }
 
 Status SqliteStore::WritePeaksLocked(const WriteBatch& batch) {
@@ -368,7 +400,7 @@ StatusOr<LiveTasks> SqliteStore::LoadLiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   LiveTasks out;
   {
-    Statement max(db_, "SELECT COALESCE(MAX(id), 0) FROM tasks");
+    Statement max(db_, kMaxIdStored);
     if (!max.ok() || max.Step() != SQLITE_ROW) return Error("read max task id");
     out.max_id = static_cast<uint64_t>(max.Int(0));
   }

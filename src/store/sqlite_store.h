@@ -90,6 +90,7 @@ class SqliteStore final : public StateStore {
   Status WriteBatchLocked(const WriteBatch& batch);
   Status WritePeaksLocked(const WriteBatch& batch);   // learned and forgotten peaks
   Status WriteQuotasLocked(const WriteBatch& batch);  // set and removed quotas
+  Status DeleteTasksLocked(const WriteBatch& batch);  // archived tasks (issue 38)
   // Runs the cached statement `sql` once per item of `items`, bound by bind(statement,
   // item); a failed step's error names what(item).
   template <typename Items, typename Bind, typename What>

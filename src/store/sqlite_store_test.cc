@@ -158,6 +158,35 @@ TEST_F(SqliteStoreTest, ListsPagesByStateFromTheIndexAndCountsByState) {
   EXPECT_EQ(everything->next_after_id, 0u);
 }
 
+// Issue 38: archived tasks are deleted with WriteBatch::deleted_tasks; every read forgets
+// them, and the largest id ever stored survives (a restart never hands it out again).
+TEST_F(SqliteStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReused) {
+  {
+    auto s = Open();
+    WriteBatch b;
+    b.tasks = {RunningTask(1), WithState(RunningTask(2), core::TaskState::kSucceeded),
+               WithState(RunningTask(3), core::TaskState::kFailed)};
+    b.idempotency_keys = {{"key-1", 1}, {"key-2", 2}};
+    ASSERT_TRUE(s->Commit(b).ok());
+    WriteBatch del;
+    del.deleted_tasks = {2, 3, 99};  // 99 was never stored: a no-op
+    ASSERT_TRUE(s->Commit(del).ok());
+  }
+  auto s = Open();
+  EXPECT_EQ(s->GetTask(3).status().code(), StatusCode::kNotFound);
+  auto live = s->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ(live->max_id, 3u);
+  ASSERT_EQ(live->tasks.size(), 1u);
+  auto counts = s->CountTasksByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(*counts, (std::map<std::string, int64_t>{{"running", 1}}));
+  auto page = s->ListTasks(std::nullopt, 0, 10);
+  ASSERT_EQ(page->tasks.size(), 1u);
+  EXPECT_FALSE(s->LookupIdempotencyKey("key-2")->has_value());  // went with its task
+  EXPECT_EQ(*s->LookupIdempotencyKey("key-1").value(), 1u);
+}
+
 TEST_F(SqliteStoreTest, IdempotencyKeyKeepsTheFirstTask) {
   {
     auto s = Open();

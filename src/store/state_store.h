@@ -8,7 +8,10 @@
 // against a crash of the process (kill -9). On error nothing of the batch is visible, to this
 // process or after a restart. The server acknowledges a submission, and sends an assignment
 // or a kill, only after the Commit holding the record that explains it returned OK.
-// Terminal tasks stay in the store after the server forgets them (show, logs, accounting).
+// Terminal tasks stay in the store after the server forgets them (show, logs, accounting),
+// until the server archives them after history_retention (issue 38: store/task_archive.h) and
+// deletes them with WriteBatch::deleted_tasks. LiveTasks::max_id stays the largest id ever
+// stored after that, so ids are never handed out twice.
 // Issue 38: Commit refuses a batch above Limits() (InvalidArgument naming the operations or
 // bytes and the limit) and writes nothing. Unavailable from Commit means the outcome is
 // unknown (the write may be durable, or become durable later): the store then refuses every
@@ -78,10 +81,14 @@ struct WriteBatch {
   std::vector<std::string> revoked_tokens;           // token ids to delete (absent: no-op)
   std::vector<core::TeamQuota> quotas;               // insert or replace, by team
   std::vector<std::string> removed_quotas;           // teams to delete (absent: no-op)
+  // Issue 38: finished tasks archived after history_retention, deleted with their record and
+  // the idempotency keys naming them (absent: no-op). EtcdStore deletes the keys stored with
+  // a task since issue 38 (it keeps which keys name a task beside them).
+  std::vector<uint64_t> deleted_tasks;
   bool empty() const {
     return tasks.empty() && nodes.empty() && removed_nodes.empty() && idempotency_keys.empty() &&
            peaks.empty() && forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() &&
-           quotas.empty() && removed_quotas.empty();
+           quotas.empty() && removed_quotas.empty() && deleted_tasks.empty();
   }
 };
 
@@ -95,6 +102,10 @@ struct CommitLimits {
   size_t max_bytes = std::numeric_limits<size_t>::max();
   size_t value_part_bytes = std::numeric_limits<size_t>::max();
   size_t op_overhead_bytes = 0;
+  // Index entries a store writes beside each record put, in the same commit (EtcdStore: a
+  // task's /s/<id> state, a key's /ki/<id>/<key>), each of at most index_value_bytes.
+  size_t index_ops_per_put = 0;
+  size_t index_value_bytes = 0;
 };
 
 // An estimate of a batch's cost against CommitLimits, added up record by record from upper
@@ -106,8 +117,10 @@ struct CommitCost {
   void Put(size_t name_bytes, size_t value_bytes, const CommitLimits& limits) {
     const size_t part = limits.value_part_bytes;
     const size_t parts = value_bytes > part ? (value_bytes + part - 1) / part : 0;
-    ops += 1 + parts;
-    bytes += value_bytes + (1 + parts) * (name_bytes + limits.op_overhead_bytes);
+    ops += 1 + parts + limits.index_ops_per_put;
+    bytes += value_bytes + (1 + parts) * (name_bytes + limits.op_overhead_bytes) +
+             limits.index_ops_per_put *
+                 (2 * name_bytes + limits.op_overhead_bytes + limits.index_value_bytes);
   }
   // A record of `name_bytes` of name (and any parts of it) deleted.
   void Delete(size_t name_bytes, const CommitLimits& limits) {

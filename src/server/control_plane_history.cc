@@ -1,0 +1,123 @@
+// Issue 38, bounded history: finished tasks older than history_retention move from the store
+// to the archive (store/task_archive.h), archive first, then one commit that deletes them.
+
+#include <algorithm>
+#include <utility>
+
+#include "base/log.h"
+#include "server/control_plane.h"
+
+namespace gpusched::server {
+namespace {
+
+// Pages of the store one round reads at most before it yields (the cursor remembers where).
+constexpr int kMaxScanPages = 16;
+constexpr size_t kScanPage = 100;
+
+}  // namespace
+
+size_t ControlPlane::ArchiveBatch() const {
+  const size_t by_store = store_->Limits().max_ops / 6;
+  return std::clamp<size_t>(by_store, 1, kArchiveBatch);
+}
+
+void ControlPlane::SetArchive(std::unique_ptr<store::TaskArchive> archive) {
+  archive_ = std::move(archive);
+}
+
+StatusOr<size_t> ControlPlane::ArchiveHistory() {
+  if (archive_ == nullptr || config_.history_retention_ms <= 0) return size_t{0};
+  const TimeMs cutoff = clock_.NowMs() - config_.history_retention_ms;  // records: wall time
+  GS_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> old, FindOldHistory(cutoff));
+  if (old.empty()) return size_t{0};
+  // Archive before delete: a failure here deletes nothing; a crash between the two leaves
+  // the task in both (the next round archives it again, which changes nothing).
+  GS_RETURN_IF_ERROR(archive_->Append(old));
+  store::WriteBatch batch;
+  for (const store::TaskRecord& r : old) batch.deleted_tasks.push_back(r.task.id.value());
+  GS_RETURN_IF_ERROR(store_->Commit(batch));
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // gpusched_tasks counts what the store holds
+    for (const store::TaskRecord& r : old) {
+      index_.AddLeftFinished(core::TaskStateName(r.task.state), -1);
+    }
+  }
+  logging::Info("server", "archived " + std::to_string(old.size()) +
+                               " finished tasks older than " +
+                               FormatDurationMs(config_.history_retention_ms));
+  return old.size();
+}
+
+void ControlPlane::ArchiveRound(TimeMs now) {
+  if (archive_ == nullptr || config_.history_retention_ms <= 0 || now < next_archive_ms_) return;
+  StatusOr<size_t> moved = size_t{0};
+  for (int b = 0; b < kArchiveBatchesPerRound; ++b) {
+    moved = ArchiveHistory();
+    if (!moved.ok() || *moved < ArchiveBatch()) break;
+  }
+  if (!moved.ok()) {
+    logging::Warn("server", "history_retention: " + moved.status().message() +
+                                " (nothing deleted that is not archived; retried in " +
+                                FormatDurationMs(kArchiveEvery) + ")");
+  }
+  const bool more = moved.ok() && *moved == ArchiveBatch();  // a backlog: go on next round
+  next_archive_ms_ = now + (more ? 0 : kArchiveEvery);
+}
+
+StatusOr<std::vector<store::TaskRecord>> ControlPlane::FindOldHistory(TimeMs cutoff) {
+  std::vector<store::TaskRecord> out;
+  const size_t batch = ArchiveBatch();
+  for (int pages = 0; pages < kMaxScanPages && out.size() < batch; ++pages) {
+    GS_ASSIGN_OR_RETURN(store::TaskPage page,
+                        store_->ListTasks(std::nullopt, history_cursor_, kScanPage));
+    std::vector<store::TaskRecord> found;
+    bool past = page.next_after_id == 0;
+    for (store::TaskRecord& r : page.tasks) {
+      // Ids grow with submission: a task submitted after the cutoff, and every later one,
+      // finished after it.
+      if (r.task.submitted_ms >= cutoff) {
+        past = true;
+        break;
+      }
+      history_cursor_ = r.task.id.value();
+      const bool old = core::IsTerminal(r.task.state) && r.task.finished_ms > 0 &&
+                       r.task.finished_ms < cutoff;
+      if (old) found.push_back(std::move(r));
+      if (out.size() + found.size() == batch) break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // memory may still hold (and write) some
+      for (store::TaskRecord& r : found) {
+        if (sched_->GetTask(r.task.id) == nullptr) out.push_back(std::move(r));
+      }
+    }
+    if (past && out.size() < batch) {
+      history_cursor_ = 0;  // the next round starts again from the oldest stored task
+      break;
+    }
+  }
+  return out;
+}
+
+StatusOr<store::TaskRecord> ControlPlane::StoredOrArchived(uint64_t id) {
+  StatusOr<store::TaskRecord> r = store_->GetTask(id);
+  if (r.ok() || r.status().code() != StatusCode::kNotFound || archive_ == nullptr) return r;
+  return archive_->Get(id);
+}
+
+StatusOr<TaskView> ControlPlane::GetArchivedTask(uint64_t id) {
+  if (archive_ == nullptr) return NotFound("task " + std::to_string(id) + ": no such task");
+  GS_ASSIGN_OR_RETURN(store::TaskRecord r, archive_->Get(id));
+  return ViewOf(std::move(r));
+}
+
+StatusOr<ListPage> ControlPlane::ListArchived(TimeMs since_ms, uint64_t after_id, size_t limit) {
+  ListPage out;
+  if (archive_ == nullptr) return out;
+  GS_ASSIGN_OR_RETURN(store::TaskPage page, archive_->ListFinishedSince(since_ms, after_id, limit));
+  for (store::TaskRecord& r : page.tasks) out.tasks.push_back(ViewOf(std::move(r)));
+  out.next_after_id = page.next_after_id;
+  return out;
+}
+
+}  // namespace gpusched::server

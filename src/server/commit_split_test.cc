@@ -215,3 +215,29 @@ TEST_F(CommitSplitTest, Issue38_APartOfUnknownOutcomeIsFoundByTheRetryWithItsKey
 
 }  // namespace
 }  // namespace gpusched::server
+
+namespace gpusched::server {
+namespace {
+
+// A client whose first attempt timed out sends the same key again while the parts are still
+// being stored: the retry finds the first parts in the store, and waits for the rest like the
+// first attempt, never answering "stored in part" for work that is still on its way.
+TEST_F(CommitSplitTest, Issue38_ARetryWhileTheLaterPartsAreStoredWaitsForAllOfThem) {
+  auto cp = Start(Etcd());
+  std::optional<StatusOr<std::vector<TaskId>>> first, retry;
+  cp->PostSubmissions(Array(300), "slow-key",
+                      [&](StatusOr<std::vector<TaskId>> r) { first = std::move(r); });
+  cp->RunOnce();  // admits, stores the first part
+  ASSERT_FALSE(first.has_value());
+  cp->PostSubmissions(Array(300), "slow-key",
+                      [&](StatusOr<std::vector<TaskId>> r) { retry = std::move(r); });
+  for (int i = 0; i < 20 && !(first && retry); ++i) cp->RunOnce();
+  ASSERT_TRUE(first.has_value() && retry.has_value());
+  ASSERT_TRUE(first->ok()) << first->status().ToString();
+  ASSERT_TRUE(retry->ok()) << retry->status().ToString();
+  EXPECT_EQ(**retry, **first);
+  EXPECT_EQ(Listed(*cp), 300);
+}
+
+}  // namespace
+}  // namespace gpusched::server

@@ -238,6 +238,10 @@ void ControlPlane::StartLoop() {
     NameThisThread("gs-sched-loop");
     LoopMain();
   });
+  archiver_ = std::thread([this] {
+    NameThisThread("gs-archiver");
+    ArchiverMain();
+  });
 }
 
 void ControlPlane::StopLoop() {
@@ -247,6 +251,7 @@ void ControlPlane::StopLoop() {
   }
   loop_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+  if (archiver_.joinable()) archiver_.join();
   AbandonSubmissions();  // no round will take what is posted now
 }
 
@@ -309,7 +314,6 @@ void ControlPlane::LoopMain() {
     if (now - last_round > tick + config_.node_heartbeat_ms) ResumedAfterPause(now - last_round);
     last_round = now;
     RunOnce();
-    ArchiveRound(now);  // issue 38: outside mu_, one bounded batch when due
   }
 }
 

@@ -264,8 +264,8 @@ class ControlPlane {
   // One bounded round: up to kArchiveBatch finished tasks that memory no longer holds and
   // that finished (wall clock) more than history_retention ago are appended to the archive,
   // then deleted from the store in one commit; a failed archive write deletes nothing.
-  // Returns how many moved. Runs without mu_ held during I/O; the loop calls it every
-  // kArchiveEvery (at once again after a full batch). One caller at a time.
+  // Returns how many moved. Runs without mu_ held during I/O; the archiver thread calls it
+  // every kArchiveEvery, and batch after batch while they come back full. One caller at a time.
   // At most 30, and no more than one commit of the store takes (ArchiveBatch: six operations
   // budgeted per deleted task: its record, state entry, two idempotency keys with their
   // entries). A round moves up to kArchiveBatchesPerRound batches while there is a backlog.
@@ -349,8 +349,12 @@ class ControlPlane {
   StatusOr<std::vector<store::TaskRecord>> FindOldHistory(TimeMs cutoff);
   // The stored record of `id`, else the archived one (NotFound when neither has it).
   StatusOr<store::TaskRecord> StoredOrArchived(uint64_t id);
-  // The loop's call of ArchiveHistory when due (`now`: monotonic); failures are logged.
-  void ArchiveRound(TimeMs now);
+  // The archiver thread (started with the loop): ArchiveHistory batch after batch while a
+  // backlog lasts, else every kArchiveEvery; failures are logged. Its own thread, so that
+  // deleting history at thousands of tasks a second never delays a scheduling pass.
+  void ArchiverMain();
+  // One round: batches until one is not full (true: a backlog is left). Failures logged.
+  bool ArchiveRound();
   TimeMs EndedAt(const TaskReport& st) const;
   void ApplyStatus(const std::string& node, const TaskReport& st,
                    const std::shared_ptr<AgentChannel>& channel);
@@ -375,7 +379,6 @@ class ControlPlane {
   std::unique_ptr<store::StateStore> store_;
   std::unique_ptr<store::TaskArchive> archive_;  // issue 38; null = no archive
   uint64_t history_cursor_ = 0;                  // ArchiveHistory's caller only
-  TimeMs next_archive_ms_ = 0;                   // the loop's: monotonic
 
   mutable std::mutex mu_;
   std::condition_variable changes_cv_;
@@ -461,6 +464,7 @@ class ControlPlane {
   bool kicked_ = false;
   bool stop_ = false;
   std::thread loop_;
+  std::thread archiver_;  // issue 38: ArchiverMain
 };
 
 }  // namespace gpusched::server

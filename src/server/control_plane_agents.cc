@@ -217,13 +217,10 @@ std::vector<PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
   read.reserve(keyed.size());
   for (PostedSubmission& p : keyed) {
     // A key committed after this read is in recent_keys_ when the round admits it.
-    std::optional<Status> partly;  // issue 38: a split submission stored in part
+    // Issue 38: a split submission stored in part is answered at admission, where mu_ says
+    // whether its other parts are still on their way.
     StatusOr<std::optional<uint64_t>> stored =
-        SplitSubmissions::ReadStored(*store_, p.key, p.specs.size(), &partly);
-    if (partly) {
-      p.done(*partly);
-      continue;
-    }
+        SplitSubmissions::ReadStored(*store_, p.key, p.specs.size(), &p.partly);
     if (!stored.ok()) {
       p.done(Unavailable("the idempotency key could not be read from the store (" +
                          stored.status().message() + "); nothing was queued: submit again"));
@@ -266,9 +263,15 @@ void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
     // A retry racing the first's commit (or, split, a later part's): answered by it.
     if (sched_->IsHeld(*first) || splits_.Find(*first) != nullptr) {
       waiters_.Await(*first, std::move(p.done), n);
+    } else if (p.partly) {
+      waiters_.Decide(std::move(p.done), *p.partly);
     } else {
       waiters_.Decide(std::move(p.done), SubmissionWaiters::ConsecutiveIds(*first, n));
     }
+    return;
+  }
+  if (p.partly) {  // stored in part by an earlier leader: the rest was withdrawn
+    waiters_.Decide(std::move(p.done), *p.partly);
     return;
   }
   std::vector<TaskId> ids;

@@ -86,10 +86,8 @@ StatusOr<std::vector<TaskId>> ControlPlane::SubmitAll(std::vector<core::TaskSpec
   if (!idempotency_key.empty()) {
     // Outside mu_: a read of the store's key index. A key committed after this read is in
     // recent_keys_ when mu_ is taken below.
-    std::optional<Status> partly;
     GS_ASSIGN_OR_RETURN(p.stored, SplitSubmissions::ReadStored(*store_, idempotency_key,
-                                                               p.specs.size(), &partly));
-    if (partly) return *partly;
+                                                               p.specs.size(), &p.partly));
   }
   auto answer = std::make_shared<std::optional<SubmissionWaiters::Result>>();  // under mu_
   p.done = [this, answer](SubmissionWaiters::Result r) {  // called without mu_

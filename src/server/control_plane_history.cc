@@ -48,8 +48,7 @@ StatusOr<size_t> ControlPlane::ArchiveHistory() {
   return old.size();
 }
 
-void ControlPlane::ArchiveRound(TimeMs now) {
-  if (archive_ == nullptr || config_.history_retention_ms <= 0 || now < next_archive_ms_) return;
+bool ControlPlane::ArchiveRound() {
   StatusOr<size_t> moved = size_t{0};
   for (int b = 0; b < kArchiveBatchesPerRound; ++b) {
     moved = ArchiveHistory();
@@ -60,8 +59,23 @@ void ControlPlane::ArchiveRound(TimeMs now) {
                                 " (nothing deleted that is not archived; retried in " +
                                 FormatDurationMs(kArchiveEvery) + ")");
   }
-  const bool more = moved.ok() && *moved == ArchiveBatch();  // a backlog: go on next round
-  next_archive_ms_ = now + (more ? 0 : kArchiveEvery);
+  return moved.ok() && *moved == ArchiveBatch();
+}
+
+void ControlPlane::ArchiverMain() {
+  if (archive_ == nullptr || config_.history_retention_ms <= 0) return;
+  // A short retention is kept to within a quarter of itself.
+  const DurationMs every =
+      std::clamp<DurationMs>(config_.history_retention_ms / 4, 1'000, kArchiveEvery);
+  bool backlog = false;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(loop_mu_);
+      clock_.WaitFor(lock, loop_cv_, backlog ? 0 : every, [&] { return stop_; });
+      if (stop_) return;
+    }
+    backlog = ArchiveRound();
+  }
 }
 
 StatusOr<std::vector<store::TaskRecord>> ControlPlane::FindOldHistory(TimeMs cutoff) {

@@ -42,6 +42,9 @@ struct PostedSubmission {
   std::string key;                    // the idempotency key; "" = none
   std::optional<uint64_t> stored;     // the task the store holds for `key`, once read
   SubmitManyDone done;
+  // Issue 38: the store holds part of a split submission for `key`: its answer, unless the
+  // split is still being stored (then the retry waits for it like the first attempt).
+  std::optional<Status> partly = std::nullopt;
 };
 
 class LoopInbox {

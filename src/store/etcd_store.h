@@ -77,8 +77,12 @@ class EtcdStore final : public StateStore {
     size_t max_txn_ops = 128;
     size_t max_request_bytes = 1'400'000;  // below etcd's default 1.5 MiB, with room to spare
     size_t max_value_bytes = 256 * 1024;
-    int64_t compact_every = 1'000;
-    int64_t keep_revisions = 10'000;
+    // Issue 38: a revision is one commit of up to max_txn_ops records (~150 KB), so history is
+    // kept short: nothing reads old revisions (a standby's watch starts at the revision it
+    // just read). 1,000 revisions are about 150 MB at most; the soak (bench/etcd-soak) shows
+    // etcd's database flat with these.
+    int64_t compact_every = 200;
+    int64_t keep_revisions = 1'000;
   };
   static StatusOr<std::unique_ptr<EtcdStore>> Open(std::unique_ptr<EtcdClient> client,
                                                    Options options);

@@ -263,13 +263,13 @@ class ControlPlane {
   void SetArchive(std::unique_ptr<store::TaskArchive> archive);
   // One bounded round: up to kArchiveBatch finished tasks that memory no longer holds and
   // that finished (wall clock) more than history_retention ago are appended to the archive,
-  // then deleted from the store in one commit; a failed archive write deletes nothing.
+  // then deleted from the store (DeleteArchived); a failed archive write deletes nothing.
   // Returns how many moved. Runs without mu_ held during I/O; the archiver thread calls it
   // every kArchiveEvery, and batch after batch while they come back full. One caller at a time.
-  // At most 30, and no more than one commit of the store takes (ArchiveBatch: six operations
-  // budgeted per deleted task: its record, state entry, two idempotency keys with their
-  // entries). A round moves up to kArchiveBatchesPerRound batches while there is a backlog.
-  static constexpr size_t kArchiveBatch = 30;
+  // At most kArchiveBatch tasks a batch: one archive transaction, then as many store commits
+  // as the store's limits need (DeleteArchived). A round moves up to kArchiveBatchesPerRound
+  // batches while there is a backlog.
+  static constexpr size_t kArchiveBatch = 500;
   static constexpr int kArchiveBatchesPerRound = 4;
   size_t ArchiveBatch() const;
   static constexpr DurationMs kArchiveEvery = 60'000;
@@ -355,6 +355,7 @@ class ControlPlane {
   void ArchiverMain();
   // One round: batches until one is not full (true: a backlog is left). Failures logged.
   bool ArchiveRound();
+  Status DeleteArchived(const std::vector<uint64_t>& ids);
   TimeMs EndedAt(const TaskReport& st) const;
   void ApplyStatus(const std::string& node, const TaskReport& st,
                    const std::shared_ptr<AgentChannel>& channel);

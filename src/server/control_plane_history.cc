@@ -12,13 +12,32 @@ namespace {
 
 // Pages of the store one round reads at most before it yields (the cursor remembers where).
 constexpr int kMaxScanPages = 16;
-constexpr size_t kScanPage = 100;
+constexpr size_t kScanPage = 500;
 
 }  // namespace
 
-size_t ControlPlane::ArchiveBatch() const {
-  const size_t by_store = store_->Limits().max_ops / 6;
-  return std::clamp<size_t>(by_store, 1, kArchiveBatch);
+size_t ControlPlane::ArchiveBatch() const { return kArchiveBatch; }
+
+// Deletes `ids` from the store in commits that fit it: as many as its limits allow at two
+// operations a task (a record and its state entry; etcd), halved whenever the store refuses
+// a commit as too large (a task with idempotency keys or parts needs more); a refusal writes
+// nothing, so halving and retrying is safe.
+Status ControlPlane::DeleteArchived(const std::vector<uint64_t>& ids) {
+  size_t chunk = std::max<size_t>(1, store_->Limits().max_ops / 2);
+  for (size_t at = 0; at < ids.size();) {
+    store::WriteBatch batch;
+    const size_t n = std::min(chunk, ids.size() - at);
+    batch.deleted_tasks.assign(ids.begin() + static_cast<std::ptrdiff_t>(at),
+                               ids.begin() + static_cast<std::ptrdiff_t>(at + n));
+    const Status s = store_->Commit(batch);
+    if (s.code() == StatusCode::kInvalidArgument && n > 1) {
+      chunk = n / 2;
+      continue;
+    }
+    GS_RETURN_IF_ERROR(s);
+    at += n;
+  }
+  return Status::Ok();
 }
 
 void ControlPlane::SetArchive(std::unique_ptr<store::TaskArchive> archive) {
@@ -33,9 +52,10 @@ StatusOr<size_t> ControlPlane::ArchiveHistory() {
   // Archive before delete: a failure here deletes nothing; a crash between the two leaves
   // the task in both (the next round archives it again, which changes nothing).
   GS_RETURN_IF_ERROR(archive_->Append(old));
-  store::WriteBatch batch;
-  for (const store::TaskRecord& r : old) batch.deleted_tasks.push_back(r.task.id.value());
-  GS_RETURN_IF_ERROR(store_->Commit(batch));
+  std::vector<uint64_t> ids;
+  ids.reserve(old.size());
+  for (const store::TaskRecord& r : old) ids.push_back(r.task.id.value());
+  GS_RETURN_IF_ERROR(DeleteArchived(ids));
   {
     std::lock_guard<std::mutex> lock(mu_);  // gpusched_tasks counts what the store holds
     for (const store::TaskRecord& r : old) {

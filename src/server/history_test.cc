@@ -298,4 +298,41 @@ TEST_F(HistoryTest, Issue38_WithEtcdAnArchivedTaskLeavesNothingInEtcd) {
 }
 
 }  // namespace
+// Archiving deletes in commits the store takes: with etcd's operations per Txn cut to 16,
+// twenty tasks with a key each (four operations apiece) go in several commits, the first
+// attempt refused as too large and halved, and nothing is left behind.
+TEST_F(HistoryTest, Issue38_DeletionsAreSplitToFitTheStoresLimitsAndHalvedWhenRefused) {
+  if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed";
+  store::LocalEtcd::Options eo;
+  eo.dir = (dir_ / "etcd").string();
+  eo.members = 1;
+  auto etcd = store::LocalEtcd::Start(eo);
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  store::EtcdStore::Options so;
+  so.max_txn_ops = 16;
+  auto opened = store::EtcdStore::Open(
+      std::move(store::EtcdClient::Create((*etcd)->client_url_list())).value(), so);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  store::EtcdStore* raw = opened->get();
+  auto cp = ControlPlane::Create(config_, clock_, std::move(opened).value());
+  ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+  Archive(**cp);
+  auto agent = Connect(**cp);
+  for (int i = 1; i <= 20; ++i) {
+    ASSERT_TRUE((*cp)->Submit(Spec("ann", "vision", 0), "key-" + std::to_string(i)).ok());
+  }
+  (*cp)->RunOnce();
+  for (uint64_t id = 1; id <= 20; ++id) RunFor(**cp, agent, id, 10);
+  clock_.AdvanceMs(120'000);
+  const int64_t txns_before = raw->stats().txns;
+  auto moved = (*cp)->ArchiveHistory();
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(*moved, 20u);
+  EXPECT_GE(raw->stats().txns - txns_before, 6) << "20 tasks at 3 a commit";
+  auto left = raw->ListTasks(std::nullopt, 0, 100);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->tasks.empty()) << left->tasks.size() << " tasks left in etcd";
+  EXPECT_FALSE(raw->LookupIdempotencyKey("key-7").value().has_value());
+}
+
 }  // namespace gpusched::server

@@ -250,6 +250,7 @@ void ControlPlane::StopLoop() {
     stop_ = true;
   }
   loop_cv_.notify_all();
+  archive_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
   if (archiver_.joinable()) archiver_.join();
   AbandonSubmissions();  // no round will take what is posted now
@@ -302,7 +303,7 @@ void ControlPlane::Kick() {
 // in its sockets, and no node is judged for a silence the server did not listen to.
 void ControlPlane::LoopMain() {
   const DurationMs tick = std::min(config_.loop_tick_ms, config_.scheduler.t1_ms);
-  TimeMs last_round = clock_.MonoMs();
+  loop_watches_pauses_ = true;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(loop_mu_);
@@ -310,15 +311,22 @@ void ControlPlane::LoopMain() {
       if (stop_) return;
       kicked_ = false;
     }
-    const TimeMs now = clock_.MonoMs();
-    if (now - last_round > tick + config_.node_heartbeat_ms) ResumedAfterPause(now - last_round);
-    last_round = now;
     RunOnce();
   }
 }
 
-void ControlPlane::ResumedAfterPause(DurationMs paused) {
-  std::lock_guard<std::mutex> lock(mu_);
+// The check is right before Tick, not at the loop's wake-up: a pause that hits while the round
+// reads keys from the store or waits for mu_ would otherwise pass unseen.
+void ControlPlane::ForgivePauseBeforeTickLocked() {
+  if (!loop_watches_pauses_) return;
+  const DurationMs tick = std::min(config_.loop_tick_ms, config_.scheduler.t1_ms);
+  const TimeMs now = clock_.MonoMs();
+  if (last_tick_mono_ > 0 && now - last_tick_mono_ > tick + config_.node_heartbeat_ms) {
+    ResumedAfterPauseLocked(now - last_tick_mono_);
+  }
+}
+
+void ControlPlane::ResumedAfterPauseLocked(DurationMs paused) {
   logging::Warn("server", "the scheduling loop did not run for " + FormatDurationMs(paused) +
                              " (paused or stalled): every node gets a fresh node_timeout from now");
   sched_->ForgiveSilence(paused);
@@ -343,7 +351,9 @@ void ControlPlane::RunOnce() {
   for (PostedSubmission& p : keyed) AdmitPostedLocked(p);
   const int64_t passes = sched_->stats().passes;
   const int64_t t0 = clock_.NowNs();
+  ForgivePauseBeforeTickLocked();
   sched_->Tick();
+  if (loop_watches_pauses_) last_tick_mono_ = clock_.MonoMs();
   LogEvictionHold();
   if (sched_->stats().passes != passes) metrics_.ObservePass((clock_.NowNs() - t0) * 1e-9);
   for (TaskId id : sched_->MarkIdle(config_.idle_after_ms)) {

@@ -318,7 +318,8 @@ class ControlPlane {
   StatusOr<std::vector<TaskId>> SubmitAll(std::vector<core::TaskSpec> specs,
                                           const std::string& idempotency_key);
   void LoopMain();
-  void ResumedAfterPause(DurationMs paused);
+  void ResumedAfterPauseLocked(DurationMs paused);  // REQUIRES: mu_
+  void ForgivePauseBeforeTickLocked();             // REQUIRES: mu_
   void LogEvictionHold();  // REQUIRES: mu_ held
   void Kick();
 
@@ -464,8 +465,16 @@ class ControlPlane {
   std::condition_variable loop_cv_;
   bool kicked_ = false;
   bool stop_ = false;
+  // Issue 37: set by LoopMain; RunOnce then forgives a pause (SIGSTOP, a stall) since the
+  // previous Tick right before the next one, under mu_, so that no step of the round between
+  // the loop's wake-up and Tick can judge nodes for a silence the server did not listen to.
+  std::atomic<bool> loop_watches_pauses_{false};
+  TimeMs last_tick_mono_ = 0;  // mu_: when the loop's last Tick ran (monotonic)
   std::thread loop_;
   std::thread archiver_;  // issue 38: ArchiverMain
+  // The archiver's own wake-up (with loop_mu_ and stop_): a Kick's notify_one of loop_cv_
+  // must always reach the loop.
+  std::condition_variable archive_cv_;
 };
 
 }  // namespace gpusched::server

@@ -91,7 +91,7 @@ void ControlPlane::ArchiverMain() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(loop_mu_);
-      clock_.WaitFor(lock, loop_cv_, backlog ? 0 : every, [&] { return stop_; });
+      clock_.WaitFor(lock, archive_cv_, backlog ? 0 : every, [&] { return stop_; });
       if (stop_) return;
     }
     backlog = ArchiveRound();

@@ -277,11 +277,22 @@ StatusOr<std::string> EtcdClient::Impl::EnsureToken(Endpoint& e) {
 
 namespace {
 // Waits up to `timeout_ms` for `e`'s connection to finish connecting: DEADLINE_EXCEEDED when
-// it does not (a stopped member that accepts TCP but never answers). A channel whose last
-// attempt failed is not waited for: the call itself fails at once (UNAVAILABLE) and, being a
-// pick, makes gRPC dial again, which a channel merely asked for its state does not.
+// it does not (a stopped member that accepts TCP but never answers).
+//
+// A channel whose last attempt failed stays TRANSIENT_FAILURE while gRPC dials again in the
+// background, and a call on it fails at once. That dial makes progress only while some thread
+// polls gRPC: a caller that only retried failing calls would leave it to gRPC's backup poller,
+// every 5 s (a restarted member was reached after 10-20 s). So a failed channel is waited on
+// too, for at most kFailedWaitMs, which polls; then the call is made and fails or succeeds.
+constexpr int kFailedWaitMs = 250;
+
 grpc::Status Connected(Endpoint& e, int timeout_ms) {
   grpc_connectivity_state st = e.channel->GetState(/*try_to_connect=*/true);
+  if (st == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    e.channel->WaitForStateChange(
+        st, ToGpr(Clock::now() + std::chrono::milliseconds(std::min(timeout_ms, kFailedWaitMs))));
+    return grpc::Status::OK;
+  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (st == GRPC_CHANNEL_IDLE || st == GRPC_CHANNEL_CONNECTING) {
     if (!e.channel->WaitForStateChange(st, ToGpr(deadline))) {

@@ -154,6 +154,7 @@ double ControlPlane::FairShareOf(const std::string& team, const std::string& use
 
 Status ControlPlane::Restore() {
   std::unique_lock<std::mutex> lock(mu_);
+  const TimeMs started_mono = clock_.MonoMs();
   GS_ASSIGN_OR_RETURN(const size_t nodes, RestoreNodes());
   GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
   RestoreTasks(live);
@@ -163,7 +164,8 @@ Status ControlPlane::Restore() {
     logging::Info("server", "restored " + std::to_string(live.tasks.size()) +
                                 " live tasks (ids up to " + std::to_string(live.max_id) + "), " +
                                 std::to_string(nodes) + " nodes, " + std::to_string(peaks) +
-                                " learned memory peaks");
+                                " learned memory peaks in " +
+                                std::to_string(clock_.MonoMs() - started_mono) + " ms");
   }
   // Tasks requeued by the restore are written back before anything acts on them.
   const uint64_t seq = StageChanges();

@@ -140,8 +140,8 @@ class EtcdStore final : public StateStore {
     void Track(const std::string& key, size_t size, size_t max_value_bytes);
   };
   void AddTaskGroups(const WriteBatch& batch, CommitGroups& out);
-  // Issue 38: a task's /s/ key, and /w/max_id when it is the batch's `largest` id and the
-  // largest yet.
+  // Issue 38: a task's /s/ key unless it stays live (or keeps its state), and /w/max_id when
+  // it is the batch's `largest` id and the largest yet.
   void AddIndexOps(std::vector<EtcdOp>& group, const TaskRecord& r, bool largest) const;
   void AddKeyOps(std::vector<EtcdOp>& group, const std::string& key, uint64_t id) const;
   Status AddDeletedTaskGroups(const WriteBatch& batch, CommitGroups& out);

@@ -374,6 +374,45 @@ TEST_F(EtcdStoreTest, Issue38_ATakeOverAfterAThousandFinishedTasksDecodesOnlyThe
   EXPECT_EQ(next->CountTasksByState()->at("succeeded"), 1'000);
 }
 
+// Issue 38: the state index is written when a task is stored, and when it goes from live to
+// finished, not at each move between live states; a take-over still knows every live task's
+// exact state (from its record) and lists and counts by state exactly.
+TEST_F(EtcdStoreTest, Issue38_TheIndexIsWrittenOnlyWhenATaskStopsBeingLive) {
+  auto s = Open();
+  ASSERT_TRUE(s->LoadLiveTasks().ok());  // a leader's store: the index is loaded
+  auto index_rev = [&](uint64_t id) {
+    const std::string name = std::to_string(id);
+    auto r = s->client().Range("/gpusched/s/" + std::string(20 - name.size(), '0') + name);
+    EXPECT_TRUE(r.ok() && r->kvs.size() == 1);
+    return r.ok() && !r->kvs.empty() ? r->kvs[0].mod_revision : -1;
+  };
+  ASSERT_TRUE(s->Commit(Tasks({Task(1), Task(2)})).ok());
+  const int64_t stored = index_rev(1);
+  ASSERT_TRUE(s->Commit(Tasks({Task(1, core::TaskState::kAssigned)})).ok());
+  ASSERT_TRUE(s->Commit(Tasks({Task(1, core::TaskState::kRunning)})).ok());
+  EXPECT_EQ(index_rev(1), stored) << "moves between live states do not touch the index";
+  auto taker = Open();
+  auto live = taker->LoadLiveTasks();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->tasks.size(), 2u);
+  EXPECT_EQ(live->tasks[0].task.state, core::TaskState::kRunning);
+  EXPECT_EQ(taker->CountTasksByState()->at("running"), 1);
+  auto running = taker->ListTasks("running", 0, 10);
+  ASSERT_TRUE(running.ok());
+  ASSERT_EQ(running->tasks.size(), 1u);
+  EXPECT_EQ(running->tasks[0].task.id.value(), 1u);
+  // Finishing writes it; the next take-over finds task 1 finished and decodes only task 2.
+  ASSERT_TRUE(taker->Commit(Tasks({Task(1, core::TaskState::kSucceeded)})).ok());
+  EXPECT_GT(index_rev(1), stored);
+  auto next = Open();
+  auto after = next->LoadLiveTasks();
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->tasks.size(), 1u);
+  EXPECT_EQ(after->tasks[0].task.id.value(), 2u);
+  EXPECT_EQ(next->stats().decoded_tasks, 1);
+  EXPECT_EQ(next->CountTasksByState()->at("succeeded"), 1);
+}
+
 // Issue 38: deleted (archived) tasks leave every read and the index; their ids stay used.
 TEST_F(EtcdStoreTest, Issue38_DeletedTasksLeaveEveryReadAndTheirIdsAreNotReused) {
   auto s = Open();

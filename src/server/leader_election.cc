@@ -9,6 +9,12 @@ namespace gpusched::server {
 using store::EtcdCompare;
 using store::EtcdOp;
 
+namespace {
+// How soon a lease that etcd could not revoke is tried again (each try also waits up to the
+// client's connect time for a failed connection, which is what dials etcd again).
+constexpr int64_t kRevokeRetryMs = 200;
+}  // namespace
+
 int64_t LeaderElection::StepDownAfterMs(int64_t ttl_s) {
   const int64_t ttl_ms = ttl_s * 1000;
   // The margin covers the rate difference of this clock and etcd's and a write in flight;
@@ -94,14 +100,22 @@ void LeaderElection::StepDown(const std::string& why) {
   if (callbacks_.on_standby) callbacks_.on_standby("", "stepped down: " + why);
 }
 
-void LeaderElection::RevokeRemembered() {
-  if (unrevoked_lease_ == 0) return;
-  if (client_->LeaseRevoke(unrevoked_lease_).ok()) {
+bool LeaderElection::RevokeRemembered() {
+  if (unrevoked_lease_ == 0) return true;
+  const Status s = client_->LeaseRevoke(unrevoked_lease_);  // a lease etcd lost is Ok too
+  if (!s.ok() && s.code() == StatusCode::kUnavailable) return false;
+  if (s.ok()) {
     logging::Info("server", "revoked the lease of this server's last term (" +
                                 std::to_string(unrevoked_lease_) +
                                 ") now that etcd answers: its leader key is gone");
-    unrevoked_lease_ = 0;
+  } else {
+    // etcd answered and refused: asking again would not change its answer; the lease
+    // expires on its own within a TTL.
+    logging::Warn("server", "could not revoke the lease of this server's last term (" +
+                                std::to_string(unrevoked_lease_) + "): " + s.message());
   }
+  unrevoked_lease_ = 0;
+  return true;
 }
 
 std::optional<int64_t> LeaderElection::HeldLease() {
@@ -198,7 +212,10 @@ void LeaderElection::CampaignLoop() {
   for (;;) {
     const std::optional<int64_t> held = HeldLease();
     if (!held) return;
-    RevokeRemembered();
+    if (!RevokeRemembered()) {
+      if (!WaitMs(kRevokeRetryMs)) return;
+      continue;
+    }
     int64_t lease = *held;
     if (lease == 0 && (lease = GrantLease()) == 0) {
       if (!WaitMs(500)) return;

@@ -86,8 +86,11 @@ class LeaderElection {
   // A standby's wait: until the leader key changes after `revision`, recheck_ms passes, or
   // Stop(). False when stopping.
   bool WaitForVacancy(int64_t revision);
-  // Revokes the lease a failed StepDown could not (etcd was unreachable then).
-  void RevokeRemembered();
+  // Revokes the lease a failed StepDown could not (etcd was unreachable then). False while
+  // etcd cannot be reached to do it: the campaign waits, because a campaign now would find
+  // the leader key still held by that lease (etcd renews every lease for a whole TTL when it
+  // comes back) and wait out the TTL instead of revoking it a moment later.
+  bool RevokeRemembered();
   bool WaitMs(int64_t ms);  // on the clock; false when stopping
   // Why a leader must step down now ("" = it need not). REQUIRES: mu_ held.
   std::string WhyStepDown(int64_t ttl_ms, int64_t margin_ms) const;

@@ -130,6 +130,8 @@ TEST_F(LeaderElectionTest, Issue38_TheLeaderStepsDownOnTheInjectedClockNotOnReal
 
 // After an etcd outage etcd renews every lease for a whole TTL; the old leader revokes the
 // lease it could not revoke while etcd was down, so a leader is back well within that TTL.
+// It campaigns only once that lease is revoked: a campaign that reached etcd a moment before
+// the revoke would find the key held by that lease and wait out its TTL (CI saw 7,212 ms).
 TEST_F(LeaderElectionTest, Issue38_AfterAnEtcdOutageTheOldLeaseIsRevokedAndALeaderReturnsAtOnce) {
   RealClock clock;
   constexpr int64_t kTtlS = 6;
@@ -145,7 +147,9 @@ TEST_F(LeaderElectionTest, Issue38_AfterAnEtcdOutageTheOldLeaseIsRevokedAndALead
   const int64_t ms = MsSince(back);
   std::cout << "leader again " << ms << " ms after etcd answered (TTL " << kTtlS * 1000
             << " ms)\n";
-  EXPECT_LT(ms, kTtlS * 1000 / 2) << "waited out the renewed lease instead of revoking it";
+  // Waiting out the renewed lease takes a TTL from etcd's return; revoking it takes as long
+  // as the client needs to dial etcd again (up to about 3 s on a loaded 2-core machine).
+  EXPECT_LT(ms, kTtlS * 1000 * 2 / 3) << "waited out the renewed lease instead of revoking it";
   EXPECT_EQ(a->elected.load(), 2);
   a->election->Stop();
 }

@@ -214,9 +214,11 @@ TEST_P(RollupTest, Issue38_AFailedArchiveCommitThenARetryCountsEachTaskOnce) {
   EXPECT_TRUE(store_->GetTask(1).ok());
   EXPECT_EQ(RowTasks(), 0) << "rows written by a commit that failed";
   ExpectSame(Views(*cp), before);
+  const int64_t commits = store_->commits();
   auto moved = cp->ArchiveHistory();
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_EQ(*moved, 4u);
+  EXPECT_EQ(store_->commits() - commits, 1) << "the rows and the deletes in one commit";
   EXPECT_EQ(RowTasks(), 4);
   ExpectSame(Views(*cp), before);
   EXPECT_EQ(*cp->ArchiveHistory(), 0u);
@@ -244,6 +246,7 @@ TEST_P(RollupTest, Issue38_ARunOf200HoursArchivesInOneCommitAndCountsEveryHour) 
   EXPECT_EQ(store_->commits() - commits, 1);
   const auto after = Views(*cp);
   ExpectSame(after, before);
+  ASSERT_EQ(after[0].size(), 1u) << "ann's use is not counted";
   const auto& steps = after[0][0].gpu_hours_by_step;
   ASSERT_GE(steps.size(), 201u);
   for (size_t s = 1; s < 200; ++s) EXPECT_NEAR(steps[s], 1.0, 1e-9) << "hour " << s;

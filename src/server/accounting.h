@@ -19,7 +19,7 @@
 // use between neighbouring steps within an hour. A row's tasks count where its hour overlaps
 // the window (a task counts in the hour its last run ended: a window holding only the start
 // of an archived task's run counts its use but not the task). A run longer than
-// kMaxRollupDays days (server/rollups.h) keeps its older hours in its first kept hour.
+// kMaxRollupDays (32) days (server/rollups.h) keeps its older hours in its first kept hour.
 //
 // Pure: no clock, no I/O. Deterministic: groups by name, series by time.
 

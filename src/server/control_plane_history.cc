@@ -42,16 +42,16 @@ size_t ControlPlane::ArchiveBatch() const { return kArchiveBatch; }
 StatusOr<store::WriteBatch> ControlPlane::ArchiveCommit(
     const std::vector<store::TaskRecord>& tasks, const std::vector<TaskUsage>& usage) {
   store::WriteBatch batch;
+  RollupSet rows(RollupDaysFor(store_->Limits().max_ops));
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (size_t i = 0; i < tasks.size(); ++i) {
     batch.deleted_tasks.push_back(tasks[i].task.id.value());
-    const auto [from, to] = RollupSet::DaysOf(usage[i]);
+    const auto [from, to] = rows.DaysOf(usage[i]);
     if (from > to) continue;
     first = std::min(first, from);
     last = std::max(last, to);
   }
   if (first > last) return batch;  // nothing held: no rows
-  RollupSet rows;
   GS_ASSIGN_OR_RETURN(std::vector<store::RollupRow> stored, store_->LoadRollups(first, last + 1));
   rows.Load(stored);
   for (const TaskUsage& u : usage) rows.Add(u);
@@ -63,7 +63,7 @@ StatusOr<store::WriteBatch> ControlPlane::ArchiveCommit(
 // count them: as many tasks as its limits allow at two operations a task (a record and its
 // state entry; etcd), fewer when their rows would not fit, halved whenever the store refuses
 // a commit as too large (a task with idempotency keys or parts needs more); a refusal writes
-// nothing, so halving and retrying is safe. One task's rows always fit (kMaxRollupDays).
+// nothing, so halving and retrying is safe. One task's rows always fit (RollupDaysFor).
 Status ControlPlane::DeleteArchived(const std::vector<store::TaskRecord>& tasks) {
   const store::CommitLimits limits = store_->Limits();
   const GpuTotals totals = GpuTotalMib();

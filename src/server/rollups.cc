@@ -24,7 +24,13 @@ int64_t LastEnd(const TaskUsage& u) {
 
 int64_t RollupDayOf(int64_t ms) { return FloorDiv(ms, kDayMs); }
 
-std::pair<int64_t, int64_t> RollupSet::DaysOf(const TaskUsage& u) {
+int64_t RollupDaysFor(size_t max_ops) {
+  return max_ops >= size_t(kMaxRollupDays) + 8 ? kMaxRollupDays
+         : max_ops > 9                          ? static_cast<int64_t>(max_ops) - 8
+                                                : 1;
+}
+
+std::pair<int64_t, int64_t> RollupSet::DaysOf(const TaskUsage& u) const {
   const int64_t end = LastEnd(u);
   if (end <= 0 || (u.gpus <= 0 && u.mem_mib <= 0)) return {0, -1};
   int64_t first = RollupDayOf(end - 1);
@@ -32,7 +38,7 @@ std::pair<int64_t, int64_t> RollupSet::DaysOf(const TaskUsage& u) {
     if (to > from) first = std::min(first, RollupDayOf(from));
   }
   const int64_t last = RollupDayOf(end - 1);
-  return {std::max(first, last - kMaxRollupDays + 1), last};
+  return {std::max(first, last - max_days_ + 1), last};
 }
 
 void RollupSet::Load(const std::vector<store::RollupRow>& rows) {

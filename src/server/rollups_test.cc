@@ -45,7 +45,7 @@ TEST(RollupSetTest, Issue38_UseIsSplitByHourAndATaskCountsInTheHourItsLastRunEnd
     for (const auto& h : r.hours) tasks += h.tasks;
   }
   EXPECT_EQ(tasks, 1);
-  EXPECT_EQ(RollupSet::DaysOf(Usage(1, 0, {})), std::make_pair(int64_t{0}, int64_t{-1}));
+  EXPECT_EQ(set.DaysOf(Usage(1, 0, {})), std::make_pair(int64_t{0}, int64_t{-1}));
 }
 
 // A run of months touches at most kMaxRollupDays rows: the hours before the last 32 days go
@@ -70,6 +70,18 @@ TEST(RollupSetTest, Issue38_ARunOfFortyDaysTouchesThirtyTwoRowsAndKeepsItsTotal)
   EXPECT_EQ(micro, 40 * kDay * 1'000'000);
   EXPECT_EQ(tasks, 1);
   EXPECT_EQ(rows.back().hours[23].tasks, 1);
+}
+
+// A store taking 16 operations a commit (etcd_max_txn_ops: 16) keeps 6 days a task.
+TEST(RollupSetTest, Issue38_FewerDaysWhereTheStoresCommitsAreSmaller) {
+  EXPECT_EQ(RollupDaysFor(128), kMaxRollupDays);
+  EXPECT_EQ(RollupDaysFor(14), 6);
+  EXPECT_EQ(RollupDaysFor(3), 1);
+  RollupSet set(RollupDaysFor(14));
+  set.Add(Usage(1, 0, {{100 * kDay, 140 * kDay}}));
+  const auto rows = set.Changed();
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows.front().hours[0].gpu_micro_ms, (34 * 24 + 1) * kHour * 1'000'000);
 }
 
 TEST(RollupSetTest, Issue38_RowsLoadedAreAddedToNotReplaced) {
@@ -175,6 +187,26 @@ class RollupTest : public HistoryTest, public ::testing::WithParamInterface<std:
     clock_.AdvanceMs(600'000);
     return cp;
   }
+  // One task of ann's, with an idempotency key (four operations to delete it on etcd), run
+  // for `ms`; then 10 minutes pass.
+  std::unique_ptr<ControlPlane> RunOne(DurationMs ms) {
+    auto cp = Start(GetParam());
+    Archive(*cp);
+    auto agent = Connect(*cp);
+    start_ = clock_.NowMs();
+    EXPECT_TRUE(cp->Submit(Spec("ann", "vision"), "key-1").ok());
+    cp->RunOnce();
+    RunFor(*cp, agent, 1, ms);
+    clock_.AdvanceMs(600'000);
+    return cp;
+  }
+  void ArchiveOneInOneCommit(ControlPlane& cp) {
+    const int64_t commits = store_->commits();
+    auto moved = cp.ArchiveHistory();
+    ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+    EXPECT_EQ(*moved, 1u);
+    EXPECT_EQ(store_->commits() - commits, 1);
+  }
   int64_t RowTasks() {
     auto rows = store_->LoadRollups(0, 1'000'000);
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();
@@ -229,21 +261,10 @@ TEST_P(RollupTest, Issue38_AFailedArchiveCommitThenARetryCountsEachTaskOnce) {
 // 200 hours of one task (with an idempotency key: four operations to delete it on etcd) are
 // nine or ten day rows: one commit within etcd's 128 operations, every hour counted.
 TEST_P(RollupTest, Issue38_ARunOf200HoursArchivesInOneCommitAndCountsEveryHour) {
-  auto cp = Start(GetParam());
-  Archive(*cp);
-  auto agent = Connect(*cp);
-  start_ = clock_.NowMs();
-  ASSERT_TRUE(cp->Submit(Spec("ann", "vision"), "key-1").ok());
-  cp->RunOnce();
-  RunFor(*cp, agent, 1, 200 * kHour);
-  clock_.AdvanceMs(600'000);
+  auto cp = RunOne(200 * kHour);
   const auto before = Views(*cp);
   ASSERT_NEAR(before[0][0].gpu_hours, 200.0, 1e-9);
-  const int64_t commits = store_->commits();
-  auto moved = cp->ArchiveHistory();
-  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
-  EXPECT_EQ(*moved, 1u);
-  EXPECT_EQ(store_->commits() - commits, 1);
+  ArchiveOneInOneCommit(*cp);
   const auto after = Views(*cp);
   ExpectSame(after, before);
   ASSERT_EQ(after[0].size(), 1u) << "ann's use is not counted";
@@ -255,18 +276,8 @@ TEST_P(RollupTest, Issue38_ARunOf200HoursArchivesInOneCommitAndCountsEveryHour) 
 
 // Forty days of one task: 32 rows, one commit, the total kept.
 TEST_P(RollupTest, Issue38_ARunOfFortyDaysArchivesInOneCommitWithItsTotal) {
-  auto cp = Start(GetParam());
-  Archive(*cp);
-  auto agent = Connect(*cp);
-  start_ = clock_.NowMs();
-  ASSERT_TRUE(cp->Submit(Spec("ann", "vision"), "key-1").ok());
-  cp->RunOnce();
-  RunFor(*cp, agent, 1, 40 * kDay);
-  clock_.AdvanceMs(600'000);
-  const int64_t commits = store_->commits();
-  auto moved = cp->ArchiveHistory();
-  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
-  EXPECT_EQ(store_->commits() - commits, 1);
+  auto cp = RunOne(40 * kDay);
+  ArchiveOneInOneCommit(*cp);
   auto rows = store_->LoadRollups(0, 1'000'000);
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(rows->size(), size_t(kMaxRollupDays));

@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -367,8 +368,8 @@ class ControlPlane {
   Status DeleteArchived(const std::vector<store::TaskRecord>& tasks);
   // One chunk's commit: the tasks' deletes and their rollup rows as the store holds them
   // plus what the tasks used (`usage`, one per task).
-  StatusOr<store::WriteBatch> ArchiveCommit(const std::vector<store::TaskRecord>& tasks,
-                                           const std::vector<TaskUsage>& usage);
+  StatusOr<store::WriteBatch> ArchiveCommit(std::span<const store::TaskRecord> tasks,
+                                           std::span<const TaskUsage> usage);
   TimeMs EndedAt(const TaskReport& st) const;
   void ApplyStatus(const std::string& node, const TaskReport& st,
                    const std::shared_ptr<AgentChannel>& channel);

@@ -3,6 +3,7 @@
 // with the rollup rows (server/rollups.h) that count them from then on.
 
 #include <algorithm>
+#include <span>
 #include <utility>
 
 #include "base/log.h"
@@ -39,8 +40,8 @@ size_t ControlPlane::ArchiveBatch() const { return kArchiveBatch; }
 // Issue 38: the rows are read as stored and written back whole in the commit that deletes
 // the tasks they now count: both land or neither does, so each task is counted exactly once
 // (this archiver is the rows' only writer; a deposed leader's commit is fenced).
-StatusOr<store::WriteBatch> ControlPlane::ArchiveCommit(
-    const std::vector<store::TaskRecord>& tasks, const std::vector<TaskUsage>& usage) {
+StatusOr<store::WriteBatch> ControlPlane::ArchiveCommit(std::span<const store::TaskRecord> tasks,
+                                                        std::span<const TaskUsage> usage) {
   store::WriteBatch batch;
   RollupSet rows(RollupDaysFor(store_->Limits().max_ops));
   int64_t first = INT64_MAX, last = INT64_MIN;
@@ -76,12 +77,15 @@ Status ControlPlane::DeleteArchived(const std::vector<store::TaskRecord>& tasks)
   size_t chunk = std::max<size_t>(1, limits.max_ops / 2);
   for (size_t at = 0; at < tasks.size();) {
     const size_t n = std::min(chunk, tasks.size() - at);
-    const auto from = static_cast<std::ptrdiff_t>(at), to = static_cast<std::ptrdiff_t>(at + n);
     GS_ASSIGN_OR_RETURN(store::WriteBatch batch,
-                        ArchiveCommit({tasks.begin() + from, tasks.begin() + to},
-                                      {usage.begin() + from, usage.begin() + to}));
+                        ArchiveCommit(std::span(tasks).subspan(at, n),
+                                      std::span(usage).subspan(at, n)));
     const bool fits = ArchiveCost(n, batch.rollups, limits).Within(limits);
-    const Status s = fits ? store_->Commit(batch) : InvalidArgument("above the store's limits");
+    const Status s =
+        fits ? store_->Commit(batch)
+             : InvalidArgument("deleting " + std::to_string(n) + " archived tasks with " +
+                               std::to_string(batch.rollups.size()) +
+                               " rollup rows is above the store's commit limits");
     if (s.code() == StatusCode::kInvalidArgument && n > 1) {
       chunk = n / 2;
       continue;

@@ -111,7 +111,7 @@ class HistoryTest : public ::testing::Test {
       EXPECT_TRUE(etcd.ok()) << etcd.status().ToString();
       etcd_ = std::move(etcd).value();
       auto opened = store::EtcdStore::Open(
-          std::move(store::EtcdClient::Create(etcd_->client_url_list())).value(), {});
+          std::move(store::EtcdClient::Create(etcd_->client_url_list())).value(), etcd_options_);
       EXPECT_TRUE(opened.ok()) << opened.status().ToString();
       return std::move(opened).value();
     }
@@ -122,6 +122,7 @@ class HistoryTest : public ::testing::Test {
 
   gpusched::testing::TestDir dir_{"gpusched_history_test"};
   std::unique_ptr<store::LocalEtcd> etcd_;  // "etcd" stores only
+  store::EtcdStore::Options etcd_options_;  // what "etcd" stores are opened with
   ServerConfig config_;
   FakeClock clock_{1'000'000'000};
   FaultyStore* store_ = nullptr;  // owned by the control plane

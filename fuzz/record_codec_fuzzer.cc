@@ -1,7 +1,7 @@
 // The SQLite store's record codec (store/record_codec.h), over one text read as a task, a
-// node and a memory-profile record. A corrupt record is DataLoss, never a crash; a record
-// that decodes re-encodes to a text that decodes again to the same record (compared through
-// its encoding, which is canonical).
+// node, a memory-profile record and a rollup row (issue 38). A corrupt record is DataLoss,
+// never a crash; a record that decodes re-encodes to a text that decodes again to the same
+// record (compared through its encoding, which is canonical).
 
 #include <string>
 
@@ -34,5 +34,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RoundTrip<store::TaskRecord>(text, store::DecodeTask, store::EncodeTask);
   RoundTrip<store::NodeRecord>(text, store::DecodeNode, store::EncodeNode);
   RoundTrip<core::MemoryProfile>(text, store::DecodeProfile, store::EncodeProfile);
+  RoundTrip<store::RollupRow>(text, store::DecodeRollup, store::EncodeRollup);
   return 0;
 }

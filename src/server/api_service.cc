@@ -451,10 +451,7 @@ grpc::Status ApiService::GetAccounting(grpc::ServerContext* ctx, const v1::Accou
             "since: must be before until (" + std::to_string(req->since_ms()) +
                 " >= " + std::to_string(req->until_ms()) + " ms)"};
   }
-  std::map<std::pair<std::string, int>, int64_t> totals;
-  for (const NodeView& n : cp.ListNodes()) {
-    for (const core::GpuState& g : n.node.gpus) totals[{n.node.name, g.index}] = g.total_mib;
-  }
+  GpuTotals totals = cp.GpuTotalMib();
   AccountingQuery q;
   q.now_ms = cp.clock().NowMs();
   q.since_ms = req->since_ms();

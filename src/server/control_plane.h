@@ -34,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -60,6 +61,7 @@
 #include "server/submission_waiters.h"
 #include "server/stream_limits.h"
 #include "server/task_index.h"
+#include "server/task_usage.h"
 #include "server/views.h"
 #include "server/tokens.h"
 #include "store/state_store.h"
@@ -134,6 +136,9 @@ class ControlPlane {
   StatusOr<TaskView> Cancel(uint64_t id);
   StatusOr<core::Explanation> Why(uint64_t id);
   std::vector<NodeView> ListNodes();
+  // (node, GPU index) -> the GPU's memory in MiB, of the nodes known now (accounting's GPU
+  // shares; server/accounting.h GpuTotals).
+  GpuTotals GpuTotalMib();
   // Issue 37: why evictions of silent nodes are held, "" when they are not
   // (core::Scheduler::eviction_hold).
   std::string EvictionHold();
@@ -276,8 +281,11 @@ class ControlPlane {
   StatusOr<size_t> ArchiveHistory();
   // A task the store no longer holds, from the archive (NotFound without one).
   StatusOr<TaskView> GetArchivedTask(uint64_t id);
-  // Archived tasks that finished at or after `since_ms`, id > after_id (acct).
+  // Archived tasks that finished at or after `since_ms`, id > after_id, that no rollup row
+  // counts (archived before issue 38's rollups; acct).
   StatusOr<ListPage> ListArchived(TimeMs since_ms, uint64_t after_id, size_t limit);
+  // Issue 38: the rollup rows of the UTC days that [since_ms, until_ms) touches (acct).
+  StatusOr<std::vector<store::RollupRow>> ListRollups(TimeMs since_ms, TimeMs until_ms);
   // ---- observability ----
   // O(states + nodes), never O(tasks). `with_teams` false: no series names a team.
   std::string MetricsText(bool with_teams = true);
@@ -356,7 +364,12 @@ class ControlPlane {
   void ArchiverMain();
   // One round: batches until one is not full (true: a backlog is left). Failures logged.
   bool ArchiveRound();
-  Status DeleteArchived(const std::vector<uint64_t>& ids);
+  // Deletes archived tasks from the store, each chunk's rollup rows in its commit.
+  Status DeleteArchived(const std::vector<store::TaskRecord>& tasks);
+  // One chunk's commit: the tasks' deletes and their rollup rows as the store holds them
+  // plus what the tasks used (`usage`, one per task).
+  StatusOr<store::WriteBatch> ArchiveCommit(std::span<const store::TaskRecord> tasks,
+                                           std::span<const TaskUsage> usage);
   TimeMs EndedAt(const TaskReport& st) const;
   void ApplyStatus(const std::string& node, const TaskReport& st,
                    const std::shared_ptr<AgentChannel>& channel);

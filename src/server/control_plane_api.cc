@@ -341,6 +341,14 @@ std::vector<NodeView> ControlPlane::ListNodes() {
   return out;
 }
 
+GpuTotals ControlPlane::GpuTotalMib() {
+  GpuTotals totals;
+  for (const NodeView& n : ListNodes()) {
+    for (const core::GpuState& g : n.node.gpus) totals[{n.node.name, g.index}] = g.total_mib;
+  }
+  return totals;
+}
+
 void ControlPlane::QueueNode(const std::string& node) {
   auto index = sched_->cluster().Find(node);
   if (!index) return;

@@ -5,11 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "base/testing/test_dir.h"
-#include "server/accounting.h"
-#include "server/api_convert.h"
-#include "server/control_plane.h"
-#include "server/testing/fake_agent_channel.h"
+#include "server/testing/history_fixture.h"
 #include "store/etcd_store.h"
 #include "store/local_etcd.h"
 #include "store/sqlite_store.h"
@@ -19,8 +15,7 @@
 namespace gpusched::server {
 namespace {
 
-using store::testing::FaultyStore;
-using testing::FakeAgentChannel;
+using testing::HistoryTest;
 
 // An archive whose writes fail (a full disk, a read-only file), for the fault tests.
 class FailingArchive final : public store::TaskArchive {
@@ -32,86 +27,10 @@ class FailingArchive final : public store::TaskArchive {
   StatusOr<store::TaskRecord> Get(uint64_t id) override {
     return NotFound("task " + std::to_string(id) + ": no such task");
   }
-  StatusOr<store::TaskPage> ListFinishedSince(int64_t, uint64_t, size_t) override {
+  StatusOr<store::TaskPage> ListFinishedSince(int64_t, uint64_t, size_t, bool) override {
     return store::TaskPage{};
   }
   int appends = 0;
-};
-
-class HistoryTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    config_.history_retention_ms = 60'000;
-    config_.retain_finished = 0;  // finished tasks leave memory at once: the store has them
-  }
-  std::unique_ptr<ControlPlane> Start() {
-    auto db = store::SqliteStore::Open((dir_ / "state.db").string(), {});
-    EXPECT_TRUE(db.ok()) << db.status().ToString();
-    auto faulty = std::make_unique<FaultyStore>(std::move(db).value());
-    store_ = faulty.get();
-    auto cp = ControlPlane::Create(config_, clock_, std::move(faulty));
-    EXPECT_TRUE(cp.ok()) << cp.status().ToString();
-    return std::move(cp).value();
-  }
-  store::SqliteArchive* Archive(ControlPlane& cp) {
-    auto a = store::SqliteArchive::Open((dir_ / "archive.db").string());
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    store::SqliteArchive* raw = a->get();
-    cp.SetArchive(std::move(a).value());
-    return raw;
-  }
-  std::shared_ptr<FakeAgentChannel> Connect(ControlPlane& cp) {
-    AgentRegistration r;
-    r.spec.name = "n1";
-    r.spec.address = "127.0.0.1:1";
-    r.spec.capacity = {64'000, 256 * 1024};
-    r.spec.gpus.assign(4, core::GpuSpec{"A100", 81920});
-    auto ch = std::make_shared<FakeAgentChannel>();
-    EXPECT_TRUE(cp.AgentRegistered(r, ch).ok());
-    return ch;
-  }
-  static core::TaskSpec Spec(const std::string& user, const std::string& team, int gpus = 1) {
-    core::TaskSpec s;
-    s.gpus = gpus;
-    s.command = {"true"};
-    s.max_retries = 0;
-    s.user = user;
-    s.team = team;
-    return s;
-  }
-  static TaskReport Report(uint64_t id, TaskReport::Kind kind) {
-    TaskReport st;
-    st.id = TaskId(id);
-    st.attempt = 1;
-    st.kind = kind;
-    return st;
-  }
-  // Runs `id` (placed already) for `ms`, then lets it end with exit code 0.
-  void RunFor(ControlPlane& cp, const std::shared_ptr<FakeAgentChannel>& agent, uint64_t id,
-              DurationMs ms) {
-    cp.AgentMessage("n1", Report(id, TaskReport::Kind::kStarted), agent);
-    cp.RunOnce();
-    clock_.AdvanceMs(ms);
-    cp.AgentMessage("n1", Report(id, TaskReport::Kind::kFinished), agent);
-    cp.RunOnce();
-  }
-  std::vector<AccountingGroup> Acct(ControlPlane& cp, AccountingQuery::By by) {
-    AccountingQuery q;
-    q.by = by;
-    q.since_ms = 0;
-    q.until_ms = clock_.NowMs() + 1;
-    q.step_ms = 3'600'000;
-    q.now_ms = clock_.NowMs();
-    Accounting acct(q, {});
-    auto groups = CollectAccounting(cp, acct, q);
-    EXPECT_TRUE(groups.ok()) << groups.status().ToString();
-    return groups.ok() ? *groups : std::vector<AccountingGroup>{};
-  }
-
-  gpusched::testing::TestDir dir_{"gpusched_history_test"};
-  ServerConfig config_;
-  FakeClock clock_{1'000'000'000};
-  FaultyStore* store_ = nullptr;  // owned by the control plane
 };
 
 TEST_F(HistoryTest, Issue38_FinishedTasksPastTheRetentionMoveToTheArchiveAndShowFindsThem) {

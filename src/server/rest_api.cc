@@ -394,10 +394,7 @@ StatusOr<Json> RestApi::GetAccounting(const Request& req, const Caller&) {
   if (window / aq.step_ms > 2000) {
     return InvalidArgument("step: " + q.at("step") + " cuts the window into more than 2000 steps");
   }
-  std::map<std::pair<std::string, int>, int64_t> totals;
-  for (const NodeView& n : cp_.ListNodes()) {
-    for (const core::GpuState& g : n.node.gpus) totals[{n.node.name, g.index}] = g.total_mib;
-  }
+  GpuTotals totals = cp_.GpuTotalMib();
   Accounting acct(aq, std::move(totals));
   // Every task that may have run inside the window, with its history.
   GS_ASSIGN_OR_RETURN(std::vector<AccountingGroup> found, CollectAccounting(cp_, acct, aq));

@@ -459,6 +459,41 @@ void EtcdStore::AddSmallGroups(const WriteBatch& batch, CommitGroups& out) const
   for (const std::string& team : batch.removed_quotas) {
     out.groups.push_back({EtcdOp::Delete(Key("quota", team))});
   }
+  // Issue 38: a row is a few KiB at most (72 numbers and three names), never split.
+  for (const RollupRow& row : batch.rollups) {
+    out.groups.push_back({EtcdOp::Put(RollupKey(row), EncodeRollup(row))});
+  }
+}
+
+namespace {
+
+// A name as one segment of a key: '%' and '/' written %25 and %2F, so that no name can end
+// a segment early and two rows never share a key.
+std::string KeySegment(const std::string& name) {
+  std::string out;
+  for (const char c : name) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '/') {
+      out += "%2F";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EtcdStore::RollupDayKey(int64_t day) const {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%010" PRId64, std::max<int64_t>(day, 0));
+  return Key("r", buf) + "/";
+}
+
+std::string EtcdStore::RollupKey(const RollupRow& row) const {
+  return RollupDayKey(row.day) + KeySegment(row.team) + "/" + KeySegment(row.user) + "/" +
+         KeySegment(row.failure);
 }
 
 // What a stored batch changes in memory: the split keys, the highest id, the state index.
@@ -529,9 +564,13 @@ StatusOr<std::string> EtcdStore::Assemble(const EtcdKv& kv) {
 }
 
 StatusOr<std::vector<EtcdKv>> EtcdStore::ScanAll(const std::string& prefix) {
+  return ScanRange(prefix, EtcdClient::PrefixEnd(prefix));
+}
+
+StatusOr<std::vector<EtcdKv>> EtcdStore::ScanRange(const std::string& first,
+                                                   const std::string& end) {
   std::vector<EtcdKv> out;
-  const std::string end = EtcdClient::PrefixEnd(prefix);
-  std::string from = prefix;
+  std::string from = first;
   for (;;) {
     GS_ASSIGN_OR_RETURN(EtcdRange r, client_->Range(from, end, kScanPage));
     for (EtcdKv& kv : r.kvs) out.push_back(std::move(kv));
@@ -778,6 +817,26 @@ StatusOr<std::vector<core::TeamQuota>> EtcdStore::LoadQuotas() {
   }
   std::sort(out.begin(), out.end(),
             [](const core::TeamQuota& a, const core::TeamQuota& b) { return a.team < b.team; });
+  return out;
+}
+
+StatusOr<std::vector<RollupRow>> EtcdStore::LoadRollups(int64_t from_day, int64_t to_day) {
+  if (from_day >= to_day) return std::vector<RollupRow>();
+  std::lock_guard<std::mutex> lock(mu_);
+  GS_ASSIGN_OR_RETURN(std::vector<EtcdKv> rows,
+                      ScanRange(RollupDayKey(from_day), RollupDayKey(to_day)));
+  std::vector<RollupRow> out;
+  for (const EtcdKv& kv : rows) {
+    StatusOr<RollupRow> row = DecodeRollup(kv.value);
+    if (!row.ok()) {  // lost, as a quota or token that does not decode; the rest counts
+      logging::Warn("store", "ignored rollup row " + kv.key + ": " + row.status().message());
+      continue;
+    }
+    out.push_back(std::move(row).value());
+  }
+  // The keys' order is the names' escaped bytes; the contract's is the names'.
+  std::sort(out.begin(), out.end(),
+            [](const RollupRow& a, const RollupRow& b) { return a.Key() < b.Key(); });
   return out;
 }
 

@@ -14,6 +14,9 @@
 //                        versions get them at their first take-over)
 //   /ki/<id>/<key>       issue 38: the idempotency keys naming a task (deleted with it)
 //   /cluster_id          the store's cluster id (issue 39), created once, never changed
+//   /r/<day, 10 digits>/<team>/<user>/<failure>
+//                        issue 38: a rollup row (record_codec JSON; '%' and '/' in the names
+//                        written %25 and %2F), in the Txn that deletes the tasks it counts
 //
 // Fencing: with a Fence, every write is one Txn guarded by the leader key's create revision
 // (If CreateRevision(leader key) == fence revision Then writes). A deposed leader's write
@@ -101,6 +104,7 @@ class EtcdStore final : public StateStore {
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
   StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
+  StatusOr<std::vector<RollupRow>> LoadRollups(int64_t from_day, int64_t to_day) override;
   Status SnapshotTo(const std::string&) override {
     return FailedPrecondition(
         "the state is in etcd: back up etcd itself (`etcdctl snapshot save FILE`, which is "
@@ -161,6 +165,10 @@ class EtcdStore final : public StateStore {
   void AddPut(std::vector<EtcdOp>& ops, const std::string& key, const std::string& value);
   StatusOr<std::string> Assemble(const EtcdKv& kv);
   StatusOr<std::vector<EtcdKv>> ScanAll(const std::string& prefix);
+  StatusOr<std::vector<EtcdKv>> ScanRange(const std::string& from, const std::string& end);
+  // Issue 38: a rollup row's key, and the first key of a day's rows.
+  std::string RollupKey(const RollupRow& row) const;
+  std::string RollupDayKey(int64_t day) const;
   void MaybeCompact(int64_t revision);
   // The Txn's answer when its comparisons failed: fenced, or an earlier attempt of it landed.
   Status ExplainFailedTxn(const EtcdTxnResult& r, const std::string& token);

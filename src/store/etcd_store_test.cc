@@ -16,6 +16,7 @@
 #include "store/local_etcd.h"
 #include "store/record_codec.h"
 #include "store/testing/batches.h"
+#include "store/testing/rollup_checks.h"
 #include "etcd/rpc.grpc.pb.h"
 #include "store/etcd_convert.h"
 #include <grpcpp/grpcpp.h>
@@ -477,6 +478,27 @@ std::unique_ptr<EtcdClient> ClientVia(const std::vector<std::string>& endpoints,
   auto c = EtcdClient::Create(endpoints, o);
   EXPECT_TRUE(c.ok());
   return std::move(c).value();
+}
+
+TEST_F(EtcdStoreTest, Issue38_RollupRowsAreWrittenWholeAndReadByDayInOrder) {
+  auto store = Open();
+  testing::ExpectRollupsReadBack(*store);
+  // A new leader's store reads them; the keys are escaped names under /r/<day>/.
+  auto taker = Open();
+  auto rows = taker->LoadRollups(20'000, 20'001);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(rows->size(), 4u);
+  auto keys = Client()->Range("/gpusched/r/0000020000/", EtcdClient::PrefixEnd("/gpusched/r/0000020000/"));
+  ASSERT_TRUE(keys.ok());
+  std::vector<std::string> names;
+  for (const EtcdKv& kv : keys->kvs) names.push_back(kv.key.substr(std::string("/gpusched/r/0000020000/").size()));
+  EXPECT_EQ(names, (std::vector<std::string>{"a%252Fb/c/none", "a%2Fb/c/none", "a/b%2Fc/none",
+                                             "nlp/bob/exit"}));
+  // A row that does not decode is left out, the rest read.
+  ASSERT_TRUE(Client()->Txn({}, {EtcdOp::Put("/gpusched/r/0000020000/zz/zz/none", "{}")}).ok());
+  rows = taker->LoadRollups(20'000, 20'001);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 4u);
 }
 
 TEST_F(EtcdStoreTest, ATxnWhoseAnswerWasLostAfterItLandedIsAppliedOnceAndReportedDone) {

@@ -35,6 +35,7 @@ Status MemoryStore::Commit(const WriteBatch& batch) {
   for (const std::string& id : batch.revoked_tokens) tokens_.erase(id);
   for (const core::TeamQuota& q : batch.quotas) quotas_[q.team] = q;
   for (const std::string& team : batch.removed_quotas) quotas_.erase(team);
+  for (const RollupRow& row : batch.rollups) rollups_[row.Key()] = row;
   return Status::Ok();
 }
 
@@ -108,6 +109,16 @@ StatusOr<std::vector<TokenRecord>> MemoryStore::LoadTokens() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<TokenRecord> out;
   for (const auto& [id, t] : tokens_) out.push_back(t);
+  return out;
+}
+
+StatusOr<std::vector<RollupRow>> MemoryStore::LoadRollups(int64_t from_day, int64_t to_day) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RollupRow> out;
+  for (auto it = rollups_.lower_bound({from_day, "", "", ""});
+       it != rollups_.end() && it->second.day < to_day; ++it) {
+    out.push_back(it->second);
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "store/state_store.h"
 
@@ -32,6 +33,7 @@ class MemoryStore final : public StateStore {
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
   StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
+  StatusOr<std::vector<RollupRow>> LoadRollups(int64_t from_day, int64_t to_day) override;
 
  private:
   std::string cluster_id_;
@@ -43,6 +45,8 @@ class MemoryStore final : public StateStore {
   std::map<core::MemoryProfile, LearnedPeak> peaks_;
   std::map<std::string, TokenRecord> tokens_;
   std::map<std::string, core::TeamQuota> quotas_;
+  // Issue 38: by (day, team, user, failure), in LoadRollups' order.
+  std::map<std::tuple<int64_t, std::string, std::string, std::string>, RollupRow> rollups_;
 };
 
 }  // namespace gpusched::store

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -462,6 +463,93 @@ StatusOr<TokenRecord> DecodeToken(const std::string& text) {
     if (r.id.empty()) return DataLoss("token: id is empty");
     return r;
   });
+}
+
+namespace {
+
+constexpr const char* kRollupSlotFields[] = {"gpu_mem_mib_ms", "gpu_micro_ms", "tasks"};
+
+int64_t& SlotField(RollupSlot& slot, size_t field) {
+  return field == 0 ? slot.gpu_mem_mib_ms : field == 1 ? slot.gpu_micro_ms : slot.tasks;
+}
+
+// A non-negative integer, or DataLoss naming `field`.
+StatusOr<int64_t> RollupCount(const Json& j, const std::string& field) {
+  const bool count = j.is_number_unsigned()  ? j.get<uint64_t>() <= uint64_t(INT64_MAX)
+                     : j.is_number_integer() ? j.get<int64_t>() >= 0
+                                             : false;
+  if (!count) {
+    return DataLoss("rollup: " + field + ": " + j.dump() + " is not a count (0 to 2^63-1)");
+  }
+  return j.get<int64_t>();
+}
+
+StatusOr<std::string> RollupName(const Json& j, const char* field) {
+  if (!j.is_string() || j.get<std::string>().empty()) {
+    return DataLoss(std::string("rollup: ") + field + ": " + j.dump() +
+                    " is not a name (a non-empty string)");
+  }
+  return j.get<std::string>();
+}
+
+Status RollupSlots(const Json& j, size_t field, RollupRow& row) {
+  const std::string name = kRollupSlotFields[field];
+  if (!j.is_array() || j.size() != RollupRow::kHours) {
+    return DataLoss("rollup: " + name + ": not an array of " +
+                    std::to_string(RollupRow::kHours) + " hours");
+  }
+  for (size_t h = 0; h < j.size(); ++h) {
+    GS_ASSIGN_OR_RETURN(SlotField(row.hours[h], field),
+                        RollupCount(j[h], name + "[" + std::to_string(h) + "]"));
+  }
+  return Status::Ok();
+}
+
+StatusOr<RollupRow> RollupFrom(const Json& j) {
+  if (!j.is_object()) return DataLoss("rollup: not an object");
+  static const std::set<std::string> kFields = {"day",         "failure", "gpu_mem_mib_ms",
+                                                "gpu_micro_ms", "tasks",   "team",
+                                                "user",         "v"};
+  for (const auto& [key, value] : j.items()) {
+    if (kFields.count(key) == 0) return DataLoss("rollup: " + key + ": unknown field");
+  }
+  for (const std::string& key : kFields) {
+    if (!j.contains(key)) return DataLoss("rollup: " + key + ": missing");
+  }
+  if (j.at("v") != 1) return DataLoss("rollup: v: " + j.at("v").dump() + " is not 1");
+  RollupRow row;
+  GS_ASSIGN_OR_RETURN(row.day, RollupCount(j.at("day"), "day"));
+  GS_ASSIGN_OR_RETURN(row.team, RollupName(j.at("team"), "team"));
+  GS_ASSIGN_OR_RETURN(row.user, RollupName(j.at("user"), "user"));
+  GS_ASSIGN_OR_RETURN(row.failure, RollupName(j.at("failure"), "failure"));
+  for (size_t f = 0; f < std::size(kRollupSlotFields); ++f) {
+    GS_RETURN_IF_ERROR(RollupSlots(j.at(kRollupSlotFields[f]), f, row));
+  }
+  return row;
+}
+
+}  // namespace
+
+std::string EncodeRollup(const RollupRow& row) {
+  Json j = {{"v", 1},
+            {"day", row.day},
+            {"team", row.team},
+            {"user", row.user},
+            {"failure", row.failure}};
+  for (size_t f = 0; f < std::size(kRollupSlotFields); ++f) {
+    Json slots = Json::array();
+    for (RollupSlot slot : row.hours) slots.push_back(SlotField(slot, f));
+    j[kRollupSlotFields[f]] = std::move(slots);
+  }
+  return j.dump();
+}
+
+StatusOr<RollupRow> DecodeRollup(const std::string& text) {
+  try {
+    return RollupFrom(Json::parse(text));
+  } catch (const std::exception& e) {  // not JSON
+    return DataLoss(std::string("rollup: corrupt stored record: ") + e.what());
+  }
 }
 
 }  // namespace gpusched::store

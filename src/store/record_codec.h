@@ -25,5 +25,10 @@ std::string EncodePeaks(const std::vector<MiB>& peaks);
 StatusOr<std::vector<MiB>> DecodePeaks(const std::string& text);
 std::string EncodeToken(const TokenRecord& record);
 StatusOr<TokenRecord> DecodeToken(const std::string& text);
+// Issue 38: a rollup row, {"day", "team", "user", "failure", and per hour "gpu_micro_ms",
+// "gpu_mem_mib_ms", "tasks": arrays of 24 integers}. The decoder is strict: every field present
+// with its type, no other field, no negative number, 24 slots; DataLoss naming the field.
+std::string EncodeRollup(const RollupRow& row);
+StatusOr<RollupRow> DecodeRollup(const std::string& text);
 
 }  // namespace gpusched::store

@@ -60,6 +60,7 @@ class SqliteStore final : public StateStore {
   StatusOr<std::vector<TokenRecord>> LoadTokens() override;
   StatusOr<std::vector<core::TeamQuota>> LoadQuotas() override;
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override;
+  StatusOr<std::vector<RollupRow>> LoadRollups(int64_t from_day, int64_t to_day) override;
   // SQLite's online backup API, in one step under the store's lock (commits wait for it):
   // the pages of one committed state. `path` must not exist; it is a SQLite database (synced)
   // that SqliteStore::Open reads.

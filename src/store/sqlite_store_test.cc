@@ -9,14 +9,17 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/cluster_id.h"
 #include "base/testing/test_dir.h"
+#include "store/memory_store.h"
 #include "store/record_codec.h"
 #include "store/testing/batches.h"
+#include "store/testing/rollup_checks.h"
 #include "store/testing/fault_vfs.h"
 
 namespace gpusched::store {
@@ -222,6 +225,62 @@ TEST(RecordCodecTest, TaskTextIsCanonicalJson) {
     EXPECT_EQ(EncodeTask(*back), text);
   }
   EXPECT_EQ(DecodeTask(EncodeTask(r))->task.spec.name, r.task.spec.name);
+}
+
+TEST(RecordCodecTest, Issue38_RollupRowsRoundTripAndTheDecoderNamesWhatIsWrong) {
+  RollupRow row = testing::Rollup(20'428, "vision", "ann", "none", 23, 3'600'000'000'000);
+  row.hours[0] = {1, 2, 3};
+  auto back = DecodeRollup(EncodeRollup(row));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, row);
+  const std::string zeros = "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]";
+  auto text = [&](const std::string& day, const std::string& team, const std::string& micro,
+                  const std::string& tasks, const std::string& extra = "") {
+    return "{\"day\":" + day + ",\"failure\":\"none\",\"gpu_mem_mib_ms\":" + zeros +
+           ",\"gpu_micro_ms\":" + micro + ",\"tasks\":" + tasks + ",\"team\":" + team +
+           ",\"user\":\"ann\",\"v\":1" + extra + "}";
+  };
+  ASSERT_TRUE(DecodeRollup(text("1", "\"t\"", zeros, zeros)).ok());
+  const std::string short_slots = "[0,0,0]";
+  const std::string negative = "[0,0,0,-5,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]";
+  const std::string fraction = "[0.5,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {text("-1", "\"t\"", zeros, zeros), "day: -1"},
+      {text("\"1\"", "\"t\"", zeros, zeros), "day: \"1\""},
+      {text("1", "\"\"", zeros, zeros), "team: \"\""},
+      {text("1", "7", zeros, zeros), "team: 7"},
+      {text("1", "\"t\"", short_slots, zeros), "gpu_micro_ms: not an array of 24"},
+      {text("1", "\"t\"", negative, zeros), "gpu_micro_ms[3]: -5"},
+      {text("1", "\"t\"", zeros, fraction), "tasks[0]: 0.5"},
+      {text("1", "\"t\"", zeros, "[18446744073709551615" + zeros.substr(2)),
+       "tasks[0]: 18446744073709551615"},
+      {text("1", "\"t\"", zeros, zeros, ",\"gpus\":1"), "gpus: unknown field"},
+      {"{\"day\":1}", "failure: missing"},
+      {std::regex_replace(text("1", "\"t\"", zeros, zeros), std::regex("\"v\":1"), "\"v\":2"),
+       "v: 2"},
+      {"[1,2]", "rollup: not an object"},
+      {"{\"day\":", "rollup: corrupt stored record"},
+  };
+  for (const auto& [json, want] : bad) {
+    auto r = DecodeRollup(json);
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << json;
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << json << "\n  said: " << r.status().message() << "\n  want: " << want;
+  }
+}
+
+TEST_F(SqliteStoreTest, Issue38_RollupRowsAreWrittenWholeAndReadByDayInOrder) {
+  testing::ExpectRollupsReadBack(*Open());
+  auto reopened = Open();  // they survive a reopen
+  auto rows = reopened->LoadRollups(20'000, 20'001);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 4u);
+}
+
+TEST(MemoryStoreTest, Issue38_RollupRowsAreWrittenWholeAndReadByDayInOrder) {
+  MemoryStore store;
+  testing::ExpectRollupsReadBack(store);
 }
 
 TEST_F(SqliteStoreTest, NodesAndLearnedPeaksSurviveReopenOneRowPerProfile) {

@@ -19,12 +19,14 @@
 // is a known failure: nothing of the batch is, or will become, visible.
 // Thread-safety: implementations are safe to call from several threads.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/status.h"
@@ -69,6 +71,32 @@ struct TokenRecord {
   std::string agent_node = {};
 };
 
+// Issue 38: what the archived tasks of one UTC day used, per (team, user, failure), hour by
+// hour, so that `acct` reads history from rows that grow with days and owners, not with tasks.
+// Written only in the commit that deletes the tasks counted in it (ControlPlane::ArchiveHistory),
+// so a task is either in the store or in the rows, never in both.
+struct RollupSlot {
+  // GPU use in micro-GPU-milliseconds: a task's GPU share (m/t of each GPU, 1 for a whole GPU)
+  // x milliseconds x 10^6, rounded per task and hour. Integers, so that sums do not depend on
+  // the order they are made in (one GPU for a whole hour: 3.6e12; int64 holds 2.5 million of
+  // those per slot).
+  int64_t gpu_micro_ms = 0;
+  int64_t gpu_mem_mib_ms = 0;  // GPU memory reserved: MiB x milliseconds
+  int64_t tasks = 0;           // tasks whose last run ended in this hour
+  bool operator==(const RollupSlot&) const = default;
+};
+struct RollupRow {
+  static constexpr int kHours = 24;
+  int64_t day = 0;  // UTC days since the epoch (ms / 86,400,000); >= 0
+  // As accounting names them (server/accounting.h TaskOwner: "default" for a task that
+  // records none) and the task's failure name, "none" for one that did not fail.
+  std::string team, user, failure;
+  std::array<RollupSlot, kHours> hours{};  // hour h: [day + h hours, day + h + 1 hours)
+  bool operator==(const RollupRow&) const = default;
+  // The row's identity, and its order in LoadRollups.
+  auto Key() const { return std::tie(day, team, user, failure); }
+};
+
 // One atomic write.
 struct WriteBatch {
   std::vector<TaskRecord> tasks;                     // insert or replace
@@ -85,15 +113,19 @@ struct WriteBatch {
   // the idempotency keys naming them (absent: no-op). EtcdStore deletes the keys stored with
   // a task since issue 38 (it keeps which keys name a task beside them).
   std::vector<uint64_t> deleted_tasks;
+  // Issue 38: rollup rows, inserted or replaced whole, by (day, team, user, failure).
+  std::vector<RollupRow> rollups;
   bool empty() const {
     return tasks.empty() && nodes.empty() && removed_nodes.empty() && idempotency_keys.empty() &&
            peaks.empty() && forgotten_peaks.empty() && tokens.empty() && revoked_tokens.empty() &&
-           quotas.empty() && removed_quotas.empty() && deleted_tasks.empty();
+           quotas.empty() && removed_quotas.empty() && deleted_tasks.empty() &&
+           rollups.empty();
   }
 };
 
 // Issue 38: what one Commit may carry. A batch costs one operation per record written or
-// deleted (task, node, idempotency key, learned peak, token, quota; a removed node two), one
+// deleted (task, node, idempotency key, learned peak, token, quota, rollup row; a removed node
+// two), one
 // more per part of a value above value_part_bytes, and in bytes the sum over its operations
 // of the record's name (a task's 20-digit id, a node's name, a key, ...), its value and
 // op_overhead_bytes. The defaults: no limit.
@@ -121,6 +153,11 @@ struct CommitCost {
     bytes += value_bytes + (1 + parts) * (name_bytes + limits.op_overhead_bytes) +
              limits.index_ops_per_put *
                  (2 * name_bytes + limits.op_overhead_bytes + limits.index_value_bytes);
+  }
+  // Issue 38: a record without index entries (a rollup row, never split: a few KiB at most).
+  void PutUnindexed(size_t name_bytes, size_t value_bytes, const CommitLimits& limits) {
+    ops += 1;
+    bytes += name_bytes + value_bytes + limits.op_overhead_bytes;
   }
   // A record of `name_bytes` of name (and any parts of it) deleted.
   void Delete(size_t name_bytes, const CommitLimits& limits) {
@@ -180,6 +217,9 @@ class StateStore {
   virtual StatusOr<std::vector<TokenRecord>> LoadTokens() = 0;  // ascending id
   virtual StatusOr<std::vector<core::TeamQuota>> LoadQuotas() = 0;  // ascending team
   virtual StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() = 0;
+  // Issue 38: the rollup rows with from_day <= day < to_day, ordered by (day, team, user,
+  // failure). A row that does not decode is logged and left out.
+  virtual StatusOr<std::vector<RollupRow>> LoadRollups(int64_t from_day, int64_t to_day) = 0;
 
   // Writes a consistent snapshot of everything stored to `path`, a new file (`gpusched admin
   // backup`, issue 39): every commit that returned before the call is in it, none is half in

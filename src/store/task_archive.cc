@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS archived_tasks (
     id INTEGER PRIMARY KEY, user TEXT NOT NULL, team TEXT NOT NULL, state TEXT NOT NULL,
-    finished_ms INTEGER NOT NULL, record TEXT NOT NULL);
+    finished_ms INTEGER NOT NULL, record TEXT NOT NULL, rolled_up INTEGER NOT NULL DEFAULT 0);
   CREATE INDEX IF NOT EXISTS archived_by_finish ON archived_tasks (finished_ms);
 )sql";
 
@@ -55,7 +55,15 @@ StatusOr<std::unique_ptr<SqliteArchive>> SqliteArchive::Open(const std::string& 
   GS_RETURN_IF_ERROR(a->Exec("PRAGMA journal_mode=WAL"));
   GS_RETURN_IF_ERROR(a->Exec("PRAGMA synchronous=FULL"));  // durable before the store deletes
   GS_RETURN_IF_ERROR(a->Exec(kSchema));
+  GS_RETURN_IF_ERROR(a->Migrate());
   return a;
+}
+
+// Issue 38: a file of an earlier version has no rolled_up: its tasks count from here (0).
+Status SqliteArchive::Migrate() {
+  Stmt probe(db_, "SELECT rolled_up FROM archived_tasks LIMIT 0");
+  if (probe.ok()) return Status::Ok();
+  return Exec("ALTER TABLE archived_tasks ADD COLUMN rolled_up INTEGER NOT NULL DEFAULT 0");
 }
 
 SqliteArchive::~SqliteArchive() { sqlite3_close(db_); }
@@ -88,8 +96,10 @@ Status SqliteArchive::InsertLocked(const std::vector<TaskRecord>& tasks) {
   Stmt st(db_,
           "INSERT OR IGNORE INTO archived_tasks (id, user, team, state, finished_ms, record) "
           "VALUES (?, ?, ?, ?, ?, ?)");
-  if (!st.ok()) return Error("prepare");
+  Stmt mark(db_, "UPDATE archived_tasks SET rolled_up = 1 WHERE id = ?");
+  if (!st.ok() || !mark.ok()) return Error("prepare");
   for (const TaskRecord& r : tasks) {
+    mark.Reset();
     st.Reset();
     st.Bind(1, static_cast<int64_t>(r.task.id.value()));
     st.Bind(2, r.task.spec.user);
@@ -98,6 +108,8 @@ Status SqliteArchive::InsertLocked(const std::vector<TaskRecord>& tasks) {
     st.Bind(5, static_cast<int64_t>(r.task.finished_ms));
     st.Bind(6, EncodeTask(r));
     if (st.Step() != SQLITE_DONE) return Error("archive task " + r.task.id.ToString());
+    mark.Bind(1, static_cast<int64_t>(r.task.id.value()));
+    if (mark.Step() != SQLITE_DONE) return Error("archive task " + r.task.id.ToString());
   }
   return Status::Ok();
 }
@@ -114,11 +126,13 @@ StatusOr<TaskRecord> SqliteArchive::Get(uint64_t id) {
 }
 
 StatusOr<TaskPage> SqliteArchive::ListFinishedSince(int64_t since_ms, uint64_t after_id,
-                                                    size_t limit) {
+                                                    size_t limit, bool only_not_rolled_up) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_,
-         "SELECT record FROM archived_tasks WHERE finished_ms >= ? AND id > ? ORDER BY id "
-         "LIMIT ?");
+  Stmt q(db_, only_not_rolled_up
+                  ? "SELECT record FROM archived_tasks WHERE finished_ms >= ? AND id > ? AND "
+                    "rolled_up = 0 ORDER BY id LIMIT ?"
+                  : "SELECT record FROM archived_tasks WHERE finished_ms >= ? AND id > ? "
+                    "ORDER BY id LIMIT ?");
   if (!q.ok()) return Error("prepare");
   q.Bind(1, since_ms);
   q.Bind(2, static_cast<int64_t>(after_id));

@@ -55,6 +55,9 @@ class FaultyStore final : public StateStore {
   StatusOr<std::vector<QuarantinedRow>> LoadQuarantine() override {
     return inner_->LoadQuarantine();
   }
+  StatusOr<std::vector<RollupRow>> LoadRollups(int64_t from_day, int64_t to_day) override {
+    return inner_->LoadRollups(from_day, to_day);
+  }
   const std::string& ClusterId() const override { return inner_->ClusterId(); }
 
  private:

@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "harness.h"
 
@@ -39,9 +41,18 @@ class ClusterTest : public ::testing::Test {
     StartServer();
   }
   void TearDown() override {
+    std::vector<std::string> agent_names;
+    for (const auto& [name, proc] : agents_) agent_names.push_back(name);
     agents_.clear();
     server_.Kill(SIGTERM);
-    if (HasFailure()) std::cerr << "server log:\n" << ReadFile(path("server.log")) << "\n";
+    if (HasFailure()) {
+      std::cerr << "server log:\n" << ReadFile(path("server.log")) << "\n";
+      for (const std::string& name : agent_names) {  // the end of each agent's log
+        const std::string log = ReadFile(path(name + ".log"));
+        std::cerr << "agent " << name << " log (last 4 KiB):\n"
+                  << log.substr(log.size() > 4096 ? log.size() - 4096 : 0) << "\n";
+      }
+    }
     std::filesystem::remove_all(dir_);
   }
 

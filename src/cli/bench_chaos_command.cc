@@ -51,6 +51,7 @@ struct ChaosResult {
   int64_t acknowledged = 0, lost = 0, completed_twice = 0, overcommits = 0;
   int64_t succeeded = 0, failed = 0, server_kills = 0, agent_kills = 0, unacknowledged = 0;
   double seconds = 0;
+  nlohmann::json lost_tasks = nlohmann::json::object();  // LostTasksJson
 };
 
 void Sleep(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
@@ -196,6 +197,7 @@ ChaosResult RunChaos(const ChaosOptions& o) {
   r.succeeded = outcomes.succeeded;
   r.failed = outcomes.failed;
   r.lost = outcomes.lost;
+  r.lost_tasks = LostTasksJson(outcomes);
   r.completed_twice = ledger.completed_twice;
   r.overcommits = ledger.overcommits;
   if (!o.keep) fs::remove_all(dir);
@@ -226,6 +228,7 @@ void RegisterBenchChaos(CLI::App& bench) {
                                   {"seed", o->seed},
                                   {"acknowledged", r.acknowledged},
                                   {"lost", r.lost},
+                                  {"lost_tasks", r.lost_tasks},
                                   {"completed_twice", r.completed_twice},
                                   {"overcommits", r.overcommits},
                                   {"succeeded", r.succeeded},
@@ -242,7 +245,7 @@ void RegisterBenchChaos(CLI::App& bench) {
                 << " s, seed " << o->seed << "\n"
                 << "  acknowledged      " << r.acknowledged << " (" << r.succeeded
                 << " succeeded, " << r.failed << " failed)\n"
-                << "  lost              " << r.lost << "\n"
+                << "  lost              " << r.lost << " " << r.lost_tasks.dump() << "\n"
                 << "  completed twice   " << r.completed_twice << "\n"
                 << "  GPU overcommits   " << r.overcommits << "\n";
     }

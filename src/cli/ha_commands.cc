@@ -374,6 +374,7 @@ void PrintFailover(const FailoverOptions& o, const FailoverReport& r) {
                       {"takeover_p99_ms", PercentileOf(r.takeover_ms, 99)},
                       {"acknowledged", r.acknowledged},
                       {"lost", r.outcomes.lost},
+                      {"lost_tasks", LostTasksJson(r.outcomes)},
                       {"completed_twice", r.ledger.completed_twice},
                       {"overcommits", r.ledger.overcommits},
                       {"succeeded", r.outcomes.succeeded},
@@ -393,7 +394,8 @@ void PrintFailover(const FailoverOptions& o, const FailoverReport& r) {
             << static_cast<int64_t>(PercentileOf(r.takeover_ms, 99)) << " ms\n"
             << "  acknowledged      " << r.acknowledged << " (" << r.outcomes.succeeded
             << " succeeded, " << r.outcomes.failed << " failed)\n"
-            << "  lost              " << r.outcomes.lost << "\n"
+            << "  lost              " << r.outcomes.lost << " " << LostTasksJson(r.outcomes).dump()
+            << "\n"
             << "  completed twice   " << r.ledger.completed_twice << "\n"
             << "  GPU overcommits   " << r.ledger.overcommits << "\n";
 }

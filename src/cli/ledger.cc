@@ -97,9 +97,16 @@ Outcomes CountOutcomes(const std::set<uint64_t>& acked, const std::map<uint64_t,
       ++o.failed;
     } else {
       ++o.lost;
+      o.lost_states[id] = st.empty() ? "absent" : st;
     }
   }
   return o;
+}
+
+nlohmann::json LostTasksJson(const Outcomes& o) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [id, state] : o.lost_states) j[std::to_string(id)] = state;
+  return j;
 }
 
 }  // namespace gpusched::cli

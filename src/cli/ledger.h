@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,7 +43,12 @@ std::map<uint64_t, std::string> WaitUntilTerminal(
 struct Outcomes {
   int64_t succeeded = 0, failed = 0;  // failed or cancelled
   int64_t lost = 0;                   // acknowledged, never terminal (or vanished)
+  // The lost ones by id: the state last seen, "absent" when the server listed no such task.
+  std::map<uint64_t, std::string> lost_states;
 };
 Outcomes CountOutcomes(const std::set<uint64_t>& acked, const std::map<uint64_t, std::string>& state);
+// {"<id>": "<state last seen>"} of the lost tasks (the reports' `lost_tasks`): what to look
+// for in the servers' logs.
+nlohmann::json LostTasksJson(const Outcomes& o);
 
 }  // namespace gpusched::cli

@@ -424,6 +424,30 @@ std::string FilterPhrase(const std::string& name) {
   return "rejected by " + name;
 }
 
+// `why`'s "last decision" lines: how many nodes fit and what the filters found of the rest.
+void PrintLastDecision(const v1::WhyResponse& w, bool verbose) {
+  if (w.total_nodes() == 0) return;
+  // Issue 37: which pass decided, and how long ago, so a reason is never taken as now's.
+  // Issue 43: a placement through the node index looked at some nodes only.
+  const bool indexed = w.examined_nodes() > 0 && w.examined_nodes() < w.total_nodes();
+  std::cout << "  last decision: "
+            << (indexed ? "the node index examined " + std::to_string(w.examined_nodes()) +
+                              " of " + std::to_string(w.total_nodes()) + " nodes, " +
+                              std::to_string(w.feasible_nodes()) + " fit"
+                        : std::to_string(w.feasible_nodes()) + "/" +
+                              std::to_string(w.total_nodes()) + " nodes fit")
+            << (w.pass() > 0 ? " (pass " + std::to_string(w.pass()) + ", " +
+                                   FormatDurationMs(w.pass_age_ms()) + " ago)"
+                             : std::string())
+            << "\n";
+  for (const auto& [filter, n] :
+       std::map<std::string, int64_t>(w.rejected().begin(), w.rejected().end())) {
+    // Issue 41: users read what the filter found; its name is for -v.
+    std::cout << "    " << n << (n == 1 ? " node: " : " nodes: ") << FilterPhrase(filter)
+              << (verbose ? " (" + filter + ")" : std::string()) << "\n";
+  }
+}
+
 void RegisterWhy(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto id = std::make_shared<std::string>();
@@ -457,21 +481,7 @@ void RegisterWhy(CLI::App& app) {
                 << w.fail_cnt() << ", passes without a fitting node " << w.placement_failures()
                 << "\n";
     }
-    if (w.total_nodes() > 0) {
-      // Issue 37: which pass decided, and how long ago, so a reason is never taken as now's.
-      std::cout << "  last decision: " << w.feasible_nodes() << "/" << w.total_nodes()
-                << " nodes fit"
-                << (w.pass() > 0 ? " (pass " + std::to_string(w.pass()) + ", " +
-                                       FormatDurationMs(w.pass_age_ms()) + " ago)"
-                                 : std::string())
-                << "\n";
-      for (const auto& [filter, n] : std::map<std::string, int64_t>(w.rejected().begin(),
-                                                                     w.rejected().end())) {
-        // Issue 41: users read what the filter found; its name is for -v.
-        std::cout << "    " << n << (n == 1 ? " node: " : " nodes: ") << FilterPhrase(filter)
-                  << (*verbose ? " (" + filter + ")" : std::string()) << "\n";
-      }
-    }
+    PrintLastDecision(w, *verbose);
     for (const auto& p : w.breakdown()) {
       if (!*verbose) break;  // the score breakdown is for --verbose
       std::cout << "    score " << p.name() << " " << p.value() << " x " << p.weight() << "\n";

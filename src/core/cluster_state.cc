@@ -173,6 +173,7 @@ void ClusterState::Remove(size_t index) {
     }
     if (i >= index) by_name_[nodes_[i].name] = i;
   }
+  index_.Rebuild(nodes_, summaries_);
 }
 
 void ClusterState::Summarize(size_t index) {
@@ -217,6 +218,7 @@ void ClusterState::Summarize(size_t index) {
   s.inv_cpu = n.inv_cpu;
   s.inv_mem = n.inv_mem;
   s.inv_gpu_mem = n.inv_gpu_mem;
+  index_.Update(nodes_, summaries_, index);
 }
 
 void ClusterState::Reserve(const Placement& p) {
@@ -302,6 +304,9 @@ Status ClusterState::CheckIndex() const {
     if (summaries_[i].reachable) ++reachable;
   }
   if (reachable != reachable_count_) return Internal("cluster index: reachable count is off");
+  if (!index_.Consistent(nodes_, summaries_)) {
+    return Internal("node index: a node is missing or in the class of another state");
+  }
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "core/node.h"
+#include "core/node_index.h"
 #include "core/task.h"
 
 namespace gpusched::core {
@@ -44,6 +45,8 @@ class ClusterState {
   // |M| of CN115981827A claim 1: the nodes the probe daemon marks reachable (kept current by
   // every summary refresh, so reading it is O(1)).
   size_t reachable_count() const { return reachable_count_; }
+  // Issue 43: the nodes by placement state and by how used they are (node_index.h).
+  const NodeIndex& index() const { return index_; }
 
   // Interned GPU model names; -1 if no node has this model.
   int ModelId(const std::string& model) const;
@@ -79,6 +82,7 @@ class ClusterState {
   std::vector<std::string> models_;
   std::unordered_map<std::string, int> model_ids_;
   size_t reachable_count_ = 0;
+  NodeIndex index_;
 };
 
 }  // namespace gpusched::core

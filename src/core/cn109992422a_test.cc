@@ -278,6 +278,9 @@ TEST_F(CN109992422ATest, Claim2_ReservationVisibleToTheNextRequestBeforeAnyHeart
 // management (the state table, placement) are separate; the first computes what a task needs,
 // the second decides where it goes, and the pass commits exactly that answer.
 TEST_F(CN109992422ATest, Claim9_TaskSideTakesTheMemoryFromTheTableResourceSidePicksTheGpu) {
+  SchedulerConfig scan;
+  scan.placement.index = false;  // a placement through the index counts only what it examined
+  Init(scan);
   ASSERT_TRUE(sched_->memory_table().AddRow({{"classify", "resnet50", 32, 224, 224}, 5000}).ok());
   AddNode(MakeNode("small", 2, 4 * kGiB));  // no GPU of it holds 5000 MiB
   AddNode(MakeNode("big", 2, 16 * kGiB));

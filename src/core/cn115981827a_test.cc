@@ -102,6 +102,9 @@ TEST_F(CN115981827ATest, Claim9_UnreachableNodeIsNeverChosen) {
 }
 
 TEST_F(CN115981827ATest, Claim1_NodeWithoutEnoughGpuMemoryIsFilteredOut) {
+  SchedulerConfig scan;
+  scan.placement.index = false;  // the literal filter over every node, counted
+  Init(scan);
   AddNode(MakeNode("a", 1, 8 * kGiB));
   AddNode(MakeNode("b", 1, 40 * kGiB));
   const TaskId id = Submit(SharedTask(10 * kGiB));
@@ -144,32 +147,43 @@ TEST_F(CN115981827ATest, Claim1_ParallelFilterAboveNparGivesIdenticalResult) {
   Rng rng(7);
   std::printf("seed 7\n");
   for (int nodes : {100, 101, 333}) {
-    // Two schedulers over the same cluster: one sequential, one with a pool.
+    // Two schedulers over the same cluster scanning every node: one sequential, one with a
+    // pool; a third decides through the node index (issue 43), with the same placements.
     FakeClock clock(0);
-    auto seq = Scheduler::Create({}, clock);
-    auto par = Scheduler::Create({}, clock, &pool);
-    ASSERT_TRUE(seq.ok() && par.ok());
+    SchedulerConfig scan;
+    scan.placement.index = false;
+    auto seq = Scheduler::Create(scan, clock);
+    auto par = Scheduler::Create(scan, clock, &pool);
+    auto idx = Scheduler::Create({}, clock, &pool);
+    ASSERT_TRUE(seq.ok() && par.ok() && idx.ok());
     for (int i = 0; i < nodes; ++i) {
       NodeSpec n = MakeNode("n" + std::to_string(i), 8, 80 * kGiB);
       if (rng.Bernoulli(0.2)) n.taints.push_back({"k", "v", TaintEffect::kNoSchedule});
       ASSERT_TRUE((*seq)->RegisterNode(n).ok());
       ASSERT_TRUE((*par)->RegisterNode(n).ok());
+      ASSERT_TRUE((*idx)->RegisterNode(n).ok());
     }
     for (int i = 0; i < 300; ++i) {
       TaskSpec t = SharedTask(rng.UniformInt(1, 80) * kGiB);
       if (rng.Bernoulli(0.3)) t = testing::WholeGpuTask(static_cast<int>(rng.UniformInt(1, 8)));
       ASSERT_TRUE((*seq)->Submit(t).ok());
       ASSERT_TRUE((*par)->Submit(t).ok());
+      ASSERT_TRUE((*idx)->Submit(t).ok());
     }
     (*seq)->Schedule();
     (*par)->Schedule();
+    (*idx)->Schedule();
     for (uint64_t id = 1; id <= 300; ++id) {
       const Task* a = (*seq)->GetTask(TaskId(id));
       const Task* b = (*par)->GetTask(TaskId(id));
       ASSERT_EQ(a->placement.has_value(), b->placement.has_value()) << "task " << id;
+      const Task* c = (*idx)->GetTask(TaskId(id));
+      ASSERT_EQ(a->placement.has_value(), c->placement.has_value()) << "task " << id;
       if (a->placement) {
         EXPECT_EQ(a->placement->node, b->placement->node);
         EXPECT_EQ(a->placement->gpus, b->placement->gpus);
+        EXPECT_EQ(a->placement->node, c->placement->node);
+        EXPECT_EQ(a->placement->gpus, c->placement->gpus);
       }
       EXPECT_EQ(a->last_report.rejected, b->last_report.rejected);
       EXPECT_EQ(a->last_report.feasible_nodes, b->last_report.feasible_nodes);
@@ -186,7 +200,9 @@ TEST_F(CN115981827ATest, Claim1_ParallelFilterAboveNparGivesIdenticalResult) {
 // filter sequentially; with 49 unreachable (|M| = 101) in W chunks, with the same answer.
 TEST_F(CN115981827ATest, Claim1_ParallelThresholdCountsOnlyTheReachableSetM) {
   ThreadPool pool(2);
-  Init({}, &pool);
+  SchedulerConfig scan;
+  scan.placement.index = false;  // the parallel filter serves the scan
+  Init(scan, &pool);
   for (int i = 0; i < 150; ++i) AddNode(MakeNode("n" + std::to_string(100 + i), 1, 16 * kGiB));
   // Marks nodes n[100+from, 100+to) reachable or not, then places one small task.
   auto place_after = [&](int from, int to, bool reachable) -> const Task& {

@@ -204,7 +204,18 @@ PlacementResult Placer::Place(const ClusterState& cluster, const PlacementReques
                           : std::span<const WeightedShape>();
   PlacementResult result;
   result.report.total_nodes = static_cast<int64_t>(cluster.size());
-  const Candidate best = Scan(cluster, r, shapes, &result.report);
+  Candidate best;
+  const bool indexed = UsesIndex(cluster);
+  if (indexed) best = IndexedBest(cluster, r, &result.report);
+  if (best.index == SIZE_MAX) {
+    // No node fits (or no index): the scan counts every filter's rejections for `why`. The
+    // index looked past no feasible node, so the scan finds none either.
+    result.report = PlacementReport();
+    result.report.total_nodes = static_cast<int64_t>(cluster.size());
+    const Candidate scanned = Scan(cluster, r, shapes, &result.report);
+    if (!indexed) best = scanned;
+    result.report.examined_nodes = result.report.total_nodes;
+  }
   if (best.index == SIZE_MAX) {
     result.outcome = NotPlacedOutcome(result.report);
     result.reason = DescribeReport(result.report, r.exclusive);

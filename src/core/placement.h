@@ -59,6 +59,13 @@ struct PlacementOptions {
   FragmentationMeasure fragmentation = FragmentationMeasure::kPacking;
   size_t parallel_threshold = 100;  // N_par
   size_t parallel_chunks = 16;      // W
+  // Issue 43: on clusters of at least `index_min_nodes` nodes, weighted-score decisions walk
+  // the node index (node_index.h) from the highest score bound down instead of scanning every
+  // node; the same decisions. Below it, and with index = false, every decision scans (in
+  // parallel chunks above N_par). `bench core` measures both: the index pays from about
+  // 2,000 nodes of 8 GPUs (docs/performance.md).
+  bool index = true;
+  size_t index_min_nodes = 2000;
 };
 
 // What Place() answers, as Ray's scheduling policies do: a value, never an error.
@@ -119,6 +126,12 @@ class Placer {
   // filter counts into `report`. Returns the best candidate (index SIZE_MAX: none).
   Candidate Scan(const ClusterState& cluster, const PlacementRequest& r,
                  std::span<const WeightedShape> shapes, PlacementReport* report) const;
+  // Issue 43: the weighted-score best through the node index: the node Scan would choose.
+  // The report counts the nodes of the classes it looked at; `examined_nodes` says how many
+  // that was. None fits: Place() scans for the full counts.
+  Candidate IndexedBest(const ClusterState& cluster, const PlacementRequest& r,
+                        PlacementReport* report) const;
+  bool UsesIndex(const ClusterState& cluster) const;
   // The chosen node's score and its breakdown under the node order.
   void ExplainChoice(const NodeState& node, const Candidate& best, const PlacementRequest& r,
                      PlacementReport* report) const;

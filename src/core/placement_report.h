@@ -21,6 +21,10 @@ struct PlacementReport {
   int64_t feasible_nodes = 0;
   FilterCounts rejected{};
   size_t chunks_used = 1;  // 1 = sequential
+  // Nodes the decision looked at: total_nodes for a scan (and for every decision that placed
+  // nothing); for a placement through the node index (issue 43), the nodes of the classes it
+  // examined, and then `feasible_nodes` and `rejected` count those nodes only.
+  int64_t examined_nodes = 0;
   std::string chosen_node;
   double score = 0;
   std::vector<ScorePart> breakdown;  // of the chosen node

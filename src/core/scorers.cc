@@ -72,14 +72,19 @@ double LeastAllocatedFromFractions(const double f[3], int k) {
   return sum / k;
 }
 
-double BalancedAllocationFromFractions(const double f[3], int k) {
-  if (k <= 1) return 100.0;
+double SpreadOfFractions(const double* f, int k) {
+  if (k <= 1) return 0;
   double mean = 0;
   for (int i = 0; i < k; ++i) mean += f[i];
   mean /= k;
   double var = 0;
   for (int i = 0; i < k; ++i) var += (f[i] - mean) * (f[i] - mean);
-  return (1.0 - std::sqrt(var / k)) * 100.0;
+  return std::sqrt(var / k);
+}
+
+double BalancedAllocationFromFractions(const double f[3], int k) {
+  if (k <= 1) return 100.0;
+  return (1.0 - SpreadOfFractions(f, k)) * 100.0;
 }
 
 const char* ScorerName(int id) {

@@ -123,5 +123,7 @@ double WeightedScoreFast(const ScoreWeights& w, const NodeSummary& s, const Plac
 int UsedFractions(const NodeState& n, const PlacementRequest& r, double out[3]);
 double LeastAllocatedFromFractions(const double f[3], int k);
 double BalancedAllocationFromFractions(const double f[3], int k);
+// The population standard deviation of f[0..k) (0 for k <= 1).
+double SpreadOfFractions(const double* f, int k);
 
 }  // namespace gpusched::core

@@ -357,6 +357,7 @@ void ExplanationToProto(const core::Explanation& e, v1::WhyResponse* p) {
   const core::PlacementReport& r = e.last_report;
   p->set_total_nodes(r.total_nodes);
   p->set_feasible_nodes(r.feasible_nodes);
+  p->set_examined_nodes(r.examined_nodes);
   for (int f = 0; f < core::kNumFilters; ++f) {
     if (r.rejected[static_cast<size_t>(f)] > 0) {
       (*p->mutable_rejected())[core::FilterName(f)] = r.rejected[static_cast<size_t>(f)];

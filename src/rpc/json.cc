@@ -192,6 +192,7 @@ nlohmann::json WhyJson(const ::gpusched::v1::WhyResponse& w) {
                       {"placement_failures", w.placement_failures()},
                       {"total_nodes", w.total_nodes()},
                       {"feasible_nodes", w.feasible_nodes()},
+                      {"examined_nodes", w.examined_nodes()},
                       {"chosen_node", w.chosen_node()},
                       {"topology_rule", w.topology_rule()},
                       {"need", w.need()},

@@ -25,7 +25,7 @@ std::string NodeStateName(const ::gpusched::v1::Node& n);
 // name, address, connected, reachable, available, cordoned, draining, running_tasks, gpus[].
 nlohmann::json NodeJson(const ::gpusched::v1::Node& n);
 // id, state, summary, queue, pt, st, claim_status, fail_cnt, placement_failures, total_nodes,
-// feasible_nodes, chosen_node, rejected{filter: nodes}, score, breakdown[{name,value,weight}].
+// feasible_nodes, examined_nodes, chosen_node, rejected{filter: nodes}, score, breakdown[{name,value,weight}].
 nlohmann::json WhyJson(const ::gpusched::v1::WhyResponse& w);
 
 }  // namespace gpusched::rpc

@@ -1103,6 +1103,7 @@ TEST_F(ControlPlaneTest, CN115981827A_Claim1_ServerLendsTheSchedulerAPoolForTheF
     config_ = ServerConfig();
     config_.filter_workers = workers;
     config_.scheduler.placement.parallel_threshold = 2;
+    config_.scheduler.placement.index = false;  // a decision through the index scans nothing
     auto cp = Start(std::make_unique<store::MemoryStore>());
     std::vector<std::shared_ptr<FakeAgentChannel>> agents;
     for (const char* name : {"n1", "n2", "n3"}) agents.push_back(Connect(*cp, Node(name)));

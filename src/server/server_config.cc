@@ -588,6 +588,9 @@ std::map<std::string, Setter> PlacementKeys(core::PlacementOptions& p) {
       // CN115981827A claim 1: the parallel node filter.
       {"parallel_threshold", Count(p.parallel_threshold, 0)},
       {"parallel_chunks", Count(p.parallel_chunks, 1)},
+      // Issue 43: weighted-score decisions through the node index (false: scan every node).
+      {"node_index", Bool(p.index)},
+      {"node_index_min_nodes", Count(p.index_min_nodes, 0)},
   };
 }
 

@@ -51,6 +51,10 @@
 //   use_reported_free: false  # true: free = min(reported by the agent, accounted)
 //   parallel_threshold: 100  # CN115981827A claim 1 N_par: above this many reachable nodes
 //   parallel_chunks: 16      # W chunks of the node filter
+//   node_index: true         # weighted_score decisions walk the node index (issue 43), the
+//                            # same choices as the scan; false = scan (in parallel above N_par)
+//   node_index_min_nodes: 2000  # ... on clusters of at least this many nodes (below, the
+//                            # scan is faster: bench core)
 //   filter_workers: 0        # threads for them; 0 = one per core (at most W), 1 = sequential
 //   # The doors (docs/auth.md "Limits at the doors"):
 //   http_max_body: 1MiB      # a larger request body is refused (413) and never read

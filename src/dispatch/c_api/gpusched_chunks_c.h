@@ -43,7 +43,9 @@ int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chu
 int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out);
 /* CUDA devices visible to this library: 0 without a driver or GPU, -1 when built without CUDA. */
 int gpusched_cuda_device_count(void);
-/* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0. */
+/* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0.
+ * Every call with `runtime` afterwards, a second destroy included, is refused with
+ * GPUSCHED_E_INVALID_ARGUMENT ("runtime: not a live handle") without touching freed memory. */
 int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime);
 
 /* A user kernel. map (kind 0): `out_bytes` == `in_bytes`; reduce (kind 1): writes a partial of

@@ -13,6 +13,7 @@
 #include "base/executor.h"
 #include "dispatch/c_api/c_status.h"
 #include "dispatch/c_api/call_gate.h"
+#include "dispatch/c_api/handle_registry.h"
 #include "dispatch/c_api/gpusched_chunks_c.h"
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
@@ -25,6 +26,7 @@
 using gpusched::Status;
 using gpusched::StatusOr;
 using gpusched::capi::CallGate;
+using gpusched::capi::HandleKind;
 using gpusched::capi::Guard;
 using gpusched::capi::Null;
 using gpusched::chunks::ChunkConfig;
@@ -57,6 +59,11 @@ struct gpusched_chunks_job {
 
 namespace {
 
+// Checks that `rt` is a live runtime and holds its gate for the rest of the call.
+#define GS_ENTER_RUNTIME(rt, call)     \
+  std::optional<CallGate::Pass> pass_; \
+  GS_RETURN_IF_ERROR(gpusched::capi::Enter(rt, HandleKind::kChunksRuntime, "runtime", call, pass_))
+
 // Every built-in kernel's element size (4 or 8 bytes) divides a multiple of 8.
 constexpr int64_t kChunkAlignment = 8;
 
@@ -84,6 +91,7 @@ Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& 
   rt->runner = std::make_unique<StageRunner>(*rt->scheduler, *rt->kernels, *rt->pool);
   // The process edge: a buffer streamed from pageable memory is worth a line on stderr.
   rt->runner->SetLog([](const std::string& line) { std::fprintf(stderr, "gpusched: %s\n", line.c_str()); });
+  gpusched::capi::AddHandle(rt.get(), HandleKind::kChunksRuntime);
   *out = rt.release();
   return Status::Ok();
 }
@@ -148,7 +156,12 @@ int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chun
 
 int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime) {
   if (runtime == nullptr) return 0;
-  const int rc = Guard([&] { return runtime->gate.Close("gpusched_chunks_destroy"); });
+  const int rc = Guard([&]() -> Status {
+    GS_RETURN_IF_ERROR(gpusched::capi::CloseHandle(runtime, HandleKind::kChunksRuntime, "runtime",
+                                                   "gpusched_chunks_destroy"));
+    gpusched::capi::RemoveHandle(runtime);
+    return Status::Ok();
+  });
   if (rc == 0) delete runtime;
   return rc;
 }
@@ -158,11 +171,9 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
                                     gpusched_chunks_kernel_fn run,
                                     gpusched_chunks_combine_fn combine, void* user) {
   return Guard([&]() -> Status {
-    if (runtime == nullptr) return Null("runtime");
+    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_register_kernel");
     if (name == nullptr) return Null("name");
     if (run == nullptr) return Null("run");
-    CallGate::Pass pass(runtime->gate, "gpusched_chunks_register_kernel");
-    GS_RETURN_IF_ERROR(pass.status());
     if (kind != 0 && kind != 1) {
       return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
     }
@@ -277,10 +288,8 @@ int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, i
 
 int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job) {
   return Guard([&]() -> Status {
-    if (runtime == nullptr) return Null("runtime");
+    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_run");
     if (job == nullptr) return Null("job");
-    CallGate::Pass pass(runtime->gate, "gpusched_chunks_run");
-    GS_RETURN_IF_ERROR(pass.status());
     job->result.reset();
     std::lock_guard lock(runtime->run_mu);  // jobs queue: one at a time over all the GPUs
     GS_ASSIGN_OR_RETURN(JobResult result, runtime->runner->Run(job->spec));

@@ -39,7 +39,9 @@
  * gpusched_cancel_*). Handles are now checked: a destroyed or made-up dispatcher or cancel
  * handle gets GPUSCHED_E_INVALID_ARGUMENT instead of undefined behaviour (unless its memory was
  * reused by a new handle of the same kind); simulated-devices and chunk-runtime handles too,
- * since issue 42 (before, a call after their destroy used freed memory).
+ * since issue 42 (before, a call after their destroy used freed memory). Also from issue 42:
+ * the built-in kernel names as GPUSCHED_KERNEL_* (gpusched_chunks_c.h), and chunk_bytes 0 now
+ * spreads each input over every GPU (before: fixed 64 MiB chunks).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_

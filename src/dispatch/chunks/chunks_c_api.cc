@@ -75,6 +75,8 @@ StatusOr<ChunkConfig> ConfigFor(int64_t chunk_bytes) {
     return gpusched::InvalidArgument("chunk_bytes: must be 0 (default) or a positive multiple of " +
                                      std::to_string(kChunkAlignment) + Got(chunk_bytes));
   }
+  // 0: spread each input over every GPU, chunks of at most the default 64 MiB (issue 42).
+  if (chunk_bytes == 0) config.split = gpusched::chunks::ChunkSplit::kSpreadOverGpus;
   if (chunk_bytes != 0) config.chunk_bytes = chunk_bytes;
   GS_RETURN_IF_ERROR(config.Validate());
   return config;

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "dispatch/sim_device.h"
 
@@ -171,6 +174,50 @@ TEST_F(StageRunnerTest, CN110955526B_MultiStage1GiBOn4GpusMatchesCpuLoop) {
   EXPECT_EQ(result->stats.bytes_h2d, kBigJobBytes);
   EXPECT_GT(result->stats.cache_hits, 0);
   for (auto& d : devices_) EXPECT_EQ(d->used_bytes(), 0u);  // the job's caches are freed
+}
+
+// Issue 42: with ChunkSplit::kSpreadOverGpus (the C ABI's default) a 64 MiB input runs on all 4
+// GPUs, where the fixed 64 MiB chunk ran it on one. Each chunk's kernel waits until all four
+// are running, so all hold streams at once and step (10) sends each to a GPU with the most free
+// streams; with fewer than 4 chunks the wait ends at its bound and the test fails.
+TEST_F(StageRunnerTest, CN110955526B_Step7_SpreadDefaultRuns64MiBOnAll4Gpus) {
+  ChunkConfig config;
+  config.split = ChunkSplit::kSpreadOverGpus;
+  MakeGpus(4, 256, config);
+  std::mutex mu;
+  std::condition_variable all_running;
+  int running = 0;
+  std::set<int> gpus;
+  Kernel hold = **kernels_->Find("scale_u32");
+  hold.name = "hold_until_4_run";
+  hold.native_run = nullptr;
+  hold.run = [&, run = hold.run](const ChunkIo& io, const KernelParams& p) {
+    {
+      std::unique_lock lock(mu);
+      ++running;
+      all_running.notify_all();
+      all_running.wait_for(lock, std::chrono::seconds(20), [&] { return running >= 4; });
+    }
+    run(io, p);
+  };
+  ASSERT_TRUE(kernels_->Register(std::move(hold)).ok());
+  scheduler_->SetObserver([&](const SchedulerEvent& e) {
+    if (e.kind == SchedulerEvent::Kind::kPlaced) gpus.insert(e.gpu);  // under the scheduler's lock
+  });
+  const int64_t n = 64 * kMiB / 4;
+  std::unique_ptr<uint32_t[]> a(new uint32_t[n]);
+  for (int64_t i = 0; i < n; ++i) a[i] = Value(static_cast<uint64_t>(i));
+  JobSpec job;
+  job.buffers = {{"a", {a.get(), 64 * kMiB}}};
+  job.stages = {{"scale", "hold_until_4_run", {3.0}, {"a"}, "out", {}}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->stats.subtasks, 4);
+  EXPECT_EQ(gpus, (std::set<int>{0, 1, 2, 3}));
+  const auto* out = static_cast<const uint32_t*>(result->outputs.at("out").data);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) mismatches += out[i] != a[i] * 3u;
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST_F(StageRunnerTest, UserKernelAndEmptyInput) {

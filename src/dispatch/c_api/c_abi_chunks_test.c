@@ -1,6 +1,6 @@
 /* The CN110955526B chunk scheduler through the C ABI (C11): the built-in kernel names of
  * gpusched_chunks_c.h, each run and checked against the values it must compute; the default
- * chunk size spreading one input over every GPU. */
+ * chunk size spreading one input over every GPU; the cache map kept across jobs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,9 +155,82 @@ static int CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu(void) {
   return 0;
 }
 
+/* One job: sum_u32 of `data` (cached; kept at `version` when version >= 0). 0 when it ran and
+ * the sum is `want`; *cached, *h2d and *hits get the job's counters. */
+static int SumJob(gpusched_chunks_runtime* rt, uint32_t* data, int64_t bytes, int64_t version,
+                  uint64_t want, int64_t* cached, int64_t* h2d, int64_t* hits) {
+  uint64_t total = 0;
+  gpusched_chunks_job* job = gpusched_chunks_job_new();
+  EXPECT(job != NULL);
+  EXPECT(gpusched_chunks_job_add_buffer(job, "a", data, bytes, 1) == 0);
+  EXPECT(gpusched_chunks_job_add_buffer(job, "total", &total, 8, 0) == 0);
+  if (version >= 0) EXPECT(gpusched_chunks_job_keep_buffer(job, "a", (uint64_t)version) == 0);
+  EXPECT(gpusched_chunks_job_add_stage(job, "sum", GPUSCHED_KERNEL_SUM_U32, "a", "total", 0, 0) == 0);
+  EXPECT(gpusched_chunks_run(rt, job) == 0);
+  EXPECT(total == want);
+  *cached = gpusched_chunks_stat(job, "cached");
+  *h2d = gpusched_chunks_stat(job, "bytes_h2d");
+  *hits = gpusched_chunks_stat(job, "cache_hits");
+  gpusched_chunks_job_free(job);
+  return 0;
+}
+
+static uint64_t Fill(uint32_t* data, int64_t n, uint32_t seed) {
+  uint64_t sum = 0;
+  int64_t i;
+  for (i = 0; i < n; ++i) sum += data[i] = (uint32_t)i * 2654435761u + seed;
+  return sum;
+}
+
+/* A kept buffer's chunks stay in the cache map across jobs of one runtime: the second job over
+ * the same memory and version copies nothing and runs every chunk where it is cached; a new
+ * version (the contents changed) and a forgotten buffer are copied again. A cached buffer that
+ * is not kept is copied by every job, as before. */
+static int CN110955526B_Step9_CacheMapKeptAcrossJobs(void) {
+  enum { kBytes = 4 << 20, kChunks = 2 }; /* 2 GPUs: two 2 MiB chunks */
+  static uint32_t data[kBytes / 4];
+  gpusched_chunks_runtime* rt = NULL;
+  gpusched_chunks_job* job = gpusched_chunks_job_new();
+  int64_t cached, h2d, hits;
+  uint64_t sum = Fill(data, kBytes / 4, 1);
+  EXPECT(gpusched_chunks_create_sim(2, 64, 0, &rt) == 0);
+  /* Not kept: every job copies. */
+  EXPECT(SumJob(rt, data, kBytes, -1, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == kChunks && h2d == kBytes);
+  EXPECT(SumJob(rt, data, kBytes, -1, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == kChunks && h2d == kBytes);
+  /* Kept: the first job copies, the second hits the cache. */
+  EXPECT(SumJob(rt, data, kBytes, 1, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == kChunks && h2d == kBytes && hits == kChunks);
+  EXPECT(SumJob(rt, data, kBytes, 1, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == 0 && h2d == 0 && hits == kChunks);
+  /* The caller changed the contents and says so: copied again, the new sum. */
+  sum = Fill(data, kBytes / 4, 7);
+  EXPECT(SumJob(rt, data, kBytes, 2, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == kChunks && h2d == kBytes);
+  EXPECT(SumJob(rt, data, kBytes, 2, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == 0 && h2d == 0);
+  /* Forgotten: copied again. */
+  EXPECT(gpusched_chunks_forget_buffer(rt, data) == 0);
+  EXPECT_ERROR(gpusched_chunks_forget_buffer(rt, data), GPUSCHED_E_NOT_FOUND, "no kept buffer");
+  EXPECT(SumJob(rt, data, kBytes, 2, sum, &cached, &h2d, &hits) == 0);
+  EXPECT(cached == kChunks && h2d == kBytes);
+  /* Only cached inputs with data can be kept. */
+  EXPECT(job != NULL);
+  EXPECT(gpusched_chunks_job_add_buffer(job, "plain", data, kBytes, 0) == 0);
+  EXPECT(gpusched_chunks_job_add_buffer(job, "out", NULL, 0, 1) == 0);
+  EXPECT_ERROR(gpusched_chunks_job_keep_buffer(job, "plain", 1), GPUSCHED_E_INVALID_ARGUMENT, "cache 0");
+  EXPECT_ERROR(gpusched_chunks_job_keep_buffer(job, "out", 1), GPUSCHED_E_INVALID_ARGUMENT, "data is NULL");
+  EXPECT_ERROR(gpusched_chunks_job_keep_buffer(job, "nope", 1), GPUSCHED_E_NOT_FOUND, "unknown buffer");
+  gpusched_chunks_job_free(job);
+  EXPECT(gpusched_chunks_destroy(rt) == 0); /* frees the kept copies */
+  return 0;
+}
+
 int main(void) {
   if (CN110955526B_BuiltinKernelNamesAreAccepted() ||
-      CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu()) {
+      CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu() ||
+      CN110955526B_Step9_CacheMapKeptAcrossJobs()) {
     return 1;
   }
   printf("c_abi_chunks_test OK\n");

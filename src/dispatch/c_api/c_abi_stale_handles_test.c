@@ -40,6 +40,7 @@ static int DestroyedChunkRuntimeIsRefused(void) {
   EXPECT(gpusched_chunks_destroy(rt) == 0);
   EXPECT_REFUSED(gpusched_chunks_run(rt, job), "runtime");
   EXPECT_REFUSED(gpusched_chunks_register_kernel(rt, "copy", 0, 1, 4, 0, Copy, NULL, NULL), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_forget_buffer(rt, in), "runtime");
   EXPECT_REFUSED(gpusched_chunks_destroy(rt), "runtime"); /* a second destroy */
   gpusched_chunks_job_free(job);
   return 0;

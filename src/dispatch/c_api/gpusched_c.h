@@ -41,7 +41,9 @@
  * reused by a new handle of the same kind); simulated-devices and chunk-runtime handles too,
  * since issue 42 (before, a call after their destroy used freed memory). Also from issue 42:
  * the built-in kernel names as GPUSCHED_KERNEL_* (gpusched_chunks_c.h), and chunk_bytes 0 now
- * spreads each input over every GPU (before: fixed 64 MiB chunks).
+ * spreads each input over every GPU (before: fixed 64 MiB chunks); new functions, exported
+ * with symbol version GPUSCHED_C_1.1: gpusched_chunks_job_keep_buffer and
+ * gpusched_chunks_forget_buffer (the chunk cache kept across jobs).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_

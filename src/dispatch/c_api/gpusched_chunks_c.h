@@ -91,6 +91,21 @@ void gpusched_chunks_job_free(gpusched_chunks_job* job);
  * persists its chunks in GPU memory). */
 int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, void* data,
                                    int64_t bytes, int cache);
+/* Keeps the GPU copies of input buffer `name` (added with data and cache 1) after the run, in
+ * the runtime, so a later job of the runtime whose buffer has the same data address, bytes and
+ * `version` uses them (counted in "cache_hits", no "bytes_h2d" for it) instead of copying the
+ * buffer again (CN110955526B's cache map, across jobs). gpusched cannot see host memory change:
+ * change `version` whenever the contents change; a buffer at the same address with another
+ * size or version frees the old copies. Kept copies hold GPU memory until
+ * gpusched_chunks_forget_buffer or gpusched_chunks_destroy; memory they hold is not free for
+ * other jobs' chunks. GPUSCHED_E_NOT_FOUND for an unknown buffer, GPUSCHED_E_INVALID_ARGUMENT
+ * for one without data or cache (and, at run, for one a stage writes). */
+int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, uint64_t version);
+/* Frees the kept GPU copies (gpusched_chunks_job_keep_buffer) of every buffer at `data`, for
+ * example before the caller frees or reuses that memory; waits for the run in progress.
+ * GPUSCHED_E_NOT_FOUND when none is kept there. */
+int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* runtime, const void* data);
+
 /* `inputs`: buffer names separated by commas ("a" or "a,b"). `scalar` is the scale kernels'
  * factor (finite), `bins` the histogram's bin count (>= 0; 0 keeps 256). */
 int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, const char* kernel,

@@ -226,6 +226,34 @@ int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, v
   });
 }
 
+int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, uint64_t version) {
+  return Guard([&]() -> Status {
+    if (job == nullptr || name == nullptr) return Null("job and name");
+    for (auto& b : job->spec.buffers) {
+      if (b.name != name) continue;
+      const std::string field = std::string("buffer \"") + name + "\": ";
+      if (!b.cache) return gpusched::InvalidArgument(field + "added with cache 0; only cached chunks are kept");
+      if (b.host.data == nullptr) return gpusched::InvalidArgument(field + "data is NULL; only inputs are kept");
+      b.keep = true;
+      b.version = version;
+      return Status::Ok();
+    }
+    return gpusched::NotFound(std::string("name: unknown buffer \"") + name + "\"");
+  });
+}
+
+int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* runtime, const void* data) {
+  return Guard([&]() -> Status {
+    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_forget_buffer");
+    if (data == nullptr) return Null("data");
+    std::lock_guard lock(runtime->run_mu);  // the runner's kept buffers change between runs only
+    if (runtime->runner->ForgetKept(data) == 0) {
+      return gpusched::NotFound("data: no kept buffer at this address");
+    }
+    return Status::Ok();
+  });
+}
+
 int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, const char* kernel,
                                   const char* inputs, const char* output, double scalar,
                                   int64_t bins) {

@@ -287,6 +287,55 @@ TEST(ChunkJob, BadJobsNameTheProblem) {
   EXPECT_EQ(plan(j), "params.bins: must be in [1, 16777216], got 0");
 }
 
+// BufferSpec::keep: only a cached input with data is versioned by its caller.
+TEST(ChunkJob, CN110955526B_Step9_OnlyCachedInputsCanBeKept) {
+  auto kernels = KernelRegistry::WithBuiltins();
+  uint32_t data[4] = {}, dest[4] = {};
+  auto plan = [&](JobSpec job) { return PlanJob(job, *kernels).status().message(); };
+  JobSpec j;
+  j.stages = {{"s", "scale_u32", {}, {"a"}, "o", {}}};
+  j.buffers = {{"a", {data, 16}, /*cache=*/false, /*keep=*/true}};
+  EXPECT_EQ(plan(j), "buffers[a].keep: needs cache (only cached chunks are kept)");
+  j.buffers = {{"a", {data, 16}, true, true}, {"o", {dest, 16}, true, true}};
+  EXPECT_EQ(plan(j), "buffers[o].keep: stage s writes it; only inputs can be kept");
+  j.buffers = {{"a", {data, 16}, true, true}, {"o", {nullptr, 0}, true, true}};
+  EXPECT_EQ(plan(j), "buffers[o].keep: needs data (an input buffer)");
+  j.buffers = {{"a", {data, 16}, true, true, 3}};
+  EXPECT_EQ(plan(j), "");
+}
+
+// Kept chunks are found again by the next run only under the same address, size and version,
+// and a run over another version of the same memory frees the stale ones.
+TEST_F(StageRunnerTest, CN110955526B_Step9_KeptChunksAreFoundByAddressSizeAndVersion) {
+  MakeGpus(2, 64, ChunkConfig{.chunk_bytes = 4 * kMiB});
+  std::vector<uint32_t> a(8 * kMiB / 4, 3);  // two 4 MiB chunks
+  auto run = [&](uint64_t version) {
+    JobSpec job;
+    job.buffers = {{"a", {a.data(), 8 * kMiB}, true, true, version}};
+    job.stages = {{"sum", "sum_u32", {}, {"a"}, "total", {}}};
+    auto result = runner_->Run(job);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    uint64_t total = 0;
+    std::memcpy(&total, result->outputs.at("total").data, 8);
+    EXPECT_EQ(total, uint64_t{3} * (8 * kMiB / 4));
+    return result->stats;
+  };
+  EXPECT_EQ(run(1).bytes_h2d, 8 * kMiB);
+  const ChunkStats again = run(1);
+  EXPECT_EQ(again.bytes_h2d, 0);
+  EXPECT_EQ(again.cache_hits, 2);
+  uint64_t resident = 0;
+  for (auto& d : devices_) resident += d->used_bytes();
+  EXPECT_EQ(resident, uint64_t{8 * kMiB});  // one copy: version 1's
+  EXPECT_EQ(run(2).bytes_h2d, 8 * kMiB);    // another version: copied again...
+  resident = 0;
+  for (auto& d : devices_) resident += d->used_bytes();
+  EXPECT_EQ(resident, uint64_t{8 * kMiB});  // ...and version 1's copy freed
+  EXPECT_EQ(runner_->ForgetKept(a.data()), 1);
+  for (auto& d : devices_) EXPECT_EQ(d->used_bytes(), 0u);
+  EXPECT_EQ(runner_->ForgetKept(a.data()), 0);
+}
+
 TEST(ChunkKernels, BuiltinsComputeOnSmallArrays) {
   auto kernels = KernelRegistry::WithBuiltins();
   EXPECT_EQ(kernels->Names(), (std::vector<std::string>{"histogram_u32", "scale_f32", "scale_u32",

@@ -1,6 +1,7 @@
 /* The CN110955526B chunk scheduler through the C ABI (C11): the built-in kernel names of
  * gpusched_chunks_c.h, each run and checked against the values it must compute; the default
- * chunk size spreading one input over every GPU; the cache map kept across jobs. */
+ * chunk size spreading one input over every GPU; the cache map kept across jobs; kernels that
+ * fail their job with a message. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,10 +228,68 @@ static int CN110955526B_Step9_CacheMapKeptAcrossJobs(void) {
   return 0;
 }
 
+/* Copies its chunk, but fails a chunk that starts with `*(uint32_t*)user`; with a message
+ * unless that value is 0. */
+static int CopyUnlessMarked(const void* in0, const void* in1, int64_t in_bytes, void* out,
+                            int64_t out_bytes, void* user, char* message, int64_t message_bytes) {
+  const uint32_t marked = *(const uint32_t*)user;
+  (void)in1, (void)out_bytes;
+  if (*(const uint32_t*)in0 != marked) {
+    memcpy(out, in0, (size_t)in_bytes);
+    return 0;
+  }
+  if (marked != 0) snprintf(message, (size_t)message_bytes, "chunk starting with %u is bad", marked);
+  return 3;
+}
+
+static int RunCopy(gpusched_chunks_runtime* rt, const char* kernel, uint32_t* in, uint32_t* out) {
+  gpusched_chunks_job* job = gpusched_chunks_job_new();
+  int rc = GPUSCHED_E_INTERNAL;
+  if (job != NULL && gpusched_chunks_job_add_buffer(job, "in", in, kN * 4, 0) == 0 &&
+      gpusched_chunks_job_add_buffer(job, "out", out, kN * 4, 0) == 0 &&
+      gpusched_chunks_job_add_stage(job, "copy", kernel, "in", "out", 0, 0) == 0) {
+    rc = gpusched_chunks_run(rt, job);
+  }
+  gpusched_chunks_job_free(job);
+  return rc;
+}
+
+/* A status kernel's failure fails its job with the kernel's message; its success and the old
+ * void kernels run as before. */
+static int CN110955526B_FailedKernelFailsItsJob(void) {
+  static uint32_t in[kN], out[kN];
+  uint32_t marked = 0xFFFFFFFFu; /* no chunk starts with it */
+  gpusched_chunks_runtime* rt = NULL;
+  int i;
+  for (i = 0; i < kN; ++i) in[i] = (uint32_t)i;
+  EXPECT(gpusched_chunks_create_sim(2, 16, 1024, &rt) == 0); /* 4 chunks of 256 elements */
+  EXPECT(gpusched_chunks_register_status_kernel(rt, "checked", 0, 1, 4, 0, CopyUnlessMarked, NULL,
+                                                &marked) == 0);
+  EXPECT(RunCopy(rt, "checked", in, out) == 0);
+  EXPECT(memcmp(in, out, sizeof in) == 0);
+  marked = 512; /* chunk 2 fails */
+  EXPECT_ERROR(RunCopy(rt, "checked", in, out), GPUSCHED_E_FAILED_PRECONDITION,
+               "stage copy: kernel checked: chunk starting with 512 is bad");
+  marked = 0; /* chunk 0 fails, without a message */
+  EXPECT_ERROR(RunCopy(rt, "checked", in, out), GPUSCHED_E_FAILED_PRECONDITION,
+               "stage copy: kernel checked: failed with status 3");
+  EXPECT_ERROR(gpusched_chunks_register_status_kernel(rt, "x", 0, 1, 4, 0, NULL, NULL, NULL),
+               GPUSCHED_E_INVALID_ARGUMENT, "run: must not be null");
+  EXPECT_ERROR(gpusched_chunks_register_status_kernel(rt, "checked", 0, 1, 4, 0, CopyUnlessMarked,
+                                                      NULL, &marked),
+               GPUSCHED_E_ALREADY_EXISTS, "already registered");
+  memset(out, 0, sizeof out); /* the runtime still runs jobs after a failed one */
+  marked = 0xFFFFFFFFu;
+  EXPECT(RunCopy(rt, "checked", in, out) == 0);
+  EXPECT(memcmp(in, out, sizeof in) == 0);
+  EXPECT(gpusched_chunks_destroy(rt) == 0);
+  return 0;
+}
+
 int main(void) {
   if (CN110955526B_BuiltinKernelNamesAreAccepted() ||
       CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu() ||
-      CN110955526B_Step9_CacheMapKeptAcrossJobs()) {
+      CN110955526B_Step9_CacheMapKeptAcrossJobs() || CN110955526B_FailedKernelFailsItsJob()) {
     return 1;
   }
   printf("c_abi_chunks_test OK\n");

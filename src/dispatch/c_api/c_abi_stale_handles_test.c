@@ -18,6 +18,13 @@ static void Copy(const void* in0, const void* in1, int64_t in_bytes, void* out, 
   memcpy(out, in0, (size_t)in_bytes);
 }
 
+static int CheckedCopy(const void* in0, const void* in1, int64_t in_bytes, void* out,
+                       int64_t out_bytes, void* user, char* message, int64_t message_bytes) {
+  (void)message, (void)message_bytes;
+  Copy(in0, in1, in_bytes, out, out_bytes, user);
+  return 0;
+}
+
 /* A job that would run if the runtime were alive. */
 static gpusched_chunks_job* CopyJob(uint32_t* in, uint32_t* out, int64_t bytes) {
   gpusched_chunks_job* job = gpusched_chunks_job_new();
@@ -41,6 +48,8 @@ static int DestroyedChunkRuntimeIsRefused(void) {
   EXPECT_REFUSED(gpusched_chunks_run(rt, job), "runtime");
   EXPECT_REFUSED(gpusched_chunks_register_kernel(rt, "copy", 0, 1, 4, 0, Copy, NULL, NULL), "runtime");
   EXPECT_REFUSED(gpusched_chunks_forget_buffer(rt, in), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_register_status_kernel(rt, "checked", 0, 1, 4, 0, CheckedCopy, NULL, NULL),
+                 "runtime");
   EXPECT_REFUSED(gpusched_chunks_destroy(rt), "runtime"); /* a second destroy */
   gpusched_chunks_job_free(job);
   return 0;

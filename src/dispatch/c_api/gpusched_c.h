@@ -43,7 +43,8 @@
  * the built-in kernel names as GPUSCHED_KERNEL_* (gpusched_chunks_c.h), and chunk_bytes 0 now
  * spreads each input over every GPU (before: fixed 64 MiB chunks); new functions, exported
  * with symbol version GPUSCHED_C_1.1: gpusched_chunks_job_keep_buffer and
- * gpusched_chunks_forget_buffer (the chunk cache kept across jobs).
+ * gpusched_chunks_forget_buffer (the chunk cache kept across jobs), and
+ * gpusched_chunks_register_status_kernel (kernels that can fail the run with a message).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_

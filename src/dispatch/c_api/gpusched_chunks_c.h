@@ -84,6 +84,23 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
                                     gpusched_chunks_kernel_fn run,
                                     gpusched_chunks_combine_fn combine, void* user);
 
+/* A user kernel that can fail: returns 0 on success; any other value fails its chunk and so
+ * the run, which returns GPUSCHED_E_FAILED_PRECONDITION with the message "stage S: kernel K:
+ * <message>", where <message> is what the kernel wrote into `message` (NUL-terminated, at most
+ * `message_bytes` = GPUSCHED_CHUNKS_KERNEL_MESSAGE_BYTES bytes with the NUL; empty: "failed
+ * with status N"). Chunks already running finish; the outputs of a failed run are not valid. */
+#define GPUSCHED_CHUNKS_KERNEL_MESSAGE_BYTES 256
+typedef int (*gpusched_chunks_status_kernel_fn)(const void* in0, const void* in1, int64_t in_bytes,
+                                                void* out, int64_t out_bytes, void* user,
+                                                char* message, int64_t message_bytes);
+/* gpusched_chunks_register_kernel with a kernel that returns a status (symbol version
+ * GPUSCHED_C_1.1); the other arguments and their checks are the same. */
+int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, const char* name,
+                                           int kind, int inputs, int64_t element_bytes,
+                                           int64_t result_bytes,
+                                           gpusched_chunks_status_kernel_fn run,
+                                           gpusched_chunks_combine_fn combine, void* user);
+
 gpusched_chunks_job* gpusched_chunks_job_new(void);
 void gpusched_chunks_job_free(gpusched_chunks_job* job);
 /* An input buffer (data != NULL), or a stage output's destination (data != NULL, exact size),

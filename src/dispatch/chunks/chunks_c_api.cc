@@ -3,6 +3,7 @@
 // job at a time), and the CallGate lets destroy wait for them.
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -80,6 +81,52 @@ StatusOr<ChunkConfig> ConfigFor(int64_t chunk_bytes) {
   if (chunk_bytes != 0) config.chunk_bytes = chunk_bytes;
   GS_RETURN_IF_ERROR(config.Validate());
   return config;
+}
+
+using ChunkRun = std::function<Status(const gpusched::chunks::ChunkIo&, const gpusched::chunks::KernelParams&)>;
+
+// Both register functions: checks the arguments, then registers a user kernel running `run`.
+Status RegisterUserKernel(gpusched_chunks_runtime* runtime, const char* call, const char* name,
+                          int kind, int inputs, int64_t element_bytes, int64_t result_bytes,
+                          ChunkRun run, gpusched_chunks_combine_fn combine, void* user) {
+  GS_ENTER_RUNTIME(runtime, call);
+  if (name == nullptr) return Null("name");
+  if (!run) return Null("run");
+  if (kind != 0 && kind != 1) return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
+  if (inputs != 1 && inputs != 2) return gpusched::InvalidArgument("inputs: must be 1 or 2" + Got(inputs));
+  const int64_t chunk = runtime->scheduler->config().chunk_bytes;
+  if (element_bytes <= 0 || chunk % element_bytes != 0) {
+    return gpusched::InvalidArgument("element_bytes: must be > 0 and divide the runtime's chunk_bytes " +
+                                     std::to_string(chunk) + Got(element_bytes));
+  }
+  if (kind == 1 && result_bytes <= 0) {
+    return gpusched::InvalidArgument("result_bytes: a reduce kernel's partial must be > 0 bytes" + Got(result_bytes));
+  }
+  if (kind == 1 && combine == nullptr) return Null("combine (required for a reduce kernel)");
+  ChunkKernel k;
+  k.name = name;
+  k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
+  k.inputs = inputs;
+  k.element_bytes = element_bytes;
+  k.run = std::move(run);
+  if (kind == 1) {
+    k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
+    k.combine = [combine, user](std::byte* acc, const std::byte* p, int64_t n) { combine(acc, p, n, user); };
+  }
+  return runtime->kernels->Register(std::move(k));  // the registry is thread-safe
+}
+
+// A status kernel's run: its failure, with the message it wrote, fails the chunk.
+ChunkRun StatusKernelRun(gpusched_chunks_status_kernel_fn run, void* user) {
+  return [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
+    char message[GPUSCHED_CHUNKS_KERNEL_MESSAGE_BYTES] = {};
+    const int rc = run(io.in0, io.in1, io.in_bytes, io.out, io.out_bytes, user, message,
+                       static_cast<int64_t>(sizeof message));
+    if (rc == 0) return Status::Ok();
+    message[sizeof message - 1] = '\0';  // a kernel that filled it without a terminator
+    return gpusched::FailedPrecondition(message[0] != '\0' ? std::string(message)
+                                                            : "failed with status " + std::to_string(rc));
+  };
 }
 
 // Wires a runtime over `devices` (already opened) and hands it out.
@@ -172,37 +219,29 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
                                     int inputs, int64_t element_bytes, int64_t result_bytes,
                                     gpusched_chunks_kernel_fn run,
                                     gpusched_chunks_combine_fn combine, void* user) {
-  return Guard([&]() -> Status {
-    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_register_kernel");
-    if (name == nullptr) return Null("name");
-    if (run == nullptr) return Null("run");
-    if (kind != 0 && kind != 1) {
-      return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
-    }
-    if (inputs != 1 && inputs != 2) return gpusched::InvalidArgument("inputs: must be 1 or 2" + Got(inputs));
-    const int64_t chunk = runtime->scheduler->config().chunk_bytes;
-    if (element_bytes <= 0 || chunk % element_bytes != 0) {
-      return gpusched::InvalidArgument("element_bytes: must be > 0 and divide the runtime's chunk_bytes " +
-                                       std::to_string(chunk) + Got(element_bytes));
-    }
-    if (kind == 1 && result_bytes <= 0) {
-      return gpusched::InvalidArgument("result_bytes: a reduce kernel's partial must be > 0 bytes" +
-                                       Got(result_bytes));
-    }
-    if (kind == 1 && combine == nullptr) return Null("combine (required for a reduce kernel)");
-    ChunkKernel k;
-    k.name = name;
-    k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
-    k.inputs = inputs;
-    k.element_bytes = element_bytes;
-    k.run = [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
+  ChunkRun chunk_run;
+  if (run != nullptr) {
+    chunk_run = [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
       run(io.in0, io.in1, io.in_bytes, io.out, io.out_bytes, user);
+      return Status::Ok();
     };
-    if (kind == 1) {
-      k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
-      k.combine = [combine, user](std::byte* acc, const std::byte* p, int64_t n) { combine(acc, p, n, user); };
-    }
-    return runtime->kernels->Register(std::move(k));  // the registry is thread-safe
+  }
+  return Guard([&] {
+    return RegisterUserKernel(runtime, "gpusched_chunks_register_kernel", name, kind, inputs,
+                              element_bytes, result_bytes, std::move(chunk_run), combine, user);
+  });
+}
+
+int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, const char* name,
+                                           int kind, int inputs, int64_t element_bytes,
+                                           int64_t result_bytes,
+                                           gpusched_chunks_status_kernel_fn run,
+                                           gpusched_chunks_combine_fn combine, void* user) {
+  ChunkRun chunk_run;
+  if (run != nullptr) chunk_run = StatusKernelRun(run, user);
+  return Guard([&] {
+    return RegisterUserKernel(runtime, "gpusched_chunks_register_status_kernel", name, kind, inputs,
+                              element_bytes, result_bytes, std::move(chunk_run), combine, user);
   });
 }
 

@@ -68,11 +68,12 @@ struct StageTimes {
     timed.native_run = nullptr;
     timed.run = [this, name, run = timed.run](const ChunkIo& io, const KernelParams& p) {
       const int64_t start = ++clock;
-      run(io, p);
+      const Status ran = run(io, p);
       const int64_t end = ++clock;
       std::lock_guard<std::mutex> lock(mu);
       auto [it, fresh] = span.try_emplace(name, start, end);
       it->second = {std::min(it->second.first, start), std::max(it->second.second, end)};
+      return ran;
     };
     ASSERT_TRUE(kernels.Register(std::move(timed)).ok());
   }
@@ -198,7 +199,7 @@ TEST_F(StageRunnerTest, CN110955526B_Step7_SpreadDefaultRuns64MiBOnAll4Gpus) {
       all_running.notify_all();
       all_running.wait_for(lock, std::chrono::seconds(20), [&] { return running >= 4; });
     }
-    run(io, p);
+    return run(io, p);
   };
   ASSERT_TRUE(kernels_->Register(std::move(hold)).ok());
   scheduler_->SetObserver([&](const SchedulerEvent& e) {
@@ -234,6 +235,7 @@ TEST_F(StageRunnerTest, UserKernelAndEmptyInput) {
       c += v & 1;
     }
     std::memcpy(io.out, &c, 8);
+    return Status::Ok();
   };
   count_odd.combine = [](std::byte* acc, const std::byte* p, int64_t) {
     uint64_t x, y;
@@ -343,17 +345,17 @@ TEST(ChunkKernels, BuiltinsComputeOnSmallArrays) {
   float x[3] = {1.5f, -2.0f, 4.0f}, y[3] = {0.5f, 1.0f, 1.0f}, out[3];
   ChunkIo io{reinterpret_cast<const std::byte*>(x), reinterpret_cast<const std::byte*>(y), 12,
              reinterpret_cast<std::byte*>(out), 12};
-  (*kernels->Find("vadd_f32"))->run(io, {});
+  ASSERT_TRUE((*kernels->Find("vadd_f32"))->run(io, {}).ok());
   EXPECT_EQ(out[0], 2.0f);
   EXPECT_EQ(out[1], -1.0f);
-  (*kernels->Find("scale_f32"))->run(io, {0.5});
+  ASSERT_TRUE((*kernels->Find("scale_f32"))->run(io, {0.5}).ok());
   EXPECT_EQ(out[2], 2.0f);
   uint32_t v[4] = {0, 0x40000000u, 0x80000000u, 0xFFFFFFFFu};
   uint64_t h[4] = {};
   ChunkIo hio{reinterpret_cast<const std::byte*>(v), nullptr, 16, reinterpret_cast<std::byte*>(h), 32};
   KernelParams four;
   four.bins = 4;
-  (*kernels->Find("histogram_u32"))->run(hio, four);
+  ASSERT_TRUE((*kernels->Find("histogram_u32"))->run(hio, four).ok());
   EXPECT_EQ(h[0], 1u);
   EXPECT_EQ(h[1], 1u);
   EXPECT_EQ(h[2], 1u);

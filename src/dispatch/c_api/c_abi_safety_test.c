@@ -11,21 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "c_abi_expect.h"
 #include "gpusched_c.h"
 
-#define EXPECT(cond)                                                                  \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "%s:%d: failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              gpusched_last_error());                                                 \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
-#define EXPECT_ERROR(call, code, text) \
-  do {                                 \
-    EXPECT((call) == (code));          \
-    EXPECT(strstr(gpusched_last_error(), (text)) != NULL); \
-  } while (0)
 
 static gpusched_dispatcher* NewDispatcher(int32_t gpus, int32_t max_per_gpu, int64_t timeout_ms) {
   gpusched_dispatcher_options o;

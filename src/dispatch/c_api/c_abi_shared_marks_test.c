@@ -14,16 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "c_abi_expect.h"
 #include "gpusched_c.h"
 
-#define EXPECT(cond)                                                                  \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "%s:%d: failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              gpusched_last_error());                                                 \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 
 enum { kRounds = 300 };
 

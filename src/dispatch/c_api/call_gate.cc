@@ -18,12 +18,16 @@ CallGate::Pass::~Pass() {
   if (--gate_.in_flight_ == 0) gate_.idle_cv_.notify_all();
 }
 
-Status CallGate::Close(const char* what) {
-  std::unique_lock lock(mu_);
+Status CallGate::BeginClose(const char* what) {
+  std::lock_guard lock(mu_);
   if (closing_) return FailedPrecondition(std::string(what) + ": already in progress on another thread");
   closing_ = true;
-  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
   return Status::Ok();
+}
+
+void CallGate::WaitIdle() {
+  std::unique_lock lock(mu_);
+  idle_cv_.wait(lock, [&] { return in_flight_ == 0; });
 }
 
 void CallGate::Reopen() {

@@ -1,6 +1,6 @@
 // The dispatcher and simulated-device half of gpusched_c.h. Every entry point checks that its
-// dispatcher or cancel handle is live (a registry of the handles created and not destroyed, so
-// a stale or made-up pointer is an error, not a crash) and passes the handle's CallGate (so
+// handle is live (handle_registry.h: the handles created and not destroyed, so a stale or
+// made-up pointer is an error, not a crash) and passes the handle's CallGate (so
 // destroy can wait for it), converts Status to an int code plus a thread-local message, and
 // catches exceptions: none may cross the ABI.
 #include "gpusched_c.h"
@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "dispatch/c_api/c_status.h"
 #include "dispatch/c_api/call_gate.h"
+#include "dispatch/c_api/handle_registry.h"
 #include "dispatch/cancel_token.h"
 #include "dispatch/gpusched_policy.h"
 #include "dispatch/realtime_dispatcher.h"
@@ -25,7 +26,12 @@
 
 using gpusched::Status;
 using gpusched::StatusOr;
+using gpusched::capi::AddHandle;
 using gpusched::capi::CallGate;
+using gpusched::capi::CloseHandle;
+using gpusched::capi::Enter;
+using gpusched::capi::HandleKind;
+using gpusched::capi::RemoveHandle;
 using gpusched::capi::Guard;
 using gpusched::capi::Null;
 using namespace gpusched::dispatch;
@@ -53,44 +59,12 @@ struct gpusched_sim_devices {
 
 namespace {
 
-// The dispatcher and cancel handles created and not yet destroyed, with their kind, so a
-// pointer that is not one of them is refused without being dereferenced.
-enum class HandleKind { kDispatcher, kCancel };
-std::mutex handles_mu;
-std::map<const void*, HandleKind>& Handles() {
-  static auto* handles = new std::map<const void*, HandleKind>;  // never destroyed: no exit race
-  return *handles;
-}
-
-void AddHandle(const void* h, HandleKind kind) {
-  std::lock_guard lock(handles_mu);
-  Handles()[h] = kind;
-}
-
-void RemoveHandle(const void* h) {
-  std::lock_guard lock(handles_mu);
-  Handles().erase(h);
-}
-
-// Checks that `h` is a live handle of `kind` and, under the registry's lock (so a destroy
-// cannot free it in between), passes its gate into `pass`.
-template <typename H>
-Status Enter(H* h, HandleKind kind, const char* what, const char* call,
-             std::optional<CallGate::Pass>& pass, bool allowed_while_closing = false) {
-  if (h == nullptr) return Null(what);
-  std::lock_guard lock(handles_mu);
-  auto it = Handles().find(h);
-  if (it == Handles().end() || it->second != kind) {
-    return gpusched::InvalidArgument(std::string(what) +
-                                     ": not a live handle (destroyed, or never created)");
-  }
-  pass.emplace(h->gate, call, allowed_while_closing);
-  return pass->status();
-}
-
 #define GS_ENTER_DISPATCHER(d, call, ...)                                                   \
   std::optional<CallGate::Pass> pass_;                                                      \
   GS_RETURN_IF_ERROR(Enter(d, HandleKind::kDispatcher, "dispatcher", call, pass_, ##__VA_ARGS__))
+#define GS_ENTER_SIM_DEVICES(s, call)  \
+  std::optional<CallGate::Pass> pass_; \
+  GS_RETURN_IF_ERROR(Enter(s, HandleKind::kSimDevices, "devices", call, pass_))
 
 Status Flag(const char* name, int32_t value) {
   if (value == 0 || value == 1) return Status::Ok();
@@ -292,20 +266,16 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
   if (d == nullptr) return 0;
   const int rc = Guard([&]() -> Status {
     {
-      std::optional<CallGate::Pass> pass;  // only checks the handle; released at once
-      GS_RETURN_IF_ERROR(Enter(d, HandleKind::kDispatcher, "dispatcher",
-                               "gpusched_dispatcher_destroy", pass));
-    }
-    {
+      GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_destroy");  // held until the shutdown
       std::lock_guard lock(d->mu);
       if (!d->api_tickets.empty()) {
         return gpusched::FailedPrecondition(
             "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
             " lease(s) still out; release them first (the dispatcher stays usable)");
       }
+      d->dispatcher->Shutdown(true);  // waiting acquires fail
     }
-    d->dispatcher->Shutdown(true);  // waiting acquires fail
-    if (Status s = d->gate.Close("gpusched_dispatcher_destroy"); !s.ok()) return s;
+    GS_RETURN_IF_ERROR(CloseHandle(d, HandleKind::kDispatcher, "dispatcher", "gpusched_dispatcher_destroy"));
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
     std::lock_guard lock(d->mu);
     if (!d->api_tickets.empty()) {
@@ -522,9 +492,9 @@ int gpusched_cancel_destroy(gpusched_cancel* c) {
     {
       std::optional<CallGate::Pass> pass;
       GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy", pass));
+      c->token.Cancel();  // the acquires waiting with it return now
     }
-    c->token.Cancel();  // the acquires waiting with it return now
-    GS_RETURN_IF_ERROR(c->gate.Close("gpusched_cancel_destroy"));
+    GS_RETURN_IF_ERROR(CloseHandle(c, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy"));
     RemoveHandle(c);
     return Status::Ok();
   });
@@ -547,6 +517,7 @@ int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t strea
           SimDeviceOptions{.index = i, .name = "", .memory_mib = memory_mib, .streams = streams},
           s->clock));
     }
+    AddHandle(s.get(), HandleKind::kSimDevices);
     *out = s.release();
     return Status::Ok();
   });
@@ -554,16 +525,18 @@ int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t strea
 
 int gpusched_sim_devices_destroy(gpusched_sim_devices* s) {
   if (s == nullptr) return 0;
-  const int rc = Guard([&] { return s->gate.Close("gpusched_sim_devices_destroy"); });
+  const int rc = Guard([&]() -> Status {
+    GS_RETURN_IF_ERROR(CloseHandle(s, HandleKind::kSimDevices, "devices", "gpusched_sim_devices_destroy"));
+    RemoveHandle(s);
+    return Status::Ok();
+  });
   if (rc == 0) delete s;
   return rc;
 }
 
 int gpusched_sim_devices_compute(gpusched_sim_devices* s, int32_t gpu, double ms) {
   return Guard([&]() -> Status {
-    if (!s) return Null("devices");
-    CallGate::Pass pass(s->gate, "gpusched_sim_devices_compute");
-    GS_RETURN_IF_ERROR(pass.status());
+    GS_ENTER_SIM_DEVICES(s, "gpusched_sim_devices_compute");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
     if (!std::isfinite(ms) || ms < 0) {
       return gpusched::InvalidArgument("ms: must be finite and >= 0, got " + std::to_string(ms));
@@ -580,9 +553,7 @@ int gpusched_sim_devices_compute(gpusched_sim_devices* s, int32_t gpu, double ms
 int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* used_bytes,
                                 int64_t* total_bytes) {
   return Guard([&]() -> Status {
-    if (!s) return Null("devices");
-    CallGate::Pass pass(s->gate, "gpusched_sim_devices_memory");
-    GS_RETURN_IF_ERROR(pass.status());
+    GS_ENTER_SIM_DEVICES(s, "gpusched_sim_devices_memory");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
     if (used_bytes) *used_bytes = static_cast<int64_t>(s->devices[gpu]->used_bytes());
     if (total_bytes) *total_bytes = static_cast<int64_t>(s->devices[gpu]->total_bytes());
@@ -593,10 +564,8 @@ int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* u
 int gpusched_sim_devices_scale(gpusched_sim_devices* s, int32_t gpu, float* host, int64_t count,
                                float factor) {
   return Guard([&]() -> Status {
-    if (!s) return Null("devices");
+    GS_ENTER_SIM_DEVICES(s, "gpusched_sim_devices_scale");
     if (!host) return Null("host");
-    CallGate::Pass pass(s->gate, "gpusched_sim_devices_scale");
-    GS_RETURN_IF_ERROR(pass.status());
     if (count < 1) return gpusched::InvalidArgument("count: must be >= 1, got " + std::to_string(count));
     if (!std::isfinite(factor)) {
       return gpusched::InvalidArgument("factor: must be finite, got " + std::to_string(factor));

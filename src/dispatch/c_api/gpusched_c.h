@@ -16,11 +16,13 @@
  *
  * Lifetimes: every handle is thread-safe. Its destroy function refuses new calls, waits for the
  * calls in flight on other threads (a blocked acquire fails with GPUSCHED_E_FAILED_PRECONDITION
- * at its next round), and then frees it. A dispatcher or cancel handle passed after its destroy
- * returned is refused with GPUSCHED_E_INVALID_ARGUMENT (the library keeps a registry of live
- * ones), unless a new handle of the same kind was since created at the same address; other
- * handles (simulated devices, chunk runtimes) are not checked: a call after their destroy uses
- * freed memory. Stop your threads first, or use the Python or Java wrappers, which guard this.
+ * at its next round), and then frees it. A dispatcher, cancel, simulated-devices or chunk
+ * runtime handle passed after its destroy returned (a second destroy included), made up, or of
+ * another kind is refused with GPUSCHED_E_INVALID_ARGUMENT, the message naming the argument
+ * ("runtime: not a live handle (destroyed, or never created)"), without reading its memory:
+ * the library keeps a registry of live handles. The one case it cannot see is a new handle of
+ * the same kind created since at the same address: that handle is then used. Job handles
+ * (gpusched_chunks_job) are not checked: free a job once, from the thread that owns it.
  *
  * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
  * from the unversioned library: destroy functions return int; gpusched_dispatcher_release
@@ -36,7 +38,13 @@
  * deadline, a cancel handle and an expected run time (gpusched_dispatcher_acquire_ex,
  * gpusched_cancel_*). Handles are now checked: a destroyed or made-up dispatcher or cancel
  * handle gets GPUSCHED_E_INVALID_ARGUMENT instead of undefined behaviour (unless its memory was
- * reused by a new handle of the same kind).
+ * reused by a new handle of the same kind); simulated-devices and chunk-runtime handles too,
+ * since issue 42 (before, a call after their destroy used freed memory). Also from issue 42:
+ * the built-in kernel names as GPUSCHED_KERNEL_* (gpusched_chunks_c.h), and chunk_bytes 0 now
+ * spreads each input over every GPU (before: fixed 64 MiB chunks); new functions, exported
+ * with symbol version GPUSCHED_C_1.1: gpusched_chunks_job_keep_buffer and
+ * gpusched_chunks_forget_buffer (the chunk cache kept across jobs), and
+ * gpusched_chunks_register_status_kernel (kernels that can fail the run with a message).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -264,7 +272,8 @@ typedef struct gpusched_sim_devices gpusched_sim_devices;
 
 int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t streams,
                                 gpusched_sim_devices** out);
-/* Waits for the calls in flight, then frees `s`. NULL: 0. */
+/* Waits for the calls in flight, then frees `s`. NULL: 0. Every call with `s` afterwards, a
+ * second destroy included: GPUSCHED_E_INVALID_ARGUMENT ("devices: not a live handle"). */
 int gpusched_sim_devices_destroy(gpusched_sim_devices* s);
 /* Runs a kernel that occupies device `gpu` for `ms` (finite, >= 0) of processor-shared
  * compute, on a free stream, and waits for it. 5 (resource exhausted) when no stream is free. */

@@ -25,15 +25,37 @@
 extern "C" {
 #endif
 
+/* The built-in kernels every runtime has: the `kernel` of gpusched_chunks_job_add_stage.
+ * Elements are little-endian host values; map kernels write one output element per input
+ * element, reduce kernels one result for the whole input. */
+/* map, 2 inputs of uint32: out[i] = in0[i] + in1[i] modulo 2^32. */
+#define GPUSCHED_KERNEL_VADD_U32 "vadd_u32"
+/* map, 1 input of uint32: out[i] = in0[i] * (uint32)scalar modulo 2^32 (scalar truncated). */
+#define GPUSCHED_KERNEL_SCALE_U32 "scale_u32"
+/* map, 2 inputs of float: out[i] = in0[i] + in1[i] (one IEEE single addition). */
+#define GPUSCHED_KERNEL_VADD_F32 "vadd_f32"
+/* map, 1 input of float: out[i] = in0[i] * (float)scalar. */
+#define GPUSCHED_KERNEL_SCALE_F32 "scale_f32"
+/* reduce, 1 input of uint32: one uint64, the sum of every element (no overflow below 2^32
+ * elements). */
+#define GPUSCHED_KERNEL_SUM_U32 "sum_u32"
+/* reduce, 1 input of uint32: `bins` uint64 counts (bins 0: 256, at most 2^24), equal-width bins
+ * over the whole uint32 range: element v counts in bin v * bins / 2^32. */
+#define GPUSCHED_KERNEL_HISTOGRAM_U32 "histogram_u32"
+
 typedef struct gpusched_chunks_runtime gpusched_chunks_runtime;
 typedef struct gpusched_chunks_job gpusched_chunks_job;
 
 /* Creates `num_gpus` (>= 1) simulated GPUs of `gpu_memory_mib` (>= 1) MiB and 4 streams each,
- * with the PATENTS.md defaults except `chunk_bytes` (0 keeps the default 64 MiB; otherwise > 0
- * and a multiple of 8, so no element of any built-in kernel is split). */
+ * with the PATENTS.md defaults except the chunk size. `chunk_bytes` 0 (the default) spreads
+ * each input over every GPU: a stage's chunks are max(1 MiB, ceil(input bytes / GPUs)) rounded
+ * up to the kernel's element size and at most 64 MiB, so a 64 MiB input on 4 GPUs is 4 chunks
+ * of 16 MiB, one per GPU, and large inputs keep 64 MiB chunks. Otherwise `chunk_bytes` (> 0, a
+ * multiple of 8, so no element of any built-in kernel is split) is every chunk's size. */
 int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chunk_bytes,
                                gpusched_chunks_runtime** out);
-/* The same over real GPUs: CUDA devices 0 .. num_gpus - 1 (num_gpus 0: every visible one).
+/* The same over real GPUs (chunk_bytes as above): CUDA devices 0 .. num_gpus - 1 (num_gpus 0:
+ * every visible one).
  * GPUSCHED_E_FAILED_PRECONDITION (4) in a library built without CUDA, GPUSCHED_E_UNAVAILABLE
  * (6) when no such device is visible or it cannot be opened. The built-in kernels run as CUDA
  * kernels (H2D copy, kernel, D2H copy on a stream); a user kernel has no CUDA implementation,
@@ -43,13 +65,16 @@ int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chu
 int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out);
 /* CUDA devices visible to this library: 0 without a driver or GPU, -1 when built without CUDA. */
 int gpusched_cuda_device_count(void);
-/* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0. */
+/* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0.
+ * Every call with `runtime` afterwards, a second destroy included, is refused with
+ * GPUSCHED_E_INVALID_ARGUMENT ("runtime: not a live handle") without touching freed memory. */
 int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime);
 
 /* A user kernel. map (kind 0): `out_bytes` == `in_bytes`; reduce (kind 1): writes a partial of
  * `result_bytes` (> 0), and `combine` (required) folds a partial into the accumulator. `in1` is
  * NULL for one-input kernels. `inputs` is 1 or 2; `element_bytes` > 0 and divides the runtime's
- * chunk size. The callbacks run on the runtime's worker threads, several at once. */
+ * chunk size (with chunk_bytes 0: 64 MiB). The callbacks run on the runtime's worker threads,
+ * several at once. */
 typedef void (*gpusched_chunks_kernel_fn)(const void* in0, const void* in1, int64_t in_bytes,
                                           void* out, int64_t out_bytes, void* user);
 typedef void (*gpusched_chunks_combine_fn)(void* acc, const void* partial, int64_t bytes,
@@ -59,6 +84,23 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
                                     gpusched_chunks_kernel_fn run,
                                     gpusched_chunks_combine_fn combine, void* user);
 
+/* A user kernel that can fail: returns 0 on success; any other value fails its chunk and so
+ * the run, which returns GPUSCHED_E_FAILED_PRECONDITION with the message "stage S: kernel K:
+ * <message>", where <message> is what the kernel wrote into `message` (NUL-terminated, at most
+ * `message_bytes` = GPUSCHED_CHUNKS_KERNEL_MESSAGE_BYTES bytes with the NUL; empty: "failed
+ * with status N"). Chunks already running finish; the outputs of a failed run are not valid. */
+#define GPUSCHED_CHUNKS_KERNEL_MESSAGE_BYTES 256
+typedef int (*gpusched_chunks_status_kernel_fn)(const void* in0, const void* in1, int64_t in_bytes,
+                                                void* out, int64_t out_bytes, void* user,
+                                                char* message, int64_t message_bytes);
+/* gpusched_chunks_register_kernel with a kernel that returns a status (symbol version
+ * GPUSCHED_C_1.1); the other arguments and their checks are the same. */
+int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, const char* name,
+                                           int kind, int inputs, int64_t element_bytes,
+                                           int64_t result_bytes,
+                                           gpusched_chunks_status_kernel_fn run,
+                                           gpusched_chunks_combine_fn combine, void* user);
+
 gpusched_chunks_job* gpusched_chunks_job_new(void);
 void gpusched_chunks_job_free(gpusched_chunks_job* job);
 /* An input buffer (data != NULL), or a stage output's destination (data != NULL, exact size),
@@ -66,6 +108,21 @@ void gpusched_chunks_job_free(gpusched_chunks_job* job);
  * persists its chunks in GPU memory). */
 int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, void* data,
                                    int64_t bytes, int cache);
+/* Keeps the GPU copies of input buffer `name` (added with data and cache 1) after the run, in
+ * the runtime, so a later job of the runtime whose buffer has the same data address, bytes and
+ * `version` uses them (counted in "cache_hits", no "bytes_h2d" for it) instead of copying the
+ * buffer again (CN110955526B's cache map, across jobs). gpusched cannot see host memory change:
+ * change `version` whenever the contents change; a buffer at the same address with another
+ * size or version frees the old copies. Kept copies hold GPU memory until
+ * gpusched_chunks_forget_buffer or gpusched_chunks_destroy; memory they hold is not free for
+ * other jobs' chunks. GPUSCHED_E_NOT_FOUND for an unknown buffer, GPUSCHED_E_INVALID_ARGUMENT
+ * for one without data or cache (and, at run, for one a stage writes). */
+int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, uint64_t version);
+/* Frees the kept GPU copies (gpusched_chunks_job_keep_buffer) of every buffer at `data`, for
+ * example before the caller frees or reuses that memory; waits for the run in progress.
+ * GPUSCHED_E_NOT_FOUND when none is kept there. */
+int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* runtime, const void* data);
+
 /* `inputs`: buffer names separated by commas ("a" or "a,b"). `scalar` is the scale kernels'
  * factor (finite), `bins` the histogram's bin count (>= 0; 0 keeps 256). */
 int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, const char* kernel,

@@ -240,7 +240,8 @@ Status ChunkScheduler::Execute(Placed& p) {
   if (p.where == Placed::Where::kNothing) return Status::Ok();
   const ChunkIo host_io{s.host_in0, s.host_in1, s.in_bytes, s.host_out, s.out_bytes};
   if (p.where == Placed::Where::kCpu) {  // CN110955526B (10-8)/(10-9) [choice]: CPU fallback
-    s.kernel->run(host_io, *s.params);
+    const Status ran = s.kernel->run(host_io, *s.params);
+    if (!ran.ok()) return FailedPrecondition("kernel " + s.kernel->name + ": " + ran.message());
     return Status::Ok();
   }
   // Issue 40: the stream is synchronised on every way out, a failed step's included: work
@@ -263,7 +264,8 @@ Status ChunkScheduler::EnqueueOnStream(Placed& p) {
                      s.in_bytes, static_cast<std::byte*>(p.d_out), s.out_bytes};
     GS_RETURN_IF_ERROR(p.dev->Launch(p.stream, [&p, io](const dispatch::KernelContext& ctx) {
       if (ctx.native_stream == nullptr) {
-        p.s.kernel->run(io, *p.s.params);
+        const Status ran = p.s.kernel->run(io, *p.s.params);
+        if (!ran.ok()) p.kernel_error = "kernel " + p.s.kernel->name + ": " + ran.message();
       } else if (p.s.kernel->native_run) {
         const Status launched = p.s.kernel->native_run(io, *p.s.params, ctx.native_stream);
         if (!launched.ok()) p.kernel_error = "kernel " + p.s.kernel->name + ": " + launched.message();

@@ -181,7 +181,7 @@ TEST_F(ChunkSchedulerTest, CN110955526B_Step10_9_WaitsThenRunsAfterStreamRelease
   auto run = gated.run;
   gated.run = [run, gate](const ChunkIo& io, const KernelParams& p) {
     gate.wait();
-    run(io, p);
+    return run(io, p);
   };
   ASSERT_TRUE(kernels_->Register(gated).ok());
   std::vector<uint32_t> out2(1024, 0);
@@ -228,6 +228,34 @@ TEST_F(ChunkSchedulerTest, CN110955526B_Step10_9_CpuFallbackOption) {
   EXPECT_EQ(sched.stats().bytes_h2d, 0);
   EXPECT_EQ(out_, std::vector<uint32_t>(1024, 42));
   ASSERT_TRUE(devices_[0]->ReleaseStream(*held).ok());
+}
+
+// A kernel's failure fails its subtask and Run, naming the kernel, on a GPU stream and on the
+// CPU executor (claim 2) alike; the subtask run before it completed, and no memory is left.
+TEST_F(ChunkSchedulerTest, CN110955526B_FailedKernelFailsTheRunOnGpuAndCpu) {
+  MakeGpus(1);
+  Kernel refuse = **kernels_->Find("scale_u32");
+  refuse.name = "refuse_first_input_21";
+  refuse.run = [run = refuse.run](const ChunkIo& io, const KernelParams& p) {
+    if (static_cast<uint8_t>(io.in0[0]) == 21) return InvalidArgument("21 is not accepted");
+    return run(io, p);
+  };
+  ASSERT_TRUE(kernels_->Register(refuse).ok());
+  std::vector<uint32_t> ok_in(1024, 5), ok_out(1024, 0);
+  for (const bool on_cpu : {false, true}) {
+    SCOPED_TRACE(on_cpu ? "cpu executor" : "gpu stream");
+    ChunkScheduler sched(Devices(), ChunkConfig{}, clock_);
+    Subtask bad = Scale(1, in_.data(), out_.data(), 1024), good = Scale(2, ok_in.data(), ok_out.data(), 1024);
+    bad.kernel = good.kernel = *kernels_->Find("refuse_first_input_21");
+    bad.on_cpu = good.on_cpu = on_cpu;
+    const Status s = sched.Run({good, bad}, inline_);  // inline: in this order
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message(), "kernel refuse_first_input_21: 21 is not accepted");
+    EXPECT_EQ(sched.stats().subtasks, 2);
+    EXPECT_EQ(ok_out, std::vector<uint32_t>(1024, 10));
+    std::fill(ok_out.begin(), ok_out.end(), 0);
+  }
+  for (auto& d : devices_) EXPECT_EQ(d->used_bytes(), 0u);
 }
 
 TEST_F(ChunkSchedulerTest, WaitWithNothingInFlightFailsAfterIdleWait) {

@@ -3,6 +3,7 @@
 // job at a time), and the CallGate lets destroy wait for them.
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "base/executor.h"
 #include "dispatch/c_api/c_status.h"
 #include "dispatch/c_api/call_gate.h"
+#include "dispatch/c_api/handle_registry.h"
 #include "dispatch/c_api/gpusched_chunks_c.h"
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
@@ -25,6 +27,7 @@
 using gpusched::Status;
 using gpusched::StatusOr;
 using gpusched::capi::CallGate;
+using gpusched::capi::HandleKind;
 using gpusched::capi::Guard;
 using gpusched::capi::Null;
 using gpusched::chunks::ChunkConfig;
@@ -57,6 +60,11 @@ struct gpusched_chunks_job {
 
 namespace {
 
+// Checks that `rt` is a live runtime and holds its gate for the rest of the call.
+#define GS_ENTER_RUNTIME(rt, call)     \
+  std::optional<CallGate::Pass> pass_; \
+  GS_RETURN_IF_ERROR(gpusched::capi::Enter(rt, HandleKind::kChunksRuntime, "runtime", call, pass_))
+
 // Every built-in kernel's element size (4 or 8 bytes) divides a multiple of 8.
 constexpr int64_t kChunkAlignment = 8;
 
@@ -68,9 +76,57 @@ StatusOr<ChunkConfig> ConfigFor(int64_t chunk_bytes) {
     return gpusched::InvalidArgument("chunk_bytes: must be 0 (default) or a positive multiple of " +
                                      std::to_string(kChunkAlignment) + Got(chunk_bytes));
   }
+  // 0: spread each input over every GPU, chunks of at most the default 64 MiB (issue 42).
+  if (chunk_bytes == 0) config.split = gpusched::chunks::ChunkSplit::kSpreadOverGpus;
   if (chunk_bytes != 0) config.chunk_bytes = chunk_bytes;
   GS_RETURN_IF_ERROR(config.Validate());
   return config;
+}
+
+using ChunkRun = std::function<Status(const gpusched::chunks::ChunkIo&, const gpusched::chunks::KernelParams&)>;
+
+// Both register functions: checks the arguments, then registers a user kernel running `run`.
+Status RegisterUserKernel(gpusched_chunks_runtime* runtime, const char* call, const char* name,
+                          int kind, int inputs, int64_t element_bytes, int64_t result_bytes,
+                          ChunkRun run, gpusched_chunks_combine_fn combine, void* user) {
+  GS_ENTER_RUNTIME(runtime, call);
+  if (name == nullptr) return Null("name");
+  if (!run) return Null("run");
+  if (kind != 0 && kind != 1) return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
+  if (inputs != 1 && inputs != 2) return gpusched::InvalidArgument("inputs: must be 1 or 2" + Got(inputs));
+  const int64_t chunk = runtime->scheduler->config().chunk_bytes;
+  if (element_bytes <= 0 || chunk % element_bytes != 0) {
+    return gpusched::InvalidArgument("element_bytes: must be > 0 and divide the runtime's chunk_bytes " +
+                                     std::to_string(chunk) + Got(element_bytes));
+  }
+  if (kind == 1 && result_bytes <= 0) {
+    return gpusched::InvalidArgument("result_bytes: a reduce kernel's partial must be > 0 bytes" + Got(result_bytes));
+  }
+  if (kind == 1 && combine == nullptr) return Null("combine (required for a reduce kernel)");
+  ChunkKernel k;
+  k.name = name;
+  k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
+  k.inputs = inputs;
+  k.element_bytes = element_bytes;
+  k.run = std::move(run);
+  if (kind == 1) {
+    k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
+    k.combine = [combine, user](std::byte* acc, const std::byte* p, int64_t n) { combine(acc, p, n, user); };
+  }
+  return runtime->kernels->Register(std::move(k));  // the registry is thread-safe
+}
+
+// A status kernel's run: its failure, with the message it wrote, fails the chunk.
+ChunkRun StatusKernelRun(gpusched_chunks_status_kernel_fn run, void* user) {
+  return [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
+    char message[GPUSCHED_CHUNKS_KERNEL_MESSAGE_BYTES] = {};
+    const int rc = run(io.in0, io.in1, io.in_bytes, io.out, io.out_bytes, user, message,
+                       static_cast<int64_t>(sizeof message));
+    if (rc == 0) return Status::Ok();
+    message[sizeof message - 1] = '\0';  // a kernel that filled it without a terminator
+    return gpusched::FailedPrecondition(message[0] != '\0' ? std::string(message)
+                                                            : "failed with status " + std::to_string(rc));
+  };
 }
 
 // Wires a runtime over `devices` (already opened) and hands it out.
@@ -84,6 +140,7 @@ Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& 
   rt->runner = std::make_unique<StageRunner>(*rt->scheduler, *rt->kernels, *rt->pool);
   // The process edge: a buffer streamed from pageable memory is worth a line on stderr.
   rt->runner->SetLog([](const std::string& line) { std::fprintf(stderr, "gpusched: %s\n", line.c_str()); });
+  gpusched::capi::AddHandle(rt.get(), HandleKind::kChunksRuntime);
   *out = rt.release();
   return Status::Ok();
 }
@@ -148,7 +205,12 @@ int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chun
 
 int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime) {
   if (runtime == nullptr) return 0;
-  const int rc = Guard([&] { return runtime->gate.Close("gpusched_chunks_destroy"); });
+  const int rc = Guard([&]() -> Status {
+    GS_RETURN_IF_ERROR(gpusched::capi::CloseHandle(runtime, HandleKind::kChunksRuntime, "runtime",
+                                                   "gpusched_chunks_destroy"));
+    gpusched::capi::RemoveHandle(runtime);
+    return Status::Ok();
+  });
   if (rc == 0) delete runtime;
   return rc;
 }
@@ -157,39 +219,29 @@ int gpusched_chunks_register_kernel(gpusched_chunks_runtime* runtime, const char
                                     int inputs, int64_t element_bytes, int64_t result_bytes,
                                     gpusched_chunks_kernel_fn run,
                                     gpusched_chunks_combine_fn combine, void* user) {
-  return Guard([&]() -> Status {
-    if (runtime == nullptr) return Null("runtime");
-    if (name == nullptr) return Null("name");
-    if (run == nullptr) return Null("run");
-    CallGate::Pass pass(runtime->gate, "gpusched_chunks_register_kernel");
-    GS_RETURN_IF_ERROR(pass.status());
-    if (kind != 0 && kind != 1) {
-      return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
-    }
-    if (inputs != 1 && inputs != 2) return gpusched::InvalidArgument("inputs: must be 1 or 2" + Got(inputs));
-    const int64_t chunk = runtime->scheduler->config().chunk_bytes;
-    if (element_bytes <= 0 || chunk % element_bytes != 0) {
-      return gpusched::InvalidArgument("element_bytes: must be > 0 and divide the runtime's chunk_bytes " +
-                                       std::to_string(chunk) + Got(element_bytes));
-    }
-    if (kind == 1 && result_bytes <= 0) {
-      return gpusched::InvalidArgument("result_bytes: a reduce kernel's partial must be > 0 bytes" +
-                                       Got(result_bytes));
-    }
-    if (kind == 1 && combine == nullptr) return Null("combine (required for a reduce kernel)");
-    ChunkKernel k;
-    k.name = name;
-    k.kind = kind == 0 ? gpusched::chunks::KernelKind::kMap : gpusched::chunks::KernelKind::kReduce;
-    k.inputs = inputs;
-    k.element_bytes = element_bytes;
-    k.run = [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
+  ChunkRun chunk_run;
+  if (run != nullptr) {
+    chunk_run = [run, user](const gpusched::chunks::ChunkIo& io, const gpusched::chunks::KernelParams&) {
       run(io.in0, io.in1, io.in_bytes, io.out, io.out_bytes, user);
+      return Status::Ok();
     };
-    if (kind == 1) {
-      k.result_bytes = [result_bytes](const gpusched::chunks::KernelParams&) { return result_bytes; };
-      k.combine = [combine, user](std::byte* acc, const std::byte* p, int64_t n) { combine(acc, p, n, user); };
-    }
-    return runtime->kernels->Register(std::move(k));  // the registry is thread-safe
+  }
+  return Guard([&] {
+    return RegisterUserKernel(runtime, "gpusched_chunks_register_kernel", name, kind, inputs,
+                              element_bytes, result_bytes, std::move(chunk_run), combine, user);
+  });
+}
+
+int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, const char* name,
+                                           int kind, int inputs, int64_t element_bytes,
+                                           int64_t result_bytes,
+                                           gpusched_chunks_status_kernel_fn run,
+                                           gpusched_chunks_combine_fn combine, void* user) {
+  ChunkRun chunk_run;
+  if (run != nullptr) chunk_run = StatusKernelRun(run, user);
+  return Guard([&] {
+    return RegisterUserKernel(runtime, "gpusched_chunks_register_status_kernel", name, kind, inputs,
+                              element_bytes, result_bytes, std::move(chunk_run), combine, user);
   });
 }
 
@@ -209,6 +261,34 @@ int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, v
     }
     if (cache != 0 && cache != 1) return gpusched::InvalidArgument(field + "cache must be 0 or 1" + Got(cache));
     job->spec.buffers.push_back({name, {data, bytes}, cache != 0});
+    return Status::Ok();
+  });
+}
+
+int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, uint64_t version) {
+  return Guard([&]() -> Status {
+    if (job == nullptr || name == nullptr) return Null("job and name");
+    for (auto& b : job->spec.buffers) {
+      if (b.name != name) continue;
+      const std::string field = std::string("buffer \"") + name + "\": ";
+      if (!b.cache) return gpusched::InvalidArgument(field + "added with cache 0; only cached chunks are kept");
+      if (b.host.data == nullptr) return gpusched::InvalidArgument(field + "data is NULL; only inputs are kept");
+      b.keep = true;
+      b.version = version;
+      return Status::Ok();
+    }
+    return gpusched::NotFound(std::string("name: unknown buffer \"") + name + "\"");
+  });
+}
+
+int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* runtime, const void* data) {
+  return Guard([&]() -> Status {
+    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_forget_buffer");
+    if (data == nullptr) return Null("data");
+    std::lock_guard lock(runtime->run_mu);  // the runner's kept buffers change between runs only
+    if (runtime->runner->ForgetKept(data) == 0) {
+      return gpusched::NotFound("data: no kept buffer at this address");
+    }
     return Status::Ok();
   });
 }
@@ -277,10 +357,8 @@ int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, i
 
 int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job) {
   return Guard([&]() -> Status {
-    if (runtime == nullptr) return Null("runtime");
+    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_run");
     if (job == nullptr) return Null("job");
-    CallGate::Pass pass(runtime->gate, "gpusched_chunks_run");
-    GS_RETURN_IF_ERROR(pass.status());
     job->result.reset();
     std::lock_guard lock(runtime->run_mu);  // jobs queue: one at a time over all the GPUs
     GS_ASSIGN_OR_RETURN(JobResult result, runtime->runner->Run(job->spec));

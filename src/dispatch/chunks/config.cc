@@ -6,6 +6,9 @@ Status ChunkConfig::Validate() const {
   if (chunk_bytes <= 0) {
     return InvalidArgument("chunk_bytes: must be > 0, got " + std::to_string(chunk_bytes));
   }
+  if (min_chunk_bytes <= 0) {
+    return InvalidArgument("min_chunk_bytes: must be > 0, got " + std::to_string(min_chunk_bytes));
+  }
   if (streams_per_gpu <= 0) {
     return InvalidArgument("streams_per_gpu: must be > 0, got " + std::to_string(streams_per_gpu));
   }

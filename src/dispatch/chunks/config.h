@@ -36,10 +36,15 @@ enum class CacheRank {
 enum class ChunkSplit {
   kFixedSize,       // default: chunks of `chunk_bytes` (the last one shorter)
   kEqualPerStream,  // GPUs x streams equal chunks
+  // One chunk per GPU: ceil(input / GPUs), at least `min_chunk_bytes`, at most `chunk_bytes`,
+  // so an input smaller than GPUs x chunk_bytes still reaches every GPU (the C ABI's default,
+  // issue 42) while large inputs keep chunk_bytes chunks.
+  kSpreadOverGpus,
 };
 
 struct ChunkConfig {
-  int64_t chunk_bytes = 64 * kMiB;  // CHUNK, default 64 MiB
+  int64_t chunk_bytes = 64 * kMiB;  // CHUNK, default 64 MiB (kSpreadOverGpus: the largest chunk)
+  int64_t min_chunk_bytes = kMiB;   // kSpreadOverGpus only: the smallest chunk worth a subtask
   int streams_per_gpu = 4;          // streams per GPU, default 4
   MoveCheck move_check = MoveCheck::kWaitIfShort;
   NoFitAction no_fit = NoFitAction::kWait;

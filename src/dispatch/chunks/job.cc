@@ -79,6 +79,21 @@ Status IndexStages(const JobSpec& job, const KernelRegistry& kernels, JobNames& 
   return Status::Ok();
 }
 
+// BufferSpec::keep: only an input's contents are the caller's to version.
+Status CheckKeptBuffers(const JobSpec& job, const JobNames& names) {
+  for (const BufferSpec& b : job.buffers) {
+    if (!b.keep) continue;
+    const std::string field = "buffers[" + b.name + "].keep: ";
+    if (!b.cache) return InvalidArgument(field + "needs cache (only cached chunks are kept)");
+    if (b.host.data == nullptr) return InvalidArgument(field + "needs data (an input buffer)");
+    if (auto w = names.writer.find(b.name); w != names.writer.end()) {
+      return InvalidArgument(field + "stage " + job.stages[w->second].name +
+                             " writes it; only inputs can be kept");
+    }
+  }
+  return Status::Ok();
+}
+
 // Dependencies: the writers of a stage's inputs, and its `after` list.
 StatusOr<std::vector<std::set<int>>> Dependencies(const JobSpec& job, const JobNames& names) {
   std::vector<std::set<int>> deps(job.stages.size());
@@ -142,6 +157,7 @@ StatusOr<JobPlan> PlanJob(const JobSpec& job, const KernelRegistry& kernels) {
   JobNames names;
   GS_RETURN_IF_ERROR(IndexBuffers(job, names));
   GS_RETURN_IF_ERROR(IndexStages(job, kernels, names, plan));
+  GS_RETURN_IF_ERROR(CheckKeptBuffers(job, names));
   GS_ASSIGN_OR_RETURN(std::vector<std::set<int>> deps, Dependencies(job, names));
   GS_ASSIGN_OR_RETURN(plan.order, TopologicalOrder(job, deps));
   GS_RETURN_IF_ERROR(SizeBuffers(job, names, plan));

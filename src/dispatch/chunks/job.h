@@ -19,10 +19,19 @@ namespace gpusched::chunks {
 // runner allocates it). `cache` persists the buffer's chunks in GPU memory (the CACHE subtask
 // kind of CN110955526B step 8): an input is cached by step (9) before its first use, an output
 // stays on the GPU that computed it.
+//
+// `keep` keeps a cached input's chunks on the GPUs after the job, so a later job of the same
+// runner over the same host memory finds them in the cache map (CN110955526B's cache map across
+// jobs) instead of copying them again. gpusched cannot see the host memory change, so the
+// chunks are found again only by a buffer of the same address, size and `version`: the caller
+// changes `version` whenever it changes the contents, and a buffer at the same address with
+// another size or version frees the old chunks. REQUIRES: cache, data, not a stage output.
 struct BufferSpec {
   std::string name;
   HostBuffer host;
   bool cache = false;
+  bool keep = false;
+  uint64_t version = 0;
 };
 
 struct StageSpec {
@@ -48,7 +57,8 @@ struct JobPlan {
 
 // Validates `job` against `kernels` and orders its stages. Errors name the stage or buffer and
 // the bad value: unknown kernel or buffer, wrong input count, mismatched input sizes, a buffer
-// written twice, a null input buffer, tasks <= 0, a destination of the wrong size, a cycle.
+// written twice, a null input buffer, tasks <= 0, a destination of the wrong size, a cycle, a
+// kept buffer that is not a cached input with data.
 StatusOr<JobPlan> PlanJob(const JobSpec& job, const KernelRegistry& kernels);
 
 }  // namespace gpusched::chunks

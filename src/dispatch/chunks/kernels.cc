@@ -38,6 +38,7 @@ Kernel MapKernel(std::string name, int inputs, Op op) {
         Store<T>(io.out, i, op(Load<T>(io.in0, i), Load<T>(io.in1, i), p));
       }
     }
+    return Status::Ok();
   };
   return k;
 }
@@ -57,6 +58,7 @@ Kernel SumU32() {
     uint64_t sum = 0;
     for (int64_t i = 0; i < io.in_bytes / 4; ++i) sum += Load<uint32_t>(io.in0, i);
     Store<uint64_t>(io.out, 0, sum);
+    return Status::Ok();
   };
   k.combine = AddU64;
   return k;
@@ -75,6 +77,7 @@ Kernel HistogramU32() {
       ++counts[(uint64_t{Load<uint32_t>(io.in0, i)} * bins) >> 32];
     }
     std::memcpy(io.out, counts.data(), counts.size() * 8);
+    return Status::Ok();
   };
   k.combine = AddU64;
   return k;

@@ -47,7 +47,9 @@ struct Kernel {
   int64_t element_bytes = 4;  // chunks never split an element
   // Reduce only: bytes of one partial (and of the stage's result) for these params.
   std::function<int64_t(const KernelParams&)> result_bytes;
-  std::function<void(const ChunkIo&, const KernelParams&)> run;
+  // A failure (a user kernel's status) fails the chunk subtask and so the job, the error naming
+  // the kernel; the built-ins never fail.
+  std::function<Status(const ChunkIo&, const KernelParams&)> run;
   // Optional: enqueues the kernel on a native (CUDA) stream, for devices whose buffers the CPU
   // cannot read; an error names the failed launch. A kernel without it runs only on the
   // simulated devices and the CPU. The built-ins get theirs from chunks/cuda_builtins.h.

@@ -30,8 +30,10 @@ struct ChunkRange {
 StatusOr<std::vector<ChunkRange>> SplitIntoChunks(int64_t total_bytes, int64_t chunk_bytes,
                                                   int64_t element_bytes = 1);
 
-// The chunk size `config` asks for: config.chunk_bytes, or with ChunkSplit::kEqualPerStream
-// ceil(total / (gpus x streams)) rounded up to a whole element (at least one element).
+// The chunk size `config` asks for: config.chunk_bytes; with ChunkSplit::kEqualPerStream
+// ceil(total / (gpus x streams)) rounded up to a whole element (at least one element); with
+// kSpreadOverGpus max(min_chunk_bytes, ceil(total / gpus)) rounded up to a whole element, at
+// most chunk_bytes (rounded down to a whole element, at least one).
 int64_t ChunkBytesFor(const ChunkConfig& config, int64_t total_bytes, int num_gpus,
                       int64_t element_bytes);
 

@@ -40,5 +40,26 @@ TEST(ChunkSplitter, EqualPerStreamAlternative) {
   EXPECT_EQ(SplitIntoChunks(1000, 84, 4)->size(), 12u);
 }
 
+// The C ABI's default (issue 42): one chunk per GPU, between min_chunk_bytes and chunk_bytes.
+TEST(CN110955526B, Step7_SpreadOverGpusPutsOneInputOnEveryGpu) {
+  ChunkConfig config;
+  config.split = ChunkSplit::kSpreadOverGpus;
+  // 64 MiB on 4 GPUs: 4 chunks of 16 MiB (the fixed default would make one 64 MiB chunk).
+  EXPECT_EQ(ChunkBytesFor(config, 64 * kMiB, 4, 4), 16 * kMiB);
+  EXPECT_EQ(SplitIntoChunks(64 * kMiB, 16 * kMiB, 4)->size(), 4u);
+  // Large inputs keep 64 MiB chunks; small ones get min_chunk_bytes.
+  EXPECT_EQ(ChunkBytesFor(config, 10 * kGiB, 4, 4), 64 * kMiB);
+  EXPECT_EQ(ChunkBytesFor(config, 1000, 4, 4), kMiB);
+  // ceil(total / gpus) rounded up to a whole element: 3 GPUs, 3 MiB + 12 bytes of 8-byte
+  // elements is ceil((3 MiB + 12) / 3) = 1 MiB + 4 bytes, rounded to 1 MiB + 8.
+  config.min_chunk_bytes = 8;
+  EXPECT_EQ(ChunkBytesFor(config, 3 * kMiB + 12, 3, 8), kMiB + 8);
+  // The cap is rounded down to a whole element (a 12-byte element under a 64-byte cap: 60).
+  config.chunk_bytes = 64;
+  EXPECT_EQ(ChunkBytesFor(config, 1000, 1, 12), 60);
+  config.min_chunk_bytes = 0;
+  EXPECT_EQ(config.Validate().message(), "min_chunk_bytes: must be > 0, got 0");
+}
+
 }  // namespace
 }  // namespace gpusched::chunks

@@ -54,18 +54,85 @@ class StageRunner::HostPins {
 
 std::atomic<uint64_t> StageRunner::next_buffer_id_{1};
 
+// The chunk-key buffer ids of one run. A chunk key is (buffer id, chunk index), and an index is
+// another byte range under another chunk size, so a buffer has one id per chunk size it is cut
+// by. A kept buffer's ids are the runner's (KeptId), found again by later runs; the others are
+// the run's own, and their cached chunks are freed when it ends (the job's unpersist).
+class StageRunner::BufferIds {
+ public:
+  BufferIds(StageRunner& runner, const JobSpec& job) : runner_(runner) {
+    for (const BufferSpec& b : job.buffers) {
+      if (!b.keep) continue;
+      kept_[b.name] = &b;
+      runner_.DropStaleKept(b);
+    }
+  }
+  ~BufferIds() {
+    for (uint64_t id : run_only_) runner_.scheduler_.DropCached(id);
+  }
+  BufferIds(const BufferIds&) = delete;
+  BufferIds& operator=(const BufferIds&) = delete;
+
+  uint64_t Of(const std::string& name, int64_t chunk_bytes) {
+    if (auto k = kept_.find(name); k != kept_.end()) return runner_.KeptId(*k->second, chunk_bytes);
+    auto [it, fresh] = ids_.try_emplace({name, chunk_bytes}, 0);
+    if (fresh) {
+      it->second = next_buffer_id_.fetch_add(1);
+      run_only_.push_back(it->second);
+    }
+    return it->second;
+  }
+
+ private:
+  StageRunner& runner_;
+  std::map<std::string, const BufferSpec*> kept_;
+  std::map<std::pair<std::string, int64_t>, uint64_t> ids_;
+  std::vector<uint64_t> run_only_;
+};
+
+void StageRunner::DropStaleKept(const BufferSpec& b) {
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    const KeptKey& k = it->first;
+    if (k.data != b.host.data || (k.bytes == b.host.bytes && k.version == b.version)) {
+      ++it;
+      continue;
+    }
+    scheduler_.DropCached(it->second);
+    it = kept_.erase(it);
+  }
+}
+
+uint64_t StageRunner::KeptId(const BufferSpec& b, int64_t chunk_bytes) {
+  auto [it, fresh] = kept_.try_emplace(KeptKey{b.host.data, b.host.bytes, b.version, chunk_bytes}, 0);
+  if (fresh) it->second = next_buffer_id_.fetch_add(1);
+  return it->second;
+}
+
+int StageRunner::ForgetKept(const void* data) {
+  int forgotten = 0;
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    if (it->first.data != data) {
+      ++it;
+      continue;
+    }
+    scheduler_.DropCached(it->second);
+    it = kept_.erase(it);
+    ++forgotten;
+  }
+  return forgotten;
+}
+
 StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
   GS_ASSIGN_OR_RETURN(JobPlan plan, PlanJob(job, kernels_));
   JobResult result;
   std::map<std::string, HostBuffer> buffers;
-  std::map<std::string, uint64_t> ids;  // job-unique chunk-key ids, so caches never alias
+  BufferIds ids(*this, job);  // its end frees the job's cached chunks, kept buffers' excepted
   std::vector<std::string> cached;
   for (const BufferSpec& b : job.buffers) {
     buffers[b.name] = b.host;
     if (b.cache) cached.push_back(b.name);
   }
   for (const auto& [name, bytes] : plan.sizes) {
-    ids[name] = next_buffer_id_.fetch_add(1);
     HostBuffer& h = buffers[name];
     if (h.data == nullptr && bytes > 0) {  // a stage output without a destination
       result.storage.push_back(std::unique_ptr<std::byte[]>(new std::byte[static_cast<size_t>(bytes)]));
@@ -88,7 +155,6 @@ StatusOr<JobResult> StageRunner::Run(const JobSpec& job) {
     result.stage_order.push_back(st.name);
     result.outputs[st.output] = buffers.at(st.output);
   }
-  for (const auto& [name, id] : ids) scheduler_.DropCached(id);  // the job's unpersist
   GS_RETURN_IF_ERROR(status);
   const ChunkStats after = scheduler_.stats();
   result.stats = ChunkStats{after.subtasks - before.subtasks,   after.bytes_h2d - before.bytes_h2d,
@@ -106,8 +172,8 @@ std::vector<Subtask> StageRunner::CacheSubtasks(const StageSpec& st, int stage_i
                                                 const std::vector<ChunkRange>& chunks) {
   std::vector<Subtask> cache_subtasks;
   for (const std::string& name : st.inputs) {
-    if (std::find(cached.begin(), cached.end(), name) == cached.end() || cache_done_[name]) continue;
-    cache_done_[name] = true;
+    if (std::find(cached.begin(), cached.end(), name) == cached.end()) continue;
+    if (!cache_done_.insert(ids.at(name)).second) continue;  // resident already
     const HostBuffer& b = buffers.at(name);
     for (const ChunkRange& c : chunks) {
       Subtask sub;
@@ -172,16 +238,17 @@ void FoldPartials(const Kernel& kernel, const std::vector<std::byte>& partials, 
 }  // namespace
 
 Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stage_index,
-                             const std::map<std::string, HostBuffer>& buffers,
-                             const std::map<std::string, uint64_t>& ids,
-                             const std::vector<std::string>& cached,
-                             JobResult& result) {
+                             const std::map<std::string, HostBuffer>& buffers, BufferIds& buffer_ids,
+                             const std::vector<std::string>& cached, JobResult& result) {
   const HostBuffer& in0 = buffers.at(st.inputs[0]);
   const HostBuffer& out = buffers.at(st.output);
   const int64_t chunk_bytes =
       ChunkBytesFor(scheduler_.config(), in0.bytes, scheduler_.num_gpus(), kernel.element_bytes);  // step (7)
   GS_ASSIGN_OR_RETURN(std::vector<ChunkRange> chunks,
                       SplitIntoChunks(in0.bytes, chunk_bytes, kernel.element_bytes));
+  std::map<std::string, uint64_t> ids;  // this stage's buffers under its chunk size
+  for (const std::string& name : st.inputs) ids[name] = buffer_ids.Of(name, chunk_bytes);
+  ids[st.output] = buffer_ids.Of(st.output, chunk_bytes);
 
   // CN110955526B step (9): CACHE subtasks for persisted inputs not yet resident.
   std::vector<Subtask> cache_subtasks = CacheSubtasks(st, stage_index, buffers, ids, cached, chunks);
@@ -201,7 +268,7 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
   const int64_t subtask_bytes =  // what one chunk subtask needs on a GPU (the largest chunk)
       first_chunk * (st.inputs.size() > 1 ? 2 : 1) + (reduce ? partial_bytes : first_chunk);
   GS_RETURN_IF_ERROR(RunTasks(subtasks, st.tasks, subtask_bytes, result));  // the stage barrier
-  if (cache_output && !reduce) cache_done_[st.output] = true;  // resident where computed
+  if (cache_output && !reduce) cache_done_.insert(ids.at(st.output));  // resident where computed
   if (reduce && out.bytes > 0) FoldPartials(kernel, partials, chunks.size(), out);
   return Status::Ok();
 }

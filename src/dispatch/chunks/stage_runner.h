@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,19 +49,36 @@ class StageRunner {
   StageRunner(ChunkScheduler& scheduler, const KernelRegistry& kernels, Executor& executor)
       : scheduler_(scheduler), kernels_(kernels), executor_(executor) {}
 
-  // Validates, plans and runs `job`; its cached chunks are freed at the end. Host buffers
-  // must stay valid until Run() returns.
+  // Validates, plans and runs `job`; its cached chunks are freed at the end, except those of
+  // kept buffers (BufferSpec::keep), which later runs find again. Host buffers must stay valid
+  // until Run() returns.
   StatusOr<JobResult> Run(const JobSpec& job);
+  // Frees the kept chunks of every buffer at `data` (every size, version and chunk size); how
+  // many kept buffers that was (0: none). Not while Run() runs. The scheduler's destruction
+  // frees the rest.
+  int ForgetKept(const void* data);
   // Receives one line per notable event (a buffer left unpinned, and why). Default: none.
   // Call before Run.
   void SetLog(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
  private:
-  class HostPins;  // stage_runner.cc
+  class HostPins;   // stage_runner.cc
+  class BufferIds;  // stage_runner.cc: the chunk-key ids of one run
+  // A kept buffer's chunks under one chunk size, as later runs look for them.
+  struct KeptKey {
+    const void* data;
+    int64_t bytes;
+    uint64_t version;
+    int64_t chunk_bytes;
+    auto operator<=>(const KeptKey&) const = default;
+  };
   Status RunStage(const StageSpec& stage, const Kernel& kernel, int stage_index,
-                  const std::map<std::string, HostBuffer>& buffers,
-                  const std::map<std::string, uint64_t>& ids, const std::vector<std::string>& cached,
-                  JobResult& result);
+                  const std::map<std::string, HostBuffer>& buffers, BufferIds& ids,
+                  const std::vector<std::string>& cached, JobResult& result);
+  // Frees the kept chunks of `b`'s memory under another size or version (stale now).
+  void DropStaleKept(const BufferSpec& b);
+  // The id of kept buffer `b` cut into `chunk_bytes` chunks: the one an earlier run used, or new.
+  uint64_t KeptId(const BufferSpec& b, int64_t chunk_bytes);
   // CN110955526B step (9): a CACHE subtask per chunk of each of the stage's persisted inputs
   // not yet resident (marked resident here).
   std::vector<Subtask> CacheSubtasks(const StageSpec& st, int stage_index,
@@ -76,7 +94,8 @@ class StageRunner {
   const KernelRegistry& kernels_;
   Executor& executor_;
   std::function<void(const std::string&)> log_;
-  std::map<std::string, bool> cache_done_;  // per Run: cached input buffers already resident
+  std::set<uint64_t> cache_done_;         // per Run: buffer ids whose chunks are resident
+  std::map<KeptKey, uint64_t> kept_;      // across runs: kept buffers' ids (BufferSpec::keep)
   static std::atomic<uint64_t> next_buffer_id_;
 };
 

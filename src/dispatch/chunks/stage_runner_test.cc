@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "dispatch/sim_device.h"
 
@@ -65,11 +68,12 @@ struct StageTimes {
     timed.native_run = nullptr;
     timed.run = [this, name, run = timed.run](const ChunkIo& io, const KernelParams& p) {
       const int64_t start = ++clock;
-      run(io, p);
+      const Status ran = run(io, p);
       const int64_t end = ++clock;
       std::lock_guard<std::mutex> lock(mu);
       auto [it, fresh] = span.try_emplace(name, start, end);
       it->second = {std::min(it->second.first, start), std::max(it->second.second, end)};
+      return ran;
     };
     ASSERT_TRUE(kernels.Register(std::move(timed)).ok());
   }
@@ -173,6 +177,50 @@ TEST_F(StageRunnerTest, CN110955526B_MultiStage1GiBOn4GpusMatchesCpuLoop) {
   for (auto& d : devices_) EXPECT_EQ(d->used_bytes(), 0u);  // the job's caches are freed
 }
 
+// Issue 42: with ChunkSplit::kSpreadOverGpus (the C ABI's default) a 64 MiB input runs on all 4
+// GPUs, where the fixed 64 MiB chunk ran it on one. Each chunk's kernel waits until all four
+// are running, so all hold streams at once and step (10) sends each to a GPU with the most free
+// streams; with fewer than 4 chunks the wait ends at its bound and the test fails.
+TEST_F(StageRunnerTest, CN110955526B_Step7_SpreadDefaultRuns64MiBOnAll4Gpus) {
+  ChunkConfig config;
+  config.split = ChunkSplit::kSpreadOverGpus;
+  MakeGpus(4, 256, config);
+  std::mutex mu;
+  std::condition_variable all_running;
+  int running = 0;
+  std::set<int> gpus;
+  Kernel hold = **kernels_->Find("scale_u32");
+  hold.name = "hold_until_4_run";
+  hold.native_run = nullptr;
+  hold.run = [&, run = hold.run](const ChunkIo& io, const KernelParams& p) {
+    {
+      std::unique_lock lock(mu);
+      ++running;
+      all_running.notify_all();
+      all_running.wait_for(lock, std::chrono::seconds(20), [&] { return running >= 4; });
+    }
+    return run(io, p);
+  };
+  ASSERT_TRUE(kernels_->Register(std::move(hold)).ok());
+  scheduler_->SetObserver([&](const SchedulerEvent& e) {
+    if (e.kind == SchedulerEvent::Kind::kPlaced) gpus.insert(e.gpu);  // under the scheduler's lock
+  });
+  const int64_t n = 64 * kMiB / 4;
+  std::unique_ptr<uint32_t[]> a(new uint32_t[n]);
+  for (int64_t i = 0; i < n; ++i) a[i] = Value(static_cast<uint64_t>(i));
+  JobSpec job;
+  job.buffers = {{"a", {a.get(), 64 * kMiB}}};
+  job.stages = {{"scale", "hold_until_4_run", {3.0}, {"a"}, "out", {}}};
+  auto result = runner_->Run(job);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->stats.subtasks, 4);
+  EXPECT_EQ(gpus, (std::set<int>{0, 1, 2, 3}));
+  const auto* out = static_cast<const uint32_t*>(result->outputs.at("out").data);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) mismatches += out[i] != a[i] * 3u;
+  EXPECT_EQ(mismatches, 0);
+}
+
 TEST_F(StageRunnerTest, UserKernelAndEmptyInput) {
   MakeGpus(1, 64, ChunkConfig{});
   Kernel count_odd;
@@ -187,6 +235,7 @@ TEST_F(StageRunnerTest, UserKernelAndEmptyInput) {
       c += v & 1;
     }
     std::memcpy(io.out, &c, 8);
+    return Status::Ok();
   };
   count_odd.combine = [](std::byte* acc, const std::byte* p, int64_t) {
     uint64_t x, y;
@@ -240,6 +289,55 @@ TEST(ChunkJob, BadJobsNameTheProblem) {
   EXPECT_EQ(plan(j), "params.bins: must be in [1, 16777216], got 0");
 }
 
+// BufferSpec::keep: only a cached input with data is versioned by its caller.
+TEST(ChunkJob, CN110955526B_Step9_OnlyCachedInputsCanBeKept) {
+  auto kernels = KernelRegistry::WithBuiltins();
+  uint32_t data[4] = {}, dest[4] = {};
+  auto plan = [&](JobSpec job) { return PlanJob(job, *kernels).status().message(); };
+  JobSpec j;
+  j.stages = {{"s", "scale_u32", {}, {"a"}, "o", {}}};
+  j.buffers = {{"a", {data, 16}, /*cache=*/false, /*keep=*/true}};
+  EXPECT_EQ(plan(j), "buffers[a].keep: needs cache (only cached chunks are kept)");
+  j.buffers = {{"a", {data, 16}, true, true}, {"o", {dest, 16}, true, true}};
+  EXPECT_EQ(plan(j), "buffers[o].keep: stage s writes it; only inputs can be kept");
+  j.buffers = {{"a", {data, 16}, true, true}, {"o", {nullptr, 0}, true, true}};
+  EXPECT_EQ(plan(j), "buffers[o].keep: needs data (an input buffer)");
+  j.buffers = {{"a", {data, 16}, true, true, 3}};
+  EXPECT_EQ(plan(j), "");
+}
+
+// Kept chunks are found again by the next run only under the same address, size and version,
+// and a run over another version of the same memory frees the stale ones.
+TEST_F(StageRunnerTest, CN110955526B_Step9_KeptChunksAreFoundByAddressSizeAndVersion) {
+  MakeGpus(2, 64, ChunkConfig{.chunk_bytes = 4 * kMiB});
+  std::vector<uint32_t> a(8 * kMiB / 4, 3);  // two 4 MiB chunks
+  auto run = [&](uint64_t version) {
+    JobSpec job;
+    job.buffers = {{"a", {a.data(), 8 * kMiB}, true, true, version}};
+    job.stages = {{"sum", "sum_u32", {}, {"a"}, "total", {}}};
+    auto result = runner_->Run(job);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    uint64_t total = 0;
+    std::memcpy(&total, result->outputs.at("total").data, 8);
+    EXPECT_EQ(total, uint64_t{3} * (8 * kMiB / 4));
+    return result->stats;
+  };
+  EXPECT_EQ(run(1).bytes_h2d, 8 * kMiB);
+  const ChunkStats again = run(1);
+  EXPECT_EQ(again.bytes_h2d, 0);
+  EXPECT_EQ(again.cache_hits, 2);
+  uint64_t resident = 0;
+  for (auto& d : devices_) resident += d->used_bytes();
+  EXPECT_EQ(resident, uint64_t{8 * kMiB});  // one copy: version 1's
+  EXPECT_EQ(run(2).bytes_h2d, 8 * kMiB);    // another version: copied again...
+  resident = 0;
+  for (auto& d : devices_) resident += d->used_bytes();
+  EXPECT_EQ(resident, uint64_t{8 * kMiB});  // ...and version 1's copy freed
+  EXPECT_EQ(runner_->ForgetKept(a.data()), 1);
+  for (auto& d : devices_) EXPECT_EQ(d->used_bytes(), 0u);
+  EXPECT_EQ(runner_->ForgetKept(a.data()), 0);
+}
+
 TEST(ChunkKernels, BuiltinsComputeOnSmallArrays) {
   auto kernels = KernelRegistry::WithBuiltins();
   EXPECT_EQ(kernels->Names(), (std::vector<std::string>{"histogram_u32", "scale_f32", "scale_u32",
@@ -247,17 +345,17 @@ TEST(ChunkKernels, BuiltinsComputeOnSmallArrays) {
   float x[3] = {1.5f, -2.0f, 4.0f}, y[3] = {0.5f, 1.0f, 1.0f}, out[3];
   ChunkIo io{reinterpret_cast<const std::byte*>(x), reinterpret_cast<const std::byte*>(y), 12,
              reinterpret_cast<std::byte*>(out), 12};
-  (*kernels->Find("vadd_f32"))->run(io, {});
+  ASSERT_TRUE((*kernels->Find("vadd_f32"))->run(io, {}).ok());
   EXPECT_EQ(out[0], 2.0f);
   EXPECT_EQ(out[1], -1.0f);
-  (*kernels->Find("scale_f32"))->run(io, {0.5});
+  ASSERT_TRUE((*kernels->Find("scale_f32"))->run(io, {0.5}).ok());
   EXPECT_EQ(out[2], 2.0f);
   uint32_t v[4] = {0, 0x40000000u, 0x80000000u, 0xFFFFFFFFu};
   uint64_t h[4] = {};
   ChunkIo hio{reinterpret_cast<const std::byte*>(v), nullptr, 16, reinterpret_cast<std::byte*>(h), 32};
   KernelParams four;
   four.bins = 4;
-  (*kernels->Find("histogram_u32"))->run(hio, four);
+  ASSERT_TRUE((*kernels->Find("histogram_u32"))->run(hio, four).ok());
   EXPECT_EQ(h[0], 1u);
   EXPECT_EQ(h[1], 1u);
   EXPECT_EQ(h[2], 1u);

@@ -60,7 +60,8 @@ public final class ChunkRuntime extends Handle {
     super(lib, handle);
   }
 
-  /** `gpus` simulated GPUs of `gpuMemoryMib` MiB; chunkBytes 0 keeps 64 MiB. */
+  /** `gpus` simulated GPUs of `gpuMemoryMib` MiB; chunkBytes 0: each input spread over every GPU
+   *  (chunks of ceil(input / gpus), 1 MiB to 64 MiB; see gpusched_chunks_c.h). */
   public static ChunkRuntime simulated(GpuschedLibrary lib, int gpus, long gpuMemoryMib,
                                        long chunkBytes) {
     PointerByReference out = new PointerByReference();

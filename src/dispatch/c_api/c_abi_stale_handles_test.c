@@ -1,0 +1,109 @@
+/* Chunk-runtime and simulated-device handles after their destroy: every entry point refuses
+ * them with GPUSCHED_E_INVALID_ARGUMENT naming the handle ("runtime: not a live handle",
+ * "devices: not a live handle") and never touches the freed memory (run it under valgrind or
+ * ASan: a use after free fails it). So do made-up pointers, handles of the other kind and a
+ * second destroy. C11. */
+#include <stdio.h>
+#include <string.h>
+
+#include "c_abi_expect.h"
+#include "gpusched_c.h"
+
+#define EXPECT_REFUSED(call, handle) \
+  EXPECT_ERROR(call, GPUSCHED_E_INVALID_ARGUMENT, handle ": not a live handle")
+
+static void Copy(const void* in0, const void* in1, int64_t in_bytes, void* out, int64_t out_bytes,
+                 void* user) {
+  (void)in1, (void)out_bytes, (void)user;
+  memcpy(out, in0, (size_t)in_bytes);
+}
+
+static int CheckedCopy(const void* in0, const void* in1, int64_t in_bytes, void* out,
+                       int64_t out_bytes, void* user, char* message, int64_t message_bytes) {
+  (void)message, (void)message_bytes;
+  Copy(in0, in1, in_bytes, out, out_bytes, user);
+  return 0;
+}
+
+/* A job that would run if the runtime were alive. */
+static gpusched_chunks_job* CopyJob(uint32_t* in, uint32_t* out, int64_t bytes) {
+  gpusched_chunks_job* job = gpusched_chunks_job_new();
+  if (job == NULL || gpusched_chunks_job_add_buffer(job, "in", in, bytes, 0) != 0 ||
+      gpusched_chunks_job_add_buffer(job, "out", out, bytes, 0) != 0 ||
+      gpusched_chunks_job_add_stage(job, "s", "vadd_u32", "in,in", "out", 0, 0) != 0) {
+    gpusched_chunks_job_free(job);
+    return NULL;
+  }
+  return job;
+}
+
+static int DestroyedChunkRuntimeIsRefused(void) {
+  static uint32_t in[256], out[256];
+  gpusched_chunks_runtime* rt = NULL;
+  gpusched_chunks_job* job = CopyJob(in, out, sizeof in);
+  EXPECT(job != NULL);
+  EXPECT(gpusched_chunks_create_sim(2, 16, 0, &rt) == 0);
+  EXPECT(gpusched_chunks_run(rt, job) == 0); /* alive: it runs */
+  EXPECT(gpusched_chunks_destroy(rt) == 0);
+  EXPECT_REFUSED(gpusched_chunks_run(rt, job), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_register_kernel(rt, "copy", 0, 1, 4, 0, Copy, NULL, NULL), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_forget_buffer(rt, in), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_register_status_kernel(rt, "checked", 0, 1, 4, 0, CheckedCopy, NULL, NULL),
+                 "runtime");
+  EXPECT_REFUSED(gpusched_chunks_destroy(rt), "runtime"); /* a second destroy */
+  gpusched_chunks_job_free(job);
+  return 0;
+}
+
+static int DestroyedSimDevicesAreRefused(void) {
+  float host[4] = {1, 2, 3, 4};
+  int64_t used = -1, total = -1;
+  gpusched_sim_devices* s = NULL;
+  EXPECT(gpusched_sim_devices_create(2, 16, 2, &s) == 0);
+  EXPECT(gpusched_sim_devices_memory(s, 0, &used, &total) == 0); /* alive: it answers */
+  EXPECT(gpusched_sim_devices_destroy(s) == 0);
+  EXPECT_REFUSED(gpusched_sim_devices_compute(s, 0, 1.0), "devices");
+  EXPECT_REFUSED(gpusched_sim_devices_memory(s, 0, &used, &total), "devices");
+  EXPECT_REFUSED(gpusched_sim_devices_scale(s, 0, host, 4, 2.0f), "devices");
+  EXPECT_REFUSED(gpusched_sim_devices_destroy(s), "devices"); /* a second destroy */
+  EXPECT(host[0] == 1 && host[3] == 4);                     /* nothing ran */
+  return 0;
+}
+
+/* Pointers that never were handles of the kind asked: refused without being read. */
+static int MadeUpAndWrongKindHandlesAreRefused(void) {
+  static uint32_t in[256], out[256];
+  double not_a_handle[8] = {0};
+  gpusched_chunks_runtime* rt = NULL;
+  gpusched_sim_devices* s = NULL;
+  gpusched_chunks_job* job = CopyJob(in, out, sizeof in);
+  int64_t used = 0;
+  EXPECT(job != NULL);
+  EXPECT(gpusched_chunks_create_sim(1, 16, 0, &rt) == 0);
+  EXPECT(gpusched_sim_devices_create(1, 16, 1, &s) == 0);
+  EXPECT_REFUSED(gpusched_chunks_run((gpusched_chunks_runtime*)not_a_handle, job), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_run((gpusched_chunks_runtime*)s, job), "runtime");
+  EXPECT_REFUSED(gpusched_chunks_destroy((gpusched_chunks_runtime*)s), "runtime");
+  EXPECT_REFUSED(gpusched_sim_devices_memory((gpusched_sim_devices*)rt, 0, &used, NULL), "devices");
+  EXPECT_REFUSED(gpusched_sim_devices_destroy((gpusched_sim_devices*)not_a_handle), "devices");
+  EXPECT(gpusched_chunks_run(NULL, job) == GPUSCHED_E_INVALID_ARGUMENT);
+  EXPECT(strstr(gpusched_last_error(), "runtime: must not be null") != NULL);
+  EXPECT(gpusched_sim_devices_compute(NULL, 0, 1.0) == GPUSCHED_E_INVALID_ARGUMENT);
+  EXPECT(strstr(gpusched_last_error(), "devices: must not be null") != NULL);
+  /* Both still alive and usable after all that. */
+  EXPECT(gpusched_chunks_run(rt, job) == 0);
+  EXPECT(gpusched_sim_devices_memory(s, 0, &used, NULL) == 0);
+  EXPECT(gpusched_chunks_destroy(rt) == 0);
+  EXPECT(gpusched_sim_devices_destroy(s) == 0);
+  gpusched_chunks_job_free(job);
+  return 0;
+}
+
+int main(void) {
+  if (DestroyedChunkRuntimeIsRefused() || DestroyedSimDevicesAreRefused() ||
+      MadeUpAndWrongKindHandlesAreRefused()) {
+    return 1;
+  }
+  printf("c_abi_stale_handles_test OK\n");
+  return 0;
+}

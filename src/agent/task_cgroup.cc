@@ -377,7 +377,14 @@ std::map<pid_t, TaskKey> PidsByProcessGroup(const std::map<pid_t, TaskKey>& pgid
     const long pid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
     std::ifstream in(proc_root + "/" + e->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string stat;
+    try {
+      // A process that ends between the open and the read fails the read with ESRCH, which
+      // libstdc++'s filebuf throws through the iterator: that process is simply gone.
+      stat.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure&) {
+      continue;
+    }
     // PID (COMM) STATE PPID PGRP ...: COMM may hold spaces and parentheses; the last ')' ends it.
     const size_t close_paren = stat.rfind(')');
     if (close_paren == std::string::npos) continue;

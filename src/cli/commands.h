@@ -38,6 +38,8 @@ void RegisterAdminCommands(CLI::App& app);
 void RegisterCerts(CLI::App& app);
 // `gpusched bench e2e`: the control plane end to end on loopback.
 void RegisterBenchE2e(CLI::App& bench);
+// `gpusched bench scale`: many simulated agents and one server (issue 43).
+void RegisterBenchScale(CLI::App& bench);
 // `gpusched bench utilization`: release -> start of a waiting task, GPU idle meanwhile.
 void RegisterBenchUtilization(CLI::App& bench);
 // `gpusched bench chaos`: kill -9 of the server or agents under load; nothing lost or doubled.

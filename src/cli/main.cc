@@ -119,6 +119,7 @@ void RegisterEveryCommand(CLI::App& app) {
 #endif
 #ifdef GPUSCHED_HAVE_CONTROL_PLANE
   gpusched::cli::RegisterBenchE2e(*bench);
+  gpusched::cli::RegisterBenchScale(*bench);
   gpusched::cli::RegisterBenchUtilization(*bench);
   gpusched::cli::RegisterBenchChaos(*bench);
   gpusched::cli::RegisterBenchSoak(*bench);

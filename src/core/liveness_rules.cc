@@ -3,6 +3,7 @@
 #include "core/liveness_rules.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace gpusched::core {
 
@@ -12,9 +13,15 @@ namespace gpusched::core {
 // it lost: its tasks are failed and re-queued; unless evictions are held.
 NodeVerdicts LivenessRules::CheckNodes(TimeMs now, std::span<const NodeState> nodes) {
   NodeVerdicts v;
+  if (!NodeScanDue(now)) {
+    eviction_hold_.clear();  // no node is silent
+    return v;
+  }
   std::vector<size_t> overdue;
+  node_floor_ = std::numeric_limits<TimeMs>::max();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeState& n = nodes[i];
+    if (!n.lost) node_floor_ = std::min(node_floor_, n.last_heartbeat_ms);
     const DurationMs silent = now - n.last_heartbeat_ms;
     if (n.lost || silent <= config_.node_timeout_ms) continue;
     if (n.available) v.unavailable.push_back(i);

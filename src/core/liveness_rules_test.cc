@@ -156,6 +156,28 @@ TEST_F(LivenessRulesTest, Issue40_HeartbeatFloorSkipsTheScanButNeverMissesATask)
   EXPECT_EQ(Ids(rules_.CheckTasks(60'000, active, nodes)), std::vector<TaskId>{TaskId(3)});
 }
 
+// Issue 43: the loop ticks on every batch of agent messages; CheckNodes scans only once some
+// node not lost can be silent past node_timeout, and no silent node is missed for it.
+TEST_F(LivenessRulesTest, Issue43_CN109992422A_Claim6_NodeFloorSkipsTheScanButNeverMissesANode) {
+  std::vector<NodeState> nodes = {Node("a", kNow), Node("b", kNow - 4'000)};
+  EXPECT_TRUE(rules_.CheckNodes(kNow, nodes).unavailable.empty());  // the first check scans
+  // The floor is b's heartbeat: nothing can be silent until T_srv after it.
+  EXPECT_FALSE(rules_.NodeScanDue(kNow + 6'000));
+  EXPECT_TRUE(rules_.NodeScanDue(kNow + 6'001));
+  // Proof that the check skips: a silence made behind its back (no node moves back in time
+  // in a scheduler) is not seen before the floor says a scan is due ...
+  nodes[0].last_heartbeat_ms = kNow - 20'000;
+  EXPECT_TRUE(rules_.CheckNodes(kNow + 1'000, nodes).unavailable.empty());
+  // ... and a node registered with an older time lowers the floor: seen at once.
+  rules_.NodeHeardFrom(kNow - 20'000);
+  EXPECT_EQ(rules_.CheckNodes(kNow + 1'000, nodes).unavailable, std::vector<size_t>{0});
+  // b falls silent exactly when T_srv has passed since its heartbeat, not a tick later.
+  nodes[0].available = false;
+  nodes[0].lost = true;  // out of every rule, and of the floor
+  EXPECT_TRUE(rules_.CheckNodes(kNow + 6'000, nodes).unavailable.empty());
+  EXPECT_EQ(rules_.CheckNodes(kNow + 6'001, nodes).unavailable, std::vector<size_t>{1});
+}
+
 TEST_F(LivenessRulesTest, Issue40_TasksPastTheirTimeLimitWithTheReason) {
   Task a = OnNode(1, 0, "a", 0);
   a.assigned_ms = 1'000;

@@ -187,6 +187,7 @@ void NodeIndex::Update(const std::vector<NodeState>& nodes,
   if (class_of_.size() < nodes.size()) class_of_.resize(nodes.size(), kNone);
   const NodeState& n = nodes[index];
   const NodeSummary& s = summaries[index];
+  if (StillInItsClass(nodes, summaries, index)) return;
   Leave(index, n.name);
   const uint64_t hash = StateHash(n, s);
   uint32_t id = kNone;
@@ -200,6 +201,19 @@ void NodeIndex::Update(const std::vector<NodeState>& nodes,
   c.members.emplace(n.name, static_cast<uint32_t>(index));
   c.first = c.members.begin()->second;
   class_of_[index] = id;
+}
+
+// Most refreshes change nothing placement reads (a heartbeat: its time, the same free
+// memory). A member of a class of several that is still in the state of another member
+// stays (issue 43: leaving and joining a class of 10,000 members on every heartbeat was a
+// twentieth of the server's CPU). A sole member cannot be compared: it joins again.
+bool NodeIndex::StillInItsClass(const std::vector<NodeState>& nodes,
+                                const std::vector<NodeSummary>& summaries, size_t index) const {
+  const uint32_t id = class_of_[index];
+  if (id == kNone || classes_[id].members.size() < 2) return false;
+  const Class& c = classes_[id];
+  const uint32_t other = c.first != index ? c.first : std::next(c.members.begin())->second;
+  return SameState(nodes[index], summaries[index], nodes[other], summaries[other]);
 }
 
 void NodeIndex::Rebuild(const std::vector<NodeState>& nodes,

@@ -121,6 +121,10 @@ class NodeIndex {
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
   void Leave(size_t index, const std::string& name);
+  // Whether node `index` is unchanged for placement: still in the state of another member of
+  // its class (Update then has nothing to do).
+  bool StillInItsClass(const std::vector<NodeState>& nodes,
+                       const std::vector<NodeSummary>& summaries, size_t index) const;
   uint32_t GroupFor(const NodeState& n, const NodeSummary& s);
   uint32_t NewClass(uint64_t hash, uint32_t group, const NodeSummary& s);
 

@@ -100,6 +100,7 @@ Status Scheduler::RegisterNode(const NodeSpec& spec) {
     }
   }
   GS_ASSIGN_OR_RETURN(size_t index, resources_.RegisterNode(spec, clock_.NowMs()));
+  liveness_.NodeHeardFrom(clock_.NowMs());
   (void)index;
   pass_requested_ = true;
   capacity_event_ = true;  // a node joined (or grew): tasks waiting for capacity take part

@@ -434,6 +434,8 @@ class ControlPlane {
   // Applies the posted messages, then admits the posted submissions; true when one asks for
   // a pass or a commit. REQUIRES: mu_.
   bool ApplyPostedLocked();
+  // Whether an agent's message must wake the loop (PostAgentMessage).
+  static bool Urgent(const AgentReport& m);
   // AgentMessage's work (`m`'s heartbeat gets `node` and is handed on, not copied); true when
   // it asks for a pass or a commit. REQUIRES: mu_.
   bool AgentMessageLocked(const std::string& node, AgentReport& m,

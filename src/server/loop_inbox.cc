@@ -2,23 +2,25 @@
 
 namespace gpusched::server {
 
-bool LoopInbox::PostMessage(PostedMessage m, bool* was_empty) {
+bool LoopInbox::PostMessage(PostedMessage m, bool* wake, bool urgent) {
   std::unique_lock<std::mutex> lock(mu_);
   room_.wait(lock, [&] { return closed_ || messages_.size() < max_posted_; });
   if (closed_) return false;
-  *was_empty = messages_.empty() && submissions_.empty() && keyed_.empty();
+  *wake = urgent && !woken_;
+  woken_ = woken_ || urgent;
   messages_.push_back(std::move(m));
   return true;
 }
 
-std::string LoopInbox::PostSubmission(PostedSubmission&& s, bool* was_empty) {
+std::string LoopInbox::PostSubmission(PostedSubmission&& s, bool* wake) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t posted = submissions_.size() + keyed_.size();
   if (closed_) return "stopping";
   if (posted >= max_posted_) {
     return "busy: " + std::to_string(max_posted_) + " submissions wait for its loop";
   }
-  *was_empty = messages_.empty() && posted == 0;
+  *wake = !woken_;
+  woken_ = true;
   (s.key.empty() ? submissions_ : keyed_).push_back(std::move(s));
   return "";
 }
@@ -36,6 +38,7 @@ LoopInbox::Taken LoopInbox::Take() {
     std::lock_guard<std::mutex> lock(mu_);
     out.messages.swap(messages_);
     out.submissions.swap(submissions_);
+    woken_ = false;
   }
   if (out.messages.size() >= max_posted_) room_.notify_all();  // a handler may wait for room
   return out;

@@ -51,12 +51,15 @@ class LoopInbox {
  public:
   explicit LoopInbox(size_t max_posted) : max_posted_(max_posted) {}
 
-  // Waits for room; false (dropped) once closed. `*was_empty`: nothing of either kind
-  // waited, so the poster must wake the loop.
-  bool PostMessage(PostedMessage m, bool* was_empty);
+  // Waits for room; false (dropped) once closed. `*wake`: the poster must wake the loop,
+  // because the message is `urgent` and nothing urgent was posted since the loop last took
+  // the inbox. A message not urgent (issue 43: a routine heartbeat) never wakes the loop: it
+  // waits for the next round (an urgent post's, or the loop's tick), with every other one
+  // posted meanwhile.
+  bool PostMessage(PostedMessage m, bool* wake, bool urgent = true);
   // Never waits. "" when posted (`s` moved in), else why not ("stopping", "busy: ...") with
-  // `s` left as it was, for its poster to answer.
-  std::string PostSubmission(PostedSubmission&& s, bool* was_empty);
+  // `s` left as it was, for its poster to answer. Submissions are urgent.
+  std::string PostSubmission(PostedSubmission&& s, bool* wake);
   // The keyed submissions posted so far.
   std::vector<PostedSubmission> TakeKeyed();
   // The messages and the unkeyed submissions posted so far, both at once: a post that then
@@ -76,6 +79,7 @@ class LoopInbox {
   std::vector<PostedMessage> messages_;
   std::vector<PostedSubmission> submissions_, keyed_;
   bool closed_ = false;
+  bool woken_ = false;  // an urgent post woke the loop since it last took the inbox
 };
 
 }  // namespace gpusched::server

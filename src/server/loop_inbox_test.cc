@@ -49,6 +49,32 @@ TEST(LoopInboxTest, Issue40_TheFirstPostOfEitherKindWakesTheLoopAndTakesKeepTheO
   EXPECT_TRUE(first);  // everything was taken
 }
 
+// Issue 43: a routine heartbeat never wakes the loop (the next round takes it, with every
+// other one posted meanwhile); an urgent message wakes it even behind routine ones, once.
+TEST(LoopInboxTest, Issue43_RoutineBeatsWaitForTheNextRoundAndNeverHoldBackAnUrgentPost) {
+  LoopInbox inbox(8);
+  bool wake = true;
+  ASSERT_TRUE(inbox.PostMessage(Beat("a"), &wake, /*urgent=*/false));
+  EXPECT_FALSE(wake);
+  ASSERT_TRUE(inbox.PostMessage(Beat("b"), &wake, false));
+  EXPECT_FALSE(wake);
+  ASSERT_TRUE(inbox.PostMessage(Beat("c"), &wake, /*urgent=*/true));
+  EXPECT_TRUE(wake);  // behind two routine beats: the inbox was not empty
+  ASSERT_TRUE(inbox.PostMessage(Beat("d"), &wake, true));
+  EXPECT_FALSE(wake);  // woken already
+  std::vector<std::string> answers;
+  ASSERT_EQ(inbox.PostSubmission(Sub("", &answers), &wake), "");
+  EXPECT_FALSE(wake);
+  LoopInbox::Taken taken = inbox.Take();
+  ASSERT_EQ(taken.messages.size(), 4u);
+  EXPECT_EQ(taken.messages[0].node, "a");
+  EXPECT_EQ(taken.messages[3].node, "d");
+  ASSERT_TRUE(inbox.PostMessage(Beat("e"), &wake, false));
+  EXPECT_FALSE(wake);
+  ASSERT_EQ(inbox.PostSubmission(Sub("", &answers), &wake), "");
+  EXPECT_TRUE(wake);  // a submission is urgent
+}
+
 TEST(LoopInboxTest, Issue40_AFullMessageInboxHoldsTheHandlerAFullSubmissionInboxRefuses) {
   LoopInbox inbox(2);
   bool first = false;

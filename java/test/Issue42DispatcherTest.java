@@ -97,6 +97,7 @@ public class Issue42DispatcherTest {
         }
         d.release(lease, false);
       });
+      holder.setDaemon(true);  // daemons: a failed check must not leave the JVM waiting on them
       holder.start();
       held.await();
       Thread waiter = new Thread(() -> {
@@ -107,6 +108,7 @@ public class Issue42DispatcherTest {
           codes.add(e.code());
         }
       });
+      waiter.setDaemon(true);
       waiter.start();
       for (int i = 0; i < 10_000 && d.serviceMetrics("infer").give_ups == 0; ++i) Thread.sleep(1);
       expect(d.serviceMetrics("infer").give_ups >= 1, policy + ": the waiter waits");
@@ -117,6 +119,7 @@ public class Issue42DispatcherTest {
           drainErrors.add(t);
         }
       });
+      drainer.setDaemon(true);
       drainer.start();
       waiter.join(10_000);
       expect(codes.equals(List.of(GpuschedLibrary.E_DRAINING)), policy + ": waiter got " + codes);

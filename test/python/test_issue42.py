@@ -87,13 +87,14 @@ class Drain(unittest.TestCase):
                 d.drain(10000)
                 drained.append(True)
 
-            holder = threading.Thread(target=hold)
+            # Daemons: a failed check must not leave the test waiting on them.
+            holder = threading.Thread(target=hold, daemon=True)
             holder.start()
             self.assertTrue(held.wait(30))
-            waiter = threading.Thread(target=wait)
+            waiter = threading.Thread(target=wait, daemon=True)
             waiter.start()
             self.assertTrue(wait_for_a_waiter(d), policy)
-            drainer = threading.Thread(target=drain)
+            drainer = threading.Thread(target=drain, daemon=True)
             drainer.start()
             waiter.join(30)
             self.assertEqual(codes, [DRAINING], policy)  # once, not per retry round

@@ -349,9 +349,9 @@ int AcquireC(gpusched_dispatcher* d, const char* service, const AcquireRequest& 
     return gpusched::capi::ReportCode(GPUSCHED_E_CANCELLED, "acquire: cancelled" + why);
   }
   if (r.try_only) {
-    return gpusched::capi::ReportCode(
+    return gpusched::capi::ReportCode(  // the policy's "deadline passed" would mislead here
         GPUSCHED_E_BUSY, "try_acquire: no GPU can be granted now (every GPU at max_per_gpu or "
-                         "out of service)" + why);
+                         "out of service; the literal policy: none in its first round)");
   }
   if (failure.deadline_passed) {
     return gpusched::capi::ReportCode(GPUSCHED_E_DEADLINE_EXCEEDED,

@@ -253,7 +253,9 @@ int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusche
  * acquire waiting at that moment); the leases already out (from acquire, or held by a run in
  * progress) may finish and be released, for up to deadline_ms (>= 0; 0: do not wait).
  * Returns 0 when every lease came back in time, GPUSCHED_E_DEADLINE_EXCEEDED otherwise, the
- * message naming the tickets and GPUs still out. Either way `d` stays drained, for good
+ * message naming the tickets and GPUs still out. An acquire still returning counts as out
+ * (it may hold a grant): the literal policy's waiters see the drain at their next try_time
+ * round, so a drain shorter than try_time_ms may time out on them alone. Either way `d` stays drained, for good
  * (gpusched_dispatcher_shutdown(d, 0) is refused with GPUSCHED_E_DRAINING): release what is
  * out (drain again to wait longer), then gpusched_dispatcher_destroy it; the Python and Java
  * drain close their dispatcher after a drain that returned 0. */

@@ -247,7 +247,15 @@ StatusOr<Lease> CountedAcquire(gpusched_dispatcher* d, int service, const Acquir
     }
     ++d->acquiring;
   }
-  StatusOr<Lease> l = d->dispatcher->Acquire(service, options);
+  StatusOr<Lease> l = gpusched::Internal("acquire: not run");
+  try {
+    l = d->dispatcher->Acquire(service, options);
+  } catch (...) {  // Guard reports it; a drain must not wait for this acquire any more
+    std::lock_guard lock(d->mu);
+    --d->acquiring;
+    d->leases_cv.notify_all();
+    throw;
+  }
   std::lock_guard lock(d->mu);
   --d->acquiring;
   if (l.ok()) {

@@ -104,9 +104,8 @@ public class GpuschedBindingTest {
       expect(d.gpuMetrics(0).running == 0, "running never negative");
       expect(d.serviceMetrics("ocr").completed == 1, "one completed");
       other.release(foreign, false);
-      // A run whose fn fails releases as failed: the cost does not learn it.
-      int r = d.run("ocr", (gpu, user) -> 5);
-      expect(r == 5, "run returns fn's result");
+      // A run whose fn fails releases as failed and throws: the cost does not learn it.
+      expectError(GpuschedLibrary.E_RUN_FAILED, "fn returned 5", () -> d.run("ocr", (gpu, user) -> 5));
       GpuschedLibrary.ServiceMetrics m = d.serviceMetrics("ocr");
       expect(m.failed == 1 && m.cost_time_ms > 0, "failed run counted, cost kept");
     }

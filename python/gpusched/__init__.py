@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 __all__ = ["Cancel", "ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "SimDevices",
            "cuda_device_count", "load_library", "shared_marks_unlink", "ABI_VERSION",
-           "CANCELLED", "DEADLINE_EXCEEDED"]
+           "BUSY", "CANCELLED", "DEADLINE_EXCEEDED", "DRAINING", "RUN_FAILED"]
 
 ABI_VERSION = 1
 _SONAME = f"libgpusched_c.so.{ABI_VERSION}"
@@ -39,6 +39,11 @@ _FAILED_PRECONDITION = 4
 # GpuschedError.code of an acquire whose deadline_ms passed, or whose Cancel was fired.
 DEADLINE_EXCEEDED = 20
 CANCELLED = 21
+# Issue 42: a run function that failed; a draining (or drained) dispatcher; a try that found
+# no GPU free (Dispatcher.try_acquire returns None then).
+RUN_FAILED = 22
+DRAINING = 23
+BUSY = 24
 
 
 class GpuschedError(RuntimeError):
@@ -82,6 +87,10 @@ class _ServiceMetrics(ctypes.Structure):
                 ("cost_time_ms", ctypes.c_double)]
 
 
+# gpusched_run_fn: int32_t fn(int32_t gpu, void* user).
+_RUN_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p)
+
+
 class _GpuMetrics(ctypes.Structure):
     _fields_ = [("running", ctypes.c_int32), ("started", ctypes.c_uint64),
                 ("busy_ms", ctypes.c_double), ("occupancy", ctypes.c_double),
@@ -122,6 +131,9 @@ def _declare(lib):
         "gpusched_dispatcher_destroy": ([vp], ctypes.c_int),
         "gpusched_dispatcher_shutdown": ([vp, i32], ctypes.c_int),
         "gpusched_dispatcher_acquire": ([vp, cp, P(_Lease)], ctypes.c_int),
+        "gpusched_dispatcher_try_acquire": ([vp, cp, P(_Lease)], ctypes.c_int),
+        "gpusched_dispatcher_run": ([vp, cp, _RUN_FN, vp, P(i32)], ctypes.c_int),
+        "gpusched_dispatcher_drain": ([vp, i64], ctypes.c_int),
         "gpusched_dispatcher_release": ([vp, P(_Lease), i32], ctypes.c_int),
         "gpusched_dispatcher_mark": ([vp, i32, P(ctypes.c_uint64), P(i64)], ctypes.c_int),
         "gpusched_dispatcher_set_gpu_enabled": ([vp, i32, i32], ctypes.c_int),
@@ -202,6 +214,8 @@ class _Handle:
     _destroy = None  # name of the C destroy function
 
     def __init__(self):
+        # What a call after close raises: (code, why); a drained dispatcher says so.
+        self._closed = (_FAILED_PRECONDITION, "is closed")
         self._h = None  # set by the subclass once the C object exists
         self._cv = threading.Condition()
         self._in_flight = 0
@@ -211,8 +225,8 @@ class _Handle:
     def _call(self, allowed_while_closing=False):
         with self._cv:
             if self._h is None or (self._closing and not allowed_while_closing):
-                raise GpuschedError(_FAILED_PRECONDITION,
-                                    f"{type(self).__name__} is closed")
+                code, why = self._closed
+                raise GpuschedError(code, f"{type(self).__name__} {why}")
             self._in_flight += 1
         try:
             yield self._h
@@ -358,6 +372,55 @@ class Dispatcher(_Handle):
             self.release(lease, failed=True)
             raise
         self.release(lease)
+
+    def try_acquire(self, service):
+        """A lease if a GPU can be granted now, else None at once (every GPU at max_per_gpu or
+        out of service; the literal policy: none granted in its first round). Never waits."""
+        lease = _Lease()
+        with self._call() as h:
+            code = _lib.gpusched_dispatcher_try_acquire(h, service.encode(), ctypes.byref(lease))
+            if code == BUSY:
+                return None
+            _check(code)
+        return lease
+
+    def run(self, service, fn):
+        """Acquires a GPU, calls fn(gpu) on this thread, releases; returns what fn returned.
+        When fn raises, the lease is released as failed (counted in service_metrics' `failed`,
+        its run time trains no cost) and run re-raises that same exception."""
+        raised = []
+
+        def call(gpu, _user):
+            try:
+                raised.append(("value", fn(gpu)))
+                return 0
+            except BaseException as e:  # noqa: BLE001 (re-raised below, after the release)
+                raised.append(("error", e))
+                return 1
+
+        callback = _RUN_FN(call)  # kept alive through the call
+        result = ctypes.c_int32()
+        with self._call() as h:
+            code = _lib.gpusched_dispatcher_run(h, service.encode(), callback, None,
+                                                ctypes.byref(result))
+            if raised and raised[0][0] == "error":
+                error = raised.pop()[1]
+                raise error  # the original exception, its traceback kept
+            _check(code)
+        return raised[0][1]
+
+    def drain(self, deadline_ms):
+        """Stops granting leases at once (acquires, waiting ones included, raise GpuschedError
+        with code DRAINING), waits up to deadline_ms (int >= 0) for the leases out to be
+        released, then closes the dispatcher. When leases are still out at the deadline, raises
+        GpuschedError with code DEADLINE_EXCEEDED naming them and leaves the dispatcher open
+        but drained: release them, then close() (or drain again)."""
+        if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 0:
+            raise ValueError(f"deadline_ms: must be an int >= 0, got {deadline_ms!r}")
+        with self._call() as h:
+            _check(_lib.gpusched_dispatcher_drain(h, deadline_ms))
+        self._closed = (DRAINING, "is drained")
+        self.close()
 
     def set_gpu_enabled(self, gpu, enabled):
         """Takes a GPU out of service (no new grants) or puts it back."""

@@ -194,7 +194,7 @@ static int RunReportsFailureOfFn(void) {
   gpusched_service_metrics m;
   int32_t result = 0;
   EXPECT(d != NULL);
-  EXPECT(gpusched_dispatcher_run(d, "infer", Fails, NULL, &result) == 0);
+  EXPECT(gpusched_dispatcher_run(d, "infer", Fails, NULL, &result) == GPUSCHED_E_RUN_FAILED);
   EXPECT(result == 3);
   EXPECT(gpusched_dispatcher_service_metrics(d, "infer", &m) == 0);
   EXPECT(m.failed == 1 && m.cost_time_ms == 100.0);

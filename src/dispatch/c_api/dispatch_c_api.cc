@@ -6,11 +6,11 @@
 #include "gpusched_c.h"
 
 #include <cmath>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -41,9 +41,14 @@ struct gpusched_dispatcher {
   std::unique_ptr<NodeDispatcher> dispatcher;  // GpuschedPolicy or RealtimeDispatcher
   CallGate gate;
   std::mutex mu;
-  // Tickets granted by gpusched_dispatcher_acquire and not yet released. A lease held inside
-  // gpusched_dispatcher_run is not among them, so no caller can release it from outside.
-  std::set<uint64_t> api_tickets;
+  // Under mu: tickets (-> GPU) granted by gpusched_dispatcher_acquire and not yet released. A
+  // lease held inside gpusched_dispatcher_run is not among them, so no caller can release it
+  // from outside; it is in run_tickets until its run releases it.
+  std::map<uint64_t, int32_t> api_tickets;
+  std::map<uint64_t, int32_t> run_tickets;
+  int acquiring = 0;      // acquires inside the policy (a grant not yet in a map above)
+  bool draining = false;  // gpusched_dispatcher_drain was called: nothing is granted, for good
+  std::condition_variable leases_cv;  // notified when a lease comes back or an acquire ends
 };
 
 struct gpusched_cancel {
@@ -222,6 +227,148 @@ StatusOr<Outcome> ToOutcome(int32_t outcome) {
                                    std::to_string(outcome));
 }
 
+// What an acquire entry point reports beyond its Status, decided where it failed.
+struct AcquireFailure {
+  bool drained = false;  // refused or ended by a drain: GPUSCHED_E_DRAINING
+  bool cancelled = false;
+  bool deadline_passed = false;
+};
+
+// Acquire through the policy, counted for gpusched_dispatcher_drain: refused when draining;
+// a grant goes into api_tickets (or run_tickets for a run) before drain can see the count
+// drop, so a drain never misses a lease granted under it.
+StatusOr<Lease> CountedAcquire(gpusched_dispatcher* d, int service, const AcquireOptions& options,
+                               bool run, AcquireFailure& failure) {
+  {
+    std::lock_guard lock(d->mu);
+    if (d->draining) {
+      failure.drained = true;
+      return gpusched::FailedPrecondition("draining");
+    }
+    ++d->acquiring;
+  }
+  StatusOr<Lease> l = gpusched::Internal("acquire: not run");
+  try {
+    l = d->dispatcher->Acquire(service, options);
+  } catch (...) {  // Guard reports it; a drain must not wait for this acquire any more
+    std::lock_guard lock(d->mu);
+    --d->acquiring;
+    d->leases_cv.notify_all();
+    throw;
+  }
+  std::lock_guard lock(d->mu);
+  --d->acquiring;
+  if (l.ok()) {
+    (run ? d->run_tickets : d->api_tickets)[l->ticket] = l->gpu;
+  } else {
+    failure.drained = d->draining;  // the drain's shutdown ended this wait: one drain error
+  }
+  d->leases_cv.notify_all();
+  return l;
+}
+
+// Releases a lease held by gpusched_dispatcher_run and wakes a drain.
+Status ReleaseRunLease(gpusched_dispatcher* d, const Lease& lease, Outcome outcome) {
+  std::lock_guard lock(d->mu);
+  const Status st = d->dispatcher->Release(lease, outcome);
+  d->run_tickets.erase(lease.ticket);
+  d->leases_cv.notify_all();
+  return st;
+}
+
+int DrainingError(const char* call) {
+  return gpusched::capi::ReportCode(
+      GPUSCHED_E_DRAINING, std::string(call) + ": the dispatcher is draining "
+                           "(gpusched_dispatcher_drain); no lease is granted any more");
+}
+
+// The leases a drain still waits for: "ticket 7 (gpu 0), ticket 9 (gpu 1, in a run)".
+// REQUIRES: d->mu held.
+std::string LeasesOutLocked(const gpusched_dispatcher& d) {
+  std::string out;
+  for (const auto* tickets : {&d.api_tickets, &d.run_tickets}) {
+    for (const auto& [ticket, gpu] : *tickets) {
+      if (!out.empty()) out += ", ";
+      out += "ticket " + std::to_string(ticket) + " (gpu " + std::to_string(gpu) +
+             (tickets == &d.run_tickets ? ", in a run)" : ")");
+    }
+  }
+  return out;
+}
+
+// The acquire entry points: a wait with options, or (try_only) one round that never waits.
+struct AcquireRequest {
+  int64_t deadline_ms = 0;
+  gpusched_cancel* cancel = nullptr;
+  double expected_ms = 0;
+  bool try_only = false;
+};
+
+Status CheckAcquireArgs(const char* service, const gpusched_lease* out, const AcquireRequest& r) {
+  if (!service) return Null("service");
+  if (!out) return Null("out");
+  if (r.deadline_ms < 0) {
+    return gpusched::InvalidArgument("deadline_ms: must be >= 0 (0: none), got " +
+                                     std::to_string(r.deadline_ms));
+  }
+  if (!(r.expected_ms >= 0) || !std::isfinite(r.expected_ms)) {
+    return gpusched::InvalidArgument("expected_ms: must be finite and >= 0 (0: the service's "
+                                     "cost), got " + std::to_string(r.expected_ms));
+  }
+  return Status::Ok();
+}
+
+Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireRequest& r,
+                   gpusched_lease* out, AcquireFailure& failure) {
+  GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_acquire");
+  GS_RETURN_IF_ERROR(CheckAcquireArgs(service, out, r));
+  std::optional<CallGate::Pass> cancel_pass;  // keeps `cancel` alive while we wait on it
+  if (r.cancel != nullptr) {
+    GS_RETURN_IF_ERROR(Enter(r.cancel, HandleKind::kCancel, "cancel",
+                             "gpusched_dispatcher_acquire_ex", cancel_pass));
+  }
+  GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+  AcquireOptions options;
+  options.cancel = r.cancel != nullptr ? &r.cancel->token : nullptr;
+  options.expected_ms = r.expected_ms;
+  // A try: a deadline that has passed already, so the policy tries one round and stops.
+  if (r.try_only) options.deadline_ns = d->clock.NowNs();
+  if (r.deadline_ms > 0) options.deadline_ns = d->clock.NowNs() + r.deadline_ms * 1'000'000;
+  StatusOr<Lease> l = CountedAcquire(d, index, options, /*run=*/false, failure);
+  if (!l.ok()) {
+    failure.cancelled = r.cancel != nullptr && r.cancel->token.cancelled();
+    failure.deadline_passed = r.deadline_ms > 0 && d->clock.NowNs() >= options.deadline_ns;
+    return l.status();
+  }
+  *out = ToC(*l);
+  return Status::Ok();
+}
+
+// Unavailable from a policy that stopped waiting, or any refusal of a drain: say why, with the
+// codes of gpusched_c.h.
+int AcquireC(gpusched_dispatcher* d, const char* service, const AcquireRequest& r,
+             gpusched_lease* out) {
+  AcquireFailure failure;
+  const int rc = Guard([&] { return AcquireInto(d, service, r, out, failure); });
+  const std::string why = std::string(" (") + gpusched::capi::LastError() + ")";
+  if (rc != 0 && failure.drained) return DrainingError("acquire");
+  if (rc != GPUSCHED_E_UNAVAILABLE) return rc;
+  if (failure.cancelled) {
+    return gpusched::capi::ReportCode(GPUSCHED_E_CANCELLED, "acquire: cancelled" + why);
+  }
+  if (r.try_only) {
+    return gpusched::capi::ReportCode(  // the policy's "deadline passed" would mislead here
+        GPUSCHED_E_BUSY, "try_acquire: no GPU can be granted now (every GPU at max_per_gpu or "
+                         "out of service; the literal policy: none in its first round)");
+  }
+  if (failure.deadline_passed) {
+    return gpusched::capi::ReportCode(GPUSCHED_E_DEADLINE_EXCEEDED,
+                                      "acquire: deadline_ms " + std::to_string(r.deadline_ms) +
+                                          " passed before a GPU was granted" + why);
+  }
+  return rc;
+}
+
 }  // namespace
 
 extern "C" {
@@ -279,7 +426,7 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
     std::lock_guard lock(d->mu);
     if (!d->api_tickets.empty()) {
-      d->dispatcher->Shutdown(false);
+      if (!d->draining) d->dispatcher->Shutdown(false);
       d->gate.Reopen();
       return gpusched::FailedPrecondition(
           "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
@@ -293,14 +440,19 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
 }
 
 int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
-  return Guard([&]() -> Status {
+  bool drained = false;
+  const int rc = Guard([&]() -> Status {
     GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_shutdown");
     if (stop != 0 && stop != 1) {
       return gpusched::InvalidArgument("stop: must be 0 or 1, got " + std::to_string(stop));
     }
+    std::lock_guard lock(d->mu);
+    drained = stop == 0 && d->draining;  // a drain is for good
+    if (drained) return gpusched::FailedPrecondition("draining");
     d->dispatcher->Shutdown(stop == 1);
     return Status::Ok();
   });
+  return drained ? DrainingError("gpusched_dispatcher_shutdown(stop = 0)") : rc;
 }
 
 int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
@@ -311,53 +463,12 @@ int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
 int gpusched_dispatcher_acquire_ex(gpusched_dispatcher* d, const char* service,
                                    int64_t deadline_ms, gpusched_cancel* cancel,
                                    double expected_ms, gpusched_lease* out) {
-  bool cancelled = false, deadline_passed = false;
-  const int rc = Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_acquire");
-    if (!service) return Null("service");
-    if (!out) return Null("out");
-    if (deadline_ms < 0) {
-      return gpusched::InvalidArgument("deadline_ms: must be >= 0 (0: none), got " +
-                                       std::to_string(deadline_ms));
-    }
-    if (!(expected_ms >= 0) || !std::isfinite(expected_ms)) {
-      return gpusched::InvalidArgument("expected_ms: must be finite and >= 0 (0: the service's "
-                                       "cost), got " + std::to_string(expected_ms));
-    }
-    std::optional<CallGate::Pass> cancel_pass;  // keeps `cancel` alive while we wait on it
-    if (cancel != nullptr) {
-      GS_RETURN_IF_ERROR(Enter(cancel, HandleKind::kCancel, "cancel",
-                               "gpusched_dispatcher_acquire_ex", cancel_pass));
-    }
-    GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
-    AcquireOptions options;
-    options.cancel = cancel != nullptr ? &cancel->token : nullptr;
-    options.expected_ms = expected_ms;
-    if (deadline_ms > 0) options.deadline_ns = d->clock.NowNs() + deadline_ms * 1'000'000;
-    StatusOr<Lease> l = d->dispatcher->Acquire(index, options);
-    if (!l.ok()) {
-      cancelled = cancel != nullptr && cancel->token.cancelled();
-      deadline_passed = deadline_ms > 0 && d->clock.NowNs() >= options.deadline_ns;
-      return l.status();
-    }
-    std::lock_guard lock(d->mu);
-    d->api_tickets.insert(l->ticket);
-    *out = ToC(*l);
-    return Status::Ok();
-  });
-  // Unavailable from a policy that stopped waiting: say why, with the codes of gpusched_c.h.
-  if (rc == GPUSCHED_E_UNAVAILABLE && cancelled) {
-    return gpusched::capi::ReportCode(GPUSCHED_E_CANCELLED,
-                                      std::string("acquire: cancelled (") +
-                                          gpusched::capi::LastError() + ")");
-  }
-  if (rc == GPUSCHED_E_UNAVAILABLE && deadline_passed) {
-    return gpusched::capi::ReportCode(GPUSCHED_E_DEADLINE_EXCEEDED,
-                                      "acquire: deadline_ms " + std::to_string(deadline_ms) +
-                                          " passed before a GPU was granted (" +
-                                          gpusched::capi::LastError() + ")");
-  }
-  return rc;
+  return AcquireC(d, service, {deadline_ms, cancel, expected_ms, /*try_only=*/false}, out);
+}
+
+int gpusched_dispatcher_try_acquire(gpusched_dispatcher* d, const char* service,
+                                    gpusched_lease* out) {
+  return AcquireC(d, service, {0, nullptr, 0, /*try_only=*/true}, out);
 }
 
 int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease,
@@ -375,29 +486,63 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
     }
     GS_RETURN_IF_ERROR(d->dispatcher->Release(FromC(*lease), o));
     d->api_tickets.erase(lease->ticket);
+    d->leases_cv.notify_all();  // a drain may be waiting for it
     return Status::Ok();
   });
 }
 
 int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result) {
-  return Guard([&]() -> Status {
+  AcquireFailure failure;
+  int32_t r = 0, gpu = -1;
+  const int rc = Guard([&]() -> Status {
     GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_run");
     if (!service) return Null("service");
     if (!fn) return Null("fn");
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
-    GS_ASSIGN_OR_RETURN(Lease lease, d->dispatcher->Acquire(index));
-    int32_t r = 0;
+    GS_ASSIGN_OR_RETURN(Lease lease, CountedAcquire(d, index, {}, /*run=*/true, failure));
+    gpu = lease.gpu;
     try {
       r = fn(lease.gpu, user);
     } catch (...) {  // a C++ callback that throws: free the GPU, then report it (Guard)
-      (void)d->dispatcher->Release(lease, Outcome::kFailed);
+      (void)ReleaseRunLease(d, lease, Outcome::kFailed);
       throw;
     }
-    GS_RETURN_IF_ERROR(d->dispatcher->Release(lease, r == 0 ? Outcome::kSucceeded : Outcome::kFailed));
     if (fn_result) *fn_result = r;
+    return ReleaseRunLease(d, lease, r == 0 ? Outcome::kSucceeded : Outcome::kFailed);
+  });
+  if (rc != 0 && failure.drained) return DrainingError("gpusched_dispatcher_run");
+  if (rc != 0 || r == 0) return rc;
+  // Issue 42: a failed request is an outcome the caller sees, not a success.
+  return gpusched::capi::ReportCode(
+      GPUSCHED_E_RUN_FAILED, "gpusched_dispatcher_run: fn returned " + std::to_string(r) +
+                                 " on gpu " + std::to_string(gpu) +
+                                 "; the lease was released as GPUSCHED_FAILED");
+}
+
+int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms) {
+  std::string out;  // the leases still out at the deadline
+  const int rc = Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_drain");
+    if (deadline_ms < 0) {
+      return gpusched::InvalidArgument("deadline_ms: must be >= 0 (0: do not wait), got " +
+                                       std::to_string(deadline_ms));
+    }
+    std::unique_lock lock(d->mu);
+    d->draining = true;
+    d->dispatcher->Shutdown(true);  // the acquires waiting now fail (once: CountedAcquire)
+    const bool idle = d->clock.WaitFor(lock, d->leases_cv, deadline_ms, [d] {
+      return d->api_tickets.empty() && d->run_tickets.empty() && d->acquiring == 0;
+    });
+    if (!idle) out = LeasesOutLocked(*d);
+    if (!idle && out.empty()) out = "an acquire still returning";
     return Status::Ok();
   });
+  if (rc != 0 || out.empty()) return rc;
+  return gpusched::capi::ReportCode(
+      GPUSCHED_E_DEADLINE_EXCEEDED, "gpusched_dispatcher_drain: deadline_ms " +
+                                        std::to_string(deadline_ms) +
+                                        " passed with leases still out: " + out);
 }
 
 int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owner,

@@ -45,6 +45,10 @@
  * with symbol version GPUSCHED_C_1.1: gpusched_chunks_job_keep_buffer and
  * gpusched_chunks_forget_buffer (the chunk cache kept across jobs), and
  * gpusched_chunks_register_status_kernel (kernels that can fail the run with a message).
+ * Then, with symbol version GPUSCHED_C_1.2: gpusched_dispatcher_drain (graceful drain,
+ * GPUSCHED_E_DRAINING) and gpusched_dispatcher_try_acquire (GPUSCHED_E_BUSY); and a
+ * behaviour change of gpusched_dispatcher_run: a fn that fails now makes it return
+ * GPUSCHED_E_RUN_FAILED (it returned 0 before; the lease was and is released as failed).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -71,8 +75,15 @@ enum {
   GPUSCHED_E_UNAVAILABLE = 6,
   GPUSCHED_E_INTERNAL = 7,
   /* From gpusched_dispatcher_acquire_ex only: */
-  GPUSCHED_E_DEADLINE_EXCEEDED = 20, /* its deadline_ms passed before a GPU was granted */
-  GPUSCHED_E_CANCELLED = 21          /* its cancel handle was fired */
+  GPUSCHED_E_DEADLINE_EXCEEDED = 20, /* its deadline_ms passed before a GPU was granted (and
+                                        from gpusched_dispatcher_drain: leases still out) */
+  GPUSCHED_E_CANCELLED = 21,         /* its cancel handle was fired */
+  /* Since issue 42: */
+  GPUSCHED_E_RUN_FAILED = 22, /* gpusched_dispatcher_run: fn returned non-zero; the lease was
+                                 released as GPUSCHED_FAILED and *fn_result holds fn's value */
+  GPUSCHED_E_DRAINING = 23,   /* the dispatcher is draining (gpusched_dispatcher_drain): no
+                                 lease is granted any more */
+  GPUSCHED_E_BUSY = 24        /* gpusched_dispatcher_try_acquire: no GPU can be granted now */
 };
 
 /* GPUSCHED_C_ABI_VERSION of the loaded library: compare it with the header's. */
@@ -180,7 +191,8 @@ typedef struct {
 
 /* Blocks until a GPU is granted to a request of `service` (claims 1-4). GPUSCHED_E_NOT_FOUND
  * for an unknown service; GPUSCHED_E_UNAVAILABLE when acquire_timeout_ms passed first (every
- * GPU at max_per_gpu or out of service); GPUSCHED_E_FAILED_PRECONDITION while destroying. */
+ * GPU at max_per_gpu or out of service); GPUSCHED_E_FAILED_PRECONDITION while destroying;
+ * GPUSCHED_E_DRAINING once gpusched_dispatcher_drain was called (a waiting acquire too). */
 int gpusched_dispatcher_acquire(gpusched_dispatcher* d, const char* service,
                                 gpusched_lease* out);
 
@@ -226,10 +238,35 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
                                 int32_t outcome);
 
 /* Acquire, call fn(gpu, user) on this thread, release. fn returns 0 on success; any other value
- * releases the lease as GPUSCHED_FAILED. *fn_result receives fn's return. */
+ * is a failed request: the lease is released as GPUSCHED_FAILED (counted in `failed`, its run
+ * time trains no cost) and the call returns GPUSCHED_E_RUN_FAILED, the message naming fn's
+ * value and the GPU. *fn_result (may be NULL) receives fn's return in both cases. A binding
+ * whose callback raises returns non-zero from fn and re-raises after the call (Python, Java).
+ * Before issue 42 a failing fn made this call return 0. Errors of the acquire as
+ * gpusched_dispatcher_acquire, and GPUSCHED_E_DRAINING while draining; fn is not called then. */
 typedef int32_t (*gpusched_run_fn)(int32_t gpu, void* user);
 int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result);
+
+/* Drains `d` (symbol version GPUSCHED_C_1.2): from the call on, no lease is granted (new
+ * acquires, try_acquires and runs fail with GPUSCHED_E_DRAINING, and so does, once, each
+ * acquire waiting at that moment); the leases already out (from acquire, or held by a run in
+ * progress) may finish and be released, for up to deadline_ms (>= 0; 0: do not wait).
+ * Returns 0 when every lease came back in time, GPUSCHED_E_DEADLINE_EXCEEDED otherwise, the
+ * message naming the tickets and GPUs still out. An acquire still returning counts as out
+ * (it may hold a grant): the literal policy's waiters see the drain at their next try_time
+ * round, so a drain shorter than try_time_ms may time out on them alone. Either way `d` stays drained, for good
+ * (gpusched_dispatcher_shutdown(d, 0) is refused with GPUSCHED_E_DRAINING): release what is
+ * out (drain again to wait longer), then gpusched_dispatcher_destroy it; the Python and Java
+ * drain close their dispatcher after a drain that returned 0. */
+int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms);
+
+/* gpusched_dispatcher_acquire that never waits (symbol version GPUSCHED_C_1.2): a lease when a
+ * GPU can be granted now, else GPUSCHED_E_BUSY at once (every GPU at max_per_gpu or out of
+ * service; the literal policy: no GPU granted in its first round). GPUSCHED_E_DRAINING while
+ * draining; other errors as gpusched_dispatcher_acquire. */
+int gpusched_dispatcher_try_acquire(gpusched_dispatcher* d, const char* service,
+                                    gpusched_lease* out);
 
 /* The signal mark of one GPU: the literal policy's lock owner and fin_time (claim 4), or the
  * gpusched policy's lease expected to finish last and that time (owner 0: idle, fin_time now).

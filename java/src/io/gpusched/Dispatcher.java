@@ -40,6 +40,12 @@ public final class Dispatcher extends Handle {
     }
   }
 
+  /** Work on a granted GPU; may throw (checked exceptions too). Returns 0 on success. */
+  @FunctionalInterface
+  public interface GpuWork {
+    int run(int gpu) throws Exception;
+  }
+
   private final String[] serviceNames;
 
   /** The gpusched policy, its marks in this process. */
@@ -129,11 +135,67 @@ public final class Dispatcher extends Handle {
     return new LeaseScope(acquire(service));
   }
 
-  /** Acquire, fn.invoke(gpu, null) on this thread, release; returns fn's result. */
+  /** {@link #run(String, GpuWork)} with a raw callback: fn.invoke(gpu, null). */
   public int run(String service, GpuschedLibrary.RunFn fn) {
+    return run(service, gpu -> fn.invoke(gpu, null));
+  }
+
+  /**
+   * Acquire, work.run(gpu) on this thread, release; returns work's result (0). A failure is a
+   * failed request (issue 42): the lease is released as failed (serviceMetrics' {@code failed};
+   * its run time trains no cost), then an exception work threw is rethrown as it is (a checked
+   * one wrapped in a {@link GpuschedException} with code {@link GpuschedLibrary#E_RUN_FAILED}
+   * and it as the cause), and a non-zero result throws E_RUN_FAILED naming it.
+   */
+  public int run(String service, GpuWork work) {
+    Throwable[] thrown = new Throwable[1];
+    GpuschedLibrary.RunFn callback = (gpu, user) -> {
+      try {
+        return work.run(gpu);
+      } catch (Throwable t) {  // JNA would lose it and return 0: keep it, fail the lease
+        thrown[0] = t;
+        return 1;
+      }
+    };
     Memory result = new Memory(4);
-    call(false, h -> lib.gpusched_dispatcher_run(h, service, fn, null, result));
+    try {
+      call(false, h -> lib.gpusched_dispatcher_run(h, service, callback, null, result));
+    } catch (GpuschedException e) {
+      if (thrown[0] == null) throw e;
+      throw rethrown(thrown[0]);
+    }
     return result.getInt(0);
+  }
+
+  private static RuntimeException rethrown(Throwable t) {
+    if (t instanceof RuntimeException r) return r;
+    if (t instanceof Error e) throw e;
+    return new GpuschedException(GpuschedLibrary.E_RUN_FAILED, "run: the work threw " + t, t);
+  }
+
+  /** Never waits: a lease, or null when no GPU can be granted now. */
+  public GpuschedLibrary.Lease tryAcquire(String service) {
+    GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
+    try {
+      call(false, h -> lib.gpusched_dispatcher_try_acquire(h, service, lease));
+    } catch (GpuschedException e) {
+      if (e.code() == GpuschedLibrary.E_BUSY) return null;
+      throw e;
+    }
+    return lease;
+  }
+
+  /**
+   * Stops granting leases at once (acquires, waiting ones included, throw
+   * {@link GpuschedLibrary#E_DRAINING}), waits up to deadlineMs (>= 0) for the leases out to be
+   * released, then closes the dispatcher. Leases still out at the deadline:
+   * {@link GpuschedLibrary#E_DEADLINE_EXCEEDED} naming them, the dispatcher left drained but
+   * open (release them, then close or drain again).
+   */
+  public void drain(long deadlineMs) {
+    call(false, h -> lib.gpusched_dispatcher_drain(h, deadlineMs));
+    closedBecause(GpuschedLibrary.E_DRAINING, " is drained");
+    close();
   }
 
   public void setGpuEnabled(int gpu, boolean enabled) {

@@ -10,6 +10,12 @@ public class GpuschedException extends RuntimeException {
     this.code = code;
   }
 
+  /** A failure with its cause: a checked exception a run function threw (issue 42). */
+  public GpuschedException(int code, String message, Throwable cause) {
+    super("gpusched error " + code + ": " + message, cause);
+    this.code = code;
+  }
+
   public int code() {
     return code;
   }

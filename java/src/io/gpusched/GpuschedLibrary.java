@@ -40,6 +40,12 @@ public interface GpuschedLibrary extends Library {
   /** From gpusched_dispatcher_acquire_ex: its deadline passed, or its cancel handle fired. */
   int E_DEADLINE_EXCEEDED = 20;
   int E_CANCELLED = 21;
+  /** Issue 42: gpusched_dispatcher_run's fn failed (the lease was released as failed). */
+  int E_RUN_FAILED = 22;
+  /** Issue 42: the dispatcher is draining (gpusched_dispatcher_drain); nothing is granted. */
+  int E_DRAINING = 23;
+  /** Issue 42: gpusched_dispatcher_try_acquire found no GPU it could grant now. */
+  int E_BUSY = 24;
   int SUCCEEDED = 0;
   int FAILED = 1;
 
@@ -129,7 +135,12 @@ public interface GpuschedLibrary extends Library {
     public double mean_running;
   }
 
-  /** gpusched_run_fn: returns 0 on success; anything else releases the lease as failed. */
+  /**
+   * gpusched_run_fn: returns 0 on success; anything else releases the lease as failed and makes
+   * gpusched_dispatcher_run return {@link #E_RUN_FAILED}. Called through the raw interface, an
+   * exception it throws is lost by JNA (the call sees 0): use {@link Dispatcher#run}, which
+   * catches it, fails the lease and rethrows it.
+   */
   interface RunFn extends Callback {
     int invoke(int gpu, Pointer user);
   }
@@ -151,6 +162,10 @@ public interface GpuschedLibrary extends Library {
   int gpusched_dispatcher_destroy(Pointer d);
   int gpusched_dispatcher_shutdown(Pointer d, int stop);
   int gpusched_dispatcher_acquire(Pointer d, String service, Lease out);
+  /** Never waits: 0 and a lease, or {@link #E_BUSY} at once (symbol version GPUSCHED_C_1.2). */
+  int gpusched_dispatcher_try_acquire(Pointer d, String service, Lease out);
+  /** Stops granting, waits up to deadlineMs for the leases out (GPUSCHED_C_1.2). */
+  int gpusched_dispatcher_drain(Pointer d, long deadlineMs);
   int gpusched_dispatcher_release(Pointer d, Lease lease, int outcome);
   int gpusched_dispatcher_run(Pointer d, String service, RunFn fn, Pointer user,
                               Pointer fnResult);

@@ -13,6 +13,8 @@ abstract class Handle implements AutoCloseable {
   private Pointer handle;
   private int inFlight;
   private boolean closing;
+  private int closedCode = GpuschedLibrary.E_FAILED_PRECONDITION;  // what a call after close throws
+  private String closedWhy = " is closed";
 
   Handle(GpuschedLibrary lib, Pointer handle) {
     this.lib = lib;
@@ -22,8 +24,7 @@ abstract class Handle implements AutoCloseable {
   /** The handle for one call; pair with exit() in a finally block. */
   protected final synchronized Pointer enter(boolean allowedWhileClosing) {
     if (handle == null || (closing && !allowedWhileClosing)) {
-      throw new GpuschedException(GpuschedLibrary.E_FAILED_PRECONDITION,
-                                  getClass().getSimpleName() + " is closed");
+      throw new GpuschedException(closedCode, getClass().getSimpleName() + closedWhy);
     }
     inFlight++;
     return handle;
@@ -41,6 +42,12 @@ abstract class Handle implements AutoCloseable {
     } finally {
       exit();
     }
+  }
+
+  /** Calls after close throw `code` ("Dispatcher is drained": E_DRAINING) instead. */
+  protected final synchronized void closedBecause(int code, String why) {
+    closedCode = code;
+    closedWhy = why;
   }
 
   /** Ends the waits of calls in flight before close waits for them (the dispatcher). */

@@ -163,10 +163,13 @@ void StartScaleServer(const std::string& dir, const ScaleFlags& f, ScaleServer& 
                                       dir + "/server.log");
   if (!started.ok()) Fail(started);
   E2eDriver probe(s.address);
-  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+  // A restart reloads every live task first: 50 s for a million here (issue 43).
+  const auto limit = std::chrono::seconds(60 + f.pending / 5'000);
+  const auto deadline = SteadyClock::now() + limit;
   while (!probe.Ping().ok()) {
     if (SteadyClock::now() > deadline) {
-      Fail(Unavailable("bench scale: the server did not answer within 60 s; see " + dir +
+      Fail(Unavailable("bench scale: the server did not answer within " +
+                       std::to_string(limit.count()) + " s; see " + dir +
                        "/server.log"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

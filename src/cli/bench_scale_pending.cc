@@ -237,7 +237,8 @@ nlohmann::ordered_json RunPendingScale(const ScaleFlags& f, int agents) {
   const std::string dir = (fs::temp_directory_path() /
                            ("gpusched-bench-scale-" + std::to_string(getpid()) + "-pending"))
                               .string();
-  nlohmann::ordered_json j{{"agents", agents}, {"gpus", agents * 8}, {"pending", f.pending}};
+  nlohmann::ordered_json j{
+      {"agents", agents}, {"gpus", agents * 8}, {"seed", f.seed}, {"pending", f.pending}};
   {
     ScaleServer server;
     StartScaleServer(dir, f, server);

@@ -16,19 +16,13 @@ public class Issue42DispatcherTest {
   static final GpuschedLibrary LIB = GpuschedLibrary.load();
   static final String[] POLICIES = {"gpusched", "literal"};
 
+  // The checks of GpuschedBindingTest (the same jar).
   static void expect(boolean cond, String what) {
-    if (!cond) throw new AssertionError(what);
+    GpuschedBindingTest.expect(cond, what);
   }
 
   static GpuschedException expectError(int code, String text, Runnable call) {
-    try {
-      call.run();
-    } catch (GpuschedException e) {
-      expect(e.code() == code && e.getMessage().contains(text),
-             "expected code " + code + " with \"" + text + "\", got " + e.getMessage());
-      return e;
-    }
-    throw new AssertionError("expected error " + code + " with \"" + text + "\", got success");
+    return GpuschedBindingTest.expectError(code, text, call);
   }
 
   /** One GPU, at most one lease on it; cost 20 ms (1000 ms with a long retry period). */

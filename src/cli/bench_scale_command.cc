@@ -252,11 +252,6 @@ struct ScaleResult {
 
 constexpr int kRpcCalls = 20'000;
 
-void ConnectFleet(const ScaleFlags& f, ScaleServer& server, int agents,
-                  std::unique_ptr<SimAgentFleet>& fleet, ScaleResult& r) {
-  fleet = StartFleet(f, server.address, agents, &r.connect_s);
-}
-
 void MeasureIdle(const ScaleFlags& f, ScaleServer& server, SimAgentFleet& fleet, ScaleResult& r) {
   const double cpu0 = ProcessCpuSeconds(server.proc.pid());
   const int64_t hb0 = fleet.Counters().heartbeats;
@@ -333,8 +328,7 @@ ScaleResult RunOneScale(const ScaleFlags& f, int agents) {
     ScaleServer server;
     StartScaleServer(dir, f, server);
     r.rss_empty_kib = ResidentKib(server.proc.pid());
-    std::unique_ptr<SimAgentFleet> fleet;
-    ConnectFleet(f, server, agents, fleet, r);
+    std::unique_ptr<SimAgentFleet> fleet = StartFleet(f, server.address, agents, &r.connect_s);
     MeasureIdle(f, server, *fleet, r);
     MeasureLoad(f, server, *fleet, r);
     r.streams_ended = fleet->Counters().streams_ended;

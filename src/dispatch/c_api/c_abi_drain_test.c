@@ -14,18 +14,8 @@
 #include <time.h>
 
 #include "c_abi_expect.h"
+#include "c_abi_time.h"
 #include "gpusched_c.h"
-
-static double NowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void SleepMs(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* One GPU, at most one lease on it; the service's retry period is try_ms. */
 static gpusched_dispatcher* OneSlot(const char* policy, int64_t try_ms) {

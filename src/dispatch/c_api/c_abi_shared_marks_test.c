@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "c_abi_expect.h"
+#include "c_abi_time.h"
 #include "gpusched_c.h"
-
 
 enum { kRounds = 300 };
 
@@ -30,12 +30,6 @@ struct Shared {
 };
 
 static char name[64];
-
-static double NowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void SleepUs(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};

@@ -4,6 +4,7 @@
 
 #include "bench/core_bench.h"
 #include "bench/filter_bench.h"
+#include "bench/waiting_bench.h"
 #include "cli/commands.h"
 
 namespace gpusched::cli {
@@ -34,6 +35,7 @@ void RegisterBenchCore(CLI::App& bench) {
     if (*json) bench::PrintCoreBenchJson(std::cout, results);
   });
   RegisterBenchFilter(bench);
+  RegisterBenchWaiting(bench);
 }
 
 // `gpusched bench filter`: from which cluster size the parallel node filter pays here
@@ -59,6 +61,38 @@ void RegisterBenchFilter(CLI::App& bench) {
     } else {
       bench::PrintFilterBench(std::cout, r);
     }
+  });
+}
+
+// `gpusched bench waiting`: what a release pass costs with W tasks waiting in FQ for
+// capacity (issue 43; bench/waiting_bench.h).
+void RegisterBenchWaiting(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "waiting", "Release pass time with many tasks waiting in the failure queue for capacity");
+  auto json = std::make_shared<bool>(false);
+  auto config = std::make_shared<bench::WaitingBenchConfig>();
+  auto sizes = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{10'000, 100'000});
+  cmd->add_flag("--json", *json, "Print a JSON array");
+  cmd->add_option("--waiting", *sizes, "Tasks waiting in FQ, one run per value")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  cmd->add_option("--nodes", config->nodes, "Nodes of 8 GPUs, every GPU busy")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000}));
+  cmd->add_option("--releases", config->releases, "Release passes timed per run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000}));
+  cmd->add_option("--seed", config->seed, "Workload seed")->capture_default_str();
+  cmd->callback([=] {
+    std::vector<bench::WaitingBenchResult> results;
+    for (int64_t waiting : *sizes) {
+      bench::WaitingBenchConfig c = *config;
+      c.waiting = waiting;
+      results.push_back(bench::RunWaitingBench(c));
+      if (!*json) bench::PrintWaitingBenchRow(std::cout, results.back());
+    }
+    if (*json) bench::PrintWaitingBenchJson(std::cout, results);
   });
 }
 

@@ -12,6 +12,7 @@ namespace gpusched::cli {
 // `gpusched bench core`: placement decisions per second (bench/core_bench.cc).
 void RegisterBenchCore(CLI::App& bench);  // also registers `bench filter`
 void RegisterBenchFilter(CLI::App& bench);
+void RegisterBenchWaiting(CLI::App& bench);  // registered by RegisterBenchCore
 // `gpusched bench dispatch`: the CN113051059B dispatcher under open-loop load.
 void RegisterBenchDispatch(CLI::App& bench);
 // `gpusched bench chunks`: the CN110955526B chunk scheduler.

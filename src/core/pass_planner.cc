@@ -125,6 +125,7 @@ PassPlanner::PassPlanner(const Scheduler& scheduler)
       reservation_(scheduler.reservation_),
       flush_pass_due_(scheduler.flush_pass_due_),
       capacity_event_(scheduler.capacity_event_),
+      fq_capacity_(scheduler.fq_capacity_),
       plan_view_buffer_(scheduler.plan_view_buffer_),
       plan_blocked_buffer_(scheduler.plan_blocked_buffer_) {}
 
@@ -149,7 +150,9 @@ PassPlan PassPlanner::Plan() const {
   if (p.tried_first.valid()) {
     std::erase_if(snapshot, [&](const QueueKey& k) { return k.id == p.tried_first; });
   }
-  p.plan.steps.reserve(snapshot.size());
+  // A step for every task of Q; FQ's capacity waiters that the memo answers take none.
+  const size_t fq = p.plan.release_pass ? fq_capacity_.size() : 0;
+  p.plan.steps.reserve(snapshot.size() > fq ? snapshot.size() - fq : 0);
   if (ledger_.quotas().empty()) {
     p.plan.flush_pass = flush_pass_due_;
     if ((flush_pass_due_ || p.plan.release_pass) && !parked_.empty()) {
@@ -210,20 +213,26 @@ bool PassPlanner::PlanPlace(const Task& t, Planning& p, bool reclaim) const {
   const bool holder = p.plan.reservation && p.plan.reservation->task == t.id;
   auto& memo = blocked ? p.failed_shapes_blocked : p.failed_shapes;
   ++p.plan.decisions;
-  PlanStep step;
-  step.task = t.id;
   // A task that would reserve is answered anew: the memo knows nothing of reservations.
   if (plain && !reclaim && !WouldReserve(t, p)) {
     if (auto it = memo.find(shape); it != memo.end()) {
       ++p.plan.memo_hits;
+      if (t.queue == QueueMembership::kFailure) {  // a release pass re-evaluated it in FQ
+        p.plan.refreshes.push_back({t.id, VerdictOf(it->second, t, blocked, p)});
+        return false;
+      }
+      PlanStep step;
+      step.task = t.id;
       step.kind = PlanStep::Kind::kWait;
-      step.report = it->second.first;
-      step.reason = it->second.second;
+      step.report = it->second.report;
+      step.reason = it->second.reason;
       if (blocked) step.reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
       p.plan.steps.push_back(std::move(step));
       return false;
     }
   }
+  PlanStep step;
+  step.task = t.id;
   PlacementResult result = resources_.AnswerOn(blocked ? p.Blocked() : p.View(), req);
   if (result.report.chunks_used > 1) ++p.plan.parallel_decisions;
   switch (result.outcome) {
@@ -266,7 +275,7 @@ void PassPlanner::PlanWait(const Task& t, const ResourceRequest& req, PlacementR
   }
   // The memo keeps the words every task of the shape shares; what the reservation means for
   // this task (its time limit) and the holder's own words follow.
-  if (memo != nullptr) memo->emplace(ShapeOf(req), std::pair(result.report, reason));
+  if (memo != nullptr) memo->emplace(ShapeOf(req), FailedShape{result.report, reason});
   if (blocked) reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
   if (IsWide(t.spec)) PlanHold(t, req, p, reason);
   step.kind = PlanStep::Kind::kWait;
@@ -279,6 +288,19 @@ void PassPlanner::PlanWait(const Task& t, const ResourceRequest& req, PlacementR
                    "node it can use";
   }
   p.plan.steps.push_back(std::move(step));
+}
+
+uint32_t PassPlanner::VerdictOf(FailedShape& failed, const Task& t, bool blocked,
+                                Planning& p) const {
+  // What DescribeBlocked adds depends on the task only through whether it has a time limit.
+  int32_t& index = failed.verdicts[blocked && t.spec.time_limit_ms ? 1 : 0];
+  if (index < 0) {
+    std::string reason = failed.reason;
+    if (blocked) reason += DescribeBlocked(*p.plan.reservation, t.spec, p.View());
+    index = static_cast<int32_t>(p.plan.verdicts.size());
+    p.plan.verdicts.push_back({failed.report, std::move(reason)});
+  }
+  return static_cast<uint32_t>(index);
 }
 
 void PassPlanner::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning& p) const {
@@ -314,7 +336,8 @@ void PassPlanner::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning
     PlacementReport report;
     std::string reason;
     if (auto it = memo.find(*first->shape); it != memo.end() && !WouldReserve(head_task, p)) {
-      std::tie(report, reason) = it->second;
+      report = it->second.report;
+      reason = it->second.reason;
       if (blocked) reason += DescribeBlocked(*p.plan.reservation, head_task.spec, p.View());
     } else {
       if (PlanPlace(head_task, p, false)) {

@@ -10,6 +10,7 @@
 // nor two planners of one scheduler at once: the plan's copies of the state table reuse the
 // buffers the scheduler keeps between passes.
 
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,8 +32,16 @@ class PassPlanner {
 
  private:
   using Shape = RequestShape;
-  // A pass's memo of request shapes that found no node: the report and the reason.
-  using FailedShapes = std::map<Shape, std::pair<PlacementReport, std::string>>;
+  // A request shape that found no node in a pass: the report and the reason its tasks share,
+  // and the plan's verdicts (PassPlan::verdicts) its refreshes refer to, one per variant of
+  // what the reservation says of a task (no time limit, or one): -1 until the first refresh.
+  struct FailedShape {
+    PlacementReport report;
+    std::string reason;
+    std::array<int32_t, 2> verdicts{-1, -1};
+  };
+  // A pass's memo of request shapes that found no node.
+  using FailedShapes = std::map<Shape, FailedShape>;
   struct Planning;  // a pass being planned: the plan and its view of the state table
 
   // ---- what the planner reads of the scheduler ----
@@ -57,6 +66,9 @@ class PassPlanner {
   // `memo` (null: not memoised), and the reservation a wide task plans.
   void PlanWait(const Task& t, const ResourceRequest& req, PlacementResult result,
                 FailedShapes* memo, bool blocked, bool reclaim, Planning& p) const;
+  // Issue 43: `t` waits in FQ and a release pass's memo answered it (`failed`): the index of
+  // its verdict in the plan, made once per shape, view and reservation variant.
+  uint32_t VerdictOf(FailedShape& failed, const Task& t, bool blocked, Planning& p) const;
   // Plan under team quotas: the tasks within their guarantee, then the borrowers.
   void PlanWithQuotas(const std::vector<QueueKey>& snapshot, Planning& p) const;
   // A flush pass with parked groups: the Q snapshot and each group's tasks merged in Q order,
@@ -119,6 +131,7 @@ class PassPlanner {
   const std::optional<Reservation>& reservation_;
   const bool& flush_pass_due_;
   const bool& capacity_event_;
+  const std::unordered_set<TaskId>& fq_capacity_;
   // The plan's copies of the state table: the scheduler's buffers, reused pass after pass.
   ClusterState& plan_view_buffer_;
   ClusterState& plan_blocked_buffer_;

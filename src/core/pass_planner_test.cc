@@ -29,6 +29,11 @@ std::string Render(const PassPlan& plan) {
     for (const Placement& g : s.gang) out += " " + g.node;
     out += "\n";
   }
+  for (const PassPlan::Refresh& r : plan.refreshes) {
+    const PassPlan::WaitVerdict& v = plan.verdicts.at(r.verdict);
+    out += "refresh " + r.task.ToString() + " " + v.reason + " | " + DescribeReport(v.report) +
+           "\n";
+  }
   if (plan.reservation) out += "reservation " + plan.reservation->task.ToString() + "\n";
   return out;
 }
@@ -137,6 +142,86 @@ TEST_F(PassPlannerTest, Issue40_PlansAPreemptionWithoutStoppingTheVictim) {
   sched_->Schedule();
   EXPECT_EQ(T(low[2]).state, TaskState::kPreempted);
   EXPECT_EQ(T(h).placement->node, plan.steps[0].placement.node);
+}
+
+// Issue 43: the FQ tasks a release pass re-evaluates and the failed-shape memo answers keep
+// waiting through a (task, verdict) pair each, not a PlanStep with its own report. The
+// records they end with are the ones a pass that answers every task by a scan writes: the
+// same reason (the reservation's words for a task with a time limit and for one without),
+// report and report pass. Run twice, memo on and off, on the same events.
+class ReleasePassRefreshTest : public PassPlannerTest {
+ protected:
+  // Two nodes of 2 GPUs, each GPU busy with a task of 1 h; a 2-GPU task that reserves; six
+  // one-GPU tasks that wait in FQ, every other one with a time limit of 2 h.
+  void Fill(bool memo) {
+    SchedulerConfig config;
+    config.memoize_failed_shapes = memo;
+    Init(config);
+    running_.clear();
+    waiting_.clear();
+    AddNode(MakeNode("a", 2, 16 * kGiB));
+    AddNode(MakeNode("b", 2, 16 * kGiB));
+    for (int i = 0; i < 4; ++i) {
+      TaskSpec busy = WholeGpuTask(1, "busy" + std::to_string(i));
+      busy.time_limit_ms = 3600 * testing::kS;
+      running_.push_back(Submit(busy));
+    }
+    sched_->Schedule();
+    StartAssigned();
+    wide_ = Submit(WholeGpuTask(2, "wide"));
+    for (int i = 0; i < 6; ++i) {
+      TaskSpec one = WholeGpuTask(1, "one" + std::to_string(i));
+      if (i % 2 == 1) one.time_limit_ms = 7200 * testing::kS;
+      waiting_.push_back(Submit(one));
+    }
+    sched_->Schedule();
+    ASSERT_EQ(sched_->FailureQueueOrder().size(), 7u);
+    ASSERT_TRUE(sched_->reservation().has_value());
+  }
+  // What each waiting task's record says.
+  std::string Records() {
+    std::string out;
+    for (TaskId id : waiting_) {
+      const Task& t = T(id);
+      out += id.ToString() + " " + TaskStateName(t.state) + " " + t.reason + " | " +
+             t.last_report_summary + " | " + DescribeReport(t.last_report) + " | pass " +
+             std::to_string(t.report_pass) + " pf " + std::to_string(t.placement_failures) +
+             "\n";
+    }
+    return out;
+  }
+  std::vector<TaskId> running_, waiting_;
+  TaskId wide_;
+};
+
+TEST_F(ReleasePassRefreshTest,
+       Issue43_CN115981827A_Claim3_ReleasePassRefreshesFqWaitersAsTheScanWould) {
+  Fill(/*memo=*/false);
+  ASSERT_TRUE(sched_->TaskFinished(running_[0], T(running_[0]).attempts, 0, 0).ok());
+  const PassPlan scanned = PlanUnchanged();
+  EXPECT_TRUE(scanned.release_pass);
+  EXPECT_TRUE(scanned.refreshes.empty()) << "no memo, no refresh: a step each";
+  sched_->Schedule();
+  const std::string by_scan = Records();
+  const std::string by_scan_state = StateOf(*sched_);
+
+  Fill(/*memo=*/true);
+  ASSERT_TRUE(sched_->TaskFinished(running_[0], T(running_[0]).attempts, 0, 0).ok());
+  const PassPlan plan = PlanUnchanged();
+  EXPECT_EQ(plan.decisions, scanned.decisions);
+  // The holder is tried first and the first one-GPU task is scanned; the five others are
+  // refreshes of two verdicts, one for each thing the reservation says of a task (it has no
+  // time limit; its time limit is too long).
+  ASSERT_EQ(plan.refreshes.size(), 5u) << Render(plan);
+  EXPECT_EQ(plan.verdicts.size(), 2u) << Render(plan);
+  EXPECT_LT(plan.steps.size(), scanned.steps.size());
+  sched_->Schedule();
+  EXPECT_EQ(Records(), by_scan);
+  EXPECT_EQ(StateOf(*sched_), by_scan_state);
+  EXPECT_NE(by_scan.find("no time limit to backfill by"), std::string::npos) << by_scan;
+  EXPECT_NE(by_scan.find("would not end before the reservation starts"), std::string::npos)
+      << by_scan;
+  EXPECT_TRUE(sched_->CheckInvariants().ok());
 }
 
 }  // namespace

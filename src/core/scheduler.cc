@@ -422,8 +422,8 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
   }
 }
 
-void Scheduler::RefreshWait(Task& t, PlacementReport report, const std::string& summary) {
-  t.last_report = std::move(report);
+void Scheduler::RefreshWait(Task& t, const PlacementReport& report, const std::string& summary) {
+  t.last_report = report;  // assigned in place: the report's strings keep their memory
   t.report_pass = stats_.passes;
   t.report_ms = clock_.NowMs();
   if (t.last_report_summary != summary || t.reason != summary) {

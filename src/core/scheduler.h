@@ -156,6 +156,21 @@ struct PassPlan {
   std::set<std::string> teams_classified;
   // The reservation (wide task or gang) after this pass (nullopt: none); applied by CommitPlan.
   std::optional<Reservation> reservation;
+  // Issue 43: the tasks a release pass re-evaluated in FQ that the failed-shape memo answered
+  // keep waiting there (Scheduler::RefreshWait) with one of a few shared verdicts, a
+  // (task, verdict) pair each instead of a PlanStep with its own copy of the report: with a
+  // million tasks waiting, those copies were most of a release pass. Applied after `steps`
+  // (a refresh changes no queue, no placement and no other task).
+  struct WaitVerdict {
+    PlacementReport report;
+    std::string reason;
+  };
+  struct Refresh {
+    TaskId task;
+    uint32_t verdict;  // index in `verdicts`
+  };
+  std::vector<WaitVerdict> verdicts;
+  std::vector<Refresh> refreshes;
 };
 
 struct SchedulerStats {
@@ -464,7 +479,7 @@ class Scheduler {
   void OnCapacityWait(Task& t, PlacementReport report, const std::string& summary);
   // An FQ task that waits for capacity, not placed by a release pass: it stays in FQ with
   // its counters; only its report and reason are refreshed (issue 37).
-  void RefreshWait(Task& t, PlacementReport report, const std::string& summary);
+  void RefreshWait(Task& t, const PlacementReport& report, const std::string& summary);
   // Q in queue order, and in a release pass also the FQ tasks waiting for capacity that are
   // not parked (parked ones take part through PassPlanner::PlanWithParked).
   std::vector<QueueKey> PassSnapshot(bool release_pass) const;
@@ -570,7 +585,8 @@ class Scheduler {
   bool flush_pass_due_ = false;     // a flush happened; its pass has not run yet
   // Issue 37: FQ tasks (not parked) that wait for capacity, put there by OnCapacityWait; the
   // others in FQ wait for t2 after an execution failure. Parked tasks all wait for capacity.
-  std::set<TaskId> fq_capacity_;
+  // Unordered: only looked up, and listed by PassSnapshot, which sorts them by their keys.
+  std::unordered_set<TaskId> fq_capacity_;
   // Capacity was released or node facts changed since the last pass: the next pass is a
   // release pass (PassPlan::release_pass).
   bool capacity_event_ = false;

@@ -82,7 +82,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         break;
       case PlanStep::Kind::kWait:
         if (t.queue == QueueMembership::kFailure) {  // a release pass re-evaluated it
-          RefreshWait(t, std::move(step.report), step.reason);
+          RefreshWait(t, step.report, step.reason);
           break;
         }
         OnCapacityWait(t, std::move(step.report), step.reason);
@@ -95,6 +95,10 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         QuotaWait(t, step.reason);
         break;
     }
+  }
+  for (const PassPlan::Refresh& r : plan.refreshes) {
+    const PassPlan::WaitVerdict& v = plan.verdicts[r.verdict];
+    RefreshWait(*Find(r.task), v.report, v.reason);
   }
   if (plan.release_pass) capacity_event_ = false;
   if (plan.flush_pass) {

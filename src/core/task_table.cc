@@ -7,7 +7,9 @@ namespace gpusched::core {
 
 Task& TaskTable::Insert(Task task) {
   const uint64_t id = task.id.value();
-  return tasks_.emplace(id, std::move(task)).first->second;
+  Task& t = tasks_.emplace(id, std::move(task)).first->second;
+  index_[id] = &t;
+  return t;
 }
 
 StatusOr<Task*> TaskTable::InsertRestored(const Task& task) {
@@ -16,12 +18,15 @@ StatusOr<Task*> TaskTable::InsertRestored(const Task& task) {
                            " out of order (expected an id >= " + std::to_string(next_id_) + ")");
   }
   next_id_ = task.id.value() + 1;
-  return &tasks_.emplace(task.id.value(), task).first->second;
+  Task* t = &tasks_.emplace(task.id.value(), task).first->second;
+  index_[task.id.value()] = t;
+  return t;
 }
 
 void TaskTable::Erase(TaskId id) {
   held_.erase(id);
   tasks_.erase(id.value());
+  index_.erase(id.value());
   gone_since_take_.push_back(id);  // TakeChanged does not report it
 }
 

@@ -7,13 +7,16 @@
 // Invariants (Scheduler::CheckInvariants checks the first against the records): `active()`
 // holds exactly the tasks the scheduler marked active (SetActive), and `time_limited()` those
 // of them whose spec has a time limit. Records live in a std::map: a pointer to one stays
-// valid until the task is erased.
+// valid until the task is erased. Lookups by id go through a hash index of those pointers
+// (issue 43): a release pass with a million tasks waiting looks each up three times, and the
+// map's walk from its root was a third of that pass.
 //
 // Thread-safety: none (owned by the Scheduler, which is single-threaded).
 
 #include <cstdint>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "base/ids.h"
@@ -28,16 +31,16 @@ class TaskTable {
 
   // ---- records ----
   Task* Find(TaskId id) {
-    auto it = tasks_.find(id.value());
-    return it == tasks_.end() ? nullptr : &it->second;
+    auto it = index_.find(id.value());
+    return it == index_.end() ? nullptr : it->second;
   }
   const Task* Find(TaskId id) const {
-    auto it = tasks_.find(id.value());
-    return it == tasks_.end() ? nullptr : &it->second;
+    auto it = index_.find(id.value());
+    return it == index_.end() ? nullptr : it->second;
   }
-  // REQUIRES: `id` is in the table.
-  Task& At(TaskId id) { return tasks_.at(id.value()); }
-  const Task& At(TaskId id) const { return tasks_.at(id.value()); }
+  // REQUIRES: `id` is in the table (std::out_of_range otherwise).
+  Task& At(TaskId id) { return *index_.at(id.value()); }
+  const Task& At(TaskId id) const { return *index_.at(id.value()); }
   size_t size() const { return tasks_.size(); }
   const Records& records() const { return tasks_; }
   Records& records() { return tasks_; }
@@ -80,6 +83,7 @@ class TaskTable {
 
  private:
   Records tasks_;
+  std::unordered_map<uint64_t, Task*> index_;  // every record of tasks_, by id value
   std::set<TaskId> held_;
   uint64_t next_id_ = 1;
   std::set<TaskId> active_;        // assigned or running

@@ -271,7 +271,7 @@ StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& optio
   });
   StoreLock lock(*store_);
   GS_RETURN_IF_ERROR(lock.status());
-  const int64_t requested_ns = clock_.NowNs();
+  const int64_t requested_ns = options.requested_ns > 0 ? options.requested_ns : clock_.NowNs();
   for (int attempt = 1;; ++attempt) {
     const int64_t now_ns = clock_.NowNs();
     if (shut_down_ || (options.cancel != nullptr && options.cancel->cancelled())) {

@@ -4,6 +4,7 @@ import com.sun.jna.Memory;
 import com.sun.jna.Pointer;
 import com.sun.jna.ptr.LongByReference;
 import com.sun.jna.ptr.PointerByReference;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A node-level dispatcher (gpusched_dispatcher_*), shared by threads: the gpusched policy by
@@ -47,6 +48,7 @@ public final class Dispatcher extends Handle {
   }
 
   private final String[] serviceNames;
+  private final AsyncRequests async = new AsyncRequests(this, lib);
 
   /** The gpusched policy, its marks in this process. */
   public Dispatcher(GpuschedLibrary lib, GpuschedLibrary.DispatcherOptions options,
@@ -87,6 +89,37 @@ public final class Dispatcher extends Handle {
   @Override
   protected void beforeWait(Pointer h) {
     lib.gpusched_dispatcher_shutdown(h, 1);
+    async.takeResults();  // the queued requests the shutdown ended (or a drain did)
+  }
+
+  /**
+   * As {@link Handle#close()}; the futures of {@link #acquireAsync} still waiting then complete
+   * exceptionally (E_FAILED_PRECONDITION, or E_DRAINING after {@link #drain}).
+   */
+  @Override
+  public void close() {
+    super.close();
+    if (isClosed()) async.failAll(closedCode(), closedWhy());
+  }
+
+  /** {@link #acquireAsync(String, long, double)} with no deadline and the service's cost. */
+  public CompletableFuture<GpuschedLibrary.Lease> acquireAsync(String service) {
+    return acquireAsync(service, 0, 0);
+  }
+
+  /**
+   * Queues a request in the library and returns at once; the future completes with the lease
+   * (release it as any lease) or exceptionally with a {@link GpuschedException}: code
+   * E_DEADLINE_EXCEEDED (deadlineMs passed), E_UNAVAILABLE (acquire_timeout_ms), E_DRAINING,
+   * E_FAILED_PRECONDITION (closed). No thread waits per request: one daemon poller thread per
+   * dispatcher completes every future, in FIFO order of the requests as leases are released.
+   * future.cancel(...) cancels the request (a lease granted meanwhile is released). Futures
+   * complete on the poller thread: chain long work with an executor (thenAcceptAsync).
+   * Arguments are checked at once (a GpuschedException is thrown here).
+   */
+  public CompletableFuture<GpuschedLibrary.Lease> acquireAsync(String service, long deadlineMs,
+                                                               double expectedMs) {
+    return async.submit(service, deadlineMs, expectedMs);
   }
 
   @Override

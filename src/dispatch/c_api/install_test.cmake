@@ -29,6 +29,9 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 message(STATUS "libgpusched_c.so.1 exports ${exported} gpusched_* symbols")
+if(NOT symbols MATCHES " gpusched_dispatcher_acquire_async@@GPUSCHED_C_1\\.3\n")
+  message(FATAL_ERROR "gpusched_dispatcher_acquire_async is not exported as GPUSCHED_C_1.3")
+endif()
 
 execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${PREFIX}/lib/pkgconfig
                         ${PKG_CONFIG} --cflags --libs gpusched
@@ -53,7 +56,7 @@ if(PYTHON)
   execute_process(
     COMMAND ${CMAKE_COMMAND} -E env --unset=GPUSCHED_C_LIB
             PYTHONPATH=${PREFIX}/lib/python3/dist-packages ${PYTHON} -c
-            "import gpusched; d = gpusched.Dispatcher(1, [gpusched.Service('s')]); d.close(); print('installed python package OK')"
+            "import asyncio, gpusched; d = gpusched.Dispatcher(1, [gpusched.Service('s')]); d.release(asyncio.run(d.acquire_async('s'))); d.close(); print('installed python package OK, acquire_async too')"
     RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "the installed Python package could not load the installed library")

@@ -55,6 +55,7 @@ void AsyncRequests::ExpireLocked(int64_t now_ns) {
     auto it = queued_.find(deadlines_.begin()->second);
     const AsyncRequest r = it->second;
     EraseLocked(it);
+    expired_[r.service]++;
     const double waited_ms = static_cast<double>(now_ns - r.requested_ns) / 1e6;
     if (r.deadline_is_timeout) {
       CompleteLocked(r.id, GPUSCHED_E_UNAVAILABLE, {},
@@ -117,6 +118,12 @@ void AsyncRequests::Wake() {
 size_t AsyncRequests::queued() const {
   std::lock_guard lock(mu_);
   return queued_.size();
+}
+
+uint64_t AsyncRequests::expired(int service) const {
+  std::lock_guard lock(mu_);
+  auto it = expired_.find(service);
+  return it == expired_.end() ? 0 : it->second;
 }
 
 void AsyncRequests::ArmLocked(int64_t now_ns) {

@@ -93,6 +93,8 @@ class AsyncRequests {
   // Makes the fd readable once (a waiter returns; Take may then return nothing).
   void Wake();
   size_t queued() const;
+  // Requests of `service` ended by their deadline or acquire_timeout so far.
+  uint64_t expired(int service) const;
 
  private:
   AsyncRequests(Clock& clock, int fd, int64_t recheck_ms);
@@ -111,6 +113,7 @@ class AsyncRequests {
   uint64_t next_id_ = 1;
   std::map<uint64_t, AsyncRequest> queued_;            // by id: oldest first
   std::set<std::pair<int64_t, uint64_t>> deadlines_;   // (deadline_ns, id) of queued ones
+  std::map<int, uint64_t> expired_;                    // by service
   std::deque<AsyncCompletion> done_;                   // completed, not yet taken
 };
 

@@ -27,6 +27,7 @@
 #include "dispatch/c_api/handle_registry.h"
 #include "dispatch/cancel_token.h"
 #include "dispatch/gpusched_policy.h"
+#include "dispatch/prometheus_text.h"
 #include "dispatch/realtime_dispatcher.h"
 #include "dispatch/shared_marks.h"
 #include "dispatch/sim_device.h"
@@ -57,6 +58,7 @@ struct gpusched_dispatcher {
   bool draining = false;  // gpusched_dispatcher_drain was called: nothing is granted, for good
   std::condition_variable leases_cv;  // notified when a lease comes back or an acquire ends
   int64_t acquire_timeout_ms = 0;     // the options', for queued asynchronous requests
+  std::vector<uint64_t> timeouts;     // under mu, by service: blocking acquires timed out
   std::unique_ptr<gpusched::capi::AsyncRequests> async;  // gpusched_dispatcher_acquire_async
 };
 
@@ -241,6 +243,7 @@ struct AcquireFailure {
   bool drained = false;  // refused or ended by a drain: GPUSCHED_E_DRAINING
   bool cancelled = false;
   bool deadline_passed = false;
+  int service = -1;  // its index, once known
 };
 
 // Acquire through the policy, counted for gpusched_dispatcher_drain: refused when draining;
@@ -337,6 +340,7 @@ Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireReq
                              "gpusched_dispatcher_acquire_ex", cancel_pass));
   }
   GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+  failure.service = index;
   AcquireOptions options;
   options.cancel = r.cancel != nullptr ? &r.cancel->token : nullptr;
   options.expected_ms = r.expected_ms;
@@ -347,6 +351,11 @@ Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireReq
   if (!l.ok()) {
     failure.cancelled = r.cancel != nullptr && r.cancel->token.cancelled();
     failure.deadline_passed = r.deadline_ms > 0 && d->clock.NowNs() >= options.deadline_ns;
+    if (l.status().code() == gpusched::StatusCode::kUnavailable && !r.try_only &&
+        !failure.cancelled && !failure.drained) {
+      std::lock_guard lock(d->mu);  // a deadline or acquire_timeout: a timeout in the metrics
+      d->timeouts[index]++;
+    }
     return l.status();
   }
   *out = ToC(*l);
@@ -446,6 +455,7 @@ int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
     GS_ASSIGN_OR_RETURN(d->dispatcher,
                         MakeDispatcher(policy, shared_marks, *options, std::move(list), d->clock));
     d->acquire_timeout_ms = options->acquire_timeout_ms;
+    d->timeouts.assign(static_cast<size_t>(service_count), 0);
     // Shared marks: capacity may free in another process, which no Pump here sees.
     GS_ASSIGN_OR_RETURN(d->async, gpusched::capi::AsyncRequests::Create(
                                       d->clock, shared_marks != nullptr ? 100 : 0));
@@ -884,6 +894,31 @@ int gpusched_dispatcher_wait_async(gpusched_dispatcher* d, int64_t timeout_ms, i
       return gpusched::Internal(std::string("wait_async: poll failed: ") + std::strerror(errno));
     }
     if (ready) *ready = n > 0 ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_metrics_text(gpusched_dispatcher* d, char* buf, size_t cap,
+                                     size_t* len_out) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_metrics_text");
+    if (!len_out) return Null("len_out");
+    if (!buf && cap > 0) return Null("buf (with cap > 0)");
+    DispatchMetrics m = d->dispatcher->Metrics();
+    {
+      std::lock_guard lock(d->mu);
+      for (size_t s = 0; s < m.services.size(); ++s) {
+        m.services[s].timeouts = d->timeouts[s] + d->async->expired(static_cast<int>(s));
+      }
+    }
+    const std::string text = PrometheusText(m);
+    *len_out = text.size();
+    if (cap < text.size() + 1) {
+      return gpusched::ResourceExhausted(
+          "cap: " + std::to_string(cap) + " bytes is too small; the metrics text needs " +
+          std::to_string(text.size() + 1) + " (its length, in *len_out, plus the NUL)");
+    }
+    std::memcpy(buf, text.c_str(), text.size() + 1);
     return Status::Ok();
   });
 }

@@ -51,7 +51,8 @@
  * GPUSCHED_E_RUN_FAILED (it returned 0 before; the lease was and is released as failed).
  * Then, with symbol version GPUSCHED_C_1.3: the asynchronous acquire
  * (gpusched_dispatcher_acquire_async, _event_fd, _poll_async, _cancel_async, _wait_async and
- * gpusched_async_result). A queued lease's requested_ns is now when it was queued.
+ * gpusched_async_result). A queued lease's requested_ns is now when it was queued. And the
+ * metrics as Prometheus text with latency histograms: gpusched_dispatcher_metrics_text.
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -375,6 +376,22 @@ int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* serv
                                         gpusched_service_metrics* out);
 int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
                                     gpusched_gpu_metrics* out);
+
+/* The dispatcher's metrics as Prometheus text exposition format 0.0.4 (symbol version
+ * GPUSCHED_C_1.3, issue 42), NUL-terminated in buf[0, cap); *len_out = its length without the
+ * NUL. Per service and GPU, histograms of latency (arrival -> release) and queue wait (arrival
+ * -> grant), buckets 0.1 ms to 60 s in 1-2-5 steps, from which p50 and p99 are computed
+ * (histogram_quantile); per service, counters of requests, failures, timeouts (an acquire's
+ * deadline_ms or acquire_timeout_ms, asynchronous ones included) and give-ups, and the learned
+ * cost; per GPU, leases running and busy time. Names start gpusched_dispatch_; times are
+ * seconds; service names are escaped as label values. Every family has HELP and TYPE lines.
+ * The figures are this process's, with shared marks too (the marks are shared, the metrics
+ * are not): sum them across processes in Prometheus.
+ * When cap < *len_out + 1 (buf may be NULL with cap 0, to ask for the size):
+ * GPUSCHED_E_RESOURCE_EXHAUSTED naming both sizes, *len_out set, buf untouched. The text may
+ * grow between two calls: allocate a little more, or loop. */
+int gpusched_dispatcher_metrics_text(gpusched_dispatcher* d, char* buf, size_t cap,
+                                     size_t* len_out);
 
 /* ---- Simulated devices (dispatch/sim_device.h) on the real clock ---- */
 

@@ -2,7 +2,9 @@
 // Dispatcher.acquireAsync gives 10,000 CompletableFutures, their leases run and released by 4
 // worker threads (CN113051059B claims 1 and 5: a released GPU goes to the oldest queued
 // request): each completes once, in FIFO order, with one poller thread and no thread per
-// request. Then deadline, acquire_timeout, future.cancel, drain, close and bad arguments.
+// request. Then deadline, acquire_timeout, future.cancel, drain, close and bad arguments; and
+// Dispatcher.metricsText(): the latency histogram counts every request, its p50 bucket is the
+// one of the known 30 ms run times, and `promtool check metrics` accepts it (when installed).
 // Plain main: exits non-zero on the first failure. The only timing asserted is loose.
 // Usage: java -cp jna.jar:gpusched.jar:. Issue42AsyncTest
 import io.gpusched.Dispatcher;
@@ -106,8 +108,11 @@ public class Issue42AsyncTest {
         // as cancel promised
       }
       d.release(lease, false);
-      // Cancelled after its grant (granted at once: the GPU is free): the lease goes back.
-      d.acquireAsync("infer").cancel(false);
+      // Cancelled after its grant (granted at once: the GPU is free): the lease goes back by
+      // itself, unless the poller completed the future first (cancel returns false; then the
+      // lease is ours to release). Python's test covers the first case deterministically.
+      CompletableFuture<GpuschedLibrary.Lease> third = d.acquireAsync("infer");
+      if (!third.cancel(false)) d.release(third.get(), false);
       for (int i = 0; i < 500 && d.gpuMetrics(0).running != 0; ++i) Thread.sleep(2);
       expect(d.gpuMetrics(0).running == 0, "the cancelled future's lease was released");
     }
@@ -156,7 +161,40 @@ public class Issue42AsyncTest {
     System.out.println("  bad arguments: thrown at once, named");
   }
 
+  static void Issue42_CN113051059B_Claim6_MetricsTextCountsEveryRequest() throws Exception {
+    String text;
+    try (Dispatcher d = slots(1, 0)) {
+      for (int i = 0; i < 10; ++i) {
+        d.run("infer", gpu -> {
+          Thread.sleep(30);
+          return 0;
+        });
+      }
+      text = d.metricsText();
+    }
+    String labels = "{service=\"infer\",gpu=\"0\"";
+    expect(text.contains("gpusched_dispatch_latency_seconds_count" + labels + "} 10\n"), "count 10");
+    expect(text.contains("gpusched_dispatch_latency_seconds_bucket" + labels + ",le=\"0.02\"} 0\n"),
+           "none at or below 20 ms");
+    expect(text.contains("gpusched_dispatch_latency_seconds_bucket" + labels + ",le=\"0.05\"} 10\n"),
+           "p50 (every request) in (20, 50] ms");
+    expect(text.contains("# TYPE gpusched_dispatch_requests_total counter\n"), "TYPE lines");
+    java.io.File promtool = new java.io.File("/usr/bin/promtool");
+    if (!promtool.canExecute()) {
+      System.out.println("  metricsText: counts checked; promtool not found, its check skipped");
+      return;
+    }
+    Process p = new ProcessBuilder(promtool.getPath(), "check", "metrics").redirectErrorStream(true).start();
+    try (java.io.OutputStream in = p.getOutputStream()) {
+      in.write(text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+    String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    expect(p.waitFor() == 0, "promtool check metrics: " + out);
+    System.out.println("  metricsText: 10 requests counted, p50 in (20, 50] ms, promtool ok");
+  }
+
   public static void main(String[] args) throws Exception {
+    Issue42_CN113051059B_Claim6_MetricsTextCountsEveryRequest();
     Issue42_BadArgumentsThrowAtOnce();
     Issue42_DeadlineAndAcquireTimeout();
     Issue42_CancelTheFutureCancelsTheRequest();

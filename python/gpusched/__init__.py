@@ -37,6 +37,7 @@ __all__ = ["Cancel", "ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "
 ABI_VERSION = 1
 _SONAME = f"libgpusched_c.so.{ABI_VERSION}"
 _FAILED_PRECONDITION = 4
+_RESOURCE_EXHAUSTED = 5
 # GpuschedError.code of an acquire whose deadline_ms passed, or whose Cancel was fired.
 DEADLINE_EXCEEDED = 20
 CANCELLED = 21
@@ -146,6 +147,8 @@ def _declare(lib):
         "gpusched_dispatcher_poll_async": ([vp, P(_AsyncResult), ctypes.c_size_t,
                                             P(ctypes.c_size_t)], ctypes.c_int),
         "gpusched_dispatcher_cancel_async": ([vp, ctypes.c_uint64], ctypes.c_int),
+        "gpusched_dispatcher_metrics_text": ([vp, ctypes.c_char_p, ctypes.c_size_t,
+                                              P(ctypes.c_size_t)], ctypes.c_int),
         "gpusched_dispatcher_release": ([vp, P(_Lease), i32], ctypes.c_int),
         "gpusched_dispatcher_mark": ([vp, i32, P(ctypes.c_uint64), P(i64)], ctypes.c_int),
         "gpusched_dispatcher_set_gpu_enabled": ([vp, i32, i32], ctypes.c_int),
@@ -562,6 +565,20 @@ class Dispatcher(_Handle):
         with self._call() as h:
             _check(_lib.gpusched_dispatcher_service_metrics(h, service.encode(), ctypes.byref(m)))
         return _struct_dict(m)
+
+    def metrics_text(self):
+        """The metrics as Prometheus text exposition format 0.0.4 (a str): per service and GPU,
+        latency and queue-wait histograms (p50/p99 with histogram_quantile), counters of
+        requests, failures and timeouts; see gpusched_dispatcher_metrics_text."""
+        size, length = 1 << 16, ctypes.c_size_t()
+        with self._call() as h:
+            while True:
+                buf = ctypes.create_string_buffer(size)
+                code = _lib.gpusched_dispatcher_metrics_text(h, buf, size, ctypes.byref(length))
+                if code != _RESOURCE_EXHAUSTED:
+                    _check(code)
+                    return buf.value.decode()
+                size = length.value + 1 + 4096  # it may grow before the next call
 
     def gpu_metrics(self, gpu):
         m = _GpuMetrics()

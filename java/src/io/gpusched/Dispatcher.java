@@ -248,6 +248,25 @@ public final class Dispatcher extends Handle {
     return m;
   }
 
+  /**
+   * The metrics as Prometheus text exposition format 0.0.4: per service and GPU, latency and
+   * queue-wait histograms (p50/p99 with histogram_quantile), counters of requests, failures
+   * and timeouts (see gpusched_dispatcher_metrics_text in gpusched_c.h).
+   */
+  public String metricsText() {
+    LongByReference length = new LongByReference();
+    long size = 1 << 16;
+    while (true) {
+      Memory buf = new Memory(size);
+      int code = callRaw(false, h -> lib.gpusched_dispatcher_metrics_text(h, buf, buf.size(), length));
+      if (code != GpuschedLibrary.E_RESOURCE_EXHAUSTED) {
+        GpuschedException.check(lib, code);
+        return buf.getString(0, "UTF-8");
+      }
+      size = length.getValue() + 1 + 4096;  // it may grow before the next call
+    }
+  }
+
   public GpuschedLibrary.GpuMetrics gpuMetrics(int gpu) {
     GpuschedLibrary.GpuMetrics m = new GpuschedLibrary.GpuMetrics();
     call(false, h -> lib.gpusched_dispatcher_gpu_metrics(h, gpu, m));

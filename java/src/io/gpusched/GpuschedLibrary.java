@@ -190,6 +190,8 @@ public interface GpuschedLibrary extends Library {
   int gpusched_dispatcher_poll_async(Pointer d, AsyncResult out, long cap, LongByReference nOut);
   int gpusched_dispatcher_cancel_async(Pointer d, long request);
   int gpusched_dispatcher_wait_async(Pointer d, long timeoutMs, IntByReference ready);
+  /** Prometheus text into buf[0, cap); E_RESOURCE_EXHAUSTED and the length when too small. */
+  int gpusched_dispatcher_metrics_text(Pointer d, Pointer buf, long cap, LongByReference lenOut);
   int gpusched_dispatcher_service_metrics(Pointer d, String service, ServiceMetrics out);
   int gpusched_dispatcher_gpu_metrics(Pointer d, int gpu, GpuMetrics out);
 

@@ -477,16 +477,18 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
   const int rc = Guard([&]() -> Status {
     {
       GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_destroy");  // held until the shutdown
-      std::lock_guard lock(d->mu);
-      if (!d->api_tickets.empty()) {
-        return gpusched::FailedPrecondition(
-            "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
-            " lease(s) still out; release them first (the dispatcher stays usable)");
+      {
+        std::lock_guard lock(d->mu);
+        if (!d->api_tickets.empty()) {
+          return gpusched::FailedPrecondition(
+              "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
+              " lease(s) still out; release them first (the dispatcher stays usable)");
+        }
+        d->dispatcher->Shutdown(true);  // waiting acquires fail
       }
-      d->dispatcher->Shutdown(true);  // waiting acquires fail
+      PumpAsync(d);      // queued asynchronous requests fail (FAILED_PRECONDITION)
+      d->async->Wake();  // a gpusched_dispatcher_wait_async returns, so CloseHandle can finish
     }
-    PumpAsync(d);       // queued asynchronous requests fail (FAILED_PRECONDITION)
-    d->async->Wake();   // a gpusched_dispatcher_wait_async returns, so CloseHandle can finish
     GS_RETURN_IF_ERROR(CloseHandle(d, HandleKind::kDispatcher, "dispatcher", "gpusched_dispatcher_destroy"));
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
     std::lock_guard lock(d->mu);

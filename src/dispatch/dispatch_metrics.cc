@@ -79,6 +79,8 @@ DispatchMetrics MetricsRecorder::Snapshot(int64_t now_ns, const std::vector<doub
       m.run_ms_mean = services_[i].run_sum / static_cast<double>(m.completed);
     }
     m.cost_time_ms = costs_ms[i];
+    m.all_completed = m.completed;
+    m.all_failed = m.failed;
     out.services.push_back(std::move(m));
   }
   for (size_t i = 0; i < gpus_.size(); ++i) {

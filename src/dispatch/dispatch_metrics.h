@@ -51,6 +51,9 @@ struct ServiceMetrics {
   double cost_time_ms = 0;    // the current learned cost (claim 6)
   uint64_t timeouts = 0;      // acquires ended by their deadline or acquire_timeout (filled in
                               // by the C ABI, which sees them; 0 from Snapshot)
+  // completed and failed of every process sharing the marks (issue 42: the metrics text);
+  // without shared marks, completed and failed.
+  uint64_t all_completed = 0, all_failed = 0;
 };
 
 struct GpuMetrics {

@@ -98,9 +98,9 @@ std::string PrometheusText(const DispatchMetrics& m) {
                   "Queue wait, arrival to GPU granted, per service and GPU.",
                   &LatencyCell::queue_wait);
   ServiceFamily(out, m, "requests_total", "counter", "Leases released, failed ones included.",
-                [](const ServiceMetrics& s) { return static_cast<double>(s.completed); });
+                [](const ServiceMetrics& s) { return static_cast<double>(s.all_completed); });
   ServiceFamily(out, m, "failures_total", "counter", "Leases released as failed.",
-                [](const ServiceMetrics& s) { return static_cast<double>(s.failed); });
+                [](const ServiceMetrics& s) { return static_cast<double>(s.all_failed); });
   ServiceFamily(out, m, "timeouts_total", "counter",
                 "Acquires ended by their deadline or by acquire_timeout before a GPU was granted.",
                 [](const ServiceMetrics& s) { return static_cast<double>(s.timeouts); });

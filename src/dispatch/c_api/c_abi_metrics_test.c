@@ -4,12 +4,15 @@
  * bucket of 30 ms, (20, 50] ms, as it does for the known run times; requests, failures and
  * timeouts (a blocking deadline, an asynchronous one) are counted; a service name with quotes
  * and backslashes is escaped; a buffer too small gets GPUSCHED_E_RESOURCE_EXHAUSTED and the
- * length. With --print, prints the text of such a run for `promtool check metrics`
+ * length. With shared marks, two processes (fork) report the same figures: both runs'
+ * requests, in both. With --print, prints the text of such a run for `promtool check metrics`
  * (ctest dispatch_metrics_promtool). C11 + POSIX. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "c_abi_expect.h"
 #include "c_abi_time.h"
@@ -135,6 +138,52 @@ static int Issue42_CN113051059B_Claim6_HistogramCountsEveryRequestAndGivesItsP50
   return 0;
 }
 
+static gpusched_dispatcher* OpenShared(const char* segment) {
+  gpusched_dispatcher_options o;
+  gpusched_service_config service = {"infer", 20, 10, 5};
+  gpusched_dispatcher* d = NULL;
+  memset(&o, 0, sizeof o);
+  o.gpu_count = 2;
+  if (gpusched_dispatcher_create_ex(NULL, segment, &o, &service, 1, &d) != 0) return NULL;
+  return d;
+}
+
+static int RunsOf(gpusched_dispatcher* d, int runs) {
+  int32_t ok = 0, result = 0;
+  for (int i = 0; i < runs; ++i) {
+    if (gpusched_dispatcher_run(d, "infer", Holds, &ok, &result) != 0) return 1;
+  }
+  return 0;
+}
+
+static int Issue42_SharedMarksGiveTheSameFiguresInEveryProcess(void) {
+  char segment[64];
+  int status = 0;
+  snprintf(segment, sizeof segment, "/gpusched-metrics-test-%d", (int)getpid());
+  (void)gpusched_shared_marks_unlink(segment);
+  gpusched_dispatcher* d = OpenShared(segment);
+  EXPECT(d != NULL);
+  const pid_t child = fork();
+  EXPECT(child >= 0);
+  if (child == 0) { /* another process on the same segment: 5 requests, then gone */
+    gpusched_dispatcher* c = OpenShared(segment);
+    _exit(c == NULL || RunsOf(c, 5) != 0 || gpusched_dispatcher_destroy(c) != 0 ? 1 : 0);
+  }
+  EXPECT(RunsOf(d, 3) == 0);
+  EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char* text = Text(d);
+  EXPECT(text != NULL);
+  EXPECT(Value(text, "gpusched_dispatch_requests_total{service=\"infer\"} ") == 8);
+  const double count = Value(text, "gpusched_dispatch_latency_seconds_count{service=\"infer\",gpu=\"0\"} ") +
+                       Value(text, "gpusched_dispatch_latency_seconds_count{service=\"infer\",gpu=\"1\"} ");
+  EXPECT(count == 8); /* 3 here + 5 in the child, whichever GPU each ran on */
+  free(text);
+  EXPECT(gpusched_dispatcher_destroy(d) == 0);
+  EXPECT(gpusched_shared_marks_unlink(segment) == 0);
+  printf("  shared marks: 3 requests here + 5 in another process = 8 in this one's text\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "--print") == 0) {
     gpusched_dispatcher* d = Run();
@@ -148,6 +197,7 @@ int main(int argc, char** argv) {
     return gpusched_dispatcher_destroy(d) == 0 ? 0 : 1;
   }
   if (Issue42_CN113051059B_Claim6_HistogramCountsEveryRequestAndGivesItsP50()) return 1;
+  if (Issue42_SharedMarksGiveTheSameFiguresInEveryProcess()) return 1;
   printf("c_abi_metrics_test: ok\n");
   return 0;
 }

@@ -150,7 +150,10 @@ int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
  *   (at most 64). A process killed while holding the segment's lock does not block the
  *   others: the next one repairs it and reclaims the dead process's leases (its running
  *   leases also when a waiter times out, within 100 ms). The segment persists until
- *   gpusched_shared_marks_unlink. Costs and metrics stay per process.
+ *   gpusched_shared_marks_unlink. Costs and metrics stay per process, except the figures of
+ *   gpusched_dispatcher_metrics_text's histograms and requests and failures counters, which
+ *   every process adds to in the segment (issue 42; up to 32 service names, matched by name;
+ *   gpusched_dispatcher_service_metrics stays this process's).
  *   GPUSCHED_E_UNAVAILABLE when the OS refuses the segment (the message says why). */
 int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
                                   const gpusched_dispatcher_options* options,
@@ -385,8 +388,9 @@ int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
  * deadline_ms or acquire_timeout_ms, asynchronous ones included) and give-ups, and the learned
  * cost; per GPU, leases running and busy time. Names start gpusched_dispatch_; times are
  * seconds; service names are escaped as label values. Every family has HELP and TYPE lines.
- * The figures are this process's, with shared marks too (the marks are shared, the metrics
- * are not): sum them across processes in Prometheus.
+ * With shared marks (gpusched policy), the histograms and the requests and failures counters
+ * are every process's on the segment (each process reports the same figures: scrape one); the
+ * timeouts, give-ups, cost and GPU figures stay this process's.
  * When cap < *len_out + 1 (buf may be NULL with cap 0, to ask for the size):
  * GPUSCHED_E_RESOURCE_EXHAUSTED naming both sizes, *len_out set, buf untouched. The text may
  * grow between two calls: allocate a little more, or loop. */

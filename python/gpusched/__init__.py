@@ -445,7 +445,8 @@ class Dispatcher(_Handle):
         GpuschedError as acquire() does (DEADLINE_EXCEEDED, DRAINING, and UNAVAILABLE after
         acquire_timeout_ms). Cancelling the awaiting task cancels the request; a lease granted
         to a request whose task was cancelled is released. Queued requests are granted FIFO as
-        leases are released. A dispatcher serves one event loop (the first to call this)."""
+        leases are released. A dispatcher serves one event loop at a time (the first to call this,
+        until that loop is closed)."""
         if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 0:
             raise ValueError(f"deadline_ms: must be an int >= 0, got {deadline_ms!r}")
         _nonneg_number("expected_ms", expected_ms)
@@ -466,6 +467,9 @@ class Dispatcher(_Handle):
             raise
 
     def _watch(self, loop, h):
+        if self._loop is not None and self._loop is not loop and self._loop.is_closed():
+            self._loop = None  # asyncio.run() ended that loop: serve this one
+            self._futures.clear()
         if self._loop is None:
             fd = ctypes.c_int32()
             _check(_lib.gpusched_dispatcher_event_fd(h, ctypes.byref(fd)))

@@ -152,6 +152,18 @@ class AsyncAcquire(unittest.TestCase):
 
         asyncio.run(main())
 
+    def test_Issue42_a_second_event_loop_after_the_first_closed(self):
+        d = slots()
+
+        async def once():
+            lease = await d.acquire_async("infer")
+            d.release(lease)
+            return lease.gpu
+
+        self.assertEqual(asyncio.run(once()), 0)
+        self.assertEqual(asyncio.run(once()), 0)  # a new loop: the dispatcher follows it
+        d.close()
+
     def test_Issue42_bad_arguments(self):
         d = slots()
 

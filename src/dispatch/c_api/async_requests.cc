@@ -98,6 +98,7 @@ std::vector<AsyncCompletion> AsyncRequests::Take(size_t cap, const TryGrant& try
   uint64_t expirations;
   while (read(fd_, &expirations, sizeof expirations) > 0) {
   }  // clears the fd; EAGAIN once clear. ArmLocked below fires it again if needed.
+  armed_ns_ = -1;
   PumpLocked(try_grant);
   std::vector<AsyncCompletion> out;
   while (!done_.empty() && out.size() < cap) {
@@ -113,6 +114,7 @@ void AsyncRequests::Wake() {
   itimerspec at{};
   at.it_value.tv_nsec = 1;  // an absolute time long past: fires at once
   timerfd_settime(fd_, TFD_TIMER_ABSTIME, &at, nullptr);
+  armed_ns_ = 1;
 }
 
 size_t AsyncRequests::queued() const {
@@ -136,6 +138,8 @@ void AsyncRequests::ArmLocked(int64_t now_ns) {
       at_ns = deadlines_.begin()->first;
     }
   }
+  if (at_ns == armed_ns_) return;  // armed so already (a fired fd stays readable until read)
+  armed_ns_ = at_ns;
   itimerspec at{};
   at.it_value.tv_sec = at_ns / 1'000'000'000;
   at.it_value.tv_nsec = at_ns % 1'000'000'000;

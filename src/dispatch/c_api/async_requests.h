@@ -114,6 +114,8 @@ class AsyncRequests {
   std::map<uint64_t, AsyncRequest> queued_;            // by id: oldest first
   std::set<std::pair<int64_t, uint64_t>> deadlines_;   // (deadline_ns, id) of queued ones
   std::map<int, uint64_t> expired_;                    // by service
+  int64_t armed_ns_ = 0;  // what the fd is armed to (0: disarmed, -1: unknown after a read), so
+                          // a release with nothing queued costs no timerfd_settime
   std::deque<AsyncCompletion> done_;                   // completed, not yet taken
 };
 

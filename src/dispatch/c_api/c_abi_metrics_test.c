@@ -163,6 +163,7 @@ static int Issue42_SharedMarksGiveTheSameFiguresInEveryProcess(void) {
   (void)gpusched_shared_marks_unlink(segment);
   gpusched_dispatcher* d = OpenShared(segment);
   EXPECT(d != NULL);
+  fflush(stdout); /* the child must not print this process's buffered lines again */
   const pid_t child = fork();
   EXPECT(child >= 0);
   if (child == 0) { /* another process on the same segment: 5 requests, then gone */

@@ -907,11 +907,13 @@ int gpusched_dispatcher_metrics_text(gpusched_dispatcher* d, char* buf, size_t c
     if (!len_out) return Null("len_out");
     if (!buf && cap > 0) return Null("buf (with cap > 0)");
     DispatchMetrics m = d->dispatcher->Metrics();
+    std::vector<uint64_t> timeouts;
     {
       std::lock_guard lock(d->mu);
-      for (size_t s = 0; s < m.services.size(); ++s) {
-        m.services[s].timeouts = d->timeouts[s] + d->async->expired(static_cast<int>(s));
-      }
+      timeouts = d->timeouts;
+    }
+    for (size_t s = 0; s < m.services.size(); ++s) {  // not under d->mu: the async lock comes first
+      m.services[s].timeouts = timeouts[s] + d->async->expired(static_cast<int>(s));
     }
     const std::string text = PrometheusText(m);
     *len_out = text.size();

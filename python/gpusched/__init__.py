@@ -22,6 +22,7 @@ same GPU and runs beside it (claim 1), and after its wait budget a request may b
 GPU directly (claim 3). Pass max_per_gpu to bound the leases running on one GPU.
 """
 
+import asyncio
 import ctypes
 import math
 import os
@@ -36,6 +37,7 @@ __all__ = ["Cancel", "ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "
 ABI_VERSION = 1
 _SONAME = f"libgpusched_c.so.{ABI_VERSION}"
 _FAILED_PRECONDITION = 4
+_RESOURCE_EXHAUSTED = 5
 # GpuschedError.code of an acquire whose deadline_ms passed, or whose Cancel was fired.
 DEADLINE_EXCEEDED = 20
 CANCELLED = 21
@@ -77,6 +79,11 @@ class _Lease(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_int32), ("service", ctypes.c_int32), ("ticket", ctypes.c_uint64),
                 ("locked", ctypes.c_int32), ("attempts", ctypes.c_int32),
                 ("requested_ns", ctypes.c_int64), ("granted_ns", ctypes.c_int64)]
+
+
+class _AsyncResult(ctypes.Structure):
+    _fields_ = [("request", ctypes.c_uint64), ("status", ctypes.c_int32),
+                ("reserved", ctypes.c_int32), ("lease", _Lease), ("message", ctypes.c_char * 256)]
 
 
 class _ServiceMetrics(ctypes.Structure):
@@ -134,6 +141,14 @@ def _declare(lib):
         "gpusched_dispatcher_try_acquire": ([vp, cp, P(_Lease)], ctypes.c_int),
         "gpusched_dispatcher_run": ([vp, cp, _RUN_FN, vp, P(i32)], ctypes.c_int),
         "gpusched_dispatcher_drain": ([vp, i64], ctypes.c_int),
+        "gpusched_dispatcher_acquire_async": ([vp, cp, i64, ctypes.c_double,
+                                               P(ctypes.c_uint64)], ctypes.c_int),
+        "gpusched_dispatcher_event_fd": ([vp, P(i32)], ctypes.c_int),
+        "gpusched_dispatcher_poll_async": ([vp, P(_AsyncResult), ctypes.c_size_t,
+                                            P(ctypes.c_size_t)], ctypes.c_int),
+        "gpusched_dispatcher_cancel_async": ([vp, ctypes.c_uint64], ctypes.c_int),
+        "gpusched_dispatcher_metrics_text": ([vp, ctypes.c_char_p, ctypes.c_size_t,
+                                              P(ctypes.c_size_t)], ctypes.c_int),
         "gpusched_dispatcher_release": ([vp, P(_Lease), i32], ctypes.c_int),
         "gpusched_dispatcher_mark": ([vp, i32, P(ctypes.c_uint64), P(i64)], ctypes.c_int),
         "gpusched_dispatcher_set_gpu_enabled": ([vp, i32, i32], ctypes.c_int),
@@ -331,9 +346,11 @@ class Dispatcher(_Handle):
         self._h = handle
         self.gpus = gpus
         self.policy = policy
-
-    def _before_wait(self):
-        _lib.gpusched_dispatcher_shutdown(self._h, 1)  # waiting acquires fail now
+        # acquire_async: the event loop it is bound to, and its futures by request id (touched
+        # on that loop's thread only).
+        self._loop = None
+        self._fd = None
+        self._futures = {}
 
     def _after_refused(self):
         _lib.gpusched_dispatcher_shutdown(self._h, 0)
@@ -422,6 +439,120 @@ class Dispatcher(_Handle):
         self._closed = (DRAINING, "is drained")
         self.close()
 
+    async def acquire_async(self, service, *, deadline_ms=0, expected_ms=0):
+        """acquire() for asyncio: queues the request in the library and awaits its lease with no
+        thread per request (the dispatcher's fd is watched with loop.add_reader). Raises
+        GpuschedError as acquire() does (DEADLINE_EXCEEDED, DRAINING, and UNAVAILABLE after
+        acquire_timeout_ms). Cancelling the awaiting task cancels the request; a lease granted
+        to a request whose task was cancelled is released. Queued requests are granted FIFO as
+        leases are released. A dispatcher serves one event loop at a time (the first to call this,
+        until that loop is closed)."""
+        if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 0:
+            raise ValueError(f"deadline_ms: must be an int >= 0, got {deadline_ms!r}")
+        _nonneg_number("expected_ms", expected_ms)
+        loop = asyncio.get_running_loop()
+        request = ctypes.c_uint64()
+        with self._call() as h:
+            self._watch(loop, h)
+            _check(_lib.gpusched_dispatcher_acquire_async(h, service.encode(), deadline_ms,
+                                                          float(expected_ms),
+                                                          ctypes.byref(request)))
+        future = loop.create_future()
+        self._futures[request.value] = future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if future.cancelled():  # the task was cancelled, not the request
+                self._cancel_request(request.value)
+            raise
+
+    def _watch(self, loop, h):
+        if self._loop is not None and self._loop is not loop and self._loop.is_closed():
+            self._loop = None  # asyncio.run() ended that loop: serve this one
+            self._futures.clear()
+        if self._loop is None:
+            fd = ctypes.c_int32()
+            _check(_lib.gpusched_dispatcher_event_fd(h, ctypes.byref(fd)))
+            self._loop, self._fd = loop, fd.value
+            loop.add_reader(self._fd, self._on_results)
+        elif self._loop is not loop:
+            raise RuntimeError("acquire_async: this Dispatcher serves another event loop")
+
+    def _cancel_request(self, request):
+        try:
+            with self._call(allowed_while_closing=True) as h:
+                _lib.gpusched_dispatcher_cancel_async(h, request)  # NOT_FOUND: completed
+        except GpuschedError:
+            pass  # closed: its future is failed by close()
+
+    def _take_results(self):
+        """Every result waiting in the library: [(request, status, lease, message)]."""
+        out, buf, n = [], (_AsyncResult * 64)(), ctypes.c_size_t()
+        with self._call(allowed_while_closing=True) as h:
+            while True:
+                _check(_lib.gpusched_dispatcher_poll_async(h, buf, 64, ctypes.byref(n)))
+                for r in buf[:n.value]:
+                    lease = _Lease.from_buffer_copy(r.lease) if r.status == 0 else None
+                    out.append((r.request, r.status, lease, r.message.decode(errors="replace")))
+                if n.value < 64:
+                    return out
+
+    def _on_results(self, results=None):
+        """On the loop's thread: resolves the futures of the results taken."""
+        try:
+            results = self._take_results() if results is None else results
+        except GpuschedError:
+            return  # closed meanwhile: close() fails what is left
+        for request, status, lease, message in results:
+            future = self._futures.pop(request, None)
+            if future is None or future.done():  # its task was cancelled
+                if lease is not None:
+                    self.release(lease)
+            elif lease is not None:
+                future.set_result(lease)
+            else:
+                future.set_exception(GpuschedError(status, message))
+
+    @staticmethod
+    def _run_on(loop, fn, *args):
+        """Runs fn on `loop`'s thread: now when called there, else scheduled."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _fail_futures(self, code, why):
+        for future in self._futures.values():
+            if not future.done():
+                future.set_exception(GpuschedError(code, f"Dispatcher {why}"))
+        self._futures.clear()
+
+    def close(self):
+        """Frees the dispatcher (see _Handle.close). Requests of acquire_async still queued end
+        with GpuschedError (FAILED_PRECONDITION, or DRAINING after drain())."""
+        loop = self._loop
+        if loop is None:
+            return super().close()
+        self._run_on(loop, loop.remove_reader, self._fd)
+        try:
+            super().close()
+        except GpuschedError:
+            self._run_on(loop, loop.add_reader, self._fd, self._on_results)
+            raise
+        if self._h is None:
+            self._loop = None
+            self._run_on(loop, self._fail_futures, *self._closed)
+        return None
+
+    def _before_wait(self):
+        _lib.gpusched_dispatcher_shutdown(self._h, 1)  # waiting acquires fail now
+        if self._loop is not None:  # and so do queued requests: hand their results over
+            self._run_on(self._loop, self._on_results, self._take_results())
+
     def set_gpu_enabled(self, gpu, enabled):
         """Takes a GPU out of service (no new grants) or puts it back."""
         with self._call() as h:
@@ -438,6 +569,20 @@ class Dispatcher(_Handle):
         with self._call() as h:
             _check(_lib.gpusched_dispatcher_service_metrics(h, service.encode(), ctypes.byref(m)))
         return _struct_dict(m)
+
+    def metrics_text(self):
+        """The metrics as Prometheus text exposition format 0.0.4 (a str): per service and GPU,
+        latency and queue-wait histograms (p50/p99 with histogram_quantile), counters of
+        requests, failures and timeouts; see gpusched_dispatcher_metrics_text."""
+        size, length = 1 << 16, ctypes.c_size_t()
+        with self._call() as h:
+            while True:
+                buf = ctypes.create_string_buffer(size)
+                code = _lib.gpusched_dispatcher_metrics_text(h, buf, size, ctypes.byref(length))
+                if code != _RESOURCE_EXHAUSTED:
+                    _check(code)
+                    return buf.value.decode()
+                size = length.value + 1 + 4096  # it may grow before the next call
 
     def gpu_metrics(self, gpu):
         m = _GpuMetrics()

@@ -9,6 +9,32 @@ MetricsRecorder::MetricsRecorder(std::vector<std::string> service_names, int gpu
     : start_ns_(start_ns), services_(service_names.size()), gpus_(gpu_count) {
   for (size_t i = 0; i < service_names.size(); ++i) services_[i].m.name = service_names[i];
   for (Gpu& g : gpus_) g.last_ns = start_ns;
+  for (size_t s = 0; s < service_names.size(); ++s) {
+    for (int g = 0; g < gpu_count; ++g) cells_.push_back({static_cast<int>(s), g, {}, {}});
+  }
+}
+
+void Histogram::Add(double ms) {
+  size_t i = 0;
+  while (i < kHistogramBoundsMs.size() && ms > kHistogramBoundsMs[i]) ++i;
+  counts[i]++;
+  count++;
+  sum_ms += ms;
+}
+
+double Histogram::Quantile(double q) const {
+  if (count == 0) return 0;
+  const double rank = q * static_cast<double>(count);
+  uint64_t below = 0;
+  for (size_t i = 0; i < kHistogramBoundsMs.size(); ++i) {
+    if (static_cast<double>(below + counts[i]) >= rank && counts[i] > 0) {
+      const double lo = i == 0 ? 0 : kHistogramBoundsMs[i - 1];
+      const double within = (rank - static_cast<double>(below)) / static_cast<double>(counts[i]);
+      return lo + (kHistogramBoundsMs[i] - lo) * within;
+    }
+    below += counts[i];
+  }
+  return kHistogramBoundsMs.back();
 }
 
 void MetricsRecorder::Account(Gpu& g, int64_t now_ns) {
@@ -34,6 +60,9 @@ void MetricsRecorder::OnComplete(int service, int gpu, double queue_ms, double r
   s.run_sum += run_ms;
   s.m.queue_ms_max = std::max(s.m.queue_ms_max, queue_ms);
   s.m.run_ms_max = std::max(s.m.run_ms_max, run_ms);
+  LatencyCell& cell = cells_[static_cast<size_t>(service) * gpus_.size() + gpu];
+  cell.latency.Add(queue_ms + run_ms);
+  cell.queue_wait.Add(queue_ms);
   Gpu& g = gpus_[gpu];
   Account(g, now_ns);
   g.running--;
@@ -50,6 +79,8 @@ DispatchMetrics MetricsRecorder::Snapshot(int64_t now_ns, const std::vector<doub
       m.run_ms_mean = services_[i].run_sum / static_cast<double>(m.completed);
     }
     m.cost_time_ms = costs_ms[i];
+    m.all_completed = m.completed;
+    m.all_failed = m.failed;
     out.services.push_back(std::move(m));
   }
   for (size_t i = 0; i < gpus_.size(); ++i) {
@@ -68,6 +99,7 @@ DispatchMetrics MetricsRecorder::Snapshot(int64_t now_ns, const std::vector<doub
     }
     out.gpus.push_back(m);
   }
+  out.cells = cells_;
   return out;
 }
 

@@ -1,13 +1,42 @@
 #pragma once
-// Metrics of a dispatcher: per-service queueing delay and run time, per-GPU occupancy.
-// MetricsRecorder accumulates them; it is not thread-safe (the dispatcher calls it under its
-// lock). Snapshot() returns plain values readable from C++ and, through the C ABI, from C.
+// Metrics of a dispatcher: per-service queueing delay and run time, per-GPU occupancy, and per
+// (service, GPU) histograms of latency and queue wait (issue 42), from which p50 and p99 are
+// computed (prometheus_text.h renders them). MetricsRecorder accumulates them; it is not
+// thread-safe (the dispatcher calls it under its lock). Snapshot() returns plain values
+// readable from C++ and, through the C ABI, from C. Memory is fixed at construction: a
+// histogram has kHistogramBoundsMs.size() + 1 counters, whatever it counts.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace gpusched::dispatch {
+
+// Fixed log-spaced bucket bounds (upper, inclusive), ms: 1-2-5 per decade, 0.1 ms to 60 s. A
+// quantile read from them is known within its bucket: a factor of 2 or 2.5.
+inline constexpr std::array<double, 18> kHistogramBoundsMs = {
+    0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 60000};
+
+// Observations per bucket: counts[i] for values <= kHistogramBoundsMs[i] (and above the bound
+// before), counts.back() for values above the last bound. Not cumulative.
+struct Histogram {
+  std::array<uint64_t, kHistogramBoundsMs.size() + 1> counts{};
+  uint64_t count = 0;
+  double sum_ms = 0;
+  void Add(double ms);
+  // The q-quantile (0 < q <= 1), interpolated linearly inside its bucket (as Prometheus'
+  // histogram_quantile does); 0 when empty; the last finite bound when it lies above it.
+  double Quantile(double q) const;
+};
+
+// The histograms of the requests of one service that ran on one GPU.
+struct LatencyCell {
+  int service = 0;
+  int gpu = 0;
+  Histogram latency;     // arrival -> released (queue wait + run), ms
+  Histogram queue_wait;  // arrival -> GPU granted, ms
+};
 
 struct ServiceMetrics {
   std::string name;
@@ -20,6 +49,11 @@ struct ServiceMetrics {
   double run_ms_mean = 0;     // GPU granted -> Complete
   double run_ms_max = 0;
   double cost_time_ms = 0;    // the current learned cost (claim 6)
+  uint64_t timeouts = 0;      // acquires ended by their deadline or acquire_timeout (filled in
+                              // by the C ABI, which sees them; 0 from Snapshot)
+  // completed and failed of every process sharing the marks (issue 42: the metrics text);
+  // without shared marks, completed and failed.
+  uint64_t all_completed = 0, all_failed = 0;
 };
 
 struct GpuMetrics {
@@ -35,6 +69,7 @@ struct DispatchMetrics {
   double elapsed_ms = 0;
   std::vector<ServiceMetrics> services;
   std::vector<GpuMetrics> gpus;
+  std::vector<LatencyCell> cells;  // service-major: cells[service * gpus.size() + gpu]
 };
 
 class MetricsRecorder {
@@ -64,6 +99,7 @@ class MetricsRecorder {
   int64_t start_ns_;
   std::vector<Service> services_;
   std::vector<Gpu> gpus_;
+  std::vector<LatencyCell> cells_;  // as DispatchMetrics::cells
 };
 
 }  // namespace gpusched::dispatch

@@ -271,7 +271,7 @@ StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& optio
   });
   StoreLock lock(*store_);
   GS_RETURN_IF_ERROR(lock.status());
-  const int64_t requested_ns = clock_.NowNs();
+  const int64_t requested_ns = options.requested_ns > 0 ? options.requested_ns : clock_.NowNs();
   for (int attempt = 1;; ++attempt) {
     const int64_t now_ns = clock_.NowNs();
     if (shut_down_ || (options.cancel != nullptr && options.cancel->cancelled())) {
@@ -328,9 +328,13 @@ Status GpuschedPolicy::Release(const Lease& lease, Outcome outcome) {
     for (; i < last; ++i) g.running[i] = g.running[i + 1];
   }
   if (outcome == Outcome::kFailed) metrics_.OnFailed(granted.service);
-  metrics_.OnComplete(granted.service, granted.gpu,
-                      static_cast<double>(granted.granted_ns - granted.requested_ns) / 1e6,
-                      static_cast<double>(now_ns - granted.granted_ns) / 1e6, now_ns);
+  const double queue_ms = static_cast<double>(granted.granted_ns - granted.requested_ns) / 1e6;
+  const double run_ms = static_cast<double>(now_ns - granted.granted_ns) / 1e6;
+  metrics_.OnComplete(granted.service, granted.gpu, queue_ms, run_ms, now_ns);
+  if (SharedMetricsTable* shared = store_->shared_metrics()) {  // issue 42: every process's
+    SharedServiceMetrics* s = ClaimSharedService(*shared, config_.services[granted.service].name);
+    if (s != nullptr) RecordShared(*s, granted.gpu, queue_ms, run_ms, outcome == Outcome::kFailed);
+  }
   store_->NotifyAll();
   return Status::Ok();
 }
@@ -396,7 +400,9 @@ DispatchMetrics GpuschedPolicy::Metrics() const {
   for (size_t i = 0; i < config_.services.size(); ++i) {
     costs.push_back(costs_.cost_exact_ms(static_cast<int>(i)));
   }
-  return metrics_.Snapshot(clock_.NowNs(), costs);
+  DispatchMetrics m = metrics_.Snapshot(clock_.NowNs(), costs);
+  if (const SharedMetricsTable* shared = store_->shared_metrics()) OverlaySharedMetrics(*shared, m);
+  return m;
 }
 
 double GpuschedPolicy::cost_time_ms(int service) const {

@@ -39,7 +39,10 @@
 // Where the marks live: a MarkStore (mark_store.h). By default this process's memory; with a
 // SharedMarkStore (shared_marks.h) a shared-memory segment that every process opening the same
 // name uses, so marks, co-runners, GPUs out of service and tickets are one set for the whole
-// machine. Costs, metrics and the leases to be released stay per process.
+// machine. Costs, metrics and the leases to be released stay per process, except the released
+// and failed requests and the latency and queue-wait histograms of each service, which go to
+// the segment's SharedMetricsTable too (issue 42), so Metrics() reports every process's in
+// all_completed, all_failed and the histograms (completed, failed and the rest: this one's).
 //
 // Thread-safety: safe for any number of threads; all state lives under the store's lock.
 

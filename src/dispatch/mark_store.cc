@@ -37,4 +37,40 @@ void LocalMarkStore::NotifyAll() {
   cv_.notify_all();
 }
 
+SharedServiceMetrics* ClaimSharedService(SharedMetricsTable& t, const std::string& name) {
+  if (name.empty() || name.size() >= static_cast<size_t>(kSharedServiceNameBytes)) return nullptr;
+  SharedServiceMetrics* free_slot = nullptr;
+  for (SharedServiceMetrics& s : t.services) {
+    if (std::strncmp(s.name, name.c_str(), kSharedServiceNameBytes) == 0) return &s;
+    if (s.name[0] == '\0' && free_slot == nullptr) free_slot = &s;
+  }
+  if (free_slot != nullptr) std::memcpy(free_slot->name, name.c_str(), name.size() + 1);
+  return free_slot;
+}
+
+void RecordShared(SharedServiceMetrics& s, int gpu, double queue_ms, double run_ms, bool failed) {
+  s.completed++;
+  if (failed) s.failed++;
+  s.latency[gpu].Add(queue_ms + run_ms);
+  s.queue_wait[gpu].Add(queue_ms);
+}
+
+void OverlaySharedMetrics(const SharedMetricsTable& t, DispatchMetrics& m) {
+  const size_t gpus = m.gpus.size();
+  for (size_t i = 0; i < m.services.size(); ++i) {
+    for (const SharedServiceMetrics& s : t.services) {
+      if (s.name[0] == '\0' ||
+          std::strncmp(s.name, m.services[i].name.c_str(), kSharedServiceNameBytes) != 0) {
+        continue;
+      }
+      m.services[i].all_completed = s.completed;
+      m.services[i].all_failed = s.failed;
+      for (size_t g = 0; g < gpus; ++g) {
+        m.cells[i * gpus + g].latency = s.latency[g];
+        m.cells[i * gpus + g].queue_wait = s.queue_wait[g];
+      }
+    }
+  }
+}
+
 }  // namespace gpusched::dispatch

@@ -13,10 +13,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <condition_variable>
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "dispatch/dispatch_metrics.h"
 
 namespace gpusched::dispatch {
 
@@ -48,6 +50,35 @@ struct MarkTable {
   GpuSlots gpus[kMaxMarkGpus];
 };
 
+// Issue 42: the metrics every process sharing the marks adds to, so that each one's metrics
+// text gives the machine's figures: per service (matched by name) its released and failed
+// requests and, per GPU, its latency and queue-wait histograms. Fixed size: kMaxSharedServices
+// names of at most kSharedServiceNameBytes - 1 bytes; a service beyond them (or with a longer
+// name) keeps per-process figures. Plain data, zero = empty.
+inline constexpr int kMaxSharedServices = 32;
+inline constexpr int kSharedServiceNameBytes = 64;
+
+struct SharedServiceMetrics {
+  char name[kSharedServiceNameBytes];  // NUL-terminated; "" = a free slot
+  uint64_t completed;
+  uint64_t failed;
+  Histogram latency[kMaxMarkGpus];
+  Histogram queue_wait[kMaxMarkGpus];
+};
+
+struct SharedMetricsTable {
+  SharedServiceMetrics services[kMaxSharedServices];
+};
+
+// REQUIRES: the table's store locked. The slot of `name`, claimed when absent; null when every
+// slot is taken or the name does not fit.
+SharedServiceMetrics* ClaimSharedService(SharedMetricsTable& t, const std::string& name);
+// REQUIRES: locked. Adds one released request to `s` (as MetricsRecorder::OnComplete does).
+void RecordShared(SharedServiceMetrics& s, int gpu, double queue_ms, double run_ms, bool failed);
+// REQUIRES: locked. Replaces, in `m`, the figures the table holds for m's services
+// (all_completed, all_failed, the cells' histograms) with the table's: every process's.
+void OverlaySharedMetrics(const SharedMetricsTable& t, DispatchMetrics& m);
+
 // Sets up an empty table of `gpu_count` GPUs, all in service, as of `now_ns`.
 void InitMarkTable(MarkTable& t, int gpu_count, int64_t now_ns);
 
@@ -69,6 +100,8 @@ class MarkStore {
   // REQUIRES: locked. Drops the leases of processes that no longer exist; returns how many.
   // A no-op for a local store.
   virtual int ReclaimDead() { return 0; }
+  // REQUIRES: locked. The metrics shared with the other processes; null for a local store.
+  virtual SharedMetricsTable* shared_metrics() { return nullptr; }
 };
 
 // The table in this process, locked by a std::mutex; waits go through `clock`, so FakeClock

@@ -37,6 +37,10 @@ struct AcquireOptions {
   // This request's expected run time on an idle GPU, in ms (a model server often knows it from
   // the input size); 0: its service's learned cost. Used by the gpusched policy only.
   double expected_ms = 0;
+  // When the request arrived (ns, the dispatcher's clock), if before this call: a queued
+  // asynchronous request's submit time, so its lease's requested_ns and queue wait count the
+  // time it queued. 0: now.
+  int64_t requested_ns = 0;
 };
 
 // A release of `lease` against the lease `granted` under its ticket: InvalidArgument naming

@@ -125,7 +125,7 @@ StatusOr<Lease> RealtimeDispatcher::Acquire(int service, const AcquireOptions& o
     return InvalidArgument("service: index " + std::to_string(service) + " out of range");
   }
   const ServiceConfig& s = config_.services[service];
-  const int64_t requested_ns = clock_.NowNs();
+  const int64_t requested_ns = options.requested_ns > 0 ? options.requested_ns : clock_.NowNs();
   // A cancel wakes the wait between rounds (taking mu_ first, so no wake-up is lost).
   CancelSubscription subscription(options.cancel, [this] {
     std::lock_guard lock(mu_);

@@ -28,12 +28,13 @@ struct SharedSegment {
   std::atomic<uint32_t> futex_word;  // bumped by NotifyAll; waiters sleep on it
   pthread_mutex_t mu;
   MarkTable table;
+  SharedMetricsTable metrics;  // layout 2 (issue 42); zero-filled by ftruncate at creation
 };
 
 namespace {
 
 constexpr uint64_t kMagic = 0x6770757363686d6bULL;  // "gpuschmk"
-constexpr uint32_t kLayout = 1;
+constexpr uint32_t kLayout = 2;  // 2: the shared metrics (issue 42)
 constexpr int kOpenWaitMs = 2000;  // how long to wait for another process to finish creating
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -169,6 +170,8 @@ SharedMarkStore::SharedMarkStore(SharedSegment* segment, std::string name)
 SharedMarkStore::~SharedMarkStore() { munmap(segment_, sizeof(SharedSegment)); }
 
 MarkTable& SharedMarkStore::table() { return segment_->table; }
+
+SharedMetricsTable* SharedMarkStore::shared_metrics() { return &segment_->metrics; }
 
 Status SharedMarkStore::Lock() {
   const int r = pthread_mutex_lock(&segment_->mu);

@@ -47,6 +47,7 @@ class SharedMarkStore final : public MarkStore {
   Status Wait(DurationMs max_ms) override;
   void NotifyAll() override;
   int ReclaimDead() override;
+  SharedMetricsTable* shared_metrics() override;
 
   // How many times a dead holder's lock was repaired through this store (tests).
   int repairs() const { return repairs_; }

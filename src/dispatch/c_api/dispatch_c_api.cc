@@ -5,7 +5,13 @@
 // catches exceptions: none may cross the ABI.
 #include "gpusched_c.h"
 
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -15,11 +21,13 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "dispatch/c_api/async_requests.h"
 #include "dispatch/c_api/c_status.h"
 #include "dispatch/c_api/call_gate.h"
 #include "dispatch/c_api/handle_registry.h"
 #include "dispatch/cancel_token.h"
 #include "dispatch/gpusched_policy.h"
+#include "dispatch/prometheus_text.h"
 #include "dispatch/realtime_dispatcher.h"
 #include "dispatch/shared_marks.h"
 #include "dispatch/sim_device.h"
@@ -49,6 +57,9 @@ struct gpusched_dispatcher {
   int acquiring = 0;      // acquires inside the policy (a grant not yet in a map above)
   bool draining = false;  // gpusched_dispatcher_drain was called: nothing is granted, for good
   std::condition_variable leases_cv;  // notified when a lease comes back or an acquire ends
+  int64_t acquire_timeout_ms = 0;     // the options', for queued asynchronous requests
+  std::vector<uint64_t> timeouts;     // under mu, by service: blocking acquires timed out
+  std::unique_ptr<gpusched::capi::AsyncRequests> async;  // gpusched_dispatcher_acquire_async
 };
 
 struct gpusched_cancel {
@@ -232,6 +243,7 @@ struct AcquireFailure {
   bool drained = false;  // refused or ended by a drain: GPUSCHED_E_DRAINING
   bool cancelled = false;
   bool deadline_passed = false;
+  int service = -1;  // its index, once known
 };
 
 // Acquire through the policy, counted for gpusched_dispatcher_drain: refused when draining;
@@ -328,6 +340,7 @@ Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireReq
                              "gpusched_dispatcher_acquire_ex", cancel_pass));
   }
   GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+  failure.service = index;
   AcquireOptions options;
   options.cancel = r.cancel != nullptr ? &r.cancel->token : nullptr;
   options.expected_ms = r.expected_ms;
@@ -338,6 +351,11 @@ Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireReq
   if (!l.ok()) {
     failure.cancelled = r.cancel != nullptr && r.cancel->token.cancelled();
     failure.deadline_passed = r.deadline_ms > 0 && d->clock.NowNs() >= options.deadline_ns;
+    if (l.status().code() == gpusched::StatusCode::kUnavailable && !r.try_only &&
+        !failure.cancelled && !failure.drained) {
+      std::lock_guard lock(d->mu);  // a deadline or acquire_timeout: a timeout in the metrics
+      d->timeouts[index]++;
+    }
     return l.status();
   }
   *out = ToC(*l);
@@ -369,6 +387,46 @@ int AcquireC(gpusched_dispatcher* d, const char* service, const AcquireRequest& 
   return rc;
 }
 
+
+// One try of a queued asynchronous request: a round that never waits, counted like any acquire
+// (its lease goes into api_tickets: the caller releases it).
+gpusched::capi::AsyncTry TryGrantAsync(gpusched_dispatcher* d, const gpusched::capi::AsyncRequest& r) {
+  AcquireOptions options;
+  options.expected_ms = r.expected_ms;
+  options.requested_ns = r.requested_ns;
+  options.deadline_ns = d->clock.NowNs();  // one round
+  AcquireFailure failure;
+  StatusOr<Lease> l = CountedAcquire(d, r.service, options, /*run=*/false, failure);
+  gpusched::capi::AsyncTry t;
+  if (l.ok()) {
+    t.code = 0;
+    t.lease = *l;
+  } else if (failure.drained) {
+    t.code = GPUSCHED_E_DRAINING;
+    t.message = "acquire_async: the dispatcher is draining (gpusched_dispatcher_drain); no "
+                "lease is granted any more";
+  } else if (l.status().code() != gpusched::StatusCode::kUnavailable) {
+    t.code = static_cast<int>(l.status().code());
+    t.message = "acquire_async: " + l.status().ToString();
+  }  // else busy: stays queued
+  return t;
+}
+
+// Retries the queued asynchronous requests: capacity may have freed. REQUIRES: d->mu not held.
+void PumpAsync(gpusched_dispatcher* d) {
+  d->async->Pump([d](const gpusched::capi::AsyncRequest& r) { return TryGrantAsync(d, r); });
+}
+
+void ToC(const gpusched::capi::AsyncCompletion& c, gpusched_async_result& out) {
+  out = {};
+  out.request = c.id;
+  out.status = c.code;
+  if (c.code == 0) out.lease = ToC(c.lease);
+  const size_t n = std::min(c.message.size(), sizeof out.message - 1);
+  std::memcpy(out.message, c.message.data(), n);
+  out.message[n] = '\0';
+}
+
 }  // namespace
 
 extern "C" {
@@ -396,6 +454,11 @@ int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
     auto d = std::make_unique<gpusched_dispatcher>();
     GS_ASSIGN_OR_RETURN(d->dispatcher,
                         MakeDispatcher(policy, shared_marks, *options, std::move(list), d->clock));
+    d->acquire_timeout_ms = options->acquire_timeout_ms;
+    d->timeouts.assign(static_cast<size_t>(service_count), 0);
+    // Shared marks: capacity may free in another process, which no Pump here sees.
+    GS_ASSIGN_OR_RETURN(d->async, gpusched::capi::AsyncRequests::Create(
+                                      d->clock, shared_marks != nullptr ? 100 : 0));
     AddHandle(d.get(), HandleKind::kDispatcher);
     *out = d.release();
     return Status::Ok();
@@ -414,13 +477,17 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
   const int rc = Guard([&]() -> Status {
     {
       GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_destroy");  // held until the shutdown
-      std::lock_guard lock(d->mu);
-      if (!d->api_tickets.empty()) {
-        return gpusched::FailedPrecondition(
-            "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
-            " lease(s) still out; release them first (the dispatcher stays usable)");
+      {
+        std::lock_guard lock(d->mu);
+        if (!d->api_tickets.empty()) {
+          return gpusched::FailedPrecondition(
+              "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
+              " lease(s) still out; release them first (the dispatcher stays usable)");
+        }
+        d->dispatcher->Shutdown(true);  // waiting acquires fail
       }
-      d->dispatcher->Shutdown(true);  // waiting acquires fail
+      PumpAsync(d);      // queued asynchronous requests fail (FAILED_PRECONDITION)
+      d->async->Wake();  // a gpusched_dispatcher_wait_async returns, so CloseHandle can finish
     }
     GS_RETURN_IF_ERROR(CloseHandle(d, HandleKind::kDispatcher, "dispatcher", "gpusched_dispatcher_destroy"));
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
@@ -452,6 +519,13 @@ int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
     d->dispatcher->Shutdown(stop == 1);
     return Status::Ok();
   });
+  if (rc == 0 && stop == 1) {  // queued asynchronous requests fail, as waiting acquires do
+    (void)Guard([&]() -> Status {
+      GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_shutdown");
+      PumpAsync(d);
+      return Status::Ok();
+    });
+  }
   return drained ? DrainingError("gpusched_dispatcher_shutdown(stop = 0)") : rc;
 }
 
@@ -477,16 +551,19 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
     GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
     if (!lease) return Null("lease");
     GS_ASSIGN_OR_RETURN(Outcome o, ToOutcome(outcome));
-    std::lock_guard lock(d->mu);  // keeps api_tickets in step with the dispatcher's leases
-    if (!d->api_tickets.contains(lease->ticket)) {  // a run's lease is not the caller's either
-      return gpusched::NotFound("lease: ticket " + std::to_string(lease->ticket) +
-                                " is not outstanding on this dispatcher (released already, "
-                                "never granted by gpusched_dispatcher_acquire, or another "
-                                "dispatcher's)");
+    {
+      std::lock_guard lock(d->mu);  // keeps api_tickets in step with the dispatcher's leases
+      if (!d->api_tickets.contains(lease->ticket)) {  // a run's lease is not the caller's either
+        return gpusched::NotFound("lease: ticket " + std::to_string(lease->ticket) +
+                                  " is not outstanding on this dispatcher (released already, "
+                                  "never granted by gpusched_dispatcher_acquire, or another "
+                                  "dispatcher's)");
+      }
+      GS_RETURN_IF_ERROR(d->dispatcher->Release(FromC(*lease), o));
+      d->api_tickets.erase(lease->ticket);
+      d->leases_cv.notify_all();  // a drain may be waiting for it
     }
-    GS_RETURN_IF_ERROR(d->dispatcher->Release(FromC(*lease), o));
-    d->api_tickets.erase(lease->ticket);
-    d->leases_cv.notify_all();  // a drain may be waiting for it
+    PumpAsync(d);  // the freed capacity goes to the oldest queued asynchronous request
     return Status::Ok();
   });
 }
@@ -509,7 +586,9 @@ int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusche
       throw;
     }
     if (fn_result) *fn_result = r;
-    return ReleaseRunLease(d, lease, r == 0 ? Outcome::kSucceeded : Outcome::kFailed);
+    const Status released = ReleaseRunLease(d, lease, r == 0 ? Outcome::kSucceeded : Outcome::kFailed);
+    PumpAsync(d);
+    return released;
   });
   if (rc != 0 && failure.drained) return DrainingError("gpusched_dispatcher_run");
   if (rc != 0 || r == 0) return rc;
@@ -528,9 +607,13 @@ int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms) {
       return gpusched::InvalidArgument("deadline_ms: must be >= 0 (0: do not wait), got " +
                                        std::to_string(deadline_ms));
     }
+    {
+      std::lock_guard lock(d->mu);
+      d->draining = true;
+      d->dispatcher->Shutdown(true);  // the acquires waiting now fail (once: CountedAcquire)
+    }
+    PumpAsync(d);  // so do the queued asynchronous requests, each once
     std::unique_lock lock(d->mu);
-    d->draining = true;
-    d->dispatcher->Shutdown(true);  // the acquires waiting now fail (once: CountedAcquire)
     const bool idle = d->clock.WaitFor(lock, d->leases_cv, deadline_ms, [d] {
       return d->api_tickets.empty() && d->run_tickets.empty() && d->acquiring == 0;
     });
@@ -563,7 +646,9 @@ int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int
     if (enabled != 0 && enabled != 1) {
       return gpusched::InvalidArgument("enabled: must be 0 or 1, got " + std::to_string(enabled));
     }
-    return d->dispatcher->SetGpuEnabled(gpu, enabled == 1);
+    GS_RETURN_IF_ERROR(d->dispatcher->SetGpuEnabled(gpu, enabled == 1));
+    if (enabled == 1) PumpAsync(d);
+    return Status::Ok();
   });
 }
 
@@ -736,6 +821,109 @@ int gpusched_sim_devices_scale(gpusched_sim_devices* s, int32_t gpu, float* host
     (void)dev.ReleaseStream(*stream);
     (void)dev.Free(buf);
     return st.ok() ? sync : st;
+  });
+}
+
+int gpusched_dispatcher_acquire_async(gpusched_dispatcher* d, const char* service,
+                                      int64_t deadline_ms, double expected_ms,
+                                      uint64_t* request_out) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_acquire_async");
+    if (!request_out) return Null("request_out");
+    gpusched_lease unused;  // CheckAcquireArgs checks an out pointer; the result comes later
+    GS_RETURN_IF_ERROR(CheckAcquireArgs(service, &unused, {deadline_ms, nullptr, expected_ms}));
+    GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+    gpusched::capi::AsyncRequest r;
+    r.service = index;
+    r.expected_ms = expected_ms;
+    r.requested_ns = d->clock.NowNs();
+    if (deadline_ms > 0) r.deadline_ns = r.requested_ns + deadline_ms * 1'000'000;
+    const int64_t timeout_ns =
+        d->acquire_timeout_ms > 0 ? r.requested_ns + d->acquire_timeout_ms * 1'000'000 : 0;
+    if (timeout_ns > 0 && (r.deadline_ns == 0 || timeout_ns < r.deadline_ns)) {
+      r.deadline_ns = timeout_ns;
+      r.deadline_is_timeout = true;
+    }
+    *request_out = d->async->Submit(
+        r, [d](const gpusched::capi::AsyncRequest& q) { return TryGrantAsync(d, q); });
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_event_fd(gpusched_dispatcher* d, int32_t* fd_out) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_event_fd");
+    if (!fd_out) return Null("fd_out");
+    *fd_out = d->async->fd();
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_poll_async(gpusched_dispatcher* d, gpusched_async_result* out,
+                                   size_t cap, size_t* n_out) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_poll_async", /*allowed_while_closing=*/true);
+    if (!out) return Null("out");
+    if (!n_out) return Null("n_out");
+    if (cap < 1) return gpusched::InvalidArgument("cap: must be >= 1, got 0");
+    const std::vector<gpusched::capi::AsyncCompletion> done = d->async->Take(
+        cap, [d](const gpusched::capi::AsyncRequest& q) { return TryGrantAsync(d, q); });
+    for (size_t i = 0; i < done.size(); ++i) ToC(done[i], out[i]);
+    *n_out = done.size();
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_cancel_async(gpusched_dispatcher* d, uint64_t request) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_cancel_async");
+    GS_RETURN_IF_ERROR(d->async->Cancel(request));
+    PumpAsync(d);  // the cancelled request may have been the one holding the queue
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_wait_async(gpusched_dispatcher* d, int64_t timeout_ms, int32_t* ready) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_wait_async");
+    if (timeout_ms < 0 || timeout_ms > INT_MAX) {
+      return gpusched::InvalidArgument("timeout_ms: must be in [0, 2147483647], got " +
+                                       std::to_string(timeout_ms));
+    }
+    pollfd p{d->async->fd(), POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(timeout_ms));
+    if (n < 0 && errno != EINTR) {
+      return gpusched::Internal(std::string("wait_async: poll failed: ") + std::strerror(errno));
+    }
+    if (ready) *ready = n > 0 ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+int gpusched_dispatcher_metrics_text(gpusched_dispatcher* d, char* buf, size_t cap,
+                                     size_t* len_out) {
+  return Guard([&]() -> Status {
+    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_metrics_text");
+    if (!len_out) return Null("len_out");
+    if (!buf && cap > 0) return Null("buf (with cap > 0)");
+    DispatchMetrics m = d->dispatcher->Metrics();
+    std::vector<uint64_t> timeouts;
+    {
+      std::lock_guard lock(d->mu);
+      timeouts = d->timeouts;
+    }
+    for (size_t s = 0; s < m.services.size(); ++s) {  // not under d->mu: the async lock comes first
+      m.services[s].timeouts = timeouts[s] + d->async->expired(static_cast<int>(s));
+    }
+    const std::string text = PrometheusText(m);
+    *len_out = text.size();
+    if (cap < text.size() + 1) {
+      return gpusched::ResourceExhausted(
+          "cap: " + std::to_string(cap) + " bytes is too small; the metrics text needs " +
+          std::to_string(text.size() + 1) + " (its length, in *len_out, plus the NUL)");
+    }
+    std::memcpy(buf, text.c_str(), text.size() + 1);
+    return Status::Ok();
   });
 }
 

@@ -49,6 +49,10 @@
  * GPUSCHED_E_DRAINING) and gpusched_dispatcher_try_acquire (GPUSCHED_E_BUSY); and a
  * behaviour change of gpusched_dispatcher_run: a fn that fails now makes it return
  * GPUSCHED_E_RUN_FAILED (it returned 0 before; the lease was and is released as failed).
+ * Then, with symbol version GPUSCHED_C_1.3: the asynchronous acquire
+ * (gpusched_dispatcher_acquire_async, _event_fd, _poll_async, _cancel_async, _wait_async and
+ * gpusched_async_result). A queued lease's requested_ns is now when it was queued. And the
+ * metrics as Prometheus text with latency histograms: gpusched_dispatcher_metrics_text.
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -146,7 +150,10 @@ int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
  *   (at most 64). A process killed while holding the segment's lock does not block the
  *   others: the next one repairs it and reclaims the dead process's leases (its running
  *   leases also when a waiter times out, within 100 ms). The segment persists until
- *   gpusched_shared_marks_unlink. Costs and metrics stay per process.
+ *   gpusched_shared_marks_unlink. Costs and metrics stay per process, except the figures of
+ *   gpusched_dispatcher_metrics_text's histograms and requests and failures counters, which
+ *   every process adds to in the segment (issue 42; up to 32 service names, matched by name;
+ *   gpusched_dispatcher_service_metrics stays this process's).
  *   GPUSCHED_E_UNAVAILABLE when the OS refuses the segment (the message says why). */
 int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
                                   const gpusched_dispatcher_options* options,
@@ -268,6 +275,76 @@ int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms);
 int gpusched_dispatcher_try_acquire(gpusched_dispatcher* d, const char* service,
                                     gpusched_lease* out);
 
+/* ---- Asynchronous acquire (symbol version GPUSCHED_C_1.3, issue 42) ----
+ *
+ * An acquire that waits in a queue instead of on a thread: an event loop with thousands of
+ * queued requests needs no thread per request. gpusched_dispatcher_acquire_async queues a
+ * request and returns its id at once; the request completes (granted, or failed with a code)
+ * later, and its result is taken with gpusched_dispatcher_poll_async. One file descriptor per
+ * dispatcher (gpusched_dispatcher_event_fd) is readable while results wait to be taken: give it
+ * to poll/epoll/select or an event loop (asyncio's add_reader), or block on it with
+ * gpusched_dispatcher_wait_async. Do not read() it: poll_async clears it.
+ *
+ * When a request completes: it is tried at once when queued behind no other asynchronous
+ * request; then, oldest first, whenever capacity may have freed: at each release (through
+ * gpusched_dispatcher_release or a run's end), gpusched_dispatcher_set_gpu_enabled, and at each
+ * poll_async (with shared marks the fd also fires every 100 ms while requests are queued, so a
+ * release in another process is seen). Asynchronous requests are granted in FIFO order: never
+ * one before an older one still queued. Blocking acquires are not in that queue; they and the
+ * queue's oldest request take freed capacity in whatever order they reach the policy. With the
+ * literal policy a queued request is retried at those moments, not every try_time_ms, and
+ * never grabs directly (claim 3): only the gpusched policy (the default) suits async use.
+ *
+ * How a request ends (status in its gpusched_async_result): 0 with a lease (release it as
+ * any lease); GPUSCHED_E_DEADLINE_EXCEEDED when its deadline_ms passed; GPUSCHED_E_UNAVAILABLE
+ * when the dispatcher's acquire_timeout_ms passed; GPUSCHED_E_CANCELLED after
+ * gpusched_dispatcher_cancel_async; GPUSCHED_E_DRAINING, once, when the dispatcher is drained;
+ * GPUSCHED_E_FAILED_PRECONDITION after gpusched_dispatcher_shutdown(d, 1) or during
+ * gpusched_dispatcher_destroy. Timeouts are measured on the monotonic clock and need no thread:
+ * the fd (a timerfd on CLOCK_MONOTONIC) fires at the earliest deadline and the poll that
+ * follows ends the request. No call here starts a thread.
+ *
+ * Destroy: queued requests fail with GPUSCHED_E_FAILED_PRECONDITION; destroy then frees them
+ * with the dispatcher, unless it is refused (a lease still out, one granted to an async
+ * request and not yet polled included): then they wait to be polled. */
+typedef struct {
+  uint64_t request;       /* the id gpusched_dispatcher_acquire_async gave */
+  int32_t status;         /* 0: granted, `lease` is valid; else a GPUSCHED_E_* code */
+  int32_t reserved;
+  gpusched_lease lease;   /* when status == 0 */
+  char message[256];      /* when status != 0: why (NUL-terminated, truncated to fit) */
+} gpusched_async_result;
+
+/* Queues a request of `service` and returns at once; *request_out receives its id (unique in
+ * the dispatcher, never 0). deadline_ms, expected_ms: as gpusched_dispatcher_acquire_ex (0: no
+ * deadline beyond acquire_timeout_ms; 0: the service's cost). Errors here (nothing queued):
+ * GPUSCHED_E_INVALID_ARGUMENT (NULL service or request_out, negative deadline_ms, bad
+ * expected_ms), GPUSCHED_E_NOT_FOUND (unknown service). A request refused later (draining,
+ * shutdown) completes with that code instead; its result is polled like any other. */
+int gpusched_dispatcher_acquire_async(gpusched_dispatcher* d, const char* service,
+                                      int64_t deadline_ms, double expected_ms,
+                                      uint64_t* request_out);
+
+/* The dispatcher's completion fd (>= 0) in *fd_out: readable while results wait. It belongs to
+ * the dispatcher (closed by destroy); never read or close it. */
+int gpusched_dispatcher_event_fd(gpusched_dispatcher* d, int32_t* fd_out);
+
+/* Takes up to `cap` (>= 1) results, oldest first, into out[0, *n_out); *n_out = 0 when none.
+ * Each result is returned once, to one caller. Also ends the requests whose deadline passed
+ * and grants queued ones where capacity freed. */
+int gpusched_dispatcher_poll_async(gpusched_dispatcher* d, gpusched_async_result* out,
+                                   size_t cap, size_t* n_out);
+
+/* Ends queued request `request`: it completes with GPUSCHED_E_CANCELLED (poll its result).
+ * GPUSCHED_E_NOT_FOUND when it is not queued: completed already (its result, perhaps a lease
+ * to release, is or was polled) or never given by this dispatcher. */
+int gpusched_dispatcher_cancel_async(gpusched_dispatcher* d, uint64_t request);
+
+/* Blocks until results wait to be taken or timeout_ms (0 to 2^31-1) passed; *ready (may be
+ * NULL) = 1 when the fd is readable, 0 on timeout. For a binding without an event loop (Java's
+ * poller thread). May return ready with nothing to poll (destroy wakes it). */
+int gpusched_dispatcher_wait_async(gpusched_dispatcher* d, int64_t timeout_ms, int32_t* ready);
+
 /* The signal mark of one GPU: the literal policy's lock owner and fin_time (claim 4), or the
  * gpusched policy's lease expected to finish last and that time (owner 0: idle, fin_time now).
  * Times are ms of the clock the policy runs on. */
@@ -302,6 +379,23 @@ int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* serv
                                         gpusched_service_metrics* out);
 int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
                                     gpusched_gpu_metrics* out);
+
+/* The dispatcher's metrics as Prometheus text exposition format 0.0.4 (symbol version
+ * GPUSCHED_C_1.3, issue 42), NUL-terminated in buf[0, cap); *len_out = its length without the
+ * NUL. Per service and GPU, histograms of latency (arrival -> release) and queue wait (arrival
+ * -> grant), buckets 0.1 ms to 60 s in 1-2-5 steps, from which p50 and p99 are computed
+ * (histogram_quantile); per service, counters of requests, failures, timeouts (an acquire's
+ * deadline_ms or acquire_timeout_ms, asynchronous ones included) and give-ups, and the learned
+ * cost; per GPU, leases running and busy time. Names start gpusched_dispatch_; times are
+ * seconds; service names are escaped as label values. Every family has HELP and TYPE lines.
+ * With shared marks (gpusched policy), the histograms and the requests and failures counters
+ * are every process's on the segment (each process reports the same figures: scrape one); the
+ * timeouts, give-ups, cost and GPU figures stay this process's.
+ * When cap < *len_out + 1 (buf may be NULL with cap 0, to ask for the size):
+ * GPUSCHED_E_RESOURCE_EXHAUSTED naming both sizes, *len_out set, buf untouched. The text may
+ * grow between two calls: allocate a little more, or loop. */
+int gpusched_dispatcher_metrics_text(gpusched_dispatcher* d, char* buf, size_t cap,
+                                     size_t* len_out);
 
 /* ---- Simulated devices (dispatch/sim_device.h) on the real clock ---- */
 

@@ -2,7 +2,8 @@
 # (versioned SONAME, only gpusched_* exported, headers, gpusched.pc), builds SOURCE with nothing
 # but `pkg-config --cflags --libs gpusched` and runs it; with PYTHON, imports the installed
 # package without GPUSCHED_C_LIB, so its loader must find the library next to itself; with JAVA
-# (and JNA_JAR, JNI_DIR), loads the library through the installed jar the same way.
+# (and JNA_JAR, JNI_DIR), loads the library through the installed jar the same way. Each of the
+# three also runs an asynchronous acquire (issue 42) through the installed library.
 file(REMOVE_RECURSE ${PREFIX})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX}
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -29,6 +30,9 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 message(STATUS "libgpusched_c.so.1 exports ${exported} gpusched_* symbols")
+if(NOT symbols MATCHES " gpusched_dispatcher_acquire_async@@GPUSCHED_C_1\\.3\n")
+  message(FATAL_ERROR "gpusched_dispatcher_acquire_async is not exported as GPUSCHED_C_1.3")
+endif()
 
 execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${PREFIX}/lib/pkgconfig
                         ${PKG_CONFIG} --cflags --libs gpusched
@@ -53,7 +57,7 @@ if(PYTHON)
   execute_process(
     COMMAND ${CMAKE_COMMAND} -E env --unset=GPUSCHED_C_LIB
             PYTHONPATH=${PREFIX}/lib/python3/dist-packages ${PYTHON} -c
-            "import gpusched; d = gpusched.Dispatcher(1, [gpusched.Service('s')]); d.close(); print('installed python package OK')"
+            "import asyncio, gpusched; d = gpusched.Dispatcher(1, [gpusched.Service('s')]); d.release(asyncio.run(d.acquire_async('s'))); d.close(); print('installed python package OK, acquire_async too')"
     RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "the installed Python package could not load the installed library")
@@ -64,7 +68,7 @@ if(JAVA AND EXISTS ${PREFIX}/share/java/gpusched.jar)
   execute_process(
     COMMAND ${CMAKE_COMMAND} -E env --unset=GPUSCHED_C_LIB
             ${JAVA} -Djna.boot.library.path=${JNI_DIR}
-            -cp ${JNA_JAR}:${PREFIX}/share/java/gpusched.jar io.gpusched.Version
+            -cp ${JNA_JAR}:${PREFIX}/share/java/gpusched.jar io.gpusched.Version --check-async
     RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "the installed jar could not load the installed library")

@@ -4,6 +4,7 @@ import com.sun.jna.Memory;
 import com.sun.jna.Pointer;
 import com.sun.jna.ptr.LongByReference;
 import com.sun.jna.ptr.PointerByReference;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A node-level dispatcher (gpusched_dispatcher_*), shared by threads: the gpusched policy by
@@ -47,6 +48,7 @@ public final class Dispatcher extends Handle {
   }
 
   private final String[] serviceNames;
+  private final AsyncRequests async = new AsyncRequests(this, lib);
 
   /** The gpusched policy, its marks in this process. */
   public Dispatcher(GpuschedLibrary lib, GpuschedLibrary.DispatcherOptions options,
@@ -87,6 +89,37 @@ public final class Dispatcher extends Handle {
   @Override
   protected void beforeWait(Pointer h) {
     lib.gpusched_dispatcher_shutdown(h, 1);
+    async.takeResults();  // the queued requests the shutdown ended (or a drain did)
+  }
+
+  /**
+   * As {@link Handle#close()}; the futures of {@link #acquireAsync} still waiting then complete
+   * exceptionally (E_FAILED_PRECONDITION, or E_DRAINING after {@link #drain}).
+   */
+  @Override
+  public void close() {
+    super.close();
+    if (isClosed()) async.failAll(closedCode(), closedWhy());
+  }
+
+  /** {@link #acquireAsync(String, long, double)} with no deadline and the service's cost. */
+  public CompletableFuture<GpuschedLibrary.Lease> acquireAsync(String service) {
+    return acquireAsync(service, 0, 0);
+  }
+
+  /**
+   * Queues a request in the library and returns at once; the future completes with the lease
+   * (release it as any lease) or exceptionally with a {@link GpuschedException}: code
+   * E_DEADLINE_EXCEEDED (deadlineMs passed), E_UNAVAILABLE (acquire_timeout_ms), E_DRAINING,
+   * E_FAILED_PRECONDITION (closed). No thread waits per request: one daemon poller thread per
+   * dispatcher completes every future, in FIFO order of the requests as leases are released.
+   * future.cancel(...) cancels the request (a lease granted meanwhile is released). Futures
+   * complete on the poller thread: chain long work with an executor (thenAcceptAsync).
+   * Arguments are checked at once (a GpuschedException is thrown here).
+   */
+  public CompletableFuture<GpuschedLibrary.Lease> acquireAsync(String service, long deadlineMs,
+                                                               double expectedMs) {
+    return async.submit(service, deadlineMs, expectedMs);
   }
 
   @Override
@@ -213,6 +246,25 @@ public final class Dispatcher extends Handle {
     GpuschedLibrary.ServiceMetrics m = new GpuschedLibrary.ServiceMetrics();
     call(false, h -> lib.gpusched_dispatcher_service_metrics(h, service, m));
     return m;
+  }
+
+  /**
+   * The metrics as Prometheus text exposition format 0.0.4: per service and GPU, latency and
+   * queue-wait histograms (p50/p99 with histogram_quantile), counters of requests, failures
+   * and timeouts (see gpusched_dispatcher_metrics_text in gpusched_c.h).
+   */
+  public String metricsText() {
+    LongByReference length = new LongByReference();
+    long size = 1 << 16;
+    while (true) {
+      Memory buf = new Memory(size);
+      int code = callRaw(false, h -> lib.gpusched_dispatcher_metrics_text(h, buf, buf.size(), length));
+      if (code != GpuschedLibrary.E_RESOURCE_EXHAUSTED) {
+        GpuschedException.check(lib, code);
+        return buf.getString(0, "UTF-8");
+      }
+      size = length.getValue() + 1 + 4096;  // it may grow before the next call
+    }
   }
 
   public GpuschedLibrary.GpuMetrics gpuMetrics(int gpu) {

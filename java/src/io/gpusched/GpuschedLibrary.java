@@ -172,6 +172,26 @@ public interface GpuschedLibrary extends Library {
   int gpusched_dispatcher_mark(Pointer d, int gpu, LongByReference owner,
                                LongByReference finTimeMs);
   int gpusched_dispatcher_set_gpu_enabled(Pointer d, int gpu, int enabled);
+  /** gpusched_async_result: one completed asynchronous request (GPUSCHED_C_1.3). */
+  @Structure.FieldOrder({"request", "status", "reserved", "lease", "message"})
+  class AsyncResult extends Structure {
+    public long request;
+    public int status;
+    public int reserved;
+    public Lease lease;
+    public byte[] message = new byte[256];
+  }
+
+  // Asynchronous acquire (symbol version GPUSCHED_C_1.3): see gpusched_c.h. size_t is a Java
+  // long here (LP64 Linux only, as the rest of this binding).
+  int gpusched_dispatcher_acquire_async(Pointer d, String service, long deadlineMs,
+                                        double expectedMs, LongByReference requestOut);
+  int gpusched_dispatcher_event_fd(Pointer d, IntByReference fdOut);
+  int gpusched_dispatcher_poll_async(Pointer d, AsyncResult out, long cap, LongByReference nOut);
+  int gpusched_dispatcher_cancel_async(Pointer d, long request);
+  int gpusched_dispatcher_wait_async(Pointer d, long timeoutMs, IntByReference ready);
+  /** Prometheus text into buf[0, cap); E_RESOURCE_EXHAUSTED and the length when too small. */
+  int gpusched_dispatcher_metrics_text(Pointer d, Pointer buf, long cap, LongByReference lenOut);
   int gpusched_dispatcher_service_metrics(Pointer d, String service, ServiceMetrics out);
   int gpusched_dispatcher_gpu_metrics(Pointer d, int gpu, GpuMetrics out);
 

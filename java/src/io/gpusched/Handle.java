@@ -44,6 +44,30 @@ abstract class Handle implements AutoCloseable {
     }
   }
 
+  /** Calls `call` with the handle under a pass; returns its status without throwing. */
+  protected final int callRaw(boolean allowedWhileClosing, ToIntFunction<Pointer> call) {
+    Pointer h = enter(allowedWhileClosing);
+    try {
+      return call.applyAsInt(h);
+    } finally {
+      exit();
+    }
+  }
+
+  /** True once the handle was destroyed. */
+  protected final synchronized boolean isClosed() {
+    return handle == null;
+  }
+
+  /** What a call after close throws: its code and why (" is closed"). */
+  protected final synchronized int closedCode() {
+    return closedCode;
+  }
+
+  protected final synchronized String closedWhy() {
+    return closedWhy;
+  }
+
   /** Calls after close throw `code` ("Dispatcher is drained": E_DRAINING) instead. */
   protected final synchronized void closedBecause(int code, String why) {
     closedCode = code;

@@ -422,10 +422,11 @@ void Scheduler::OnCapacityWait(Task& t, PlacementReport report, const std::strin
   }
 }
 
-void Scheduler::RefreshWait(Task& t, const PlacementReport& report, const std::string& summary) {
+void Scheduler::RefreshWait(Task& t, const PlacementReport& report, const std::string& summary,
+                            TimeMs now_ms) {
   t.last_report = report;  // assigned in place: the report's strings keep their memory
   t.report_pass = stats_.passes;
-  t.report_ms = clock_.NowMs();
+  t.report_ms = now_ms;
   if (t.last_report_summary != summary || t.reason != summary) {
     t.last_report_summary = summary;
     t.reason = summary;

@@ -479,7 +479,9 @@ class Scheduler {
   void OnCapacityWait(Task& t, PlacementReport report, const std::string& summary);
   // An FQ task that waits for capacity, not placed by a release pass: it stays in FQ with
   // its counters; only its report and reason are refreshed (issue 37).
-  void RefreshWait(Task& t, const PlacementReport& report, const std::string& summary);
+  // `now_ms`: the pass's time (CommitPlan reads the clock once for all its refreshes).
+  void RefreshWait(Task& t, const PlacementReport& report, const std::string& summary,
+                   TimeMs now_ms);
   // Q in queue order, and in a release pass also the FQ tasks waiting for capacity that are
   // not parked (parked ones take part through PassPlanner::PlanWithParked).
   std::vector<QueueKey> PassSnapshot(bool release_pass) const;

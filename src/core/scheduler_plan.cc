@@ -16,6 +16,7 @@ std::vector<QueueKey> Scheduler::PassSnapshot(bool release_pass) const {
   std::vector<QueueKey> snapshot = main_queue_.Snapshot();
   if (!release_pass || fq_capacity_.empty()) return snapshot;
   const auto q = static_cast<std::ptrdiff_t>(snapshot.size());
+  snapshot.reserve(snapshot.size() + fq_capacity_.size());
   for (TaskId id : fq_capacity_) snapshot.push_back(KeyOf(tasks_.At(id)));
   std::sort(snapshot.begin() + q, snapshot.end());
   std::inplace_merge(snapshot.begin(), snapshot.begin() + q, snapshot.end());
@@ -82,7 +83,7 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         break;
       case PlanStep::Kind::kWait:
         if (t.queue == QueueMembership::kFailure) {  // a release pass re-evaluated it
-          RefreshWait(t, step.report, step.reason);
+          RefreshWait(t, step.report, step.reason, clock_.NowMs());
           break;
         }
         OnCapacityWait(t, std::move(step.report), step.reason);
@@ -96,9 +97,10 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
         break;
     }
   }
+  const TimeMs now_ms = clock_.NowMs();
   for (const PassPlan::Refresh& r : plan.refreshes) {
     const PassPlan::WaitVerdict& v = plan.verdicts[r.verdict];
-    RefreshWait(*Find(r.task), v.report, v.reason);
+    RefreshWait(*Find(r.task), v.report, v.reason, now_ms);
   }
   if (plan.release_pass) capacity_event_ = false;
   if (plan.flush_pass) {

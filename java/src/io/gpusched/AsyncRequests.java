@@ -31,7 +31,7 @@ final class AsyncRequests {
     batch = (GpuschedLibrary.AsyncResult[]) new GpuschedLibrary.AsyncResult().toArray(BATCH);
   }
 
-  /** A future whose cancel(…) cancels the queued request. */
+  /** A future whose cancel(...) cancels the queued request. */
   private final class Request extends CompletableFuture<GpuschedLibrary.Lease> {
     long id;
 

@@ -1,8 +1,11 @@
 #include "agent/executor_status.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <limits>
 #include <filesystem>
@@ -16,10 +19,9 @@ namespace {
 
 // The stat text of PROC/PID; nullopt when it cannot be read.
 std::optional<ProcStat> ReadStat(const std::string& proc_root, const std::string& pid) {
-  std::ifstream in(proc_root + "/" + pid + "/stat");
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;
-  return ParseProcStat(text);
+  const std::optional<std::string> text = ReadProcFile(proc_root + "/" + pid + "/stat", 4096);
+  if (!text) return std::nullopt;
+  return ParseProcStat(*text);
 }
 
 bool IsNumber(const std::string& s) {
@@ -27,6 +29,27 @@ bool IsNumber(const std::string& s) {
 }
 
 }  // namespace
+
+std::optional<std::string> ReadProcFd(int fd, size_t max_bytes) {
+  std::string out;
+  char buf[4096];
+  while (out.size() < max_bytes) {
+    const ssize_t n = read(fd, buf, std::min(sizeof buf, max_bytes - out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;  // ESRCH: the process ended after the open
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::optional<std::string> ReadProcFile(const std::string& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<std::string> out = ReadProcFd(fd, max_bytes);
+  close(fd);
+  return out;
+}
 
 std::optional<ProcStat> ParseProcStat(std::string_view text) {
   // comm may hold spaces and parentheses: the fields after it follow the last ')'.
@@ -91,11 +114,10 @@ std::set<pid_t> StoppedGroups(const std::set<pid_t>& groups, const std::string& 
 }
 
 std::optional<HeartbeatFile> HeartbeatFileOf(pid_t pid, const std::string& proc_root) {
-  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/environ", std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseHeartbeatEnviron(text.str());
+  const std::optional<std::string> text =
+      ReadProcFile(proc_root + "/" + std::to_string(pid) + "/environ");
+  if (!text) return std::nullopt;
+  return ParseHeartbeatEnviron(*text);
 }
 
 std::optional<std::string> StaleHeartbeat(const HeartbeatFile& file, TimeMs started_ms,

@@ -45,6 +45,15 @@ struct ProcStat {
 };
 std::optional<ProcStat> ParseProcStat(std::string_view text);
 
+// The whole of a /proc file (at most `max_bytes`) by open and read, or nullopt when it cannot
+// be read. A process that ends between the open and the read fails the read with ESRCH;
+// iostreams turn that into an exception on some paths (libstdc++'s filebuf through
+// istreambuf_iterator), which an ASan CI run saw end agents, so no /proc reader of the agent
+// goes through them.
+std::optional<std::string> ReadProcFile(const std::string& path, size_t max_bytes = 1 << 20);
+// The same on a file already open (read from where it stands; `fd` stays open).
+std::optional<std::string> ReadProcFd(int fd, size_t max_bytes = 1 << 20);
+
 // The process groups among `groups` whose every live process is stopped (state T). Reads
 // each leader's stat; walks `proc_root` only when a leader is stopped.
 std::set<pid_t> StoppedGroups(const std::set<pid_t>& groups,

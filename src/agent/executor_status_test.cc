@@ -2,6 +2,7 @@
 // heartbeat file and a fresh one, observed on real processes.
 #include "agent/executor_status.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -192,6 +193,36 @@ TEST(ExecutorStatusParse, HeartbeatEnvironNeedsAFileAndAWholePositiveTimeout) {
         "XGPUSCHED_HEARTBEAT_FILE=/w\0GPUSCHED_HEARTBEAT_TIMEOUT_MS=5"s}) {
     EXPECT_FALSE(ParseHeartbeatEnviron(bad)) << bad;
   }
+}
+
+// A process that ends between the open of its /proc file and the read: the read fails with
+// ESRCH, and the reader says "cannot be read" instead of throwing (an ASan CI run saw agents
+// end on an exception from such a read).
+TEST(ProcFileTest, ProcessThatEndsBetweenOpenAndReadIsUnreadableNotAnException) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  const std::string dir = "/proc/" + std::to_string(child);
+  const int stat_fd = open((dir + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  const int environ_fd = open((dir + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(stat_fd, 0);
+  ASSERT_GE(environ_fd, 0);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(ReadProcFd(stat_fd), std::nullopt);
+  const std::optional<std::string> environ_text = ReadProcFd(environ_fd);
+  EXPECT_TRUE(!environ_text || environ_text->empty());  // gone: nothing of it is read
+  close(stat_fd);
+  close(environ_fd);
+  EXPECT_EQ(ReadProcFile(dir + "/stat"), std::nullopt);  // and now it cannot be opened
+  EXPECT_FALSE(HeartbeatFileOf(child).has_value());
+  const std::optional<std::string> self = ReadProcFile("/proc/self/stat");
+  ASSERT_TRUE(self.has_value());
+  EXPECT_TRUE(ParseProcStat(*self).has_value()) << *self;
+  EXPECT_EQ(ReadProcFile("/proc/self/stat", 5)->size(), 5u);  // max_bytes
 }
 
 }  // namespace gpusched::agent

@@ -14,6 +14,8 @@
 #include <optional>
 #include <sstream>
 
+#include "agent/executor_status.h"
+
 namespace gpusched::agent {
 namespace {
 
@@ -376,15 +378,11 @@ std::map<pid_t, TaskKey> PidsByProcessGroup(const std::map<pid_t, TaskKey>& pgid
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
-    std::ifstream in(proc_root + "/" + e->d_name + "/stat");
-    std::string stat;
-    try {
-      // A process that ends between the open and the read fails the read with ESRCH, which
-      // libstdc++'s filebuf throws through the iterator: that process is simply gone.
-      stat.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    } catch (const std::ios_base::failure&) {
-      continue;
-    }
+    // A process that ended meanwhile cannot be read: it is simply gone (ReadProcFile).
+    const std::optional<std::string> read =
+        ReadProcFile(proc_root + "/" + e->d_name + "/stat", 4096);
+    if (!read) continue;
+    const std::string& stat = *read;
     // PID (COMM) STATE PPID PGRP ...: COMM may hold spaces and parentheses; the last ')' ends it.
     const size_t close_paren = stat.rfind(')');
     if (close_paren == std::string::npos) continue;

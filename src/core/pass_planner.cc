@@ -112,6 +112,23 @@ void WaitParkedGroup(PassPlan& plan, TaskId head, int64_t waiting, bool visited,
   plan.steps.push_back(std::move(step));
 }
 
+// Takes back the wait PlanPlace just planned for `head`, with its report and reason: a kWait
+// step, or a refresh when `head` waits in FQ and the memo answered its request's shape (one
+// that changed since it was parked).
+void TakeBackWait(PassPlan& plan, TaskId head, PlacementReport& report, std::string& reason) {
+  if (!plan.refreshes.empty() && plan.refreshes.back().task == head) {
+    const PassPlan::WaitVerdict& v = plan.verdicts[plan.refreshes.back().verdict];
+    report = v.report;
+    reason = v.reason;
+    plan.refreshes.pop_back();
+  } else {
+    report = std::move(plan.steps.back().report);
+    reason = std::move(plan.steps.back().reason);
+    plan.steps.pop_back();
+  }
+  --plan.decisions;
+}
+
 }  // namespace
 
 PassPlanner::PassPlanner(const Scheduler& scheduler)
@@ -351,10 +368,7 @@ void PassPlanner::PlanWithParked(const std::vector<QueueKey>& snapshot, Planning
         continue;
       }
       visited = true;
-      report = std::move(p.plan.steps.back().report);
-      reason = std::move(p.plan.steps.back().reason);
-      p.plan.steps.pop_back();  // its kWait: it waits with its group, below
-      --p.plan.decisions;
+      TakeBackWait(p.plan, head, report, reason);  // it waits with its group, below
     }
     const int64_t waiting = static_cast<int64_t>(first->group->keys.size()) - first->placed;
     WaitParkedGroup(p.plan, head, waiting, visited, std::move(report), std::move(reason));

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "base/testing/test_dir.h"
@@ -24,6 +25,15 @@ class HaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!store::LocalEtcd::Installed()) GTEST_SKIP() << "etcd is not installed (scripts/install-deps)";
+  }
+  // A failed run prints every server's log: a failover that did not happen within the
+  // deadline says why only there (a CI run once saw no new leader for 30 s).
+  void TearDown() override {
+    if (!HasFailure()) return;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      std::cerr << "--- server" << i << ".log\n"
+                << ReadFile((dir_ / ("server" + std::to_string(i) + ".log")).string()) << "\n";
+    }
   }
   void StartEtcd(int members) {
     store::LocalEtcd::Options o;

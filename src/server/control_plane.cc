@@ -155,24 +155,32 @@ double ControlPlane::FairShareOf(const std::string& team, const std::string& use
 Status ControlPlane::Restore() {
   std::unique_lock<std::mutex> lock(mu_);
   const TimeMs started_mono = clock_.MonoMs();
-  GS_ASSIGN_OR_RETURN(const size_t nodes, RestoreNodes());
+  GS_ASSIGN_OR_RETURN(std::set<std::string> nodes, RestoreNodes());
+  const size_t node_count = nodes.size();
   GS_ASSIGN_OR_RETURN(store::LiveTasks live, store_->LoadLiveTasks());
   RestoreTasks(live);
   if (sched_->config().fair_share.enabled()) GS_RETURN_IF_ERROR(RestoreFairShareUsage());
   GS_ASSIGN_OR_RETURN(const size_t peaks, RestoreTablesAndCounts());
+  const DurationMs took = clock_.MonoMs() - started_mono;
+  // Issue 43: the reload is this server's silence, not the nodes' (a million tasks take
+  // about a minute, past node_timeout): every node and running task is heard from as of now,
+  // and passes wait for the agents from now (a live one retries within a second), for two
+  // heartbeat periods at most: the first to come back does not send to FQ, for t2, the
+  // tasks the others would take.
+  sched_->ForgiveSilence(took);
+  sched_->AwaitNodes(std::move(nodes), sched_->NowMs() + 2 * config_.node_heartbeat_ms);
   if (live.max_id > 0) {
     logging::Info("server", "restored " + std::to_string(live.tasks.size()) +
                                 " live tasks (ids up to " + std::to_string(live.max_id) + "), " +
-                                std::to_string(nodes) + " nodes, " + std::to_string(peaks) +
-                                " learned memory peaks in " +
-                                std::to_string(clock_.MonoMs() - started_mono) + " ms");
+                                std::to_string(node_count) + " nodes, " + std::to_string(peaks) +
+                                " learned memory peaks in " + std::to_string(took) + " ms");
   }
   // Tasks requeued by the restore are written back before anything acts on them.
   const uint64_t seq = StageChanges();
   return CommitThrough(lock, seq);
 }
 
-StatusOr<size_t> ControlPlane::RestoreNodes() {
+StatusOr<std::set<std::string>> ControlPlane::RestoreNodes() {
   GS_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_->LoadNodes());
   std::set<std::string> known;
   for (const store::NodeRecord& n : nodes) {
@@ -182,11 +190,7 @@ StatusOr<size_t> ControlPlane::RestoreNodes() {
     if (n.cordoned) GS_RETURN_IF_ERROR(sched_->Cordon(n.spec.name, true));
     known.insert(n.spec.name);
   }
-  // Passes wait for the agents to reconnect (a live one retries within a second), for two
-  // heartbeat periods at most: the first to come back does not send to FQ, for t2, the
-  // tasks the others would take.
-  sched_->AwaitNodes(std::move(known), sched_->NowMs() + 2 * config_.node_heartbeat_ms);
-  return nodes.size();
+  return known;
 }
 
 void ControlPlane::RestoreTasks(const store::LiveTasks& live) {

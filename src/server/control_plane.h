@@ -315,7 +315,7 @@ class ControlPlane {
                std::unique_ptr<core::Scheduler> scheduler);
   Status Restore();
   // Restore's steps, in order. REQUIRES: mu_ held (within Restore).
-  StatusOr<size_t> RestoreNodes();  // returns how many
+  StatusOr<std::set<std::string>> RestoreNodes();  // the names of the nodes restored
   void RestoreTasks(const store::LiveTasks& live);
   Status RestoreFairShareUsage();
   StatusOr<size_t> RestoreTablesAndCounts();  // peaks, tokens, quotas; returns the peaks' count

@@ -508,6 +508,47 @@ TEST_F(ControlPlaneTest, CN115981827A_Section6_AfterARestartPassesWaitForTheKnow
   for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(Get(*cp, id).placement_failures(), 0);
 }
 
+// Issue 43: reloading a million tasks takes about a minute, past node_timeout and
+// task_timeout. The silence was this server's: no node counts as silent when the reload
+// ends, a running task is not reclaimed for it, and passes still wait for the agents, timed
+// from the end of the reload.
+TEST_F(ControlPlaneTest, Issue43_CN109992422A_Claim5_AReloadLongerThanNodeTimeoutSilencesNoNode) {
+  std::string runner;  // the node that runs task 1
+  {
+    auto cp = Start(Sqlite());
+    const std::vector<std::pair<std::string, std::shared_ptr<FakeAgentChannel>>> agents{
+        {"n1", Connect(*cp, Node("n1"))},
+        {"n2", Connect(*cp, Node("n2"))},
+        {"n3", Connect(*cp, Node("n3"))}};
+    ASSERT_TRUE(cp->Submit(Spec(/*retries=*/0)).ok());
+    cp->RunOnce();
+    for (const auto& [name, ch] : agents) {
+      if (ch->assigns().empty()) continue;
+      runner = name;
+      Report(*cp, name, ch, Started(1, 1));
+    }
+    cp->RunOnce();
+    ASSERT_EQ(Get(*cp, 1).state(), "running");
+  }
+  FaultyStore* faults = nullptr;
+  std::unique_ptr<store::StateStore> store = Faulty(faults);
+  const DurationMs load =
+      std::max(config_.scheduler.node_timeout_ms, config_.scheduler.task_timeout_ms) + 5'000;
+  faults->DuringLoadLiveTasks([&] { clock_.AdvanceMs(load); });
+  auto cp = Start(std::move(store));
+  ASSERT_TRUE(cp->Submit(Spec()).ok());
+  auto back = Connect(*cp, Node(runner, /*running=*/{{1, 1}}));
+  cp->RunOnce();
+  EXPECT_EQ(cp->EvictionHold(), "") << "nodes counted silent for the reload";
+  EXPECT_EQ(Get(*cp, 1).state(), "running");
+  EXPECT_TRUE(back->assigns().empty()) << "a pass before the other two could come back";
+  // Timeouts still run, from the end of the reload: the other two never return.
+  clock_.AdvanceMs(config_.scheduler.node_timeout_ms + 1);
+  cp->RunOnce();
+  EXPECT_NE(cp->EvictionHold(), "");
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
 TEST_F(ControlPlaneTest, TaskTheAgentRunsButTheServerDoesNotKnowIsKilled) {
   auto cp = Start(Sqlite());
   auto agent = Connect(*cp, Node("n1", /*running=*/{{42, 3}}));

@@ -4,6 +4,21 @@
 
 namespace gpusched::store::testing {
 
+void FaultyStore::DuringLoadLiveTasks(std::function<void()> during) {
+  std::lock_guard<std::mutex> lock(mu_);
+  during_load_ = std::move(during);
+}
+
+StatusOr<LiveTasks> FaultyStore::LoadLiveTasks() {
+  std::function<void()> during;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    during = during_load_;
+  }
+  if (during) during();
+  return inner_->LoadLiveTasks();
+}
+
 void FaultyStore::FailNextCommits(int n) {
   std::lock_guard<std::mutex> lock(mu_);
   fail_next_ = n;

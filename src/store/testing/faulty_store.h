@@ -6,6 +6,7 @@
 // Thread-safety: every method is safe from any thread.
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -25,6 +26,9 @@ class FaultyStore final : public StateStore {
   // While held, Commit blocks (after counting the call) until Release.
   void HoldCommits();
   void ReleaseCommits();
+  // LoadLiveTasks calls `during` before it reads (a reload that takes long: the test
+  // advances its fake clock there).
+  void DuringLoadLiveTasks(std::function<void()> during);
   // Blocks until `n` commits are waiting in HoldCommits, or returns false after ~5 s.
   bool WaitForHeld(int n);
   int64_t commits() const;         // successful ones
@@ -34,7 +38,7 @@ class FaultyStore final : public StateStore {
 
   Status Commit(const WriteBatch& batch) override;
   CommitLimits Limits() const override { return inner_->Limits(); }
-  StatusOr<LiveTasks> LoadLiveTasks() override { return inner_->LoadLiveTasks(); }
+  StatusOr<LiveTasks> LoadLiveTasks() override;
   StatusOr<TaskRecord> GetTask(uint64_t id) override { return inner_->GetTask(id); }
   StatusOr<TaskPage> ListTasks(std::optional<std::string> state, uint64_t after_id,
                                size_t limit) override {
@@ -71,6 +75,7 @@ class FaultyStore final : public StateStore {
   int64_t commits_ = 0;
   int64_t failed_ = 0;
   std::vector<std::vector<uint64_t>> log_;
+  std::function<void()> during_load_;
 };
 
 }  // namespace gpusched::store::testing

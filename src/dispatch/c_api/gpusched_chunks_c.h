@@ -67,7 +67,8 @@ int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chun
 int gpusched_cuda_device_count(void);
 /* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0.
  * Every call with `runtime` afterwards, a second destroy included, is refused with
- * GPUSCHED_E_INVALID_ARGUMENT ("runtime: not a live handle") without touching freed memory. */
+ * GPUSCHED_E_INVALID_ARGUMENT ("runtime: not a live handle: the chunk runtime handle was
+ * destroyed") without touching freed memory. */
 int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime);
 
 /* A user kernel. map (kind 0): `out_bytes` == `in_bytes`; reduce (kind 1): writes a partial of
@@ -101,7 +102,12 @@ int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, con
                                            gpusched_chunks_status_kernel_fn run,
                                            gpusched_chunks_combine_fn combine, void* user);
 
+/* A new job (NULL when out of memory). A job belongs to one thread at a time. */
 gpusched_chunks_job* gpusched_chunks_job_new(void);
+/* Frees `job`. NULL: nothing. Every call with `job` afterwards is refused without touching
+ * freed memory: functions returning int return GPUSCHED_E_INVALID_ARGUMENT ("job: not a live
+ * handle: the chunk job handle was destroyed"), the getters below NULL or -1 with that message
+ * as the last error, and a second free frees nothing (the message is the last error). */
 void gpusched_chunks_job_free(gpusched_chunks_job* job);
 /* An input buffer (data != NULL), or a stage output's destination (data != NULL, exact size),
  * or an output the runner allocates (data == NULL, bytes 0). bytes >= 0; cache 0 or 1 (1

@@ -685,8 +685,9 @@ def cuda_device_count():
 class ChunkRuntime(_Handle):
     """The CN110955526B chunk scheduler over simulated GPUs, or with cuda=True over CUDA
     devices 0..gpus-1 (gpus=0: all; gpu_memory_mib is then unused). chunk_bytes=0 spreads each
-    input over every GPU (chunks of ceil(input / gpus), 1 MiB to 64 MiB); otherwise every chunk
-    is chunk_bytes. Shared by threads: runs queue, each one having every GPU of the runtime."""
+    input over every GPU (chunks of ceil(input / gpus), 1 MiB to 64 MiB, smaller on small GPUs:
+    see gpusched_chunks_c.h); otherwise every chunk is chunk_bytes. Shared by threads: runs
+    queue, each one having every GPU of the runtime."""
 
     _destroy = "gpusched_chunks_destroy"
 

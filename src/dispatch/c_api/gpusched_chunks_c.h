@@ -49,8 +49,10 @@ typedef struct gpusched_chunks_job gpusched_chunks_job;
 /* Creates `num_gpus` (>= 1) simulated GPUs of `gpu_memory_mib` (>= 1) MiB and 4 streams each,
  * with the PATENTS.md defaults except the chunk size. `chunk_bytes` 0 (the default) spreads
  * each input over every GPU: a stage's chunks are max(1 MiB, ceil(input bytes / GPUs)) rounded
- * up to the kernel's element size and at most 64 MiB, so a 64 MiB input on 4 GPUs is 4 chunks
- * of 16 MiB, one per GPU, and large inputs keep 64 MiB chunks. Otherwise `chunk_bytes` (> 0, a
+ * up to the kernel's element size, and at most 64 MiB and at most the smallest GPU's memory /
+ * (4 streams x (the stage's inputs + 1)), so that every stream can hold a chunk subtask. A
+ * 64 MiB input on 4 GPUs of 256 MiB is 4 chunks of 16 MiB, one per GPU; on 4 GPUs of 16 MiB,
+ * 32 chunks of 2 MiB; large inputs keep 64 MiB chunks. Otherwise `chunk_bytes` (> 0, a
  * multiple of 8, so no element of any built-in kernel is split) is every chunk's size. */
 int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chunk_bytes,
                                gpusched_chunks_runtime** out);

@@ -73,7 +73,8 @@ public final class ChunkRuntime extends Handle {
   }
 
   /** `gpus` simulated GPUs of `gpuMemoryMib` MiB; chunkBytes 0: each input spread over every GPU
-   *  (chunks of ceil(input / gpus), 1 MiB to 64 MiB; see gpusched_chunks_c.h). */
+   *  (chunks of ceil(input / gpus), 1 MiB to 64 MiB, smaller on small GPUs; see
+   *  gpusched_chunks_c.h). */
   public static ChunkRuntime simulated(GpuschedLibrary lib, int gpus, long gpuMemoryMib,
                                        long chunkBytes) {
     PointerByReference out = new PointerByReference();

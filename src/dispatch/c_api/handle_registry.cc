@@ -10,28 +10,28 @@
 namespace gpusched::capi {
 namespace {
 
-struct Destroyed {
+struct DestroyedHandle {
   HandleKind kind;
   uint64_t seq;  // which destroy of this address: older entries of `order` are stale
 };
 
 // Live handles, and the last kDestroyedRemembered destroyed ones (oldest first in `order`).
-struct Registry {
+struct HandleTable {
   std::map<const void*, HandleKind> live;
-  std::map<const void*, Destroyed> destroyed;
+  std::map<const void*, DestroyedHandle> destroyed;
   std::deque<std::pair<const void*, uint64_t>> order;
   uint64_t next_seq = 0;
 };
 
 std::mutex handles_mu;
 
-Registry& Handles() {
-  static auto* handles = new Registry;  // never destroyed: no exit race
+HandleTable& Handles() {
+  static auto* handles = new HandleTable;  // never destroyed: no exit race
   return *handles;
 }
 
 // REQUIRES: handles_mu held. Why `h` is not a live handle of `kind`.
-std::string WhyNotLive(const Registry& r, const void* h, HandleKind kind) {
+std::string WhyNotLive(const HandleTable& r, const void* h, HandleKind kind) {
   const std::string wanted = std::string(HandleKindName(kind)) + " handle";
   auto it = r.live.find(h);
   if (it != r.live.end()) {
@@ -46,11 +46,11 @@ std::string WhyNotLive(const Registry& r, const void* h, HandleKind kind) {
 }
 
 // REQUIRES: handles_mu held.
-void RemoveLocked(Registry& r, const void* h) {
+void RemoveLocked(HandleTable& r, const void* h) {
   auto it = r.live.find(h);
   if (it == r.live.end()) return;
   const uint64_t seq = r.next_seq++;
-  r.destroyed[h] = Destroyed{it->second, seq};
+  r.destroyed[h] = DestroyedHandle{it->second, seq};
   r.order.emplace_back(h, seq);
   r.live.erase(it);
   while (r.order.size() > kDestroyedRemembered) {
@@ -62,7 +62,7 @@ void RemoveLocked(Registry& r, const void* h) {
 }
 
 // REQUIRES: handles_mu held. Ok when `h` is a live handle of `kind`, else why not.
-Status LiveOrRefused(const Registry& r, const void* h, HandleKind kind, const char* what) {
+Status LiveOrRefused(const HandleTable& r, const void* h, HandleKind kind, const char* what) {
   auto it = r.live.find(h);
   if (it != r.live.end() && it->second == kind) return Status::Ok();
   return InvalidArgument(std::string(what) + ": not a live handle: " + WhyNotLive(r, h, kind));
@@ -83,7 +83,7 @@ const char* HandleKindName(HandleKind kind) {
 
 void AddHandle(const void* h, HandleKind kind) {
   std::lock_guard lock(handles_mu);
-  Registry& r = Handles();
+  HandleTable& r = Handles();
   r.live[h] = kind;
   r.destroyed.erase(h);  // (its entry in `order` is stale now, skipped when it comes up)
 }
@@ -96,7 +96,7 @@ void RemoveHandle(const void* h) {
 Status TakeHandle(const void* h, HandleKind kind, const char* what) {
   if (h == nullptr) return Null(what);
   std::lock_guard lock(handles_mu);
-  Registry& r = Handles();
+  HandleTable& r = Handles();
   GS_RETURN_IF_ERROR(LiveOrRefused(r, h, kind, what));
   RemoveLocked(r, h);
   return Status::Ok();

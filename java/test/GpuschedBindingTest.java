@@ -133,11 +133,32 @@ public class GpuschedBindingTest {
       expectError(GpuschedLibrary.E_NOT_FOUND, "unknown stage", () -> job.tasks("t", 2));
     }
     tasksThroughTheBinding();
+    builtinKernelNamesRun();
     int cudas = LIB.gpusched_cuda_device_count();
     if (cudas < 0) {
       expectError(GpuschedLibrary.E_FAILED_PRECONDITION, "built without CUDA", () -> ChunkRuntime.cuda(LIB, 0, 0));
     } else if (cudas == 0) {
       expectError(GpuschedLibrary.E_UNAVAILABLE, "CUDA device(s) visible", () -> ChunkRuntime.cuda(LIB, 0, 0));
+    }
+  }
+
+  /** Issue 42, CN110955526B: every ChunkRuntime.BUILTIN_KERNELS name runs on a runtime (the
+   *  vadd kernels take two inputs); a job used after close() is refused, never freed twice. */
+  static void builtinKernelNamesRun() {
+    ByteBuffer in = ByteBuffer.allocateDirect(4096);
+    try (ChunkRuntime rt = ChunkRuntime.simulated(LIB, 2, 16, 0)) {
+      for (String kernel : ChunkRuntime.BUILTIN_KERNELS) {
+        try (ChunkRuntime.Job job = rt.newJob()) {
+          job.buffer("a", in, false).buffer("out", null, false)
+              .stage("s", kernel, kernel.startsWith("vadd") ? "a,a" : "a", "out", 1.0, 0);
+          rt.run(job);
+          expect(job.stat("subtasks") > 0, kernel + " ran");
+        }
+      }
+      ChunkRuntime.Job closed = rt.newJob();
+      closed.close();
+      closed.close();  // idempotent
+      expectError(GpuschedLibrary.E_INVALID_ARGUMENT, "job", () -> closed.stage("s", "sum_u32", "a", "b", 0, 0));
     }
   }
 

@@ -32,7 +32,9 @@ from dataclasses import dataclass
 
 __all__ = ["Cancel", "ChunkRuntime", "Dispatcher", "GpuschedError", "Service", "SimDevices",
            "cuda_device_count", "load_library", "shared_marks_unlink", "ABI_VERSION",
-           "BUSY", "CANCELLED", "DEADLINE_EXCEEDED", "DRAINING", "RUN_FAILED"]
+           "BUSY", "CANCELLED", "DEADLINE_EXCEEDED", "DRAINING", "RUN_FAILED",
+           "BUILTIN_KERNELS", "KERNEL_VADD_U32", "KERNEL_SCALE_U32", "KERNEL_VADD_F32",
+           "KERNEL_SCALE_F32", "KERNEL_SUM_U32", "KERNEL_HISTOGRAM_U32"]
 
 ABI_VERSION = 1
 _SONAME = f"libgpusched_c.so.{ABI_VERSION}"
@@ -46,6 +48,17 @@ CANCELLED = 21
 RUN_FAILED = 22
 DRAINING = 23
 BUSY = 24
+
+# The chunk runtime's built-in kernels, the GPUSCHED_KERNEL_* names of gpusched_chunks_c.h (what
+# each computes is documented there); test/python/test_issue42.py keeps the two lists equal.
+KERNEL_VADD_U32 = "vadd_u32"
+KERNEL_SCALE_U32 = "scale_u32"
+KERNEL_VADD_F32 = "vadd_f32"
+KERNEL_SCALE_F32 = "scale_f32"
+KERNEL_SUM_U32 = "sum_u32"
+KERNEL_HISTOGRAM_U32 = "histogram_u32"
+BUILTIN_KERNELS = (KERNEL_VADD_U32, KERNEL_SCALE_U32, KERNEL_VADD_F32, KERNEL_SCALE_F32,
+                   KERNEL_SUM_U32, KERNEL_HISTOGRAM_U32)
 
 
 class GpuschedError(RuntimeError):
@@ -672,8 +685,9 @@ def cuda_device_count():
 class ChunkRuntime(_Handle):
     """The CN110955526B chunk scheduler over simulated GPUs, or with cuda=True over CUDA
     devices 0..gpus-1 (gpus=0: all; gpu_memory_mib is then unused). chunk_bytes=0 spreads each
-    input over every GPU (chunks of ceil(input / gpus), 1 MiB to 64 MiB); otherwise every chunk
-    is chunk_bytes. Shared by threads: runs queue, each one having every GPU of the runtime."""
+    input over every GPU (chunks of ceil(input / gpus), 1 MiB to 64 MiB, smaller on small GPUs:
+    see gpusched_chunks_c.h); otherwise every chunk is chunk_bytes. Shared by threads: runs
+    queue, each one having every GPU of the runtime."""
 
     _destroy = "gpusched_chunks_destroy"
 
@@ -702,10 +716,10 @@ class ChunkRuntime(_Handle):
                                                        ctypes.sizeof(data), 0))
             _check(_lib.gpusched_chunks_job_add_buffer(job, b"total", ctypes.cast(ctypes.byref(total), ctypes.c_void_p),
                                                        8, 0))
-            _check(_lib.gpusched_chunks_job_add_stage(job, b"scale", b"scale_u32", b"data",
-                                                      b"scaled", float(scale), 0))
-            _check(_lib.gpusched_chunks_job_add_stage(job, b"sum", b"sum_u32", b"scaled",
-                                                      b"total", 0.0, 0))
+            _check(_lib.gpusched_chunks_job_add_stage(job, b"scale", KERNEL_SCALE_U32.encode(),
+                                                      b"data", b"scaled", float(scale), 0))
+            _check(_lib.gpusched_chunks_job_add_stage(job, b"sum", KERNEL_SUM_U32.encode(),
+                                                      b"scaled", b"total", 0.0, 0))
             for stage in (b"scale", b"sum"):
                 _check(_lib.gpusched_chunks_job_set_tasks(job, stage, tasks))
             with self._call() as h:

@@ -7,6 +7,7 @@ try_acquire() never waits. Needs GPUSCHED_C_LIB and PYTHONPATH=python (ctest set
 Threads wait on events; the only timing asserted is loose."""
 
 import os
+import re
 import sys
 import threading
 import time
@@ -15,7 +16,8 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from gpusched import (DEADLINE_EXCEEDED, DRAINING, Dispatcher,  # noqa: E402
+import gpusched  # noqa: E402
+from gpusched import (BUILTIN_KERNELS, DEADLINE_EXCEEDED, DRAINING, Dispatcher,  # noqa: E402
                       GpuschedError, Service)
 
 POLICIES = ("gpusched", "literal")
@@ -146,6 +148,17 @@ class TryAcquire(unittest.TestCase):
                 d.release(again)
                 with self.assertRaises(GpuschedError):
                     d.try_acquire("nope")
+
+
+class ChunkKernelNames(unittest.TestCase):
+    def test_Issue42_CN110955526B_builtin_kernel_names_are_those_of_the_header(self):
+        header = os.path.join(ROOT, "src", "dispatch", "c_api", "gpusched_chunks_c.h")
+        with open(header, encoding="utf-8") as f:
+            defines = re.findall(r'^#define GPUSCHED_KERNEL_(\w+) "([^"]+)"$', f.read(), re.M)
+        self.assertTrue(defines)
+        self.assertEqual(sorted(BUILTIN_KERNELS), sorted(name for _, name in defines))
+        for macro, name in defines:
+            self.assertEqual(getattr(gpusched, "KERNEL_" + macro), name)
 
 
 if __name__ == "__main__":

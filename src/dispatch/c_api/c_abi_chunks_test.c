@@ -122,18 +122,21 @@ static int CN110955526B_BuiltinKernelNamesAreAccepted(void) {
   return 0;
 }
 
-/* Subtasks of one scale_u32 stage over `bytes` on 4 GPUs with `chunk_bytes`; -1 on failure. */
-static int64_t SubtasksOn4Gpus(int64_t chunk_bytes, uint32_t* data, int64_t bytes) {
+/* Subtasks of one scale_u32 stage over `bytes` on 4 GPUs of `gpu_mib` with `chunk_bytes`; -1
+ * on failure. `*cpu_runs` (when not NULL) gets the chunks run on the CPU executor. */
+static int64_t SubtasksOn4Gpus(int64_t gpu_mib, int64_t chunk_bytes, uint32_t* data, int64_t bytes,
+                               int64_t* cpu_runs) {
   gpusched_chunks_runtime* rt = NULL;
   gpusched_chunks_job* job = gpusched_chunks_job_new();
   int64_t subtasks = -1;
-  if (job != NULL && gpusched_chunks_create_sim(4, 256, chunk_bytes, &rt) == 0 &&
+  if (job != NULL && gpusched_chunks_create_sim(4, gpu_mib, chunk_bytes, &rt) == 0 &&
       gpusched_chunks_job_add_buffer(job, "a", data, bytes, 0) == 0 &&
       gpusched_chunks_job_add_buffer(job, "out", NULL, 0, 0) == 0 &&
       gpusched_chunks_job_add_stage(job, "s", GPUSCHED_KERNEL_SCALE_U32, "a", "out", 2, 0) == 0 &&
       gpusched_chunks_run(rt, job) == 0) {
     const uint32_t* out = gpusched_chunks_output_data(job, "out");
     subtasks = gpusched_chunks_stat(job, "subtasks");
+    if (cpu_runs != NULL) *cpu_runs = gpusched_chunks_stat(job, "cpu_runs");
     if (out[0] != data[0] * 2u || out[bytes / 4 - 1] != data[bytes / 4 - 1] * 2u) subtasks = -1;
   }
   gpusched_chunks_job_free(job);
@@ -142,16 +145,22 @@ static int64_t SubtasksOn4Gpus(int64_t chunk_bytes, uint32_t* data, int64_t byte
 }
 
 /* Issue 42: chunk_bytes 0 cuts a 64 MiB input into one 16 MiB chunk per GPU (4 subtasks); an
- * explicit 64 MiB chunk keeps it whole (1 subtask), as before. */
-static int CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu(void) {
+ * explicit 64 MiB chunk keeps it whole (1 subtask), as before. On GPUs of 16 MiB a 16 MiB chunk
+ * and its output fit no GPU: the default caps chunks at 16 MiB / (4 streams x 2 chunks) = 2 MiB
+ * (32 subtasks, all on the GPUs), where an explicit 16 MiB chunk runs on the CPU executor. */
+static int Issue42_CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu(void) {
   const int64_t bytes = 64 << 20;
   uint32_t* data = malloc((size_t)bytes);
-  int64_t i;
+  int64_t i, cpu_runs = -1;
   EXPECT(data != NULL);
   for (i = 0; i < bytes / 4; ++i) data[i] = (uint32_t)i;
-  EXPECT(SubtasksOn4Gpus(0, data, bytes) == 4);
-  EXPECT(SubtasksOn4Gpus(bytes, data, bytes) == 1);
-  EXPECT(SubtasksOn4Gpus(8 << 20, data, bytes) == 8);
+  EXPECT(SubtasksOn4Gpus(256, 0, data, bytes, NULL) == 4);
+  EXPECT(SubtasksOn4Gpus(256, bytes, data, bytes, NULL) == 1);
+  EXPECT(SubtasksOn4Gpus(256, 8 << 20, data, bytes, NULL) == 8);
+  EXPECT(SubtasksOn4Gpus(16, 0, data, bytes, &cpu_runs) == 32);
+  EXPECT(cpu_runs == 0);
+  EXPECT(SubtasksOn4Gpus(16, 16 << 20, data, bytes, &cpu_runs) == 4);
+  EXPECT(cpu_runs == 4);
   free(data);
   return 0;
 }
@@ -288,7 +297,7 @@ static int CN110955526B_FailedKernelFailsItsJob(void) {
 
 int main(void) {
   if (CN110955526B_BuiltinKernelNamesAreAccepted() ||
-      CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu() ||
+      Issue42_CN110955526B_Step7_DefaultChunkSpreadsAnInputOverEveryGpu() ||
       CN110955526B_Step9_CacheMapKeptAcrossJobs() || CN110955526B_FailedKernelFailsItsJob()) {
     return 1;
   }

@@ -16,13 +16,16 @@
  *
  * Lifetimes: every handle is thread-safe. Its destroy function refuses new calls, waits for the
  * calls in flight on other threads (a blocked acquire fails with GPUSCHED_E_FAILED_PRECONDITION
- * at its next round), and then frees it. A dispatcher, cancel, simulated-devices or chunk
- * runtime handle passed after its destroy returned (a second destroy included), made up, or of
- * another kind is refused with GPUSCHED_E_INVALID_ARGUMENT, the message naming the argument
- * ("runtime: not a live handle (destroyed, or never created)"), without reading its memory:
- * the library keeps a registry of live handles. The one case it cannot see is a new handle of
- * the same kind created since at the same address: that handle is then used. Job handles
- * (gpusched_chunks_job) are not checked: free a job once, from the thread that owns it.
+ * at its next round), and then frees it. A dispatcher, cancel, simulated-devices, chunk
+ * runtime or chunk job handle passed after its destroy (or gpusched_chunks_job_free) returned,
+ * a second destroy or free included, made up, or of another kind is refused with
+ * GPUSCHED_E_INVALID_ARGUMENT, the message naming the argument and the handle's kind
+ * ("runtime: not a live handle: the chunk runtime handle was destroyed"; "... it is a simulated
+ * devices handle, not a chunk runtime handle"; "... (never created, or destroyed long ago)"
+ * once the library no longer remembers the address, after 4096 later destroys), without
+ * reading its memory: the library keeps a registry of live handles. The one case it cannot see
+ * is a new handle of the same kind created since at the same address: that handle is then
+ * used. A job (gpusched_chunks_job) still belongs to one thread at a time.
  *
  * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
  * from the unversioned library: destroy functions return int; gpusched_dispatcher_release
@@ -404,7 +407,8 @@ typedef struct gpusched_sim_devices gpusched_sim_devices;
 int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t streams,
                                 gpusched_sim_devices** out);
 /* Waits for the calls in flight, then frees `s`. NULL: 0. Every call with `s` afterwards, a
- * second destroy included: GPUSCHED_E_INVALID_ARGUMENT ("devices: not a live handle"). */
+ * second destroy included: GPUSCHED_E_INVALID_ARGUMENT ("devices: not a live handle: the
+ * simulated devices handle was destroyed"). */
 int gpusched_sim_devices_destroy(gpusched_sim_devices* s);
 /* Runs a kernel that occupies device `gpu` for `ms` (finite, >= 0) of processor-shared
  * compute, on a free stream, and waits for it. 5 (resource exhausted) when no stream is free. */

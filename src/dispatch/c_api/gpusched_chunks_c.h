@@ -49,8 +49,10 @@ typedef struct gpusched_chunks_job gpusched_chunks_job;
 /* Creates `num_gpus` (>= 1) simulated GPUs of `gpu_memory_mib` (>= 1) MiB and 4 streams each,
  * with the PATENTS.md defaults except the chunk size. `chunk_bytes` 0 (the default) spreads
  * each input over every GPU: a stage's chunks are max(1 MiB, ceil(input bytes / GPUs)) rounded
- * up to the kernel's element size and at most 64 MiB, so a 64 MiB input on 4 GPUs is 4 chunks
- * of 16 MiB, one per GPU, and large inputs keep 64 MiB chunks. Otherwise `chunk_bytes` (> 0, a
+ * up to the kernel's element size, and at most 64 MiB and at most the smallest GPU's memory /
+ * (4 streams x (the stage's inputs + 1)), so that every stream can hold a chunk subtask. A
+ * 64 MiB input on 4 GPUs of 256 MiB is 4 chunks of 16 MiB, one per GPU; on 4 GPUs of 16 MiB,
+ * 32 chunks of 2 MiB; large inputs keep 64 MiB chunks. Otherwise `chunk_bytes` (> 0, a
  * multiple of 8, so no element of any built-in kernel is split) is every chunk's size. */
 int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chunk_bytes,
                                gpusched_chunks_runtime** out);
@@ -67,7 +69,8 @@ int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chun
 int gpusched_cuda_device_count(void);
 /* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0.
  * Every call with `runtime` afterwards, a second destroy included, is refused with
- * GPUSCHED_E_INVALID_ARGUMENT ("runtime: not a live handle") without touching freed memory. */
+ * GPUSCHED_E_INVALID_ARGUMENT ("runtime: not a live handle: the chunk runtime handle was
+ * destroyed") without touching freed memory. */
 int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime);
 
 /* A user kernel. map (kind 0): `out_bytes` == `in_bytes`; reduce (kind 1): writes a partial of
@@ -101,7 +104,12 @@ int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, con
                                            gpusched_chunks_status_kernel_fn run,
                                            gpusched_chunks_combine_fn combine, void* user);
 
+/* A new job (NULL when out of memory). A job belongs to one thread at a time. */
 gpusched_chunks_job* gpusched_chunks_job_new(void);
+/* Frees `job`. NULL: nothing. Every call with `job` afterwards is refused without touching
+ * freed memory: functions returning int return GPUSCHED_E_INVALID_ARGUMENT ("job: not a live
+ * handle: the chunk job handle was destroyed"), the getters below NULL or -1 with that message
+ * as the last error, and a second free frees nothing (the message is the last error). */
 void gpusched_chunks_job_free(gpusched_chunks_job* job);
 /* An input buffer (data != NULL), or a stage output's destination (data != NULL, exact size),
  * or an output the runner allocates (data == NULL, bytes 0). bytes >= 0; cache 0 or 1 (1

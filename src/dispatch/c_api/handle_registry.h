@@ -6,11 +6,18 @@
 // lock, so a destroy cannot free a handle between the check and the CallGate::Pass; a second
 // destroy, or a call, that comes after the handle was removed is refused here.
 //
+// The error says why a handle is refused: "<what>: not a live handle: the chunk runtime handle
+// was destroyed" for a handle destroyed earlier (the last kDestroyedRemembered destroyed
+// addresses are remembered, by address and kind, nothing else), "... is a simulated devices
+// handle, not a chunk runtime handle" for the wrong kind, "(never created, or destroyed long
+// ago)" otherwise.
+//
 // Limit: the registry knows addresses only. A handle destroyed and followed by a new handle of
 // the same kind at the same address is the new handle to the registry.
 //
 // Thread-safety: all functions are thread-safe.
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 
@@ -20,17 +27,34 @@
 
 namespace gpusched::capi {
 
-enum class HandleKind { kDispatcher, kCancel, kSimDevices, kChunksRuntime };
+enum class HandleKind { kDispatcher, kCancel, kSimDevices, kChunksRuntime, kChunksJob };
+
+// The kind as errors name it: "dispatcher", "cancel", "simulated devices", "chunk runtime",
+// "chunk job".
+const char* HandleKindName(HandleKind kind);
+
+// How many destroyed addresses the registry remembers to say "was destroyed".
+inline constexpr size_t kDestroyedRemembered = 4096;
 
 // Records `h` as a live handle of `kind`.
 void AddHandle(const void* h, HandleKind kind);
-// Forgets `h`: later calls with it are refused. Call after its gate was closed, before freeing.
+// Forgets `h`: later calls with it are refused ("was destroyed"). Call after its gate was
+// closed, before freeing.
 void RemoveHandle(const void* h);
 
-// Under the registry's lock: `what` names the argument in errors ("runtime"). InvalidArgument "<what>: not a live handle ..." when `h` is not a live handle of
-// `kind`; else runs `body()` and returns what it returns. `h` is dereferenced in `body` only.
+// Checks that `h` is a live handle of `kind` and forgets it, in one step under the registry's
+// lock, so of two frees of a handle with no gate (a chunk job) only one succeeds.
+Status TakeHandle(const void* h, HandleKind kind, const char* what);
+
+// Under the registry's lock: `what` names the argument in errors ("runtime"). InvalidArgument
+// "<what>: not a live handle: <why>" when `h` is not a live handle of `kind`; else runs
+// `body()` and returns what it returns. `h` is dereferenced in `body` only.
 Status WithLiveHandle(const void* h, HandleKind kind, const char* what,
                       const std::function<Status()>& body);
+
+// For handles with no gate (a chunk job belongs to one thread at a time): Ok when `h` is a live
+// handle of `kind`, else the error of WithLiveHandle (a null `h` too).
+Status CheckLive(const void* h, HandleKind kind, const char* what);
 
 // Checks that `h` is a live handle of `kind` and passes its gate into `pass`: while `pass`
 // lives, a destroy of `h` waits.

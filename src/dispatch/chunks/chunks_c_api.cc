@@ -65,6 +65,19 @@ namespace {
   std::optional<CallGate::Pass> pass_; \
   GS_RETURN_IF_ERROR(gpusched::capi::Enter(rt, HandleKind::kChunksRuntime, "runtime", call, pass_))
 
+// Checks that `job` is a live job (not freed, not made up). Jobs have no gate: a job belongs to
+// one thread at a time, so nothing frees it during the call but its own thread.
+#define GS_CHECK_JOB(job) \
+  GS_RETURN_IF_ERROR(gpusched::capi::CheckLive(job, HandleKind::kChunksJob, "job"))
+
+// For the getters that return a value, not a status: false (and the reason as the thread's last
+// error) when `job` is not a live job.
+bool LiveJob(const gpusched_chunks_job* job) {
+  const Status live = gpusched::capi::CheckLive(job, HandleKind::kChunksJob, "job");
+  if (!live.ok()) gpusched::capi::Report(live);
+  return live.ok();
+}
+
 // Every built-in kernel's element size (4 or 8 bytes) divides a multiple of 8.
 constexpr int64_t kChunkAlignment = 8;
 
@@ -245,13 +258,27 @@ int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, con
   });
 }
 
-gpusched_chunks_job* gpusched_chunks_job_new(void) { return new (std::nothrow) gpusched_chunks_job(); }
-void gpusched_chunks_job_free(gpusched_chunks_job* job) { delete job; }
+gpusched_chunks_job* gpusched_chunks_job_new(void) {
+  auto* job = new (std::nothrow) gpusched_chunks_job();
+  if (job != nullptr) gpusched::capi::AddHandle(job, HandleKind::kChunksJob);
+  return job;
+}
+
+void gpusched_chunks_job_free(gpusched_chunks_job* job) {
+  if (job == nullptr) return;
+  // A freed or made-up job is not freed (again): the reason is the thread's last error.
+  const Status taken = gpusched::capi::TakeHandle(job, HandleKind::kChunksJob, "job");
+  if (!taken.ok()) {
+    gpusched::capi::Report(taken);
+    return;
+  }
+  delete job;
+}
 
 int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, void* data,
                                    int64_t bytes, int cache) {
   return Guard([&]() -> Status {
-    if (job == nullptr) return Null("job");
+    GS_CHECK_JOB(job);
     if (name == nullptr) return Null("name");
     const std::string field = std::string("buffer \"") + name + "\": ";
     if (bytes < 0) return gpusched::InvalidArgument(field + "bytes must be >= 0" + Got(bytes));
@@ -267,7 +294,8 @@ int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, v
 
 int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, uint64_t version) {
   return Guard([&]() -> Status {
-    if (job == nullptr || name == nullptr) return Null("job and name");
+    GS_CHECK_JOB(job);
+    if (name == nullptr) return Null("name");
     for (auto& b : job->spec.buffers) {
       if (b.name != name) continue;
       const std::string field = std::string("buffer \"") + name + "\": ";
@@ -297,7 +325,7 @@ int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, co
                                   const char* inputs, const char* output, double scalar,
                                   int64_t bins) {
   return Guard([&]() -> Status {
-    if (job == nullptr) return Null("job");
+    GS_CHECK_JOB(job);
     if (name == nullptr || kernel == nullptr || inputs == nullptr || output == nullptr) {
       return Null("name, kernel, inputs and output");
     }
@@ -328,7 +356,8 @@ int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, co
 
 int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* stage, const char* after) {
   return Guard([&]() -> Status {
-    if (job == nullptr || stage == nullptr || after == nullptr) return Null("job, stage and after");
+    GS_CHECK_JOB(job);
+    if (stage == nullptr || after == nullptr) return Null("stage and after");
     for (auto& st : job->spec.stages) {
       if (st.name == stage) {
         st.after.push_back(after);
@@ -341,7 +370,8 @@ int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* sta
 
 int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, int tasks) {
   return Guard([&]() -> Status {
-    if (job == nullptr || stage == nullptr) return Null("job and stage");
+    GS_CHECK_JOB(job);
+    if (stage == nullptr) return Null("stage");
     if (tasks < 1) {
       return gpusched::InvalidArgument(std::string("stage \"") + stage + "\": tasks must be >= 1" + Got(tasks));
     }
@@ -358,7 +388,7 @@ int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, i
 int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job) {
   return Guard([&]() -> Status {
     GS_ENTER_RUNTIME(runtime, "gpusched_chunks_run");
-    if (job == nullptr) return Null("job");
+    GS_CHECK_JOB(job);
     job->result.reset();
     std::lock_guard lock(runtime->run_mu);  // jobs queue: one at a time over all the GPUs
     GS_ASSIGN_OR_RETURN(JobResult result, runtime->runner->Run(job->spec));
@@ -368,19 +398,19 @@ int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* j
 }
 
 const void* gpusched_chunks_output_data(const gpusched_chunks_job* job, const char* name) {
-  if (job == nullptr || name == nullptr || !job->result) return nullptr;
+  if (!LiveJob(job) || name == nullptr || !job->result) return nullptr;
   auto it = job->result->outputs.find(name);
   return it == job->result->outputs.end() ? nullptr : it->second.data;
 }
 
 int64_t gpusched_chunks_output_bytes(const gpusched_chunks_job* job, const char* name) {
-  if (job == nullptr || name == nullptr || !job->result) return -1;
+  if (!LiveJob(job) || name == nullptr || !job->result) return -1;
   auto it = job->result->outputs.find(name);
   return it == job->result->outputs.end() ? -1 : it->second.bytes;
 }
 
 int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name) {
-  if (job == nullptr || name == nullptr || !job->result) return -1;
+  if (!LiveJob(job) || name == nullptr || !job->result) return -1;
   const gpusched::chunks::ChunkStats& s = job->result->stats;
   const std::string n = name;
   if (n == "gpu_tasks") return job->result->gpu_tasks;

@@ -36,9 +36,11 @@ enum class CacheRank {
 enum class ChunkSplit {
   kFixedSize,       // default: chunks of `chunk_bytes` (the last one shorter)
   kEqualPerStream,  // GPUs x streams equal chunks
-  // One chunk per GPU: ceil(input / GPUs), at least `min_chunk_bytes`, at most `chunk_bytes`,
-  // so an input smaller than GPUs x chunk_bytes still reaches every GPU (the C ABI's default,
-  // issue 42) while large inputs keep chunk_bytes chunks.
+  // One chunk per GPU: ceil(input / GPUs), at least `min_chunk_bytes`, at most `chunk_bytes`
+  // and at most what lets every stream of the smallest GPU hold one chunk subtask (the stage
+  // runner's memory cap, splitter.h's SpreadMemoryCap), so an input smaller than GPUs x
+  // chunk_bytes still reaches every GPU (the C ABI's default, issue 42), large inputs keep
+  // chunk_bytes chunks, and small GPUs still take chunks.
   kSpreadOverGpus,
 };
 

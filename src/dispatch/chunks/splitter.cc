@@ -32,14 +32,22 @@ StatusOr<std::vector<ChunkRange>> SplitIntoChunks(int64_t total_bytes, int64_t c
   return chunks;
 }
 
+int64_t SpreadMemoryCap(int64_t smallest_gpu_bytes, int streams_per_gpu, int buffers_per_subtask) {
+  if (smallest_gpu_bytes <= 0) return 0;
+  return std::max<int64_t>(1, smallest_gpu_bytes / (int64_t{std::max(streams_per_gpu, 1)} *
+                                                     std::max(buffers_per_subtask, 1)));
+}
+
 int64_t ChunkBytesFor(const ChunkConfig& config, int64_t total_bytes, int num_gpus,
-                      int64_t element_bytes) {
+                      int64_t element_bytes, int64_t memory_cap_bytes) {
   if (config.split == ChunkSplit::kFixedSize) return config.chunk_bytes;
   if (config.split == ChunkSplit::kSpreadOverGpus) {
     const int64_t per_gpu = (total_bytes + std::max(num_gpus, 1) - 1) / std::max(num_gpus, 1);
     const int64_t want = std::max(config.min_chunk_bytes, per_gpu);
     const int64_t elements = (want + element_bytes - 1) / element_bytes;
-    const int64_t cap_elements = std::max<int64_t>(1, config.chunk_bytes / element_bytes);
+    const int64_t cap_bytes =
+        memory_cap_bytes > 0 ? std::min(config.chunk_bytes, memory_cap_bytes) : config.chunk_bytes;
+    const int64_t cap_elements = std::max<int64_t>(1, cap_bytes / element_bytes);
     return std::min(elements, cap_elements) * element_bytes;
   }
   const int64_t parts = std::max<int64_t>(1, int64_t{num_gpus} * config.streams_per_gpu);

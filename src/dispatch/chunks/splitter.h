@@ -33,8 +33,15 @@ StatusOr<std::vector<ChunkRange>> SplitIntoChunks(int64_t total_bytes, int64_t c
 // The chunk size `config` asks for: config.chunk_bytes; with ChunkSplit::kEqualPerStream
 // ceil(total / (gpus x streams)) rounded up to a whole element (at least one element); with
 // kSpreadOverGpus max(min_chunk_bytes, ceil(total / gpus)) rounded up to a whole element, at
-// most chunk_bytes (rounded down to a whole element, at least one).
+// most min(chunk_bytes, `memory_cap_bytes` when > 0) rounded down to a whole element (at least
+// one). The cap bounds the spread only: a fixed chunk_bytes is every chunk's size, as asked.
 int64_t ChunkBytesFor(const ChunkConfig& config, int64_t total_bytes, int num_gpus,
-                      int64_t element_bytes);
+                      int64_t element_bytes, int64_t memory_cap_bytes = 0);
+
+// The memory cap of a spread chunk (issue 42): the largest chunk that lets every stream of the
+// smallest GPU hold one chunk subtask of `buffers_per_subtask` chunks (its inputs and its
+// output) at once: smallest_gpu_bytes / (streams_per_gpu x buffers_per_subtask); 0 (no cap)
+// without GPUs.
+int64_t SpreadMemoryCap(int64_t smallest_gpu_bytes, int streams_per_gpu, int buffers_per_subtask);
 
 }  // namespace gpusched::chunks

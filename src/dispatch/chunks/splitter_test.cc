@@ -61,5 +61,29 @@ TEST(CN110955526B, Step7_SpreadOverGpusPutsOneInputOnEveryGpu) {
   EXPECT_EQ(config.Validate().message(), "min_chunk_bytes: must be > 0, got 0");
 }
 
+// Issue 42: a spread chunk also fits the smallest GPU: every stream holds one subtask (its input
+// chunks and its output chunk) at once. An explicit chunk size is not capped.
+TEST(CN110955526B, Issue42_Step7_SpreadChunksAreCappedByGpuMemory) {
+  ChunkConfig config;
+  config.split = ChunkSplit::kSpreadOverGpus;
+  // 16 MiB GPUs, 4 streams, 1 input + 1 output: 2 MiB; 2 inputs + 1 output: 1/3 of 4 MiB.
+  EXPECT_EQ(SpreadMemoryCap(16 * kMiB, 4, 2), 2 * kMiB);
+  EXPECT_EQ(SpreadMemoryCap(16 * kMiB, 4, 3), 16 * kMiB / 12);
+  EXPECT_EQ(SpreadMemoryCap(0, 4, 2), 0);  // no GPUs: no cap
+  // 64 MiB on 4 GPUs of 16 MiB: 2 MiB chunks (32 of them) instead of 16 MiB ones no GPU holds.
+  EXPECT_EQ(ChunkBytesFor(config, 64 * kMiB, 4, 4, 2 * kMiB), 2 * kMiB);
+  // The cap wins over min_chunk_bytes, is rounded down to a whole element, never below one.
+  EXPECT_EQ(ChunkBytesFor(config, 1000, 4, 4, 512 * 1024), 512 * 1024);
+  EXPECT_EQ(ChunkBytesFor(config, 64 * kMiB, 4, 8, 1'398'101), 1'398'096);
+  EXPECT_EQ(ChunkBytesFor(config, 64, 1, 8, 3), 8);
+  // A cap above the spread changes nothing; big GPUs keep chunk_bytes as the largest chunk.
+  EXPECT_EQ(ChunkBytesFor(config, 64 * kMiB, 4, 4, 32 * kMiB), 16 * kMiB);
+  EXPECT_EQ(ChunkBytesFor(config, 10 * kGiB, 4, 4, 10 * kGiB), 64 * kMiB);
+  // An explicit (fixed) chunk size is honoured whatever the cap.
+  config.split = ChunkSplit::kFixedSize;
+  config.chunk_bytes = 8 * kMiB;
+  EXPECT_EQ(ChunkBytesFor(config, 64 * kMiB, 4, 4, 2 * kMiB), 8 * kMiB);
+}
+
 }  // namespace
 }  // namespace gpusched::chunks

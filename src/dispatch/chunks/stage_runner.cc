@@ -223,6 +223,16 @@ std::vector<Subtask> StreamSubtasks(const StageSpec& st, const Kernel& kernel, i
   return subtasks;
 }
 
+// Issue 42: a spread chunk is at most what lets every stream of the smallest GPU hold one chunk
+// subtask (`inputs` input chunks and an output chunk) at once, so small GPUs still take chunks.
+int64_t SubtaskMemoryCap(const ChunkScheduler& scheduler, size_t inputs) {
+  int64_t smallest = 0;
+  for (const GpuView& g : scheduler.GpuSnapshot()) {
+    if (smallest == 0 || g.total_bytes < smallest) smallest = g.total_bytes;
+  }
+  return SpreadMemoryCap(smallest, scheduler.config().streams_per_gpu, static_cast<int>(inputs) + 1);
+}
+
 // A reduce's result: the partials folded on the host, in chunk order (zeros without chunks).
 void FoldPartials(const Kernel& kernel, const std::vector<std::byte>& partials, size_t chunk_count,
                   const HostBuffer& out) {
@@ -242,8 +252,9 @@ Status StageRunner::RunStage(const StageSpec& st, const Kernel& kernel, int stag
                              const std::vector<std::string>& cached, JobResult& result) {
   const HostBuffer& in0 = buffers.at(st.inputs[0]);
   const HostBuffer& out = buffers.at(st.output);
-  const int64_t chunk_bytes =
-      ChunkBytesFor(scheduler_.config(), in0.bytes, scheduler_.num_gpus(), kernel.element_bytes);  // step (7)
+  const int64_t chunk_bytes =  // step (7)
+      ChunkBytesFor(scheduler_.config(), in0.bytes, scheduler_.num_gpus(), kernel.element_bytes,
+                    SubtaskMemoryCap(scheduler_, st.inputs.size()));
   GS_ASSIGN_OR_RETURN(std::vector<ChunkRange> chunks,
                       SplitIntoChunks(in0.bytes, chunk_bytes, kernel.element_bytes));
   std::map<std::string, uint64_t> ids;  // this stage's buffers under its chunk size

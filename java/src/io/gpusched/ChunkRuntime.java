@@ -14,6 +14,18 @@ import java.util.List;
  * Spark's off-heap memory), which must stay reachable until run() returns.
  */
 public final class ChunkRuntime extends Handle {
+  /** The built-in kernels every runtime has, the GPUSCHED_KERNEL_* names of gpusched_chunks_c.h
+   *  (what each computes is documented there): the `kernel` of {@link Job#stage}. */
+  public static final String KERNEL_VADD_U32 = "vadd_u32";
+  public static final String KERNEL_SCALE_U32 = "scale_u32";
+  public static final String KERNEL_VADD_F32 = "vadd_f32";
+  public static final String KERNEL_SCALE_F32 = "scale_f32";
+  public static final String KERNEL_SUM_U32 = "sum_u32";
+  public static final String KERNEL_HISTOGRAM_U32 = "histogram_u32";
+  /** Every built-in kernel's name. */
+  public static final List<String> BUILTIN_KERNELS = List.of(KERNEL_VADD_U32, KERNEL_SCALE_U32,
+      KERNEL_VADD_F32, KERNEL_SCALE_F32, KERNEL_SUM_U32, KERNEL_HISTOGRAM_U32);
+
   /** A job: buffers and stages; free it with close(). One thread at a time. */
   public final class Job implements AutoCloseable {
     private Pointer job = lib.gpusched_chunks_job_new();
@@ -61,7 +73,8 @@ public final class ChunkRuntime extends Handle {
   }
 
   /** `gpus` simulated GPUs of `gpuMemoryMib` MiB; chunkBytes 0: each input spread over every GPU
-   *  (chunks of ceil(input / gpus), 1 MiB to 64 MiB; see gpusched_chunks_c.h). */
+   *  (chunks of ceil(input / gpus), 1 MiB to 64 MiB, smaller on small GPUs; see
+   *  gpusched_chunks_c.h). */
   public static ChunkRuntime simulated(GpuschedLibrary lib, int gpus, long gpuMemoryMib,
                                        long chunkBytes) {
     PointerByReference out = new PointerByReference();

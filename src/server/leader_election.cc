@@ -118,6 +118,21 @@ bool LeaderElection::RevokeRemembered() {
   return true;
 }
 
+bool LeaderElection::DropGoneLease(int64_t lease) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lease_ != lease || !lease_gone_) return false;
+    lease_ = 0;
+    lease_gone_ = false;
+  }
+  // A standby's keep-alives can fail for a TTL (etcd or this process stalled): etcd then
+  // forgets the lease, and a campaign under it would fail for as long as this server runs
+  // (a CI run under ASan saw no new leader for 30 s after the leader's kill -9).
+  logging::Warn("server", "the lease of this standby (" + std::to_string(lease) +
+                              ") expired in etcd: campaigning with a new one");
+  return true;
+}
+
 std::optional<int64_t> LeaderElection::HeldLease() {
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return std::nullopt;
@@ -149,6 +164,12 @@ std::optional<int64_t> LeaderElection::TryToLead(int64_t lease, int64_t& seen_re
   absent.number = 0;
   auto txn = client_->Txn({absent}, {EtcdOp::Put(options_.key, options_.identity, lease)},
                           {EtcdOp::Get(options_.key)});
+  if (!txn.ok() && txn.status().code() == StatusCode::kNotFound) {
+    // "requested lease not found": the key is free and this server's lease expired. The
+    // next round campaigns with a new one instead of offering the dead one forever.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lease_ == lease) lease_gone_ = true;
+  }
   if (!txn.ok()) {
     if (callbacks_.on_standby) {
       callbacks_.on_standby("", "this server cannot reach etcd: " + txn.status().message());
@@ -217,6 +238,7 @@ void LeaderElection::CampaignLoop() {
       continue;
     }
     int64_t lease = *held;
+    if (lease != 0 && DropGoneLease(lease)) lease = 0;
     if (lease == 0 && (lease = GrantLease()) == 0) {
       if (!WaitMs(500)) return;
       continue;
@@ -225,6 +247,7 @@ void LeaderElection::CampaignLoop() {
     int64_t seen = 0;
     const std::optional<int64_t> revision = TryToLead(lease, seen);
     if (!revision) {
+      if (DropGoneLease(lease)) continue;  // etcd said so: campaign again at once
       if (!WaitForVacancy(seen)) return;
       continue;
     }

@@ -13,7 +13,8 @@
 //    successful request (or the lease's grant) was SENT, so that this server stops acting
 //    before etcd can expire its key and elect another; when etcd says the lease is gone; or
 //    when Depose() is called (the store found itself fenced). The lease is then revoked and
-//    the campaign starts again with a new one. A revocation that fails (etcd unreachable) is
+//    the campaign starts again with a new one. A standby whose lease etcd forgot (no
+//    keep-alive for a TTL) campaigns with a new one too. A revocation that fails (etcd unreachable) is
 //    remembered and retried before the next campaign, so that after an etcd outage the old
 //    key goes at once and a leader is elected without waiting out a TTL that etcd renewed.
 //  - Every duration is measured on the Clock it is given (a FakeClock in tests); the etcd
@@ -77,6 +78,9 @@ class LeaderElection {
   void CampaignLoop();
   // The lease held now (0: none); nullopt once stopping.
   std::optional<int64_t> HeldLease();
+  // Whether `lease`, held now, is gone in etcd (a keep-alive or the campaign's Txn said so):
+  // then forgets it (true), and the campaign grants a new one.
+  bool DropGoneLease(int64_t lease);
   // A new lease, or 0 (said to on_standby) when etcd does not grant one.
   int64_t GrantLease();
   // Creates the leader key under `lease` unless another holds it: the fencing revision when

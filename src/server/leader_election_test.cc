@@ -128,6 +128,38 @@ TEST_F(LeaderElectionTest, Issue38_TheLeaderStepsDownOnTheInjectedClockNotOnReal
   a->election->Stop();
 }
 
+// A standby whose keep-alives stopped for a TTL (here: its clock stands still, so its
+// keep-alive thread never sends one) holds a lease etcd has forgotten. When the leader goes,
+// it campaigns with a new lease instead of offering the dead one for as long as it runs (a
+// CI run under ASan saw no new leader for 30 s after the leader's kill -9).
+TEST_F(LeaderElectionTest, Issue38_AStandbyWhoseLeaseExpiredStillTakesOver) {
+  RealClock real;
+  auto a = Make(real, "a:1", 2, 60'000);
+  a->election->Start();
+  ASSERT_TRUE(WaitUntil([&] { return a->election->leading(); }, 10'000));
+  FakeClock stopped(1'000'000);
+  auto b = Make(stopped, "b:1", 2, 60'000);
+  b->election->Start();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::lock_guard<std::mutex> lock(b->mu);
+        return b->leader_seen == "a:1";
+      },
+      10'000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3'500));  // b's lease: TTL 2 s
+  a->election->Stop();  // resigns: the key is free
+  // b's clock moves again (its waits end; its keep-alives hear that the lease is gone).
+  const bool took_over = WaitUntil(
+      [&] {
+        stopped.AdvanceMs(100);
+        return b->election->leading();
+      },
+      10'000);
+  EXPECT_TRUE(took_over) << "the standby kept campaigning with its expired lease";
+  EXPECT_EQ(b->elected.load(), 1);
+  b->election->Stop();
+}
+
 // After an etcd outage etcd renews every lease for a whole TTL; the old leader revokes the
 // lease it could not revoke while etcd was down, so a leader is back well within that TTL.
 // It campaigns only once that lease is revoked: a campaign that reached etcd a moment before

@@ -5,6 +5,7 @@
  *
  *   c_abi_cuda_loading_test driver          the plugin is beside the library (no driver here)
  *   c_abi_cuda_loading_test plugin-missing  the library is a copy in a folder without it
+ *   c_abi_cuda_loading_test other-build     ... beside a plugin of another build (refused)
  *   c_abi_cuda_loading_test without-cuda    a library configured without CUDA (returns -1)
  *
  * Exits 77 (skipped) in "driver" mode when a GPU is visible: the no-driver path needs none. */
@@ -24,6 +25,8 @@ static int Expected(const char* mode, const char** text, int* code, int* count) 
     *text = "cudaGetDeviceCount";
   } else if (strcmp(mode, "plugin-missing") == 0) {
     *text = "libgpusched_cuda.so.1 not loaded";
+  } else if (strcmp(mode, "other-build") == 0) {
+    *text = "install both from one build";
   } else if (strcmp(mode, "without-cuda") == 0) {
     *text = "built without CUDA";
     *code = GPUSCHED_E_FAILED_PRECONDITION;
@@ -64,7 +67,7 @@ static int Issue42_CudaLoadedAtRunTime_ReasonWithoutCuda(const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: %s driver|plugin-missing|without-cuda\n", argv[0]);
+    fprintf(stderr, "usage: %s driver|plugin-missing|other-build|without-cuda\n", argv[0]);
     return 2;
   }
   const int rc = Issue42_CudaLoadedAtRunTime_ReasonWithoutCuda(argv[1]);

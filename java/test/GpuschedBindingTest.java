@@ -135,6 +135,11 @@ public class GpuschedBindingTest {
     tasksThroughTheBinding();
     builtinKernelNamesRun();
     int cudas = LIB.gpusched_cuda_device_count();
+    String reason = LIB.gpusched_last_error();  // issue 42: why there is no CUDA device
+    if (cudas <= 0 && reason.isEmpty()) throw new AssertionError("no CUDA device and no reason");
+    // The reason ("unavailable: no usable CUDA driver ...") follows the count in create's error.
+    String why = reason.substring(reason.indexOf(": ") + 2);
+    if (cudas <= 0) expectError(cudas < 0 ? GpuschedLibrary.E_FAILED_PRECONDITION : GpuschedLibrary.E_UNAVAILABLE, why, () -> ChunkRuntime.cuda(LIB, 0, 0));
     if (cudas < 0) {
       expectError(GpuschedLibrary.E_FAILED_PRECONDITION, "built without CUDA", () -> ChunkRuntime.cuda(LIB, 0, 0));
     } else if (cudas == 0) {

@@ -677,9 +677,15 @@ class SimDevices(_Handle):
         return used.value, total.value
 
 
-def cuda_device_count():
-    """CUDA devices the library sees: 0 without a driver or GPU, -1 in a build without CUDA."""
-    return load_library().gpusched_cuda_device_count()
+def cuda_device_count(with_reason=False):
+    """CUDA devices the library sees: 0 without a usable CUDA (no plugin, driver or GPU), -1 in
+    a build without CUDA. with_reason=True returns (count, reason): why there is no device
+    ("" when count > 0), e.g. "CUDA plugin .../libgpusched_cuda.so.1 not loaded: ..."."""
+    lib = load_library()
+    count = lib.gpusched_cuda_device_count()
+    if not with_reason:
+        return count
+    return count, (lib.gpusched_last_error().decode() if count <= 0 else "")
 
 
 class ChunkRuntime(_Handle):

@@ -218,12 +218,15 @@ class SharedChunkRuntime(unittest.TestCase):
             self.assertIn("tasks must be >= 1, got 0", str(ctx.exception))
 
     def test_cuda_runtime_without_a_gpu_is_a_clear_error(self):
-        count = cuda_device_count()
+        count, reason = cuda_device_count(with_reason=True)
         if count > 0:
             self.skipTest(f"{count} CUDA device(s): the error path needs none")
+        self.assertTrue(reason)  # issue 42: what is missing (plugin, driver, GPU)
         with self.assertRaises(GpuschedError) as ctx:
             ChunkRuntime(gpus=0, cuda=True)
         self.assertEqual(ctx.exception.code, 4 if count < 0 else 6)
+        # The reason ("unavailable: no usable CUDA driver ...") follows the count in the error.
+        self.assertIn(reason.split(": ", 1)[1], str(ctx.exception))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,9 @@
  * (gpusched_dispatcher_acquire_async, _event_fd, _poll_async, _cancel_async, _wait_async and
  * gpusched_async_result). A queued lease's requested_ns is now when it was queued. And the
  * metrics as Prometheus text with latency histograms: gpusched_dispatcher_metrics_text.
+ * Then, with no new function: CUDA is loaded at run time, from the plugin libgpusched_cuda.so.1
+ * installed beside this library, so the library needs no libcudart.so.N or libcuda to load;
+ * gpusched_cuda_device_count returning 0 (or -1) now leaves the reason in gpusched_last_error().
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_

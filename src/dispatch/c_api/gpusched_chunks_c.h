@@ -59,13 +59,21 @@ int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chu
 /* The same over real GPUs (chunk_bytes as above): CUDA devices 0 .. num_gpus - 1 (num_gpus 0:
  * every visible one).
  * GPUSCHED_E_FAILED_PRECONDITION (4) in a library built without CUDA, GPUSCHED_E_UNAVAILABLE
- * (6) when no such device is visible or it cannot be opened. The built-in kernels run as CUDA
+ * (6) when no such device is visible or it cannot be opened; with none visible the message
+ * ends with gpusched_cuda_device_count's reason. The built-in kernels run as CUDA
  * kernels (H2D copy, kernel, D2H copy on a stream); a user kernel has no CUDA implementation,
  * so a run of one on CUDA devices reports the kernel's name. Host buffers of 1 MiB or more are
  * pinned (cudaHostRegister) for the run; one that cannot be pinned is streamed from pageable
  * memory and the reason is printed on stderr. */
 int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out);
-/* CUDA devices visible to this library: 0 without a driver or GPU, -1 when built without CUDA. */
+/* CUDA devices visible to this library: 0 without a usable CUDA, -1 when built without CUDA;
+ * then gpusched_last_error() (this thread's) says why, naming what was missing. CUDA is loaded
+ * at run time (issue 42): libgpusched_c links no CUDA library; at the first call of this or
+ * gpusched_chunks_create_cuda it loads its CUDA plugin, libgpusched_cuda.so.1, from its own
+ * directory, once per process. Reasons: "CUDA plugin DIR/libgpusched_cuda.so.1 not loaded:
+ * <dlerror>" (not installed), a plugin from another build, or "no usable CUDA driver or GPU:
+ * cudaGetDeviceCount: cudaErrorInsufficientDriver: ..." (no libcuda.so.1, a driver too old for
+ * the plugin's CUDA runtime, no GPU). A count > 0 clears the last error. */
 int gpusched_cuda_device_count(void);
 /* Refuses new calls, waits for the runs in flight and queued, frees the runtime. NULL: 0.
  * Every call with `runtime` afterwards, a second destroy included, is refused with

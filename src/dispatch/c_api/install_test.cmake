@@ -18,6 +18,16 @@ foreach(f lib/libgpusched_c.so.1 lib/libgpusched_c.so include/gpusched/gpusched_
   endif()
 endforeach()
 
+# Issue 42: with CUDA, the plugin is installed beside the library (and the client checks that
+# the installed library loads it).
+set(cuda_flags "")
+if(CUDA_PLUGIN)
+  if(NOT EXISTS ${PREFIX}/lib/libgpusched_cuda.so.1)
+    message(FATAL_ERROR "not installed: lib/libgpusched_cuda.so.1 (the CUDA plugin)")
+  endif()
+  set(cuda_flags -DGPUSCHED_EXPECT_CUDA_PLUGIN)
+endif()
+
 execute_process(COMMAND nm -D --defined-only ${PREFIX}/lib/libgpusched_c.so.1
                 OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
 string(REGEX MATCHALL "[^\n]+" lines "${symbols}")
@@ -42,7 +52,8 @@ if(NOT rc EQUAL 0)
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS}")  # the sanitizer builds' flags
-execute_process(COMMAND ${CC} -std=c11 -Wall -Werror ${extra} ${SOURCE} -o ${PREFIX}/installed_client
+execute_process(COMMAND ${CC} -std=c11 -Wall -Werror ${extra} ${cuda_flags} ${SOURCE}
+                        -o ${PREFIX}/installed_client
                         ${flags}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

@@ -1,6 +1,7 @@
 /* A client built from the installed tree only (dispatch_install_test): the header from
  * <gpusched/...>, the library and flags from `pkg-config --cflags --libs gpusched`. Also one
- * asynchronous acquire (symbol version GPUSCHED_C_1.3): queued, polled, released. */
+ * asynchronous acquire (symbol version GPUSCHED_C_1.3): queued, polled, released. Built with
+ * -DGPUSCHED_EXPECT_CUDA_PLUGIN when the build has one: the installed plugin must load. */
 #include <gpusched/gpusched_c.h>
 
 #include <stdio.h>
@@ -29,6 +30,15 @@ int main(void) {
     fprintf(stderr, "installed client failed: %s\n", gpusched_last_error());
     return 1;
   }
+#ifdef GPUSCHED_EXPECT_CUDA_PLUGIN
+  /* Issue 42: the installed library loads the installed CUDA plugin from beside itself; here
+   * without a GPU the reason must be the driver's, not a missing plugin. */
+  if (gpusched_cuda_device_count() == 0 && strstr(gpusched_last_error(), "not loaded") != NULL) {
+    fprintf(stderr, "installed client: the CUDA plugin was not found: %s\n", gpusched_last_error());
+    return 1;
+  }
+  printf("installed CUDA plugin loaded (%s)\n", gpusched_last_error());
+#endif
   printf("installed client OK: gpu %d\n", lease.gpu);
   return 0;
 }

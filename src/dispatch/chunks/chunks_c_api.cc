@@ -19,8 +19,7 @@
 #include "dispatch/chunks/stage_runner.h"
 #include "dispatch/sim_device.h"
 #ifdef GPUSCHED_C_WITH_CUDA
-#include "dispatch/chunks/cuda_builtins.h"
-#include "dispatch/cuda/cuda_device.h"
+#include "dispatch/c_api/cuda_loader.h"  // the CUDA plugin, dlopened at first use
 #endif
 #include <cstdio>
 
@@ -41,11 +40,8 @@ using gpusched::chunks::StageRunner;
 struct gpusched_chunks_runtime {
   gpusched::RealClock clock;
   std::vector<std::unique_ptr<gpusched::dispatch::Device>> devices;
-#ifdef GPUSCHED_C_WITH_CUDA
-  std::unique_ptr<KernelRegistry> kernels = gpusched::chunks::WithCudaBuiltins();
-#else
+  // gpusched_chunks_create_cuda replaces it with one whose built-ins have CUDA implementations.
   std::unique_ptr<KernelRegistry> kernels = KernelRegistry::WithBuiltins();
-#endif
   std::unique_ptr<ChunkScheduler> scheduler;
   std::unique_ptr<gpusched::ThreadPool> pool;
   std::unique_ptr<StageRunner> runner;
@@ -158,6 +154,32 @@ Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& 
   return Status::Ok();
 }
 
+#ifdef GPUSCHED_C_WITH_CUDA
+// Opens CUDA devices 0 .. count - 1 through the plugin (0: all), or says why there are none:
+// the plugin's or the driver's reason after the count.
+Status CreateCuda(int num_gpus, const ChunkConfig& config, gpusched_chunks_runtime** out) {
+  StatusOr<int> visible = gpusched::capi::CudaDeviceCount();
+  const int seen = visible.ok() ? *visible : 0;
+  const int count = num_gpus == 0 ? seen : num_gpus;
+  if (count == 0 || count > seen) {
+    return gpusched::Unavailable("num_gpus: " + std::to_string(num_gpus) + " asked, " + std::to_string(seen) +
+                                 " CUDA device(s) visible" +
+                                 (visible.ok() ? std::string() : ": " + visible.status().message()));
+  }
+  GS_ASSIGN_OR_RETURN(const gpusched::dispatch::CudaPlugin* plugin, gpusched::capi::OpenCudaPlugin());
+  auto rt = std::make_unique<gpusched_chunks_runtime>();
+  rt->kernels = KernelRegistry::WithBuiltins(plugin->add_cuda_implementation);
+  for (int i = 0; i < count; ++i) {
+    GS_ASSIGN_OR_RETURN(rt->devices.emplace_back(), plugin->open(i, config.streams_per_gpu));
+  }
+  return Assemble(std::move(rt), config, out);
+}
+#else
+constexpr char kBuiltWithoutCuda[] =
+    "this libgpusched_c was built without CUDA (configure with "
+    "nvcc on the PATH or at /usr/local/cuda, GPUSCHED_CUDA=AUTO or ON)";
+#endif
+
 }  // namespace
 
 extern "C" {
@@ -182,11 +204,17 @@ int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chu
 }
 
 int gpusched_cuda_device_count(void) {
+  int count = 0;  // set on success only, so 0 (or -1) when the reason is the last error
+  Guard([&]() -> Status {
 #ifdef GPUSCHED_C_WITH_CUDA
-  return gpusched::dispatch::CudaDevice::DeviceCount();
+    GS_ASSIGN_OR_RETURN(count, gpusched::capi::CudaDeviceCount());
+    return Status::Ok();
 #else
-  return -1;
+    count = -1;
+    return gpusched::FailedPrecondition(kBuiltWithoutCuda);
 #endif
+  });
+  return count;
 }
 
 int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chunks_runtime** out) {
@@ -195,23 +223,10 @@ int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chun
     if (num_gpus < 0) return gpusched::InvalidArgument("num_gpus: must be >= 0 (0: all)" + Got(num_gpus));
     GS_ASSIGN_OR_RETURN(ChunkConfig config, ConfigFor(chunk_bytes));
 #ifdef GPUSCHED_C_WITH_CUDA
-    const int visible = gpusched::dispatch::CudaDevice::DeviceCount();
-    const int count = num_gpus == 0 ? visible : num_gpus;
-    if (count == 0 || count > visible) {
-      return gpusched::Unavailable("num_gpus: " + std::to_string(num_gpus) + " asked, " +
-                                   std::to_string(visible) + " CUDA device(s) visible");
-    }
-    auto rt = std::make_unique<gpusched_chunks_runtime>();
-    for (int i = 0; i < count; ++i) {
-      GS_ASSIGN_OR_RETURN(rt->devices.emplace_back(),
-                          gpusched::dispatch::CudaDevice::Open(i, config.streams_per_gpu));
-    }
-    return Assemble(std::move(rt), config, out);
+    return CreateCuda(num_gpus, config, out);
 #else
     (void)config;
-    return gpusched::FailedPrecondition(
-        "gpusched_chunks_create_cuda: this libgpusched_c was built without CUDA (configure with "
-        "nvcc on the PATH or at /usr/local/cuda, GPUSCHED_CUDA=AUTO or ON)");
+    return gpusched::FailedPrecondition(std::string("gpusched_chunks_create_cuda: ") + kBuiltWithoutCuda);
 #endif
   });
 }

@@ -15,13 +15,20 @@ cudaStream_t Native(void* s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
 
-int CudaDevice::DeviceCount() {
+StatusOr<int> CudaDevice::Probe() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  if (cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
     (void)cudaGetLastError();  // clear the sticky "no driver" error
-    return 0;
+    return Unavailable(std::string("no usable CUDA driver or GPU: cudaGetDeviceCount: ") +
+                       cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
   }
+  if (n == 0) return Unavailable("no CUDA GPU: cudaGetDeviceCount found 0 devices");
   return n;
+}
+
+int CudaDevice::DeviceCount() {
+  StatusOr<int> n = Probe();
+  return n.ok() ? *n : 0;
 }
 
 StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int index, int streams,

@@ -19,6 +19,9 @@ class CudaDevice final : public Device {
  public:
   // Number of CUDA devices visible; 0 when there is no driver or no GPU.
   static int DeviceCount();
+  // The same, or Unavailable naming why none is usable: cudaGetDeviceCount's error (no
+  // libcuda.so.1, a driver too old for this runtime, no GPU).
+  static StatusOr<int> Probe();
   // Opens device `index` with `streams` streams; `memory_cap_mib` > 0 caps the accounted
   // capacity below the GPU's memory. Unavailable when the device cannot be opened.
   static StatusOr<std::unique_ptr<CudaDevice>> Open(int index, int streams,

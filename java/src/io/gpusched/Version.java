@@ -11,8 +11,10 @@ public final class Version {
 
   public static void main(String[] args) {
     GpuschedLibrary lib = GpuschedLibrary.load();
-    System.out.println("gpusched C ABI " + lib.gpusched_abi_version() + ", CUDA devices "
-                       + lib.gpusched_cuda_device_count() + " (-1: built without CUDA)");
+    int cudas = lib.gpusched_cuda_device_count();
+    // Issue 42: with none, the thread's last error says what is missing (plugin, driver, GPU).
+    System.out.println("gpusched C ABI " + lib.gpusched_abi_version() + ", CUDA devices " + cudas
+                       + (cudas > 0 ? "" : " (" + lib.gpusched_last_error() + ")"));
     if (args.length == 1 && args[0].equals("--check-async")) checkAsync(lib);
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <string>
@@ -71,6 +72,58 @@ std::vector<std::string> ServiceNames(const std::vector<ServiceConfig>& services
   return names;
 }
 
+// Issue 42, item 5: the per-GPU vectors and the affinity options.
+Status ValidatePlacementInputs(const GpuschedConfig& config) {
+  const size_t n = static_cast<size_t>(config.gpu_count);
+  if (!config.gpu_memory_mib.empty() && config.gpu_memory_mib.size() != n) {
+    return InvalidArgument("gpu_memory_mib: " + std::to_string(config.gpu_memory_mib.size()) +
+                           " entries for " + std::to_string(n) + " GPUs (give none or one each)");
+  }
+  for (size_t g = 0; g < config.gpu_memory_mib.size(); ++g) {
+    if (config.gpu_memory_mib[g] <= 0) {
+      return InvalidArgument("gpu_memory_mib[" + std::to_string(g) + "]: must be > 0, got " +
+                             std::to_string(config.gpu_memory_mib[g]));
+    }
+  }
+  if (!config.gpu_speed.empty() && config.gpu_speed.size() != n) {
+    return InvalidArgument("gpu_speed: " + std::to_string(config.gpu_speed.size()) +
+                           " entries for " + std::to_string(n) + " GPUs (give none or one each)");
+  }
+  for (size_t g = 0; g < config.gpu_speed.size(); ++g) {
+    if (!(config.gpu_speed[g] > 0) || !std::isfinite(config.gpu_speed[g])) {
+      return InvalidArgument("gpu_speed[" + std::to_string(g) + "]: must be finite and > 0, got " +
+                             std::to_string(config.gpu_speed[g]));
+    }
+  }
+  if (!(config.affinity_margin_ms >= 0) || !std::isfinite(config.affinity_margin_ms)) {
+    return InvalidArgument("affinity_margin_ms: must be finite and >= 0, got " +
+                           std::to_string(config.affinity_margin_ms));
+  }
+  if (config.models_per_gpu < 0) {
+    return InvalidArgument("models_per_gpu: must be >= 0, got " +
+                           std::to_string(config.models_per_gpu));
+  }
+  return Status::Ok();
+}
+
+// Erases a waiting request's key when its Acquire returns (under the store's lock, which is
+// taken before and let go after), and wakes the others: the queue's order changed.
+class WaitSeat {
+ public:
+  WaitSeat(WaitQueue& q, MarkStore& store, WaitQueue::Key key) : q_(q), store_(store), key_(key) {}
+  ~WaitSeat() {
+    if (q_.Remove(key_)) store_.NotifyAll();
+  }
+  WaitSeat(const WaitSeat&) = delete;
+  WaitSeat& operator=(const WaitSeat&) = delete;
+  const WaitQueue::Key& key() const { return key_; }
+
+ private:
+  WaitQueue& q_;
+  MarkStore& store_;
+  WaitQueue::Key key_;
+};
+
 }  // namespace
 
 Status ValidateGpuschedConfig(const GpuschedConfig& config) {
@@ -95,6 +148,7 @@ Status ValidateGpuschedConfig(const GpuschedConfig& config) {
     return InvalidArgument("co_runner_weight: must be finite and >= 0, got " +
                            std::to_string(config.co_runner_weight));
   }
+  GS_RETURN_IF_ERROR(ValidatePlacementInputs(config));
   std::set<std::string> names;
   for (const ServiceConfig& s : config.services) {
     if (s.name.empty()) return InvalidArgument("services[].name: must not be empty");
@@ -115,6 +169,10 @@ StatusOr<std::unique_ptr<GpuschedPolicy>> GpuschedPolicy::Create(
   if (store == nullptr) {
     store = std::make_unique<LocalMarkStore>(config.gpu_count, clock);
   } else {
+    if (!config.gpu_memory_mib.empty()) {
+      return InvalidArgument("gpu_memory_mib: not supported with shared marks (other processes' "
+                             "leases would not be counted)");
+    }
     StoreLock lock(*store);
     GS_RETURN_IF_ERROR(lock.status());
     if (store->table().gpu_count != config.gpu_count) {
@@ -139,7 +197,11 @@ GpuschedPolicy::GpuschedPolicy(GpuschedConfig config, Clock& clock,
       table_(&store_->table()),
       costs_(config_.services, config_.learning, config_.ema_alpha),
       spreads_(config_.services.size()),
-      metrics_(ServiceNames(config_.services), config_.gpu_count, clock.NowNs()) {}
+      metrics_(ServiceNames(config_.services), config_.gpu_count, clock.NowNs()),
+      memory_(config_.gpu_memory_mib),
+      affinity_(config_.gpu_count, config_.models_per_gpu),
+      speeds_(config_.gpu_count, static_cast<int>(config_.services.size()), config_.gpu_speed,
+              config_.learn_speed) {}
 
 StatusOr<int> GpuschedPolicy::ServiceIndex(std::string_view name) const {
   for (size_t i = 0; i < config_.services.size(); ++i) {
@@ -175,29 +237,47 @@ bool GpuschedPolicy::EligibleLocked(int gpu) const {
   return g.enabled != 0 && g.count < max_per_gpu_;
 }
 
-int GpuschedPolicy::PickLocked(double cost_ms) const {
-  int best = -1;
-  double best_slowdown = 0;
+std::pair<double, double> GpuschedPolicy::ScoreLocked(int gpu, const Ask& ask) const {
+  // Under processor sharing the request and a co-runner slow each other down by as long as
+  // both run: m = min(remaining, cost). Relative to each one's cost, that is the slowdown the
+  // grant adds (the co-runners' weighted). On a slower GPU the request's own cost grows by its
+  // speed factor; the excess over the fastest GPU's cost counts as slowdown too.
+  const GpuSlots& g = table_->gpus[gpu];
+  const double cost = ask.cost_ms * speeds_.factor(gpu);
+  double slowdown = (cost - ask.cost_ms) / ask.cost_ms;
+  double finish = cost;
+  for (int i = 0; i < g.count; ++i) {
+    const double m = std::min(Remaining(g.running[i], 0), cost);
+    slowdown += m / cost + config_.co_runner_weight * m / g.running[i].expected_ms;
+    finish += m;
+  }
+  return {slowdown, finish};
+}
+
+int GpuschedPolicy::PickLocked(const Ask& ask) const {
+  int best = -1, affine = -1;
+  double best_slowdown = 0, affine_finish = 0;
+  double earliest = std::numeric_limits<double>::infinity();
   for (int gpu = 0; gpu < config_.gpu_count; ++gpu) {
-    if (!EligibleLocked(gpu)) continue;
-    // Under processor sharing the request and a co-runner slow each other down by as long as
-    // both run: m = min(remaining, cost). Relative to each one's cost, that is the slowdown the
-    // grant adds (the co-runners' weighted). Strict < keeps the lowest index on a tie.
-    const GpuSlots& g = table_->gpus[gpu];
-    double slowdown = 0;
-    for (int i = 0; i < g.count; ++i) {
-      const double m = std::min(Remaining(g.running[i], 0), cost_ms);
-      slowdown += m / cost_ms + config_.co_runner_weight * m / g.running[i].expected_ms;
-    }
+    if (!EligibleLocked(gpu) || !memory_.Fits(gpu, ask.mem_mib)) continue;
+    const auto [slowdown, finish] = ScoreLocked(gpu, ask);
+    // Strict < keeps the lowest index on a tie.
     if (best < 0 || slowdown < best_slowdown) {
-      best = gpu;
       best_slowdown = slowdown;
+      best = gpu;
+    }
+    earliest = std::min(earliest, finish);
+    if (ask.model != nullptr && affinity_.Has(gpu, *ask.model) &&
+        (affine < 0 || finish < affine_finish)) {
+      affine = gpu;
+      affine_finish = finish;
     }
   }
+  if (affine >= 0 && affine_finish <= earliest + config_.affinity_margin_ms) return affine;
   return best;
 }
 
-Lease GpuschedPolicy::GrantLocked(int service, int gpu, double cost_ms, int attempt,
+Lease GpuschedPolicy::GrantLocked(int service, int gpu, const Ask& ask, int attempt,
                                   int64_t requested_ns, int64_t now_ns) {
   Lease lease;
   lease.gpu = gpu;
@@ -207,12 +287,18 @@ Lease GpuschedPolicy::GrantLocked(int service, int gpu, double cost_ms, int atte
   lease.requested_ns = requested_ns;
   lease.granted_ns = now_ns;
   GpuSlots& g = table_->gpus[gpu];
-  g.running[g.count] = {lease.ticket, cost_ms, 0.0, SpreadLocked(service),
+  // The slot's expected run time is on this GPU (its speed factor applied).
+  g.running[g.count] = {lease.ticket, ask.cost_ms * speeds_.factor(gpu), 0.0, SpreadLocked(service),
                         static_cast<int32_t>(getpid()), 0};
   g.count++;  // after the slot is written: a holder dying in between leaves no half slot
   // As the patent's lock (claim 4): set when this lease is now the one its GPU's mark names.
   lease.locked = LoadLocked(gpu, now_ns).mark.owner == lease.ticket;
   leases_[lease.ticket] = lease;
+  if (ask.mem_mib > 0) {
+    memory_.Take(gpu, ask.mem_mib);
+    lease_mem_mib_[lease.ticket] = ask.mem_mib;
+  }
+  if (ask.model != nullptr) affinity_.Touch(gpu, *ask.model);
   metrics_.OnGrant(service, gpu, /*direct=*/false, now_ns);
   return lease;
 }
@@ -255,7 +341,7 @@ DurationMs GpuschedPolicy::WaitSliceLocked(const AcquireOptions& options, int64_
   return std::max<DurationMs>(wait_ms, 1);
 }
 
-StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& options) {
+Status GpuschedPolicy::CheckAsk(int service, const AcquireOptions& options) const {
   if (service < 0 || service >= static_cast<int>(config_.services.size())) {
     return InvalidArgument("service: index " + std::to_string(service) + " out of range");
   }
@@ -263,6 +349,24 @@ StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& optio
     return InvalidArgument("expected_ms: must be finite and >= 0 (0: the service's cost), got " +
                            std::to_string(options.expected_ms));
   }
+  if (options.expected_mem_mib < 0) {
+    return InvalidArgument("expected_mem_mib: must be >= 0, got " +
+                           std::to_string(options.expected_mem_mib));
+  }
+  if (options.expected_mem_mib > 0 && !memory_.tracked()) {
+    return InvalidArgument("expected_mem_mib: " + std::to_string(options.expected_mem_mib) +
+                           " MiB asked, but the dispatcher was created without gpu_memory_mib");
+  }
+  if (memory_.tracked() && options.expected_mem_mib > memory_.largest_mib()) {
+    return InvalidArgument("expected_mem_mib: " + std::to_string(options.expected_mem_mib) +
+                           " MiB fits no GPU (the largest has " +
+                           std::to_string(memory_.largest_mib()) + " MiB)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& options) {
+  GS_RETURN_IF_ERROR(CheckAsk(service, options));
   // A cancel wakes the wait below. Declared before the lock, so it is unsubscribed after the
   // lock is let go (the callback takes the lock).
   CancelSubscription subscription(options.cancel, [this] {
@@ -272,21 +376,60 @@ StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& optio
   StoreLock lock(*store_);
   GS_RETURN_IF_ERROR(lock.status());
   const int64_t requested_ns = options.requested_ns > 0 ? options.requested_ns : clock_.NowNs();
+  WaitSeat seat(waiting_, *store_, waiting_.NewKey(options.priority));
   for (int attempt = 1;; ++attempt) {
     const int64_t now_ns = clock_.NowNs();
     if (shut_down_ || (options.cancel != nullptr && options.cancel->cancelled())) {
       return WaitEndedLocked(service, options, requested_ns, now_ns);
     }
     for (int g = 0; g < config_.gpu_count; ++g) AdvanceLocked(table_->gpus[g], now_ns);
-    const double cost_ms =
-        options.expected_ms > 0 ? options.expected_ms : costs_.cost_exact_ms(service);
-    const int gpu = PickLocked(cost_ms);
-    if (gpu >= 0) return GrantLocked(service, gpu, cost_ms, attempt, requested_ns, now_ns);
-    // Every GPU is out of service or at max_per_gpu: sleep until one of them changes.
+    Ask ask;
+    ask.cost_ms = options.expected_ms > 0 ? options.expected_ms : costs_.cost_exact_ms(service);
+    ask.mem_mib = options.expected_mem_mib;
+    if (!options.model.empty()) ask.model = &options.model;
+    // A waiting request ahead (higher priority, or equal and earlier) goes first.
+    const int gpu = waiting_.AnyAhead(seat.key()) ? -1 : PickLocked(ask);
+    if (gpu >= 0) return GrantLocked(service, gpu, ask, attempt, requested_ns, now_ns);
+    // No GPU may take it now: sleep until one of them, or the queue, changes.
     GS_RETURN_IF_ERROR(WaitEndedLocked(service, options, requested_ns, now_ns));
+    waiting_.Add(seat.key());
     metrics_.OnGiveUp(service);
     GS_RETURN_IF_ERROR(lock.Wait(WaitSliceLocked(options, requested_ns, now_ns)));
     if (store_->ReclaimDead() > 0) store_->NotifyAll();
+  }
+}
+
+void GpuschedPolicy::DropSlotLocked(const Lease& granted, Outcome outcome) {
+  GpuSlots& g = table_->gpus[granted.gpu];
+  AdvanceLocked(g, clock_.NowNs());
+  auto mem = lease_mem_mib_.find(granted.ticket);
+  if (mem != lease_mem_mib_.end()) {
+    memory_.Give(granted.gpu, mem->second);
+    lease_mem_mib_.erase(mem);
+  }
+  int i = 0;
+  while (i < g.count && g.running[i].ticket != granted.ticket) ++i;
+  if (i < g.count) {  // absent only if another process reclaimed it (it took us for dead)
+    // The work the lease received is its run time had it run alone on this GPU: cost_time is
+    // learned in fastest-GPU time (divided by the GPU's speed factor at release).
+    if (outcome == Outcome::kSucceeded) {
+      const RunningSlot& r = g.running[i];
+      speeds_.Observe(granted.service, granted.gpu, r.received_ms);
+      costs_.Observe(granted.service, r.received_ms / speeds_.factor(granted.gpu));
+      if (r.received_ms > 0) {  // how far off the estimate was, on a log scale
+        SpreadStats& st = spreads_[granted.service];
+        const double x = std::log(r.received_ms / r.expected_ms);
+        st.n++;
+        const double delta = x - st.mean;
+        st.mean += delta / static_cast<double>(st.n);
+        st.m2 += delta * (x - st.mean);
+      }
+    }
+    // Keep grant order (GpuLoad reports it); the count drops first, so a holder dying midway
+    // leaves at worst a duplicate of a live slot beyond the count.
+    const int last = g.count - 1;
+    g.count--;
+    for (; i < last; ++i) g.running[i] = g.running[i + 1];
   }
 }
 
@@ -303,30 +446,7 @@ Status GpuschedPolicy::Release(const Lease& lease, Outcome outcome) {
   GS_RETURN_IF_ERROR(CheckReleaseMatchesGrant(granted, lease));
   leases_.erase(it);
   const int64_t now_ns = clock_.NowNs();
-  GpuSlots& g = table_->gpus[granted.gpu];
-  AdvanceLocked(g, now_ns);
-  int i = 0;
-  while (i < g.count && g.running[i].ticket != granted.ticket) ++i;
-  if (i < g.count) {  // absent only if another process reclaimed it (it took us for dead)
-    // The work the lease received is its run time had it run alone: what cost_time means.
-    if (outcome == Outcome::kSucceeded) {
-      const RunningSlot& r = g.running[i];
-      costs_.Observe(granted.service, r.received_ms);
-      if (r.received_ms > 0) {  // how far off the estimate was, on a log scale
-        SpreadStats& st = spreads_[granted.service];
-        const double x = std::log(r.received_ms / r.expected_ms);
-        st.n++;
-        const double delta = x - st.mean;
-        st.mean += delta / static_cast<double>(st.n);
-        st.m2 += delta * (x - st.mean);
-      }
-    }
-    // Keep grant order (GpuLoad reports it); the count drops first, so a holder dying midway
-    // leaves at worst a duplicate of a live slot beyond the count.
-    const int last = g.count - 1;
-    g.count--;
-    for (; i < last; ++i) g.running[i] = g.running[i + 1];
-  }
+  DropSlotLocked(granted, outcome);
   if (outcome == Outcome::kFailed) metrics_.OnFailed(granted.service);
   const double queue_ms = static_cast<double>(granted.granted_ns - granted.requested_ns) / 1e6;
   const double run_ms = static_cast<double>(now_ns - granted.granted_ns) / 1e6;
@@ -363,6 +483,9 @@ GpuLoad GpuschedPolicy::LoadLocked(int gpu, int64_t now_ns) const {
   const double now_ms = static_cast<double>(now_ns) / 1e6;
   GpuLoad out;
   out.co_runners = static_cast<int>(k);
+  out.free_mib = memory_.free_mib(gpu);
+  out.models = affinity_.loaded(gpu);
+  out.speed = speeds_.factor(gpu);
   out.mark.fin_time = static_cast<TimeMs>(std::llround(now_ms));
   if (k == 0) return out;
   // Work each lease still needs, as of now (not yet folded into received_ms).

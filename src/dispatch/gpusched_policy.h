@@ -51,7 +51,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -60,6 +62,7 @@
 #include "dispatch/dispatch_policy.h"
 #include "dispatch/mark_store.h"
 #include "dispatch/node_dispatcher.h"
+#include "dispatch/placement_inputs.h"
 #include "dispatch/realtime_config.h"
 #include "dispatch/realtime_dispatcher.h"
 
@@ -88,12 +91,26 @@ struct GpuschedConfig {
   // of processor-shared GPUs with the bench's workload; on `gpusched bench dispatch` the
   // difference is within run-to-run noise.
   double co_runner_weight = 2;
+  // Issue 42, item 5 (placement_inputs.h). Each GPU's memory in MiB (gpu_count entries, > 0);
+  // empty: memory is not tracked and requests must ask for none. Not with shared marks (the
+  // memory of other processes' leases is not in the segment).
+  std::vector<int64_t> gpu_memory_mib;
+  // A request of a model goes to a GPU that has the model loaded while that GPU's expected
+  // finish for it is within this many ms of the earliest finish any GPU offers; >= 0.
+  double affinity_margin_ms = 0;
+  // Models remembered per GPU (least recently granted forgotten first); >= 0.
+  int models_per_gpu = 4;
+  // Seed speed factors (time multipliers; 2 = twice as slow), gpu_count entries, > 0; empty:
+  // all 1. Learned from run times when learn_speed.
+  std::vector<double> gpu_speed;
+  bool learn_speed = true;
 };
 
 // Names the field and the value: gpu_count in [1, kMaxMarkGpus], at least one service, unique non-empty
 // names, finite cost_time > 0, ema_alpha in (0, 1] for kEma, max_per_gpu and acquire_timeout
 // >= 0 (max_per_gpu <= kMaxCoRunners), min_remaining_fraction in [0, 1], prior_spread finite
-// and >= 0, co_runner_weight finite and >= 0.
+// and >= 0, co_runner_weight finite and >= 0; gpu_memory_mib and gpu_speed empty or
+// gpu_count entries > 0, affinity_margin_ms finite >= 0, models_per_gpu >= 0.
 Status ValidateGpuschedConfig(const GpuschedConfig& config);
 
 // What the policy knows of one GPU (for tests, tracing and metrics).
@@ -101,6 +118,9 @@ struct GpuLoad {
   int co_runners = 0;                   // leases running on it
   std::vector<TimeMs> expected_finish;  // each running lease's, in grant order, under sharing
   SignalMark mark;                      // latest expected finish and the lease it belongs to
+  int64_t free_mib = -1;                // memory not taken by leases; -1: not tracked
+  std::vector<std::string> models;      // loaded, most recently granted first
+  double speed = 1;                     // time multiplier (1: the fastest GPU)
 };
 
 class GpuschedPolicy final : public NodeDispatcher {
@@ -113,8 +133,12 @@ class GpuschedPolicy final : public NodeDispatcher {
   std::string_view name() const override { return "gpusched"; }
   int gpu_count() const override { return config_.gpu_count; }
   StatusOr<int> ServiceIndex(std::string_view name) const override;
-  // Grants at once unless every GPU is out of service or at max_per_gpu; then waits for a
-  // release. Unavailable after acquire_timeout, the options' deadline or cancel;
+  // Grants at once unless every GPU is out of service, at max_per_gpu or without the
+  // request's expected_mem_mib free, or a waiting request of higher (or equal and earlier)
+  // priority is ahead of it; then waits for a release. A waiting request holds back those
+  // behind it even when it fits nowhere yet, so none starves (head-of-line blocking, by
+  // design). InvalidArgument for expected_mem_mib larger than every GPU, or given without
+  // gpu_memory_mib. Unavailable after acquire_timeout, the options' deadline or cancel;
   // FailedPrecondition after Shutdown(true); InvalidArgument for a bad service or a negative or
   // non-finite expected_ms.
   using NodeDispatcher::Acquire;
@@ -140,9 +164,20 @@ class GpuschedPolicy final : public NodeDispatcher {
   GpuschedPolicy(GpuschedConfig config, Clock& clock, std::unique_ptr<MarkStore> store);
   // REQUIRES: the store locked. Brings every lease's received work on `g` up to `now_ns`.
   static void AdvanceLocked(GpuSlots& g, int64_t now_ns);
-  // REQUIRES: locked and every GPU advanced to now. The eligible GPU where a request of
-  // `cost_ms` adds the least slowdown, or -1 when none may take a lease.
-  int PickLocked(double cost_ms) const;
+  // What placement needs of one request; cost_ms is on the fastest GPU.
+  struct Ask {
+    double cost_ms = 0;
+    int64_t mem_mib = 0;
+    const std::string* model = nullptr;
+  };
+  // REQUIRES: locked and every GPU advanced to now. The eligible GPU where `ask` fits and adds
+  // the least slowdown, or a GPU that has its model loaded whose expected finish is within
+  // affinity_margin_ms of the earliest; -1 when none may take it.
+  int PickLocked(const Ask& ask) const;
+  // REQUIRES: locked. Slowdown `ask` adds on `gpu` and its expected finish there (ms from now).
+  std::pair<double, double> ScoreLocked(int gpu, const Ask& ask) const;
+  // InvalidArgument for a request this policy can never grant.
+  Status CheckAsk(int service, const AcquireOptions& options) const;
   // Work `r` still needs, `extra_ms` after its GPU's last advance.
   double Remaining(const RunningSlot& r, double extra_ms) const;
   bool EligibleLocked(int gpu) const;
@@ -153,8 +188,10 @@ class GpuschedPolicy final : public NodeDispatcher {
   // REQUIRES: locked. The ms to sleep before the next look.
   DurationMs WaitSliceLocked(const AcquireOptions& options, int64_t requested_ns,
                              int64_t now_ns) const;
-  Lease GrantLocked(int service, int gpu, double cost_ms, int attempt, int64_t requested_ns,
+  Lease GrantLocked(int service, int gpu, const Ask& ask, int attempt, int64_t requested_ns,
                     int64_t now_ns);
+  // REQUIRES: locked. Takes `ticket`'s slot off `g`, training costs, spread and speed.
+  void DropSlotLocked(const Lease& granted, Outcome outcome);
 
   // REQUIRES: locked. The log-scale spread of `service`'s run times around their estimates.
   double SpreadLocked(int service) const;
@@ -178,6 +215,12 @@ class GpuschedPolicy final : public NodeDispatcher {
   CostModel costs_;
   std::vector<SpreadStats> spreads_;  // by service
   MetricsRecorder metrics_;
+  // Issue 42, item 5 (placement_inputs.h).
+  GpuMemoryLedger memory_;
+  ModelAffinity affinity_;
+  SpeedFactors speeds_;
+  WaitQueue waiting_;
+  std::map<uint64_t, int64_t> lease_mem_mib_;  // by ticket, leases that took memory
 };
 
 }  // namespace gpusched::dispatch

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -309,6 +311,118 @@ TEST(GpuschedPolicyTest, DeadlineEndsAWait) {
   waiter.join();
   EXPECT_EQ(waiting.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(waiting.status().message().find("deadline"), std::string::npos);
+}
+
+// Issue 42, item 5: per-request GPU memory. GPU0 has 8 GiB, GPU1 16 GiB. A request is granted
+// only where its expected memory fits beside the leases out there; one that fits nowhere now
+// waits for a release; one larger than every GPU fails at once, naming the field.
+TEST(GpuschedPolicy, Issue42_ExpectedMemoryFitsOrWaits) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(2);
+  c.gpu_memory_mib = {8192, 16384};
+  auto p = MakePolicy(c, clock);
+  Lease a = *p->Acquire(0, AcquireOptions{.expected_mem_mib = 12000});
+  EXPECT_EQ(a.gpu, 1);  // fits only GPU1
+  EXPECT_EQ(p->load(1).free_mib, 16384 - 12000);
+  Lease b = *p->Acquire(0, AcquireOptions{.expected_mem_mib = 6000});
+  EXPECT_EQ(b.gpu, 0);
+  StatusOr<Lease> waiting = Unavailable("not yet");
+  std::thread waiter([&] { waiting = p->Acquire(0, AcquireOptions{.expected_mem_mib = 5000}); });
+  WaitForSleepers(clock, 1);  // 2192 and 4384 MiB free: it waits
+  ASSERT_TRUE(p->Release(a, Outcome::kSucceeded).ok());
+  waiter.join();
+  ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+  EXPECT_EQ(waiting->gpu, 1);
+  StatusOr<Lease> never = p->Acquire(0, AcquireOptions{.expected_mem_mib = 20000});
+  EXPECT_EQ(never.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(never.status().message().find("expected_mem_mib"), std::string::npos);
+  EXPECT_NE(never.status().message().find("fits no GPU"), std::string::npos);
+  // Without gpu_memory_mib a request asking for memory is refused, naming the field.
+  auto untracked = MakePolicy(SmallAndBig(1), clock);
+  EXPECT_EQ(untracked->Acquire(0, AcquireOptions{.expected_mem_mib = 1}).status().code(),
+            StatusCode::kInvalidArgument);
+  c.gpu_memory_mib = {8192};  // one entry for two GPUs
+  EXPECT_NE(ValidateGpuschedConfig(c).message().find("gpu_memory_mib"), std::string::npos);
+}
+
+// A model stays on the GPU that has it loaded while that GPU's expected finish is within
+// affinity_margin_ms of the earliest; beyond the margin it goes where it finishes first.
+TEST(GpuschedPolicy, Issue42_ModelAffinityWithinMargin) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(2);
+  c.prior_spread = 0;
+  c.affinity_margin_ms = 15;
+  c.models_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  ASSERT_EQ(p->Acquire(0, AcquireOptions{.model = "resnet"})->gpu, 0);
+  EXPECT_EQ(p->load(0).models, (std::vector<std::string>{"resnet"}));
+  // GPU0 runs a 10 ms lease: a second resnet request finishes in 20 ms there, 10 on idle GPU1.
+  EXPECT_EQ(p->Acquire(0, AcquireOptions{.model = "resnet"})->gpu, 0);
+  // Two 10 ms leases on GPU0 now: 30 ms there against 10, beyond the margin.
+  EXPECT_EQ(p->Acquire(0, AcquireOptions{.model = "resnet"})->gpu, 1);
+  // Without a model the least added slowdown decides (GPU1, one co-runner).
+  EXPECT_EQ(p->Acquire(0)->gpu, 1);
+  EXPECT_EQ(p->load(1).models, (std::vector<std::string>{"resnet"}));
+  // models_per_gpu 1: a new model (two co-runners on each GPU: a tie, GPU0) evicts resnet.
+  ASSERT_EQ(p->Acquire(0, AcquireOptions{.model = "bert"})->gpu, 0);
+  EXPECT_EQ(p->load(0).models, (std::vector<std::string>{"bert"}));
+}
+
+// Waiting requests are granted by priority, then arrival; a lower-priority request arriving
+// while they wait does not pass them even when a GPU frees.
+TEST(GpuschedPolicy, Issue42_PriorityOrder) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(1);
+  c.max_per_gpu = 1;
+  auto p = MakePolicy(c, clock);
+  Lease running = *p->Acquire(0);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  const int priorities[] = {0, 5, 0, 5};  // arrival order; expected grants: 1, 3, 0, 2
+  for (int i = 0; i < 4; ++i) {
+    waiters.emplace_back([&, i] {
+      Lease l = *p->Acquire(0, AcquireOptions{.priority = priorities[i]});
+      std::lock_guard lock(mu);
+      order.push_back(i);
+      (void)p->Release(l, Outcome::kSucceeded);
+    });
+    WaitForSleepers(clock, i + 1);  // each arrives after the one before waits
+  }
+  ASSERT_TRUE(p->Release(running, Outcome::kSucceeded).ok());
+  for (std::thread& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{1, 3, 0, 2}));
+}
+
+// GPU1 runs the same service twice as slowly: once the service ran kSpeedMinRuns times on each
+// GPU, GPU1's factor is the learned 2, not its seed 3, and placement counts it.
+TEST(GpuschedPolicy, Issue42_LearnedSpeedFactors) {
+  FakeClock clock;
+  GpuschedConfig c = SmallAndBig(2);
+  c.gpu_speed = {1, 3};  // seeded: GPU1 three times as slow
+  auto p = MakePolicy(c, clock);
+  EXPECT_DOUBLE_EQ(p->load(1).speed, 3);
+  for (int i = 0; i < kSpeedMinRuns; ++i) {
+    for (int gpu : {0, 1}) {
+      ASSERT_TRUE(p->SetGpuEnabled(1 - gpu, false).ok());
+      Lease l = *p->Acquire(0);
+      ASSERT_EQ(l.gpu, gpu);
+      clock.AdvanceMs(gpu == 0 ? 10 : 20);  // alone: 10 ms on GPU0, 20 on GPU1
+      ASSERT_TRUE(p->Release(l, Outcome::kSucceeded).ok());
+      ASSERT_TRUE(p->SetGpuEnabled(1 - gpu, true).ok());
+    }
+  }
+  EXPECT_DOUBLE_EQ(p->load(0).speed, 1);
+  EXPECT_NEAR(p->load(1).speed, 2, 1e-9);
+  // Learned in GPU0 time: GPU1's runs count as 20 / its factor at release (the seed 3 until
+  // the last one), so the cost lies between 20 / 3 and 10.
+  EXPECT_GT(p->cost_time_ms(0), 20.0 / 3);
+  EXPECT_LE(p->cost_time_ms(0), 10 + 1e-9);
+  // Both idle: GPU0 (GPU1 would add its own slowdown, 2x - 1x = 1). GPU0 busy with one lease:
+  // there the new one adds 1 + 2 x 1 (co_runner_weight 2), on idle GPU1 only 1: GPU1.
+  Lease busy = *p->Acquire(0);
+  EXPECT_EQ(busy.gpu, 0);
+  EXPECT_EQ(p->Acquire(0)->gpu, 1);
 }
 
 }  // namespace

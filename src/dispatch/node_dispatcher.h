@@ -41,6 +41,13 @@ struct AcquireOptions {
   // asynchronous request's submit time, so its lease's requested_ns and queue wait count the
   // time it queued. 0: now.
   int64_t requested_ns = 0;
+  // Issue 42, item 5; the gpusched policy only (the C ABI refuses them for the literal one).
+  // GPU memory the request needs while it runs, MiB; 0: none. Granted only where it fits.
+  int64_t expected_mem_mib = 0;
+  // The model it serves; "": none. Kept on the GPUs that have it loaded (affinity_margin_ms).
+  std::string model = {};
+  // Higher is granted first among waiting requests; equal priorities in arrival order.
+  int32_t priority = 0;
 };
 
 // A release of `lease` against the lease `granted` under its ticket: InvalidArgument naming

@@ -107,6 +107,21 @@ class _ServiceMetrics(ctypes.Structure):
                 ("cost_time_ms", ctypes.c_double)]
 
 
+class _PlacementOptions(ctypes.Structure):  # issue 42 item 5, GPUSCHED_C_1.4
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("gpu_memory_mib", ctypes.POINTER(ctypes.c_int64)),
+                ("gpu_speed", ctypes.POINTER(ctypes.c_double)),
+                ("affinity_margin_ms", ctypes.c_double), ("models_per_gpu", ctypes.c_int32),
+                ("fixed_speed", ctypes.c_int32)]
+
+
+class _Request(ctypes.Structure):  # issue 42 item 5, GPUSCHED_C_1.4
+    _fields_ = [("struct_size", ctypes.c_uint32), ("service", ctypes.c_char_p),
+                ("expected_ms", ctypes.c_double), ("deadline_ms", ctypes.c_int64),
+                ("cancel", ctypes.c_void_p), ("expected_mem_mib", ctypes.c_int64),
+                ("model", ctypes.c_char_p), ("priority", ctypes.c_int32)]
+
+
 # gpusched_run_fn: int32_t fn(int32_t gpu, void* user).
 _RUN_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p)
 
@@ -140,6 +155,9 @@ def _declare(lib):
         "gpusched_dispatcher_create": ([P(_Options), P(_ServiceConfig), i32, P(vp)], ctypes.c_int),
         "gpusched_dispatcher_create_ex": ([cp, cp, P(_Options), P(_ServiceConfig), i32, P(vp)],
                                           ctypes.c_int),
+        "gpusched_dispatcher_create_ex2": ([cp, cp, P(_Options), P(_ServiceConfig), i32,
+                                            P(_PlacementOptions), P(vp)], ctypes.c_int),
+        "gpusched_dispatcher_acquire2": ([vp, P(_Request), P(_Lease)], ctypes.c_int),
         "gpusched_shared_marks_unlink": ([cp], ctypes.c_int),
         "gpusched_dispatcher_acquire_ex": ([vp, cp, i64, vp, ctypes.c_double, P(_Lease)],
                                            ctypes.c_int),
@@ -306,6 +324,27 @@ class _Handle:
 _COST_LEARNING = {"mean": 0, "ema": 1, "offline": 2}
 
 
+
+def _placement(gpus, gpu_memory_mib, gpu_speed, affinity_margin_ms, models_per_gpu,
+               fixed_speed):
+    """The create options of issue 42's placement inputs, or None when all are defaults."""
+    if gpu_memory_mib is None and gpu_speed is None and not affinity_margin_ms \
+            and not models_per_gpu and not fixed_speed:
+        return None
+    p = _PlacementOptions(struct_size=ctypes.sizeof(_PlacementOptions),
+                          affinity_margin_ms=float(affinity_margin_ms),
+                          models_per_gpu=models_per_gpu, fixed_speed=int(bool(fixed_speed)))
+    for name, values, ctype in (("gpu_memory_mib", gpu_memory_mib, ctypes.c_int64),
+                                ("gpu_speed", gpu_speed, ctypes.c_double)):
+        if values is None:
+            continue
+        if len(values) != gpus:
+            raise ValueError(f"{name}: one entry per GPU ({gpus}), got {len(values)}")
+        arr = (ctype * gpus)(*values)
+        setattr(p, name, ctypes.cast(arr, ctypes.POINTER(ctype)))
+        setattr(p, "_keep_" + name, arr)  # the array lives as long as the struct
+    return p
+
 class Dispatcher(_Handle):
     """A node-level dispatcher over `gpus` GPUs, on the real clock.
 
@@ -320,7 +359,9 @@ class Dispatcher(_Handle):
     Options (keyword-only; an unknown keyword is a TypeError): cost_learning ("mean", "ema" or
     "offline"), ema_alpha, max_per_gpu (0: no cap) and acquire_timeout_ms (0: none); for the
     literal policy only, literal_release, max_fin_time, earliest_finish_scan, elapsed_budget,
-    direct_no_lock (bools: the claims' alternative readings).
+    direct_no_lock (bools: the claims' alternative readings). Placement inputs (issue 42, the
+    gpusched policy only): gpu_memory_mib (a list, one per GPU), gpu_speed (seed speed factors,
+    one per GPU; 2 = twice as slow), affinity_margin_ms, models_per_gpu (0: 4), fixed_speed.
 
     Thread-safe: call lease()/acquire() from many Python threads (ctypes releases the GIL
     while a call blocks). close() refuses while leases from acquire() are out."""
@@ -330,7 +371,9 @@ class Dispatcher(_Handle):
     def __init__(self, gpus, services, *, policy="gpusched", shared_marks=None,
                  literal_release=False, max_fin_time=False,
                  earliest_finish_scan=False, elapsed_budget=False, direct_no_lock=False,
-                 cost_learning="mean", ema_alpha=0.0, max_per_gpu=0, acquire_timeout_ms=0):
+                 cost_learning="mean", ema_alpha=0.0, max_per_gpu=0, acquire_timeout_ms=0,
+                 gpu_memory_mib=None, gpu_speed=None, affinity_margin_ms=0.0,
+                 models_per_gpu=0, fixed_speed=False):
         super().__init__()
         lib = load_library()
         if policy not in ("gpusched", "literal"):
@@ -353,9 +396,12 @@ class Dispatcher(_Handle):
         arr = (_ServiceConfig * len(services))(
             *[_ServiceConfig(s.name.encode(), s.cost_ms, s.wait_ms, s.try_ms) for s in services])
         handle = ctypes.c_void_p()
-        _check(lib.gpusched_dispatcher_create_ex(
+        placement = _placement(gpus, gpu_memory_mib, gpu_speed, affinity_margin_ms,
+                               models_per_gpu, fixed_speed)
+        _check(lib.gpusched_dispatcher_create_ex2(
             policy.encode(), shared_marks.encode() if shared_marks is not None else None,
-            ctypes.byref(opts), arr, len(services), ctypes.byref(handle)))
+            ctypes.byref(opts), arr, len(services),
+            ctypes.byref(placement) if placement is not None else None, ctypes.byref(handle)))
         self._h = handle
         self.gpus = gpus
         self.policy = policy
@@ -368,21 +414,40 @@ class Dispatcher(_Handle):
     def _after_refused(self):
         _lib.gpusched_dispatcher_shutdown(self._h, 0)
 
-    def acquire(self, service, *, deadline_ms=0, cancel=None, expected_ms=0):
+    def acquire(self, service, *, deadline_ms=0, cancel=None, expected_ms=0,
+                expected_mem_mib=0, model=None, priority=0):
         """Blocks until a GPU is granted; returns the lease to release.
 
         deadline_ms > 0: give up after that many ms (GpuschedError, code DEADLINE_EXCEEDED).
         cancel: a Cancel; firing it from another thread ends the wait (code CANCELLED).
-        expected_ms > 0: this request's expected run time, used by the gpusched policy."""
-        if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 0:
-            raise ValueError(f"deadline_ms: must be an int >= 0, got {deadline_ms!r}")
+        expected_ms > 0: this request's expected run time, used by the gpusched policy.
+        Issue 42 (gpusched policy; the literal one refuses them, naming the field):
+        expected_mem_mib: GPU memory it needs (granted only where it fits), model: a str kept
+        on the GPUs that have it loaded, priority: higher waiting requests first."""
+        for name, value in (("deadline_ms", deadline_ms), ("expected_mem_mib", expected_mem_mib)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}: must be an int >= 0, got {value!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority: must be an int, got {priority!r}")
+        if model is not None and not isinstance(model, str):
+            raise TypeError(f"model: must be None or a str, got {model!r}")
         _nonneg_number("expected_ms", expected_ms)
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel: must be None or a Cancel, got {cancel!r}")
         lease = _Lease()
         with self._call() as h, (cancel._call() if cancel is not None else nullcontext()) as c:
-            _check(_lib.gpusched_dispatcher_acquire_ex(h, service.encode(), deadline_ms, c,
-                                                       float(expected_ms), ctypes.byref(lease)))
+            if expected_mem_mib or model or priority:  # issue 42: gpusched_dispatcher_acquire2
+                req = _Request(struct_size=ctypes.sizeof(_Request), service=service.encode(),
+                               expected_ms=float(expected_ms), deadline_ms=deadline_ms,
+                               cancel=c, expected_mem_mib=expected_mem_mib,
+                               model=model.encode() if model is not None else None,
+                               priority=priority)
+                _check(_lib.gpusched_dispatcher_acquire2(h, ctypes.byref(req),
+                                                         ctypes.byref(lease)))
+            else:
+                _check(_lib.gpusched_dispatcher_acquire_ex(h, service.encode(), deadline_ms, c,
+                                                           float(expected_ms),
+                                                           ctypes.byref(lease)))
         return lease
 
     def release(self, lease, failed=False):

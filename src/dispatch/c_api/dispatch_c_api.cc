@@ -175,14 +175,50 @@ StatusOr<GpuschedConfig> ToGpuschedConfig(const gpusched_dispatcher_options& o,
   return c;
 }
 
+// Issue 42, item 5: the placement options into `c` (its gpu_count set). NULL: none.
+Status ApplyPlacement(const gpusched_placement_options* p, GpuschedConfig& c) {
+  if (p == nullptr) return Status::Ok();
+  if (p->struct_size != sizeof(gpusched_placement_options)) {
+    return gpusched::InvalidArgument(
+        "placement.struct_size: must be sizeof(gpusched_placement_options) = " +
+        std::to_string(sizeof(gpusched_placement_options)) + ", got " +
+        std::to_string(p->struct_size));
+  }
+  const size_t n = static_cast<size_t>(std::max(c.gpu_count, 0));
+  if (p->gpu_memory_mib != nullptr) c.gpu_memory_mib.assign(p->gpu_memory_mib, p->gpu_memory_mib + n);
+  if (p->gpu_speed != nullptr) c.gpu_speed.assign(p->gpu_speed, p->gpu_speed + n);
+  c.affinity_margin_ms = p->affinity_margin_ms;
+  if (p->models_per_gpu != 0) c.models_per_gpu = p->models_per_gpu;
+  GS_RETURN_IF_ERROR(Flag("placement.fixed_speed", p->fixed_speed));
+  c.learn_speed = p->fixed_speed == 0;
+  return Status::Ok();
+}
+
+// The literal policy has no placement inputs: a set one is an error naming it.
+Status RefusePlacementForLiteral(const gpusched_placement_options* p) {
+  if (p == nullptr) return Status::Ok();
+  const char* field = p->gpu_memory_mib != nullptr     ? "gpu_memory_mib"
+                      : p->gpu_speed != nullptr        ? "gpu_speed"
+                      : p->affinity_margin_ms != 0     ? "affinity_margin_ms"
+                      : p->models_per_gpu != 0         ? "models_per_gpu"
+                      : p->fixed_speed != 0            ? "fixed_speed"
+                                                       : nullptr;
+  if (field == nullptr) return Status::Ok();
+  return gpusched::InvalidArgument(std::string("placement.") + field +
+                                   ": the literal policy (CN113051059B) places by time only; "
+                                   "use the gpusched policy");
+}
+
 StatusOr<std::unique_ptr<NodeDispatcher>> MakeDispatcher(const char* policy,
                                                          const char* shared_marks,
                                                          const gpusched_dispatcher_options& o,
                                                          std::vector<ServiceConfig> services,
+                                                         const gpusched_placement_options* placement,
                                                          gpusched::Clock& clock) {
   const std::string name = policy == nullptr ? "gpusched" : policy;
   if (name == "gpusched") {
     GS_ASSIGN_OR_RETURN(GpuschedConfig config, ToGpuschedConfig(o, std::move(services)));
+    GS_RETURN_IF_ERROR(ApplyPlacement(placement, config));
     GS_RETURN_IF_ERROR(ValidateGpuschedConfig(config));
     std::unique_ptr<MarkStore> store;
     if (shared_marks != nullptr) {
@@ -198,6 +234,7 @@ StatusOr<std::unique_ptr<NodeDispatcher>> MakeDispatcher(const char* policy,
           "shared_marks: the literal policy keeps its marks in the process; shared marks need "
           "the gpusched policy");
     }
+    GS_RETURN_IF_ERROR(RefusePlacementForLiteral(placement));
     GS_ASSIGN_OR_RETURN(DispatcherConfig config, ToConfig(o, std::move(services)));
     GS_ASSIGN_OR_RETURN(std::unique_ptr<RealtimeDispatcher> d,
                         RealtimeDispatcher::Create(std::move(config), clock));
@@ -314,7 +351,25 @@ struct AcquireRequest {
   gpusched_cancel* cancel = nullptr;
   double expected_ms = 0;
   bool try_only = false;
+  // Issue 42, item 5 (gpusched_request).
+  int64_t expected_mem_mib = 0;
+  const char* model = nullptr;
+  int32_t priority = 0;
 };
+
+// The literal policy places by time only: a request's memory, model or priority is an error
+// naming the field.
+Status CheckInputsForPolicy(const NodeDispatcher& p, const AcquireRequest& r) {
+  if (p.name() == "gpusched") return Status::Ok();
+  const char* field = r.expected_mem_mib != 0                   ? "expected_mem_mib"
+                      : (r.model != nullptr && *r.model != 0)  ? "model"
+                      : r.priority != 0                         ? "priority"
+                                                                : nullptr;
+  if (field == nullptr) return Status::Ok();
+  return gpusched::InvalidArgument(std::string("request.") + field + ": not supported by the " +
+                                   std::string(p.name()) + " policy (CN113051059B places by "
+                                   "time only); use the gpusched policy");
+}
 
 Status CheckAcquireArgs(const char* service, const gpusched_lease* out, const AcquireRequest& r) {
   if (!service) return Null("service");
@@ -339,11 +394,15 @@ Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireReq
     GS_RETURN_IF_ERROR(Enter(r.cancel, HandleKind::kCancel, "cancel",
                              "gpusched_dispatcher_acquire_ex", cancel_pass));
   }
+  GS_RETURN_IF_ERROR(CheckInputsForPolicy(*d->dispatcher, r));
   GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
   failure.service = index;
   AcquireOptions options;
   options.cancel = r.cancel != nullptr ? &r.cancel->token : nullptr;
   options.expected_ms = r.expected_ms;
+  options.expected_mem_mib = r.expected_mem_mib;
+  if (r.model != nullptr) options.model = r.model;
+  options.priority = r.priority;
   // A try: a deadline that has passed already, so the policy tries one round and stops.
   if (r.try_only) options.deadline_ns = d->clock.NowNs();
   if (r.deadline_ms > 0) options.deadline_ns = d->clock.NowNs() + r.deadline_ms * 1'000'000;
@@ -445,6 +504,16 @@ int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
                                   const gpusched_dispatcher_options* options,
                                   const gpusched_service_config* services,
                                   int32_t service_count, gpusched_dispatcher** out) {
+  return gpusched_dispatcher_create_ex2(policy, shared_marks, options, services, service_count,
+                                        nullptr, out);
+}
+
+int gpusched_dispatcher_create_ex2(const char* policy, const char* shared_marks,
+                                   const gpusched_dispatcher_options* options,
+                                   const gpusched_service_config* services,
+                                   int32_t service_count,
+                                   const gpusched_placement_options* placement,
+                                   gpusched_dispatcher** out) {
   return Guard([&]() -> Status {
     if (!options) return Null("options");
     if (!out) return Null("out");
@@ -453,7 +522,8 @@ int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
     GS_ASSIGN_OR_RETURN(std::vector<ServiceConfig> list, ToServices(services, service_count));
     auto d = std::make_unique<gpusched_dispatcher>();
     GS_ASSIGN_OR_RETURN(d->dispatcher,
-                        MakeDispatcher(policy, shared_marks, *options, std::move(list), d->clock));
+                        MakeDispatcher(policy, shared_marks, *options, std::move(list), placement,
+                                       d->clock));
     d->acquire_timeout_ms = options->acquire_timeout_ms;
     d->timeouts.assign(static_cast<size_t>(service_count), 0);
     // Shared marks: capacity may free in another process, which no Pump here sees.
@@ -543,6 +613,23 @@ int gpusched_dispatcher_acquire_ex(gpusched_dispatcher* d, const char* service,
 int gpusched_dispatcher_try_acquire(gpusched_dispatcher* d, const char* service,
                                     gpusched_lease* out) {
   return AcquireC(d, service, {0, nullptr, 0, /*try_only=*/true}, out);
+}
+
+int gpusched_dispatcher_acquire2(gpusched_dispatcher* d, const gpusched_request* req,
+                                 gpusched_lease* out) {
+  if (req == nullptr) return Guard([] { return Null("req"); });
+  if (req->struct_size != sizeof(gpusched_request)) {
+    return Guard([&] {
+      return gpusched::InvalidArgument("req.struct_size: must be sizeof(gpusched_request) = " +
+                                       std::to_string(sizeof(gpusched_request)) + ", got " +
+                                       std::to_string(req->struct_size));
+    });
+  }
+  AcquireRequest r{req->deadline_ms, req->cancel, req->expected_ms, /*try_only=*/false};
+  r.expected_mem_mib = req->expected_mem_mib;
+  r.model = req->model;
+  r.priority = req->priority;
+  return AcquireC(d, req->service, r, out);
 }
 
 int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease,

@@ -59,6 +59,10 @@
  * Then, with no new function: CUDA is loaded at run time, from the plugin libgpusched_cuda.so.1
  * installed beside this library, so the library needs no libcudart.so.N or libcuda to load;
  * gpusched_cuda_device_count returning 0 (or -1) now leaves the reason in gpusched_last_error().
+ * Then, with symbol version GPUSCHED_C_1.4 (issue 42, item 5): requests that carry GPU memory,
+ * a model and a priority (gpusched_request, gpusched_dispatcher_acquire2), and per-GPU memory,
+ * seed speeds and the affinity margin at create (gpusched_placement_options,
+ * gpusched_dispatcher_create_ex2).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -280,6 +284,60 @@ int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms);
  * draining; other errors as gpusched_dispatcher_acquire. */
 int gpusched_dispatcher_try_acquire(gpusched_dispatcher* d, const char* service,
                                     gpusched_lease* out);
+
+/* ---- Placement inputs (symbol version GPUSCHED_C_1.4, issue 42 item 5) ----
+ *
+ * The gpusched policy can also place by a request's GPU memory, its model (kept on the GPUs
+ * that have it loaded) and its priority, on GPUs of uneven speed. The literal policy has none of
+ * these (PATENTS.md section 1): it refuses them with GPUSCHED_E_INVALID_ARGUMENT naming the
+ * field. Structs carry struct_size = sizeof(the struct) of the caller's header, so they can
+ * grow; this library accepts exactly the sizes below. */
+
+/* Per-GPU inputs given at create. Zero everywhere (with struct_size set) is the default. */
+typedef struct {
+  uint32_t struct_size;          /* sizeof(gpusched_placement_options) */
+  const int64_t* gpu_memory_mib; /* gpu_count entries, each > 0, or NULL: memory not tracked
+                                    (then requests must give expected_mem_mib 0) */
+  const double* gpu_speed;       /* gpu_count seed speed factors (time multipliers, > 0; 2 =
+                                    twice as slow), or NULL: all 1 */
+  double affinity_margin_ms;     /* >= 0: a request of a model goes to a GPU that has the model
+                                    loaded while that GPU's expected finish is within this of
+                                    the earliest any GPU offers */
+  int32_t models_per_gpu;        /* models remembered per GPU (least recently granted forgotten
+                                    first); 0: 4 */
+  int32_t fixed_speed;           /* 1: keep the seed speeds, never learn them; 0: learn */
+} gpusched_placement_options;
+
+/* gpusched_dispatcher_create_ex with placement options (NULL: as create_ex). With memory given,
+ * shared_marks is refused (other processes' leases would not be counted). */
+int gpusched_dispatcher_create_ex2(const char* policy, const char* shared_marks,
+                                   const gpusched_dispatcher_options* options,
+                                   const gpusched_service_config* services,
+                                   int32_t service_count,
+                                   const gpusched_placement_options* placement,
+                                   gpusched_dispatcher** out);
+
+/* One request. Zero everywhere (with struct_size and service set) is a plain acquire. */
+typedef struct {
+  uint32_t struct_size;     /* sizeof(gpusched_request) */
+  const char* service;      /* required */
+  double expected_ms;       /* as gpusched_dispatcher_acquire_ex; 0: the service's cost */
+  int64_t deadline_ms;      /* as gpusched_dispatcher_acquire_ex; 0: none */
+  gpusched_cancel* cancel;  /* as gpusched_dispatcher_acquire_ex; NULL: none */
+  int64_t expected_mem_mib; /* GPU memory it needs while it runs, >= 0; granted only a GPU
+                               with that much free (its memory minus the expected memory of
+                               the leases out on it); GPUSCHED_E_INVALID_ARGUMENT when larger
+                               than every GPU */
+  const char* model;        /* NULL or "": none; else kept on GPUs that have it loaded */
+  int32_t priority;         /* waiting requests: higher first, equal ones in arrival order; a
+                               waiting request holds back later ones of lower or equal
+                               priority (none starves) */
+} gpusched_request;
+
+/* gpusched_dispatcher_acquire_ex with a gpusched_request. Returns as acquire_ex; release the
+ * lease with gpusched_dispatcher_release. */
+int gpusched_dispatcher_acquire2(gpusched_dispatcher* d, const gpusched_request* req,
+                                 gpusched_lease* out);
 
 /* ---- Asynchronous acquire (symbol version GPUSCHED_C_1.3, issue 42) ----
  *

@@ -18,6 +18,42 @@ public final class Dispatcher extends Handle {
   /** One service: times in ms (cost may be fractional); wait < cost (claim 7), try > 0. */
   public record Service(String name, double costMs, long waitMs, long tryMs) {}
 
+  /**
+   * Per-GPU placement inputs at create (issue 42 item 5, gpusched policy only): memory in MiB
+   * and seed speed factors (2 = twice as slow), one per GPU or null; the affinity margin in ms;
+   * models remembered per GPU (0: 4); fixedSpeed: never learn the speeds.
+   */
+  public record Placement(long[] gpuMemoryMib, double[] gpuSpeed, double affinityMarginMs,
+                          int modelsPerGpu, boolean fixedSpeed) {}
+
+  /**
+   * One request for {@link #acquire(Request)} (issue 42 item 5): a builder over
+   * gpusched_request. The literal policy refuses memory, model and priority, naming the field.
+   */
+  public static final class Request {
+    private final String service;
+    private double expectedMs;
+    private long deadlineMs;
+    private Cancel cancel;
+    private long expectedMemMib;
+    private String model;
+    private int priority;
+
+    public Request(String service) {
+      this.service = service;
+    }
+
+    public Request expectedMs(double ms) { this.expectedMs = ms; return this; }
+    public Request deadlineMs(long ms) { this.deadlineMs = ms; return this; }
+    public Request cancel(Cancel c) { this.cancel = c; return this; }
+    /** GPU memory the request needs while it runs; granted only a GPU where it fits. */
+    public Request expectedMemMib(long mib) { this.expectedMemMib = mib; return this; }
+    /** Kept on the GPUs that have this model loaded, within the affinity margin. */
+    public Request model(String m) { this.model = m; return this; }
+    /** Higher waiting requests are granted first; equal ones in arrival order. */
+    public Request priority(int p) { this.priority = p; return this; }
+  }
+
   /** A lease as a scope: released on close, as failed when {@link #fail()} was called. */
   public final class LeaseScope implements AutoCloseable {
     private final GpuschedLibrary.Lease lease;
@@ -63,13 +99,39 @@ public final class Dispatcher extends Handle {
    */
   public Dispatcher(GpuschedLibrary lib, String policy, String sharedMarks,
                     GpuschedLibrary.DispatcherOptions options, Service... services) {
-    super(lib, create(lib, policy, sharedMarks, options, services));
+    this(lib, policy, sharedMarks, options, null, services);
+  }
+
+  /** As above, with the placement inputs of issue 42 (null: none). */
+  public Dispatcher(GpuschedLibrary lib, String policy, String sharedMarks,
+                    GpuschedLibrary.DispatcherOptions options, Placement placement,
+                    Service... services) {
+    super(lib, create(lib, policy, sharedMarks, options, placement, services));
     serviceNames = new String[services.length];
     for (int i = 0; i < services.length; ++i) serviceNames[i] = services[i].name();
   }
 
+  private static GpuschedLibrary.PlacementOptions toC(Placement p, int gpus) {
+    if (p == null) return null;
+    GpuschedLibrary.PlacementOptions c = new GpuschedLibrary.PlacementOptions();
+    c.struct_size = c.size();
+    if (p.gpuMemoryMib() != null) {
+      c.gpu_memory_mib = new Memory(8L * Math.max(gpus, p.gpuMemoryMib().length));
+      c.gpu_memory_mib.write(0, p.gpuMemoryMib(), 0, p.gpuMemoryMib().length);
+    }
+    if (p.gpuSpeed() != null) {
+      c.gpu_speed = new Memory(8L * Math.max(gpus, p.gpuSpeed().length));
+      c.gpu_speed.write(0, p.gpuSpeed(), 0, p.gpuSpeed().length);
+    }
+    c.affinity_margin_ms = p.affinityMarginMs();
+    c.models_per_gpu = p.modelsPerGpu();
+    c.fixed_speed = p.fixedSpeed() ? 1 : 0;
+    return c;
+  }
+
   private static Pointer create(GpuschedLibrary lib, String policy, String sharedMarks,
-                                GpuschedLibrary.DispatcherOptions options, Service[] services) {
+                                GpuschedLibrary.DispatcherOptions options, Placement placement,
+                                Service[] services) {
     GpuschedLibrary.ServiceConfig first = new GpuschedLibrary.ServiceConfig();
     GpuschedLibrary.ServiceConfig[] array =
         services.length > 0 ? (GpuschedLibrary.ServiceConfig[]) first.toArray(services.length) : null;
@@ -81,8 +143,9 @@ public final class Dispatcher extends Handle {
       array[i].write();
     }
     PointerByReference out = new PointerByReference();
-    GpuschedException.check(lib, lib.gpusched_dispatcher_create_ex(
-        policy, sharedMarks, options, array != null ? array[0] : null, services.length, out));
+    GpuschedLibrary.PlacementOptions p = toC(placement, options.gpu_count);
+    GpuschedException.check(lib, lib.gpusched_dispatcher_create_ex2(
+        policy, sharedMarks, options, array != null ? array[0] : null, services.length, p, out));
     return out.getValue();
   }
 
@@ -132,6 +195,42 @@ public final class Dispatcher extends Handle {
     return lib.gpusched_dispatcher_destroy(h);
   }
 
+  /**
+   * Blocks until a GPU is granted to `request` (gpusched_dispatcher_acquire2): its memory,
+   * model and priority as well as acquire's options. Errors as {@link #acquire(String, long,
+   * Cancel, double)}; E_INVALID_ARGUMENT for memory larger than every GPU.
+   */
+  public GpuschedLibrary.Lease acquire(Request request) {
+    GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
+    GpuschedLibrary.Request r = new GpuschedLibrary.Request();
+    r.struct_size = r.size();
+    r.service = request.service;
+    r.expected_ms = request.expectedMs;
+    r.deadline_ms = request.deadlineMs;
+    r.expected_mem_mib = request.expectedMemMib;
+    r.model = request.model;
+    r.priority = request.priority;
+    callWithCancel(request.cancel, (h, c) -> {
+      r.cancel = c;
+      return lib.gpusched_dispatcher_acquire2(h, r, lease);
+    });
+    return lease;
+  }
+
+  private interface CancelCall {
+    int call(Pointer h, Pointer cancel);
+  }
+
+  /** Calls fn with the handle and `cancel` entered (null: none) for as long as it runs. */
+  private void callWithCancel(Cancel cancel, CancelCall fn) {
+    Pointer c = cancel != null ? cancel.enter(false) : null;
+    try {
+      call(false, h -> fn.call(h, c));
+    } finally {
+      if (cancel != null) cancel.exit();
+    }
+  }
+
   /** Blocks until a GPU is granted; hand the lease back to {@link #release}. */
   public GpuschedLibrary.Lease acquire(String service) {
     GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
@@ -148,13 +247,8 @@ public final class Dispatcher extends Handle {
   public GpuschedLibrary.Lease acquire(String service, long deadlineMs, Cancel cancel,
                                        double expectedMs) {
     GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
-    Pointer c = cancel != null ? cancel.enter(false) : null;
-    try {
-      call(false, h -> lib.gpusched_dispatcher_acquire_ex(h, service, deadlineMs, c, expectedMs,
-                                                           lease));
-    } finally {
-      if (cancel != null) cancel.exit();
-    }
+    callWithCancel(cancel, (h, c) -> lib.gpusched_dispatcher_acquire_ex(h, service, deadlineMs,
+                                                                       c, expectedMs, lease));
     return lease;
   }
 

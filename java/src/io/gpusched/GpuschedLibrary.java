@@ -152,6 +152,37 @@ public interface GpuschedLibrary extends Library {
                                     ServiceConfig services, int serviceCount,
                                     PointerByReference out);
   int gpusched_shared_marks_unlink(String name);
+
+  /** gpusched_placement_options (issue 42 item 5, GPUSCHED_C_1.4); see gpusched_c.h. */
+  @Structure.FieldOrder({"struct_size", "gpu_memory_mib", "gpu_speed", "affinity_margin_ms",
+                         "models_per_gpu", "fixed_speed"})
+  class PlacementOptions extends Structure {
+    public int struct_size;
+    public Pointer gpu_memory_mib;
+    public Pointer gpu_speed;
+    public double affinity_margin_ms;
+    public int models_per_gpu;
+    public int fixed_speed;
+  }
+
+  /** gpusched_request (issue 42 item 5, GPUSCHED_C_1.4); see gpusched_c.h. */
+  @Structure.FieldOrder({"struct_size", "service", "expected_ms", "deadline_ms", "cancel",
+                         "expected_mem_mib", "model", "priority"})
+  class Request extends Structure {
+    public int struct_size;
+    public String service;
+    public double expected_ms;
+    public long deadline_ms;
+    public Pointer cancel;
+    public long expected_mem_mib;
+    public String model;
+    public int priority;
+  }
+
+  int gpusched_dispatcher_create_ex2(String policy, String sharedMarks, DispatcherOptions options,
+                                     ServiceConfig services, int serviceCount,
+                                     PlacementOptions placement, PointerByReference out);
+  int gpusched_dispatcher_acquire2(Pointer d, Request request, Lease out);
   int gpusched_dispatcher_acquire_ex(Pointer d, String service, long deadlineMs, Pointer cancel,
                                      double expectedMs, Lease out);
   int gpusched_cancel_create(PointerByReference out);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "base/percentile.h"
 #include "base/work_pool.h"
@@ -19,12 +21,30 @@ struct Request {
   int service;
   double work_ms;
   double hint_ms;  // its expected work as known at arrival (OpenLoopConfig::known_fraction)
+  int model = -1;    // -1: none
+  int32_t priority = 0;
 };
+
+// What the simulated GPUs hold between requests: the model each one has loaded.
+struct GpuModels {
+  explicit GpuModels(int gpus) : loaded(static_cast<size_t>(gpus)) {
+    for (auto& m : loaded) m.store(-1);
+  }
+  std::vector<std::atomic<int>> loaded;
+};
+
+// The GPUs' summed speed (1 / time multiplier), for the arrival rate.
+double Capacity(const OpenLoopConfig& c) {
+  if (c.gpu_speed.empty()) return c.gpus;
+  double sum = 0;
+  for (double s : c.gpu_speed) sum += 1 / s;
+  return sum;
+}
 
 std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
   double mean_work = 0;
   for (const auto& s : c.services) mean_work += s.share * s.mean_ms;
-  const double rate_per_ms = c.load * c.gpus / mean_work;
+  const double rate_per_ms = c.load * Capacity(c) / mean_work;
   std::vector<Request> out;
   double t_ms = 0;
   for (int i = 0; i < c.requests; ++i) {
@@ -45,30 +65,65 @@ std::vector<Request> MakeRequests(const OpenLoopConfig& c, Rng& rng) {
     const double unknown = unknown_sigma > 0 ? std::log(rng.LogNormal(0, unknown_sigma)) : 0;
     out.push_back({static_cast<int64_t>(t_ms * 1e6), s, std::exp(mu + known + unknown),
                    std::exp(mu + known + unknown_sigma * unknown_sigma / 2)});
+    // Drawn after the rest, and only in the issue 42 scenarios: the other rows' loads stay.
+    if (c.models > 0) out.back().model = static_cast<int>(rng.Uniform01() * c.models) % c.models;
+    if (c.high_priority_share > 0) out.back().priority = rng.Uniform01() < c.high_priority_share;
   }
   return out;
 }
 
-// One request: a GPU from the policy, a stream on it, the compute, release both.
-RequestOutcome Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Request& r,
-                     RealClock& clock) {
+StatusOr<Lease> AcquireFor(DispatchPolicy& policy, const Request& r, const OpenLoopConfig& c) {
   // The policies that take a per-request estimate get the hint; the others the service.
   auto* node = dynamic_cast<NodeDispatcher*>(&policy);
-  StatusOr<Lease> lease = node != nullptr
-                              ? node->Acquire(r.service, AcquireOptions{.expected_ms = r.hint_ms})
-                              : policy.Acquire(r.service);
-  if (!lease.ok()) return OutcomeOfAcquireError(lease.status());
+  if (node == nullptr) return policy.Acquire(r.service);
+  AcquireOptions options{.expected_ms = r.hint_ms};
+  if (c.pass_placement_inputs) {
+    if (r.model >= 0) options.model = "model-" + std::to_string(r.model);
+    options.priority = r.priority;
+  }
+  return node->Acquire(r.service, options);
+}
+
+// One request: a GPU from the policy, a stream on it, the compute (scaled by the GPU's speed,
+// plus a model load when another model is loaded there), release both.
+RequestRecord Serve(DispatchPolicy& policy, std::vector<SimDevice*>& devices, const Request& r,
+                    const OpenLoopConfig& c, GpuModels& models, RealClock& clock) {
+  RequestRecord rec;
+  rec.high_priority = r.priority > 0;
+  StatusOr<Lease> lease = AcquireFor(policy, r, c);
+  if (!lease.ok()) {
+    rec.outcome = OutcomeOfAcquireError(lease.status());
+    return rec;
+  }
   SimDevice& dev = *devices[lease->gpu];
+  double work_ms = r.work_ms;
+  if (r.model >= 0 && models.loaded[lease->gpu].exchange(r.model) != r.model) {
+    rec.model_loaded = true;
+    work_ms += c.model_load_ms;
+  }
+  if (!c.gpu_speed.empty()) work_ms *= c.gpu_speed[lease->gpu];
   StatusOr<StreamId> stream = dev.AcquireStream();
   while (!stream.ok()) {  // every stream busy: the request queues on the GPU (polls every 50 µs)
     PreciseWaitUntilNs(clock, clock.NowNs() + 50'000);
     stream = dev.AcquireStream();
   }
-  (void)dev.Launch(*stream, [&dev, ms = r.work_ms](const KernelContext&) { dev.ComputeMs(ms); });
+  (void)dev.Launch(*stream, [&dev, work_ms](const KernelContext&) { dev.ComputeMs(work_ms); });
   (void)dev.Synchronize(*stream);
   (void)dev.ReleaseStream(*stream);
   policy.Complete(*lease);
-  return RequestOutcome::kServed;
+  rec.outcome = RequestOutcome::kServed;
+  return rec;
+}
+
+// p50 and p99 (nearest rank) of the served requests of one priority class; 0 when none.
+std::pair<double, double> ClassPercentiles(const std::vector<RequestRecord>& records, bool high) {
+  std::vector<double> l;
+  for (const RequestRecord& rec : records) {
+    if (rec.outcome == RequestOutcome::kServed && rec.high_priority == high) l.push_back(rec.latency_ms);
+  }
+  if (l.empty()) return {0, 0};
+  std::sort(l.begin(), l.end());
+  return {Percentile(l, 50), Percentile(l, 99)};
 }
 
 }  // namespace
@@ -98,6 +153,11 @@ OpenLoopResult Summarize(std::string policy, double load, const std::vector<Requ
     }
   }
   r.served = static_cast<int>(latency_ms.size());
+  for (const RequestRecord& rec : records) {
+    if (rec.outcome == RequestOutcome::kServed && rec.model_loaded) ++r.model_loads;
+  }
+  std::tie(r.high_p50_ms, r.high_p99_ms) = ClassPercentiles(records, true);
+  std::tie(r.low_p50_ms, r.low_p99_ms) = ClassPercentiles(records, false);
   if (latency_ms.empty()) return r;
   std::sort(latency_ms.begin(), latency_ms.end());
   r.p50_ms = Percentile(latency_ms, 50);
@@ -146,6 +206,7 @@ OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devic
   std::vector<RequestRecord> records(requests.size());  // kDropped until a worker says otherwise
   std::atomic<int> in_flight{0};
   std::atomic<int64_t> last_served_ns{0};
+  GpuModels models(config.gpus);
   const int64_t start_ns = clock.NowNs();
   {
     WorkPool pool(static_cast<size_t>(config.worker_threads));
@@ -156,11 +217,10 @@ OpenLoopResult RunOpenLoop(DispatchPolicy& policy, std::vector<SimDevice*> devic
       if (config.max_in_flight > 0 && in_flight.load() >= config.max_in_flight) continue;
       in_flight.fetch_add(1);
       pool.Post([&, i = next] {
-        const RequestOutcome outcome = Serve(policy, devices, requests[i], clock);
+        records[i] = Serve(policy, devices, requests[i], config, models, clock);
         const int64_t end = clock.NowNs();
-        records[i] = {outcome,
-                      static_cast<double>(end - start_ns - requests[i].arrival_ns) / 1e6};
-        if (outcome == RequestOutcome::kServed) {
+        records[i].latency_ms = static_cast<double>(end - start_ns - requests[i].arrival_ns) / 1e6;
+        if (records[i].outcome == RequestOutcome::kServed) {
           int64_t prev = last_served_ns.load();
           while (prev < end && !last_served_ns.compare_exchange_weak(prev, end)) {}
         }

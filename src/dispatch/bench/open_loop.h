@@ -45,6 +45,18 @@ struct OpenLoopConfig {
   // f = 0: every hint is the service's mean (nothing is known beyond the service); the run
   // times have the same distribution for every f.
   double known_fraction = 0;
+  // Issue 42 item 5 scenarios (`gpusched bench dispatch --scenario`). Each GPU's time
+  // multiplier (2: twice as slow; empty: all 1); the load counts the GPUs' summed speed.
+  std::vector<double> gpu_speed;
+  // models > 0: each request serves one of that many models (uniform); a GPU holds one model
+  // at a time and a request whose model is not the one loaded there first loads it, adding
+  // model_load_ms to its work.
+  int models = 0;
+  double model_load_ms = 0;
+  // Fraction of requests of high priority (1; the rest 0).
+  double high_priority_share = 0;
+  // Whether the policy is told each request's model and priority (the gpusched policy).
+  bool pass_placement_inputs = false;
 };
 
 // How one request of the load ended.
@@ -58,6 +70,8 @@ enum class RequestOutcome {
 struct RequestRecord {
   RequestOutcome outcome = RequestOutcome::kDropped;
   double latency_ms = 0;  // scheduled arrival -> done; meaningful for kServed only
+  bool high_priority = false;
+  bool model_loaded = false;  // it paid model_load_ms
 };
 
 struct OpenLoopResult {
@@ -67,6 +81,9 @@ struct OpenLoopResult {
   // Over served requests only; 0 when none was served.
   double p50_ms = 0, p99_ms = 0, p999_ms = 0, mean_ms = 0;
   double throughput_per_s = 0;  // served requests / (last one served - start)
+  // Issue 42 scenarios: served requests that loaded their model; latencies by priority.
+  int model_loads = 0;
+  double high_p50_ms = 0, high_p99_ms = 0, low_p50_ms = 0, low_p99_ms = 0;
 };
 
 // The outcome of a request whose Acquire returned `error` (not ok).

@@ -313,7 +313,7 @@ class Dispatcher(_Handle):
     finish earliest, weighed against the delay it causes the leases already there; it waits
     only when every GPU is at max_per_gpu or out of service, and wakes when a lease is
     released. "literal": the CN113051059B dispatcher as claimed, with the claims' options.
-    shared_marks: None, or a name "/name" (gpusched policy): the marks live in the shared-memory
+    shared_marks: None, or a name "/name" (either policy): the marks live in the shared-memory
     segment /dev/shm/name, one set for every process on the machine that opens that name (see
     shared_marks_unlink).
 

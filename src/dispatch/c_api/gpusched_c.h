@@ -59,6 +59,9 @@
  * Then, with no new function: CUDA is loaded at run time, from the plugin libgpusched_cuda.so.1
  * installed beside this library, so the library needs no libcudart.so.N or libcuda to load;
  * gpusched_cuda_device_count returning 0 (or -1) now leaves the reason in gpusched_last_error().
+ * Then, with symbol version GPUSCHED_C_1.5: the driver's stage plan across nodes
+ * (gpusched_chunks_plan_*, gpusched_chunks_c.h; CN110955526B claim 2); and, with no new
+ * function, the literal policy accepts shared_marks (gpusched_dispatcher_create_ex).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_

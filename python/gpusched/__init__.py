@@ -203,6 +203,13 @@ def _declare(lib):
                                           ctypes.c_int),
         "gpusched_chunks_run": ([vp, vp], ctypes.c_int),
         "gpusched_chunks_stat": ([vp, cp], i64),
+        "gpusched_chunks_plan_new": ([P(vp)], ctypes.c_int),
+        "gpusched_chunks_plan_add_executor": ([vp, cp, cp, P(i64), i32, i32], ctypes.c_int),
+        "gpusched_chunks_plan_add_nodes_json": ([vp, cp], ctypes.c_int),
+        "gpusched_chunks_plan_set_min_free_cpu": ([vp, i32], ctypes.c_int),
+        "gpusched_chunks_plan_assign": ([vp, i32, i64, i32], ctypes.c_int),
+        "gpusched_chunks_plan_partition": ([vp, i32, P(cp), P(i32)], ctypes.c_int),
+        "gpusched_chunks_plan_free": ([vp], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -352,7 +359,7 @@ class Dispatcher(_Handle):
     finish earliest, weighed against the delay it causes the leases already there; it waits
     only when every GPU is at max_per_gpu or out of service, and wakes when a lease is
     released. "literal": the CN113051059B dispatcher as claimed, with the claims' options.
-    shared_marks: None, or a name "/name" (gpusched policy): the marks live in the shared-memory
+    shared_marks: None, or a name "/name" (either policy): the marks live in the shared-memory
     segment /dev/shm/name, one set for every process on the machine that opens that name (see
     shared_marks_unlink).
 
@@ -801,3 +808,38 @@ class ChunkRuntime(_Handle):
         finally:
             _lib.gpusched_chunks_job_free(job)
         return total.value
+
+
+def plan_stage(partitions, subtask_bytes, *, executors=(), nodes_json=None, cpus=1,
+               min_free_cpu=0):
+    """CN110955526B claim 2 across nodes (issue 42): the driver's plan of a stage's `partitions`
+    over executors by available GPU memory and free CPUs (gpusched_chunks_plan_* of
+    gpusched_chunks_c.h). `executors`: (name, node, [free bytes per GPU], free_cpus) tuples
+    (free_cpus None or < 0: unknown); `nodes_json`: the text of the gpusched server's
+    GET /api/v1/nodes, one executor per available node. `min_free_cpu`: the free-CPU limit, an
+    executor with fewer free CPUs is not used. Returns one (executor, gpu) per partition:
+    executor None when none could take it, gpu -1 on the executor's CPUs. GpuschedError on bad
+    input (the message names the field)."""
+    lib = load_library()
+    plan = ctypes.c_void_p()
+    _check(lib.gpusched_chunks_plan_new(ctypes.byref(plan)))
+    try:
+        for name, node, gpus, free_cpus in executors:
+            free = (ctypes.c_int64 * max(1, len(gpus)))(*gpus)
+            _check(lib.gpusched_chunks_plan_add_executor(
+                plan, name.encode(), node.encode() if node else None, free, len(gpus),
+                -1 if free_cpus is None else int(free_cpus)))
+        if nodes_json is not None:
+            _check(lib.gpusched_chunks_plan_add_nodes_json(plan, nodes_json.encode()))
+        _check(lib.gpusched_chunks_plan_set_min_free_cpu(plan, int(min_free_cpu)))
+        _check(lib.gpusched_chunks_plan_assign(plan, int(partitions), int(subtask_bytes),
+                                               int(cpus)))
+        placed = []
+        for p in range(int(partitions)):
+            name, gpu = ctypes.c_char_p(), ctypes.c_int32()
+            _check(lib.gpusched_chunks_plan_partition(plan, p, ctypes.byref(name),
+                                                      ctypes.byref(gpu)))
+            placed.append((name.value.decode() or None, gpu.value))
+        return placed
+    finally:
+        lib.gpusched_chunks_plan_free(plan)

@@ -41,6 +41,11 @@ struct GpuSlots {
   int32_t enabled;     // 0: out of service
   int32_t count;       // slots in use: running[0, count)
   RunningSlot running[kMaxCoRunners];
+  // The literal policy's signal mark of CN113051059B (lock owner, fin_time in ms), kept here
+  // so that shared marks give every process one mark per GPU; the gpusched policy leaves
+  // them 0. A lease reclaimed from a dead process clears the owner it held.
+  uint64_t mark_owner;
+  int64_t mark_fin_ms;
 };
 
 struct MarkTable {
@@ -78,6 +83,10 @@ void RecordShared(SharedServiceMetrics& s, int gpu, double queue_ms, double run_
 // REQUIRES: locked. Replaces, in `m`, the figures the table holds for m's services
 // (all_completed, all_failed, the cells' histograms) with the table's: every process's.
 void OverlaySharedMetrics(const SharedMetricsTable& t, DispatchMetrics& m);
+
+// Which policy a table's marks belong to: a shared segment records its creator's, and a
+// dispatcher of the other policy is refused (the two read different fields of GpuSlots).
+enum class MarkPolicy : uint32_t { kGpusched = 1, kLiteral = 2 };
 
 // Sets up an empty table of `gpu_count` GPUs, all in service, as of `now_ns`.
 void InitMarkTable(MarkTable& t, int gpu_count, int64_t now_ns);

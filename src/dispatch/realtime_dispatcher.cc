@@ -1,5 +1,7 @@
 #include "dispatch/realtime_dispatcher.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "base/check.h"
@@ -18,21 +20,45 @@ std::vector<std::string> Names(const std::vector<ServiceConfig>& services) {
 std::atomic<uint64_t> next_dispatcher_id{1};
 constexpr int kTicketIdShift = 40;
 
+// Holds the shared marks' lock (nothing for marks in the process). A process that died with
+// it is repaired by MarkStore::Lock; any other failure is a broken segment.
+class StoreLock {
+ public:
+  explicit StoreLock(MarkStore* store) : store_(store) {
+    if (store_ == nullptr) return;
+    const bool locked = store_->Lock().ok();
+    GS_CHECK(locked);
+  }
+  ~StoreLock() {
+    if (store_ != nullptr) store_->Unlock();
+  }
+  StoreLock(const StoreLock&) = delete;
+  StoreLock& operator=(const StoreLock&) = delete;
+
+ private:
+  MarkStore* const store_;
+};
+
 }  // namespace
 
-StatusOr<std::unique_ptr<RealtimeDispatcher>> RealtimeDispatcher::Create(DispatcherConfig config,
-                                                                         Clock& clock,
-                                                                         WorkPool* pool) {
+StatusOr<std::unique_ptr<RealtimeDispatcher>> RealtimeDispatcher::Create(
+    DispatcherConfig config, Clock& clock, WorkPool* pool, std::unique_ptr<MarkStore> marks) {
   GS_RETURN_IF_ERROR(ValidateConfig(config));
+  if (marks != nullptr && marks->table().gpu_count != config.gpu_count) {
+    return InvalidArgument("marks: the store holds " + std::to_string(marks->table().gpu_count) +
+                           " GPUs, the config " + std::to_string(config.gpu_count));
+  }
   return std::unique_ptr<RealtimeDispatcher>(
-      new RealtimeDispatcher(std::move(config), clock, pool));
+      new RealtimeDispatcher(std::move(config), clock, pool, std::move(marks)));
 }
 
-RealtimeDispatcher::RealtimeDispatcher(DispatcherConfig config, Clock& clock, WorkPool* pool)
+RealtimeDispatcher::RealtimeDispatcher(DispatcherConfig config, Clock& clock, WorkPool* pool,
+                                       std::unique_ptr<MarkStore> marks)
     : config_(std::move(config)),
       clock_(clock),
       pool_(pool),
       ticket_base_(next_dispatcher_id.fetch_add(1) << kTicketIdShift),
+      shared_(std::move(marks)),
       marks_(config_.gpu_count),  // CN113051059B: every mark starts as {none, 0}
       running_(config_.gpu_count, 0),
       enabled_(config_.gpu_count, true),
@@ -56,7 +82,7 @@ int RealtimeDispatcher::PickLocked(int service, DurationMs wait_left, TimeMs now
     int best = -1;
     for (int g = 0; g < n; ++g) {
       if (!EligibleLocked(g)) continue;
-      if (best < 0 || marks_[g].fin_time < marks_[best].fin_time) best = g;
+      if (best < 0 || MarkLocked(g).fin_time < MarkLocked(best).fin_time) best = g;
     }
     if (best < 0) decision = Decision::kGiveUp;  // every GPU at its cap or out of service
     return best;
@@ -67,31 +93,86 @@ int RealtimeDispatcher::PickLocked(int service, DurationMs wait_left, TimeMs now
   int chosen = -1;
   for (int g = 0; g < n; ++g) {
     if (!EligibleLocked(g)) continue;
-    if (Decide(wait_left, marks_[g].fin_time, now, cost) != Decision::kGrab) continue;
+    if (Decide(wait_left, MarkLocked(g).fin_time, now, cost) != Decision::kGrab) continue;
     if (config_.scan == ScanOrder::kIndex) {
       chosen = g;
       break;
     }
-    if (chosen < 0 || marks_[g].fin_time < marks_[chosen].fin_time) chosen = g;
+    if (chosen < 0 || MarkLocked(g).fin_time < MarkLocked(chosen).fin_time) chosen = g;
   }
   if (chosen >= 0) decision = Decision::kGrab;
   return chosen;
 }
 
 bool RealtimeDispatcher::EligibleLocked(int gpu) const {
-  return enabled_[gpu] && (config_.max_per_gpu == 0 || running_[gpu] < config_.max_per_gpu);
+  const int running = RunningLocked(gpu);
+  if (shared_ != nullptr && running >= kMaxCoRunners) return false;  // the table's slots
+  return enabled_[gpu] && (config_.max_per_gpu == 0 || running < config_.max_per_gpu);
+}
+
+SignalMark RealtimeDispatcher::MarkLocked(int gpu) const {
+  if (shared_ == nullptr) return marks_[gpu];
+  const GpuSlots& gs = shared_->table().gpus[gpu];
+  return SignalMark{gs.mark_owner, gs.mark_fin_ms};
+}
+
+void RealtimeDispatcher::SetMarkLocked(int gpu, SignalMark mark) {
+  if (shared_ == nullptr) {
+    marks_[gpu] = mark;
+    return;
+  }
+  GpuSlots& gs = shared_->table().gpus[gpu];
+  gs.mark_owner = mark.owner;
+  gs.mark_fin_ms = mark.fin_time;
+}
+
+int RealtimeDispatcher::RunningLocked(int gpu) const {
+  return shared_ == nullptr ? running_[gpu] : shared_->table().gpus[gpu].count;
+}
+
+void RealtimeDispatcher::AddRunningLocked(int gpu, uint64_t ticket, double expected_ms) {
+  if (shared_ == nullptr) {
+    running_[gpu]++;
+    return;
+  }
+  GpuSlots& gs = shared_->table().gpus[gpu];
+  GS_CHECK(gs.count < kMaxCoRunners);  // EligibleLocked
+  gs.running[gs.count++] =
+      RunningSlot{ticket, expected_ms, 0, 0, static_cast<int32_t>(getpid()), 0};
+}
+
+void RealtimeDispatcher::DropRunningLocked(int gpu, uint64_t ticket) {
+  if (shared_ == nullptr) {
+    running_[gpu]--;
+    return;
+  }
+  GpuSlots& gs = shared_->table().gpus[gpu];
+  int kept = 0;  // keeps grant order
+  for (int i = 0; i < gs.count; ++i) {
+    if (gs.running[i].ticket != ticket) gs.running[kept++] = gs.running[i];
+  }
+  gs.count = kept;
+}
+
+uint64_t RealtimeDispatcher::NextTicketLocked() {
+  if (shared_ != nullptr) return shared_->table().next_ticket++;  // unique across processes
+  return ticket_base_ | next_ticket_.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::optional<Lease> RealtimeDispatcher::TryAcquire(int service, DurationMs wait_left) {
   GS_CHECK(service >= 0 && service < static_cast<int>(config_.services.size()));
-  const uint64_t ticket =
-      ticket_base_ | next_ticket_.fetch_add(1, std::memory_order_relaxed);
   const int64_t now_ns = clock_.NowNs();
   const TimeMs now = now_ns / 1'000'000;
   std::lock_guard lock(mu_);
   if (shut_down_.load()) return std::nullopt;
+  StoreLock store_lock(shared_.get());
+  const uint64_t ticket = NextTicketLocked();
   Decision decision;
-  const int gpu = PickLocked(service, wait_left, now, decision);
+  int gpu = PickLocked(service, wait_left, now, decision);
+  // Shared marks: leases of processes that died hold GPUs nobody will release; drop them.
+  if (gpu < 0 && shared_ != nullptr && shared_->ReclaimDead() > 0) {
+    gpu = PickLocked(service, wait_left, now, decision);
+  }
   if (config_.on_decision) {
     config_.on_decision({service, ticket, now, wait_left, decision, gpu});
   }
@@ -109,13 +190,14 @@ std::optional<Lease> RealtimeDispatcher::TryAcquire(int service, DurationMs wait
   lease.locked = !(decision == Decision::kGrabDirect && config_.direct == DirectMode::kNoLock);
   if (lease.locked) {
     // CN113051059B claim 4: lock = this task, fin_time = now + cost_time.
-    SignalMark& m = marks_[gpu];
+    SignalMark m = MarkLocked(gpu);
     const TimeMs fin = now + costs_.cost_ms(service);
     m.owner = ticket;
     m.fin_time = config_.fin_update == FinTimeUpdate::kMax ? std::max(m.fin_time, fin) : fin;
+    SetMarkLocked(gpu, m);
   }
   metrics_.OnGrant(service, gpu, decision == Decision::kGrabDirect, now_ns);
-  running_[gpu]++;
+  AddRunningLocked(gpu, ticket, costs_.cost_exact_ms(service));
   leases_[ticket] = lease;
   return lease;
 }
@@ -177,6 +259,7 @@ StatusOr<Lease> RealtimeDispatcher::Acquire(int service, const AcquireOptions& o
 
 Status RealtimeDispatcher::TimeoutError(int service) const {
   std::lock_guard lock(mu_);
+  StoreLock store_lock(shared_.get());
   int disabled = 0, full = 0;
   for (int g = 0; g < config_.gpu_count; ++g) {
     if (!enabled_[g]) {
@@ -204,15 +287,18 @@ Status RealtimeDispatcher::Release(const Lease& lease, Outcome outcome) {
   const Lease granted = it->second;
   GS_RETURN_IF_ERROR(CheckReleaseMatchesGrant(granted, lease));
   leases_.erase(it);
-  running_[granted.gpu]--;
   const double run_ms = static_cast<double>(now_ns - granted.granted_ns) / 1e6;
   const double queue_ms = static_cast<double>(granted.granted_ns - granted.requested_ns) / 1e6;
-  SignalMark& m = marks_[granted.gpu];
-  // CN113051059B claim 5: the finishing task resets the mark. Owner-checked by default, so a
-  // co-runner that finishes first cannot clear a newer owner's lock and fin_time.
-  if (config_.release == ReleaseMode::kLiteral || m.owner == granted.ticket) {
-    m.fin_time = now_ns / 1'000'000;
-    m.owner = 0;
+  {
+    StoreLock store_lock(shared_.get());
+    DropRunningLocked(granted.gpu, granted.ticket);
+    // CN113051059B claim 5: the finishing task resets the mark. Owner-checked by default, so
+    // a co-runner that finishes first (here or, with shared marks, in another process)
+    // cannot clear a newer owner's lock and fin_time.
+    if (config_.release == ReleaseMode::kLiteral ||
+        MarkLocked(granted.gpu).owner == granted.ticket) {
+      SetMarkLocked(granted.gpu, SignalMark{0, now_ns / 1'000'000});
+    }
   }
   if (outcome == Outcome::kSucceeded) {
     costs_.Observe(granted.service, run_ms);  // CN113051059B claim 6
@@ -251,7 +337,8 @@ int RealtimeDispatcher::outstanding() const {
 
 SignalMark RealtimeDispatcher::mark(int gpu) const {
   std::lock_guard lock(mu_);
-  return marks_[gpu];
+  StoreLock store_lock(shared_.get());
+  return MarkLocked(gpu);
 }
 
 DurationMs RealtimeDispatcher::cost_time(int service) const {

@@ -20,6 +20,14 @@
 // that number. The lock guarantees only that marks are updated atomically and, with the
 // owner-checked release, that only the owner's release resets its GPU's mark.
 //
+// Shared marks (CN113051059B claim 1's globally unique marks): given a MarkStore (Create's
+// `marks`, a SharedMarkStore opened for MarkPolicy::kLiteral), every GPU's signal mark and its
+// running leases live in the store's table, so dispatchers in several processes on one
+// machine scan, grab and reset one set of marks. Tickets then come from the table (unique
+// across the processes); a lease of a process that died is reclaimed (and the mark's owner
+// cleared) when a round finds no GPU. Service costs, metrics and the GPUs taken out of
+// service stay per process. Lock order: mu_, then the store.
+//
 // Leases: every grant gets a ticket unique in the process (dispatcher id in the high bits) and
 // is recorded as outstanding until Release; a ticket that is not outstanding here (released
 // twice, zeroed, made up, or another dispatcher's) is refused, so counters never go negative.
@@ -42,6 +50,7 @@
 #include "dispatch/decision.h"
 #include "dispatch/dispatch_metrics.h"
 #include "dispatch/dispatch_policy.h"
+#include "dispatch/mark_store.h"
 #include "dispatch/node_dispatcher.h"
 #include "dispatch/realtime_config.h"
 
@@ -64,10 +73,11 @@ using RunResult = std::conditional_t<std::is_void_v<R>, Status, StatusOr<R>>;
 class RealtimeDispatcher final : public NodeDispatcher {
  public:
   // Validates `config` (ValidateConfig). `clock` must outlive the dispatcher; `pool`, when
-  // given, runs the requests of Submit and must outlive it too.
-  static StatusOr<std::unique_ptr<RealtimeDispatcher>> Create(DispatcherConfig config,
-                                                              Clock& clock,
-                                                              WorkPool* pool = nullptr);
+  // given, runs the requests of Submit and must outlive it too. `marks`, when given, holds the
+  // signal marks (shared marks; its gpu count must be config.gpu_count).
+  static StatusOr<std::unique_ptr<RealtimeDispatcher>> Create(
+      DispatcherConfig config, Clock& clock, WorkPool* pool = nullptr,
+      std::unique_ptr<MarkStore> marks = nullptr);
 
   std::string_view name() const override { return "patent"; }
   int gpu_count() const override { return config_.gpu_count; }
@@ -114,7 +124,18 @@ class RealtimeDispatcher final : public NodeDispatcher {
   const DispatcherConfig& config() const { return config_; }
 
  private:
-  RealtimeDispatcher(DispatcherConfig config, Clock& clock, WorkPool* pool);
+  RealtimeDispatcher(DispatcherConfig config, Clock& clock, WorkPool* pool,
+                     std::unique_ptr<MarkStore> marks);
+  // REQUIRES: mu_ and the store (when shared) held. GPU g's signal mark and running leases,
+  // from the shared table or this process's vectors.
+  SignalMark MarkLocked(int gpu) const;
+  void SetMarkLocked(int gpu, SignalMark mark);
+  int RunningLocked(int gpu) const;
+  // REQUIRES: as MarkLocked. Records (or drops) a lease among GPU g's running leases.
+  void AddRunningLocked(int gpu, uint64_t ticket, double expected_ms);
+  void DropRunningLocked(int gpu, uint64_t ticket);
+  // REQUIRES: as MarkLocked. The next lease's ticket.
+  uint64_t NextTicketLocked();
   // REQUIRES: mu_ held. The GPU chosen by claim 1 (or claim 3 when wait_left <= 0), or -1.
   int PickLocked(int service, DurationMs wait_left, TimeMs now, Decision& decision) const;
   // REQUIRES: mu_ held. May a new lease start on `gpu` (in service, under max_per_gpu)?
@@ -132,6 +153,7 @@ class RealtimeDispatcher final : public NodeDispatcher {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;     // shutdown or a cancel: ends the wait between rounds
+  const std::unique_ptr<MarkStore> shared_;  // null: the marks below, in this process
   std::vector<SignalMark> marks_;
   std::vector<int> running_;         // outstanding leases per GPU
   std::vector<bool> enabled_;        // in service

@@ -26,6 +26,7 @@ struct SharedSegment {
   std::atomic<uint64_t> magic;
   uint32_t layout;
   std::atomic<uint32_t> futex_word;  // bumped by NotifyAll; waiters sleep on it
+  uint32_t policy;  // layout 3: MarkPolicy of the creator; another policy is refused
   pthread_mutex_t mu;
   MarkTable table;
   SharedMetricsTable metrics;  // layout 2 (issue 42); zero-filled by ftruncate at creation
@@ -34,7 +35,7 @@ struct SharedSegment {
 namespace {
 
 constexpr uint64_t kMagic = 0x6770757363686d6bULL;  // "gpuschmk"
-constexpr uint32_t kLayout = 2;  // 2: the shared metrics (issue 42)
+constexpr uint32_t kLayout = 3;  // 2: the shared metrics (issue 42); 3: policy, literal marks
 constexpr int kOpenWaitMs = 2000;  // how long to wait for another process to finish creating
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -119,10 +120,28 @@ Status AwaitInitialised(const SharedSegment* seg, const std::string& name) {
   return Status::Ok();
 }
 
+const char* PolicyName(uint32_t policy) {
+  switch (static_cast<MarkPolicy>(policy)) {
+    case MarkPolicy::kGpusched: return "gpusched";
+    case MarkPolicy::kLiteral: return "literal";
+  }
+  return "unknown";
+}
+
+// One segment serves one policy: the two read different fields of the table.
+Status CheckPolicy(const SharedSegment* seg, MarkPolicy policy, const std::string& name) {
+  if (seg->policy == static_cast<uint32_t>(policy)) return Status::Ok();
+  return InvalidArgument("shared_marks: segment \"" + name + "\" holds the " +
+                         PolicyName(seg->policy) + " policy's marks; a " +
+                         PolicyName(static_cast<uint32_t>(policy)) +
+                         " dispatcher cannot share it (use another name)");
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<SharedMarkStore>> SharedMarkStore::Open(const std::string& name,
-                                                                 int gpu_count, Clock& clock) {
+                                                                 int gpu_count, Clock& clock,
+                                                                 MarkPolicy policy) {
   GS_RETURN_IF_ERROR(CheckName(name));
   if (gpu_count < 1 || gpu_count > kMaxMarkGpus) {
     return InvalidArgument("gpu_count: must be in [1, " + std::to_string(kMaxMarkGpus) +
@@ -138,12 +157,14 @@ StatusOr<std::unique_ptr<SharedMarkStore>> SharedMarkStore::Open(const std::stri
   std::unique_ptr<SharedMarkStore> store(new SharedMarkStore(seg, name));
   if (creator) {
     seg->layout = kLayout;
+    seg->policy = static_cast<uint32_t>(policy);
     seg->futex_word.store(0);
     GS_RETURN_IF_ERROR(InitMutex(&seg->mu));
     InitMarkTable(seg->table, gpu_count, clock.NowNs());
     seg->magic.store(kMagic, std::memory_order_release);
   } else {
     GS_RETURN_IF_ERROR(AwaitInitialised(seg, name));
+    GS_RETURN_IF_ERROR(CheckPolicy(seg, policy, name));
   }
   GS_RETURN_IF_ERROR(store->Lock());
   const int existing = seg->table.gpu_count;
@@ -208,6 +229,12 @@ int SharedMarkStore::ReclaimDead() {
     for (int i = 0; i < gs.count; ++i) {
       if (ProcessGone(gs.running[i].pid)) {
         dropped++;
+        // The literal policy's mark held by the dead lease is reset as the owner's release
+        // would have (CN113051059B claim 5): no owner, fin_time past.
+        if (gs.mark_owner == gs.running[i].ticket) {
+          gs.mark_owner = 0;
+          gs.mark_fin_ms = 0;
+        }
       } else {
         gs.running[kept++] = gs.running[i];
       }

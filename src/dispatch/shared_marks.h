@@ -1,5 +1,5 @@
 #pragma once
-// SharedMarkStore: the gpusched policy's marks and co-runners in a named POSIX shared-memory
+// SharedMarkStore: the gpusched (or the literal) policy's marks and co-runners in a named POSIX shared-memory
 // segment (shm_open, so /dev/shm/<name> on Linux), so that every process on the machine that
 // opens the same name — several inference servers, say — dispatches against one set of marks:
 // a GPU's mark and co-runners count every lease on it, whichever process granted it, and
@@ -31,11 +31,13 @@ struct SharedSegment;  // shared_marks.cc
 class SharedMarkStore final : public MarkStore {
  public:
   // Opens the segment `name` ("/" then 1-200 characters, none of them "/"), creating and
-  // initialising it for `gpu_count` GPUs when it does not exist. InvalidArgument for a bad
-  // name or a gpu_count that differs from the segment's; Unavailable when the OS refuses
-  // (the message carries errno's text) or another process created it and never finished.
-  static StatusOr<std::unique_ptr<SharedMarkStore>> Open(const std::string& name, int gpu_count,
-                                                         Clock& clock);
+  // initialising it for `gpu_count` GPUs of `policy` when it does not exist. InvalidArgument
+  // for a bad name, a gpu_count or a policy that differs from the segment's; Unavailable when
+  // the OS refuses (the message carries errno's text) or another process created it and
+  // never finished.
+  static StatusOr<std::unique_ptr<SharedMarkStore>> Open(
+      const std::string& name, int gpu_count, Clock& clock,
+      MarkPolicy policy = MarkPolicy::kGpusched);
   // Removes the name (processes that have it open keep using it). NotFound when absent.
   static Status Unlink(const std::string& name);
   ~SharedMarkStore() override;

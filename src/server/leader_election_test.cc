@@ -78,6 +78,16 @@ class LeaderElectionTest : public ::testing::Test {
     return p;
   }
 
+  // Whether `p` hears, within 10 s, that `leader` leads.
+  static bool SeesLeader(Party& p, const std::string& leader) {
+    return WaitUntil(
+        [&] {
+          std::lock_guard<std::mutex> lock(p.mu);
+          return p.leader_seen == leader;
+        },
+        10'000);
+  }
+
   gpusched::testing::TestDir dir_{"gpusched_election_test"};
   std::unique_ptr<store::LocalEtcd> etcd_;
 };
@@ -90,12 +100,7 @@ TEST_F(LeaderElectionTest, Issue38_AStandbyWatchesTheKeyAndTakesOverTheMomentItI
   ASSERT_TRUE(WaitUntil([&] { return a->election->leading(); }, 10'000));
   auto b = Make(clock, "b:1", 5, 60'000);
   b->election->Start();
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        std::lock_guard<std::mutex> lock(b->mu);
-        return b->leader_seen == "a:1";
-      },
-      10'000));
+  ASSERT_TRUE(SeesLeader(*b, "a:1"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // b is in its watch now
   const auto resigned = Steady::now();
   a->election->Stop();  // revokes the lease: etcd deletes the key
@@ -140,12 +145,7 @@ TEST_F(LeaderElectionTest, Issue38_AStandbyWhoseLeaseExpiredStillTakesOver) {
   FakeClock stopped(1'000'000);
   auto b = Make(stopped, "b:1", 2, 60'000);
   b->election->Start();
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        std::lock_guard<std::mutex> lock(b->mu);
-        return b->leader_seen == "a:1";
-      },
-      10'000));
+  ASSERT_TRUE(SeesLeader(*b, "a:1"));
   std::this_thread::sleep_for(std::chrono::milliseconds(3'500));  // b's lease: TTL 2 s
   a->election->Stop();  // resigns: the key is free
   // b's clock moves again (its waits end; its keep-alives hear that the lease is gone).

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "c_abi_expect.h"
 #include "c_abi_time.h"
@@ -209,8 +210,13 @@ static int BadArgumentsAndHandlesAreRefused(void) {
   EXPECT(strstr(gpusched_last_error(), "policy") != NULL);
   EXPECT(gpusched_dispatcher_create_ex(NULL, "no-slash", &o, &service, 1, &x) ==
          GPUSCHED_E_INVALID_ARGUMENT);
-  EXPECT(gpusched_dispatcher_create_ex("literal", "/gpusched-x", &o, &service, 1, &x) ==
-         GPUSCHED_E_INVALID_ARGUMENT);
+  { /* issue 42: the literal policy takes shared marks too (CN113051059B claim 1) */
+    char segment[64];
+    snprintf(segment, sizeof segment, "/gpusched-cancel-test-%d", (int)getpid());
+    EXPECT(gpusched_dispatcher_create_ex("literal", segment, &o, &service, 1, &x) == 0);
+    EXPECT(gpusched_dispatcher_destroy(x) == 0);
+    EXPECT(gpusched_shared_marks_unlink(segment) == 0);
+  }
   o.literal_release = 1; /* a claim flag: the literal policy's only */
   EXPECT(gpusched_dispatcher_create(&o, &service, 1, &x) == GPUSCHED_E_INVALID_ARGUMENT);
   EXPECT(strstr(gpusched_last_error(), "options.literal_release") != NULL);

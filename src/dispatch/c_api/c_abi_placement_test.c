@@ -1,7 +1,7 @@
 /* Issue 42, item 5, through the C ABI (GPUSCHED_C_1.4): gpusched_dispatcher_create_ex2 with
  * per-GPU memory and seed speeds, gpusched_dispatcher_acquire2 with a request's GPU memory, model
- * and priority. The literal policy refuses each input, naming it. C11 + POSIX threads; the only
- * timing is loose (a waiter is given 100 ms to start waiting before the next arrives). */
+ * and priority. The literal policy refuses each input, naming it. C11 + POSIX threads; the
+ * priority test starts its waiters one at a time, each once the give-up counter says it waits. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -99,6 +99,16 @@ static void* WaitThenRelease(void* arg) {
   return NULL;
 }
 
+/* Whether `n` requests of "infer" have had to wait (the give-up counter), within 10 s. */
+static int WaitForGiveUps(gpusched_dispatcher* d, uint64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    gpusched_service_metrics m;
+    if (gpusched_dispatcher_service_metrics(d, "infer", &m) == 0 && m.give_ups >= n) return 1;
+    SleepMs(10);
+  }
+  return 0;
+}
+
 static int Issue42_PriorityOrder(void) {
   gpusched_dispatcher* d = TwoGpus(NULL, 1, 0);
   gpusched_lease a, b;
@@ -111,7 +121,7 @@ static int Issue42_PriorityOrder(void) {
   EXPECT(gpusched_dispatcher_acquire2(d, &plain, &b) == 0);
   for (int i = 0; i < 3; ++i) {
     EXPECT(pthread_create(&t[i], NULL, WaitThenRelease, &w[i]) == 0);
-    SleepMs(100);
+    EXPECT(WaitForGiveUps(d, (uint64_t)i + 1)); /* it waits before the next arrives */
   }
   EXPECT(gpusched_dispatcher_release(d, &a, GPUSCHED_SUCCEEDED) == 0);
   for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);

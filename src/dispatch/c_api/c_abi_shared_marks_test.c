@@ -1,7 +1,9 @@
 /* Shared marks through the C ABI, with real processes (fork): two processes dispatching on one
  * shared-memory segment see one set of marks (one GPU, max_per_gpu 1: never two leases on it
  * at once, every ticket unique, a release in one process wakes a waiter in the other), and a
- * process killed with SIGKILL while it holds a lease does not wedge the other. POSIX C11. */
+ * process killed with SIGKILL while it holds a lease does not wedge the other. The literal
+ * policy on shared marks (CN113051059B claim 1): a GPU another process holds sends a request
+ * to the other GPU, and a segment of one policy refuses the other. POSIX C11. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <signal.h>
@@ -134,6 +136,68 @@ static int KilledHolderDoesNotWedgeTheOther(struct Shared* s) {
   return 0;
 }
 
+static gpusched_dispatcher* OpenLiteral(const char* segment) {
+  gpusched_dispatcher_options o;
+  /* 2 s expected: a request after a grab does not fit in the holder's remaining window. */
+  gpusched_service_config service = {"long", 2000, 1000, 20};
+  gpusched_dispatcher* d = NULL;
+  memset(&o, 0, sizeof o);
+  o.gpu_count = 2;
+  if (gpusched_dispatcher_create_ex("literal", segment, &o, &service, 1, &d) != 0) {
+    fprintf(stderr, "create_ex(literal): %s\n", gpusched_last_error());
+    return NULL;
+  }
+  return d;
+}
+
+/* Process A holds GPU 0's mark; process B sees it and is placed on GPU 1 (claim 1). */
+static int LiteralMarksAreSharedAcrossProcesses(struct Shared* s) {
+  char segment[80];
+  pid_t child;
+  int status = 0;
+  gpusched_dispatcher *d, *other = NULL;
+  gpusched_lease lease;
+  uint64_t owner = 0;
+  int64_t fin = 0;
+  gpusched_service_config service = {"long", 2000, 1000, 20};
+  gpusched_dispatcher_options o;
+  snprintf(segment, sizeof segment, "%s-literal", name);
+  atomic_store(&s->holding, 0);
+  child = fork();
+  if (child == 0) {
+    gpusched_dispatcher* cd = OpenLiteral(segment);
+    gpusched_lease held;
+    if (cd == NULL || gpusched_dispatcher_acquire(cd, "long", &held) != 0) _exit(1);
+    if (held.gpu != 0) _exit(3);
+    s->tickets[1][0] = held.ticket;
+    atomic_store(&s->holding, 1);
+    while (atomic_load(&s->holding) != 2) SleepUs(100);
+    _exit(gpusched_dispatcher_release(cd, &held, GPUSCHED_SUCCEEDED) == 0 ? 0 : 2);
+  }
+  while (atomic_load(&s->holding) == 0) SleepUs(100);
+  SleepUs(5000);
+  d = OpenLiteral(segment);
+  EXPECT(d != NULL);
+  EXPECT(gpusched_dispatcher_mark(d, 0, &owner, &fin) == 0);
+  EXPECT(owner == s->tickets[1][0]); /* A's mark, seen from B */
+  EXPECT(gpusched_dispatcher_acquire(d, "long", &lease) == 0);
+  EXPECT(lease.gpu == 1);
+  EXPECT(lease.ticket != owner);
+  memset(&o, 0, sizeof o);
+  o.gpu_count = 2;
+  EXPECT(gpusched_dispatcher_create_ex(NULL, segment, &o, &service, 1, &other) ==
+         GPUSCHED_E_INVALID_ARGUMENT);
+  EXPECT(strstr(gpusched_last_error(), "literal policy's marks") != NULL);
+  atomic_store(&s->holding, 2);
+  EXPECT(waitpid(child, &status, 0) == child);
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT(gpusched_dispatcher_release(d, &lease, GPUSCHED_SUCCEEDED) == 0);
+  EXPECT(gpusched_dispatcher_destroy(d) == 0);
+  EXPECT(gpusched_shared_marks_unlink(segment) == 0);
+  printf("literal policy: marks shared by 2 processes; a gpusched dispatcher refused\n");
+  return 0;
+}
+
 int main(void) {
   struct Shared* s = mmap(NULL, sizeof(struct Shared), PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -143,6 +207,7 @@ int main(void) {
   snprintf(name, sizeof name, "/gpusched-c-abi-test-%d", (int)getpid());
   failed |= MarksAreOneSetAcrossProcesses(s);
   failed |= KilledHolderDoesNotWedgeTheOther(s);
+  failed |= LiteralMarksAreSharedAcrossProcesses(s);
   if (gpusched_shared_marks_unlink(name) != 0) failed = 1;
   if (failed) return 1;
   printf("c_abi_shared_marks_test: ok\n");

@@ -229,15 +229,18 @@ StatusOr<std::unique_ptr<NodeDispatcher>> MakeDispatcher(const char* policy,
     return std::unique_ptr<NodeDispatcher>(std::move(p));
   }
   if (name == "literal" || name == "patent") {
-    if (shared_marks != nullptr) {
-      return gpusched::InvalidArgument(
-          "shared_marks: the literal policy keeps its marks in the process; shared marks need "
-          "the gpusched policy");
-    }
     GS_RETURN_IF_ERROR(RefusePlacementForLiteral(placement));
     GS_ASSIGN_OR_RETURN(DispatcherConfig config, ToConfig(o, std::move(services)));
+    GS_RETURN_IF_ERROR(ValidateConfig(config));  // before a segment is created for it
+    // CN113051059B claim 1's globally unique marks: the signal marks in the segment.
+    std::unique_ptr<MarkStore> store;
+    if (shared_marks != nullptr) {
+      GS_ASSIGN_OR_RETURN(store, SharedMarkStore::Open(shared_marks, config.gpu_count, clock,
+                                                       MarkPolicy::kLiteral));
+    }
     GS_ASSIGN_OR_RETURN(std::unique_ptr<RealtimeDispatcher> d,
-                        RealtimeDispatcher::Create(std::move(config), clock));
+                        RealtimeDispatcher::Create(std::move(config), clock, nullptr,
+                                                   std::move(store)));
     return std::unique_ptr<NodeDispatcher>(std::move(d));
   }
   return gpusched::InvalidArgument("policy: must be \"gpusched\" (or NULL) or \"literal\" "

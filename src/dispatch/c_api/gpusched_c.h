@@ -63,6 +63,9 @@
  * a model and a priority (gpusched_request, gpusched_dispatcher_acquire2), and per-GPU memory,
  * seed speeds and the affinity margin at create (gpusched_placement_options,
  * gpusched_dispatcher_create_ex2).
+ * Then, with symbol version GPUSCHED_C_1.5: the driver's stage plan across nodes
+ * (gpusched_chunks_plan_*, gpusched_chunks_c.h; CN110955526B claim 2); and, with no new
+ * function, the literal policy accepts shared_marks (gpusched_dispatcher_create_ex).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -153,8 +156,9 @@ int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
  *   try_time_ms are checked but not used.
  *   "literal" (or "patent"): the CN113051059B dispatcher as claimed (PATENTS.md section 1),
  *   with the claim flags of the options.
- * shared_marks: NULL: the marks live in this process. "/name" (gpusched policy only): the marks
- *   and co-runners live in the POSIX shared-memory segment /name (/dev/shm/name), created when
+ * shared_marks: NULL: the marks live in this process. "/name" (either policy): the marks
+ *   and co-runners (the literal policy: each GPU's signal mark {owner, fin_time} and its
+ *   running leases, CN113051059B claim 1's globally unique marks) live in the POSIX shared-memory segment /name (/dev/shm/name), created when
  *   absent; every dispatcher of any process on the machine opened with the same name shares
  *   one set of marks, GPUs out of service and lease tickets. All must give the same gpu_count
  *   (at most 64). A process killed while holding the segment's lock does not block the
@@ -163,7 +167,9 @@ int gpusched_dispatcher_create(const gpusched_dispatcher_options* options,
  *   gpusched_shared_marks_unlink. Costs and metrics stay per process, except the figures of
  *   gpusched_dispatcher_metrics_text's histograms and requests and failures counters, which
  *   every process adds to in the segment (issue 42; up to 32 service names, matched by name;
- *   gpusched_dispatcher_service_metrics stays this process's).
+ *   gpusched_dispatcher_service_metrics stays this process's; the literal policy's metrics
+ *   and GPUs out of service stay per process). A segment records the policy that created it:
+ *   a dispatcher of the other policy is refused (GPUSCHED_E_INVALID_ARGUMENT).
  *   GPUSCHED_E_UNAVAILABLE when the OS refuses the segment (the message says why). */
 int gpusched_dispatcher_create_ex(const char* policy, const char* shared_marks,
                                   const gpusched_dispatcher_options* options,

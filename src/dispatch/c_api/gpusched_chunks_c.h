@@ -163,6 +163,36 @@ int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name);
 
 const char* gpusched_chunks_last_error(void);
 
+/* CN110955526B claim 2 across nodes (issue 42; since GPUSCHED_C_1.5): the driver's plan of a
+ * stage's partitions over executors (Spark slaves) on several nodes, by their available GPU
+ * memory and free CPUs. Each partition, in order, goes to the best executor at that moment:
+ * one with at least max(min_free_cpu, cpus_per_partition) free CPUs (unknown counts, < 0,
+ * pass), preferring a GPU with the partition's subtask memory free (the one with the most; a
+ * GPU executor beats a CPU executor), then the most free CPUs, ties by executor name; the
+ * partition's CPUs and GPU memory are then charged to it. A partition no executor can take
+ * is left unassigned. Deterministic. Not thread-safe: one thread per plan.
+ * _add_executor: `name` unique and non-empty, `node` may be NULL, gpu_free_bytes[gpu_count]
+ * (NULL when 0), free_cpus < 0 when unknown. _add_nodes_json: every available node of the
+ * gpusched server's `GET /api/v1/nodes` body as one executor (its name, its healthy GPUs'
+ * free_mib; "free_cpus" when the body has it, else unknown); GPUSCHED_E_INVALID_ARGUMENT
+ * naming the field ("nodes[0].gpus[1].free_mib: must be an integer") on bad input.
+ * _set_min_free_cpu: the free-CPU limit (>= 0, default 0). _assign: plans `partitions`
+ * partitions (replacing an earlier plan). _partition: partition `index`'s executor (valid
+ * until the next _assign or _free; "" when unassigned) and GPU (-1: the CPU executor or
+ * unassigned); either pointer may be NULL. */
+typedef struct gpusched_chunks_plan gpusched_chunks_plan;
+int gpusched_chunks_plan_new(gpusched_chunks_plan** out);
+int gpusched_chunks_plan_add_executor(gpusched_chunks_plan* plan, const char* name,
+                                      const char* node, const int64_t* gpu_free_bytes,
+                                      int32_t gpu_count, int32_t free_cpus);
+int gpusched_chunks_plan_add_nodes_json(gpusched_chunks_plan* plan, const char* json);
+int gpusched_chunks_plan_set_min_free_cpu(gpusched_chunks_plan* plan, int32_t min_free_cpu);
+int gpusched_chunks_plan_assign(gpusched_chunks_plan* plan, int32_t partitions,
+                                int64_t subtask_bytes, int32_t cpus_per_partition);
+int gpusched_chunks_plan_partition(const gpusched_chunks_plan* plan, int32_t index,
+                                   const char** executor, int32_t* gpu);
+int gpusched_chunks_plan_free(gpusched_chunks_plan* plan);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

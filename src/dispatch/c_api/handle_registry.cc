@@ -77,6 +77,7 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kSimDevices: return "simulated devices";
     case HandleKind::kChunksRuntime: return "chunk runtime";
     case HandleKind::kChunksJob: return "chunk job";
+    case HandleKind::kChunksPlan: return "chunk plan";
   }
   return "unknown";
 }

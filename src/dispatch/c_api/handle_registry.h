@@ -27,7 +27,14 @@
 
 namespace gpusched::capi {
 
-enum class HandleKind { kDispatcher, kCancel, kSimDevices, kChunksRuntime, kChunksJob };
+enum class HandleKind {
+  kDispatcher,
+  kCancel,
+  kSimDevices,
+  kChunksRuntime,
+  kChunksJob,
+  kChunksPlan,  // issue 42: CN110955526B claim 2's stage plan across executors
+};
 
 // The kind as errors name it: "dispatcher", "cancel", "simulated devices", "chunk runtime",
 // "chunk job".

@@ -95,7 +95,7 @@ public final class Dispatcher extends Handle {
   /**
    * policy: "gpusched" or "literal" (CN113051059B, with the claim options); sharedMarks: null
    * (marks in this process) or "/name", a shared-memory segment every process opening that name
-   * shares (gpusched policy only).
+   * shares (either policy; a segment serves the policy that created it).
    */
   public Dispatcher(GpuschedLibrary lib, String policy, String sharedMarks,
                     GpuschedLibrary.DispatcherOptions options, Service... services) {

@@ -266,4 +266,16 @@ public interface GpuschedLibrary extends Library {
   long gpusched_chunks_output_bytes(Pointer job, String name);
   long gpusched_chunks_stat(Pointer job, String name);
   String gpusched_chunks_last_error();
+
+  // CN110955526B claim 2 across nodes (GPUSCHED_C_1.5): the driver's stage plan (StagePlan).
+  int gpusched_chunks_plan_new(PointerByReference out);
+  int gpusched_chunks_plan_add_executor(Pointer plan, String name, String node,
+                                        long[] gpuFreeBytes, int gpuCount, int freeCpus);
+  int gpusched_chunks_plan_add_nodes_json(Pointer plan, String json);
+  int gpusched_chunks_plan_set_min_free_cpu(Pointer plan, int minFreeCpu);
+  int gpusched_chunks_plan_assign(Pointer plan, int partitions, long subtaskBytes,
+                                  int cpusPerPartition);
+  int gpusched_chunks_plan_partition(Pointer plan, int index, PointerByReference executor,
+                                     IntByReference gpu);
+  int gpusched_chunks_plan_free(Pointer plan);
 }

@@ -175,6 +175,13 @@ nlohmann::json NodeJson(const ::gpusched::v1::Node& n) {
           {"cordoned", n.cordoned()},
           {"draining", n.draining()},
           {"running_tasks", n.running_tasks()},
+          // Issue 42 (CN110955526B claim 2 across nodes): what a Spark driver's stage plan
+          // reads. free_cpus is whole CPUs not reserved by the tasks placed there.
+          {"cpu_milli", n.cpu_milli()},
+          {"cpu_allocated_milli", n.cpu_allocated_milli()},
+          {"free_cpus", std::max<int64_t>(0, n.cpu_milli() - n.cpu_allocated_milli()) / 1000},
+          {"mem_mib", n.mem_mib()},
+          {"mem_allocated_mib", n.mem_allocated_mib()},
           {"gpus", gpus},
           {"labels", std::map<std::string, std::string>(n.labels().begin(), n.labels().end())},
           {"taints", taints}};

@@ -261,7 +261,7 @@ class RestApiTest(unittest.TestCase):
     # ---------------------------------------------------------------- nodes, queues, accounting
 
     def test_nodes_split_each_gpu_by_its_tasks(self):
-        a = self.submit(command=["sleep", "30"], gpu_mem="5GiB")
+        a = self.submit(command=["sleep", "30"], gpu_mem="5GiB", cpu="1500m")
         b = self.submit(command=["sleep", "30"], gpus=1)
         C.wait_state(a, "running")
         C.wait_state(b, "running")
@@ -270,6 +270,10 @@ class RestApiTest(unittest.TestCase):
         shares = {}
         for n in nodes:
             self.assertIn(n["state"], ["ready", "cordoned", "draining"])
+            # Issue 42 (CN110955526B claim 2 across nodes): a Spark driver's stage plan reads
+            # free_cpus (whole CPUs not reserved by the node's tasks).
+            self.assertGreater(n["cpu_milli"], 0)
+            self.assertEqual(n["free_cpus"], (n["cpu_milli"] - n["cpu_allocated_milli"]) // 1000)
             for g in n["gpus"]:
                 self.assertEqual(sum(s["mib"] for s in g["shares"]), g["allocated_mib"])
                 self.assertEqual(g["free_mib"], g["total_mib"] - g["allocated_mib"])
@@ -278,6 +282,8 @@ class RestApiTest(unittest.TestCase):
                 for s in g["shares"]:
                     shares[s["task"]] = (s, g)
         self.assertEqual(shares[a][0]["mib"], 5120)
+        on_a = next(n for n in nodes if n["name"] == C.get("/api/v1/tasks/%d" % a).json()["node"])
+        self.assertGreaterEqual(on_a["cpu_allocated_milli"], 1500)
         self.assertFalse(shares[a][0]["exclusive"])
         self.assertTrue(shares[b][0]["exclusive"])
         self.assertEqual(shares[b][0]["mib"], shares[b][1]["total_mib"])

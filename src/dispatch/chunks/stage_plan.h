@@ -55,7 +55,7 @@ StatusOr<std::vector<PartitionPlacement>> PlanStage(std::vector<ExecutorOffer> e
 // The executors of a `GET /api/v1/nodes` body: {"nodes": [{"name", "available", "gpus":
 // [{"index", "free_mib" (or total_mib - allocated_mib), "healthy"}], "free_cpus"?}]}. One
 // executor per available node, named after it, with its healthy GPUs (free MiB as bytes).
-// The server reports no CPUs: free_cpus is read when present, else -1 (no CPU limit).
+// The server reports free_cpus (whole CPUs its tasks do not reserve); a body without it reads -1.
 // InvalidArgument naming the field ("nodes[1].gpus[0].free_mib: ...") on bad input.
 StatusOr<std::vector<ExecutorOffer>> ParseNodesJson(std::string_view json);
 

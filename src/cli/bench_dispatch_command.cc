@@ -45,12 +45,16 @@ struct Options {
 };
 
 // Issue 42 item 5. "gpusched-blind" is the gpusched policy without the scenario's input (no
-// speed learning, no model, no priority). The literal policy runs what needs no new request
+// speed learning, no model, no priority); "gpusched-known" is given the true GPU speeds at
+// create and learns none (heterogeneous only), to show what learning them costs. The literal policy runs what needs no new request
 // input (it refuses model and priority keys; the heterogeneous GPUs need none).
 const std::vector<std::string> kScenarios = {"heterogeneous", "models", "priorities"};
 
 std::vector<std::string> ScenarioPolicies(const std::string& scenario) {
   if (scenario == "priorities") return {"gpusched", "gpusched-blind", "jsq"};
+  if (scenario == "heterogeneous") {
+    return {"gpusched", "gpusched-known", "gpusched-blind", "jsq", "patent"};
+  }
   return {"gpusched", "gpusched-blind", "jsq", "patent"};
 }
 
@@ -59,8 +63,11 @@ void ApplyScenario(const std::string& scenario, const std::string& policy, OpenL
                    GpuschedConfig& gc) {
   c.pass_placement_inputs = policy == "gpusched";
   if (scenario == "heterogeneous") {
-    c.gpu_speed = {1, 1, 1, 1, 2, 2, 2, 2};  // four GPUs twice as slow
+    // Four GPUs twice as slow, interleaved: GPU order says nothing of speed, so the blind
+    // policies' ties by index favour neither kind (slow GPUs last would favour them).
+    c.gpu_speed = {2, 1, 2, 1, 2, 1, 2, 1};
     gc.learn_speed = policy == "gpusched";
+    if (policy == "gpusched-known") gc.gpu_speed = c.gpu_speed;
   } else if (scenario == "models") {
     c.models = 2;
     c.model_load_ms = 30;
@@ -75,7 +82,7 @@ void ApplyScenario(const std::string& scenario, const std::string& policy, OpenL
 std::unique_ptr<DispatchPolicy> MakePolicy(const std::string& name, const OpenLoopConfig& c,
                                            const Options& o, Clock& clock, Rng& rng) {
   const std::vector<ServiceConfig> services = BenchServiceConfigs(c);
-  if (name == "gpusched" || name == "gpusched-blind") {
+  if (name == "gpusched" || name == "gpusched-blind" || name == "gpusched-known") {
     GpuschedConfig gc = o.gpusched;
     gc.gpu_count = c.gpus;
     gc.services = services;
@@ -144,8 +151,8 @@ void PrintJson(const Options& o, double overhead_1, double overhead_2, double gp
 
 const char* ScenarioText(const std::string& scenario) {
   if (scenario == "heterogeneous") {
-    return "GPUs 4-7 run everything 2x slower (load counts 6 GPUs' worth); gpusched learns "
-           "speed factors, gpusched-blind does not";
+    return "GPUs 0, 2, 4, 6 run everything 2x slower (load counts 6 GPUs' worth); gpusched "
+           "learns speed factors, gpusched-known is given them, gpusched-blind neither";
   }
   if (scenario == "models") {
     return "two models, uniform; a GPU holds one, loading the other adds 30 ms; gpusched gets "

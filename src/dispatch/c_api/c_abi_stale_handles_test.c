@@ -4,7 +4,8 @@
  * handle: the chunk runtime handle was destroyed", "job: ... the chunk job handle was
  * destroyed", "devices: ... the simulated devices handle was destroyed") and never touches the
  * freed memory (run it under valgrind or ASan: a use after free fails it). So do made-up
- * pointers, handles of another kind and a second destroy or free. C11. */
+ * pointers, handles of another kind and a second destroy or free, and a destroyed handle
+ * whose slot a new handle of its kind has taken since (the new one works). C11. */
 #include <stdio.h>
 #include <string.h>
 
@@ -139,10 +140,79 @@ static int Issue42_CN110955526B_MadeUpAndWrongKindHandlesAreRefused(void) {
   return 0;
 }
 
+/* Issue 42 item 7: a handle is a slot and a generation, not an address. A destroyed handle,
+ * followed by new handles of the same kind (the first of them in the freed slot: the registry
+ * reuses it first), is still refused as destroyed, and the new handles work. Where handles were
+ * addresses, the new object at the old address answered to the stale handle. */
+#define kReuses 4
+
+static gpusched_dispatcher* OneGpu(void) {
+  gpusched_dispatcher_options o;
+  gpusched_service_config service = {"infer", 20, 10, 5};
+  gpusched_dispatcher* d = NULL;
+  memset(&o, 0, sizeof o);
+  o.gpu_count = 1;
+  if (gpusched_dispatcher_create(&o, &service, 1, &d) != 0) return NULL;
+  return d;
+}
+
+static int Issue42_StaleDispatcherHandleIsRefusedAfterItsSlotIsReused(void) {
+  gpusched_dispatcher* fresh[kReuses] = {NULL};
+  uint64_t owner = 0;
+  int64_t fin = 0;
+  int i, j;
+  gpusched_dispatcher* stale = OneGpu();
+  EXPECT(stale != NULL);
+  EXPECT(gpusched_dispatcher_destroy(stale) == 0);
+  for (i = 0; i < kReuses; ++i) {
+    fresh[i] = OneGpu();
+    EXPECT(fresh[i] != NULL && fresh[i] != stale);
+    EXPECT_DESTROYED(gpusched_dispatcher_mark(stale, 0, &owner, &fin), "dispatcher", "dispatcher");
+    EXPECT_DESTROYED(gpusched_dispatcher_destroy(stale), "dispatcher", "dispatcher");
+    for (j = 0; j <= i; ++j) EXPECT(gpusched_dispatcher_mark(fresh[j], 0, &owner, &fin) == 0);
+  }
+  for (i = 0; i < kReuses; ++i) EXPECT(gpusched_dispatcher_destroy(fresh[i]) == 0);
+  return 0;
+}
+
+static int Issue42_CN110955526B_StaleChunkHandlesAreRefusedAfterTheirSlotIsReused(void) {
+  static uint32_t in[256], out[256];
+  gpusched_chunks_runtime* fresh[kReuses] = {NULL};
+  gpusched_chunks_runtime* stale = NULL;
+  gpusched_chunks_job* job = CopyJob(in, out, sizeof in);
+  gpusched_chunks_job* stale_job = CopyJob(in, out, sizeof in);
+  gpusched_chunks_job* fresh_job = NULL;
+  int i;
+  EXPECT(job != NULL && stale_job != NULL);
+  EXPECT(gpusched_chunks_create_sim(1, 16, 0, &stale) == 0);
+  EXPECT(gpusched_chunks_destroy(stale) == 0);
+  gpusched_chunks_job_free(stale_job);
+  fresh_job = CopyJob(in, out, sizeof in); /* in the freed job's slot */
+  EXPECT(fresh_job != NULL && fresh_job != stale_job);
+  for (i = 0; i < kReuses; ++i) {
+    EXPECT(gpusched_chunks_create_sim(1, 16, 0, &fresh[i]) == 0);
+    EXPECT(fresh[i] != stale);
+    EXPECT_DESTROYED(gpusched_chunks_run(stale, job), "runtime", "chunk runtime");
+    EXPECT_DESTROYED(gpusched_chunks_destroy(stale), "runtime", "chunk runtime");
+    EXPECT_DESTROYED(gpusched_chunks_run(fresh[i], stale_job), "job", "chunk job");
+    EXPECT(gpusched_chunks_run(fresh[i], job) == 0);
+    EXPECT(gpusched_chunks_run(fresh[i], fresh_job) == 0);
+  }
+  gpusched_chunks_job_free(stale_job); /* refused: the fresh job is not freed through it */
+  EXPECT(strstr(gpusched_last_error(), "the chunk job handle was destroyed") != NULL);
+  EXPECT(gpusched_chunks_stat(fresh_job, "subtasks") > 0);
+  for (i = 0; i < kReuses; ++i) EXPECT(gpusched_chunks_destroy(fresh[i]) == 0);
+  gpusched_chunks_job_free(fresh_job);
+  gpusched_chunks_job_free(job);
+  return 0;
+}
+
 int main(void) {
   if (Issue42_CN110955526B_DestroyedChunkRuntimeIsRefused() ||
       Issue42_CN110955526B_FreedChunkJobIsRefused() || Issue42_DestroyedSimDevicesAreRefused() ||
-      Issue42_CN110955526B_MadeUpAndWrongKindHandlesAreRefused()) {
+      Issue42_CN110955526B_MadeUpAndWrongKindHandlesAreRefused() ||
+      Issue42_StaleDispatcherHandleIsRefusedAfterItsSlotIsReused() ||
+      Issue42_CN110955526B_StaleChunkHandlesAreRefusedAfterTheirSlotIsReused()) {
     return 1;
   }
   printf("c_abi_stale_handles_test OK\n");

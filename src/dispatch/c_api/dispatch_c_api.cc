@@ -1,6 +1,6 @@
-// The dispatcher and simulated-device half of gpusched_c.h. Every entry point checks that its
-// handle is live (handle_registry.h: the handles created and not destroyed, so a stale or
-// made-up pointer is an error, not a crash) and passes the handle's CallGate (so
+// The dispatcher and simulated-device half of gpusched_c.h. Every entry point finds its object
+// through its handle (handle_registry.h: a handle is a slot and a generation, not an address, so
+// a stale or made-up handle is an error, not a crash) and passes the object's CallGate (so
 // destroy can wait for it), converts Status to an int code plus a thread-local message, and
 // catches exceptions: none may cross the ABI.
 #include "gpusched_c.h"
@@ -34,17 +34,19 @@
 
 using gpusched::Status;
 using gpusched::StatusOr;
-using gpusched::capi::AddHandle;
 using gpusched::capi::CallGate;
 using gpusched::capi::CloseHandle;
 using gpusched::capi::Enter;
 using gpusched::capi::HandleKind;
+using gpusched::capi::NewHandle;
 using gpusched::capi::RemoveHandle;
 using gpusched::capi::Guard;
 using gpusched::capi::Null;
 using namespace gpusched::dispatch;
 
-struct gpusched_dispatcher {
+namespace {
+
+struct CDispatcher {
   gpusched::RealClock clock;
   std::unique_ptr<NodeDispatcher> dispatcher;  // GpuschedPolicy or RealtimeDispatcher
   CallGate gate;
@@ -62,25 +64,27 @@ struct gpusched_dispatcher {
   std::unique_ptr<gpusched::capi::AsyncRequests> async;  // gpusched_dispatcher_acquire_async
 };
 
-struct gpusched_cancel {
+struct CCancel {
   CancelToken token;
   CallGate gate;
 };
 
-struct gpusched_sim_devices {
+struct CSimDevices {
   gpusched::RealClock clock;
   std::vector<std::unique_ptr<SimDevice>> devices;
   CallGate gate;
 };
 
-namespace {
-
-#define GS_ENTER_DISPATCHER(d, call, ...)                                                   \
-  std::optional<CallGate::Pass> pass_;                                                      \
-  GS_RETURN_IF_ERROR(Enter(d, HandleKind::kDispatcher, "dispatcher", call, pass_, ##__VA_ARGS__))
-#define GS_ENTER_SIM_DEVICES(s, call)  \
-  std::optional<CallGate::Pass> pass_; \
-  GS_RETURN_IF_ERROR(Enter(s, HandleKind::kSimDevices, "devices", call, pass_))
+// Declares `d`, the dispatcher of live handle `handle`, and holds its gate for the rest of the
+// call.
+#define GS_ENTER_DISPATCHER(d, handle, call, ...)  \
+  std::optional<CallGate::Pass> pass_;             \
+  CDispatcher* d = nullptr;                        \
+  GS_RETURN_IF_ERROR(Enter(handle, HandleKind::kDispatcher, "dispatcher", call, pass_, d, ##__VA_ARGS__))
+#define GS_ENTER_SIM_DEVICES(s, handle, call) \
+  std::optional<CallGate::Pass> pass_;        \
+  CSimDevices* s = nullptr;                   \
+  GS_RETURN_IF_ERROR(Enter(handle, HandleKind::kSimDevices, "devices", call, pass_, s))
 
 Status Flag(const char* name, int32_t value) {
   if (value == 0 || value == 1) return Status::Ok();
@@ -289,7 +293,7 @@ struct AcquireFailure {
 // Acquire through the policy, counted for gpusched_dispatcher_drain: refused when draining;
 // a grant goes into api_tickets (or run_tickets for a run) before drain can see the count
 // drop, so a drain never misses a lease granted under it.
-StatusOr<Lease> CountedAcquire(gpusched_dispatcher* d, int service, const AcquireOptions& options,
+StatusOr<Lease> CountedAcquire(CDispatcher* d, int service, const AcquireOptions& options,
                                bool run, AcquireFailure& failure) {
   {
     std::lock_guard lock(d->mu);
@@ -320,7 +324,7 @@ StatusOr<Lease> CountedAcquire(gpusched_dispatcher* d, int service, const Acquir
 }
 
 // Releases a lease held by gpusched_dispatcher_run and wakes a drain.
-Status ReleaseRunLease(gpusched_dispatcher* d, const Lease& lease, Outcome outcome) {
+Status ReleaseRunLease(CDispatcher* d, const Lease& lease, Outcome outcome) {
   std::lock_guard lock(d->mu);
   const Status st = d->dispatcher->Release(lease, outcome);
   d->run_tickets.erase(lease.ticket);
@@ -336,7 +340,7 @@ int DrainingError(const char* call) {
 
 // The leases a drain still waits for: "ticket 7 (gpu 0), ticket 9 (gpu 1, in a run)".
 // REQUIRES: d->mu held.
-std::string LeasesOutLocked(const gpusched_dispatcher& d) {
+std::string LeasesOutLocked(const CDispatcher& d) {
   std::string out;
   for (const auto* tickets : {&d.api_tickets, &d.run_tickets}) {
     for (const auto& [ticket, gpu] : *tickets) {
@@ -388,20 +392,21 @@ Status CheckAcquireArgs(const char* service, const gpusched_lease* out, const Ac
   return Status::Ok();
 }
 
-Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireRequest& r,
+Status AcquireInto(gpusched_dispatcher* handle, const char* service, const AcquireRequest& r,
                    gpusched_lease* out, AcquireFailure& failure) {
-  GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_acquire");
+  GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_acquire");
   GS_RETURN_IF_ERROR(CheckAcquireArgs(service, out, r));
   std::optional<CallGate::Pass> cancel_pass;  // keeps `cancel` alive while we wait on it
+  CCancel* cancel = nullptr;
   if (r.cancel != nullptr) {
     GS_RETURN_IF_ERROR(Enter(r.cancel, HandleKind::kCancel, "cancel",
-                             "gpusched_dispatcher_acquire_ex", cancel_pass));
+                             "gpusched_dispatcher_acquire_ex", cancel_pass, cancel));
   }
   GS_RETURN_IF_ERROR(CheckInputsForPolicy(*d->dispatcher, r));
   GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
   failure.service = index;
   AcquireOptions options;
-  options.cancel = r.cancel != nullptr ? &r.cancel->token : nullptr;
+  options.cancel = cancel != nullptr ? &cancel->token : nullptr;
   options.expected_ms = r.expected_ms;
   options.expected_mem_mib = r.expected_mem_mib;
   if (r.model != nullptr) options.model = r.model;
@@ -411,7 +416,7 @@ Status AcquireInto(gpusched_dispatcher* d, const char* service, const AcquireReq
   if (r.deadline_ms > 0) options.deadline_ns = d->clock.NowNs() + r.deadline_ms * 1'000'000;
   StatusOr<Lease> l = CountedAcquire(d, index, options, /*run=*/false, failure);
   if (!l.ok()) {
-    failure.cancelled = r.cancel != nullptr && r.cancel->token.cancelled();
+    failure.cancelled = cancel != nullptr && cancel->token.cancelled();
     failure.deadline_passed = r.deadline_ms > 0 && d->clock.NowNs() >= options.deadline_ns;
     if (l.status().code() == gpusched::StatusCode::kUnavailable && !r.try_only &&
         !failure.cancelled && !failure.drained) {
@@ -452,7 +457,7 @@ int AcquireC(gpusched_dispatcher* d, const char* service, const AcquireRequest& 
 
 // One try of a queued asynchronous request: a round that never waits, counted like any acquire
 // (its lease goes into api_tickets: the caller releases it).
-gpusched::capi::AsyncTry TryGrantAsync(gpusched_dispatcher* d, const gpusched::capi::AsyncRequest& r) {
+gpusched::capi::AsyncTry TryGrantAsync(CDispatcher* d, const gpusched::capi::AsyncRequest& r) {
   AcquireOptions options;
   options.expected_ms = r.expected_ms;
   options.requested_ns = r.requested_ns;
@@ -475,7 +480,7 @@ gpusched::capi::AsyncTry TryGrantAsync(gpusched_dispatcher* d, const gpusched::c
 }
 
 // Retries the queued asynchronous requests: capacity may have freed. REQUIRES: d->mu not held.
-void PumpAsync(gpusched_dispatcher* d) {
+void PumpAsync(CDispatcher* d) {
   d->async->Pump([d](const gpusched::capi::AsyncRequest& r) { return TryGrantAsync(d, r); });
 }
 
@@ -523,7 +528,7 @@ int gpusched_dispatcher_create_ex2(const char* policy, const char* shared_marks,
     if (!services && service_count > 0) return Null("services");
     GS_RETURN_IF_ERROR(CheckOptions(*options, service_count));
     GS_ASSIGN_OR_RETURN(std::vector<ServiceConfig> list, ToServices(services, service_count));
-    auto d = std::make_unique<gpusched_dispatcher>();
+    auto d = std::make_unique<CDispatcher>();
     GS_ASSIGN_OR_RETURN(d->dispatcher,
                         MakeDispatcher(policy, shared_marks, *options, std::move(list), placement,
                                        d->clock));
@@ -532,8 +537,7 @@ int gpusched_dispatcher_create_ex2(const char* policy, const char* shared_marks,
     // Shared marks: capacity may free in another process, which no Pump here sees.
     GS_ASSIGN_OR_RETURN(d->async, gpusched::capi::AsyncRequests::Create(
                                       d->clock, shared_marks != nullptr ? 100 : 0));
-    AddHandle(d.get(), HandleKind::kDispatcher);
-    *out = d.release();
+    GS_ASSIGN_OR_RETURN(*out, NewHandle<gpusched_dispatcher>(std::move(d), HandleKind::kDispatcher));
     return Status::Ok();
   });
 }
@@ -545,11 +549,12 @@ int gpusched_shared_marks_unlink(const char* name) {
   });
 }
 
-int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
-  if (d == nullptr) return 0;
+int gpusched_dispatcher_destroy(gpusched_dispatcher* handle) {
+  if (handle == nullptr) return 0;
+  CDispatcher* closed = nullptr;  // freed once the handle is removed
   const int rc = Guard([&]() -> Status {
     {
-      GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_destroy");  // held until the shutdown
+      GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_destroy");  // held until the shutdown
       {
         std::lock_guard lock(d->mu);
         if (!d->api_tickets.empty()) {
@@ -562,7 +567,8 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
       PumpAsync(d);      // queued asynchronous requests fail (FAILED_PRECONDITION)
       d->async->Wake();  // a gpusched_dispatcher_wait_async returns, so CloseHandle can finish
     }
-    GS_RETURN_IF_ERROR(CloseHandle(d, HandleKind::kDispatcher, "dispatcher", "gpusched_dispatcher_destroy"));
+    GS_ASSIGN_OR_RETURN(CDispatcher* d, CloseHandle<CDispatcher>(handle, HandleKind::kDispatcher, "dispatcher",
+                                                                 "gpusched_dispatcher_destroy"));
     // An acquire in flight may have been granted before the shutdown: refuse, and reopen.
     std::lock_guard lock(d->mu);
     if (!d->api_tickets.empty()) {
@@ -572,17 +578,18 @@ int gpusched_dispatcher_destroy(gpusched_dispatcher* d) {
           "gpusched_dispatcher_destroy: " + std::to_string(d->api_tickets.size()) +
           " lease(s) were granted while destroying; release them first");
     }
-    RemoveHandle(d);
+    RemoveHandle(handle);
+    closed = d;
     return Status::Ok();
   });
-  if (rc == 0) delete d;
+  if (rc == 0) delete closed;
   return rc;
 }
 
-int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
+int gpusched_dispatcher_shutdown(gpusched_dispatcher* handle, int32_t stop) {
   bool drained = false;
   const int rc = Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_shutdown");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_shutdown");
     if (stop != 0 && stop != 1) {
       return gpusched::InvalidArgument("stop: must be 0 or 1, got " + std::to_string(stop));
     }
@@ -594,7 +601,7 @@ int gpusched_dispatcher_shutdown(gpusched_dispatcher* d, int32_t stop) {
   });
   if (rc == 0 && stop == 1) {  // queued asynchronous requests fail, as waiting acquires do
     (void)Guard([&]() -> Status {
-      GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_shutdown");
+      GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_shutdown");
       PumpAsync(d);
       return Status::Ok();
     });
@@ -635,10 +642,10 @@ int gpusched_dispatcher_acquire2(gpusched_dispatcher* d, const gpusched_request*
   return AcquireC(d, req->service, r, out);
 }
 
-int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* lease,
+int gpusched_dispatcher_release(gpusched_dispatcher* handle, const gpusched_lease* lease,
                                 int32_t outcome) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_release", /*allowed_while_closing=*/true);
     if (!lease) return Null("lease");
     GS_ASSIGN_OR_RETURN(Outcome o, ToOutcome(outcome));
     {
@@ -658,12 +665,12 @@ int gpusched_dispatcher_release(gpusched_dispatcher* d, const gpusched_lease* le
   });
 }
 
-int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusched_run_fn fn,
+int gpusched_dispatcher_run(gpusched_dispatcher* handle, const char* service, gpusched_run_fn fn,
                             void* user, int32_t* fn_result) {
   AcquireFailure failure;
   int32_t r = 0, gpu = -1;
   const int rc = Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_run");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_run");
     if (!service) return Null("service");
     if (!fn) return Null("fn");
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
@@ -689,10 +696,10 @@ int gpusched_dispatcher_run(gpusched_dispatcher* d, const char* service, gpusche
                                  "; the lease was released as GPUSCHED_FAILED");
 }
 
-int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms) {
+int gpusched_dispatcher_drain(gpusched_dispatcher* handle, int64_t deadline_ms) {
   std::string out;  // the leases still out at the deadline
   const int rc = Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_drain");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_drain");
     if (deadline_ms < 0) {
       return gpusched::InvalidArgument("deadline_ms: must be >= 0 (0: do not wait), got " +
                                        std::to_string(deadline_ms));
@@ -718,10 +725,10 @@ int gpusched_dispatcher_drain(gpusched_dispatcher* d, int64_t deadline_ms) {
                                         " passed with leases still out: " + out);
 }
 
-int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owner,
+int gpusched_dispatcher_mark(gpusched_dispatcher* handle, int32_t gpu, uint64_t* owner,
                              int64_t* fin_time_ms) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_mark");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_mark");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, d->dispatcher->gpu_count()));
     const SignalMark m = d->dispatcher->mark(gpu);
     if (owner) *owner = m.owner;
@@ -730,9 +737,9 @@ int gpusched_dispatcher_mark(gpusched_dispatcher* d, int32_t gpu, uint64_t* owne
   });
 }
 
-int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int32_t enabled) {
+int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* handle, int32_t gpu, int32_t enabled) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_set_gpu_enabled");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_set_gpu_enabled");
     if (enabled != 0 && enabled != 1) {
       return gpusched::InvalidArgument("enabled: must be 0 or 1, got " + std::to_string(enabled));
     }
@@ -742,10 +749,10 @@ int gpusched_dispatcher_set_gpu_enabled(gpusched_dispatcher* d, int32_t gpu, int
   });
 }
 
-int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* service,
+int gpusched_dispatcher_service_metrics(gpusched_dispatcher* handle, const char* service,
                                         gpusched_service_metrics* out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_service_metrics");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_service_metrics");
     if (!service) return Null("service");
     if (!out) return Null("out");
     GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
@@ -756,10 +763,10 @@ int gpusched_dispatcher_service_metrics(gpusched_dispatcher* d, const char* serv
   });
 }
 
-int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
+int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* handle, int32_t gpu,
                                     gpusched_gpu_metrics* out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_gpu_metrics");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_gpu_metrics");
     if (!out) return Null("out");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, d->dispatcher->gpu_count()));
     const GpuMetrics m = d->dispatcher->Metrics().gpus[gpu];
@@ -771,54 +778,57 @@ int gpusched_dispatcher_gpu_metrics(gpusched_dispatcher* d, int32_t gpu,
 int gpusched_cancel_create(gpusched_cancel** out) {
   return Guard([&]() -> Status {
     if (!out) return Null("out");
-    auto c = std::make_unique<gpusched_cancel>();
-    AddHandle(c.get(), HandleKind::kCancel);
-    *out = c.release();
+    GS_ASSIGN_OR_RETURN(*out, NewHandle<gpusched_cancel>(std::make_unique<CCancel>(), HandleKind::kCancel));
     return Status::Ok();
   });
 }
 
-int gpusched_cancel_fire(gpusched_cancel* c) {
+int gpusched_cancel_fire(gpusched_cancel* handle) {
   return Guard([&]() -> Status {
     std::optional<CallGate::Pass> pass;
-    GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_fire", pass));
+    CCancel* c = nullptr;
+    GS_RETURN_IF_ERROR(Enter(handle, HandleKind::kCancel, "cancel", "gpusched_cancel_fire", pass, c));
     c->token.Cancel();
     return Status::Ok();
   });
 }
 
-int gpusched_cancel_reset(gpusched_cancel* c) {
+int gpusched_cancel_reset(gpusched_cancel* handle) {
   return Guard([&]() -> Status {
     std::optional<CallGate::Pass> pass;
-    GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_reset", pass));
+    CCancel* c = nullptr;
+    GS_RETURN_IF_ERROR(Enter(handle, HandleKind::kCancel, "cancel", "gpusched_cancel_reset", pass, c));
     c->token.Reset();
     return Status::Ok();
   });
 }
 
-int gpusched_cancel_fired(gpusched_cancel* c, int32_t* fired) {
+int gpusched_cancel_fired(gpusched_cancel* handle, int32_t* fired) {
   return Guard([&]() -> Status {
     std::optional<CallGate::Pass> pass;
-    GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_fired", pass));
+    CCancel* c = nullptr;
+    GS_RETURN_IF_ERROR(Enter(handle, HandleKind::kCancel, "cancel", "gpusched_cancel_fired", pass, c));
     if (!fired) return Null("fired");
     *fired = c->token.cancelled() ? 1 : 0;
     return Status::Ok();
   });
 }
 
-int gpusched_cancel_destroy(gpusched_cancel* c) {
-  if (c == nullptr) return 0;
+int gpusched_cancel_destroy(gpusched_cancel* handle) {
+  if (handle == nullptr) return 0;
+  CCancel* closed = nullptr;  // freed once the handle is removed
   const int rc = Guard([&]() -> Status {
     {
       std::optional<CallGate::Pass> pass;
-      GS_RETURN_IF_ERROR(Enter(c, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy", pass));
+      CCancel* c = nullptr;
+      GS_RETURN_IF_ERROR(Enter(handle, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy", pass, c));
       c->token.Cancel();  // the acquires waiting with it return now
     }
-    GS_RETURN_IF_ERROR(CloseHandle(c, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy"));
-    RemoveHandle(c);
+    GS_ASSIGN_OR_RETURN(closed, CloseHandle<CCancel>(handle, HandleKind::kCancel, "cancel", "gpusched_cancel_destroy"));
+    RemoveHandle(handle);
     return Status::Ok();
   });
-  if (rc == 0) delete c;
+  if (rc == 0) delete closed;
   return rc;
 }
 
@@ -831,32 +841,33 @@ int gpusched_sim_devices_create(int32_t count, int64_t memory_mib, int32_t strea
       return gpusched::InvalidArgument("memory_mib: must be >= 1, got " + std::to_string(memory_mib));
     }
     if (streams < 1) return gpusched::InvalidArgument("streams: must be >= 1, got " + std::to_string(streams));
-    auto s = std::make_unique<gpusched_sim_devices>();
+    auto s = std::make_unique<CSimDevices>();
     for (int32_t i = 0; i < count; ++i) {
       s->devices.push_back(std::make_unique<SimDevice>(
           SimDeviceOptions{.index = i, .name = "", .memory_mib = memory_mib, .streams = streams},
           s->clock));
     }
-    AddHandle(s.get(), HandleKind::kSimDevices);
-    *out = s.release();
+    GS_ASSIGN_OR_RETURN(*out, NewHandle<gpusched_sim_devices>(std::move(s), HandleKind::kSimDevices));
     return Status::Ok();
   });
 }
 
-int gpusched_sim_devices_destroy(gpusched_sim_devices* s) {
-  if (s == nullptr) return 0;
+int gpusched_sim_devices_destroy(gpusched_sim_devices* handle) {
+  if (handle == nullptr) return 0;
+  CSimDevices* closed = nullptr;  // freed once the handle is removed
   const int rc = Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(CloseHandle(s, HandleKind::kSimDevices, "devices", "gpusched_sim_devices_destroy"));
-    RemoveHandle(s);
+    GS_ASSIGN_OR_RETURN(closed, CloseHandle<CSimDevices>(handle, HandleKind::kSimDevices, "devices",
+                                                         "gpusched_sim_devices_destroy"));
+    RemoveHandle(handle);
     return Status::Ok();
   });
-  if (rc == 0) delete s;
+  if (rc == 0) delete closed;
   return rc;
 }
 
-int gpusched_sim_devices_compute(gpusched_sim_devices* s, int32_t gpu, double ms) {
+int gpusched_sim_devices_compute(gpusched_sim_devices* handle, int32_t gpu, double ms) {
   return Guard([&]() -> Status {
-    GS_ENTER_SIM_DEVICES(s, "gpusched_sim_devices_compute");
+    GS_ENTER_SIM_DEVICES(s, handle, "gpusched_sim_devices_compute");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
     if (!std::isfinite(ms) || ms < 0) {
       return gpusched::InvalidArgument("ms: must be finite and >= 0, got " + std::to_string(ms));
@@ -870,10 +881,10 @@ int gpusched_sim_devices_compute(gpusched_sim_devices* s, int32_t gpu, double ms
   });
 }
 
-int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* used_bytes,
+int gpusched_sim_devices_memory(gpusched_sim_devices* handle, int32_t gpu, int64_t* used_bytes,
                                 int64_t* total_bytes) {
   return Guard([&]() -> Status {
-    GS_ENTER_SIM_DEVICES(s, "gpusched_sim_devices_memory");
+    GS_ENTER_SIM_DEVICES(s, handle, "gpusched_sim_devices_memory");
     GS_RETURN_IF_ERROR(CheckGpu(gpu, static_cast<int32_t>(s->devices.size())));
     if (used_bytes) *used_bytes = static_cast<int64_t>(s->devices[gpu]->used_bytes());
     if (total_bytes) *total_bytes = static_cast<int64_t>(s->devices[gpu]->total_bytes());
@@ -881,10 +892,10 @@ int gpusched_sim_devices_memory(gpusched_sim_devices* s, int32_t gpu, int64_t* u
   });
 }
 
-int gpusched_sim_devices_scale(gpusched_sim_devices* s, int32_t gpu, float* host, int64_t count,
+int gpusched_sim_devices_scale(gpusched_sim_devices* handle, int32_t gpu, float* host, int64_t count,
                                float factor) {
   return Guard([&]() -> Status {
-    GS_ENTER_SIM_DEVICES(s, "gpusched_sim_devices_scale");
+    GS_ENTER_SIM_DEVICES(s, handle, "gpusched_sim_devices_scale");
     if (!host) return Null("host");
     if (count < 1) return gpusched::InvalidArgument("count: must be >= 1, got " + std::to_string(count));
     if (!std::isfinite(factor)) {
@@ -914,11 +925,11 @@ int gpusched_sim_devices_scale(gpusched_sim_devices* s, int32_t gpu, float* host
   });
 }
 
-int gpusched_dispatcher_acquire_async(gpusched_dispatcher* d, const char* service,
+int gpusched_dispatcher_acquire_async(gpusched_dispatcher* handle, const char* service,
                                       int64_t deadline_ms, double expected_ms,
                                       uint64_t* request_out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_acquire_async");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_acquire_async");
     if (!request_out) return Null("request_out");
     gpusched_lease unused;  // CheckAcquireArgs checks an out pointer; the result comes later
     GS_RETURN_IF_ERROR(CheckAcquireArgs(service, &unused, {deadline_ms, nullptr, expected_ms}));
@@ -940,19 +951,19 @@ int gpusched_dispatcher_acquire_async(gpusched_dispatcher* d, const char* servic
   });
 }
 
-int gpusched_dispatcher_event_fd(gpusched_dispatcher* d, int32_t* fd_out) {
+int gpusched_dispatcher_event_fd(gpusched_dispatcher* handle, int32_t* fd_out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_event_fd");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_event_fd");
     if (!fd_out) return Null("fd_out");
     *fd_out = d->async->fd();
     return Status::Ok();
   });
 }
 
-int gpusched_dispatcher_poll_async(gpusched_dispatcher* d, gpusched_async_result* out,
+int gpusched_dispatcher_poll_async(gpusched_dispatcher* handle, gpusched_async_result* out,
                                    size_t cap, size_t* n_out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_poll_async", /*allowed_while_closing=*/true);
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_poll_async", /*allowed_while_closing=*/true);
     if (!out) return Null("out");
     if (!n_out) return Null("n_out");
     if (cap < 1) return gpusched::InvalidArgument("cap: must be >= 1, got 0");
@@ -964,18 +975,18 @@ int gpusched_dispatcher_poll_async(gpusched_dispatcher* d, gpusched_async_result
   });
 }
 
-int gpusched_dispatcher_cancel_async(gpusched_dispatcher* d, uint64_t request) {
+int gpusched_dispatcher_cancel_async(gpusched_dispatcher* handle, uint64_t request) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_cancel_async");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_cancel_async");
     GS_RETURN_IF_ERROR(d->async->Cancel(request));
     PumpAsync(d);  // the cancelled request may have been the one holding the queue
     return Status::Ok();
   });
 }
 
-int gpusched_dispatcher_wait_async(gpusched_dispatcher* d, int64_t timeout_ms, int32_t* ready) {
+int gpusched_dispatcher_wait_async(gpusched_dispatcher* handle, int64_t timeout_ms, int32_t* ready) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_wait_async");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_wait_async");
     if (timeout_ms < 0 || timeout_ms > INT_MAX) {
       return gpusched::InvalidArgument("timeout_ms: must be in [0, 2147483647], got " +
                                        std::to_string(timeout_ms));
@@ -990,10 +1001,10 @@ int gpusched_dispatcher_wait_async(gpusched_dispatcher* d, int64_t timeout_ms, i
   });
 }
 
-int gpusched_dispatcher_metrics_text(gpusched_dispatcher* d, char* buf, size_t cap,
+int gpusched_dispatcher_metrics_text(gpusched_dispatcher* handle, char* buf, size_t cap,
                                      size_t* len_out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, "gpusched_dispatcher_metrics_text");
+    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_metrics_text");
     if (!len_out) return Null("len_out");
     if (!buf && cap > 0) return Null("buf (with cap > 0)");
     DispatchMetrics m = d->dispatcher->Metrics();

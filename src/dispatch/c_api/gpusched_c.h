@@ -22,10 +22,13 @@
  * GPUSCHED_E_INVALID_ARGUMENT, the message naming the argument and the handle's kind
  * ("runtime: not a live handle: the chunk runtime handle was destroyed"; "... it is a simulated
  * devices handle, not a chunk runtime handle"; "... (never created, or destroyed long ago)"
- * once the library no longer remembers the address, after 4096 later destroys), without
- * reading its memory: the library keeps a registry of live handles. The one case it cannot see
- * is a new handle of the same kind created since at the same address: that handle is then
- * used. A job (gpusched_chunks_job) still belongs to one thread at a time.
+ * for a value the library never handed out), without reading any memory through it. A handle
+ * is not the object's address but an opaque value (never NULL) naming a slot of the library's
+ * handle table and the slot's generation; a freed slot is reused only under a new generation,
+ * so a destroyed handle stays refused even after new handles of its kind were created, in its
+ * slot too. Remaining limit: one slot's generation wraps after 2^36 reuses. Callers must not
+ * read through handles or compare them with addresses. A job (gpusched_chunks_job) still
+ * belongs to one thread at a time.
  *
  * ABI version 1 (SONAME libgpusched_c.so.1; only gpusched_* symbols are exported). Changes
  * from the unversioned library: destroy functions return int; gpusched_dispatcher_release

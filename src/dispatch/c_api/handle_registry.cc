@@ -1,26 +1,49 @@
 #include "dispatch/c_api/handle_registry.h"
 
-#include <cstdint>
-#include <deque>
-#include <map>
 #include <mutex>
 #include <string>
-#include <utility>
+#include <vector>
 
 namespace gpusched::capi {
 namespace {
 
-struct DestroyedHandle {
-  HandleKind kind;
-  uint64_t seq;  // which destroy of this address: older entries of `order` are stale
+constexpr uint64_t kKindCount = 6;
+constexpr uint64_t kGenerationMask = (uint64_t{1} << kGenerationBits) - 1;
+
+// A handle value taken apart (the fields in the header).
+struct Decoded {
+  bool well_formed = false;  // odd, with a known kind
+  HandleKind kind = HandleKind::kDispatcher;
+  size_t slot = 0;
+  uint64_t generation = 0;
 };
 
-// Live handles, and the last kDestroyedRemembered destroyed ones (oldest first in `order`).
+uint64_t Encode(size_t slot, HandleKind kind, uint64_t generation) {
+  return 1 | (static_cast<uint64_t>(kind) << 1) | (static_cast<uint64_t>(slot) << 4) |
+         (generation << (4 + kSlotBits));
+}
+
+Decoded Decode(const void* h) {
+  const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
+  Decoded d;
+  d.well_formed = (v & 1) != 0 && ((v >> 1) & 7) < kKindCount;
+  d.kind = static_cast<HandleKind>((v >> 1) & 7);
+  d.slot = static_cast<size_t>((v >> 4) & (kMaxSlots - 1));
+  d.generation = v >> (4 + kSlotBits);
+  return d;
+}
+
+// One slot of the table: its object while a handle lives in it, and the generation of the last
+// handle made in it (the live one, or the one destroyed last).
+struct Slot {
+  void* object = nullptr;
+  HandleKind kind = HandleKind::kDispatcher;
+  uint64_t generation = 0;
+};
+
 struct HandleTable {
-  std::map<const void*, HandleKind> live;
-  std::map<const void*, DestroyedHandle> destroyed;
-  std::deque<std::pair<const void*, uint64_t>> order;
-  uint64_t next_seq = 0;
+  std::vector<Slot> slots;
+  std::vector<size_t> free;  // freed slots; the last freed is reused first
 };
 
 std::mutex handles_mu;
@@ -30,42 +53,42 @@ HandleTable& Handles() {
   return *handles;
 }
 
+// REQUIRES: handles_mu held. The slot of `h` when `h` is the live handle in it, else null.
+const Slot* LiveSlot(const HandleTable& r, const Decoded& d) {
+  if (!d.well_formed || d.slot >= r.slots.size()) return nullptr;
+  const Slot& s = r.slots[d.slot];
+  if (s.object == nullptr || s.generation != d.generation || s.kind != d.kind) return nullptr;
+  return &s;
+}
+
 // REQUIRES: handles_mu held. Why `h` is not a live handle of `kind`.
-std::string WhyNotLive(const HandleTable& r, const void* h, HandleKind kind) {
+std::string WhyNotLive(const HandleTable& r, const Decoded& d, HandleKind kind) {
   const std::string wanted = std::string(HandleKindName(kind)) + " handle";
-  auto it = r.live.find(h);
-  if (it != r.live.end()) {
-    return std::string("it is a ") + HandleKindName(it->second) + " handle, not a " + wanted;
+  if (const Slot* s = LiveSlot(r, d)) {
+    return std::string("it is a ") + HandleKindName(s->kind) + " handle, not a " + wanted;
   }
-  auto gone = r.destroyed.find(h);
-  if (gone != r.destroyed.end() && gone->second.kind == kind) return "the " + wanted + " was destroyed";
-  if (gone != r.destroyed.end()) {
-    return std::string("a destroyed ") + HandleKindName(gone->second.kind) + " handle, not a " + wanted;
-  }
+  // Made by the registry once: its slot exists and has reached its generation since.
+  const bool made = d.well_formed && d.slot < r.slots.size() &&
+                    d.generation <= r.slots[d.slot].generation && d.generation != 0;
+  if (made && d.kind == kind) return "the " + wanted + " was destroyed";
+  if (made) return std::string("a destroyed ") + HandleKindName(d.kind) + " handle, not a " + wanted;
   return "no " + wanted + " (never created, or destroyed long ago)";
+}
+
+// REQUIRES: handles_mu held. Ok when `h` is a live handle of `kind`, else why not.
+StatusOr<Slot*> LiveOrRefused(HandleTable& r, const void* h, HandleKind kind, const char* what) {
+  const Decoded d = Decode(h);
+  const Slot* s = LiveSlot(r, d);
+  if (s != nullptr && s->kind == kind) return &r.slots[d.slot];
+  return InvalidArgument(std::string(what) + ": not a live handle: " + WhyNotLive(r, d, kind));
 }
 
 // REQUIRES: handles_mu held.
 void RemoveLocked(HandleTable& r, const void* h) {
-  auto it = r.live.find(h);
-  if (it == r.live.end()) return;
-  const uint64_t seq = r.next_seq++;
-  r.destroyed[h] = DestroyedHandle{it->second, seq};
-  r.order.emplace_back(h, seq);
-  r.live.erase(it);
-  while (r.order.size() > kDestroyedRemembered) {
-    const auto [oldest, oldest_seq] = r.order.front();
-    r.order.pop_front();
-    auto gone = r.destroyed.find(oldest);
-    if (gone != r.destroyed.end() && gone->second.seq == oldest_seq) r.destroyed.erase(gone);
-  }
-}
-
-// REQUIRES: handles_mu held. Ok when `h` is a live handle of `kind`, else why not.
-Status LiveOrRefused(const HandleTable& r, const void* h, HandleKind kind, const char* what) {
-  auto it = r.live.find(h);
-  if (it != r.live.end() && it->second == kind) return Status::Ok();
-  return InvalidArgument(std::string(what) + ": not a live handle: " + WhyNotLive(r, h, kind));
+  const Decoded d = Decode(h);
+  if (LiveSlot(r, d) == nullptr) return;
+  r.slots[d.slot].object = nullptr;  // the generation stays: `h` now reads "was destroyed"
+  r.free.push_back(d.slot);
 }
 
 }  // namespace
@@ -82,11 +105,25 @@ const char* HandleKindName(HandleKind kind) {
   return "unknown";
 }
 
-void AddHandle(const void* h, HandleKind kind) {
+StatusOr<void*> AddHandle(void* object, HandleKind kind) {
   std::lock_guard lock(handles_mu);
   HandleTable& r = Handles();
-  r.live[h] = kind;
-  r.destroyed.erase(h);  // (its entry in `order` is stale now, skipped when it comes up)
+  size_t slot = r.slots.size();
+  if (!r.free.empty()) {
+    slot = r.free.back();
+    r.free.pop_back();
+  } else if (slot == kMaxSlots) {
+    return ResourceExhausted("handles: " + std::to_string(kMaxSlots) + " live already");
+  } else {
+    r.slots.emplace_back();
+  }
+  Slot& s = r.slots[slot];
+  // The next generation; 0 is never made (so a value of generation 0 reads "never created").
+  s.generation = (s.generation + 1) & kGenerationMask;
+  if (s.generation == 0) s.generation = 1;
+  s.object = object;
+  s.kind = kind;
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(Encode(slot, kind, s.generation)));
 }
 
 void RemoveHandle(const void* h) {
@@ -94,25 +131,21 @@ void RemoveHandle(const void* h) {
   RemoveLocked(Handles(), h);
 }
 
-Status TakeHandle(const void* h, HandleKind kind, const char* what) {
+StatusOr<void*> TakeHandle(const void* h, HandleKind kind, const char* what) {
   if (h == nullptr) return Null(what);
   std::lock_guard lock(handles_mu);
   HandleTable& r = Handles();
-  GS_RETURN_IF_ERROR(LiveOrRefused(r, h, kind, what));
+  GS_ASSIGN_OR_RETURN(Slot * s, LiveOrRefused(r, h, kind, what));
+  void* object = s->object;
   RemoveLocked(r, h);
-  return Status::Ok();
+  return object;
 }
 
 Status WithLiveHandle(const void* h, HandleKind kind, const char* what,
-                      const std::function<Status()>& body) {
+                      const std::function<Status(void* object)>& body) {
   std::lock_guard lock(handles_mu);
-  GS_RETURN_IF_ERROR(LiveOrRefused(Handles(), h, kind, what));
-  return body();
-}
-
-Status CheckLive(const void* h, HandleKind kind, const char* what) {
-  if (h == nullptr) return Null(what);
-  return WithLiveHandle(h, kind, what, [] { return Status::Ok(); });
+  GS_ASSIGN_OR_RETURN(Slot * s, LiveOrRefused(Handles(), h, kind, what));
+  return body(s->object);
 }
 
 }  // namespace gpusched::capi

@@ -1,24 +1,30 @@
 #pragma once
-// The registry of live C handles: every handle of gpusched_c.h (dispatcher, cancel, simulated
-// devices, chunk runtime) is recorded with its kind when created and removed when destroyed,
-// so a destroyed, made-up or wrong-kind pointer is refused by address, without being
-// dereferenced. Entering a handle and beginning its destroy both happen under the registry's
-// lock, so a destroy cannot free a handle between the check and the CallGate::Pass; a second
+// The registry of live C handles. Every handle of gpusched_c.h and gpusched_chunks_c.h
+// (dispatcher, cancel, simulated devices, chunk runtime, chunk job, chunk plan) is a value the
+// registry made, not the object's address: it packs a slot of the registry's table, the kind
+// and the slot's generation (the fields below). A destroyed, made-up or wrong-kind handle is
+// refused without anything being dereferenced; entry points reach their object only through
+// the registry. Entering a handle and beginning its destroy both happen under the registry's
+// lock, so a destroy cannot free an object between the check and the CallGate::Pass; a second
 // destroy, or a call, that comes after the handle was removed is refused here.
 //
-// The error says why a handle is refused: "<what>: not a live handle: the chunk runtime handle
-// was destroyed" for a handle destroyed earlier (the last kDestroyedRemembered destroyed
-// addresses are remembered, by address and kind, nothing else), "... is a simulated devices
-// handle, not a chunk runtime handle" for the wrong kind, "(never created, or destroyed long
-// ago)" otherwise.
+// A freed slot is reused (the most recently freed first) only under the next generation, so a
+// handle destroyed and followed by a new handle in the same slot is still refused as destroyed,
+// and the new handle is a different value. Remaining limit: generations wrap after
+// 2^kGenerationBits reuses of one slot; a handle kept across that many destroys of its slot
+// could then name a new object.
 //
-// Limit: the registry knows addresses only. A handle destroyed and followed by a new handle of
-// the same kind at the same address is the new handle to the registry.
+// The error says why a handle is refused: "<what>: not a live handle: the chunk runtime handle
+// was destroyed" for a handle whose slot has since been freed or reused, "... is a simulated
+// devices handle, not a chunk runtime handle" for the wrong kind (live or destroyed), "(never
+// created, or destroyed long ago)" for a value the registry never made.
 //
 // Thread-safety: all functions are thread-safe.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "base/status.h"
@@ -37,53 +43,85 @@ enum class HandleKind {
 };
 
 // The kind as errors name it: "dispatcher", "cancel", "simulated devices", "chunk runtime",
-// "chunk job".
+// "chunk job", "chunk plan".
 const char* HandleKindName(HandleKind kind);
 
-// How many destroyed addresses the registry remembers to say "was destroyed".
-inline constexpr size_t kDestroyedRemembered = 4096;
+// A handle value's fields, lowest bit first: a 1 (so the value is odd: never null, never the
+// address of an object aligned to 2 or more), 3 bits of kind, kSlotBits of slot, the rest
+// generation.
+inline constexpr int kSlotBits = 24;
+inline constexpr int kGenerationBits = 64 - 4 - kSlotBits;
+inline constexpr size_t kMaxSlots = size_t{1} << kSlotBits;
+static_assert(sizeof(void*) == 8, "a handle value packs slot and generation in 64 bits");
 
-// Records `h` as a live handle of `kind`.
-void AddHandle(const void* h, HandleKind kind);
-// Forgets `h`: later calls with it are refused ("was destroyed"). Call after its gate was
-// closed, before freeing.
+// Records `object` (not owned) as a live handle of `kind` and returns its handle value.
+// ResourceExhausted when kMaxSlots handles are live.
+StatusOr<void*> AddHandle(void* object, HandleKind kind);
+
+// Forgets handle `h`: later calls with it are refused ("was destroyed"). Call after its gate
+// was closed, before freeing its object.
 void RemoveHandle(const void* h);
 
 // Checks that `h` is a live handle of `kind` and forgets it, in one step under the registry's
-// lock, so of two frees of a handle with no gate (a chunk job) only one succeeds.
-Status TakeHandle(const void* h, HandleKind kind, const char* what);
+// lock, so of two frees of a handle with no gate (a chunk job) only one succeeds. Returns the
+// object, now the caller's to free.
+StatusOr<void*> TakeHandle(const void* h, HandleKind kind, const char* what);
 
 // Under the registry's lock: `what` names the argument in errors ("runtime"). InvalidArgument
 // "<what>: not a live handle: <why>" when `h` is not a live handle of `kind`; else runs
-// `body()` and returns what it returns. `h` is dereferenced in `body` only.
+// `body(object)` and returns what it returns.
 Status WithLiveHandle(const void* h, HandleKind kind, const char* what,
-                      const std::function<Status()>& body);
+                      const std::function<Status(void* object)>& body);
 
-// For handles with no gate (a chunk job belongs to one thread at a time): Ok when `h` is a live
-// handle of `kind`, else the error of WithLiveHandle (a null `h` too).
-Status CheckLive(const void* h, HandleKind kind, const char* what);
+// Hands `object` to the registry and returns its handle, typed as the C API's handle type `H`
+// (which callers never dereference). On error `object` is freed.
+template <typename H, typename T>
+StatusOr<H*> NewHandle(std::unique_ptr<T> object, HandleKind kind) {
+  GS_ASSIGN_OR_RETURN(void* h, AddHandle(object.get(), kind));
+  object.release();  // the caller's destroy frees it
+  return static_cast<H*>(h);
+}
 
-// Checks that `h` is a live handle of `kind` and passes its gate into `pass`: while `pass`
-// lives, a destroy of `h` waits.
-template <typename H>
-Status Enter(H* h, HandleKind kind, const char* what, const char* call,
-             std::optional<CallGate::Pass>& pass, bool allowed_while_closing = false) {
+// For handles with no gate (a chunk job belongs to one thread at a time): the object of live
+// handle `h` of `kind`, else the error of WithLiveHandle (a null `h` too).
+template <typename T>
+StatusOr<T*> CheckLive(const void* h, HandleKind kind, const char* what) {
   if (h == nullptr) return Null(what);
-  return WithLiveHandle(h, kind, what, [&] {
-    pass.emplace(h->gate, call, allowed_while_closing);
+  T* object = nullptr;
+  GS_RETURN_IF_ERROR(WithLiveHandle(h, kind, what, [&](void* o) {
+    object = static_cast<T*>(o);
+    return Status::Ok();
+  }));
+  return object;
+}
+
+// Checks that `h` is a live handle of `kind`, sets `object` to its object and passes the
+// object's gate into `pass`: while `pass` lives, a destroy of `h` waits.
+template <typename T>
+Status Enter(const void* h, HandleKind kind, const char* what, const char* call,
+             std::optional<CallGate::Pass>& pass, T*& object, bool allowed_while_closing = false) {
+  if (h == nullptr) return Null(what);
+  return WithLiveHandle(h, kind, what, [&](void* o) {
+    object = static_cast<T*>(o);
+    pass.emplace(object->gate, call, allowed_while_closing);
     return pass->status();
   });
 }
 
-// The first half of a destroy: checks that `h` is live, begins closing its gate (refusing new
-// calls, and a second destroy, from now on) under the registry's lock, then waits for the
-// calls in flight. The caller then either removes and frees `h`, or reopens its gate.
-template <typename H>
-Status CloseHandle(H* h, HandleKind kind, const char* what, const char* call) {
+// The first half of a destroy: checks that `h` is live, begins closing its object's gate
+// (refusing new calls, and a second destroy, from now on) under the registry's lock, then
+// waits for the calls in flight, and returns the object. The caller then either removes `h`
+// and frees the object, or reopens its gate.
+template <typename T>
+StatusOr<T*> CloseHandle(const void* h, HandleKind kind, const char* what, const char* call) {
   if (h == nullptr) return Null(what);
-  GS_RETURN_IF_ERROR(WithLiveHandle(h, kind, what, [&] { return h->gate.BeginClose(call); }));
-  h->gate.WaitIdle();
-  return Status::Ok();
+  T* object = nullptr;
+  GS_RETURN_IF_ERROR(WithLiveHandle(h, kind, what, [&](void* o) {
+    object = static_cast<T*>(o);
+    return object->gate.BeginClose(call);
+  }));
+  object->gate.WaitIdle();
+  return object;
 }
 
 }  // namespace gpusched::capi

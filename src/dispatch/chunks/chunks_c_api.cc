@@ -37,7 +37,9 @@ using ChunkKernel = gpusched::chunks::Kernel;  // (dispatch has a Kernel too)
 using gpusched::chunks::KernelRegistry;
 using gpusched::chunks::StageRunner;
 
-struct gpusched_chunks_runtime {
+namespace {
+
+struct ChunksRuntime {
   gpusched::RealClock clock;
   std::vector<std::unique_ptr<gpusched::dispatch::Device>> devices;
   // gpusched_chunks_create_cuda replaces it with one whose built-ins have CUDA implementations.
@@ -49,29 +51,29 @@ struct gpusched_chunks_runtime {
   CallGate gate;
 };
 
-struct gpusched_chunks_job {
+struct ChunksJob {
   JobSpec spec;
   std::optional<JobResult> result;
 };
 
-namespace {
+// Declares `rt`, the runtime of live handle `handle`, and holds its gate for the rest of the
+// call.
+#define GS_ENTER_RUNTIME(rt, handle, call) \
+  std::optional<CallGate::Pass> pass_;     \
+  ChunksRuntime* rt = nullptr;             \
+  GS_RETURN_IF_ERROR(gpusched::capi::Enter(handle, HandleKind::kChunksRuntime, "runtime", call, pass_, rt))
 
-// Checks that `rt` is a live runtime and holds its gate for the rest of the call.
-#define GS_ENTER_RUNTIME(rt, call)     \
-  std::optional<CallGate::Pass> pass_; \
-  GS_RETURN_IF_ERROR(gpusched::capi::Enter(rt, HandleKind::kChunksRuntime, "runtime", call, pass_))
+// Declares `job`, the job of live handle `handle` (not freed, not made up). Jobs have no gate: a
+// job belongs to one thread at a time, so nothing frees it during the call but its own thread.
+#define GS_CHECK_JOB(job, handle) \
+  GS_ASSIGN_OR_RETURN(ChunksJob* job, gpusched::capi::CheckLive<ChunksJob>(handle, HandleKind::kChunksJob, "job"))
 
-// Checks that `job` is a live job (not freed, not made up). Jobs have no gate: a job belongs to
-// one thread at a time, so nothing frees it during the call but its own thread.
-#define GS_CHECK_JOB(job) \
-  GS_RETURN_IF_ERROR(gpusched::capi::CheckLive(job, HandleKind::kChunksJob, "job"))
-
-// For the getters that return a value, not a status: false (and the reason as the thread's last
-// error) when `job` is not a live job.
-bool LiveJob(const gpusched_chunks_job* job) {
-  const Status live = gpusched::capi::CheckLive(job, HandleKind::kChunksJob, "job");
-  if (!live.ok()) gpusched::capi::Report(live);
-  return live.ok();
+// For the getters that return a value, not a status: the job of `handle`, or null (and the
+// reason as the thread's last error) when `handle` is not a live job.
+const ChunksJob* LiveJob(const gpusched_chunks_job* handle) {
+  StatusOr<ChunksJob*> job = gpusched::capi::CheckLive<ChunksJob>(handle, HandleKind::kChunksJob, "job");
+  if (!job.ok()) gpusched::capi::Report(job.status());
+  return job.ok() ? *job : nullptr;
 }
 
 // Every built-in kernel's element size (4 or 8 bytes) divides a multiple of 8.
@@ -95,10 +97,10 @@ StatusOr<ChunkConfig> ConfigFor(int64_t chunk_bytes) {
 using ChunkRun = std::function<Status(const gpusched::chunks::ChunkIo&, const gpusched::chunks::KernelParams&)>;
 
 // Both register functions: checks the arguments, then registers a user kernel running `run`.
-Status RegisterUserKernel(gpusched_chunks_runtime* runtime, const char* call, const char* name,
+Status RegisterUserKernel(gpusched_chunks_runtime* handle, const char* call, const char* name,
                           int kind, int inputs, int64_t element_bytes, int64_t result_bytes,
                           ChunkRun run, gpusched_chunks_combine_fn combine, void* user) {
-  GS_ENTER_RUNTIME(runtime, call);
+  GS_ENTER_RUNTIME(runtime, handle, call);
   if (name == nullptr) return Null("name");
   if (!run) return Null("run");
   if (kind != 0 && kind != 1) return gpusched::InvalidArgument("kind: must be 0 (map) or 1 (reduce)" + Got(kind));
@@ -139,7 +141,7 @@ ChunkRun StatusKernelRun(gpusched_chunks_status_kernel_fn run, void* user) {
 }
 
 // Wires a runtime over `devices` (already opened) and hands it out.
-Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& config,
+Status Assemble(std::unique_ptr<ChunksRuntime> rt, const ChunkConfig& config,
                 gpusched_chunks_runtime** out) {
   std::vector<gpusched::dispatch::Device*> raw;
   for (auto& d : rt->devices) raw.push_back(d.get());
@@ -149,8 +151,8 @@ Status Assemble(std::unique_ptr<gpusched_chunks_runtime> rt, const ChunkConfig& 
   rt->runner = std::make_unique<StageRunner>(*rt->scheduler, *rt->kernels, *rt->pool);
   // The process edge: a buffer streamed from pageable memory is worth a line on stderr.
   rt->runner->SetLog([](const std::string& line) { std::fprintf(stderr, "gpusched: %s\n", line.c_str()); });
-  gpusched::capi::AddHandle(rt.get(), HandleKind::kChunksRuntime);
-  *out = rt.release();
+  GS_ASSIGN_OR_RETURN(*out, gpusched::capi::NewHandle<gpusched_chunks_runtime>(std::move(rt),
+                                                                               HandleKind::kChunksRuntime));
   return Status::Ok();
 }
 
@@ -167,7 +169,7 @@ Status CreateCuda(int num_gpus, const ChunkConfig& config, gpusched_chunks_runti
                                  (visible.ok() ? std::string() : ": " + visible.status().message()));
   }
   GS_ASSIGN_OR_RETURN(const gpusched::dispatch::CudaPlugin* plugin, gpusched::capi::OpenCudaPlugin());
-  auto rt = std::make_unique<gpusched_chunks_runtime>();
+  auto rt = std::make_unique<ChunksRuntime>();
   rt->kernels = KernelRegistry::WithBuiltins(plugin->add_cuda_implementation);
   for (int i = 0; i < count; ++i) {
     GS_ASSIGN_OR_RETURN(rt->devices.emplace_back(), plugin->open(i, config.streams_per_gpu));
@@ -193,7 +195,7 @@ int gpusched_chunks_create_sim(int num_gpus, int64_t gpu_memory_mib, int64_t chu
       return gpusched::InvalidArgument("gpu_memory_mib: must be > 0" + Got(gpu_memory_mib));
     }
     GS_ASSIGN_OR_RETURN(ChunkConfig config, ConfigFor(chunk_bytes));
-    auto rt = std::make_unique<gpusched_chunks_runtime>();
+    auto rt = std::make_unique<ChunksRuntime>();
     for (int i = 0; i < num_gpus; ++i) {
       rt->devices.push_back(std::make_unique<gpusched::dispatch::SimDevice>(
           gpusched::dispatch::SimDeviceOptions{i, "", gpu_memory_mib, config.streams_per_gpu},
@@ -231,15 +233,16 @@ int gpusched_chunks_create_cuda(int num_gpus, int64_t chunk_bytes, gpusched_chun
   });
 }
 
-int gpusched_chunks_destroy(gpusched_chunks_runtime* runtime) {
-  if (runtime == nullptr) return 0;
+int gpusched_chunks_destroy(gpusched_chunks_runtime* handle) {
+  if (handle == nullptr) return 0;
+  ChunksRuntime* closed = nullptr;  // freed once the handle is removed
   const int rc = Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(gpusched::capi::CloseHandle(runtime, HandleKind::kChunksRuntime, "runtime",
-                                                   "gpusched_chunks_destroy"));
-    gpusched::capi::RemoveHandle(runtime);
+    GS_ASSIGN_OR_RETURN(closed, gpusched::capi::CloseHandle<ChunksRuntime>(
+                                    handle, HandleKind::kChunksRuntime, "runtime", "gpusched_chunks_destroy"));
+    gpusched::capi::RemoveHandle(handle);
     return Status::Ok();
   });
-  if (rc == 0) delete runtime;
+  if (rc == 0) delete closed;
   return rc;
 }
 
@@ -274,26 +277,29 @@ int gpusched_chunks_register_status_kernel(gpusched_chunks_runtime* runtime, con
 }
 
 gpusched_chunks_job* gpusched_chunks_job_new(void) {
-  auto* job = new (std::nothrow) gpusched_chunks_job();
-  if (job != nullptr) gpusched::capi::AddHandle(job, HandleKind::kChunksJob);
-  return job;
+  std::unique_ptr<ChunksJob> job(new (std::nothrow) ChunksJob());
+  if (job == nullptr) return nullptr;
+  StatusOr<gpusched_chunks_job*> handle =
+      gpusched::capi::NewHandle<gpusched_chunks_job>(std::move(job), HandleKind::kChunksJob);
+  if (!handle.ok()) gpusched::capi::Report(handle.status());
+  return handle.ok() ? *handle : nullptr;
 }
 
-void gpusched_chunks_job_free(gpusched_chunks_job* job) {
-  if (job == nullptr) return;
+void gpusched_chunks_job_free(gpusched_chunks_job* handle) {
+  if (handle == nullptr) return;
   // A freed or made-up job is not freed (again): the reason is the thread's last error.
-  const Status taken = gpusched::capi::TakeHandle(job, HandleKind::kChunksJob, "job");
+  StatusOr<void*> taken = gpusched::capi::TakeHandle(handle, HandleKind::kChunksJob, "job");
   if (!taken.ok()) {
-    gpusched::capi::Report(taken);
+    gpusched::capi::Report(taken.status());
     return;
   }
-  delete job;
+  delete static_cast<ChunksJob*>(*taken);
 }
 
-int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, void* data,
+int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job_handle, const char* name, void* data,
                                    int64_t bytes, int cache) {
   return Guard([&]() -> Status {
-    GS_CHECK_JOB(job);
+    GS_CHECK_JOB(job, job_handle);
     if (name == nullptr) return Null("name");
     const std::string field = std::string("buffer \"") + name + "\": ";
     if (bytes < 0) return gpusched::InvalidArgument(field + "bytes must be >= 0" + Got(bytes));
@@ -307,9 +313,9 @@ int gpusched_chunks_job_add_buffer(gpusched_chunks_job* job, const char* name, v
   });
 }
 
-int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, uint64_t version) {
+int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job_handle, const char* name, uint64_t version) {
   return Guard([&]() -> Status {
-    GS_CHECK_JOB(job);
+    GS_CHECK_JOB(job, job_handle);
     if (name == nullptr) return Null("name");
     for (auto& b : job->spec.buffers) {
       if (b.name != name) continue;
@@ -324,9 +330,9 @@ int gpusched_chunks_job_keep_buffer(gpusched_chunks_job* job, const char* name, 
   });
 }
 
-int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* runtime, const void* data) {
+int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* handle, const void* data) {
   return Guard([&]() -> Status {
-    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_forget_buffer");
+    GS_ENTER_RUNTIME(runtime, handle, "gpusched_chunks_forget_buffer");
     if (data == nullptr) return Null("data");
     std::lock_guard lock(runtime->run_mu);  // the runner's kept buffers change between runs only
     if (runtime->runner->ForgetKept(data) == 0) {
@@ -336,11 +342,11 @@ int gpusched_chunks_forget_buffer(gpusched_chunks_runtime* runtime, const void* 
   });
 }
 
-int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, const char* kernel,
+int gpusched_chunks_job_add_stage(gpusched_chunks_job* job_handle, const char* name, const char* kernel,
                                   const char* inputs, const char* output, double scalar,
                                   int64_t bins) {
   return Guard([&]() -> Status {
-    GS_CHECK_JOB(job);
+    GS_CHECK_JOB(job, job_handle);
     if (name == nullptr || kernel == nullptr || inputs == nullptr || output == nullptr) {
       return Null("name, kernel, inputs and output");
     }
@@ -369,9 +375,9 @@ int gpusched_chunks_job_add_stage(gpusched_chunks_job* job, const char* name, co
   });
 }
 
-int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* stage, const char* after) {
+int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job_handle, const char* stage, const char* after) {
   return Guard([&]() -> Status {
-    GS_CHECK_JOB(job);
+    GS_CHECK_JOB(job, job_handle);
     if (stage == nullptr || after == nullptr) return Null("stage and after");
     for (auto& st : job->spec.stages) {
       if (st.name == stage) {
@@ -383,9 +389,9 @@ int gpusched_chunks_job_add_dependency(gpusched_chunks_job* job, const char* sta
   });
 }
 
-int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, int tasks) {
+int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job_handle, const char* stage, int tasks) {
   return Guard([&]() -> Status {
-    GS_CHECK_JOB(job);
+    GS_CHECK_JOB(job, job_handle);
     if (stage == nullptr) return Null("stage");
     if (tasks < 1) {
       return gpusched::InvalidArgument(std::string("stage \"") + stage + "\": tasks must be >= 1" + Got(tasks));
@@ -400,10 +406,10 @@ int gpusched_chunks_job_set_tasks(gpusched_chunks_job* job, const char* stage, i
   });
 }
 
-int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* job) {
+int gpusched_chunks_run(gpusched_chunks_runtime* handle, gpusched_chunks_job* job_handle) {
   return Guard([&]() -> Status {
-    GS_ENTER_RUNTIME(runtime, "gpusched_chunks_run");
-    GS_CHECK_JOB(job);
+    GS_ENTER_RUNTIME(runtime, handle, "gpusched_chunks_run");
+    GS_CHECK_JOB(job, job_handle);
     job->result.reset();
     std::lock_guard lock(runtime->run_mu);  // jobs queue: one at a time over all the GPUs
     GS_ASSIGN_OR_RETURN(JobResult result, runtime->runner->Run(job->spec));
@@ -412,20 +418,23 @@ int gpusched_chunks_run(gpusched_chunks_runtime* runtime, gpusched_chunks_job* j
   });
 }
 
-const void* gpusched_chunks_output_data(const gpusched_chunks_job* job, const char* name) {
-  if (!LiveJob(job) || name == nullptr || !job->result) return nullptr;
+const void* gpusched_chunks_output_data(const gpusched_chunks_job* handle, const char* name) {
+  const ChunksJob* job = LiveJob(handle);
+  if (job == nullptr || name == nullptr || !job->result) return nullptr;
   auto it = job->result->outputs.find(name);
   return it == job->result->outputs.end() ? nullptr : it->second.data;
 }
 
-int64_t gpusched_chunks_output_bytes(const gpusched_chunks_job* job, const char* name) {
-  if (!LiveJob(job) || name == nullptr || !job->result) return -1;
+int64_t gpusched_chunks_output_bytes(const gpusched_chunks_job* handle, const char* name) {
+  const ChunksJob* job = LiveJob(handle);
+  if (job == nullptr || name == nullptr || !job->result) return -1;
   auto it = job->result->outputs.find(name);
   return it == job->result->outputs.end() ? -1 : it->second.bytes;
 }
 
-int64_t gpusched_chunks_stat(const gpusched_chunks_job* job, const char* name) {
-  if (!LiveJob(job) || name == nullptr || !job->result) return -1;
+int64_t gpusched_chunks_stat(const gpusched_chunks_job* handle, const char* name) {
+  const ChunksJob* job = LiveJob(handle);
+  if (job == nullptr || name == nullptr || !job->result) return -1;
   const gpusched::chunks::ChunkStats& s = job->result->stats;
   const std::string n = name;
   if (n == "gpu_tasks") return job->result->gpu_tasks;

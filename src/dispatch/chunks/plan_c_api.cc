@@ -1,6 +1,6 @@
 // The C ABI of gpusched_chunks_c.h's stage plan (CN110955526B claim 2 across nodes) over
 // PlanStage and ParseNodesJson. A plan handle is registered like the other chunk handles, so a
-// freed or made-up one is refused by address, naming its kind.
+// freed or made-up one is refused, naming its kind.
 
 #include <memory>
 #include <new>
@@ -16,35 +16,34 @@ namespace capi = gpusched::capi;
 namespace chunks = gpusched::chunks;
 using gpusched::Status;
 
-struct gpusched_chunks_plan {
+namespace {
+
+struct ChunksPlan {
   std::vector<chunks::ExecutorOffer> executors;
   int min_free_cpus = 0;
   std::vector<chunks::PartitionPlacement> placements;  // of the last assign
 };
 
-namespace {
-
-Status CheckPlan(const gpusched_chunks_plan* plan) {
-  return capi::CheckLive(plan, capi::HandleKind::kChunksPlan, "plan");
-}
-
 }  // namespace
+
+// Declares `plan`, the plan of live handle `handle`.
+#define GS_CHECK_PLAN(plan, handle) \
+  GS_ASSIGN_OR_RETURN(ChunksPlan* plan, capi::CheckLive<ChunksPlan>(handle, capi::HandleKind::kChunksPlan, "plan"))
 
 int gpusched_chunks_plan_new(gpusched_chunks_plan** out) {
   return capi::Guard([&]() -> Status {
     if (!out) return capi::Null("out");
-    auto plan = std::make_unique<gpusched_chunks_plan>();
-    capi::AddHandle(plan.get(), capi::HandleKind::kChunksPlan);
-    *out = plan.release();
+    GS_ASSIGN_OR_RETURN(*out, capi::NewHandle<gpusched_chunks_plan>(std::make_unique<ChunksPlan>(),
+                                                                     capi::HandleKind::kChunksPlan));
     return Status::Ok();
   });
 }
 
-int gpusched_chunks_plan_add_executor(gpusched_chunks_plan* plan, const char* name,
+int gpusched_chunks_plan_add_executor(gpusched_chunks_plan* handle, const char* name,
                                       const char* node, const int64_t* gpu_free_bytes,
                                       int32_t gpu_count, int32_t free_cpus) {
   return capi::Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(CheckPlan(plan));
+    GS_CHECK_PLAN(plan, handle);
     if (!name) return capi::Null("name");
     if (gpu_count < 0) return gpusched::InvalidArgument("gpu_count: must be >= 0");
     if (gpu_count > 0 && !gpu_free_bytes) return capi::Null("gpu_free_bytes");
@@ -55,9 +54,9 @@ int gpusched_chunks_plan_add_executor(gpusched_chunks_plan* plan, const char* na
   });
 }
 
-int gpusched_chunks_plan_add_nodes_json(gpusched_chunks_plan* plan, const char* json) {
+int gpusched_chunks_plan_add_nodes_json(gpusched_chunks_plan* handle, const char* json) {
   return capi::Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(CheckPlan(plan));
+    GS_CHECK_PLAN(plan, handle);
     if (!json) return capi::Null("json");
     GS_ASSIGN_OR_RETURN(std::vector<chunks::ExecutorOffer> parsed,
                         chunks::ParseNodesJson(json));
@@ -66,29 +65,29 @@ int gpusched_chunks_plan_add_nodes_json(gpusched_chunks_plan* plan, const char* 
   });
 }
 
-int gpusched_chunks_plan_set_min_free_cpu(gpusched_chunks_plan* plan, int32_t min_free_cpu) {
+int gpusched_chunks_plan_set_min_free_cpu(gpusched_chunks_plan* handle, int32_t min_free_cpu) {
   return capi::Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(CheckPlan(plan));
+    GS_CHECK_PLAN(plan, handle);
     if (min_free_cpu < 0) return gpusched::InvalidArgument("min_free_cpu: must be >= 0");
     plan->min_free_cpus = min_free_cpu;
     return Status::Ok();
   });
 }
 
-int gpusched_chunks_plan_assign(gpusched_chunks_plan* plan, int32_t partitions,
+int gpusched_chunks_plan_assign(gpusched_chunks_plan* handle, int32_t partitions,
                                 int64_t subtask_bytes, int32_t cpus_per_partition) {
   return capi::Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(CheckPlan(plan));
+    GS_CHECK_PLAN(plan, handle);
     const chunks::StageDemand demand{partitions, subtask_bytes, cpus_per_partition, plan->min_free_cpus};
     GS_ASSIGN_OR_RETURN(plan->placements, chunks::PlanStage(plan->executors, demand));
     return Status::Ok();
   });
 }
 
-int gpusched_chunks_plan_partition(const gpusched_chunks_plan* plan, int32_t index,
+int gpusched_chunks_plan_partition(const gpusched_chunks_plan* handle, int32_t index,
                                    const char** executor, int32_t* gpu) {
   return capi::Guard([&]() -> Status {
-    GS_RETURN_IF_ERROR(CheckPlan(plan));
+    GS_CHECK_PLAN(plan, handle);
     if (index < 0 || index >= static_cast<int32_t>(plan->placements.size())) {
       return gpusched::InvalidArgument("index: " + std::to_string(index) + " not in [0, " +
                                        std::to_string(plan->placements.size()) + ")");
@@ -100,11 +99,11 @@ int gpusched_chunks_plan_partition(const gpusched_chunks_plan* plan, int32_t ind
   });
 }
 
-int gpusched_chunks_plan_free(gpusched_chunks_plan* plan) {
+int gpusched_chunks_plan_free(gpusched_chunks_plan* handle) {
   return capi::Guard([&]() -> Status {
-    if (plan == nullptr) return Status::Ok();
-    GS_RETURN_IF_ERROR(capi::TakeHandle(plan, capi::HandleKind::kChunksPlan, "plan"));
-    delete plan;
+    if (handle == nullptr) return Status::Ok();
+    GS_ASSIGN_OR_RETURN(void* plan, capi::TakeHandle(handle, capi::HandleKind::kChunksPlan, "plan"));
+    delete static_cast<ChunksPlan*>(plan);
     return Status::Ok();
   });
 }

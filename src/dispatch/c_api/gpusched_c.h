@@ -358,13 +358,15 @@ int gpusched_dispatcher_acquire2(gpusched_dispatcher* d, const gpusched_request*
  * gpusched_dispatcher_wait_async. Do not read() it: poll_async clears it.
  *
  * When a request completes: it is tried at once when queued behind no other asynchronous
- * request; then, oldest first, whenever capacity may have freed: at each release (through
+ * request; then, in queue order, whenever capacity may have freed: at each release (through
  * gpusched_dispatcher_release or a run's end), gpusched_dispatcher_set_gpu_enabled, and at each
  * poll_async (with shared marks the fd also fires every 100 ms while requests are queued, so a
  * release in another process is seen). Asynchronous requests are granted in FIFO order: never
- * one before an older one still queued (with priorities, from gpusched_dispatcher_acquire2_async:
- * highest priority first, then FIFO; see there). Blocking acquires are not in that queue; they and the
- * queue's oldest request take freed capacity in whatever order they reach the policy. With the
+ * one before an older one still queued (with priorities, from
+ * gpusched_dispatcher_acquire2_async: highest priority first, then FIFO; see there). Blocking
+ * acquires are not in that queue; they and the queue's first request take freed capacity in
+ * whatever order they reach the policy (its waiting acquires of higher priority, or of equal
+ * priority, go first). With the
  * literal policy a queued request is retried at those moments, not every try_time_ms, and
  * never grabs directly (claim 3): only the gpusched policy (the default) suits async use.
  *

@@ -2,15 +2,21 @@
 // Dispatcher.acquireAsync gives 10,000 CompletableFutures, their leases run and released by 4
 // worker threads (CN113051059B claims 1 and 5: a released GPU goes to the oldest queued
 // request): each completes once, in FIFO order, with one poller thread and no thread per
-// request. Then deadline, acquire_timeout, future.cancel, drain, close and bad arguments; and
-// Dispatcher.metricsText(): the latency histogram counts every request, its p50 bucket is the
-// one of the known 30 ms run times, and `promtool check metrics` accepts it (when installed).
+// request. Then deadline, acquire_timeout, future.cancel, drain, close and bad arguments;
+// acquireAsync(Request) with placement inputs (priority order; memory that never fits, memory
+// that waits for a release); and Dispatcher.metricsText(): the latency histogram counts every
+// request, its p50 bucket is the one of the known 30 ms run times, and `promtool check metrics`
+// accepts it (when installed).
 // Plain main: exits non-zero on the first failure. The only timing asserted is loose.
 // Usage: java -cp jna.jar:gpusched.jar:. Issue42AsyncTest
 import io.gpusched.Dispatcher;
 import io.gpusched.GpuschedException;
 import io.gpusched.GpuschedLibrary;
 import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -193,7 +199,66 @@ public class Issue42AsyncTest {
     System.out.println("  metricsText: 10 requests counted, p50 in (20, 50] ms, promtool ok");
   }
 
+  /** The gpusched policy on GPUs of `memoryMib` each, at most maxPerGpu leases each (0: no cap). */
+  static Dispatcher withMemory(int maxPerGpu, long... memoryMib) {
+    GpuschedLibrary.DispatcherOptions o = new GpuschedLibrary.DispatcherOptions();
+    o.gpu_count = memoryMib.length;
+    o.max_per_gpu = maxPerGpu;
+    return new Dispatcher(LIB, "gpusched", null, o,
+                          new Dispatcher.Placement(memoryMib, null, 0, 0, false),
+                          new Dispatcher.Service("infer", 20, 10, 5));
+  }
+
+  /** acquireAsync(Request): queued futures complete highest priority first, then in order. */
+  static void Issue42_AcquireAsyncRequestGrantedByPriorityThenArrival() throws Exception {
+    final int n = 200;
+    int[] priority = new int[n];
+    List<Integer> granted = Collections.synchronizedList(new ArrayList<>());
+    try (Dispatcher d = withMemory(1, 16384)) {
+      GpuschedLibrary.Lease held = d.tryAcquire("infer");
+      CompletableFuture<?>[] done = new CompletableFuture<?>[n];
+      for (int i = 0; i < n; ++i) {
+        final int index = i;
+        priority[i] = (i * 7) % 5 - 2;  // -2..2, mixed
+        Dispatcher.Request r = new Dispatcher.Request("infer").priority(priority[i])
+                                   .expectedMemMib(1024).model("m" + i % 3);
+        done[i] = d.acquireAsync(r).thenAccept(lease -> {  // on the poller thread, in order
+          granted.add(index);
+          d.release(lease, false);
+        });
+      }
+      d.release(held, false);
+      CompletableFuture.allOf(done).get(10, TimeUnit.SECONDS);
+    }
+    List<Integer> expected = new ArrayList<>();
+    for (int i = 0; i < n; ++i) expected.add(i);
+    expected.sort(Comparator.comparingInt((Integer i) -> -priority[i]).thenComparingInt(i -> i));
+    expect(granted.equals(expected), "granted by priority, then arrival: " + granted);
+    System.out.println("  acquireAsync(Request): " + n + " futures by priority, then arrival");
+  }
+
+  /** Memory larger than every GPU throws at once; memory that does not fit yet waits. */
+  static void Issue42_AcquireAsyncRequestMemory() throws Exception {
+    try (Dispatcher d = withMemory(0, 4096, 16384)) {
+      GpuschedBindingTest.expectError(GpuschedLibrary.E_INVALID_ARGUMENT,
+          "expected_mem_mib: 20000 MiB fits no GPU",
+          () -> d.acquireAsync(new Dispatcher.Request("infer").expectedMemMib(20000)));
+      GpuschedLibrary.Lease held = d.acquire(new Dispatcher.Request("infer").expectedMemMib(10000));
+      CompletableFuture<GpuschedLibrary.Lease> big =
+          d.acquireAsync(new Dispatcher.Request("infer").expectedMemMib(10000));
+      Thread.sleep(50);
+      expect(!big.isDone(), "10000 MiB waits while 4096 and 6384 MiB are free");
+      d.release(held, false);
+      GpuschedLibrary.Lease lease = big.get(5, TimeUnit.SECONDS);
+      expect(lease.gpu == 1, "granted GPU1 after the release, got " + lease.gpu);
+      d.release(lease, false);
+    }
+    System.out.println("  acquireAsync(Request): never-fits memory thrown, fit waits for a release");
+  }
+
   public static void main(String[] args) throws Exception {
+    Issue42_AcquireAsyncRequestMemory();
+    Issue42_AcquireAsyncRequestGrantedByPriorityThenArrival();
     Issue42_CN113051059B_Claim6_MetricsTextCountsEveryRequest();
     Issue42_BadArgumentsThrowAtOnce();
     Issue42_DeadlineAndAcquireTimeout();

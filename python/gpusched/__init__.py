@@ -174,6 +174,8 @@ def _declare(lib):
         "gpusched_dispatcher_drain": ([vp, i64], ctypes.c_int),
         "gpusched_dispatcher_acquire_async": ([vp, cp, i64, ctypes.c_double,
                                                P(ctypes.c_uint64)], ctypes.c_int),
+        "gpusched_dispatcher_acquire2_async": ([vp, P(_Request), P(ctypes.c_uint64)],
+                                               ctypes.c_int),
         "gpusched_dispatcher_event_fd": ([vp, P(i32)], ctypes.c_int),
         "gpusched_dispatcher_poll_async": ([vp, P(_AsyncResult), ctypes.c_size_t,
                                             P(ctypes.c_size_t)], ctypes.c_int),
@@ -251,6 +253,26 @@ def _check(code):
 
 def _struct_dict(s):
     return {name: getattr(s, name) for name, _ in s._fields_}
+
+
+def _check_request(deadline_ms, expected_ms, expected_mem_mib, model, priority):
+    """The checks of acquire()'s and acquire_async()'s arguments made before the library's."""
+    for name, value in (("deadline_ms", deadline_ms), ("expected_mem_mib", expected_mem_mib)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name}: must be an int >= 0, got {value!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority: must be an int, got {priority!r}")
+    if model is not None and not isinstance(model, str):
+        raise TypeError(f"model: must be None or a str, got {model!r}")
+    _nonneg_number("expected_ms", expected_ms)
+
+
+def _request(service, deadline_ms, expected_ms, expected_mem_mib, model, priority, cancel=None):
+    """A gpusched_request (issue 42 item 5) of checked arguments."""
+    return _Request(struct_size=ctypes.sizeof(_Request), service=service.encode(),
+                    expected_ms=float(expected_ms), deadline_ms=deadline_ms, cancel=cancel,
+                    expected_mem_mib=expected_mem_mib,
+                    model=model.encode() if model is not None else None, priority=priority)
 
 
 def _nonneg_number(name, value):
@@ -431,24 +453,14 @@ class Dispatcher(_Handle):
         Issue 42 (gpusched policy; the literal one refuses them, naming the field):
         expected_mem_mib: GPU memory it needs (granted only where it fits), model: a str kept
         on the GPUs that have it loaded, priority: higher waiting requests first."""
-        for name, value in (("deadline_ms", deadline_ms), ("expected_mem_mib", expected_mem_mib)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}: must be an int >= 0, got {value!r}")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority: must be an int, got {priority!r}")
-        if model is not None and not isinstance(model, str):
-            raise TypeError(f"model: must be None or a str, got {model!r}")
-        _nonneg_number("expected_ms", expected_ms)
+        _check_request(deadline_ms, expected_ms, expected_mem_mib, model, priority)
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel: must be None or a Cancel, got {cancel!r}")
         lease = _Lease()
         with self._call() as h, (cancel._call() if cancel is not None else nullcontext()) as c:
             if expected_mem_mib or model or priority:  # issue 42: gpusched_dispatcher_acquire2
-                req = _Request(struct_size=ctypes.sizeof(_Request), service=service.encode(),
-                               expected_ms=float(expected_ms), deadline_ms=deadline_ms,
-                               cancel=c, expected_mem_mib=expected_mem_mib,
-                               model=model.encode() if model is not None else None,
-                               priority=priority)
+                req = _request(service, deadline_ms, expected_ms, expected_mem_mib, model,
+                               priority, cancel=c)
                 _check(_lib.gpusched_dispatcher_acquire2(h, ctypes.byref(req),
                                                          ctypes.byref(lease)))
             else:
@@ -524,24 +536,33 @@ class Dispatcher(_Handle):
         self._closed = (DRAINING, "is drained")
         self.close()
 
-    async def acquire_async(self, service, *, deadline_ms=0, expected_ms=0):
+    async def acquire_async(self, service, *, deadline_ms=0, expected_ms=0,
+                            expected_mem_mib=0, model=None, priority=0):
         """acquire() for asyncio: queues the request in the library and awaits its lease with no
         thread per request (the dispatcher's fd is watched with loop.add_reader). Raises
         GpuschedError as acquire() does (DEADLINE_EXCEEDED, DRAINING, and UNAVAILABLE after
-        acquire_timeout_ms). Cancelling the awaiting task cancels the request; a lease granted
-        to a request whose task was cancelled is released. Queued requests are granted FIFO as
-        leases are released. A dispatcher serves one event loop at a time (the first to call this,
-        until that loop is closed)."""
-        if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 0:
-            raise ValueError(f"deadline_ms: must be an int >= 0, got {deadline_ms!r}")
-        _nonneg_number("expected_ms", expected_ms)
+        acquire_timeout_ms). Cancelling the awaiting task cancels the request (there is no
+        cancel= here); a lease granted to a request whose task was cancelled is released.
+        expected_mem_mib, model, priority: as acquire() (issue 42; argument errors, memory
+        larger than every GPU included, are raised here, nothing queued). Queued requests are
+        granted as leases are released, highest priority first, then in arrival order (FIFO
+        when no priority is given); a request whose memory fits no GPU yet holds back those
+        behind it of its own or lower priority. A dispatcher serves one event loop at a time
+        (the first to call this, until that loop is closed)."""
+        _check_request(deadline_ms, expected_ms, expected_mem_mib, model, priority)
         loop = asyncio.get_running_loop()
         request = ctypes.c_uint64()
         with self._call() as h:
             self._watch(loop, h)
-            _check(_lib.gpusched_dispatcher_acquire_async(h, service.encode(), deadline_ms,
-                                                          float(expected_ms),
-                                                          ctypes.byref(request)))
+            if expected_mem_mib or model or priority:  # gpusched_dispatcher_acquire2_async
+                req = _request(service, deadline_ms, expected_ms, expected_mem_mib, model,
+                               priority)
+                _check(_lib.gpusched_dispatcher_acquire2_async(h, ctypes.byref(req),
+                                                               ctypes.byref(request)))
+            else:
+                _check(_lib.gpusched_dispatcher_acquire_async(h, service.encode(), deadline_ms,
+                                                              float(expected_ms),
+                                                              ctypes.byref(request)))
         future = loop.create_future()
         self._futures[request.value] = future
         try:

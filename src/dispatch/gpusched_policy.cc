@@ -341,7 +341,7 @@ DurationMs GpuschedPolicy::WaitSliceLocked(const AcquireOptions& options, int64_
   return std::max<DurationMs>(wait_ms, 1);
 }
 
-Status GpuschedPolicy::CheckAsk(int service, const AcquireOptions& options) const {
+Status GpuschedPolicy::CheckRequest(int service, const AcquireOptions& options) const {
   if (service < 0 || service >= static_cast<int>(config_.services.size())) {
     return InvalidArgument("service: index " + std::to_string(service) + " out of range");
   }
@@ -366,7 +366,7 @@ Status GpuschedPolicy::CheckAsk(int service, const AcquireOptions& options) cons
 }
 
 StatusOr<Lease> GpuschedPolicy::Acquire(int service, const AcquireOptions& options) {
-  GS_RETURN_IF_ERROR(CheckAsk(service, options));
+  GS_RETURN_IF_ERROR(CheckRequest(service, options));
   // A cancel wakes the wait below. Declared before the lock, so it is unsubscribed after the
   // lock is let go (the callback takes the lock).
   CancelSubscription subscription(options.cancel, [this] {

@@ -143,6 +143,9 @@ class GpuschedPolicy final : public NodeDispatcher {
   // non-finite expected_ms.
   using NodeDispatcher::Acquire;
   StatusOr<Lease> Acquire(int service, const AcquireOptions& options) override;
+  // Acquire's argument checks: the service, expected_ms and expected_mem_mib (larger than every
+  // GPU, or given without gpu_memory_mib).
+  Status CheckRequest(int service, const AcquireOptions& options) const override;
   // Ends the lease; a succeeded one trains cost_time with the work it received. NotFound for
   // a ticket not outstanding here, InvalidArgument when gpu/service differ from the grant's.
   Status Release(const Lease& lease, Outcome outcome) override;
@@ -177,7 +180,6 @@ class GpuschedPolicy final : public NodeDispatcher {
   // REQUIRES: locked. Slowdown `ask` adds on `gpu` and its expected finish there (ms from now).
   std::pair<double, double> ScoreLocked(int gpu, const Ask& ask) const;
   // InvalidArgument for a request this policy can never grant.
-  Status CheckAsk(int service, const AcquireOptions& options) const;
   // Work `r` still needs, `extra_ms` after its GPU's last advance.
   double Remaining(const RunningSlot& r, double extra_ms) const;
   bool EligibleLocked(int gpu) const;

@@ -68,6 +68,14 @@ class NodeDispatcher : public DispatchPolicy {
   // Blocks until a GPU is granted. Unavailable when the deadline, the acquire_timeout or the
   // cancel token ended the wait; FailedPrecondition after Shutdown(true).
   virtual StatusOr<Lease> Acquire(int service, const AcquireOptions& options) = 0;
+  // The argument checks Acquire makes of `options` (InvalidArgument naming the field), without
+  // acquiring: a caller that queues requests itself (the C ABI's asynchronous acquire) refuses
+  // a bad one when it is given, as Acquire would. Default: none.
+  virtual Status CheckRequest(int service, const AcquireOptions& options) const {
+    (void)service;
+    (void)options;
+    return Status::Ok();
+  }
   // NotFound for a ticket not outstanding here; InvalidArgument when gpu/service differ.
   virtual Status Release(const Lease& lease, Outcome outcome) = 0;
   void Complete(const Lease& lease) override { (void)Release(lease, Outcome::kSucceeded); }

@@ -3,7 +3,9 @@
 Dispatcher.acquire_async awaited by 10,000 coroutines on one event loop, their leases run and
 released by 4 worker threads (CN113051059B claims 1 and 5: a released GPU goes to the oldest
 queued request): every coroutine gets one lease, in FIFO order, and the process keeps 5
-threads. Then deadline, acquire_timeout, task cancellation, drain, close and bad arguments.
+threads. Then deadline, acquire_timeout, task cancellation, drain, close and bad arguments;
+and acquire_async with placement inputs (priority order, memory that never fits, memory that
+waits for a release).
 Needs GPUSCHED_C_LIB and PYTHONPATH=python (ctest sets both). The only timing asserted is
 loose."""
 
@@ -184,6 +186,76 @@ class AsyncAcquire(unittest.TestCase):
 
         with self.assertRaises(GpuschedError):
             asyncio.run(after_close())
+
+
+class AsyncAcquireWithInputs(unittest.TestCase):
+    """acquire_async with acquire's placement inputs (gpusched_dispatcher_acquire2_async)."""
+
+    def test_Issue42_queued_requests_granted_by_priority_then_arrival(self):
+        d = Dispatcher(gpus=1, services=[Service("infer", cost_ms=20, wait_ms=10, try_ms=5)],
+                       max_per_gpu=1, gpu_memory_mib=[16384])
+        held = d.try_acquire("infer")
+        priorities = [(i * 7) % 5 - 2 for i in range(200)]  # -2..2, mixed
+        granted = []
+
+        async def request(i):
+            lease = await d.acquire_async("infer", priority=priorities[i],
+                                          expected_mem_mib=1024, model=f"m{i % 3}")
+            granted.append(i)
+            d.release(lease)
+
+        async def main():
+            tasks = [asyncio.create_task(request(i)) for i in range(len(priorities))]
+            await asyncio.sleep(0.02)  # every request queued behind `held`
+            d.release(held)
+            await asyncio.wait_for(asyncio.gather(*tasks), 10)
+
+        asyncio.run(main())
+        d.close()
+        expected = sorted(range(len(priorities)), key=lambda i: (-priorities[i], i))
+        self.assertEqual(granted, expected)
+
+    def test_Issue42_memory_larger_than_every_gpu_raises_at_once(self):
+        d = Dispatcher(gpus=2, services=[Service("infer", cost_ms=20, wait_ms=10, try_ms=5)],
+                       gpu_memory_mib=[4096, 16384])
+
+        async def main():
+            with self.assertRaises(GpuschedError) as e:
+                await d.acquire_async("infer", expected_mem_mib=20000)
+            self.assertIn("expected_mem_mib: 20000 MiB fits no GPU", str(e.exception))
+            with self.assertRaises(TypeError):
+                await d.acquire_async("infer", priority="high")
+
+        asyncio.run(main())
+        d.close()
+        literal = Dispatcher(gpus=1, services=[Service("infer", cost_ms=20, wait_ms=10,
+                                                       try_ms=5)], policy="literal")
+
+        async def refused():
+            with self.assertRaises(GpuschedError) as e:
+                await literal.acquire_async("infer", model="resnet")
+            self.assertIn("request.model", str(e.exception))
+
+        asyncio.run(refused())
+        literal.close()
+
+    def test_Issue42_memory_fit_waits_for_a_release(self):
+        d = Dispatcher(gpus=2, services=[Service("infer", cost_ms=20, wait_ms=10, try_ms=5)],
+                       gpu_memory_mib=[4096, 16384])
+        held = d.acquire("infer", expected_mem_mib=10000)
+        self.assertEqual(held.gpu, 1)
+
+        async def main():
+            big = asyncio.create_task(d.acquire_async("infer", expected_mem_mib=10000))
+            await asyncio.sleep(0.05)
+            self.assertFalse(big.done())  # 4096 and 6384 MiB free: it waits
+            d.release(held)
+            lease = await asyncio.wait_for(big, 5)
+            self.assertEqual(lease.gpu, 1)
+            d.release(lease)
+
+        asyncio.run(main())
+        d.close()
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ AsyncRequests::~AsyncRequests() { close(fd_); }
 
 uint64_t AsyncRequests::Submit(AsyncRequest r, const TryGrant& try_grant) {
   std::lock_guard lock(mu_);
-  r.id = next_id_++;
+  const uint64_t id = next_id_++;
+  r.id = id;
   if (r.deadline_ns > 0) deadlines_.insert({r.deadline_ns, r.id});
-  queued_[r.id] = r;
+  order_.insert({-static_cast<int64_t>(r.priority), r.id});
+  queued_[r.id] = std::move(r);
   PumpLocked(try_grant);
-  return r.id;
+  return id;
 }
 
 void AsyncRequests::Pump(const TryGrant& try_grant) {
@@ -39,10 +41,10 @@ void AsyncRequests::Pump(const TryGrant& try_grant) {
 
 void AsyncRequests::PumpLocked(const TryGrant& try_grant) {
   ExpireLocked(clock_.NowNs());
-  while (!queued_.empty()) {
-    auto it = queued_.begin();
+  while (!order_.empty()) {
+    auto it = queued_.find(order_.begin()->second);
     AsyncTry t = try_grant(it->second);
-    if (t.code == AsyncTry::kBusy) break;  // FIFO: nothing younger may pass it
+    if (t.code == AsyncTry::kBusy) break;  // nothing of lower priority, or younger, may pass it
     const uint64_t id = it->first;
     EraseLocked(it);
     CompleteLocked(id, t.code, t.lease, std::move(t.message));
@@ -71,6 +73,7 @@ void AsyncRequests::ExpireLocked(int64_t now_ns) {
 
 void AsyncRequests::EraseLocked(std::map<uint64_t, AsyncRequest>::iterator it) {
   if (it->second.deadline_ns > 0) deadlines_.erase({it->second.deadline_ns, it->first});
+  order_.erase({-static_cast<int64_t>(it->second.priority), it->first});
   queued_.erase(it);
 }
 

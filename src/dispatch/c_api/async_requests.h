@@ -4,11 +4,15 @@
 // requests needs no thread per request.
 //
 // How a request completes: it is tried at once when submitted (if nothing is queued before
-// it), then again, oldest first, each time capacity may have freed (Pump: a release, a GPU put
-// back in service, a poll). Strict FIFO among asynchronous requests: a request is never granted
-// before an older one still queued. Blocking acquires of the same dispatcher are not in this
-// queue; they and the pump take freed capacity in whatever order they reach the policy (the
-// policy's own waiters have no order among themselves either).
+// it), then again, in queue order, each time capacity may have freed (Pump: a release, a GPU
+// put back in service, a poll). Queue order is the gpusched policy's order of waiting requests
+// (issue 42, item 5): highest priority first, then arrival. The head of the queue is tried
+// first and the pump stops at the first request that cannot be granted yet, so no request is
+// granted before a queued one of higher priority or of equal priority and older (head-of-line,
+// as the policy's own waiters: a request that fits nowhere yet, for its memory, holds back the
+// lower ones behind it, and none starves). With every priority 0 that is plain FIFO. Blocking
+// acquires of the same dispatcher are not in this queue; they and the pump take freed capacity
+// in whatever order they reach the policy (which orders its own waiters by the same rule).
 //
 // How the caller learns of completions: one file descriptor per dispatcher, readable (poll,
 // epoll, asyncio's add_reader) while completions wait to be taken with Take(). It is a timerfd
@@ -48,6 +52,10 @@ struct AsyncRequest {
   int64_t requested_ns = 0;
   int64_t deadline_ns = 0;      // 0: none
   bool deadline_is_timeout = false;  // the dispatcher's acquire_timeout, not the caller's deadline
+  // Placement inputs (gpusched_dispatcher_acquire2_async), passed to the policy at each try.
+  int64_t expected_mem_mib = 0;
+  std::string model;  // "": none
+  int32_t priority = 0;  // orders the queue: higher first
 };
 
 // A completed request: code 0 and a lease, or a GPUSCHED_E_* code and why.
@@ -82,8 +90,8 @@ class AsyncRequests {
   int fd() const { return fd_; }
   // Queues `r` (its id is assigned here and returned), then pumps.
   uint64_t Submit(AsyncRequest r, const TryGrant& try_grant);
-  // Fails the requests whose deadline passed, then grants the oldest ones while try_grant
-  // grants; stops at the first kBusy.
+  // Fails the requests whose deadline passed, then grants the queued ones in queue order
+  // (priority, then arrival) while try_grant grants; stops at the first kBusy.
   void Pump(const TryGrant& try_grant);
   // Ends queued request `id` with GPUSCHED_E_CANCELLED. NotFound when it is not queued
   // (completed already, or never submitted).
@@ -112,6 +120,8 @@ class AsyncRequests {
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, AsyncRequest> queued_;            // by id: oldest first
+  std::set<std::pair<int64_t, uint64_t>> order_;       // (-priority, id) of queued ones: the
+                                                       // order they are tried in
   std::set<std::pair<int64_t, uint64_t>> deadlines_;   // (deadline_ns, id) of queued ones
   std::map<int, uint64_t> expired_;                    // by service
   int64_t armed_ns_ = 0;  // what the fd is armed to (0: disarmed, -1: unknown after a read), so

@@ -455,12 +455,21 @@ int AcquireC(gpusched_dispatcher* d, const char* service, const AcquireRequest& 
 }
 
 
-// One try of a queued asynchronous request: a round that never waits, counted like any acquire
-// (its lease goes into api_tickets: the caller releases it).
-gpusched::capi::AsyncTry TryGrantAsync(CDispatcher* d, const gpusched::capi::AsyncRequest& r) {
+// What the policy is asked for a queued asynchronous request (no deadline: the queue keeps it).
+AcquireOptions AsyncOptions(const gpusched::capi::AsyncRequest& r) {
   AcquireOptions options;
   options.expected_ms = r.expected_ms;
   options.requested_ns = r.requested_ns;
+  options.expected_mem_mib = r.expected_mem_mib;
+  options.model = r.model;
+  options.priority = r.priority;
+  return options;
+}
+
+// One try of a queued asynchronous request: a round that never waits, counted like any acquire
+// (its lease goes into api_tickets: the caller releases it).
+gpusched::capi::AsyncTry TryGrantAsync(CDispatcher* d, const gpusched::capi::AsyncRequest& r) {
+  AcquireOptions options = AsyncOptions(r);
   options.deadline_ns = d->clock.NowNs();  // one round
   AcquireFailure failure;
   StatusOr<Lease> l = CountedAcquire(d, r.service, options, /*run=*/false, failure);
@@ -482,6 +491,57 @@ gpusched::capi::AsyncTry TryGrantAsync(CDispatcher* d, const gpusched::capi::Asy
 // Retries the queued asynchronous requests: capacity may have freed. REQUIRES: d->mu not held.
 void PumpAsync(CDispatcher* d) {
   d->async->Pump([d](const gpusched::capi::AsyncRequest& r) { return TryGrantAsync(d, r); });
+}
+
+// Checks and queues an asynchronous request (both acquire_async entry points): every
+// argument error is returned here, as the blocking acquire would return it, and nothing is
+// queued then.
+Status SubmitAsync(gpusched_dispatcher* handle, const char* call, const char* service,
+                   const AcquireRequest& a, uint64_t* request_out) {
+  GS_ENTER_DISPATCHER(d, handle, call);
+  if (!request_out) return Null("request_out");
+  gpusched_lease unused;  // CheckAcquireArgs checks an out pointer; the result comes later
+  GS_RETURN_IF_ERROR(CheckAcquireArgs(service, &unused, a));
+  if (a.cancel != nullptr) {
+    return gpusched::InvalidArgument("req.cancel: must be NULL for an asynchronous acquire "
+                                     "(end it with gpusched_dispatcher_cancel_async)");
+  }
+  GS_RETURN_IF_ERROR(CheckInputsForPolicy(*d->dispatcher, a));
+  GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
+  gpusched::capi::AsyncRequest r;
+  r.service = index;
+  r.expected_ms = a.expected_ms;
+  r.expected_mem_mib = a.expected_mem_mib;
+  if (a.model != nullptr) r.model = a.model;
+  r.priority = a.priority;
+  GS_RETURN_IF_ERROR(d->dispatcher->CheckRequest(index, AsyncOptions(r)));
+  r.requested_ns = d->clock.NowNs();
+  if (a.deadline_ms > 0) r.deadline_ns = r.requested_ns + a.deadline_ms * 1'000'000;
+  const int64_t timeout_ns =
+      d->acquire_timeout_ms > 0 ? r.requested_ns + d->acquire_timeout_ms * 1'000'000 : 0;
+  if (timeout_ns > 0 && (r.deadline_ns == 0 || timeout_ns < r.deadline_ns)) {
+    r.deadline_ns = timeout_ns;
+    r.deadline_is_timeout = true;
+  }
+  *request_out = d->async->Submit(
+      std::move(r), [d](const gpusched::capi::AsyncRequest& q) { return TryGrantAsync(d, q); });
+  return Status::Ok();
+}
+
+// A gpusched_request as the acquire entry points take it: NULL and struct_size refused (this
+// library knows the one size of its header).
+Status FromC(const gpusched_request* req, AcquireRequest& r) {
+  if (req == nullptr) return Null("req");
+  if (req->struct_size != sizeof(gpusched_request)) {
+    return gpusched::InvalidArgument("req.struct_size: must be sizeof(gpusched_request) = " +
+                                     std::to_string(sizeof(gpusched_request)) + ", got " +
+                                     std::to_string(req->struct_size));
+  }
+  r = {req->deadline_ms, req->cancel, req->expected_ms, /*try_only=*/false};
+  r.expected_mem_mib = req->expected_mem_mib;
+  r.model = req->model;
+  r.priority = req->priority;
+  return Status::Ok();
 }
 
 void ToC(const gpusched::capi::AsyncCompletion& c, gpusched_async_result& out) {
@@ -627,18 +687,8 @@ int gpusched_dispatcher_try_acquire(gpusched_dispatcher* d, const char* service,
 
 int gpusched_dispatcher_acquire2(gpusched_dispatcher* d, const gpusched_request* req,
                                  gpusched_lease* out) {
-  if (req == nullptr) return Guard([] { return Null("req"); });
-  if (req->struct_size != sizeof(gpusched_request)) {
-    return Guard([&] {
-      return gpusched::InvalidArgument("req.struct_size: must be sizeof(gpusched_request) = " +
-                                       std::to_string(sizeof(gpusched_request)) + ", got " +
-                                       std::to_string(req->struct_size));
-    });
-  }
-  AcquireRequest r{req->deadline_ms, req->cancel, req->expected_ms, /*try_only=*/false};
-  r.expected_mem_mib = req->expected_mem_mib;
-  r.model = req->model;
-  r.priority = req->priority;
+  AcquireRequest r;
+  if (const int rc = Guard([&] { return FromC(req, r); }); rc != 0) return rc;
   return AcquireC(d, req->service, r, out);
 }
 
@@ -928,26 +978,18 @@ int gpusched_sim_devices_scale(gpusched_sim_devices* handle, int32_t gpu, float*
 int gpusched_dispatcher_acquire_async(gpusched_dispatcher* handle, const char* service,
                                       int64_t deadline_ms, double expected_ms,
                                       uint64_t* request_out) {
+  return Guard([&] {
+    return SubmitAsync(handle, "gpusched_dispatcher_acquire_async", service,
+                       {deadline_ms, nullptr, expected_ms}, request_out);
+  });
+}
+
+int gpusched_dispatcher_acquire2_async(gpusched_dispatcher* handle, const gpusched_request* req,
+                                       uint64_t* request_out) {
   return Guard([&]() -> Status {
-    GS_ENTER_DISPATCHER(d, handle, "gpusched_dispatcher_acquire_async");
-    if (!request_out) return Null("request_out");
-    gpusched_lease unused;  // CheckAcquireArgs checks an out pointer; the result comes later
-    GS_RETURN_IF_ERROR(CheckAcquireArgs(service, &unused, {deadline_ms, nullptr, expected_ms}));
-    GS_ASSIGN_OR_RETURN(int index, d->dispatcher->ServiceIndex(service));
-    gpusched::capi::AsyncRequest r;
-    r.service = index;
-    r.expected_ms = expected_ms;
-    r.requested_ns = d->clock.NowNs();
-    if (deadline_ms > 0) r.deadline_ns = r.requested_ns + deadline_ms * 1'000'000;
-    const int64_t timeout_ns =
-        d->acquire_timeout_ms > 0 ? r.requested_ns + d->acquire_timeout_ms * 1'000'000 : 0;
-    if (timeout_ns > 0 && (r.deadline_ns == 0 || timeout_ns < r.deadline_ns)) {
-      r.deadline_ns = timeout_ns;
-      r.deadline_is_timeout = true;
-    }
-    *request_out = d->async->Submit(
-        r, [d](const gpusched::capi::AsyncRequest& q) { return TryGrantAsync(d, q); });
-    return Status::Ok();
+    AcquireRequest r;
+    GS_RETURN_IF_ERROR(FromC(req, r));
+    return SubmitAsync(handle, "gpusched_dispatcher_acquire2_async", req->service, r, request_out);
   });
 }
 

@@ -69,6 +69,8 @@
  * Then, with symbol version GPUSCHED_C_1.5: the driver's stage plan across nodes
  * (gpusched_chunks_plan_*, gpusched_chunks_c.h; CN110955526B claim 2); and, with no new
  * function, the literal policy accepts shared_marks (gpusched_dispatcher_create_ex).
+ * Then, with symbol version GPUSCHED_C_1.6 (issue 42): the asynchronous acquire with a
+ * gpusched_request's placement inputs, queued by priority (gpusched_dispatcher_acquire2_async).
  */
 #ifndef GPUSCHED_C_H_
 #define GPUSCHED_C_H_
@@ -359,12 +361,15 @@ int gpusched_dispatcher_acquire2(gpusched_dispatcher* d, const gpusched_request*
  * gpusched_dispatcher_wait_async. Do not read() it: poll_async clears it.
  *
  * When a request completes: it is tried at once when queued behind no other asynchronous
- * request; then, oldest first, whenever capacity may have freed: at each release (through
+ * request; then, in queue order, whenever capacity may have freed: at each release (through
  * gpusched_dispatcher_release or a run's end), gpusched_dispatcher_set_gpu_enabled, and at each
  * poll_async (with shared marks the fd also fires every 100 ms while requests are queued, so a
  * release in another process is seen). Asynchronous requests are granted in FIFO order: never
- * one before an older one still queued. Blocking acquires are not in that queue; they and the
- * queue's oldest request take freed capacity in whatever order they reach the policy. With the
+ * one before an older one still queued (with priorities, from
+ * gpusched_dispatcher_acquire2_async: highest priority first, then FIFO; see there). Blocking
+ * acquires are not in that queue; they and the queue's first request take freed capacity in
+ * whatever order they reach the policy (its waiting acquires of higher priority, or of equal
+ * priority, go first). With the
  * literal policy a queued request is retried at those moments, not every try_time_ms, and
  * never grabs directly (claim 3): only the gpusched policy (the default) suits async use.
  *
@@ -397,6 +402,28 @@ typedef struct {
 int gpusched_dispatcher_acquire_async(gpusched_dispatcher* d, const char* service,
                                       int64_t deadline_ms, double expected_ms,
                                       uint64_t* request_out);
+
+/* gpusched_dispatcher_acquire_async with a gpusched_request (symbol version GPUSCHED_C_1.6,
+ * issue 42): the placement inputs of gpusched_dispatcher_acquire2 for a queued request. `req`
+ * is checked as acquire2 checks it, with the same errors naming the field and its value (NULL
+ * req, struct_size, service, deadline_ms, expected_ms, expected_mem_mib larger than every GPU
+ * or given without gpu_memory_mib, and with the literal policy any of expected_mem_mib, model
+ * or priority), returned here with nothing queued; also GPUSCHED_E_INVALID_ARGUMENT for a
+ * non-NULL req->cancel (end a queued request with gpusched_dispatcher_cancel_async). `req` and
+ * its strings are copied: they may be freed when this returns. The request waits and ends as
+ * one of gpusched_dispatcher_acquire_async, and each try gives the policy its memory (granted
+ * only a GPU where it fits: it waits for a release otherwise), model and priority.
+ *
+ * Order with priorities: the queue is ordered as the gpusched policy orders its own waiting
+ * requests: highest priority first, equal priorities oldest first. Only the queue's first
+ * request is tried, and the next once it is granted (or ended), so a request is never granted
+ * before a queued one of higher priority, or of equal priority queued before it; a later
+ * request of higher priority goes ahead of the queued ones of lower priority. A request that
+ * fits no GPU yet (its memory) holds back those behind it until it fits: no request passes one
+ * of its own or higher priority, and none starves behind smaller ones. With every priority 0
+ * (as gpusched_dispatcher_acquire_async queues them) this is the FIFO order above. */
+int gpusched_dispatcher_acquire2_async(gpusched_dispatcher* d, const gpusched_request* req,
+                                       uint64_t* request_out);
 
 /* The dispatcher's completion fd (>= 0) in *fd_out: readable while results wait. It belongs to
  * the dispatcher (closed by destroy); never read or close it. */

@@ -43,6 +43,9 @@ message(STATUS "libgpusched_c.so.1 exports ${exported} gpusched_* symbols")
 if(NOT symbols MATCHES " gpusched_dispatcher_acquire_async@@GPUSCHED_C_1\\.3\n")
   message(FATAL_ERROR "gpusched_dispatcher_acquire_async is not exported as GPUSCHED_C_1.3")
 endif()
+if(NOT symbols MATCHES " gpusched_dispatcher_acquire2_async@@GPUSCHED_C_1\\.6\n")
+  message(FATAL_ERROR "gpusched_dispatcher_acquire2_async is not exported as GPUSCHED_C_1.6")
+endif()
 
 execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${PREFIX}/lib/pkgconfig
                         ${PKG_CONFIG} --cflags --libs gpusched

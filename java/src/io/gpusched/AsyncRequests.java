@@ -1,6 +1,7 @@
 package io.gpusched;
 
 import com.sun.jna.Native;
+import com.sun.jna.Pointer;
 import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.LongByReference;
 import java.util.HashMap;
@@ -49,13 +50,16 @@ final class AsyncRequests {
     }
   }
 
-  CompletableFuture<GpuschedLibrary.Lease> submit(String service, long deadlineMs,
-                                                  double expectedMs) {
+  /** Queues one request with the library: an acquire_async entry point. */
+  interface Queue {
+    int call(Pointer dispatcher, LongByReference requestOut);
+  }
+
+  CompletableFuture<GpuschedLibrary.Lease> submit(Queue queue) {
     LongByReference id = new LongByReference();
     Request f = new Request();
     synchronized (this) {
-      dispatcher.call(false, h -> lib.gpusched_dispatcher_acquire_async(
-          h, service, deadlineMs, expectedMs, id));
+      dispatcher.call(false, h -> queue.call(h, id));
       f.id = id.getValue();
       futures.put(f.id, f);
       if (poller == null) {

@@ -27,8 +27,9 @@ public final class Dispatcher extends Handle {
                           int modelsPerGpu, boolean fixedSpeed) {}
 
   /**
-   * One request for {@link #acquire(Request)} (issue 42 item 5): a builder over
-   * gpusched_request. The literal policy refuses memory, model and priority, naming the field.
+   * One request for {@link #acquire(Request)} and {@link #acquireAsync(Request)} (issue 42
+   * item 5): a builder over gpusched_request. The literal policy refuses memory, model and
+   * priority, naming the field.
    */
   public static final class Request {
     private final String service;
@@ -182,7 +183,27 @@ public final class Dispatcher extends Handle {
    */
   public CompletableFuture<GpuschedLibrary.Lease> acquireAsync(String service, long deadlineMs,
                                                                double expectedMs) {
-    return async.submit(service, deadlineMs, expectedMs);
+    return async.submit(
+        (h, id) -> lib.gpusched_dispatcher_acquire_async(h, service, deadlineMs, expectedMs, id));
+  }
+
+  /**
+   * {@link #acquireAsync(String, long, double)} with `request`'s placement inputs
+   * (gpusched_dispatcher_acquire2_async, symbol version GPUSCHED_C_1.6): its memory, model and
+   * priority reach the policy at each try. Argument errors throw here, as {@link
+   * #acquire(Request)} throws them (E_INVALID_ARGUMENT naming the field: memory larger than
+   * every GPU, the literal policy's inputs, a Request with a {@link Cancel}: cancel the future
+   * instead). Queued futures complete highest priority first, then in arrival order; a request
+   * whose memory fits no GPU yet waits for a release and holds back those of its own or lower
+   * priority behind it.
+   */
+  public CompletableFuture<GpuschedLibrary.Lease> acquireAsync(Request request) {
+    if (request.cancel != null) {
+      throw new GpuschedException(GpuschedLibrary.E_INVALID_ARGUMENT,
+                                  "request.cancel: not for acquireAsync; cancel the future");
+    }
+    GpuschedLibrary.Request r = toC(request);
+    return async.submit((h, id) -> lib.gpusched_dispatcher_acquire2_async(h, r, id));
   }
 
   @Override
@@ -202,6 +223,16 @@ public final class Dispatcher extends Handle {
    */
   public GpuschedLibrary.Lease acquire(Request request) {
     GpuschedLibrary.Lease lease = new GpuschedLibrary.Lease();
+    GpuschedLibrary.Request r = toC(request);
+    callWithCancel(request.cancel, (h, c) -> {
+      r.cancel = c;
+      return lib.gpusched_dispatcher_acquire2(h, r, lease);
+    });
+    return lease;
+  }
+
+  /** gpusched_request of `request`, its cancel left null (the caller enters it). */
+  private static GpuschedLibrary.Request toC(Request request) {
     GpuschedLibrary.Request r = new GpuschedLibrary.Request();
     r.struct_size = r.size();
     r.service = request.service;
@@ -210,11 +241,7 @@ public final class Dispatcher extends Handle {
     r.expected_mem_mib = request.expectedMemMib;
     r.model = request.model;
     r.priority = request.priority;
-    callWithCancel(request.cancel, (h, c) -> {
-      r.cancel = c;
-      return lib.gpusched_dispatcher_acquire2(h, r, lease);
-    });
-    return lease;
+    return r;
   }
 
   private interface CancelCall {

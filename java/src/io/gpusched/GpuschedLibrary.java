@@ -217,6 +217,8 @@ public interface GpuschedLibrary extends Library {
   // long here (LP64 Linux only, as the rest of this binding).
   int gpusched_dispatcher_acquire_async(Pointer d, String service, long deadlineMs,
                                         double expectedMs, LongByReference requestOut);
+  /** acquire_async with a gpusched_request (symbol version GPUSCHED_C_1.6). */
+  int gpusched_dispatcher_acquire2_async(Pointer d, Request request, LongByReference requestOut);
   int gpusched_dispatcher_event_fd(Pointer d, IntByReference fdOut);
   int gpusched_dispatcher_poll_async(Pointer d, AsyncResult out, long cap, LongByReference nOut);
   int gpusched_dispatcher_cancel_async(Pointer d, long request);

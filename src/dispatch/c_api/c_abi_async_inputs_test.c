@@ -14,21 +14,11 @@
 #include <string.h>
 
 #include "c_abi_expect.h"
+#include "c_abi_request.h"
 #include "c_abi_time.h"
 #include "gpusched_c.h"
 
 enum { kRequests = 10000, kWorkers = 4, kGpus = 4 };
-
-static gpusched_request Request(int64_t mem_mib, const char* model, int32_t priority) {
-  gpusched_request r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
-  r.service = "infer";
-  r.expected_mem_mib = mem_mib;
-  r.model = model;
-  r.priority = priority;
-  return r;
-}
 
 /* `gpus` GPUs with `memory` MiB each (NULL: untracked), at most max_per_gpu leases each (0: no
  * cap), affinity margin 50 ms for the gpusched policy. */

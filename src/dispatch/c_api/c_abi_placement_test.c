@@ -9,19 +9,9 @@
 #include <string.h>
 
 #include "c_abi_expect.h"
+#include "c_abi_request.h"
 #include "c_abi_time.h"
 #include "gpusched_c.h"
-
-static gpusched_request Request(int64_t mem_mib, const char* model, int32_t priority) {
-  gpusched_request r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
-  r.service = "infer";
-  r.expected_mem_mib = mem_mib;
-  r.model = model;
-  r.priority = priority;
-  return r;
-}
 
 /* Two GPUs of 4096 and 16384 MiB; GPU1 seeded twice as slow; max_per_gpu as given. */
 static gpusched_dispatcher* TwoGpus(const char* policy, int32_t max_per_gpu, int with_memory) {

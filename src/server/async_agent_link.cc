@@ -152,75 +152,102 @@ class AsyncAgentLink::Call final : public AgentChannel,
   }
 
   void OnRead(bool ok) {
+    bool registered = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // written by the loop's thread (Registered)
+      registered = registered_;
+    }
     if (!ok) {  // the agent closed its side, went away, or the call was cancelled
-      if (registered_) {
-        cp_->AgentDisconnected(node_, this);
+      if (registered) {
+        cp_->PostAgentDisconnected(node_, shared_from_this());
         logging::Info("server", "agent " + node_ + " disconnected", logging::NodeF(node_));
       }
       std::lock_guard<std::mutex> lock(mu_);
       EndLocked(grpc::Status::OK);
       return;
     }
-    if (!registered_) {
-      if (grpc::Status s = RegisterAgent(); !s.ok()) {
+    if (!registered) {
+      // Issue 43: the loop answers the registration (Registered); nothing is read until then.
+      if (grpc::Status s = PostRegistration(); !s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         EndLocked(std::move(s));
-        return;
       }
-    } else if (!in_.has_register_()) {  // only the first one counts
+      return;
+    }
+    if (!in_.has_register_()) {  // only the first one counts
       cp_->PostAgentMessage(node_, AgentReportFromProto(in_), shared_from_this());
     }
     in_.Clear();
     stream_.Read(&in_, &read_);
   }
 
-  // The first message: it must register the node, as the one the certificate names.
-  grpc::Status RegisterAgent() {
+  // The first message: it must register the node, as the one the certificate names. What
+  // the call can check itself it checks here; the control plane's loop admits the node
+  // (Admitted, Registered), or refuses it.
+  grpc::Status PostRegistration() {
     if (!in_.has_register_()) {
       return {grpc::StatusCode::INVALID_ARGUMENT,
               "the first message on AgentLink.Connect must be register"};
     }
     StatusOr<AgentRegistration> reg = RegistrationFromProto(in_.register_());
     if (!reg.ok()) return rpc::ToGrpc(reg.status());
-    const core::NodeSpec* spec = &reg->spec;
-    if (grpc::Status who = CheckAgentIdentity(&ctx_, spec->name, link_.require_client_cert_);
+    const std::string name = reg->spec.name;
+    if (grpc::Status who = CheckAgentIdentity(&ctx_, name, link_.require_client_cert_);
         !who.ok()) {
       return who;
     }
-    if (grpc::Status who = CheckAgentToken(spec->name); !who.ok()) return who;
-    if (Status s = cp_->AdmitAgent(*reg); !s.ok()) {
-      logging::Warn("server",
-                    "refused agent \"" + spec->name + "\" from " + ctx_.peer() + ": " + s.message(),
-                    logging::NodeF(spec->name));
-      return rpc::ToGrpc(s);
-    }
+    if (grpc::Status who = CheckAgentToken(name); !who.ok()) return who;
     auto key = rpc::NewLogReadKey();
     if (!key.ok()) return rpc::ToGrpc(key.status());
     {
       std::lock_guard<std::mutex> lock(mu_);
       log_read_key_ = *key;
+      node_ = name;
     }
+    const size_t gpus = reg->spec.gpus.size();
+    const std::string address = reg->spec.address;
+    std::shared_ptr<Call> self = shared_from_this();
+    cp_->PostRegistration(
+        {std::move(reg).value(), self, [self] { self->Admitted(); },
+         [self, gpus, address](const Status& s) { self->Registered(s, gpus, address); }});
+    return grpc::Status::OK;
+  }
+
+  // The loop's thread, the control plane's lock held: the node is admitted, and the agent
+  // gets the server's settings before anything else is sent on this call.
+  void Admitted() {
     v1::ServerMessage hello;
     v1::Registered* r = hello.mutable_registered();
     r->set_node_heartbeat_ms(cp_->config().node_heartbeat_ms);
     r->set_task_heartbeat_ms(cp_->config().task_heartbeat_ms);
     r->set_kill_grace_ms(cp_->config().kill_grace_ms);
     r->set_allow_root_tasks(cp_->config().allow_root_tasks);
-    r->set_log_read_key(*key);
+    r->set_log_read_key(LogReadKey());
     r->set_node_lost_after_ms(cp_->config().scheduler.node_lost_after_ms);
     r->set_cluster_id(cp_->ClusterId());
     SendProto(std::move(hello));
-    if (Status s = cp_->AgentRegistered(*reg, shared_from_this()); !s.ok()) {
-      return rpc::ToGrpc(s);
+  }
+
+  // The registration's outcome, on the loop's thread with the control plane's lock held
+  // (or, refused unseen, on the thread that refused it): the call reads the agent's next
+  // message, or ends with the refusal. Nothing here waits.
+  void Registered(const Status& s, size_t gpus, const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      logging::Warn("server", "refused agent \"" + node_ + "\" from " + ctx_.peer() + ": " +
+                                  s.message(),
+                    logging::NodeF(node_));
+      EndLocked(rpc::ToGrpc(s));
+      return;
     }
-    node_ = spec->name;
     registered_ = true;
     logging::Info("server",
-                  "agent " + node_ + " connected (" + std::to_string(spec->gpus.size()) +
-                      " GPUs, " + spec->address + ")",
+                  "agent " + node_ + " connected (" + std::to_string(gpus) + " GPUs, " +
+                      address + ")",
                   logging::NodeF(node_));
     if (link_.on_registered_) link_.on_registered_(shared_from_this());
-    return grpc::Status::OK;
+    in_.Clear();
+    stream_.Read(&in_, &read_);  // its completion comes on the queue's thread
   }
 
   // Issue 35: with authentication on, an agent without a client certificate (checked by
@@ -294,13 +321,14 @@ class AsyncAgentLink::Call final : public AgentChannel,
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<v1::ServerMessage, v1::AgentMessage> stream_{&ctx_};
   std::shared_ptr<Call> self_;  // the queue's reference (its thread only)
-  // The queue's thread only.
+  // The queue's thread only, but for the registration's answer (Registered), which the loop's
+  // thread gives while no read is in flight, under mu_.
   v1::AgentMessage in_;
   std::shared_ptr<ControlPlane> cp_;  // the leader's when the call came
-  std::string node_;
-  bool registered_ = false;
+  std::string node_;  // written once, before the registration is posted
 
   mutable std::mutex mu_;  // guards what follows
+  bool registered_ = false;               // the loop admitted the node
   std::string log_read_key_;              // this registration's (issue 35)
   std::deque<v1::ServerMessage> outbox_;  // waiting for the write in flight
   bool writing_ = false;                  // a Write is in flight

@@ -48,8 +48,8 @@ class AsyncAgentLink {
   // reading is cut off at this bound instead of growing the server's memory.
   static constexpr size_t kMaxOutbox = 65'536;
 
-  // Called on the queue's thread with each agent's channel once it registered (tests hold
-  // it to send on it); may be empty.
+  // Called with each agent's channel once it registered (tests hold it to send on it), on
+  // the control plane loop's thread with its lock held; may be empty.
   using OnRegistered = std::function<void(const std::shared_ptr<AgentChannel>&)>;
 
   AsyncAgentLink(ControlPlaneGate& gate, AsyncQueue& queue, bool require_client_cert,

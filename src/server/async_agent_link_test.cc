@@ -47,6 +47,7 @@ class AsyncAgentLinkTest : public ::testing::Test {
     auto cp = ControlPlane::Create(config_, clock_, std::make_unique<store::MemoryStore>());
     ASSERT_TRUE(cp.ok()) << cp.status().ToString();
     cp_ = std::shared_ptr<ControlPlane>(std::move(cp).value());
+    cp_->StartLoop();  // it admits the registrations (issue 43)
     gate_.SetLeader(cp_, "self:1");
     link_ = std::make_unique<AsyncAgentLink>(
         gate_, queue_, /*require_client_cert=*/false,

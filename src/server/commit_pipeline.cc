@@ -33,6 +33,20 @@ class Taker {
     });
   }
 
+  // Then up to `max` demotions, in id order (issue 43).
+  void Demotions(size_t max) {
+    size_t taken = 0;
+    for (auto it = from_.demotions.begin();
+         it != from_.demotions.end() && taken < max && !Full();) {
+      if (Fits(Task(*it))) {
+        to_.demotions.insert(from_.demotions.extract(it++));
+        ++taken;
+      } else {
+        ++it;
+      }
+    }
+  }
+
  private:
   // Moves each element of `from` whose cost fits into `to`.
   template <typename C, typename Cost>
@@ -181,8 +195,10 @@ CommitPipeline::Started CommitPipeline::Begin(const Budget& budget) {
   committing_ = true;
   Started started;
   started.seq = next_commit_++;
-  Taker(budget, pending_, started.write).All();
-  started.complete = pending_.empty();
+  Taker taker(budget, pending_, started.write);
+  taker.All();
+  started.complete = pending_.settled();  // demotions are not waited for
+  taker.Demotions(kDemotionsPerCommit);
   in_flight_complete_ = started.complete;
   if (!started.complete && left_since_ == 0) left_since_ = started.seq;
   in_flight_ = started.write.tasks;
@@ -212,6 +228,9 @@ DurationMs CommitPipeline::Failed(uint64_t seq, const Status& s, PendingWrite w)
       retry_max_ms_, kFirstRetryMs << std::min(consecutive_failures_ - 1, 16));
   next_retry_ms_ = clock_.MonoMs() + backoff;
   pending_.tasks.insert(w.tasks.begin(), w.tasks.end());
+  for (TaskId id : w.demotions) {  // unless changed since in more than its Pt
+    if (pending_.tasks.count(id) == 0) pending_.demotions.insert(id);
+  }
   for (auto& [name, n] : w.nodes) pending_.nodes.emplace(name, std::move(n));  // newer wins
   for (const std::string& name : w.removed_nodes) {  // unless registered again since
     if (pending_.nodes.count(name) == 0) pending_.removed_nodes.insert(name);

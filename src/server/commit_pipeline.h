@@ -54,11 +54,23 @@ class CommitPipeline {
     // Issue 38: submissions, by first task: their task count (consecutive ids). Each goes
     // whole into one commit with the keys naming its tasks.
     std::map<TaskId, size_t> submissions;
-    bool empty() const {
+    // Issue 43: records whose only change is the task's Pt (CN115981827A claim 3: the FQ
+    // flush demotes every waiting task). They are written in the background, at most
+    // kDemotionsPerCommit in a commit, and no commit waits for them to be durable: a flush
+    // that demotes a million tasks does not hold the decisions staged after it (nor the
+    // loop) behind a million writes. A crash loses the demotions not written yet: those
+    // tasks come back one or more flushes less demoted.
+    std::set<TaskId> demotions;
+    // Nothing staged that a commit waits for (demotions aside).
+    bool settled() const {
       return tasks.empty() && nodes.empty() && removed_nodes.empty() && keys.empty() &&
              peaks.empty() && tokens.empty() && quotas.empty() && submissions.empty();
     }
+    bool empty() const { return settled() && demotions.empty(); }
   };
+  // Issue 43: the most demotions one commit writes (PendingWrite::demotions): about 0.1 s of
+  // SQLite writes on this project's reference machine.
+  static constexpr size_t kDemotionsPerCommit = 4'096;
   // A message for an agent that waits until commit `commit` is durable.
   struct Outbound {
     uint64_t commit = 0;

@@ -115,6 +115,43 @@ TEST_F(CommitPipelineTest, Issue40_AFailedCommitKeepsItsMessagesAndStagesItsWrit
   EXPECT_EQ(Tasks(pipeline_.TakeReleasable()), std::vector<uint64_t>{1});
 }
 
+// Issue 43: a flush that demotes more tasks than one commit writes. The assignment decided
+// after it leaves with the first commit, which writes kDemotionsPerCommit of the demotions;
+// the rest follow in later commits, each bounded; a failed commit stages its demotions again,
+// except one that changed in more than its Pt meanwhile (that one waits as a task record).
+TEST_F(CommitPipelineTest, Issue43_DemotionsAreWrittenInBoundedCommitsThatNoMessageWaitsFor) {
+  const size_t n = 2 * CommitPipeline::kDemotionsPerCommit + 10;
+  for (size_t i = 1; i <= n; ++i) pipeline_.pending().demotions.insert(TaskId(100 + i));
+  pipeline_.pending().tasks.insert(TaskId(1));
+  pipeline_.HoldAction(Assign(1, "n1"));
+  CommitPipeline::Started first = pipeline_.Begin();
+  EXPECT_TRUE(first.complete) << "demotions left behind held the commit's messages";
+  EXPECT_EQ(first.write.tasks, std::set<TaskId>{TaskId(1)});
+  ASSERT_EQ(first.write.demotions.size(), CommitPipeline::kDemotionsPerCommit);
+  EXPECT_EQ(*first.write.demotions.begin(), TaskId(101));  // in id order
+  pipeline_.Committed(first.seq);
+  EXPECT_EQ(Tasks(pipeline_.TakeReleasable()), std::vector<uint64_t>{1});
+  EXPECT_TRUE(pipeline_.HasWork()) << "demotions are left to write";
+  CommitPipeline::Started second = pipeline_.Begin();
+  EXPECT_EQ(second.write.demotions.size(), CommitPipeline::kDemotionsPerCommit);
+  EXPECT_EQ(*second.write.demotions.begin(), TaskId(101 + CommitPipeline::kDemotionsPerCommit));
+  pipeline_.pending().tasks.insert(*second.write.demotions.begin());  // a real change since
+  pipeline_.Failed(second.seq, Unavailable("disk full"), std::move(second.write));
+  EXPECT_EQ(pipeline_.pending().demotions.size(), n - CommitPipeline::kDemotionsPerCommit - 1);
+  EXPECT_EQ(pipeline_.pending().demotions.count(TaskId(101 + CommitPipeline::kDemotionsPerCommit)),
+            0u);
+  clock_.AdvanceMs(CommitPipeline::kFirstRetryMs);
+  size_t written = 0;
+  for (int commits = 0; pipeline_.HasWork(); ++commits) {
+    ASSERT_LT(commits, 4) << "the demotions never drained";
+    CommitPipeline::Started c = pipeline_.Begin();
+    EXPECT_LE(c.write.demotions.size(), CommitPipeline::kDemotionsPerCommit);
+    written += c.write.demotions.size() + c.write.tasks.size();
+    pipeline_.Committed(c.seq);
+  }
+  EXPECT_EQ(written, n - CommitPipeline::kDemotionsPerCommit);
+}
+
 TEST_F(CommitPipelineTest, Issue40_TheBackoffGrowsWithEachFailureUpToItsMaxAndResetsOnSuccess) {
   const auto fail = [&] {
     pipeline_.pending().tasks.insert(TaskId(1));

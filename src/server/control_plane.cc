@@ -22,9 +22,16 @@ namespace {
 constexpr uint64_t kGangPortBase = 29500;
 constexpr uint64_t kGangPorts = 1000;
 
+constexpr size_t kPtInPrint = 3;
 std::array<int64_t, 6> Fingerprint(const core::Task& t) {
   return {static_cast<int64_t>(t.state), t.attempts, t.fail_cnt, t.pt,
           static_cast<int64_t>(t.history.size()), static_cast<int64_t>(t.ranks_done.size())};
+}
+
+// Whether two prints of a task differ in its Pt alone (a flush's demotion).
+bool OnlyPtChanged(std::array<int64_t, 6> was, const std::array<int64_t, 6>& now) {
+  was[kPtInPrint] = now[kPtInPrint];
+  return was == now;
 }
 
 // What torchrun and DeepSpeed read, for node rank `a.rank` of a gang (or the one node of a
@@ -263,8 +270,11 @@ void ControlPlane::StopLoop() {
 }
 
 void ControlPlane::AbandonSubmissions() {
-  std::vector<PostedSubmission> posted = inbox_.Close();
+  auto [registrations, posted] = inbox_.Close();
   std::unique_lock<std::mutex> lock(mu_);
+  for (PostedRegistration& r : registrations) {
+    r.done(Unavailable("the server stopped before registering the agent: connect again"));
+  }
   for (PostedSubmission& p : posted) {
     waiters_.Decide(std::move(p.done),
                     NotStored("task not stored (the server stopped before admitting it); "
@@ -392,8 +402,14 @@ uint64_t ControlPlane::StageChanges() {
     const std::array<int64_t, 6> print = Fingerprint(*t);
     auto [it, fresh] = persisted_.try_emplace(id, print);
     if (!fresh && it->second == print) continue;
+    PendingWrite& staged = pipeline_.pending();
+    if (!fresh && OnlyPtChanged(it->second, print) && staged.tasks.count(id) == 0) {
+      staged.demotions.insert(id);  // issue 43: written in the background
+    } else {
+      staged.demotions.erase(id);
+      staged.tasks.insert(id);
+    }
     it->second = print;
-    pipeline_.pending().tasks.insert(id);
     changes_.Add(id.value());
   }
   if (changes_.Seal()) changes_cv_.notify_all();
@@ -470,16 +486,18 @@ CommitPipeline::Budget ControlPlane::CommitBudget() const {
 store::WriteBatch ControlPlane::BuildBatch(const PendingWrite& w,
                                            std::vector<TaskId>& submissions) {
   store::WriteBatch batch;
-  batch.tasks.reserve(w.tasks.size());
-  for (TaskId id : w.tasks) {
-    const core::Task* t = sched_->GetTask(id);
-    if (t == nullptr) continue;  // withdrawn
-    if (sched_->IsHeld(id)) submissions.push_back(id);
-    store::TaskRecord r{*t, std::nullopt};
-    if (auto it = last_placement_.find(id); it != last_placement_.end()) {
-      r.last_placement = it->second;
+  batch.tasks.reserve(w.tasks.size() + w.demotions.size());
+  for (const std::set<TaskId>* ids : {&w.tasks, &w.demotions}) {
+    for (TaskId id : *ids) {
+      const core::Task* t = sched_->GetTask(id);
+      if (t == nullptr) continue;  // withdrawn, or (a demotion) finished and written since
+      if (sched_->IsHeld(id)) submissions.push_back(id);
+      store::TaskRecord r{*t, std::nullopt};
+      if (auto it = last_placement_.find(id); it != last_placement_.end()) {
+        r.last_placement = it->second;
+      }
+      batch.tasks.push_back(std::move(r));
     }
-    batch.tasks.push_back(std::move(r));
   }
   for (const auto& [name, n] : w.nodes) batch.nodes.push_back(n);
   batch.removed_nodes.assign(w.removed_nodes.begin(), w.removed_nodes.end());

@@ -234,6 +234,12 @@ class ControlPlane {
   // node_timeout. Checked before AgentRegistered; an agent without an instance id passes.
   Status AdmitAgent(const AgentRegistration& reg);
   Status AgentRegistered(const AgentRegistration& reg, std::shared_ptr<AgentChannel> channel);
+  // Issue 43: the AgentLink handler's path for a registration: AdmitAgent, then (calling
+  // `r.admitted` in between) AgentRegistered, on the loop's next round with every other
+  // registration posted meanwhile; `r.done` gets the outcome (loop_inbox.h). The completion
+  // queue's thread never waits for mu_, and a reconnecting fleet is admitted in a few rounds,
+  // with one pass for all. Once the loop has stopped, `r.done` is called with kUnavailable.
+  void PostRegistration(PostedRegistration r);
   void AgentMessage(const std::string& node, AgentReport m,
                     const std::shared_ptr<AgentChannel>& channel);
   // The AgentLink handler's path: queues the message for the loop, which applies what was
@@ -249,6 +255,10 @@ class ControlPlane {
   void PostAgentMessage(const std::string& node, AgentReport m,
                         const std::shared_ptr<AgentChannel>& channel);
   void AgentDisconnected(const std::string& node, const AgentChannel* channel);
+  // The AgentLink handler's path: AgentDisconnected on the loop's next round, after what the
+  // channel posted before (never waits for mu_).
+  void PostAgentDisconnected(const std::string& node,
+                             const std::shared_ptr<AgentChannel>& channel);
   // Closes every agent's stream (a leader stepping down): agents reconnect, to the new leader.
   void DisconnectAgents();
 
@@ -431,9 +441,15 @@ class ControlPlane {
   ChangeLog changes_;
   ServerMetrics metrics_;  // GET /metrics: the counters, histograms and the page
 
-  // Applies the posted messages, then admits the posted submissions; true when one asks for
-  // a pass or a commit. REQUIRES: mu_.
+  // Applies the posted messages, then the registrations, then admits the posted submissions;
+  // true when one asks for a pass or a commit. REQUIRES: mu_.
   bool ApplyPostedLocked();
+  Status AdmitAgentLocked(const AgentRegistration& reg) const;  // REQUIRES: mu_
+  Status AgentRegisteredLocked(const AgentRegistration& reg,
+                               std::shared_ptr<AgentChannel> channel);  // REQUIRES: mu_
+  void RegisterPostedLocked(PostedRegistration& r);                  // REQUIRES: mu_
+  // The channel's agent is gone; true when that asks for a commit. REQUIRES: mu_.
+  bool DisconnectedLocked(const std::string& node, const AgentChannel* channel);
   // Whether an agent's message must wake the loop (PostAgentMessage).
   static bool Urgent(const AgentReport& m);
   // AgentMessage's work (`m`'s heartbeat gets `node` and is handed on, not copied); true when
@@ -441,7 +457,8 @@ class ControlPlane {
   bool AgentMessageLocked(const std::string& node, AgentReport& m,
                           const std::shared_ptr<AgentChannel>& channel);
   void TaskBeatsLocked(const std::string& node, TaskBeats& beats);  // REQUIRES: mu_
-  // Agent messages (PostAgentMessage) and submissions (PostSubmissions) for the loop.
+  // Agent messages (PostAgentMessage, PostAgentDisconnected), registrations
+  // (PostRegistration) and submissions (PostSubmissions) for the loop.
   LoopInbox inbox_{kMaxPosted};
   // The loop's thread, outside mu_: takes the keyed submissions posted and reads each key in
   // the store. A failed read answers its submission (kUnavailable, nothing queued).

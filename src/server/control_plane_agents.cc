@@ -33,6 +33,10 @@ void ControlPlane::UpdateReachable(const std::string& node) {
 
 Status ControlPlane::AdmitAgent(const AgentRegistration& reg) {
   std::lock_guard<std::mutex> lock(mu_);
+  return AdmitAgentLocked(reg);
+}
+
+Status ControlPlane::AdmitAgentLocked(const AgentRegistration& reg) const {
   const std::string& name = reg.spec.name;
   const std::optional<std::string> peer = agents_.OtherInstancePeer(name, reg.instance);
   const auto index = sched_->cluster().Find(name);
@@ -49,23 +53,49 @@ Status ControlPlane::AdmitAgent(const AgentRegistration& reg) {
 
 Status ControlPlane::AgentRegistered(const AgentRegistration& reg,
                                      std::shared_ptr<AgentChannel> channel) {
-  const core::NodeSpec& spec = reg.spec;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
-    // Close never waits (the old connection's write may wait for a hung peer): its call is
-    // cancelled, and the link's queue ends it.
-    if (std::shared_ptr<AgentChannel> old =
-            agents_.Register(spec.name, reg.instance, std::move(channel))) {
-      old->Close();
-    }
-    UpdateReachable(spec.name);
-    Reconcile(spec.name, reg);
-    QueueNode(spec.name);
-    StageChanges();
+    GS_RETURN_IF_ERROR(AgentRegisteredLocked(reg, std::move(channel)));
   }
   Kick();
   return Status::Ok();
+}
+
+Status ControlPlane::AgentRegisteredLocked(const AgentRegistration& reg,
+                                           std::shared_ptr<AgentChannel> channel) {
+  const core::NodeSpec& spec = reg.spec;
+  GS_RETURN_IF_ERROR(sched_->RegisterNode(spec));
+  // Close never waits (the old connection's write may wait for a hung peer): its call is
+  // cancelled, and the link's queue ends it.
+  if (std::shared_ptr<AgentChannel> old =
+          agents_.Register(spec.name, reg.instance, std::move(channel))) {
+    old->Close();
+  }
+  UpdateReachable(spec.name);
+  Reconcile(spec.name, reg);
+  QueueNode(spec.name);
+  StageChanges();
+  return Status::Ok();
+}
+
+void ControlPlane::PostRegistration(PostedRegistration r) {
+  bool wake = false;
+  const std::string refused = inbox_.PostRegistration(std::move(r), &wake);
+  if (!refused.empty()) {  // not posted: `r` is as it was
+    r.done(Unavailable("the server is " + refused + "; the agent was not registered: connect "
+                       "again"));
+    return;
+  }
+  if (wake) Kick();
+}
+
+void ControlPlane::RegisterPostedLocked(PostedRegistration& r) {
+  Status s = AdmitAgentLocked(r.reg);
+  if (s.ok()) {
+    r.admitted();
+    s = AgentRegisteredLocked(r.reg, r.channel);
+  }
+  r.done(s);
 }
 
 // Two-way reconciliation (DESIGN.md "State"): first the exits the agent kept in its journal
@@ -247,17 +277,24 @@ std::vector<PostedSubmission> ControlPlane::TakeKeyedSubmissions() {
 }
 
 bool ControlPlane::ApplyPostedLocked() {
-  auto [posted, submissions] = inbox_.Take();
+  auto [posted, registrations, submissions] = inbox_.Take();
   bool kick = false;
   for (PostedMessage& p : posted) {
-    // A closed channel is no longer the node's agent: the message would be dropped below.
+    // A closed channel is no longer the node's agent: the message would be dropped below
+    // (and a channel that ended is in no registry any more: its end changes nothing).
     if (std::shared_ptr<AgentChannel> channel = p.channel.lock()) {
-      kick = AgentMessageLocked(p.node, p.message, channel) || kick;
+      kick = (p.ended ? DisconnectedLocked(p.node, channel.get())
+                      : AgentMessageLocked(p.node, p.message, channel)) ||
+             kick;
     }
   }
+  // Issue 43: every agent that registered since the last round, in one round (one pass
+  // follows for all of them); after the messages, so that a replaced stream's last words
+  // (posted before its agent came back) count first.
+  for (PostedRegistration& r : registrations) RegisterPostedLocked(r);
   // After the agents' messages (an exit they report frees GPUs first), in the order posted.
   for (PostedSubmission& p : submissions) AdmitPostedLocked(p);
-  return kick || !submissions.empty();
+  return kick || !registrations.empty() || !submissions.empty();
 }
 
 void ControlPlane::AdmitPostedLocked(PostedSubmission& p) {
@@ -338,12 +375,22 @@ void ControlPlane::AgentDisconnected(const std::string& node, const AgentChannel
   {
     std::lock_guard<std::mutex> lock(mu_);
     kick = ApplyPostedLocked();  // what the agent said before it went
-    if (agents_.Disconnected(node, channel)) {  // else replaced already
-      UpdateReachable(node);
-      StageChanges();
-    }
+    kick = DisconnectedLocked(node, channel) || kick;
   }
   if (kick) Kick();
+}
+
+void ControlPlane::PostAgentDisconnected(const std::string& node,
+                                         const std::shared_ptr<AgentChannel>& channel) {
+  bool wake = false;
+  if (inbox_.PostMessage({node, {}, channel, /*ended=*/true}, &wake) && wake) Kick();
+}
+
+bool ControlPlane::DisconnectedLocked(const std::string& node, const AgentChannel* channel) {
+  if (!agents_.Disconnected(node, channel)) return false;  // replaced already
+  UpdateReachable(node);
+  StageChanges();
+  return pipeline_.HasWork();
 }
 
 void ControlPlane::DisconnectAgents() {

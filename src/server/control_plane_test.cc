@@ -684,6 +684,121 @@ TEST_F(ControlPlaneTest, ADisconnectionAppliesWhatTheAgentPostedBeforeIt) {
   EXPECT_EQ(Get(*cp, 2).state(), "assigned");
 }
 
+// Issue 43: a t2 flush demotes every task waiting in FQ (CN115981827A claim 3). Records that
+// changed in their Pt alone are written in the background, at most kDemotionsPerCommit in a
+// commit, so a flush of a million waiting tasks no longer stalls the loop in one commit of a
+// million records; the next rounds write the rest, and a restart then restores every Pt.
+TEST_F(ControlPlaneTest, Issue43_CN115981827A_Claim3_DemotionsOfAFlushAreStoredOverBoundedCommits) {
+  FaultyStore* store = nullptr;  // passes through: read the records the commits wrote
+  auto cp = Start(Faulty(store));
+  auto agent = Connect(*cp, Node("n1"));
+  const int64_t n = static_cast<int64_t>(CommitPipeline::kDemotionsPerCommit) + 200;
+  auto ids = cp->SubmitArray(Spec(), IndexRange{0, n - 1});
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  cp->RunOnce();  // two are placed, the others fail into FQ
+  ASSERT_EQ(agent->assigns().size(), 2u);
+  // How many stored records of waiting tasks have each Pt.
+  auto stored_pts = [&] {
+    std::map<int, int64_t> count;
+    auto live = store->LoadLiveTasks();
+    EXPECT_TRUE(live.ok()) << live.status().ToString();
+    for (const store::TaskRecord& r : live->tasks) {
+      if (r.task.state == core::TaskState::kPending) ++count[r.task.pt];
+    }
+    return count;
+  };
+  const std::map<int, int64_t> before = stored_pts();
+  ASSERT_EQ(before.size(), 1u);
+  const int pt = before.begin()->first;
+  ASSERT_EQ(before.begin()->second, n - 2);
+  clock_.AdvanceMs(config_.scheduler.t2_ms);
+  const size_t commits = store->committed_tasks().size();
+  cp->RunOnce();  // the flush demotes all n - 2; one bounded commit writes the first of them
+  ASSERT_EQ(store->committed_tasks().size(), commits + 1);
+  EXPECT_EQ(store->committed_tasks().back().size(), CommitPipeline::kDemotionsPerCommit);
+  EXPECT_EQ(stored_pts(), (std::map<int, int64_t>{
+                              {pt, n - 2 - static_cast<int64_t>(CommitPipeline::kDemotionsPerCommit)},
+                              {pt + 1, static_cast<int64_t>(CommitPipeline::kDemotionsPerCommit)}}));
+  cp->RunOnce();
+  EXPECT_EQ(stored_pts(), (std::map<int, int64_t>{{pt + 1, n - 2}}));
+  cp.reset();
+  cp = Start(Sqlite());
+  EXPECT_EQ(Get(*cp, static_cast<uint64_t>(n)).pt(), pt + 1) << "the restart lost a demotion";
+}
+
+// Issue 43: the AgentLink handler posts registrations (PostRegistration) instead of waiting
+// for mu_ once per agent; the next round admits every one posted meanwhile. Each agent is
+// told it is admitted (its call sends Registered) before any order goes to it; a second
+// instance of a live node is refused with the reason, never admitted; once the loop has
+// stopped a registration is refused at once.
+TEST_F(ControlPlaneTest, Issue43_RegistrationsPostedDuringARoundAreAllAdmittedByTheNext) {
+  auto cp = Start(Sqlite());
+  constexpr int kAgents = 300;
+  struct Answer {
+    std::shared_ptr<FakeAgentChannel> channel;
+    std::optional<size_t> sent_when_admitted;  // orders on the channel when `admitted` ran
+    std::optional<Status> done;
+  };
+  std::vector<Answer> answers(kAgents + 1);
+  auto post = [&](int i, AgentRegistration reg) {
+    Answer& a = answers[i];
+    a.channel = std::make_shared<FakeAgentChannel>();
+    cp->PostRegistration({std::move(reg), a.channel,
+                          [&a] { a.sent_when_admitted = a.channel->sent().size(); },
+                          [&a](const Status& s) { a.done = s; }});
+  };
+  for (int i = 0; i < kAgents; ++i) {
+    // n0 runs a task this server does not know: the registration's reconciliation kills it.
+    AgentRegistration reg = Node("n" + std::to_string(i), i == 0 ? std::vector<Ref>{{99, 1}}
+                                                                : std::vector<Ref>{});
+    reg.instance = "first";
+    post(i, std::move(reg));
+  }
+  EXPECT_TRUE(cp->ListNodes().empty()) << "admitted before the loop's round";
+  EXPECT_FALSE(answers[0].done.has_value());
+  cp->RunOnce();
+  EXPECT_EQ(cp->ListNodes().size(), static_cast<size_t>(kAgents));
+  for (int i = 0; i < kAgents; ++i) {
+    ASSERT_TRUE(answers[i].done.has_value()) << "n" << i << " not answered by the round";
+    EXPECT_TRUE(answers[i].done->ok()) << answers[i].done->ToString();
+    EXPECT_EQ(answers[i].sent_when_admitted, 0u) << "n" << i << ": an order came before Registered";
+  }
+  EXPECT_EQ(answers[0].channel->kills(), (std::vector<Ref>{{99, 1}}));
+  // Another process under a live node's name: refused, naming why; the node keeps its agent.
+  AgentRegistration other = Node("n0");
+  other.instance = "second";
+  post(kAgents, std::move(other));
+  cp->RunOnce();
+  ASSERT_TRUE(answers[kAgents].done.has_value());
+  EXPECT_EQ(answers[kAgents].done->code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(answers[kAgents].done->message().find("node n0 is alive"), std::string::npos)
+      << answers[kAgents].done->message();
+  EXPECT_FALSE(answers[kAgents].sent_when_admitted.has_value()) << "a refused agent was admitted";
+  EXPECT_FALSE(answers[0].channel->closed());
+  cp->StopLoop();
+  post(kAgents, Node("late"));
+  ASSERT_TRUE(answers[kAgents].done.has_value()) << "a registration waits for a stopped loop";
+  EXPECT_EQ(answers[kAgents].done->code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(answers[kAgents].sent_when_admitted.has_value());
+  ASSERT_TRUE(cp->CheckInvariants().ok());
+}
+
+// A registration still waiting in the inbox when the loop stops is answered (refused), so the
+// agent's call ends instead of waiting for a round that never comes.
+TEST_F(ControlPlaneTest, Issue43_ARegistrationNotTakenWhenTheLoopStopsIsRefused) {
+  auto cp = Start(Sqlite());
+  std::optional<Status> done;
+  bool admitted = false;
+  cp->PostRegistration({Node("n1"), std::make_shared<FakeAgentChannel>(),
+                        [&] { admitted = true; }, [&](const Status& s) { done = s; }});
+  EXPECT_FALSE(done.has_value());
+  cp->StopLoop();
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->code(), StatusCode::kUnavailable) << done->ToString();
+  EXPECT_FALSE(admitted);
+  EXPECT_TRUE(cp->ListNodes().empty());
+}
+
 // The inbox is bounded: a handler posting into a full one waits until the loop takes it (its
 // agent's stream is not read meanwhile), and once the loop has stopped it drops, never waits.
 TEST_F(ControlPlaneTest, APostIntoAFullInboxWaitsForTheLoopAndNoneWaitsAfterItStopped) {

@@ -25,6 +25,18 @@ std::string LoopInbox::PostSubmission(PostedSubmission&& s, bool* wake) {
   return "";
 }
 
+std::string LoopInbox::PostRegistration(PostedRegistration&& r, bool* wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return "stopping";
+  if (registrations_.size() >= max_posted_) {
+    return "busy: " + std::to_string(max_posted_) + " registrations wait for its loop";
+  }
+  *wake = !woken_;
+  woken_ = true;
+  registrations_.push_back(std::move(r));
+  return "";
+}
+
 std::vector<PostedSubmission> LoopInbox::TakeKeyed() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<PostedSubmission> out;
@@ -37,6 +49,7 @@ LoopInbox::Taken LoopInbox::Take() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     out.messages.swap(messages_);
+    out.registrations.swap(registrations_);
     out.submissions.swap(submissions_);
     woken_ = false;
   }
@@ -44,13 +57,14 @@ LoopInbox::Taken LoopInbox::Take() {
   return out;
 }
 
-std::vector<PostedSubmission> LoopInbox::Close() {
-  std::vector<PostedSubmission> out;
+LoopInbox::Closed LoopInbox::Close() {
+  Closed out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
-    out.swap(submissions_);
-    for (PostedSubmission& s : keyed_) out.push_back(std::move(s));
+    out.registrations.swap(registrations_);
+    out.submissions.swap(submissions_);
+    for (PostedSubmission& s : keyed_) out.submissions.push_back(std::move(s));
     keyed_.clear();
   }
   room_.notify_all();

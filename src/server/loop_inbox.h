@@ -1,14 +1,17 @@
 #pragma once
-// LoopInbox: the two inboxes of the control plane's loop (issue 40: split out of
-// ControlPlane). Agent handlers post the messages of their streams; the gRPC and REST doors
-// post submissions (keyed ones apart: the loop reads their keys from the store before the
-// round that admits them). The loop takes what was posted, in the order posted, each round.
+// LoopInbox: the inboxes of the control plane's loop (issue 40: split out of ControlPlane).
+// Agent handlers post the messages of their streams and their registrations (issue 43: the
+// completion queue's thread never waits for the control plane's lock); the gRPC and REST
+// doors post submissions (keyed ones apart: the loop reads their keys from the store before
+// the round that admits them). The loop takes what was posted, in the order posted, each
+// round.
 //
-// Bounds: at most `max_posted` messages and as many submissions wait. A handler that finds
-// the message inbox full waits for the loop to take it (its agent's stream is not read
-// meanwhile: gRPC's flow control slows the agent down); a submission that finds its inbox
-// full is refused at once (the client submits again). Once closed (the loop stopped) messages
-// are dropped and submissions refused; Close hands back those not taken.
+// Bounds: at most `max_posted` messages, as many registrations and as many submissions wait.
+// A handler that finds the message inbox full waits for the loop to take it (its agent's
+// stream is not read meanwhile: gRPC's flow control slows the agent down); a registration or
+// a submission that finds its inbox full is refused at once (the agent connects again, the
+// client submits again). Once closed (the loop stopped) messages are dropped, registrations
+// and submissions refused; Close hands back those not taken, for their posters to answer.
 //
 // Thread-safety: every method from any thread (its own lock, never held while calling out).
 
@@ -33,8 +36,22 @@ using SubmitManyDone = std::function<void(StatusOr<std::vector<TaskId>>)>;
 
 struct PostedMessage {
   std::string node;
-  AgentReport message;
+  AgentReport message;                  // unused when `ended`
   std::weak_ptr<AgentChannel> channel;  // the stream it came on
+  bool ended = false;                   // the stream ended, after its last message
+};
+
+// Issue 43: an agent's registration, for the loop to admit (many in one round) instead of the
+// completion queue's thread waiting for the control plane's lock once per agent. The loop
+// calls `admitted` once the node is admitted and before anything is sent on `channel` (the
+// call sends the agent its Registered there, so it comes first), then `done` with the outcome;
+// both with the control plane's lock held: neither may wait. A registration refused unseen
+// (the inbox closed or full) gets `done` alone, from its poster or from Close's taker.
+struct PostedRegistration {
+  AgentRegistration reg;
+  std::shared_ptr<AgentChannel> channel;
+  std::function<void()> admitted;
+  std::function<void(const Status&)> done;
 };
 
 struct PostedSubmission {
@@ -60,23 +77,32 @@ class LoopInbox {
   // Never waits. "" when posted (`s` moved in), else why not ("stopping", "busy: ...") with
   // `s` left as it was, for its poster to answer. Submissions are urgent.
   std::string PostSubmission(PostedSubmission&& s, bool* wake);
+  // Never waits, like PostSubmission; registrations are urgent.
+  std::string PostRegistration(PostedRegistration&& r, bool* wake);
   // The keyed submissions posted so far.
   std::vector<PostedSubmission> TakeKeyed();
-  // The messages and the unkeyed submissions posted so far, both at once: a post that then
-  // finds the inbox empty wakes the loop for what follows.
+  // The messages, the registrations and the unkeyed submissions posted so far, all at once: a
+  // post that then finds the inbox empty wakes the loop for what follows.
   struct Taken {
     std::vector<PostedMessage> messages;
+    std::vector<PostedRegistration> registrations;
     std::vector<PostedSubmission> submissions;
   };
   Taken Take();
-  // Refuses every post from now on; returns the submissions not taken, unkeyed first.
-  std::vector<PostedSubmission> Close();
+  // Refuses every post from now on; returns the registrations and the submissions not taken
+  // (unkeyed submissions first).
+  struct Closed {
+    std::vector<PostedRegistration> registrations;
+    std::vector<PostedSubmission> submissions;
+  };
+  Closed Close();
 
  private:
   const size_t max_posted_;
   std::mutex mu_;
   std::condition_variable room_;  // the messages were taken, or the inbox closed
   std::vector<PostedMessage> messages_;
+  std::vector<PostedRegistration> registrations_;
   std::vector<PostedSubmission> submissions_, keyed_;
   bool closed_ = false;
   bool woken_ = false;  // an urgent post woke the loop since it last took the inbox

@@ -110,12 +110,18 @@ TEST(LoopInboxTest, Issue40_CloseHandsBackWhatWasNotTakenAndRefusesTheRest) {
   });
   std::vector<std::string> answers;
   ASSERT_EQ(inbox.PostSubmission(Sub("k", &answers), &first), "");
-  std::vector<PostedSubmission> left = inbox.Close();
+  PostedRegistration reg;
+  reg.reg.spec.name = "n1";
+  ASSERT_EQ(inbox.PostRegistration(std::move(reg), &first), "");
+  LoopInbox::Closed left = inbox.Close();
   handler.join();
   EXPECT_EQ(result, 0);
-  ASSERT_EQ(left.size(), 1u);
-  EXPECT_EQ(left[0].key, "k");
+  ASSERT_EQ(left.submissions.size(), 1u);
+  EXPECT_EQ(left.submissions[0].key, "k");
+  ASSERT_EQ(left.registrations.size(), 1u);
+  EXPECT_EQ(left.registrations[0].reg.spec.name, "n1");
   EXPECT_EQ(inbox.PostSubmission(Sub("", &answers), &first), "stopping");
+  EXPECT_EQ(inbox.PostRegistration(PostedRegistration{}, &first), "stopping");
   EXPECT_FALSE(inbox.PostMessage(Beat("c"), &first));
   EXPECT_TRUE(answers.empty());  // the inbox answers nobody: its owner does
 }

@@ -163,6 +163,8 @@ TEST_F(AsyncAgentLinkTest, AgentThatClosesItsSideIsDisconnectedAndTheCallEndsOk)
   }
   EXPECT_TRUE(stream_->Finish().ok());
   stream_.reset();
+  // The disconnection is posted to the loop (issue 43), which applies it in its next round.
+  for (int i = 0; i < 200 && Reachable("dev-1") != false; ++i) std::this_thread::sleep_for(50ms);
   EXPECT_EQ(Reachable("dev-1"), false);
   EXPECT_FALSE(ch->Send(Big())) << "a call that ended still queues";
 }

@@ -69,6 +69,11 @@ class AsyncAgentLinkTest : public ::testing::Test {
     auto stopped = std::async(std::launch::async, [&] {
       server_->Shutdown(std::chrono::system_clock::now() + 2s);
       link_->Stop();
+      // As Server::Shutdown does: the loop stops, and the control plane lets go of the calls
+      // (a disconnection posted but not applied leaves one in its registry) while the server
+      // and the queue still exist.
+      cp_->StopLoop();
+      cp_->DisconnectAgents();
       queue_.Stop();
     });
     EXPECT_EQ(stopped.wait_for(20s), std::future_status::ready) << "shutdown hung";

@@ -82,7 +82,16 @@ struct Server::Impl {
   ~Impl() {
     if (grpc) grpc->Shutdown(std::chrono::system_clock::now());
     StopQueue();
-    if (cp) cp->StopLoop();
+    StopControlPlane();
+  }
+  // After the queue drained: the loop stops, and the control plane lets go of the agents'
+  // calls while the gRPC server still exists (issue 43: a disconnection the loop did not
+  // apply before it stopped leaves its call in the registry, and the gate may keep the
+  // control plane until after the server is gone).
+  void StopControlPlane() {
+    if (!cp) return;
+    cp->StopLoop();
+    cp->DisconnectAgents();
   }
   // After the gRPC server's Shutdown: no call is requested any more, then the queue drains.
   void StopQueue() {
@@ -669,7 +678,7 @@ void Server::Shutdown() {
   if (s.probe) s.probe->Stop();
   s.grpc->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   s.StopQueue();  // after the calls ended
-  if (s.cp) s.cp->StopLoop();
+  s.StopControlPlane();
   s.cv.notify_all();
 }
 

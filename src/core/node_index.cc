@@ -64,6 +64,27 @@ auto SummaryTie(const NodeSummary& s) {
                   s.inv_mem, s.inv_gpu_mem);
 }
 
+bool EntryBefore(const NodeIndex::Entry& a, const NodeIndex::Entry& b) {
+  return a.used != b.used ? a.used < b.used : a.id < b.id;
+}
+
+// The entry of class `id` (with that `used`) in the bucket; end() when it is not there.
+NodeIndex::Bucket::const_iterator FindEntry(const NodeIndex::Bucket& entries, double used,
+                                            uint32_t id) {
+  NodeIndex::Entry key;
+  key.used = used;
+  key.id = id;
+  const auto it = std::lower_bound(entries.begin(), entries.end(), key, EntryBefore);
+  return it != entries.end() && it->id == id ? it : entries.end();
+}
+
+bool SameInputs(const ScoreInputs& a, const ScoreInputs& b) {
+  return std::tie(a.cpu_alloc, a.mem_alloc, a.gpu_alloc_mib, a.max_gpu_total_mib, a.gpu_count,
+                  a.running_tasks, a.inv_cpu, a.inv_mem, a.inv_gpu_mem) ==
+         std::tie(b.cpu_alloc, b.mem_alloc, b.gpu_alloc_mib, b.max_gpu_total_mib, b.gpu_count,
+                  b.running_tasks, b.inv_cpu, b.inv_mem, b.inv_gpu_mem);
+}
+
 }  // namespace
 
 NodeIndex::Usage NodeIndex::UsageOf(const NodeSummary& s) {
@@ -154,7 +175,9 @@ uint32_t NodeIndex::NewClass(uint64_t hash, uint32_t group, const NodeSummary& s
   c.bucket = Group::BucketOf(s.whole_free_gpus, g.Level(s.max_gpu_free_mib),
                              SpreadLevel(usage.spread), SectorOf(usage.angle));
   by_hash_.emplace(hash, id);
-  g.buckets[c.bucket].emplace(c.used, id);
+  Bucket& bucket = g.buckets[c.bucket];
+  const Entry entry{c.used, id, ScoreInputsOf(s)};
+  bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), entry, EntryBefore), entry);
   return id;
 }
 
@@ -170,7 +193,7 @@ void NodeIndex::Leave(size_t index, const std::string& name) {
   }
   Group& g = groups_[c.group];
   auto bucket = g.buckets.find(c.bucket);
-  bucket->second.erase({c.used, id});
+  bucket->second.erase(FindEntry(bucket->second, c.used, id));
   if (bucket->second.empty()) g.buckets.erase(bucket);
   auto [begin, end] = by_hash_.equal_range(c.hash);
   for (auto it = begin; it != end; ++it) {
@@ -233,7 +256,13 @@ bool NodeIndex::Consistent(const std::vector<NodeState>& nodes,
     const Class& c = classes_[id];
     const auto bucket = groups_[c.group].buckets.find(c.bucket);
     if (c.members.empty() || c.first != c.members.begin()->second ||
-        bucket == groups_[c.group].buckets.end() || !bucket->second.contains({c.used, id})) {
+        bucket == groups_[c.group].buckets.end()) {
+      return false;
+    }
+    const Bucket& entries = bucket->second;
+    const auto entry = FindEntry(entries, c.used, id);
+    if (entry == entries.end() ||
+        !SameInputs(entry->in, ScoreInputsOf(summaries[c.first]))) {
       return false;
     }
     const uint32_t first = c.first;
@@ -248,7 +277,9 @@ bool NodeIndex::Consistent(const std::vector<NodeState>& nodes,
   size_t listed = 0;
   for (const Group& g : groups_) {
     for (const auto& [b, classes] : g.buckets) {
-      if (classes.empty()) return false;
+      if (classes.empty() || !std::is_sorted(classes.begin(), classes.end(), EntryBefore)) {
+        return false;
+      }
       listed += classes.size();
     }
   }

@@ -9,12 +9,14 @@
 //   group   classes of nodes with the same capacities (CPU, RAM, GPU memory, GPU sizes).
 //   bucket  within a group, classes with the same whole free GPUs, free-GPU-memory level,
 //           spread level and direction sector of their used fractions, ordered by `used`
-//           (the mean used fraction of CPU, RAM and GPU memory).
+//           (the mean used fraction of CPU, RAM and GPU memory), each with what the scorers
+//           read of its nodes, in one array a walk reads in order.
 // A request looks only at the buckets whose nodes may have its GPUs. For each bucket,
 // Placer::IndexedBest bounds the weighted score of any node in it that passes the filters by
 // c0 - c1 x used (placement_index.cc derives it), so the walk goes down the buckets from the
-// highest bound and stops once every bound left is below the best score found: the node the
-// full scan picks, with the same tie by name (node_index_test compares both).
+// highest bound and stops once every bound left is below the best score found; a class whose
+// own score (from its entry) is below the best is passed over without reading its nodes. The
+// node the full scan picks, with the same tie by name (node_index_test compares both).
 //
 // Thread-safety: none; const methods may be called concurrently when no thread mutates.
 
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "core/node.h"
+#include "core/scorers.h"
 
 namespace gpusched::core {
 
@@ -77,7 +80,15 @@ class NodeIndex {
     double used = 0;     // mean used fraction of CPU, RAM and GPU memory (UsageOf)
     std::set<std::pair<std::string, uint32_t>> members;  // (name, node index), name order
   };
-  using ByUsed = std::set<std::pair<double, uint32_t>>;  // (used, class id), least used first
+  // A class as a bucket lists it: what the scorers read of its nodes, so a walk can score it
+  // without its nodes (Placer::IndexedBest), and its `used` for the bound.
+  struct Entry {
+    double used = 0;
+    uint32_t id = 0;  // the class
+    ScoreInputs in;   // ScoreInputsOf any member's summary: the same for all of them
+  };
+  // Classes by (used, id), least used first; contiguous, so a walk reads it in order.
+  using Bucket = std::vector<Entry>;
   struct Group {
     GroupKey key;
     double inv_cpu = 0, inv_mem = 0, inv_gpu_mem = 0;
@@ -85,7 +96,7 @@ class NodeIndex {
     // ((w x (kLevels + 1) + l) x kSpreads + s) x kSectors + d: a request for g whole GPUs
     // looks only at buckets with w >= g, one for g shares of m MiB only at levels >= Level(m)
     // (a node there may have a GPU with m free; below, none has).
-    std::unordered_map<uint32_t, ByUsed> buckets;  // the non-empty ones only
+    std::unordered_map<uint32_t, Bucket> buckets;  // the non-empty ones only
     int Level(MiB free) const;
     static uint32_t BucketOf(int whole_free, int level, int spread, int sector) {
       return static_cast<uint32_t>(((whole_free * (kLevels + 1) + level) * kSpreads + spread) *

@@ -127,8 +127,9 @@ class Placer {
   Candidate Scan(const ClusterState& cluster, const PlacementRequest& r,
                  std::span<const WeightedShape> shapes, PlacementReport* report) const;
   // Issue 43: the weighted-score best through the node index: the node Scan would choose.
-  // The report counts the nodes of the classes it looked at; `examined_nodes` says how many
-  // that was. None fits: Place() scans for the full counts.
+  // The report counts the nodes of the classes it ran the filters on (those whose score may
+  // win); `examined_nodes` says how many that was. None fits: Place() scans for the full
+  // counts.
   Candidate IndexedBest(const ClusterState& cluster, const PlacementRequest& r,
                         PlacementReport* report) const;
   bool UsesIndex(const ClusterState& cluster) const;

@@ -1,6 +1,7 @@
 // Placer::IndexedBest (issue 43): a weighted-score decision through the node index.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -40,7 +41,12 @@ struct RequestShare {
   double mean = 0, spread_lo = 0, spread_hi = 0, angle = 0;
   bool directed = false;
   int kinds = 0;
+  // When directed: by sector, the least cosine of the angle between a direction in it and
+  // the request's (LeastCosine), computed once for every bucket of the group.
+  std::array<double, NodeIndex::kSectors> least_cos{};
 };
+
+double LeastCosine(int sector, double angle);
 
 RequestShare ShareOf(const NodeIndex::Group& g, const PlacementRequest& r) {
   double lo[3], hi[3];
@@ -70,7 +76,10 @@ RequestShare ShareOf(const NodeIndex::Group& g, const PlacementRequest& r) {
   share.spread_hi = std::max(SpreadOfFractions(lo, k), SpreadOfFractions(hi, k));
   share.spread_lo = fixed ? SpreadOfFractions(lo, k) : 0.0;
   share.directed = fixed && k == 3;
-  if (share.directed) share.angle = NodeIndex::Direction(lo);
+  if (share.directed) {
+    share.angle = NodeIndex::Direction(lo);
+    for (int d = 0; d < NodeIndex::kSectors; ++d) share.least_cos[d] = LeastCosine(d, share.angle);
+  }
   return share;
 }
 
@@ -91,7 +100,7 @@ double LeastSpreadAfter(const RequestShare& share, bool node_directed, uint32_t 
     return std::max({0.0, s_lo - share.spread_hi, share.spread_lo - s_hi});
   }
   const double sr = share.spread_lo;
-  const double c = LeastCosine(NodeIndex::Group::Sector(bucket), share.angle);
+  const double c = share.least_cos[NodeIndex::Group::Sector(bucket)];
   const double s = std::clamp(-sr * c, s_lo, s_hi);  // the vertex of the quadratic in s
   return std::sqrt(std::max(0.0, s * s + sr * sr + 2 * s * sr * c));
 }
@@ -110,15 +119,18 @@ Bound BoundFor(const NodeIndex::Group& g, const RequestShare& share, uint32_t bu
   return {(least + balanced + others) / total, wl * 100.0 / total};
 }
 
-struct Cursor {
+// A bucket the request may fit in, with its bound line and its bound at its least used class
+// (the highest in the bucket).
+struct Walk {
   double bound;
   Bound line;
   uint32_t group, bucket;
-  NodeIndex::ByUsed::const_iterator at, end;
+  const NodeIndex::Bucket* classes;
 };
 
-// Max-heap on the bound; equal bounds by group and bucket, so the walk is the same every run.
-bool LowerBound(const Cursor& a, const Cursor& b) {
+// The heap's order (a max-heap on the bound); equal bounds by group and bucket, so the walk is
+// the same every run.
+bool LowerBound(const Walk& a, const Walk& b) {
   if (a.bound != b.bound) return a.bound < b.bound;
   return a.group != b.group ? a.group > b.group : a.bucket > b.bucket;
 }
@@ -130,15 +142,14 @@ bool MayFit(const NodeIndex::Group& g, uint32_t bucket, const PlacementRequest& 
   return NodeIndex::Group::FreeLevel(bucket) >= g.Level(r.gpu_mem_mib);
 }
 
-// A cursor at the start of every bucket of the group the request may fit in.
-void AddCursors(const NodeIndex::Group& g, uint32_t group, const PlacementRequest& r,
-                const ScoreWeights& w, std::vector<Cursor>* heap) {
+// Every bucket of the group the request may fit in.
+void AddWalks(const NodeIndex::Group& g, uint32_t group, const PlacementRequest& r,
+              const ScoreWeights& w, std::vector<Walk>* walks) {
   const RequestShare share = ShareOf(g, r);
   for (const auto& [b, classes] : g.buckets) {
     if (!MayFit(g, b, r)) continue;
-    const auto first = classes.begin();
     const Bound line = BoundFor(g, share, b, w);
-    heap->push_back({line.At(first->first), line, group, b, first, classes.end()});
+    walks->push_back({line.At(classes.front().used), line, group, b, &classes});
   }
 }
 
@@ -153,18 +164,21 @@ Placer::Candidate Placer::IndexedBest(const ClusterState& cluster, const Placeme
                                       PlacementReport* report) const {
   const NodeIndex& index = cluster.index();
   const auto& groups = index.groups();
-  std::vector<Cursor> heap;
-  for (uint32_t g = 0; g < groups.size(); ++g) AddCursors(groups[g], g, r, options_.weights, &heap);
-  std::make_heap(heap.begin(), heap.end(), LowerBound);
+  std::vector<Walk> walks;
+  for (uint32_t g = 0; g < groups.size(); ++g) AddWalks(groups[g], g, r, options_.weights, &walks);
+  // A heap: most decisions walk a few of the buckets, highest bound first.
+  std::make_heap(walks.begin(), walks.end(), LowerBound);
   Candidate best;
   // Every node left in a bucket scores at most the bucket's bound: below the best, none can
   // win (nor tie).
   auto hopeless = [&](double bound) {
     return best.index != SIZE_MAX && bound < -best.primary - kBoundMargin;
   };
+  // A class that may win: its first member by name (the one a tie would choose) through the
+  // filters, and ranked as the scan ranks it.
   auto visit = [&](uint32_t class_id) {
     const NodeIndex::Class& c = index.cls(class_id);
-    const size_t i = c.first;  // the class's first name: the one a tie would choose
+    const size_t i = c.first;
     const auto members = static_cast<int64_t>(c.members.size());
     report->examined_nodes += members;
     const int rejected_by =
@@ -177,21 +191,24 @@ Placer::Candidate Placer::IndexedBest(const ClusterState& cluster, const Placeme
     const Candidate candidate = Rank(cluster.summary(i), i, r);
     if (Better(cluster, candidate, best)) best = candidate;
   };
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), LowerBound);
-    Cursor cur = heap.back();
-    heap.pop_back();
-    if (hopeless(cur.bound)) break;  // the highest bound of all
-    // Down this bucket while it stays ahead of every other.
-    const double next = heap.empty() ? -1e300 : heap.front().bound;
-    for (visit(cur.at->second); ++cur.at != cur.end; visit(cur.at->second)) {
-      cur.bound = cur.line.At(cur.at->first);
-      if (hopeless(cur.bound)) break;
-      if (cur.bound < next) {
-        heap.push_back(cur);
-        std::push_heap(heap.begin(), heap.end(), LowerBound);
-        break;
-      }
+  // The buckets from the highest bound down; each from its least used class while its bound
+  // may still reach the best. A class whose own score (from its entry) is below the best by
+  // more than rounding cannot win: it is not looked at further.
+  const bool default_plugins = OnlyDefaultPluginsWeighted(options_.weights);
+  const double wl = options_.weights.weight[kScorerLeastAllocated];
+  const double wb = options_.weights.weight[kScorerBalancedAllocation];
+  auto score = [&](const ScoreInputs& in) {
+    return default_plugins && HasAllKinds(in) ? DefaultPluginsScore(in, r, wl, wb)
+                                              : WeightedScoreFast(options_.weights, in, r);
+  };
+  for (auto end = walks.end(); end != walks.begin(); --end) {
+    std::pop_heap(walks.begin(), end, LowerBound);
+    const Walk& walk = *(end - 1);
+    if (hopeless(walk.bound)) break;  // and every bucket after it
+    for (const NodeIndex::Entry& e : *walk.classes) {
+      if (hopeless(walk.line.At(e.used))) break;
+      if (best.index != SIZE_MAX && -score(e.in) > best.primary + kBoundMargin) continue;
+      visit(e.id);
     }
   }
   return best;

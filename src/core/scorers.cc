@@ -5,13 +5,6 @@
 namespace gpusched::core {
 namespace {
 
-// GPU memory this request takes on the node (whole GPUs count their full size).
-MiB RequestedGpuMib(const ScoreInputs& in, const PlacementRequest& r) {
-  if (r.gpus == 0) return 0;
-  if (r.exclusive) return in.gpu_count == 0 ? 0 : r.gpus * in.max_gpu_total_mib;
-  return r.gpus * r.gpu_mem_mib;
-}
-
 // Up to three "used fraction after placement" values (CPU, RAM, GPU memory, those the node
 // has), clamped to [0, 1]; returns how many.
 int FractionsOf(const ScoreInputs& in, const PlacementRequest& r, double out[3]) {
@@ -118,8 +111,8 @@ double Weighted(const ScoreWeights& w, const std::array<double, kNumScorers>& va
   return weights > 0 ? sum / weights : 0.0;
 }
 
-// True when no plugin but LeastAllocated and BalancedAllocation has a weight: the case
-// WeightedScoreFast computes inline.
+}  // namespace
+
 bool OnlyDefaultPluginsWeighted(const ScoreWeights& w) {
   for (int id = 0; id < kNumScorers; ++id) {
     if (id != kScorerLeastAllocated && id != kScorerBalancedAllocation && w.weight[id] != 0) {
@@ -129,20 +122,14 @@ bool OnlyDefaultPluginsWeighted(const ScoreWeights& w) {
   return true;
 }
 
-}  // namespace
-
 double WeightedScoreFast(const ScoreWeights& w, const NodeSummary& s, const PlacementRequest& r) {
-  const ScoreInputs in = ScoreInputsOf(s);
-  if (in.inv_cpu > 0 && in.inv_mem > 0 && in.inv_gpu_mem > 0 && OnlyDefaultPluginsWeighted(w)) {
-    // The default plugins on a node with CPU, RAM and GPUs: the hot case, without branches.
-    double f[3];
-    FractionsOf(in, r, f);
-    const double mean = (f[0] + f[1] + f[2]) * (1.0 / 3.0);
-    const double d0 = f[0] - mean, d1 = f[1] - mean, d2 = f[2] - mean;
-    const double least = (1.0 - mean) * 100.0;
-    const double balanced = (1.0 - std::sqrt((d0 * d0 + d1 * d1 + d2 * d2) * (1.0 / 3.0))) * 100.0;
-    const double wl = w.weight[kScorerLeastAllocated], wb = w.weight[kScorerBalancedAllocation];
-    return wl + wb > 0 ? (wl * least + wb * balanced) / (wl + wb) : 0.0;
+  return WeightedScoreFast(w, ScoreInputsOf(s), r);
+}
+
+double WeightedScoreFast(const ScoreWeights& w, const ScoreInputs& in, const PlacementRequest& r) {
+  if (HasAllKinds(in) && OnlyDefaultPluginsWeighted(w)) {
+    return DefaultPluginsScore(in, r, w.weight[kScorerLeastAllocated],
+                               w.weight[kScorerBalancedAllocation]);
   }
   return Weighted(w, ScorerValues(in, r));
 }

@@ -18,7 +18,9 @@
 // (WeightedScoreFast's inline path covers the default plugins only; a weight on any other
 // plugin takes the table's path.)
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "core/filters.h"
@@ -45,6 +47,36 @@ struct ScoreInputs {
 };
 ScoreInputs ScoreInputsOf(const NodeState& n);
 ScoreInputs ScoreInputsOf(const NodeSummary& s);
+
+// GPU memory this request takes on the node (whole GPUs count their full size).
+inline MiB RequestedGpuMib(const ScoreInputs& in, const PlacementRequest& r) {
+  if (r.gpus == 0) return 0;
+  if (r.exclusive) return in.gpu_count == 0 ? 0 : r.gpus * in.max_gpu_total_mib;
+  return r.gpus * r.gpu_mem_mib;
+}
+
+// Whether the node has CPU, RAM and GPU memory (DefaultPluginsScore's case).
+inline bool HasAllKinds(const ScoreInputs& in) {
+  return in.inv_cpu > 0 && in.inv_mem > 0 && in.inv_gpu_mem > 0;
+}
+
+// The default plugins, LeastAllocated and BalancedAllocation weighted wl and wb, on a node with
+// all three kinds: WeightedScoreFast's hot path, inline here so the node index's walk
+// (placement_index.cc) scores a class as the scan scores its nodes.
+[[gnu::always_inline]] inline double DefaultPluginsScore(const ScoreInputs& in,
+                                                        const PlacementRequest& r, double wl,
+                                                        double wb) {
+  const double f[3] = {
+      std::clamp(static_cast<double>(in.cpu_alloc + r.resources.cpu_milli) * in.inv_cpu, 0.0, 1.0),
+      std::clamp(static_cast<double>(in.mem_alloc + r.resources.mem_mib) * in.inv_mem, 0.0, 1.0),
+      std::clamp(static_cast<double>(in.gpu_alloc_mib + RequestedGpuMib(in, r)) * in.inv_gpu_mem,
+                 0.0, 1.0)};
+  const double mean = (f[0] + f[1] + f[2]) * (1.0 / 3.0);
+  const double d0 = f[0] - mean, d1 = f[1] - mean, d2 = f[2] - mean;
+  const double least = (1.0 - mean) * 100.0;
+  const double balanced = (1.0 - std::sqrt((d0 * d0 + d1 * d1 + d2 * d2) * (1.0 / 3.0))) * 100.0;
+  return wl + wb > 0 ? (wl * least + wb * balanced) / (wl + wb) : 0.0;
+}
 
 // One node and one request: what a plugin reads. `fractions` are the used fractions of CPU,
 // RAM and GPU memory after placement, clamped to [0, 1], for the `kinds` of them the node has.
@@ -117,6 +149,11 @@ double WeightedScore(const ScoreWeights& w, const NodeState& n, const PlacementR
 // on a node with CPU, RAM and GPUs, computed inline (the hot case; scorers_test checks that
 // it agrees with ScorerValue over random nodes).
 double WeightedScoreFast(const ScoreWeights& w, const NodeSummary& s, const PlacementRequest& r);
+// The same from the inputs (ScoreInputsOf(s) gives what the summary form computes with).
+double WeightedScoreFast(const ScoreWeights& w, const ScoreInputs& in, const PlacementRequest& r);
+// True when no plugin but LeastAllocated and BalancedAllocation has a weight: the case
+// WeightedScoreFast computes inline (DefaultPluginsScore).
+bool OnlyDefaultPluginsWeighted(const ScoreWeights& w);
 
 // Used fractions of CPU, RAM and GPU memory after placement, clamped to [0, 1]; returns how
 // many of the three the node has.

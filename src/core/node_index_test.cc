@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/rng.h"
@@ -183,26 +184,34 @@ TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
   ASSERT_TRUE(cluster.CheckInvariants().ok());
 }
 
-// The bound prunes: with most nodes busy and a few empty, a decision looks at far fewer
-// nodes than the cluster has, and still picks what the scan picks.
-TEST(NodeIndexTest, Issue43_ADecisionLooksOnlyAtNodesThatCanWin) {
-  ClusterState cluster;
-  std::vector<Placement> load;
+// 1,000 nodes of 8 H100s, n1000 .. n1999; node i holds what load(i) returns on its first
+// GPUs (none: it stays empty).
+struct Load {
+  int gpus = 0;
+  Resources resources;
+};
+template <typename F>
+void AddLoadedNodes(ClusterState& cluster, F load) {
   for (int i = 0; i < 1000; ++i) {
     NodeSpec n;
     n.name = "n" + std::to_string(1000 + i);
     n.capacity = {128'000, 1024 * 1024};
     n.gpus.assign(8, {"H100", 80 * 1024});
     const size_t at = *cluster.Upsert(n, 0);
-    if (i % 10 == 9) continue;  // every tenth node stays empty
+    const Load l = load(i);
+    if (l.gpus == 0) continue;
     Placement p;
     p.node_index = at;
     p.node = n.name;
-    p.gpus = {0, 1, 2, 3, 4, 5};
-    p.gpu_mem_mib.assign(6, 80 * 1024);
-    p.resources = {static_cast<int64_t>(1000 * (i % 97 + 1)), 4096};
+    for (int g = 0; g < l.gpus; ++g) p.gpus.push_back(g);
+    p.gpu_mem_mib.assign(static_cast<size_t>(l.gpus), 80 * 1024);
+    p.resources = l.resources;
     cluster.Reserve(p);
   }
+}
+
+// One GPU's 20 GiB, 4 CPUs and 16 GiB, through the index and by the scan.
+std::pair<PlacementResult, PlacementResult> PlaceBothWays(const ClusterState& cluster) {
   PlacementRequest r;
   r.gpus = 1;
   r.gpu_mem_mib = 20 * 1024;
@@ -211,13 +220,41 @@ TEST(NodeIndexTest, Issue43_ADecisionLooksOnlyAtNodesThatCanWin) {
   scan.index = false;
   PlacementOptions indexed;
   indexed.index_min_nodes = 1000;
-  const PlacementResult a = Placer(indexed, nullptr).Place(cluster, r);
-  const PlacementResult b = Placer(scan, nullptr).Place(cluster, r);
+  return {Placer(indexed, nullptr).Place(cluster, r), Placer(scan, nullptr).Place(cluster, r)};
+}
+
+// The bound prunes: with most nodes busy and a few empty, a decision looks at far fewer
+// nodes than the cluster has, and still picks what the scan picks.
+TEST(NodeIndexTest, Issue43_ADecisionLooksOnlyAtNodesThatCanWin) {
+  ClusterState cluster;
+  AddLoadedNodes(cluster, [](int i) {
+    if (i % 10 == 9) return Load{};  // every tenth node stays empty
+    return Load{6, {int64_t{1000} * (i % 97 + 1), 4096}};
+  });
+  const auto [a, b] = PlaceBothWays(cluster);
   ASSERT_TRUE(a.placed());
   EXPECT_EQ(a.placement.node, b.placement.node);
   EXPECT_EQ(a.placement.node, "n1009");  // the first empty node by name
   EXPECT_EQ(b.report.examined_nodes, 1000);
-  EXPECT_LE(a.report.examined_nodes, 200) << "the index looked at most of the cluster";
+  // The filters ran on one class only, the 100 empty nodes'.
+  EXPECT_EQ(a.report.examined_nodes, 100) << "the index ran the filters on classes that cannot win";
+}
+
+// Within a bucket, a class's own score decides whether its nodes are read: 1,000 nodes, each
+// in a class of its own and all in the few buckets of "4 GPUs of 8 taken", differ only in CPU
+// and RAM. The buckets' bounds cannot tell them apart; the entries' scores can, so the
+// filters run on the winner alone (before entries carried the scorers' inputs, 189 nodes).
+TEST(NodeIndexTest, Issue43_TheFiltersRunOnlyOnClassesWhoseScoreMayWin) {
+  ClusterState cluster;
+  AddLoadedNodes(cluster, [](int i) {
+    return Load{4, {int64_t{1000} * (i % 97 + 20), int64_t{1024} * (i % 89 + 100)}};
+  });
+  ASSERT_EQ(cluster.index().class_count(), 1000u);
+  const auto [a, b] = PlaceBothWays(cluster);
+  ASSERT_TRUE(a.placed());
+  EXPECT_EQ(a.placement.node, b.placement.node);
+  EXPECT_EQ(a.report.score, b.report.score);
+  EXPECT_LE(a.report.examined_nodes, 5);
 }
 
 }  // namespace

@@ -128,8 +128,8 @@ TEST_F(NodeLossTest, Issue37_LateSuccessIsKeptWhenNoNewerAttemptWasAssigned) {
   const TaskId id = RunOnA();
   silent_node_.insert("a");
   silent_task_.insert(id);
-  sched_->Cordon("b", true);
-  sched_->Cordon("c", true);  // nowhere to run it again yet
+  ASSERT_TRUE(sched_->Cordon("b", true).ok());
+  ASSERT_TRUE(sched_->Cordon("c", true).ok());  // nowhere to run it again yet
   RunFor(71'000);
   ASSERT_EQ(T(id).state, TaskState::kPending);
   ASSERT_EQ(T(id).attempts, 1);

@@ -190,8 +190,8 @@ TEST_F(LazyFlushTest, QuotaUnparksInFailureQueueOrder) {
   Submit(WholeGpuTask(2));
   for (int i = 0; i < 6; ++i) Submit(i % 2 ? WholeGpuTask(1) : SharedTask(4 * kGiB));
   Advance(10 * 30'000);
-  ASSERT_TRUE(lazy_.sched->SetQuota({"a", 1, 0, 0}).ok());
-  ASSERT_TRUE(eager_.sched->SetQuota({"a", 1, 0, 0}).ok());
+  ASSERT_TRUE(lazy_.sched->SetQuota({"a", 1, 0, 0, ""}).ok());
+  ASSERT_TRUE(eager_.sched->SetQuota({"a", 1, 0, 0, ""}).ok());
   ExpectSame();
   Advance(3 * 30'000);
 }

@@ -78,13 +78,6 @@ NodeIndex::Bucket::const_iterator FindEntry(const NodeIndex::Bucket& entries, do
   return it != entries.end() && it->id == id ? it : entries.end();
 }
 
-bool SameInputs(const ScoreInputs& a, const ScoreInputs& b) {
-  return std::tie(a.cpu_alloc, a.mem_alloc, a.gpu_alloc_mib, a.max_gpu_total_mib, a.gpu_count,
-                  a.running_tasks, a.inv_cpu, a.inv_mem, a.inv_gpu_mem) ==
-         std::tie(b.cpu_alloc, b.mem_alloc, b.gpu_alloc_mib, b.max_gpu_total_mib, b.gpu_count,
-                  b.running_tasks, b.inv_cpu, b.inv_mem, b.inv_gpu_mem);
-}
-
 }  // namespace
 
 NodeIndex::Usage NodeIndex::UsageOf(const NodeSummary& s) {
@@ -262,7 +255,7 @@ bool NodeIndex::Consistent(const std::vector<NodeState>& nodes,
     const Bucket& entries = bucket->second;
     const auto entry = FindEntry(entries, c.used, id);
     if (entry == entries.end() ||
-        !SameInputs(entry->in, ScoreInputsOf(summaries[c.first]))) {
+        entry->in != ScoreInputsOf(summaries[c.first])) {
       return false;
     }
     const uint32_t first = c.first;

@@ -3,22 +3,6 @@
 #include <cmath>
 
 namespace gpusched::core {
-namespace {
-
-// Up to three "used fraction after placement" values (CPU, RAM, GPU memory, those the node
-// has), clamped to [0, 1]; returns how many.
-int FractionsOf(const ScoreInputs& in, const PlacementRequest& r, double out[3]) {
-  int k = 0;
-  if (in.inv_cpu > 0) out[k++] = static_cast<double>(in.cpu_alloc + r.resources.cpu_milli) * in.inv_cpu;
-  if (in.inv_mem > 0) out[k++] = static_cast<double>(in.mem_alloc + r.resources.mem_mib) * in.inv_mem;
-  if (in.inv_gpu_mem > 0) {
-    out[k++] = static_cast<double>(in.gpu_alloc_mib + RequestedGpuMib(in, r)) * in.inv_gpu_mem;
-  }
-  for (int i = 0; i < k; ++i) out[i] = std::min(1.0, std::max(0.0, out[i]));
-  return k;
-}
-
-}  // namespace
 
 ScoreInputs ScoreInputsOf(const NodeState& n) {
   return {n.allocated.cpu_milli, n.allocated.mem_mib, n.gpu_allocated_mib, n.max_gpu_total_mib,

@@ -44,6 +44,7 @@ struct ScoreInputs {
   MiB gpu_alloc_mib = 0, max_gpu_total_mib = 0;
   int32_t gpu_count = 0, running_tasks = 0;
   double inv_cpu = 0, inv_mem = 0, inv_gpu_mem = 0;
+  bool operator==(const ScoreInputs&) const = default;
 };
 ScoreInputs ScoreInputsOf(const NodeState& n);
 ScoreInputs ScoreInputsOf(const NodeSummary& s);
@@ -53,6 +54,19 @@ inline MiB RequestedGpuMib(const ScoreInputs& in, const PlacementRequest& r) {
   if (r.gpus == 0) return 0;
   if (r.exclusive) return in.gpu_count == 0 ? 0 : r.gpus * in.max_gpu_total_mib;
   return r.gpus * r.gpu_mem_mib;
+}
+
+// Up to three "used fraction after placement" values (CPU, RAM, GPU memory, those the node
+// has), clamped to [0, 1]; returns how many.
+inline int FractionsOf(const ScoreInputs& in, const PlacementRequest& r, double out[3]) {
+  int k = 0;
+  if (in.inv_cpu > 0) out[k++] = static_cast<double>(in.cpu_alloc + r.resources.cpu_milli) * in.inv_cpu;
+  if (in.inv_mem > 0) out[k++] = static_cast<double>(in.mem_alloc + r.resources.mem_mib) * in.inv_mem;
+  if (in.inv_gpu_mem > 0) {
+    out[k++] = static_cast<double>(in.gpu_alloc_mib + RequestedGpuMib(in, r)) * in.inv_gpu_mem;
+  }
+  for (int i = 0; i < k; ++i) out[i] = std::min(1.0, std::max(0.0, out[i]));
+  return k;
 }
 
 // Whether the node has CPU, RAM and GPU memory (DefaultPluginsScore's case).
@@ -66,11 +80,8 @@ inline bool HasAllKinds(const ScoreInputs& in) {
 [[gnu::always_inline]] inline double DefaultPluginsScore(const ScoreInputs& in,
                                                         const PlacementRequest& r, double wl,
                                                         double wb) {
-  const double f[3] = {
-      std::clamp(static_cast<double>(in.cpu_alloc + r.resources.cpu_milli) * in.inv_cpu, 0.0, 1.0),
-      std::clamp(static_cast<double>(in.mem_alloc + r.resources.mem_mib) * in.inv_mem, 0.0, 1.0),
-      std::clamp(static_cast<double>(in.gpu_alloc_mib + RequestedGpuMib(in, r)) * in.inv_gpu_mem,
-                 0.0, 1.0)};
+  double f[3];
+  FractionsOf(in, r, f);
   const double mean = (f[0] + f[1] + f[2]) * (1.0 / 3.0);
   const double d0 = f[0] - mean, d1 = f[1] - mean, d2 = f[2] - mean;
   const double least = (1.0 - mean) * 100.0;

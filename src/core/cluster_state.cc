@@ -153,6 +153,7 @@ void ClusterState::RankNewName(size_t index) {
 }
 
 void ClusterState::Remove(size_t index) {
+  GS_CHECK(!holding_index_);  // it renumbers the nodes the hold lists
   GS_CHECK(index < nodes_.size());
   const NodeState& gone = nodes_[index];
   GS_CHECK(gone.allocated.cpu_milli == 0 && gone.allocated.mem_mib == 0 &&
@@ -218,7 +219,28 @@ void ClusterState::Summarize(size_t index) {
   s.inv_cpu = n.inv_cpu;
   s.inv_mem = n.inv_mem;
   s.inv_gpu_mem = n.inv_gpu_mem;
-  index_.Update(nodes_, summaries_, index);
+  if (!holding_index_) {
+    index_.Update(nodes_, summaries_, index);
+    return;
+  }
+  if (held_flag_.size() <= index) held_flag_.resize(nodes_.size(), false);
+  if (!held_flag_[index]) {
+    held_flag_[index] = true;
+    held_.push_back(index);
+  }
+}
+
+ClusterState::IndexHold::IndexHold(ClusterState& state) : state_(state) {
+  GS_CHECK(!state_.holding_index_);
+  state_.holding_index_ = true;
+}
+
+ClusterState::IndexHold::~IndexHold() {
+  state_.holding_index_ = false;
+  // In the order the nodes first changed, so the index is built alike on every run.
+  for (size_t index : state_.held_) state_.held_flag_[index] = false;
+  state_.index_.UpdateMany(state_.nodes_, state_.summaries_, state_.held_);
+  state_.held_.clear();
 }
 
 void ClusterState::Reserve(const Placement& p) {

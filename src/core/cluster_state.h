@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/check.h"
 #include "base/status.h"
 #include "core/node.h"
 #include "core/node_index.h"
@@ -46,7 +47,25 @@ class ClusterState {
   // every summary refresh, so reading it is O(1)).
   size_t reachable_count() const { return reachable_count_; }
   // Issue 43: the nodes by placement state and by how used they are (node_index.h).
-  const NodeIndex& index() const { return index_; }
+  // REQUIRES: no IndexHold is open (the index may be behind the nodes while one is).
+  const NodeIndex& index() const {
+    GS_CHECK(!holding_index_);
+    return index_;
+  }
+  // Issue 43: while one is open, changes refresh the nodes' summaries at once but move a
+  // changed node in the index only when it closes, once however often the node changed (a
+  // pass's commit reserves task after task on the same nodes, and nothing places until it
+  // ends). Not nested.
+  class IndexHold {
+   public:
+    explicit IndexHold(ClusterState& state);
+    ~IndexHold();
+    IndexHold(const IndexHold&) = delete;
+    IndexHold& operator=(const IndexHold&) = delete;
+
+   private:
+    ClusterState& state_;
+  };
 
   // Interned GPU model names; -1 if no node has this model.
   int ModelId(const std::string& model) const;
@@ -83,6 +102,9 @@ class ClusterState {
   std::unordered_map<std::string, int> model_ids_;
   size_t reachable_count_ = 0;
   NodeIndex index_;
+  bool holding_index_ = false;
+  std::vector<size_t> held_;          // under an IndexHold: the nodes changed, each once
+  std::vector<bool> held_flag_;       // by node index: in held_
 };
 
 }  // namespace gpusched::core

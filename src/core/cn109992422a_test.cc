@@ -307,7 +307,7 @@ TEST_F(CN109992422ATest, Claim9_TaskSideTakesTheMemoryFromTheTableResourceSidePi
   ASSERT_TRUE(T(id).placement.has_value());
   EXPECT_EQ(T(id).placement->node, answer.placement.node);
   EXPECT_EQ(T(id).placement->gpus, answer.placement.gpus);
-  EXPECT_EQ(sched_->resources().TasksOn(1), std::set<TaskId>{id});  // t -> (s, g, req)
+  EXPECT_EQ(sched_->resources().TasksOn(1), std::vector<TaskId>{id});  // t -> (s, g, req)
   EXPECT_EQ(sched_->cluster().node(1).gpus[static_cast<size_t>(answer.placement.gpus[0])]
                 .allocated_mib,
             5000);

@@ -1,5 +1,7 @@
 // `why`: explanations built from the last decision's per-filter counts and score breakdown.
 
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "core/testing/scheduler_fixture.h"
@@ -46,6 +48,27 @@ TEST_F(SchedulerTest, ExplainOfAPlacedTaskGivesTheScoreBreakdown) {
   // CPU 0/64 cores, RAM 0/512 GiB, GPU memory 8/32 GiB: LeastAllocated = (100+100+75)/3.
   EXPECT_NEAR(e->last_report.breakdown[0].value, 91.67, 0.01);
   EXPECT_EQ(e->summary.rfind("placed on a (score ", 0), 0u) << e->summary;
+}
+
+// DescribeReport writes scores without printf (a pass describes every placement): the text
+// is still printf's "%.1f", ties and large values included.
+TEST(DescribeReportTest, ScoresReadAsPrintfWouldWriteThem) {
+  PlacementReport report;
+  report.chosen_node = "n-1";
+  const double values[] = {0.25, 0.35, 81.25, -0.05, 99.95, 1e20, 0.0, -0.0, 1e300};
+  for (double v : values) {
+    report.score = v;
+    report.breakdown = {{"LeastAllocated", v / 3, 1}, {"BalancedAllocation", v + 0.05, 1}};
+    char expected[1024];
+    std::snprintf(expected, sizeof expected,
+                  "placed on n-1 (score %.1f: LeastAllocated %.1f, BalancedAllocation %.1f)", v,
+                  v / 3, v + 0.05);
+    EXPECT_EQ(DescribeReport(report), expected) << v;
+  }
+  report.breakdown.clear();
+  report.score = 12.34;
+  report.topology_rule = "NVLink pair";
+  EXPECT_EQ(DescribeReport(report), "placed on n-1 (score 12.3); NVLink pair");
 }
 
 TEST_F(SchedulerTest, ExplainOfFailedAndUnknownTasks) {

@@ -201,10 +201,26 @@ void NodeIndex::Leave(size_t index, const std::string& name) {
 void NodeIndex::Update(const std::vector<NodeState>& nodes,
                        const std::vector<NodeSummary>& summaries, size_t index) {
   if (class_of_.size() < nodes.size()) class_of_.resize(nodes.size(), kNone);
+  if (StillInItsClass(nodes, summaries, index)) return;
+  Leave(index, nodes[index].name);
+  Join(nodes, summaries, index);
+}
+
+void NodeIndex::UpdateMany(const std::vector<NodeState>& nodes,
+                           const std::vector<NodeSummary>& summaries,
+                           const std::vector<size_t>& changed) {
+  if (class_of_.size() < nodes.size()) class_of_.resize(nodes.size(), kNone);
+  // All leave first: a class's members are compared through its first one, which must be in
+  // the class's state when the others join (two members that changed alike would otherwise
+  // each find the other and stay, with the class's entry stale).
+  for (size_t index : changed) Leave(index, nodes[index].name);
+  for (size_t index : changed) Join(nodes, summaries, index);
+}
+
+void NodeIndex::Join(const std::vector<NodeState>& nodes,
+                     const std::vector<NodeSummary>& summaries, size_t index) {
   const NodeState& n = nodes[index];
   const NodeSummary& s = summaries[index];
-  if (StillInItsClass(nodes, summaries, index)) return;
-  Leave(index, n.name);
   const uint64_t hash = StateHash(n, s);
   uint32_t id = kNone;
   auto [begin, end] = by_hash_.equal_range(hash);

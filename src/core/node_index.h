@@ -112,6 +112,9 @@ class NodeIndex {
   // Node `index` changed (or is new): moves it to the class of its state now.
   void Update(const std::vector<NodeState>& nodes, const std::vector<NodeSummary>& summaries,
               size_t index);
+  // Nodes `changed` (each once) changed since their last Update: moves them all.
+  void UpdateMany(const std::vector<NodeState>& nodes, const std::vector<NodeSummary>& summaries,
+                  const std::vector<size_t>& changed);
   // Every node again (after a removal renumbered them).
   void Rebuild(const std::vector<NodeState>& nodes, const std::vector<NodeSummary>& summaries);
 
@@ -132,6 +135,9 @@ class NodeIndex {
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
   void Leave(size_t index, const std::string& name);
+  // Puts node `index` (in no class) in the class of its state, a new one if none has it.
+  void Join(const std::vector<NodeState>& nodes, const std::vector<NodeSummary>& summaries,
+            size_t index);
   // Whether node `index` is unchanged for placement: still in the state of another member of
   // its class (Update then has nothing to do).
   bool StillInItsClass(const std::vector<NodeState>& nodes,

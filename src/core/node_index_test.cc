@@ -133,7 +133,14 @@ void RunOne(uint64_t seed, int nodes, int steps) {
       const size_t k = static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(held.size()) - 1));
       cluster.Release(held[k]);
       held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
-    } else {
+    } else if (p < 0.93) {
+      Disturb(rng, cluster);
+    } else {  // changes under a hold, as a pass's commit makes them: the index moves at its end
+      const ClusterState::IndexHold hold(cluster);
+      for (int k = 0; k < 3 && !held.empty(); ++k) {
+        cluster.Release(held.back());
+        held.pop_back();
+      }
       Disturb(rng, cluster);
     }
     if (step % 50 == 0) {
@@ -154,10 +161,8 @@ TEST(NodeIndexTest, Issue43_CN115981827A_Claim1_IndexedDecisionsEqualTheScanOnRa
   }
 }
 
-// Identical nodes share a class; a node that changes leaves it, and one that changes back
-// joins it again.
-TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
-  ClusterState cluster;
+// Nodes c, a and b (registered in that order) of 4 H100s each, nothing reserved.
+void AddThreeAlikeNodes(ClusterState& cluster) {
   for (const char* name : {"c", "a", "b"}) {
     NodeSpec n;
     n.name = name;
@@ -165,6 +170,13 @@ TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
     n.gpus.assign(4, {"H100", 80 * 1024});
     ASSERT_TRUE(cluster.Upsert(n, 0).ok());
   }
+}
+
+// Identical nodes share a class; a node that changes leaves it, and one that changes back
+// joins it again.
+TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
+  ClusterState cluster;
+  ASSERT_NO_FATAL_FAILURE(AddThreeAlikeNodes(cluster));
   const NodeIndex& index = cluster.index();
   EXPECT_EQ(index.class_count(), 1u);
   EXPECT_EQ(index.cls(index.ClassOf(0)).first, *cluster.Find("a"));  // first by name
@@ -182,6 +194,42 @@ TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
   cluster.Remove(*cluster.Find("b"));
   EXPECT_EQ(index.class_count(), 1u);
   ASSERT_TRUE(cluster.CheckInvariants().ok());
+}
+
+// Under an IndexHold, nodes of one class that change alike (a gang's ranks, two tasks of one
+// shape) still end up in a class of their own state; the index is not read meanwhile.
+TEST(NodeIndexTest, Issue43_NodesThatChangeAlikeUnderAHoldLeaveTheirClassTogether) {
+  ClusterState cluster;
+  ASSERT_NO_FATAL_FAILURE(AddThreeAlikeNodes(cluster));
+  {
+    const ClusterState::IndexHold hold(cluster);
+    for (const char* name : {"a", "b"}) {
+      Placement p;
+      p.node_index = *cluster.Find(name);
+      p.node = name;
+      p.gpus = {0, 1, 2};
+      p.gpu_mem_mib.assign(3, 80 * 1024);
+      cluster.Reserve(p);
+    }
+    EXPECT_DEATH((void)cluster.index(), "holding_index_");
+  }
+  ASSERT_TRUE(cluster.CheckInvariants().ok());
+  const NodeIndex& index = cluster.index();
+  EXPECT_EQ(index.class_count(), 2u);
+  EXPECT_EQ(index.ClassOf(*cluster.Find("a")), index.ClassOf(*cluster.Find("b")));
+  EXPECT_NE(index.ClassOf(*cluster.Find("a")), index.ClassOf(*cluster.Find("c")));
+  // Two whole GPUs: only c has them, and the index finds it as the scan does.
+  PlacementRequest r;
+  r.gpus = 2;
+  r.exclusive = true;
+  PlacementOptions indexed, scan;
+  indexed.index_min_nodes = 0;
+  scan.index = false;
+  const PlacementResult a = Placer(indexed, nullptr).Place(cluster, r);
+  const PlacementResult b = Placer(scan, nullptr).Place(cluster, r);
+  ASSERT_TRUE(a.placed());
+  EXPECT_EQ(a.placement.node, "c");
+  EXPECT_EQ(b.placement.node, "c");
 }
 
 // 1,000 nodes of 8 H100s, n1000 .. n1999; node i holds what load(i) returns on its first

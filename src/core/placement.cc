@@ -3,20 +3,36 @@
 #include "core/topology_pick.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
+#include <system_error>
 
 namespace gpusched::core {
 
+namespace {
+
+// Appends `v` as printf's "%.1f" would (std::to_chars is specified so), without parsing a
+// format: a pass describes every placement it makes.
+void AppendOneDecimal(std::string& out, double v) {
+  char buf[320];  // DBL_MAX has 309 digits
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 1);
+  out.append(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace
+
 std::string DescribeReport(const PlacementReport& report, bool whole_gpus) {
-  char buf[96];
   if (!report.chosen_node.empty()) {
-    std::string out = "placed on " + report.chosen_node;
-    std::snprintf(buf, sizeof buf, " (score %.1f", report.score);
-    out += buf;
+    std::string out;
+    out.reserve(64 + 32 * report.breakdown.size() + report.topology_rule.size());
+    out += "placed on ";
+    out += report.chosen_node;
+    out += " (score ";
+    AppendOneDecimal(out, report.score);
     for (size_t i = 0; i < report.breakdown.size(); ++i) {
-      std::snprintf(buf, sizeof buf, "%s%s %.1f", i == 0 ? ": " : ", ",
-                    report.breakdown[i].name.c_str(), report.breakdown[i].value);
-      out += buf;
+      out += i == 0 ? ": " : ", ";
+      out += report.breakdown[i].name;
+      out += ' ';
+      AppendOneDecimal(out, report.breakdown[i].value);
     }
     out += ")";
     if (!report.topology_rule.empty()) out += "; " + report.topology_rule;

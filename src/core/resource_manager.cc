@@ -1,5 +1,7 @@
 #include "core/resource_manager.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace gpusched::core {
@@ -35,12 +37,16 @@ void ResourceManager::Observe(const PlacementRequest& shape) {
 
 void ResourceManager::Grant(TaskId task, const Placement& p) {
   state_.Reserve(p);
-  tasks_on_node_[p.node_index].insert(task);
+  std::vector<TaskId>& on = tasks_on_node_[p.node_index];
+  const auto at = std::lower_bound(on.begin(), on.end(), task);
+  if (at == on.end() || *at != task) on.insert(at, task);
 }
 
 void ResourceManager::Return(TaskId task, const Placement& p) {
   state_.Release(p);
-  tasks_on_node_[p.node_index].erase(task);
+  std::vector<TaskId>& on = tasks_on_node_[p.node_index];
+  const auto at = std::lower_bound(on.begin(), on.end(), task);
+  if (at != on.end() && *at == task) on.erase(at);
 }
 
 std::optional<Placement> ResourceManager::Rebind(const Placement& p) const {

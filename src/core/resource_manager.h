@@ -72,10 +72,13 @@ class ResourceManager {
   // Reserves `p` for `task`: visible to the very next answer (CN109992422A test 6).
   // REQUIRES: p fits (it came from an answer on the current table, or from Rebind).
   void Grant(TaskId task, const Placement& p);
+  // Issue 43: grants and returns until the hold ends move their nodes in the node index
+  // once, when it ends (ClusterState::IndexHold). No answer may be asked for meanwhile.
+  ClusterState::IndexHold HoldIndex() { return ClusterState::IndexHold(state_); }
   // Gives `task`'s reservation back. REQUIRES: Grant(task, p) was called and not undone.
   void Return(TaskId task, const Placement& p);
-  // Assigned or running tasks on the node at `index`, ascending id.
-  const std::set<TaskId>& TasksOn(size_t index) const { return tasks_on_node_[index]; }
+  // Assigned or running tasks on the node at `index`, ascending id, each once.
+  const std::vector<TaskId>& TasksOn(size_t index) const { return tasks_on_node_[index]; }
   // A placement stored before a restart, rebound to this table's node indices; nullopt when
   // its node is unknown or it no longer fits.
   std::optional<Placement> Rebind(const Placement& p) const;
@@ -84,7 +87,8 @@ class ResourceManager {
   ClusterState state_;
   Placer placer_;
   WorkloadDistribution workload_;
-  std::vector<std::set<TaskId>> tasks_on_node_;  // by node index
+  // By node index: sorted, a set without a node per task (a pass grants thousands).
+  std::vector<std::vector<TaskId>> tasks_on_node_;
   mutable std::unordered_map<int, ClusterState::Extremes> extremes_cache_;
 };
 

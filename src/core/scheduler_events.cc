@@ -33,7 +33,7 @@ void Scheduler::LoseNode(size_t index, const std::string& reason) {
     m.lost = true;
   });
   ++stats_.nodes_lost;
-  const std::set<TaskId>& on_node = resources_.TasksOn(index);
+  const std::vector<TaskId>& on_node = resources_.TasksOn(index);
   const std::vector<TaskId> victims(on_node.begin(), on_node.end());
   for (TaskId id : victims) {
     Task& t = *Find(id);
@@ -181,7 +181,7 @@ void Scheduler::ApplyGpuHealth(size_t index, const std::vector<NodeHeartbeat::Gp
   if (failed.empty()) return;
   const std::string node = n.name;
   // In id order (TasksOn is ordered): the requeued tasks keep their relative order.
-  const std::set<TaskId>& on_node = resources_.TasksOn(index);
+  const std::vector<TaskId>& on_node = resources_.TasksOn(index);
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
@@ -247,7 +247,7 @@ Status Scheduler::Drain(const std::string& node, bool evict) {
   pass_requested_ = true;
   capacity_event_ = true;  // node facts changed
   if (!evict) return Status::Ok();
-  const std::set<TaskId>& on_node = resources_.TasksOn(*index);
+  const std::vector<TaskId>& on_node = resources_.TasksOn(*index);
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   for (TaskId id : tasks) {
     Task& t = *Find(id);
@@ -260,7 +260,7 @@ Status Scheduler::Drain(const std::string& node, bool evict) {
 StatusOr<std::vector<TaskId>> Scheduler::RemoveNode(const std::string& node, bool force) {
   auto index = cluster().Find(node);
   if (!index) return UnknownNode(node);
-  const std::set<TaskId>& on_node = resources_.TasksOn(*index);
+  const std::vector<TaskId>& on_node = resources_.TasksOn(*index);
   const std::vector<TaskId> tasks(on_node.begin(), on_node.end());
   if (!tasks.empty() && !force) {
     std::string ids;
@@ -664,7 +664,7 @@ Status Scheduler::AssignmentLost(TaskId id, int64_t attempt, const std::string& 
 std::vector<TaskId> Scheduler::TasksOnNode(const std::string& node) const {
   auto index = cluster().Find(node);
   if (!index) return {};
-  return {resources_.TasksOn(*index).begin(), resources_.TasksOn(*index).end()};
+  return resources_.TasksOn(*index);
 }
 
 // ---------------------------------------------------------------- restart

@@ -69,6 +69,10 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   for (const std::string& team : plan.teams_classified) ledger_.Touch(team);
   // The reservation is set before the steps: a step that places its holder clears it.
   reservation_ = std::move(plan.reservation);
+  // The steps were decided on the plan's view: none asks the table for an answer, so the
+  // node index catches up once per changed node, after the last step.
+  const ClusterState::IndexHold hold = resources_.HoldIndex();
+  actions_.reserve(actions_.size() + plan.steps.size());  // one per placed task but gangs
   for (PlanStep& step : plan.steps) {
     Task& t = *Find(step.task);
     switch (step.kind) {

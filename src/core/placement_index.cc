@@ -105,18 +105,25 @@ double LeastSpreadAfter(const RequestShare& share, bool node_directed, uint32_t 
   return std::sqrt(std::max(0.0, s * s + sr * sr + 2 * s * sr * c));
 }
 
+// What the bound reads of the weights, once per decision.
+struct BoundWeights {
+  explicit BoundWeights(const ScoreWeights& w)
+      : total(std::accumulate(w.weight.begin(), w.weight.end(), 0.0)),
+        least(w.weight[kScorerLeastAllocated]),
+        balanced(w.weight[kScorerBalancedAllocation]),
+        others((total - least - balanced) * 100.0) {}
+  double total, least, balanced, others;
+};
+
 Bound BoundFor(const NodeIndex::Group& g, const RequestShare& share, uint32_t bucket,
-               const ScoreWeights& w) {
-  const double total = std::accumulate(w.weight.begin(), w.weight.end(), 0.0);
-  if (total <= 0) return {};  // every score is 0
-  const double wl = w.weight[kScorerLeastAllocated];
-  const double wb = w.weight[kScorerBalancedAllocation];
-  const double others = (total - wl - wb) * 100.0;
-  if (share.kinds == 0) return {(wb * 100.0 + others) / total, 0};  // LeastAllocated is 0
+               const BoundWeights& w) {
+  if (w.total <= 0) return {};  // every score is 0
+  if (share.kinds == 0) return {(w.balanced * 100.0 + w.others) / w.total, 0};  // no LeastAllocated
   const bool node_directed = g.inv_cpu > 0 && g.inv_mem > 0 && g.inv_gpu_mem > 0;
-  const double least = wl * 100.0 * (1.0 - share.mean);
-  const double balanced = wb * 100.0 * (1.0 - LeastSpreadAfter(share, node_directed, bucket));
-  return {(least + balanced + others) / total, wl * 100.0 / total};
+  const double least = w.least * 100.0 * (1.0 - share.mean);
+  const double balanced =
+      w.balanced * 100.0 * (1.0 - LeastSpreadAfter(share, node_directed, bucket));
+  return {(least + balanced + w.others) / w.total, w.least * 100.0 / w.total};
 }
 
 // A bucket the request may fit in, with its bound line and its bound at its least used class
@@ -144,7 +151,7 @@ bool MayFit(const NodeIndex::Group& g, uint32_t bucket, const PlacementRequest& 
 
 // Every bucket of the group the request may fit in.
 void AddWalks(const NodeIndex::Group& g, uint32_t group, const PlacementRequest& r,
-              const ScoreWeights& w, std::vector<Walk>* walks) {
+              const BoundWeights& w, std::vector<Walk>* walks) {
   const RequestShare share = ShareOf(g, r);
   for (const auto& [b, classes] : g.buckets) {
     if (!MayFit(g, b, r)) continue;
@@ -164,8 +171,12 @@ Placer::Candidate Placer::IndexedBest(const ClusterState& cluster, const Placeme
                                       PlacementReport* report) const {
   const NodeIndex& index = cluster.index();
   const auto& groups = index.groups();
-  std::vector<Walk> walks;
-  for (uint32_t g = 0; g < groups.size(); ++g) AddWalks(groups[g], g, r, options_.weights, &walks);
+  // Reused: a decision would otherwise allocate it (Place is const and may run on several
+  // threads at once, so one per thread).
+  thread_local std::vector<Walk> walks;
+  walks.clear();
+  const BoundWeights bound_weights(options_.weights);
+  for (uint32_t g = 0; g < groups.size(); ++g) AddWalks(groups[g], g, r, bound_weights, &walks);
   // A heap: most decisions walk a few of the buckets, highest bound first.
   std::make_heap(walks.begin(), walks.end(), LowerBound);
   Candidate best;

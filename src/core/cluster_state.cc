@@ -174,7 +174,7 @@ void ClusterState::Remove(size_t index) {
     }
     if (i >= index) by_name_[nodes_[i].name] = i;
   }
-  index_.Rebuild(nodes_, summaries_);
+  if (keep_index_) index_.Rebuild(nodes_, summaries_);
 }
 
 void ClusterState::Summarize(size_t index) {
@@ -219,6 +219,7 @@ void ClusterState::Summarize(size_t index) {
   s.inv_cpu = n.inv_cpu;
   s.inv_mem = n.inv_mem;
   s.inv_gpu_mem = n.inv_gpu_mem;
+  if (!keep_index_) return;
   if (!holding_index_) {
     index_.Update(nodes_, summaries_, index);
     return;
@@ -228,6 +229,13 @@ void ClusterState::Summarize(size_t index) {
     held_flag_[index] = true;
     held_.push_back(index);
   }
+}
+
+void ClusterState::KeepIndex(bool keep) {
+  GS_CHECK(!holding_index_);
+  if (keep && !keep_index_) index_.Rebuild(nodes_, summaries_);
+  if (!keep) index_ = NodeIndex();
+  keep_index_ = keep;
 }
 
 ClusterState::IndexHold::IndexHold(ClusterState& state) : state_(state) {
@@ -326,7 +334,7 @@ Status ClusterState::CheckIndex() const {
     if (summaries_[i].reachable) ++reachable;
   }
   if (reachable != reachable_count_) return Internal("cluster index: reachable count is off");
-  if (!index_.Consistent(nodes_, summaries_)) {
+  if (keep_index_ && !index_.Consistent(nodes_, summaries_)) {
     return Internal("node index: a node is missing or in the class of another state");
   }
   return Status::Ok();

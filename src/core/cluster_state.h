@@ -47,11 +47,16 @@ class ClusterState {
   // every summary refresh, so reading it is O(1)).
   size_t reachable_count() const { return reachable_count_; }
   // Issue 43: the nodes by placement state and by how used they are (node_index.h).
-  // REQUIRES: no IndexHold is open (the index may be behind the nodes while one is).
+  // REQUIRES: the index is kept, and no IndexHold is open (the index may be behind the nodes
+  // while one is).
   const NodeIndex& index() const {
-    GS_CHECK(!holding_index_);
+    GS_CHECK(keep_index_ && !holding_index_);
     return index_;
   }
+  // Whether the node index is kept up to date (on by default; turning it on builds it). A
+  // table that only full scans read (the placement option `node_index: false`) leaves it
+  // off: a scan does not pay for an index it never reads.
+  void KeepIndex(bool keep);
   // Issue 43: while one is open, changes refresh the nodes' summaries at once but move a
   // changed node in the index only when it closes, once however often the node changed (a
   // pass's commit reserves task after task on the same nodes, and nothing places until it
@@ -102,6 +107,7 @@ class ClusterState {
   std::unordered_map<std::string, int> model_ids_;
   size_t reachable_count_ = 0;
   NodeIndex index_;
+  bool keep_index_ = true;
   bool holding_index_ = false;
   std::vector<size_t> held_;          // under an IndexHold: the nodes changed, each once
   std::vector<bool> held_flag_;       // by node index: in held_

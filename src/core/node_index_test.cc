@@ -172,6 +172,28 @@ void AddThreeAlikeNodes(ClusterState& cluster) {
   }
 }
 
+// `mib` on each of the first `gpus` GPUs of node `name`.
+Placement OnFirstGpus(const ClusterState& cluster, const std::string& name, int gpus, MiB mib) {
+  Placement p;
+  p.node_index = *cluster.Find(name);
+  p.node = name;
+  for (int g = 0; g < gpus; ++g) p.gpus.push_back(g);
+  p.gpu_mem_mib.assign(static_cast<size_t>(gpus), mib);
+  return p;
+}
+
+// `gpus` whole GPUs through the index (however small the cluster) and by the scan.
+std::pair<PlacementResult, PlacementResult> WholeGpusBothWays(const ClusterState& cluster,
+                                                              int64_t gpus) {
+  PlacementRequest r;
+  r.gpus = gpus;
+  r.exclusive = true;
+  PlacementOptions indexed, scan;
+  indexed.index_min_nodes = 0;
+  scan.index = false;
+  return {Placer(indexed, nullptr).Place(cluster, r), Placer(scan, nullptr).Place(cluster, r)};
+}
+
 // Identical nodes share a class; a node that changes leaves it, and one that changes back
 // joins it again.
 TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
@@ -180,11 +202,7 @@ TEST(NodeIndexTest, Issue43_NodesInTheSameStateShareAClass) {
   const NodeIndex& index = cluster.index();
   EXPECT_EQ(index.class_count(), 1u);
   EXPECT_EQ(index.cls(index.ClassOf(0)).first, *cluster.Find("a"));  // first by name
-  Placement p;
-  p.node_index = *cluster.Find("a");
-  p.node = "a";
-  p.gpus = {0};
-  p.gpu_mem_mib = {10 * 1024};
+  const Placement p = OnFirstGpus(cluster, "a", 1, 10 * 1024);
   cluster.Reserve(p);
   EXPECT_EQ(index.class_count(), 2u);
   EXPECT_EQ(index.cls(index.ClassOf(0)).first, *cluster.Find("b"));
@@ -203,14 +221,7 @@ TEST(NodeIndexTest, Issue43_NodesThatChangeAlikeUnderAHoldLeaveTheirClassTogethe
   ASSERT_NO_FATAL_FAILURE(AddThreeAlikeNodes(cluster));
   {
     const ClusterState::IndexHold hold(cluster);
-    for (const char* name : {"a", "b"}) {
-      Placement p;
-      p.node_index = *cluster.Find(name);
-      p.node = name;
-      p.gpus = {0, 1, 2};
-      p.gpu_mem_mib.assign(3, 80 * 1024);
-      cluster.Reserve(p);
-    }
+    for (const char* name : {"a", "b"}) cluster.Reserve(OnFirstGpus(cluster, name, 3, 80 * 1024));
     EXPECT_DEATH((void)cluster.index(), "holding_index_");
   }
   ASSERT_TRUE(cluster.CheckInvariants().ok());
@@ -219,17 +230,28 @@ TEST(NodeIndexTest, Issue43_NodesThatChangeAlikeUnderAHoldLeaveTheirClassTogethe
   EXPECT_EQ(index.ClassOf(*cluster.Find("a")), index.ClassOf(*cluster.Find("b")));
   EXPECT_NE(index.ClassOf(*cluster.Find("a")), index.ClassOf(*cluster.Find("c")));
   // Two whole GPUs: only c has them, and the index finds it as the scan does.
-  PlacementRequest r;
-  r.gpus = 2;
-  r.exclusive = true;
-  PlacementOptions indexed, scan;
-  indexed.index_min_nodes = 0;
-  scan.index = false;
-  const PlacementResult a = Placer(indexed, nullptr).Place(cluster, r);
-  const PlacementResult b = Placer(scan, nullptr).Place(cluster, r);
-  ASSERT_TRUE(a.placed());
-  EXPECT_EQ(a.placement.node, "c");
-  EXPECT_EQ(b.placement.node, "c");
+  const auto [indexed, scanned] = WholeGpusBothWays(cluster, 2);
+  ASSERT_TRUE(indexed.placed());
+  EXPECT_EQ(indexed.placement.node, "c");
+  EXPECT_EQ(scanned.placement.node, "c");
+}
+
+// A table only full scans read keeps no index (the scan does not pay for its upkeep); one
+// that is told to keep it again builds it from the nodes as they are then.
+TEST(NodeIndexTest, Issue43_ATableWithoutTheIndexBuildsItWhenAskedAgain) {
+  ClusterState cluster;
+  cluster.KeepIndex(false);
+  ASSERT_NO_FATAL_FAILURE(AddThreeAlikeNodes(cluster));
+  cluster.Reserve(OnFirstGpus(cluster, "a", 1, 10 * 1024));
+  ASSERT_TRUE(cluster.CheckInvariants().ok());
+  EXPECT_DEATH((void)cluster.index(), "keep_index_");
+  cluster.KeepIndex(true);
+  ASSERT_TRUE(cluster.CheckInvariants().ok());
+  EXPECT_EQ(cluster.index().class_count(), 2u);  // a, and b with c
+  const auto [indexed, scanned] = WholeGpusBothWays(cluster, 4);
+  ASSERT_TRUE(indexed.placed());
+  EXPECT_EQ(indexed.placement.node, scanned.placement.node);
+  EXPECT_EQ(indexed.placement.node, "b");  // b and c tie: by name
 }
 
 // 1,000 nodes of 8 H100s, n1000 .. n1999; node i holds what load(i) returns on its first
@@ -245,14 +267,10 @@ void AddLoadedNodes(ClusterState& cluster, F load) {
     n.name = "n" + std::to_string(1000 + i);
     n.capacity = {128'000, 1024 * 1024};
     n.gpus.assign(8, {"H100", 80 * 1024});
-    const size_t at = *cluster.Upsert(n, 0);
+    ASSERT_TRUE(cluster.Upsert(n, 0).ok());
     const Load l = load(i);
     if (l.gpus == 0) continue;
-    Placement p;
-    p.node_index = at;
-    p.node = n.name;
-    for (int g = 0; g < l.gpus; ++g) p.gpus.push_back(g);
-    p.gpu_mem_mib.assign(static_cast<size_t>(l.gpus), 80 * 1024);
+    Placement p = OnFirstGpus(cluster, n.name, l.gpus, 80 * 1024);
     p.resources = l.resources;
     cluster.Reserve(p);
   }

@@ -108,6 +108,11 @@ class Placer {
                             const WorkloadDistribution* workload = nullptr) const;
 
   const PlacementOptions& options() const { return options_; }
+  // Whether any decision may read the node index (issue 43: on a cluster of at least
+  // `index_min_nodes`); a table only this placer reads need not keep one otherwise.
+  bool MayUseIndex() const {
+    return options_.index && options_.node_order == NodeOrder::kWeightedScore;
+  }
 
  private:
   struct Candidate {

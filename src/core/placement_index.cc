@@ -163,8 +163,7 @@ void AddWalks(const NodeIndex::Group& g, uint32_t group, const PlacementRequest&
 }  // namespace
 
 bool Placer::UsesIndex(const ClusterState& cluster) const {
-  return options_.index && options_.node_order == NodeOrder::kWeightedScore &&
-         cluster.size() >= options_.index_min_nodes;
+  return MayUseIndex() && cluster.size() >= options_.index_min_nodes;
 }
 
 Placer::Candidate Placer::IndexedBest(const ClusterState& cluster, const PlacementRequest& r,

@@ -34,7 +34,9 @@ struct ResourceRequest {
 class ResourceManager {
  public:
   ResourceManager(PlacementOptions options, Executor* executor)
-      : placer_(std::move(options), executor) {}
+      : placer_(std::move(options), executor) {
+    state_.KeepIndex(placer_.MayUseIndex());  // a placer that always scans never reads it
+  }
 
   // ---- the state table ----
   const ClusterState& state() const { return state_; }

@@ -72,7 +72,6 @@ size_t Scheduler::CommitPlan(PassPlan plan) {
   // The steps were decided on the plan's view: none asks the table for an answer, so the
   // node index catches up once per changed node, after the last step.
   const ClusterState::IndexHold hold = resources_.HoldIndex();
-  actions_.reserve(actions_.size() + plan.steps.size());  // one per placed task but gangs
   for (PlanStep& step : plan.steps) {
     Task& t = *Find(step.task);
     switch (step.kind) {

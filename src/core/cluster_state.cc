@@ -220,15 +220,11 @@ void ClusterState::Summarize(size_t index) {
   s.inv_mem = n.inv_mem;
   s.inv_gpu_mem = n.inv_gpu_mem;
   if (!keep_index_) return;
-  if (!holding_index_) {
-    index_.Update(nodes_, summaries_, index);
+  if (holding_index_) {
+    held_.push_back(index);
     return;
   }
-  if (held_flag_.size() <= index) held_flag_.resize(nodes_.size(), false);
-  if (!held_flag_[index]) {
-    held_flag_[index] = true;
-    held_.push_back(index);
-  }
+  index_.Update(nodes_, summaries_, index);
 }
 
 void ClusterState::KeepIndex(bool keep) {
@@ -245,8 +241,9 @@ ClusterState::IndexHold::IndexHold(ClusterState& state) : state_(state) {
 
 ClusterState::IndexHold::~IndexHold() {
   state_.holding_index_ = false;
-  // In the order the nodes first changed, so the index is built alike on every run.
-  for (size_t index : state_.held_) state_.held_flag_[index] = false;
+  // Each changed node once, in index order (the index is built alike on every run).
+  std::sort(state_.held_.begin(), state_.held_.end());
+  state_.held_.erase(std::unique(state_.held_.begin(), state_.held_.end()), state_.held_.end());
   state_.index_.UpdateMany(state_.nodes_, state_.summaries_, state_.held_);
   state_.held_.clear();
 }

@@ -109,8 +109,7 @@ class ClusterState {
   NodeIndex index_;
   bool keep_index_ = true;
   bool holding_index_ = false;
-  std::vector<size_t> held_;          // under an IndexHold: the nodes changed, each once
-  std::vector<bool> held_flag_;       // by node index: in held_
+  std::vector<size_t> held_;  // under an IndexHold: the nodes changed, once per change
 };
 
 }  // namespace gpusched::core
